@@ -1,0 +1,132 @@
+/* backend.h: the compute backend interface. A backend is a small table of function pointers (ggml's
+ * idea); the agents in agents/ are written once against it. The CPU backend (kernels/cpu/) is always
+ * present and is the readable reference; the CUDA backend (kernels/cuda/) is a separate shared module
+ * loaded at run time by the registry (engine/backend_registry.c), so a binary without a GPU, driver or
+ * CUDA libraries still starts.
+ *
+ * Rules every op follows:
+ * - Matrices are row-major. Pointers point into the backend's own memory ("device" memory; on the CPU
+ *   backend that is host memory). Ops are asynchronous on the backend's one stream; ops run in order.
+ * - Ops return RLT_OK or a negative status after writing a message to bk->err. They check shapes
+ *   (negative sizes, leading dimensions smaller than rows) and fail with RLT_EINVAL.
+ * - Ops never allocate. Values that change from one update to the next (Adam's step, RNG counters, the
+ *   replay size) are read from device memory, never baked in as arguments, so a captured graph replays
+ *   correctly. Constant hyper-parameters (lr, gamma, tau) are plain arguments.
+ * - Reductions are deterministic (fixed order, no atomics), so a seed gives the same result run to run.
+ * - Random numbers come from Philox4x32-10 (kernels/philox.h) keyed by (seed, stream) with the counter
+ *   (*counter, element index): the CPU and CUDA backends draw identical integers.
+ */
+#ifndef RLT_BACKEND_H
+#define RLT_BACKEND_H
+
+#include <stdint.h>
+#include "err.h"
+
+typedef enum { RLT_ACT_NONE = 0, RLT_ACT_RELU = 1, RLT_ACT_TANH = 2 } rlt_act;
+typedef enum { RLT_COPY_H2D = 0, RLT_COPY_D2H = 1, RLT_COPY_D2D = 2 } rlt_copy_kind;
+
+#define RLT_BACKEND_MAX_GRAPHS 8
+
+/* Adam hyper-parameters (Kingma and Ba 2015; PyTorch's defaults for beta and eps). */
+typedef struct rlt_adam_hp {
+    float lr, beta1, beta2, eps;
+} rlt_adam_hp;
+
+typedef struct rlt_backend rlt_backend;
+
+typedef struct rlt_backend_ops {
+    const char *name; /* "cpu", "cuda" */
+    int32_t abi_version; /* RLT_BACKEND_ABI: the registry refuses a module built against another */
+
+    /* ---- lifecycle and memory ---- */
+    /* Opens device `device_index` (-1 for the backend's default); fills bk->device_name, device_total,
+     * device_free and context_bytes. May allocate its private state (bk->impl): it runs before the seal. */
+    int (*open)(rlt_backend *bk, int32_t device_index, int32_t cpu_threads);
+    void (*close)(rlt_backend *bk);
+    /* Bytes of library workspace the backend wants inside the plan (cuBLAS workspace); 0 on CPU. */
+    uint64_t (*workspace_bytes)(rlt_backend *bk);
+    /* Hands the backend its workspace inside the arena (called once after commit). */
+    int (*set_workspace)(rlt_backend *bk, void *ptr, uint64_t bytes);
+    /* The one device reservation and its release. Host arenas that need pinning come through
+     * host_reserve (pinned on CUDA, page-aligned and touched on CPU). */
+    int (*mem_reserve)(rlt_backend *bk, uint64_t bytes, void **base);
+    void (*mem_release)(rlt_backend *bk, void *base);
+    int (*host_reserve)(rlt_backend *bk, uint64_t bytes, void **base);
+    void (*host_release)(rlt_backend *bk, void *base);
+    /* Asynchronous copy on the stream (host side must be host_reserve memory for true asynchrony). */
+    int (*copy)(rlt_backend *bk, void *dst, const void *src, uint64_t bytes, int32_t kind);
+    int (*sync)(rlt_backend *bk);
+    /* Graph capture of a sequence of ops into slot (0..RLT_BACKEND_MAX_GRAPHS-1) and replay of it.
+     * On CPU, capture is not supported (graph_supported returns 0) and callers run ops directly. */
+    int (*graph_supported)(rlt_backend *bk);
+    int (*graph_begin)(rlt_backend *bk, int32_t slot);
+    int (*graph_end)(rlt_backend *bk, int32_t slot);
+    int (*graph_launch)(rlt_backend *bk, int32_t slot);
+
+    /* ---- dense ops ---- */
+    /* C[m,n] = alpha * op(A) * op(B) + beta * C, row-major; op(X) = X^T when tX != 0.
+     * A is m x k (k x m when ta), B is k x n (n x k when tb). */
+    int (*gemm)(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha,
+                const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc);
+    /* y[r, c] = act(y[r, c] + b[c]) for r < rows, c < cols (b may be NULL). */
+    int (*bias_act)(rlt_backend *bk, float *y, int32_t ldy, const float *b, int32_t rows, int32_t cols, int32_t act);
+    /* dy[r, c] *= act'(.) expressed through the activation's output y: relu: y > 0; tanh: 1 - y^2. */
+    int (*act_grad)(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows,
+                    int32_t cols, int32_t act);
+    /* db[c] = beta * db[c] + sum_r dy[r, c], summed in row order. */
+    int (*bias_grad)(rlt_backend *bk, float *db, const float *dy, int32_t lddy, int32_t rows, int32_t cols, float beta);
+
+    /* ---- flat ops over contiguous blocks (zero-grad, Adam, Polyak: one launch each) ---- */
+    int (*fill)(rlt_backend *bk, float *x, uint64_t n, float value);
+    int (*copy_f32)(rlt_backend *bk, float *dst, const float *src, uint64_t n);
+    /* t = *step (already incremented, >= 1); m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+     * p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps). (PyTorch's Adam, eps outside the sqrt.) */
+    int (*adam)(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
+                const int64_t *step);
+    /* target = tau * src + (1 - tau) * target. */
+    int (*polyak)(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau);
+    /* *c += v (device-side counters, one thread). */
+    int (*counter_add)(rlt_backend *bk, int64_t *c, int64_t v);
+
+    /* ---- replay ---- */
+    /* idx[i] = (philox_u32(seed, stream, *counter, i) * (*size)) >> 32, i < n; requires *size >= 1. */
+    int (*sample_indices)(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, uint64_t seed,
+                          uint32_t stream, const int64_t *counter);
+    /* dst row i (at dst + i*dst_stride bytes) = src row idx[i] (row_bytes bytes at src + idx[i]*row_bytes). */
+    int (*gather_rows)(rlt_backend *bk, void *dst, uint64_t dst_stride, const void *src, uint64_t row_bytes,
+                       const int32_t *idx, int32_t n);
+
+    /* ---- losses and TD3 pieces ---- */
+    /* dq[i] = grad_scale * 2 (q[i] - y[i]) / n; *loss (if non-NULL) = mean (q - y)^2, summed in order. */
+    int (*mse_grad)(rlt_backend *bk, float *dq, float *loss, const float *q, const float *y, int32_t n,
+                    float grad_scale);
+    /* *out = scale * sum_i x[i * ldx], summed in order (losses for the log). */
+    int (*sum)(rlt_backend *bk, float *out, const float *x, int32_t ldx, int32_t n, float scale);
+    /* In place on a[r, c] (row stride lda): a = clamp(a + clamp(std * N(0,1), -clip, clip), -1, 1), the
+     * normal drawn by Box-Muller from philox(seed, stream, *counter, r * cols + c). */
+    int (*td3_target_action)(rlt_backend *bk, float *a, int32_t lda, int32_t rows, int32_t cols, float std,
+                             float clip, uint64_t seed, uint32_t stream, const int64_t *counter);
+    /* y[i] = r[i] + gamma * (1 - term[i]) * min(q1[i * ldq], q2[i * ldq]). */
+    int (*td3_target)(rlt_backend *bk, float *y, const float *r, const float *term, const float *q1,
+                      const float *q2, int32_t ldq, int32_t n, float gamma);
+} rlt_backend_ops;
+
+#define RLT_BACKEND_ABI 1
+
+struct rlt_backend {
+    const rlt_backend_ops *ops;
+    void *impl;     /* the backend's private state */
+    rlt_err *err;   /* where ops record failures (the owning agent's error record) */
+    int32_t device_is_host; /* 1 on CPU: "device" pointers are host pointers */
+    int32_t device_index;
+    char device_name[64];   /* "cpu", "cuda:0 (NVIDIA H100 80GB HBM3)" */
+    uint64_t device_total, device_free, context_bytes;
+};
+
+/* The CPU backend's table (always present). */
+const rlt_backend_ops *rlt_cpu_backend_ops(void);
+/* Entry point a CUDA module exports (resolved with dlsym by the registry). */
+typedef const rlt_backend_ops *(*rlt_backend_entry_fn)(void);
+#define RLT_CUDA_ENTRY_SYMBOL "rlt_cuda_backend_ops"
+
+#endif

@@ -1,0 +1,63 @@
+/* config.h: the typed configuration. It starts from documented defaults (config_defaults.c lists them
+ * with their schema), YAML files and --set overrides are merged over it by config.c, and every consumer
+ * reads plain fields. Adding a key = adding a field here and a row to the schema table. */
+#ifndef RLT_CONFIG_H
+#define RLT_CONFIG_H
+
+#include <stdint.h>
+#include "rltrain.h"
+#include "err.h"
+
+#define RLT_CFG_MAX_LAYERS 8
+#define RLT_CFG_STR 256
+
+typedef struct rlt_int_list {
+    int32_t n;
+    int32_t v[RLT_CFG_MAX_LAYERS];
+} rlt_int_list;
+
+struct rlt_config {
+    char algo[16];      /* td3 | dqn */
+    struct {
+        char name[64];  /* built-in environment */
+        int32_t max_episode_steps; /* 0: the environment's own limit */
+    } env;
+    uint64_t seed;
+    char device[32];    /* auto | cpu | cuda | cuda:N */
+    char precision[8];  /* fp32 | bf16 | fp16 */
+    struct {
+        int64_t total_steps;
+        int64_t start_steps;
+        int32_t batch_size;
+        int32_t grad_accum_steps;
+        int32_t updates_per_step;
+        int64_t eval_every;
+        int32_t eval_episodes;
+        double progress_every_s;
+    } train;
+    struct {
+        int64_t capacity;
+        char location[16]; /* auto | device | host */
+    } replay;
+    struct {
+        rlt_int_list actor_hidden;
+        rlt_int_list critic_hidden;
+        double actor_lr, critic_lr, gamma, tau, policy_noise, noise_clip, exploration_noise;
+        int32_t policy_delay;
+    } td3;
+    struct {
+        double budget_mb;
+    } memory;
+    struct {
+        int32_t threads; /* BLAS threads on the CPU backend; 0 = 1 thread (fastest at RL sizes) */
+    } cpu;
+    char out_dir[RLT_CFG_STR];
+
+    /* Not config values: provenance and the last error. */
+    char source[RLT_CFG_STR]; /* the last file or string name loaded */
+    rlt_err err;
+};
+
+void config_set_defaults(rlt_config *cfg);
+
+#endif

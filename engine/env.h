@@ -1,0 +1,53 @@
+/* env.h: the environment interface. An environment is a class (name, reset, step) plus an instance struct
+ * whose state lives inline, so creating one allocates nothing. Built-in classes live in envs/ and are
+ * found by name through rlt_env_make; more (and user-provided C environments) plug in the same way. */
+#ifndef RLT_ENV_H
+#define RLT_ENV_H
+
+#include <stdint.h>
+#include "rltrain.h"
+#include "err.h"
+#include "rng.h"
+
+#define RLT_ENV_MAX_ACT 16
+#define RLT_ENV_STATE_BYTES 2048
+
+typedef struct rlt_env rlt_env;
+
+typedef struct rlt_env_class {
+    const char *name;
+    const char *description;
+    /* Sets spaces, bounds and max_steps (default episode limit) in env; called once by rlt_env_make. */
+    int (*setup)(rlt_env *env);
+    /* Starts an episode: writes the first observation (obs space dtype) and sets env->t = 0. */
+    int (*reset)(rlt_env *env, void *obs);
+    /* One step. action: float[act dim] within bounds (Box) or int32 (Discrete). The caller handles the
+     * time limit: step sets *truncated only for reasons of its own (most never do). */
+    int (*step)(rlt_env *env, const void *action, void *obs, float *reward, uint8_t *terminated, uint8_t *truncated);
+} rlt_env_class;
+
+struct rlt_env {
+    const rlt_env_class *cls;
+    rlt_space obs_space; /* obs_space.low/high are NULL */
+    rlt_space act_space; /* act_space.low/high point into act_low/act_high below */
+    float act_low[RLT_ENV_MAX_ACT];
+    float act_high[RLT_ENV_MAX_ACT];
+    rlt_rng rng;       /* resets and any dynamics noise */
+    int32_t t;         /* steps into the current episode */
+    int32_t max_steps; /* time limit (truncation), as the Gymnasium registration sets it */
+    _Alignas(16) unsigned char state[RLT_ENV_STATE_BYTES]; /* class-private */
+};
+
+/* Creates the built-in environment `name` with its own random stream. max_steps > 0 overrides the
+ * class's time limit. Fails with RLT_ECONFIG, listing the known names, for an unknown name. */
+int rlt_env_make(rlt_env *env, rlt_err *e, const char *name, uint64_t seed, uint32_t stream, int32_t max_steps);
+/* step with the time limit applied: sets *truncated when env->t reaches max_steps (and not terminated). */
+int rlt_env_step(rlt_env *env, const void *action, void *obs, float *reward, uint8_t *terminated, uint8_t *truncated);
+static inline int rlt_env_reset(rlt_env *env, void *obs) { env->t = 0; return env->cls->reset(env, obs); }
+/* Observation size in elements and in bytes. */
+int64_t rlt_space_elems(const rlt_space *s);
+int64_t rlt_space_bytes(const rlt_space *s);
+/* Comma-separated list of built-in names (for error messages and --help). */
+const char *rlt_env_names(void);
+
+#endif

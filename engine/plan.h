@@ -1,0 +1,42 @@
+/* plan.h: the memory plan. A plan pass adds named entries (name, region, location, bytes, where to store
+ * the pointer) with no memory touched; plan_commit then reserves one host block and one device block and
+ * points every entry into them. Zero-size entries get NULL. After commit the plan is sealed: nothing is
+ * added, nothing is allocated. */
+#ifndef RLT_PLAN_H
+#define RLT_PLAN_H
+
+#include <stdint.h>
+#include "rltrain.h"
+#include "err.h"
+
+#define RLT_PLAN_MAX_ENTRIES 128
+#define RLT_PLAN_ALIGN 256 /* cuBLAS and vector loads want 256-byte aligned operands */
+
+struct rlt_backend;
+
+typedef struct rlt_plan {
+    rlt_plan_entry entries[RLT_PLAN_MAX_ENTRIES];
+    void **slots[RLT_PLAN_MAX_ENTRIES]; /* where each entry's pointer goes at commit */
+    int32_t n;
+    int32_t sealed;
+    int32_t device_is_host; /* CPU backend: DEVICE entries live in the host arena */
+    uint64_t arena_bytes[2]; /* per rlt_location, after alignment */
+    void *base[2];
+} rlt_plan;
+
+void plan_init(rlt_plan *p, int device_is_host);
+/* Adds an entry; fails only when the table is full or the plan is sealed (programming errors). */
+int plan_add(rlt_plan *p, rlt_err *e, const char *name, const char *region, rlt_location loc, uint64_t bytes,
+             void **slot);
+/* Offsets and arena sizes from the entries; pure arithmetic, callable any number of times. */
+void plan_layout(rlt_plan *p);
+/* Sum of entry bytes whose region matches (NULL: all) at a location (-1: both). */
+uint64_t plan_region_bytes(const rlt_plan *p, const char *region, int loc);
+/* Reserves the arenas (host: touched so it is resident; device: one backend reservation) and points the
+ * entries into them. Nothing is reserved if budget_bytes > 0 and the budgeted arena exceeds it. */
+int plan_commit(rlt_plan *p, rlt_err *e, struct rlt_backend *bk, uint64_t budget_bytes);
+void plan_release(rlt_plan *p, struct rlt_backend *bk);
+/* The startup table: one row per entry grouped by region, totals, budget. */
+size_t plan_format(const rlt_plan *p, const rlt_plan_summary *s, char *buf, size_t cap);
+
+#endif

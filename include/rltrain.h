@@ -1,0 +1,185 @@
+/* rltrain.h: the one public header of rltrain, a native RL trainer that plans and reserves every byte
+ * it will use at startup and never allocates afterwards.
+ *
+ * Conventions: every function returns an int status (RLT_OK = 0, negative on failure) unless it is a
+ * getter. Handles are opaque. A failing call leaves a message with an actionable hint in its handle,
+ * read with rlt_config_errmsg / rlt_trainer_errmsg / rlt_agent_errmsg. The library never prints and never
+ * exits: it logs through the callback set with rlt_log_set_callback. Structs in this header have one
+ * layout whatever the build options (no CUDA types, no #if). Thread safety: handles are independent and
+ * hold no global state, so different handles may be used from different threads at once; one handle
+ * must not be used from two threads at the same time. */
+#ifndef RLTRAIN_H
+#define RLTRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RLT_VERSION_MAJOR 0
+#define RLT_VERSION_MINOR 1
+#define RLT_VERSION_PATCH 0
+
+/* Status codes: one table; rlt_strerror and rlt_status_name are generated from it. */
+#define RLT_STATUS_MAP(X)                                                                  \
+    X(OK, 0, "success")                                                                    \
+    X(EINVAL, -1, "invalid argument")                                                      \
+    X(ECONFIG, -2, "configuration error")                                                  \
+    X(ENOFIT, -3, "memory plan does not fit")                                              \
+    X(EDEVICE, -4, "requested device is not usable")                                       \
+    X(EIO, -5, "input/output error")                                                       \
+    X(ERUNTIME, -6, "runtime failure")                                                     \
+    X(ENOMEM, -7, "out of host memory for a handle")                                       \
+    X(ESTATE, -8, "call not valid in the current state")                                   \
+    X(ECHECKPOINT, -9, "checkpoint is invalid or does not match")                          \
+    X(EINTERRUPTED, -10, "interrupted")
+
+typedef enum {
+#define RLT_STATUS_ENUM_(name, code, text) RLT_##name = code,
+    RLT_STATUS_MAP(RLT_STATUS_ENUM_)
+#undef RLT_STATUS_ENUM_
+} rlt_status;
+
+const char *rlt_strerror(int status);    /* "memory plan does not fit" */
+const char *rlt_status_name(int status); /* "RLT_ENOFIT" */
+const char *rlt_version_string(void);
+
+/* Logging: the library's only output. level: 0 error, 1 warning, 2 info, 3 debug. The callback is
+ * process-wide (set it before creating handles); NULL silences the library. */
+typedef enum { RLT_LOG_ERROR = 0, RLT_LOG_WARN = 1, RLT_LOG_INFO = 2, RLT_LOG_DEBUG = 3 } rlt_log_level;
+typedef void (*rlt_log_fn)(void *user, int level, const char *message);
+void rlt_log_set_callback(rlt_log_fn fn, void *user);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Configuration                                                                                  */
+/* ---------------------------------------------------------------------------------------------- */
+typedef struct rlt_config rlt_config;
+
+/* A new config holding the documented defaults. */
+int rlt_config_init(rlt_config **out);
+void rlt_config_free(rlt_config *cfg);
+/* Merge a YAML file or string over the current values. Strict: unknown or duplicate keys, wrong types,
+ * out-of-range values, aliases, deep nesting and oversized input are RLT_ECONFIG, with file:line:column,
+ * the key, and the nearest valid key for typos in rlt_config_errmsg. */
+int rlt_config_load_file(rlt_config *cfg, const char *path);
+int rlt_config_load_string(rlt_config *cfg, const char *yaml, const char *name_for_errors);
+/* One override "key.path=value", value in YAML flow syntax ("td3.actor_hidden=[64,64]"). */
+int rlt_config_set(rlt_config *cfg, const char *assignment);
+/* Checks the whole config for consistency (called by the inits; callable early for a fast error). */
+int rlt_config_validate(rlt_config *cfg);
+/* The resolved config as YAML text into buf (always NUL-terminated); returns the length it needs. */
+size_t rlt_config_dump(const rlt_config *cfg, char *buf, size_t cap);
+const char *rlt_config_errmsg(const rlt_config *cfg);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Memory plan                                                                                    */
+/* ---------------------------------------------------------------------------------------------- */
+typedef enum { RLT_LOC_HOST = 0, RLT_LOC_DEVICE = 1 } rlt_location;
+
+typedef struct rlt_plan_entry {
+    char name[64];    /* "critic.params", "replay.obs", ... */
+    char region[24];  /* params | grads | adam_m | adam_v | target | activations | replay | scratch | ... */
+    int32_t location; /* rlt_location */
+    int32_t reserved_;
+    uint64_t bytes;  /* bytes this entry uses, before alignment padding */
+    uint64_t offset; /* offset inside its arena */
+} rlt_plan_entry;
+
+typedef struct rlt_plan_summary {
+    uint64_t host_bytes;     /* the host arena as reserved (alignment included) */
+    uint64_t device_bytes;   /* the device arena as reserved; 0 on the CPU backend */
+    uint64_t budget_bytes;   /* memory.budget_mb in bytes */
+    uint64_t device_total;   /* total device memory, 0 when unknown */
+    uint64_t device_free;    /* free device memory before the reservation, 0 when unknown */
+    uint64_t context_bytes;  /* measured cost of the CUDA context and library handles, 0 on CPU */
+    int32_t n_entries;
+    int32_t fits;            /* 1 when the budgeted arena fits */
+    char device[32];         /* "cpu", "cuda:0" */
+} rlt_plan_summary;
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Spaces and the agent API (for simulators that drive their own loop)                            */
+/* ---------------------------------------------------------------------------------------------- */
+typedef enum { RLT_SPACE_BOX = 0, RLT_SPACE_DISCRETE = 1 } rlt_space_kind;
+typedef enum { RLT_DTYPE_F32 = 0, RLT_DTYPE_U8 = 1, RLT_DTYPE_I32 = 2, RLT_DTYPE_F16 = 3, RLT_DTYPE_BF16 = 4 } rlt_dtype;
+
+typedef struct rlt_space {
+    int32_t kind;     /* rlt_space_kind */
+    int32_t dtype;    /* observations: F32 or U8; Box actions: F32; Discrete actions: I32 */
+    int32_t ndim;     /* 1 for vectors, 3 for images (C, H, W) */
+    int32_t shape[4];
+    int32_t n;        /* number of actions of a Discrete space */
+    const float *low; /* Box bounds, shape[0] values each (actions); NULL means [-1, 1] */
+    const float *high;
+} rlt_space;
+
+typedef struct rlt_agent rlt_agent;
+
+/* Plans and reserves all memory of an agent for the given spaces, or fails (RLT_ENOFIT, RLT_EDEVICE,
+ * RLT_ECONFIG). On failure *out is still set when possible, so rlt_agent_errmsg and the plan can be read;
+ * free it with rlt_agent_free. */
+int rlt_agent_init(const rlt_config *cfg, const rlt_space *obs, const rlt_space *act, rlt_agent **out);
+void rlt_agent_free(rlt_agent *agent);
+/* Actions for n observations (row-major, the obs space's dtype). Box actions are float in the action
+ * space's bounds; Discrete actions are int32. explore=1 adds the algorithm's exploration (and uniform
+ * random actions before train.start_steps); explore=0 is the greedy/deterministic policy. */
+int rlt_agent_act(rlt_agent *agent, const void *obs, int32_t n, int32_t explore, void *actions);
+/* Stores n transitions. terminated and truncated are kept apart: only terminated stops bootstrapping. */
+int rlt_agent_observe(rlt_agent *agent, const void *obs, const void *actions, const float *rewards,
+                      const void *next_obs, const uint8_t *terminated, const uint8_t *truncated, int32_t n);
+/* Runs train.updates_per_step updates for each call if learning has started; *done gets the count run. */
+int rlt_agent_update(rlt_agent *agent, int32_t *done);
+int rlt_agent_memory_plan(const rlt_agent *agent, rlt_plan_summary *summary, const rlt_plan_entry **entries);
+/* Formats the plan as the table printed at startup. Returns the length it needs. */
+size_t rlt_agent_plan_format(const rlt_agent *agent, char *buf, size_t cap);
+int rlt_agent_save(rlt_agent *agent, const char *path);
+int rlt_agent_load(rlt_agent *agent, const char *path);
+/* Number of allocations made through the engine's allocator since the agent's arena was sealed. */
+uint64_t rlt_agent_allocations_after_init(const rlt_agent *agent);
+const char *rlt_agent_errmsg(const rlt_agent *agent);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Trainer: an agent, a built-in environment, the training loop and its outputs                   */
+/* ---------------------------------------------------------------------------------------------- */
+typedef struct rlt_trainer rlt_trainer;
+
+typedef struct rlt_progress {
+    int64_t env_steps;
+    int64_t total_steps;
+    int64_t episodes;
+    int64_t updates;
+    double last_episode_return;
+    double last_eval_return; /* NaN before the first evaluation */
+    double best_eval_return;
+    double updates_per_s;
+    double env_steps_per_s;
+    double elapsed_s;
+    double eta_s;
+    int32_t is_eval; /* 1 when this report follows an evaluation */
+    int32_t reserved_;
+} rlt_progress;
+
+/* Called at least every train.progress_every_s seconds and after each evaluation; return nonzero to
+ * stop the run early (it then ends with RLT_EINTERRUPTED after writing its outputs). */
+typedef int (*rlt_progress_fn)(void *user, const rlt_progress *p);
+
+/* Plans and reserves everything or fails; nothing is written to disk by init. On failure *out is still
+ * set when possible (read rlt_trainer_errmsg and the plan, then rlt_trainer_free). */
+int rlt_trainer_init(const rlt_config *cfg, rlt_trainer **out);
+void rlt_trainer_free(rlt_trainer *tr);
+int rlt_trainer_memory_plan(const rlt_trainer *tr, rlt_plan_summary *summary, const rlt_plan_entry **entries);
+size_t rlt_trainer_plan_format(const rlt_trainer *tr, char *buf, size_t cap);
+/* Trains for train.total_steps env steps, writing out_dir/{config.yaml,metrics.csv,summary.json,final.ckpt}. */
+int rlt_trainer_run(rlt_trainer *tr, rlt_progress_fn fn, void *user);
+/* The final progress figures (valid after rlt_trainer_run). */
+int rlt_trainer_progress(const rlt_trainer *tr, rlt_progress *out);
+rlt_agent *rlt_trainer_agent(rlt_trainer *tr);
+const char *rlt_trainer_out_dir(const rlt_trainer *tr);
+const char *rlt_trainer_errmsg(const rlt_trainer *tr);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RLTRAIN_H */

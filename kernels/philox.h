@@ -1,0 +1,69 @@
+/* philox.h: Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011), the
+ * counter-based generator behind every random number in rltrain. Pure integer arithmetic, so the CPU and
+ * the GPU draw identical bits from the same (key, counter): that is what makes CPU/GPU trajectory parity
+ * and bit-exact resume possible. Usable from C and from CUDA device code. */
+#ifndef RLT_PHILOX_H
+#define RLT_PHILOX_H
+
+#include <math.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define RLT_HD __host__ __device__ __forceinline__
+#else
+#define RLT_HD static inline
+#endif
+
+typedef struct { uint32_t v[4]; } rlt_u32x4;
+
+RLT_HD uint32_t rlt_mulhilo32(uint32_t a, uint32_t b, uint32_t *hi) {
+    uint64_t p = (uint64_t)a * (uint64_t)b;
+    *hi = (uint32_t)(p >> 32);
+    return (uint32_t)p;
+}
+
+/* key = (seed lo, seed hi ^ stream); counter = (ctr lo, ctr hi, index lo, index hi). */
+RLT_HD rlt_u32x4 rlt_philox4x32(uint64_t seed, uint32_t stream, uint64_t ctr, uint64_t index) {
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32) ^ (stream * 0x9E3779B9u);
+    uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = (uint32_t)index, c3 = (uint32_t)(index >> 32);
+    for (int r = 0; r < 10; r++) {
+        uint32_t hi0, hi1;
+        uint32_t lo0 = rlt_mulhilo32(0xD2511F53u, c0, &hi0);
+        uint32_t lo1 = rlt_mulhilo32(0xCD9E8D57u, c2, &hi1);
+        uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
+        c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    rlt_u32x4 out = {{c0, c1, c2, c3}};
+    return out;
+}
+
+/* Uniform in [0, 1) with 24 random bits. */
+RLT_HD float rlt_u32_to_unit(uint32_t x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
+
+/* One standard normal from one Philox block (Box-Muller on its first two words). */
+RLT_HD float rlt_philox_normal(uint64_t seed, uint32_t stream, uint64_t ctr, uint64_t index) {
+    rlt_u32x4 r = rlt_philox4x32(seed, stream, ctr, index);
+    float u1 = ((float)(r.v[0] >> 8) + 1.0f) * (1.0f / 16777216.0f); /* (0, 1]: log is finite */
+    float u2 = rlt_u32_to_unit(r.v[1]);
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958647692f * u2);
+}
+
+/* Uniform integer in [0, n) (Lemire's multiply-shift; bias below 2^-32 * n). */
+RLT_HD uint32_t rlt_philox_below(uint64_t seed, uint32_t stream, uint64_t ctr, uint64_t index, uint64_t n) {
+    rlt_u32x4 r = rlt_philox4x32(seed, stream, ctr, index);
+    return (uint32_t)(((uint64_t)r.v[0] * n) >> 32);
+}
+
+/* Random-number streams: one per purpose, so adding draws in one place never shifts another. */
+enum {
+    RLT_STREAM_INIT = 1,      /* weight initialisation */
+    RLT_STREAM_SAMPLE = 2,    /* replay indices */
+    RLT_STREAM_TARGET = 3,    /* TD3 target policy smoothing */
+    RLT_STREAM_EXPLORE = 4,   /* exploration noise and random actions */
+    RLT_STREAM_ENV = 5,       /* environment resets and dynamics noise */
+    RLT_STREAM_EVAL_ENV = 6   /* evaluation environment */
+};
+
+#endif

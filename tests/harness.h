@@ -1,0 +1,39 @@
+/* harness.h: the tiny test harness shared by every test: CHECK macros that count failures and keep
+ * going, a skip exit (77, ctest's SKIP_RETURN_CODE) and a summary line. */
+#ifndef RLT_TEST_HARNESS_H
+#define RLT_TEST_HARNESS_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+extern int rlt_test_checks;
+extern int rlt_test_failures;
+
+#define CHECK(cond, ...)                                                              \
+    do {                                                                              \
+        rlt_test_checks++;                                                            \
+        if (!(cond)) {                                                                \
+            rlt_test_failures++;                                                      \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);  \
+            fprintf(stderr, __VA_ARGS__);                                             \
+            fputc('\n', stderr);                                                      \
+        }                                                                             \
+    } while (0)
+
+/* |a - b| <= atol + rtol * |b| */
+#define CHECK_NEAR(a, b, atol, rtol, what)                                                     \
+    do {                                                                                       \
+        double a_ = (double)(a), b_ = (double)(b);                                             \
+        CHECK(fabs(a_ - b_) <= (atol) + (rtol) * fabs(b_) && !isnan(a_), "%s: got %.9g want %.9g", \
+              (what), a_, b_);                                                                 \
+    } while (0)
+
+/* Prints "<name>: N passed, N failed" and returns the exit code (0 when nothing failed). */
+int test_summary(const char *name);
+/* Prints why and exits 77 so ctest reports the test as skipped. */
+void test_skip(const char *why);
+/* A fresh empty directory under the test's working directory (removed first if it exists). */
+const char *test_tmpdir(const char *name);
+
+#endif
