@@ -96,14 +96,14 @@ typedef struct rlt_plan_summary {
     uint64_t context_bytes;  /* measured cost of the CUDA context and library handles, 0 on CPU */
     int32_t n_entries;
     int32_t fits;            /* 1 when the budgeted arena fits */
-    char device[32];         /* "cpu", "cuda:0" */
+    char device[64];         /* "cpu", "cuda:0 (NVIDIA H100 80GB HBM3)" */
 } rlt_plan_summary;
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Spaces and the agent API (for simulators that drive their own loop)                            */
 /* ---------------------------------------------------------------------------------------------- */
 typedef enum { RLT_SPACE_BOX = 0, RLT_SPACE_DISCRETE = 1 } rlt_space_kind;
-typedef enum { RLT_DTYPE_F32 = 0, RLT_DTYPE_U8 = 1, RLT_DTYPE_I32 = 2, RLT_DTYPE_F16 = 3, RLT_DTYPE_BF16 = 4 } rlt_dtype;
+typedef enum { RLT_DTYPE_F32 = 0, RLT_DTYPE_U8 = 1, RLT_DTYPE_I32 = 2, RLT_DTYPE_F16 = 3, RLT_DTYPE_BF16 = 4, RLT_DTYPE_I64 = 5 } rlt_dtype;
 
 typedef struct rlt_space {
     int32_t kind;     /* rlt_space_kind */

@@ -1,0 +1,154 @@
+/* td3.c: TD3's memory plan, initial state, update and policy on the backend interface (see td3.h). */
+#include "td3.h"
+
+#include <string.h>
+
+#include "../engine/agent.h"
+
+#define F32 4u
+
+int td3_plan(rlt_agent *ag) {
+    rlt_td3 *t = &ag->td3;
+    rlt_err *e = &ag->err;
+    rlt_plan *p = &ag->plan;
+    const rlt_config *c = &ag->cfg;
+    t->O = ag->obs_dim;
+    t->A = ag->act_dim;
+    t->B = c->train.batch_size;
+    t->act_batch = 64;
+    int32_t O = t->O, A = t->A, B = t->B;
+
+    RLT_TRY(mlp_define(&t->actor, e, O, c->td3.actor_hidden.v, c->td3.actor_hidden.n, A, RLT_ACT_RELU, RLT_ACT_TANH));
+    t->actor_act = t->actor;
+    RLT_TRY(mlp_define(&t->q1, e, O + A, c->td3.critic_hidden.v, c->td3.critic_hidden.n, 1, RLT_ACT_RELU, RLT_ACT_NONE));
+    t->q2 = t->q1;
+    t->n_actor = mlp_param_count(&t->actor);
+    t->n_q1 = mlp_param_count(&t->q1);
+    t->n_q2 = mlp_param_count(&t->q2);
+    t->n_total = t->n_actor + t->n_q1 + t->n_q2;
+    uint64_t nb = t->n_total * F32;
+
+    /* Parameters and optimiser state, role by role with one layout. */
+    RLT_TRY(plan_add(p, e, "params", "params", RLT_LOC_DEVICE, nb, (void **)&t->params));
+    RLT_TRY(plan_add(p, e, "grads", "grads", RLT_LOC_DEVICE, nb, (void **)&t->grads));
+    RLT_TRY(plan_add(p, e, "adam_m", "adam_m", RLT_LOC_DEVICE, nb, (void **)&t->adam_m));
+    RLT_TRY(plan_add(p, e, "adam_v", "adam_v", RLT_LOC_DEVICE, nb, (void **)&t->adam_v));
+    RLT_TRY(plan_add(p, e, "target", "target", RLT_LOC_DEVICE, nb, (void **)&t->target));
+
+    /* Activations: the training batch for the actor and both critics, and a small batch for acting. */
+    RLT_TRY(mlp_plan(&t->actor, p, e, "actor", B));
+    RLT_TRY(mlp_plan(&t->q1, p, e, "q1", B));
+    RLT_TRY(mlp_plan(&t->q2, p, e, "q2", B));
+    RLT_TRY(mlp_plan(&t->actor_act, p, e, "actor.acting", t->act_batch));
+
+    /* Batch buffers. */
+    uint64_t row = (uint64_t)(O + A) * F32;
+    RLT_TRY(plan_add(p, e, "batch.idx", "batch", RLT_LOC_DEVICE, (uint64_t)B * 4, (void **)&t->idx));
+    RLT_TRY(plan_add(p, e, "batch.s_a", "batch", RLT_LOC_DEVICE, B * row, (void **)&t->s_a));
+    RLT_TRY(plan_add(p, e, "batch.s2_a2", "batch", RLT_LOC_DEVICE, B * row, (void **)&t->s2_a2));
+    RLT_TRY(plan_add(p, e, "batch.d_sa", "batch", RLT_LOC_DEVICE, B * row, (void **)&t->d_sa));
+    float **vec[] = {&t->r, &t->term, &t->y, &t->q1o, &t->q2o, &t->qt1, &t->qt2, &t->dq1, &t->dq2};
+    const char *vec_names[] = {"batch.r", "batch.term", "batch.y", "batch.q1", "batch.q2", "batch.q1_target",
+                               "batch.q2_target", "batch.dq1", "batch.dq2"};
+    for (size_t i = 0; i < sizeof vec / sizeof vec[0]; i++)
+        RLT_TRY(plan_add(p, e, vec_names[i], "batch", RLT_LOC_DEVICE, (uint64_t)B * F32, (void **)vec[i]));
+    RLT_TRY(plan_add(p, e, "acting.obs", "batch", RLT_LOC_DEVICE, (uint64_t)t->act_batch * O * F32, (void **)&t->act_in));
+    RLT_TRY(plan_add(p, e, "acting.action", "batch", RLT_LOC_DEVICE, (uint64_t)t->act_batch * A * F32,
+                     (void **)&t->act_out));
+
+    /* Replay fields: observations, normalised actions, rewards, termination flags, next observations. */
+    RLT_TRY(replay_add_field(&ag->replay, e, "obs", (uint64_t)O * F32));
+    RLT_TRY(replay_add_field(&ag->replay, e, "action", (uint64_t)A * F32));
+    RLT_TRY(replay_add_field(&ag->replay, e, "reward", F32));
+    RLT_TRY(replay_add_field(&ag->replay, e, "terminated", F32));
+    RLT_TRY(replay_add_field(&ag->replay, e, "next_obs", (uint64_t)O * F32));
+    /* Host staging: acting rows in and out, and whole blocks for weight init and checkpoints. */
+    ag->io_stage_bytes = nb;
+    uint64_t act_io = (uint64_t)t->act_batch * (O + A) * F32;
+    if (act_io > ag->io_stage_bytes) ag->io_stage_bytes = act_io;
+    return RLT_OK;
+}
+
+int td3_init_state(rlt_agent *ag) {
+    rlt_td3 *t = &ag->td3;
+    rlt_backend *bk = &ag->bk;
+    rlt_rng rng;
+    rlt_rng_init(&rng, ag->cfg.seed, RLT_STREAM_INIT);
+    float *h = ag->io_stage;
+    mlp_init_params(&t->actor, h, &rng);
+    mlp_init_params(&t->q1, h + t->n_actor, &rng);
+    mlp_init_params(&t->q2, h + t->n_actor + t->n_q1, &rng);
+    RLT_TRY(agent_put(ag, t->params, h, t->n_total * F32));
+    /* Targets start equal to the networks; Adam's moments and the gradients start at zero. */
+    RLT_TRY(bk->ops->copy_f32(bk, t->target, t->params, t->n_total));
+    RLT_TRY(bk->ops->fill(bk, t->grads, t->n_total, 0.0f));
+    RLT_TRY(bk->ops->fill(bk, t->adam_m, t->n_total, 0.0f));
+    RLT_TRY(bk->ops->fill(bk, t->adam_v, t->n_total, 0.0f));
+    return bk->ops->sync(bk);
+}
+
+int td3_update_ops(rlt_agent *ag, int actor_step) {
+    rlt_td3 *t = &ag->td3;
+    rlt_backend *bk = &ag->bk;
+    const rlt_backend_ops *op = bk->ops;
+    const rlt_config *c = &ag->cfg;
+    rlt_replay *rp = &ag->replay;
+    int32_t O = t->O, A = t->A, B = t->B, ld = O + A;
+    int64_t *ctr = ag->counters;
+    float *actor_p = t->params, *q1_p = t->params + t->n_actor, *q2_p = q1_p + t->n_q1;
+    float *actor_tp = t->target, *q1_tp = t->target + t->n_actor, *q2_tp = q1_tp + t->n_q1;
+    float *actor_g = t->grads, *q1_g = t->grads + t->n_actor, *q2_g = q1_g + t->n_q1;
+
+    /* Sample a batch: s_a = [obs | action], s2_a2 = [next_obs | (target action, below)]. */
+    RLT_TRY(op->sample_indices(bk, t->idx, B, &ctr[RLT_CTR_REPLAY_SIZE], c->seed, RLT_STREAM_SAMPLE, &ctr[RLT_CTR_UPDATE]));
+    RLT_TRY(op->gather_rows(bk, t->s_a, (uint64_t)ld * F32, rp->f[0].data, rp->f[0].row_bytes, t->idx, B));
+    RLT_TRY(op->gather_rows(bk, t->s_a + O, (uint64_t)ld * F32, rp->f[1].data, rp->f[1].row_bytes, t->idx, B));
+    RLT_TRY(op->gather_rows(bk, t->r, F32, rp->f[2].data, rp->f[2].row_bytes, t->idx, B));
+    RLT_TRY(op->gather_rows(bk, t->term, F32, rp->f[3].data, rp->f[3].row_bytes, t->idx, B));
+    RLT_TRY(op->gather_rows(bk, t->s2_a2, (uint64_t)ld * F32, rp->f[4].data, rp->f[4].row_bytes, t->idx, B));
+
+    /* Target: y = r + gamma (1 - term) min(Q1'(s', a'), Q2'(s', a')), a' = clip(pi'(s') + clip(noise)). */
+    RLT_TRY(mlp_forward(bk, &t->actor, actor_tp, t->s2_a2, ld, B, t->s2_a2 + O, ld));
+    RLT_TRY(op->td3_target_action(bk, t->s2_a2 + O, ld, B, A, (float)c->td3.policy_noise, (float)c->td3.noise_clip,
+                                  c->seed, RLT_STREAM_TARGET, &ctr[RLT_CTR_UPDATE]));
+    RLT_TRY(mlp_forward(bk, &t->q1, q1_tp, t->s2_a2, ld, B, t->qt1, 1));
+    RLT_TRY(mlp_forward(bk, &t->q2, q2_tp, t->s2_a2, ld, B, t->qt2, 1));
+    RLT_TRY(op->td3_target(bk, t->y, t->r, t->term, t->qt1, t->qt2, 1, B, (float)c->td3.gamma));
+
+    /* Critic step on MSE(Q1, y) + MSE(Q2, y). */
+    RLT_TRY(op->fill(bk, q1_g, t->n_q1 + t->n_q2, 0.0f));
+    RLT_TRY(mlp_forward(bk, &t->q1, q1_p, t->s_a, ld, B, t->q1o, 1));
+    RLT_TRY(mlp_forward(bk, &t->q2, q2_p, t->s_a, ld, B, t->q2o, 1));
+    RLT_TRY(op->mse_grad(bk, t->dq1, &ag->losses[RLT_LOSS_Q1], t->q1o, t->y, B, 1.0f));
+    RLT_TRY(op->mse_grad(bk, t->dq2, &ag->losses[RLT_LOSS_Q2], t->q2o, t->y, B, 1.0f));
+    RLT_TRY(mlp_backward(bk, &t->q1, q1_p, q1_g, t->s_a, ld, B, t->dq1, 1, NULL, 0));
+    RLT_TRY(mlp_backward(bk, &t->q2, q2_p, q2_g, t->s_a, ld, B, t->dq2, 1, NULL, 0));
+    RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_CRITIC_STEP], 1));
+    rlt_adam_hp critic_hp = {(float)c->td3.critic_lr, 0.9f, 0.999f, 1e-8f};
+    RLT_TRY(op->adam(bk, q1_p, q1_g, t->adam_m + t->n_actor, t->adam_v + t->n_actor, t->n_q1 + t->n_q2, critic_hp,
+                     &ctr[RLT_CTR_CRITIC_STEP]));
+
+    if (actor_step) {
+        /* Actor step on -mean Q1(s, pi(s)); the sampled actions in s_a are no longer needed, so pi(s)
+         * overwrites them and s_a becomes the critic's input directly. Critic parameter gradients are not
+         * formed here: only d/da flows back. */
+        RLT_TRY(mlp_forward(bk, &t->actor, actor_p, t->s_a, ld, B, t->s_a + O, ld));
+        RLT_TRY(mlp_forward(bk, &t->q1, q1_p, t->s_a, ld, B, t->q1o, 1));
+        RLT_TRY(op->sum(bk, &ag->losses[RLT_LOSS_ACTOR], t->q1o, 1, B, -1.0f / (float)B));
+        RLT_TRY(op->fill(bk, t->dq1, (uint64_t)B, -1.0f / (float)B));
+        RLT_TRY(mlp_backward(bk, &t->q1, q1_p, NULL, t->s_a, ld, B, t->dq1, 1, t->d_sa, ld));
+        RLT_TRY(op->fill(bk, actor_g, t->n_actor, 0.0f));
+        RLT_TRY(mlp_backward(bk, &t->actor, actor_p, actor_g, t->s_a, ld, B, t->d_sa + O, ld, NULL, 0));
+        RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_ACTOR_STEP], 1));
+        rlt_adam_hp actor_hp = {(float)c->td3.actor_lr, 0.9f, 0.999f, 1e-8f};
+        RLT_TRY(op->adam(bk, actor_p, actor_g, t->adam_m, t->adam_v, t->n_actor, actor_hp, &ctr[RLT_CTR_ACTOR_STEP]));
+        /* All three targets in one flat pass. */
+        RLT_TRY(op->polyak(bk, t->target, t->params, t->n_total, (float)c->td3.tau));
+    }
+    return op->counter_add(bk, &ctr[RLT_CTR_UPDATE], 1);
+}
+
+int td3_policy(rlt_agent *ag, int32_t n) {
+    rlt_td3 *t = &ag->td3;
+    return mlp_forward(&ag->bk, &t->actor_act, t->params, t->act_in, t->O, n, t->act_out, t->A);
+}

@@ -1,0 +1,35 @@
+/* td3.h: TD3 (Fujimoto, van Hoof and Meger 2018, "Addressing Function Approximation Error in Actor-Critic
+ * Methods") on the backend interface: twin critics with clipped double-Q targets, target policy smoothing,
+ * delayed actor and target updates. Actions are normalised to [-1, 1] inside; the agent API scales them to
+ * the action space's bounds.
+ *
+ * Memory: one flat block per role with the layout [actor | q1 | q2]: params, grads, adam_m, adam_v and
+ * target share offsets, so zero-grad, Adam (one pass per optimiser) and Polyak (one pass for all targets)
+ * are flat operations. */
+#ifndef RLT_TD3_H
+#define RLT_TD3_H
+
+#include "mlp.h"
+
+struct rlt_agent;
+
+typedef struct rlt_td3 {
+    rlt_mlp actor, actor_act, q1, q2; /* actor_act: the actor's activations for acting (act_batch rows) */
+    uint64_t n_actor, n_q1, n_q2, n_total;
+    float *params, *grads, *adam_m, *adam_v, *target; /* device, n_total floats each */
+    int32_t B, O, A, act_batch;
+    /* Batch buffers (device). s_a = [obs | action] (critic input), s2_a2 = [next_obs | target action]. */
+    int32_t *idx;
+    float *s_a, *s2_a2, *d_sa, *r, *term, *y, *q1o, *q2o, *qt1, *qt2, *dq1, *dq2;
+    float *act_in, *act_out; /* acting: [act_batch, O] -> [act_batch, A] */
+} rlt_td3;
+
+int td3_plan(struct rlt_agent *ag);
+int td3_init_state(struct rlt_agent *ag);
+/* The ops of one update; actor_step selects the delayed actor and target update. Runs eagerly, or inside
+ * a graph capture on backends that capture. */
+int td3_update_ops(struct rlt_agent *ag, int actor_step);
+/* Deterministic actions in [-1, 1] for n observations already in act_in (device). */
+int td3_policy(struct rlt_agent *ag, int32_t n);
+
+#endif

@@ -1,0 +1,320 @@
+/* agent.c: the agent API: plan and reserve everything at init (or fail with a table and hints), then act,
+ * observe and update without allocating. Algorithm specifics live in agents/. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "agent.h"
+#include "backend_registry.h"
+#include "mem.h"
+
+#define MIB (1024.0 * 1024.0)
+#define OBSERVE_STAGE_ROWS 256
+
+int agent_put(rlt_agent *ag, void *dev, const void *host, uint64_t bytes) {
+    rlt_backend *bk = &ag->bk;
+    for (uint64_t off = 0; off < bytes; off += ag->io_stage_bytes) {
+        uint64_t k = bytes - off < ag->io_stage_bytes ? bytes - off : ag->io_stage_bytes;
+        if ((const unsigned char *)host + off != (unsigned char *)ag->io_stage)
+            memcpy(ag->io_stage, (const unsigned char *)host + off, k);
+        RLT_TRY(bk->ops->copy(bk, (unsigned char *)dev + off, ag->io_stage, k, RLT_COPY_H2D));
+        RLT_TRY(bk->ops->sync(bk));
+    }
+    return RLT_OK;
+}
+
+int agent_fetch(rlt_agent *ag, void *host, const void *dev, uint64_t bytes) {
+    rlt_backend *bk = &ag->bk;
+    for (uint64_t off = 0; off < bytes; off += ag->io_stage_bytes) {
+        uint64_t k = bytes - off < ag->io_stage_bytes ? bytes - off : ag->io_stage_bytes;
+        RLT_TRY(bk->ops->copy(bk, ag->io_stage, (const unsigned char *)dev + off, k, RLT_COPY_D2H));
+        RLT_TRY(bk->ops->sync(bk));
+        if ((unsigned char *)host + off != (unsigned char *)ag->io_stage) memcpy((unsigned char *)host + off, ag->io_stage, k);
+    }
+    return RLT_OK;
+}
+
+int agent_read_losses(rlt_agent *ag, float out[RLT_LOSS_COUNT]) {
+    rlt_backend *bk = &ag->bk;
+    RLT_TRY(bk->ops->copy(bk, ag->losses_host, ag->losses, RLT_LOSS_COUNT * sizeof(float), RLT_COPY_D2H));
+    RLT_TRY(bk->ops->sync(bk));
+    memcpy(out, ag->losses_host, RLT_LOSS_COUNT * sizeof(float));
+    return RLT_OK;
+}
+
+/* The whole plan for one replay placement. Called again with the replay on the host when `auto` finds
+ * that the device arena would not fit. */
+static int agent_build_plan(rlt_agent *ag, rlt_location replay_loc) {
+    rlt_plan *p = &ag->plan;
+    rlt_err *e = &ag->err;
+    rlt_backend *bk = &ag->bk;
+    plan_init(p, bk->device_is_host);
+    memset(&ag->replay, 0, sizeof ag->replay);
+    RLT_TRY(td3_plan(ag));
+    RLT_TRY(replay_plan(&ag->replay, p, e, ag->cfg.replay.capacity, replay_loc, OBSERVE_STAGE_ROWS));
+    RLT_TRY(plan_add(p, e, "counters", "counters", RLT_LOC_DEVICE, RLT_CTR_COUNT * sizeof(int64_t), (void **)&ag->counters));
+    RLT_TRY(plan_add(p, e, "losses", "counters", RLT_LOC_DEVICE, RLT_LOSS_COUNT * sizeof(float), (void **)&ag->losses));
+    RLT_TRY(plan_add(p, e, "staging.counters", "staging", RLT_LOC_HOST, RLT_CTR_COUNT * sizeof(int64_t),
+                     (void **)&ag->counters_host));
+    RLT_TRY(plan_add(p, e, "staging.losses", "staging", RLT_LOC_HOST, RLT_LOSS_COUNT * sizeof(float),
+                     (void **)&ag->losses_host));
+    /* Observe converts actions to [-1, 1] and flags to float: one staging row each. */
+    ag->io_stage_bytes = ag->io_stage_bytes > (uint64_t)OBSERVE_STAGE_ROWS * (ag->act_dim + 1) * 4
+                             ? ag->io_stage_bytes
+                             : (uint64_t)OBSERVE_STAGE_ROWS * (ag->act_dim + 1) * 4;
+    RLT_TRY(plan_add(p, e, "staging.io", "staging", RLT_LOC_HOST, ag->io_stage_bytes, (void **)&ag->io_stage));
+    RLT_TRY(plan_add(p, e, "backend.workspace", "workspace", RLT_LOC_DEVICE, bk->ops->workspace_bytes(bk), NULL));
+    ag->replay.size_dev = NULL; /* points into counters after commit */
+    plan_layout(p);
+    return RLT_OK;
+}
+
+static void agent_fill_summary(rlt_agent *ag) {
+    rlt_plan_summary *s = &ag->summary;
+    rlt_plan *p = &ag->plan;
+    memset(s, 0, sizeof *s);
+    s->host_bytes = p->arena_bytes[RLT_LOC_HOST];
+    s->device_bytes = p->arena_bytes[RLT_LOC_DEVICE];
+    s->budget_bytes = (uint64_t)(ag->cfg.memory.budget_mb * MIB);
+    s->device_total = ag->bk.device_total;
+    s->device_free = ag->bk.device_free;
+    s->context_bytes = ag->bk.context_bytes;
+    s->n_entries = p->n;
+    uint64_t need = p->device_is_host ? s->host_bytes : s->device_bytes;
+    s->fits = need <= s->budget_bytes && (!s->device_total || need <= s->device_free);
+    snprintf(s->device, sizeof s->device, "%s", ag->bk.device_name);
+}
+
+/* Appends what to change to the error message when the plan does not fit. */
+static void agent_fit_hints(rlt_agent *ag) {
+    rlt_plan *p = &ag->plan;
+    const rlt_config *c = &ag->cfg;
+    int loc = p->device_is_host ? RLT_LOC_HOST : RLT_LOC_DEVICE;
+    uint64_t need = p->arena_bytes[loc], budget = ag->summary.budget_bytes;
+    if (ag->summary.device_total && ag->summary.device_free < budget) budget = ag->summary.device_free;
+    uint64_t replay = plan_region_bytes(p, "replay", loc);
+    uint64_t row = replay_row_bytes(&ag->replay);
+    char hint[1024];
+    size_t n = 0;
+    n += (size_t)snprintf(hint + n, sizeof hint - n, "\n  largest: replay %.2f MiB, activations %.2f MiB, params+grads+adam+target %.2f MiB",
+                          replay / MIB, plan_region_bytes(p, "activations", loc) / MIB,
+                          (plan_region_bytes(p, "params", loc) + plan_region_bytes(p, "grads", loc) +
+                           plan_region_bytes(p, "adam_m", loc) + plan_region_bytes(p, "adam_v", loc) +
+                           plan_region_bytes(p, "target", loc)) / MIB);
+    uint64_t rest = need - replay;
+    if (row && rest < budget) {
+        /* Alignment padding is at most one RLT_PLAN_ALIGN per replay field. */
+        uint64_t cap = (budget - rest - (uint64_t)ag->replay.nf * RLT_PLAN_ALIGN) / row;
+        if (cap > 0 && cap < (uint64_t)c->replay.capacity)
+            n += (size_t)snprintf(hint + n, sizeof hint - n,
+                                  "\n  hint: replay.capacity %lld -> %llu fits (%llu bytes per transition)",
+                                  (long long)c->replay.capacity, (unsigned long long)cap, (unsigned long long)row);
+    }
+    if (!p->device_is_host && replay)
+        n += (size_t)snprintf(hint + n, sizeof hint - n,
+                              "\n  hint: replay.location: host keeps the replay (%.2f MiB) in pinned host memory", replay / MIB);
+    n += (size_t)snprintf(hint + n, sizeof hint - n, "\n  hint: a smaller train.batch_size shrinks activations and batch buffers");
+    if (ag->summary.budget_bytes < need)
+        snprintf(hint + n, sizeof hint - n, "\n  hint: memory.budget_mb: %.0f would fit this plan", ceil(need / MIB));
+    size_t len = strlen(ag->err.msg);
+    snprintf(ag->err.msg + len, sizeof ag->err.msg - len, "%s", hint);
+}
+
+static int agent_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
+    rlt_err *e = &ag->err;
+    if (!obs || !act) RLT_FAIL(e, RLT_EINVAL, "observation and action spaces are required");
+    if (strcmp(ag->cfg.algo, "td3") != 0) RLT_FAIL(e, RLT_ECONFIG, "algo '%s' is not implemented yet (td3 is)", ag->cfg.algo);
+    if (obs->kind != RLT_SPACE_BOX || obs->dtype != RLT_DTYPE_F32 || obs->ndim != 1 || obs->shape[0] < 1)
+        RLT_FAIL(e, RLT_EINVAL, "td3 needs a 1-D float32 Box observation space");
+    if (act->kind != RLT_SPACE_BOX || act->ndim != 1 || act->shape[0] < 1 || act->shape[0] > 16)
+        RLT_FAIL(e, RLT_EINVAL, "td3 needs a 1-D Box action space of 1..16 dimensions (continuous actions)");
+    ag->obs_space = *obs;
+    ag->act_space = *act;
+    ag->obs_dim = obs->shape[0];
+    ag->act_dim = act->shape[0];
+    for (int32_t i = 0; i < ag->act_dim; i++) {
+        ag->act_low[i] = act->low ? act->low[i] : -1.0f;
+        ag->act_high[i] = act->high ? act->high[i] : 1.0f;
+        if (!(ag->act_high[i] > ag->act_low[i]) || !isfinite(ag->act_low[i]) || !isfinite(ag->act_high[i]))
+            RLT_FAIL(e, RLT_EINVAL, "action dimension %d has bounds [%g, %g]: need finite low < high", i,
+                     ag->act_low[i], ag->act_high[i]);
+    }
+    ag->act_space.low = ag->act_low;
+    ag->act_space.high = ag->act_high;
+    ag->obs_space.low = ag->obs_space.high = NULL;
+    return RLT_OK;
+}
+
+static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
+    rlt_err *e = &ag->err;
+    if (rlt_config_validate(&ag->cfg) != RLT_OK) {
+        rlt_err_copy(e, &ag->cfg.err);
+        return e->status;
+    }
+    RLT_TRY(agent_check_spaces(ag, obs, act));
+    char why[512] = "";
+    RLT_TRY(rlt_backend_open(&ag->bk, e, ag->cfg.device, ag->cfg.cpu.threads, why, sizeof why));
+    ag->backend_open = 1;
+    if (why[0]) rlt_log(RLT_LOG_INFO, "device auto: using the CPU because %s", why);
+
+    const char *rl = ag->cfg.replay.location;
+    rlt_location replay_loc = strcmp(rl, "host") == 0 ? RLT_LOC_HOST : RLT_LOC_DEVICE;
+    RLT_TRY(agent_build_plan(ag, replay_loc));
+    agent_fill_summary(ag);
+    if (!ag->summary.fits && strcmp(rl, "auto") == 0 && !ag->bk.device_is_host) {
+        RLT_TRY(agent_build_plan(ag, RLT_LOC_HOST));
+        agent_fill_summary(ag);
+        if (ag->summary.fits) rlt_log(RLT_LOG_INFO, "replay.location auto: the replay is kept in pinned host memory (it does not fit the device budget)");
+    }
+    int rc = plan_commit(&ag->plan, e, &ag->bk, ag->summary.budget_bytes);
+    if (rc == RLT_ENOFIT) agent_fit_hints(ag);
+    if (rc != RLT_OK) {
+        ag->summary.fits = 0;
+        return rc;
+    }
+    ag->replay.size_dev = &ag->counters[RLT_CTR_REPLAY_SIZE];
+    void *ws = NULL;
+    for (int32_t i = 0; i < ag->plan.n; i++)
+        if (strcmp(ag->plan.entries[i].name, "backend.workspace") == 0 && ag->plan.entries[i].bytes)
+            ws = (unsigned char *)ag->plan.base[ag->plan.entries[i].location] + ag->plan.entries[i].offset;
+    RLT_TRY(ag->bk.ops->set_workspace(&ag->bk, ws, ws ? ag->bk.ops->workspace_bytes(&ag->bk) : 0));
+    memset(ag->counters_host, 0, RLT_CTR_COUNT * sizeof(int64_t));
+    RLT_TRY(agent_put(ag, ag->counters, ag->counters_host, RLT_CTR_COUNT * sizeof(int64_t)));
+    RLT_TRY(ag->bk.ops->fill(&ag->bk, ag->losses, RLT_LOSS_COUNT, 0.0f));
+    RLT_TRY(td3_init_state(ag));
+    rlt_rng_init(&ag->explore_rng, ag->cfg.seed, RLT_STREAM_EXPLORE);
+
+    /* Capture both update variants once; training replays them (CUDA graphs). */
+    if (ag->bk.ops->graph_supported(&ag->bk)) {
+        for (int actor = 0; actor <= 1; actor++) {
+            int32_t slot = actor ? RLT_GRAPH_CRITIC_ACTOR : RLT_GRAPH_CRITIC;
+            RLT_TRY(ag->bk.ops->graph_begin(&ag->bk, slot));
+            int urc = td3_update_ops(ag, actor);
+            int erc = ag->bk.ops->graph_end(&ag->bk, slot);
+            RLT_TRY(urc);
+            RLT_TRY(erc);
+        }
+        ag->graphs = 1;
+    }
+    RLT_TRY(ag->bk.ops->sync(&ag->bk));
+    ag->allocs_at_seal = rlt_mem_alloc_count();
+    return RLT_OK;
+}
+
+int rlt_agent_init(const rlt_config *cfg, const rlt_space *obs, const rlt_space *act, rlt_agent **out) {
+    if (!out) return RLT_EINVAL;
+    *out = NULL;
+    if (!cfg) return RLT_EINVAL;
+    rlt_agent *ag = rlt_mem_alloc(sizeof *ag, 64);
+    if (!ag) return RLT_ENOMEM;
+    *out = ag;
+    ag->cfg = *cfg;
+    rlt_err_clear(&ag->err);
+    ag->bk.err = &ag->err;
+    return agent_setup(ag, obs, act);
+}
+
+void rlt_agent_free(rlt_agent *ag) {
+    if (!ag) return;
+    if (ag->backend_open) {
+        ag->bk.ops->sync(&ag->bk);
+        plan_release(&ag->plan, &ag->bk);
+        rlt_backend_close(&ag->bk);
+    }
+    rlt_mem_free(ag);
+}
+
+static float scale_action(const rlt_agent *ag, int32_t i, float a) {
+    return ag->act_low[i] + 0.5f * (a + 1.0f) * (ag->act_high[i] - ag->act_low[i]);
+}
+
+int rlt_agent_act(rlt_agent *ag, const void *obs, int32_t n, int32_t explore, void *actions) {
+    if (!ag || !obs || !actions || n < 0) return RLT_EINVAL;
+    if (!ag->plan.sealed) RLT_FAIL(&ag->err, RLT_ESTATE, "rlt_agent_act on an agent whose init failed");
+    rlt_td3 *t = &ag->td3;
+    rlt_backend *bk = &ag->bk;
+    float *out = actions;
+    const float *in = obs;
+    int32_t A = ag->act_dim, O = ag->obs_dim;
+    if (explore && ag->env_steps < ag->cfg.train.start_steps) {
+        /* Uniform random actions before learning starts (TD3's start_timesteps). */
+        for (int64_t i = 0; i < (int64_t)n * A; i++)
+            out[i] = scale_action(ag, (int32_t)(i % A), 2.0f * rlt_rng_uniform(&ag->explore_rng) - 1.0f);
+        return RLT_OK;
+    }
+    float sigma = (float)ag->cfg.td3.exploration_noise;
+    for (int32_t done = 0; done < n; done += t->act_batch) {
+        int32_t k = n - done < t->act_batch ? n - done : t->act_batch;
+        memcpy(ag->io_stage, in + (int64_t)done * O, (uint64_t)k * O * 4);
+        RLT_TRY(bk->ops->copy(bk, t->act_in, ag->io_stage, (uint64_t)k * O * 4, RLT_COPY_H2D));
+        RLT_TRY(td3_policy(ag, k));
+        RLT_TRY(bk->ops->copy(bk, ag->io_stage, t->act_out, (uint64_t)k * A * 4, RLT_COPY_D2H));
+        RLT_TRY(bk->ops->sync(bk));
+        for (int64_t i = 0; i < (int64_t)k * A; i++) {
+            float a = ag->io_stage[i];
+            if (explore) a += sigma * rlt_rng_normal(&ag->explore_rng);
+            a = a < -1.0f ? -1.0f : (a > 1.0f ? 1.0f : a);
+            out[(int64_t)done * A + i] = scale_action(ag, (int32_t)(i % A), a);
+        }
+    }
+    return RLT_OK;
+}
+
+int rlt_agent_observe(rlt_agent *ag, const void *obs, const void *actions, const float *rewards, const void *next_obs,
+                      const uint8_t *terminated, const uint8_t *truncated, int32_t n) {
+    if (!ag || !obs || !actions || !rewards || !next_obs || !terminated || n < 0) return RLT_EINVAL;
+    if (!ag->plan.sealed) RLT_FAIL(&ag->err, RLT_ESTATE, "rlt_agent_observe on an agent whose init failed");
+    (void)truncated; /* Truncation does not stop bootstrapping: next_obs is the real final observation. */
+    int32_t A = ag->act_dim, O = ag->obs_dim;
+    const float *act = actions, *o = obs, *o2 = next_obs;
+    for (int32_t done = 0; done < n; done += OBSERVE_STAGE_ROWS) {
+        int32_t k = n - done < OBSERVE_STAGE_ROWS ? n - done : OBSERVE_STAGE_ROWS;
+        float *an = ag->io_stage, *term = ag->io_stage + (int64_t)k * A;
+        for (int32_t r = 0; r < k; r++) {
+            for (int32_t j = 0; j < A; j++) {
+                float a = act[(int64_t)(done + r) * A + j];
+                float x = 2.0f * (a - ag->act_low[j]) / (ag->act_high[j] - ag->act_low[j]) - 1.0f;
+                an[(int64_t)r * A + j] = x < -1.0f ? -1.0f : (x > 1.0f ? 1.0f : x);
+            }
+            term[r] = terminated[done + r] ? 1.0f : 0.0f;
+        }
+        const void *rows[5] = {o + (int64_t)done * O, an, rewards + done, term, o2 + (int64_t)done * O};
+        RLT_TRY(replay_append(&ag->replay, &ag->bk, rows, k));
+    }
+    ag->env_steps += n;
+    return RLT_OK;
+}
+
+int rlt_agent_update(rlt_agent *ag, int32_t *done) {
+    if (done) *done = 0;
+    if (!ag) return RLT_EINVAL;
+    if (!ag->plan.sealed) RLT_FAIL(&ag->err, RLT_ESTATE, "rlt_agent_update on an agent whose init failed");
+    /* TD3's schedule: train once the first start_steps transitions (random actions) are in. */
+    if (ag->env_steps <= ag->cfg.train.start_steps || ag->replay.size < 1) return RLT_OK;
+    rlt_backend *bk = &ag->bk;
+    for (int32_t k = 0; k < ag->cfg.train.updates_per_step; k++) {
+        int actor = (ag->updates + 1) % ag->cfg.td3.policy_delay == 0;
+        if (ag->graphs) RLT_TRY(bk->ops->graph_launch(bk, actor ? RLT_GRAPH_CRITIC_ACTOR : RLT_GRAPH_CRITIC));
+        else RLT_TRY(td3_update_ops(ag, actor));
+        ag->updates++;
+        if (done) (*done)++;
+    }
+    return RLT_OK;
+}
+
+int rlt_agent_memory_plan(const rlt_agent *ag, rlt_plan_summary *summary, const rlt_plan_entry **entries) {
+    if (!ag) return RLT_EINVAL;
+    if (summary) *summary = ag->summary;
+    if (entries) *entries = ag->plan.entries;
+    return RLT_OK;
+}
+
+size_t rlt_agent_plan_format(const rlt_agent *ag, char *buf, size_t cap) {
+    return ag ? plan_format(&ag->plan, &ag->summary, buf, cap) : 0;
+}
+
+uint64_t rlt_agent_allocations_after_init(const rlt_agent *ag) {
+    return ag && ag->plan.sealed ? rlt_mem_alloc_count() - ag->allocs_at_seal : 0;
+}
+
+const char *rlt_agent_errmsg(const rlt_agent *ag) { return ag ? ag->err.msg : "no agent (allocation failed)"; }

@@ -1,0 +1,58 @@
+/* agent.h: the agent handle (internal): config, backend, memory plan, replay, the algorithm's state, and
+ * the device-side counters and losses that captured updates read and write. */
+#ifndef RLT_AGENT_H
+#define RLT_AGENT_H
+
+#include "../agents/td3.h"
+#include "backend.h"
+#include "config.h"
+#include "plan.h"
+#include "replay.h"
+#include "rng.h"
+
+/* Device-side int64 counters (the values a captured graph must read at replay time). */
+enum {
+    RLT_CTR_UPDATE = 0,
+    RLT_CTR_CRITIC_STEP = 1,
+    RLT_CTR_ACTOR_STEP = 2,
+    RLT_CTR_REPLAY_SIZE = 3,
+    RLT_CTR_ENV_STEPS = 4, /* host-owned; stored here only in checkpoints */
+    RLT_CTR_COUNT = 8
+};
+/* Device-side float losses of the latest update. */
+enum { RLT_LOSS_Q1 = 0, RLT_LOSS_Q2 = 1, RLT_LOSS_ACTOR = 2, RLT_LOSS_COUNT = 4 };
+
+enum { RLT_GRAPH_CRITIC = 0, RLT_GRAPH_CRITIC_ACTOR = 1 };
+
+struct rlt_agent {
+    rlt_err err;
+    rlt_config cfg;
+    rlt_backend bk;
+    int32_t backend_open;
+    rlt_plan plan;
+    rlt_plan_summary summary;
+    rlt_space obs_space, act_space;
+    float act_low[16], act_high[16];
+    int32_t obs_dim, act_dim; /* elements per observation / per action */
+    rlt_replay replay;
+    int64_t *counters;       /* device, RLT_CTR_COUNT */
+    int64_t *counters_host;  /* host staging */
+    float *losses;           /* device, RLT_LOSS_COUNT */
+    float *losses_host;      /* host staging */
+    float *io_stage;         /* host staging for acting, weight init and checkpoints */
+    uint64_t io_stage_bytes;
+    rlt_rng explore_rng;
+    int64_t env_steps; /* transitions observed */
+    int64_t updates;   /* updates run (host mirror of counters[RLT_CTR_UPDATE]) */
+    int32_t graphs;    /* 1 when the updates were captured as graphs */
+    uint64_t allocs_at_seal;
+    rlt_td3 td3;
+};
+
+/* Stage `bytes` of device memory into io_stage (synchronously) and back. */
+int agent_fetch(struct rlt_agent *ag, void *host, const void *dev, uint64_t bytes);
+int agent_put(struct rlt_agent *ag, void *dev, const void *host, uint64_t bytes);
+/* Reads the latest losses back (one sync); used only when printing. */
+int agent_read_losses(struct rlt_agent *ag, float out[RLT_LOSS_COUNT]);
+
+#endif

@@ -1,0 +1,150 @@
+/* plan.c: the memory plan: named entries sized in one pass, laid out with pure arithmetic, then one host
+ * and one device reservation that every entry points into (see plan.h). */
+#include "plan.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+
+void plan_init(rlt_plan *p, int device_is_host) {
+    memset(p, 0, sizeof *p);
+    p->device_is_host = device_is_host;
+}
+
+int plan_add(rlt_plan *p, rlt_err *e, const char *name, const char *region, rlt_location loc, uint64_t bytes,
+             void **slot) {
+    if (p->sealed) RLT_FAIL(e, RLT_ESTATE, "memory plan is sealed: '%s' added after init (a bug)", name);
+    if (p->n >= RLT_PLAN_MAX_ENTRIES) RLT_FAIL(e, RLT_ERUNTIME, "memory plan table is full at '%s'", name);
+    rlt_plan_entry *en = &p->entries[p->n];
+    memset(en, 0, sizeof *en);
+    snprintf(en->name, sizeof en->name, "%s", name);
+    snprintf(en->region, sizeof en->region, "%s", region);
+    en->location = (p->device_is_host || loc == RLT_LOC_HOST) ? RLT_LOC_HOST : RLT_LOC_DEVICE;
+    en->bytes = bytes;
+    p->slots[p->n] = slot;
+    if (slot) *slot = NULL;
+    p->n++;
+    return RLT_OK;
+}
+
+void plan_layout(rlt_plan *p) {
+    uint64_t off[2] = {0, 0};
+    for (int32_t i = 0; i < p->n; i++) {
+        rlt_plan_entry *en = &p->entries[i];
+        en->offset = off[en->location];
+        off[en->location] += (en->bytes + RLT_PLAN_ALIGN - 1) / RLT_PLAN_ALIGN * RLT_PLAN_ALIGN;
+    }
+    p->arena_bytes[0] = off[0];
+    p->arena_bytes[1] = off[1];
+}
+
+uint64_t plan_region_bytes(const rlt_plan *p, const char *region, int loc) {
+    uint64_t sum = 0;
+    for (int32_t i = 0; i < p->n; i++) {
+        const rlt_plan_entry *en = &p->entries[i];
+        if (region && strcmp(en->region, region) != 0) continue;
+        if (loc >= 0 && en->location != loc) continue;
+        sum += en->bytes;
+    }
+    return sum;
+}
+
+static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+int plan_commit(rlt_plan *p, rlt_err *e, rlt_backend *bk, uint64_t budget_bytes) {
+    if (p->sealed) RLT_FAIL(e, RLT_ESTATE, "memory plan committed twice (a bug)");
+    plan_layout(p);
+    /* The budget caps the arena of the chosen device: the device arena on a GPU, the host arena on CPU. */
+    int budget_loc = p->device_is_host ? RLT_LOC_HOST : RLT_LOC_DEVICE;
+    uint64_t need = p->arena_bytes[budget_loc];
+    if (budget_bytes > 0 && need > budget_bytes)
+        RLT_FAIL(e, RLT_ENOFIT, "memory plan needs %.2f MiB on %s but memory.budget_mb allows %.2f MiB (%.2f MiB over)",
+                 mib(need), bk->device_name, mib(budget_bytes), mib(need - budget_bytes));
+    if (p->arena_bytes[RLT_LOC_DEVICE] > 0) {
+        int rc = bk->ops->mem_reserve(bk, p->arena_bytes[RLT_LOC_DEVICE], &p->base[RLT_LOC_DEVICE]);
+        if (rc != RLT_OK) return rc;
+    }
+    if (p->arena_bytes[RLT_LOC_HOST] > 0) {
+        int rc = bk->ops->host_reserve(bk, p->arena_bytes[RLT_LOC_HOST], &p->base[RLT_LOC_HOST]);
+        if (rc != RLT_OK) {
+            if (p->base[RLT_LOC_DEVICE]) bk->ops->mem_release(bk, p->base[RLT_LOC_DEVICE]);
+            p->base[RLT_LOC_DEVICE] = NULL;
+            return rc;
+        }
+    }
+    for (int32_t i = 0; i < p->n; i++) {
+        rlt_plan_entry *en = &p->entries[i];
+        if (!p->slots[i]) continue;
+        *p->slots[i] = en->bytes ? (unsigned char *)p->base[en->location] + en->offset : NULL;
+    }
+    p->sealed = 1;
+    return RLT_OK;
+}
+
+void plan_release(rlt_plan *p, rlt_backend *bk) {
+    if (p->base[RLT_LOC_DEVICE]) bk->ops->mem_release(bk, p->base[RLT_LOC_DEVICE]);
+    if (p->base[RLT_LOC_HOST]) bk->ops->host_release(bk, p->base[RLT_LOC_HOST]);
+    p->base[0] = p->base[1] = NULL;
+}
+
+static void human(char *out, size_t cap, uint64_t b) {
+    if (b >= (1ull << 30)) snprintf(out, cap, "%.2f GiB", (double)b / (1ull << 30));
+    else if (b >= (1ull << 20)) snprintf(out, cap, "%.2f MiB", (double)b / (1ull << 20));
+    else if (b >= 1024) snprintf(out, cap, "%.1f KiB", (double)b / 1024.0);
+    else snprintf(out, cap, "%llu B", (unsigned long long)b);
+}
+
+/* Appends formatted text at *len, keeping count of what would be needed past cap. */
+static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(*len < cap ? buf + *len : NULL, *len < cap ? cap - *len : 0, fmt, ap);
+    va_end(ap);
+    if (n > 0) *len += (size_t)n;
+}
+
+size_t plan_format(const rlt_plan *p, const rlt_plan_summary *s, char *buf, size_t cap) {
+    size_t len = 0;
+    char a[32], b[32], c[32];
+    if (cap) buf[0] = '\0';
+    put(buf, cap, &len, "memory plan on %s\n", s->device);
+    put(buf, cap, &len, "  %-28s %-12s %-7s %12s\n", "entry", "region", "where", "bytes");
+    for (int32_t i = 0; i < p->n; i++) {
+        const rlt_plan_entry *en = &p->entries[i];
+        if (!en->bytes) continue;
+        human(a, sizeof a, en->bytes);
+        put(buf, cap, &len, "  %-28s %-12s %-7s %12s\n", en->name, en->region,
+            en->location == RLT_LOC_DEVICE ? "device" : "host", a);
+    }
+    /* Region subtotals, in the order regions first appear. */
+    put(buf, cap, &len, "  by region:");
+    for (int32_t i = 0; i < p->n; i++) {
+        int seen = 0;
+        for (int32_t j = 0; j < i; j++) seen |= strcmp(p->entries[j].region, p->entries[i].region) == 0;
+        if (seen) continue;
+        human(a, sizeof a, plan_region_bytes(p, p->entries[i].region, -1));
+        put(buf, cap, &len, " %s %s;", p->entries[i].region, a);
+    }
+    put(buf, cap, &len, "\n");
+    human(a, sizeof a, s->host_bytes);
+    human(b, sizeof b, s->device_bytes);
+    put(buf, cap, &len, "  host arena %s, device arena %s", a, b);
+    if (s->context_bytes) {
+        human(c, sizeof c, s->context_bytes);
+        put(buf, cap, &len, " (CUDA context and handles ~%s)", c);
+    }
+    put(buf, cap, &len, "\n");
+    human(a, sizeof a, s->budget_bytes);
+    human(b, sizeof b, p->device_is_host ? s->host_bytes : s->device_bytes);
+    put(buf, cap, &len, "  budget %s for the %s arena: needs %s -> %s\n", a, p->device_is_host ? "host" : "device", b,
+        s->fits ? "fits" : "DOES NOT FIT");
+    if (s->device_total) {
+        human(a, sizeof a, s->device_total);
+        human(b, sizeof b, s->device_free);
+        put(buf, cap, &len, "  device memory: total %s, free %s before the reservation\n", a, b);
+    }
+    return len;
+}

@@ -1,0 +1,256 @@
+/* trainer.c: the training loop: a built-in environment drives an agent for train.total_steps steps, with
+ * periodic evaluation, progress reports and the run's outputs (config.yaml, metrics.csv, summary.json,
+ * final.ckpt). Every buffer is taken at init; the loop allocates nothing. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent.h"
+#include "env.h"
+#include "mem.h"
+#include "outputs.h"
+
+#define DUMP_BYTES 16384
+
+struct rlt_trainer {
+    rlt_err err;
+    rlt_config cfg;
+    rlt_env env, eval_env;
+    rlt_agent *agent;
+    float *obs, *next_obs, *action; /* one transition, host */
+    char *dump;                     /* resolved config text */
+    rlt_progress prog;
+    double t0;
+    out_writer metrics;
+    double critic_loss, actor_loss;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int trainer_setup(rlt_trainer *tr) {
+    rlt_err *e = &tr->err;
+    rlt_config *c = &tr->cfg;
+    if (rlt_config_validate(c) != RLT_OK) {
+        rlt_err_copy(e, &c->err);
+        return e->status;
+    }
+    RLT_TRY(rlt_env_make(&tr->env, e, c->env.name, c->seed, RLT_STREAM_ENV, c->env.max_episode_steps));
+    RLT_TRY(rlt_env_make(&tr->eval_env, e, c->env.name, c->seed + 100, RLT_STREAM_EVAL_ENV, c->env.max_episode_steps));
+    /* The trainer's own host buffers come before the agent seals its arena. */
+    uint64_t ob = (uint64_t)rlt_space_bytes(&tr->env.obs_space), ab = (uint64_t)tr->env.act_space.shape[0] * 4;
+    tr->obs = rlt_mem_alloc(ob, 64);
+    tr->next_obs = rlt_mem_alloc(ob, 64);
+    tr->action = rlt_mem_alloc(ab, 64);
+    tr->dump = rlt_mem_alloc(DUMP_BYTES, 64);
+    if (!tr->obs || !tr->next_obs || !tr->action || !tr->dump) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for the trainer");
+    if (rlt_config_dump(c, tr->dump, DUMP_BYTES) >= DUMP_BYTES) RLT_FAIL(e, RLT_ERUNTIME, "resolved config too long");
+    int rc = rlt_agent_init(c, &tr->env.obs_space, &tr->env.act_space, &tr->agent);
+    if (rc != RLT_OK) {
+        if (tr->agent) rlt_err_copy(e, &tr->agent->err);
+        else rlt_err_set(e, rc, __FILE__, __LINE__, "out of host memory for the agent");
+        return rc;
+    }
+    return RLT_OK;
+}
+
+int rlt_trainer_init(const rlt_config *cfg, rlt_trainer **out) {
+    if (!out) return RLT_EINVAL;
+    *out = NULL;
+    if (!cfg) return RLT_EINVAL;
+    rlt_trainer *tr = rlt_mem_alloc(sizeof *tr, 64);
+    if (!tr) return RLT_ENOMEM;
+    *out = tr;
+    tr->cfg = *cfg;
+    tr->metrics.fd = -1;
+    tr->prog.last_eval_return = NAN;
+    tr->prog.best_eval_return = NAN;
+    tr->prog.last_episode_return = NAN;
+    return trainer_setup(tr);
+}
+
+void rlt_trainer_free(rlt_trainer *tr) {
+    if (!tr) return;
+    rlt_agent_free(tr->agent);
+    if (tr->metrics.fd >= 0) {
+        rlt_err scratch;
+        out_writer_close(&tr->metrics, &scratch);
+    }
+    rlt_mem_free(tr->obs);
+    rlt_mem_free(tr->next_obs);
+    rlt_mem_free(tr->action);
+    rlt_mem_free(tr->dump);
+    rlt_mem_free(tr);
+}
+
+int rlt_trainer_memory_plan(const rlt_trainer *tr, rlt_plan_summary *summary, const rlt_plan_entry **entries) {
+    if (!tr || !tr->agent) return RLT_ESTATE;
+    return rlt_agent_memory_plan(tr->agent, summary, entries);
+}
+
+size_t rlt_trainer_plan_format(const rlt_trainer *tr, char *buf, size_t cap) {
+    if (cap) buf[0] = '\0';
+    return tr && tr->agent ? rlt_agent_plan_format(tr->agent, buf, cap) : 0;
+}
+
+rlt_agent *rlt_trainer_agent(rlt_trainer *tr) { return tr ? tr->agent : NULL; }
+const char *rlt_trainer_out_dir(const rlt_trainer *tr) { return tr ? tr->cfg.out_dir : NULL; }
+const char *rlt_trainer_errmsg(const rlt_trainer *tr) { return tr ? tr->err.msg : "no trainer (allocation failed)"; }
+
+int rlt_trainer_progress(const rlt_trainer *tr, rlt_progress *out) {
+    if (!tr || !out) return RLT_EINVAL;
+    *out = tr->prog;
+    return RLT_OK;
+}
+
+static int agent_call(rlt_trainer *tr, int rc) {
+    if (rc != RLT_OK) rlt_err_copy(&tr->err, &tr->agent->err);
+    return rc;
+}
+
+/* Mean return of eval_episodes deterministic episodes on the evaluation environment. */
+static int trainer_evaluate(rlt_trainer *tr, double *mean) {
+    rlt_env *env = &tr->eval_env;
+    double total = 0.0;
+    for (int32_t ep = 0; ep < tr->cfg.train.eval_episodes; ep++) {
+        RLT_TRY(rlt_env_reset(env, tr->obs));
+        uint8_t term = 0, trunc = 0;
+        double ret = 0.0;
+        while (!term && !trunc) {
+            RLT_TRY(agent_call(tr, rlt_agent_act(tr->agent, tr->obs, 1, 0, tr->action)));
+            float r;
+            RLT_TRY(rlt_env_step(env, tr->action, tr->obs, &r, &term, &trunc));
+            ret += r;
+        }
+        total += ret;
+    }
+    *mean = total / tr->cfg.train.eval_episodes;
+    return RLT_OK;
+}
+
+static void trainer_tick(rlt_trainer *tr) {
+    rlt_progress *p = &tr->prog;
+    p->elapsed_s = now_s() - tr->t0;
+    p->updates = tr->agent->updates;
+    p->updates_per_s = p->elapsed_s > 0 ? p->updates / p->elapsed_s : 0;
+    p->env_steps_per_s = p->elapsed_s > 0 ? p->env_steps / p->elapsed_s : 0;
+    p->eta_s = p->env_steps > 0 ? p->elapsed_s * (double)(p->total_steps - p->env_steps) / p->env_steps : NAN;
+}
+
+static int trainer_report(rlt_trainer *tr, rlt_progress_fn fn, void *user, int is_eval, double *next_report) {
+    trainer_tick(tr);
+    tr->prog.is_eval = is_eval;
+    *next_report = now_s() + tr->cfg.train.progress_every_s;
+    if (fn && fn(user, &tr->prog)) RLT_FAIL(&tr->err, RLT_EINTERRUPTED, "stopped by the progress callback at step %lld",
+                                           (long long)tr->prog.env_steps);
+    return RLT_OK;
+}
+
+static int trainer_write_summary(rlt_trainer *tr, const char *status) {
+    char path[600], text[2048];
+    const rlt_progress *p = &tr->prog;
+    rlt_plan_summary s;
+    rlt_agent_memory_plan(tr->agent, &s, NULL);
+    int n = snprintf(text, sizeof text,
+                     "{\n  \"status\": \"%s\",\n  \"algo\": \"%s\",\n  \"env\": \"%s\",\n  \"device\": \"%s\",\n"
+                     "  \"seed\": %llu,\n  \"final_eval_return\": %.6g,\n  \"best_eval_return\": %.6g,\n"
+                     "  \"env_steps\": %lld,\n  \"episodes\": %lld,\n  \"updates\": %lld,\n  \"wall_s\": %.4f,\n"
+                     "  \"updates_per_s\": %.3f,\n  \"env_steps_per_s\": %.3f,\n  \"arena_bytes\": %llu,\n"
+                     "  \"host_arena_bytes\": %llu,\n  \"device_arena_bytes\": %llu,\n  \"allocations_after_init\": %llu\n}\n",
+                     status, tr->cfg.algo, tr->cfg.env.name, s.device, (unsigned long long)tr->cfg.seed,
+                     isnan(p->last_eval_return) ? 0.0 : p->last_eval_return,
+                     isnan(p->best_eval_return) ? 0.0 : p->best_eval_return, (long long)p->env_steps,
+                     (long long)p->episodes, (long long)p->updates, p->elapsed_s, p->updates_per_s, p->env_steps_per_s,
+                     (unsigned long long)(s.host_bytes + s.device_bytes), (unsigned long long)s.host_bytes,
+                     (unsigned long long)s.device_bytes,
+                     (unsigned long long)rlt_agent_allocations_after_init(tr->agent));
+    /* JSON has no NaN: a run with no evaluation reports 0 above; status says whether it finished. */
+    snprintf(path, sizeof path, "%s/summary.json", tr->cfg.out_dir);
+    return out_write_atomic(&tr->err, path, text, (size_t)n);
+}
+
+static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
+    rlt_config *c = &tr->cfg;
+    rlt_progress *p = &tr->prog;
+    rlt_env *env = &tr->env;
+    rlt_err *e = &tr->err;
+    double next_report = now_s() + c->train.progress_every_s;
+    double ep_ret = 0.0;
+    int64_t ep_len = 0;
+    float losses[RLT_LOSS_COUNT];
+    RLT_TRY(rlt_env_reset(env, tr->obs));
+    for (int64_t step = 0; step < c->train.total_steps; step++) {
+        uint8_t term = 0, trunc = 0;
+        float r;
+        RLT_TRY(agent_call(tr, rlt_agent_act(tr->agent, tr->obs, 1, 1, tr->action)));
+        RLT_TRY(rlt_env_step(env, tr->action, tr->next_obs, &r, &term, &trunc));
+        RLT_TRY(agent_call(tr, rlt_agent_observe(tr->agent, tr->obs, tr->action, &r, tr->next_obs, &term, &trunc, 1)));
+        RLT_TRY(agent_call(tr, rlt_agent_update(tr->agent, NULL)));
+        memcpy(tr->obs, tr->next_obs, (size_t)rlt_space_bytes(&env->obs_space));
+        ep_ret += r;
+        ep_len++;
+        p->env_steps = step + 1;
+        if (term || trunc) {
+            p->episodes++;
+            p->last_episode_return = ep_ret;
+            trainer_tick(tr);
+            RLT_TRY(out_writer_printf(&tr->metrics, e, "episode,%lld,%lld,%.6f,%lld,%lld,%.4f,,,\n", (long long)p->env_steps,
+                                      (long long)p->episodes, ep_ret, (long long)ep_len, (long long)p->updates, p->elapsed_s));
+            ep_ret = 0.0;
+            ep_len = 0;
+            RLT_TRY(rlt_env_reset(env, tr->obs));
+        }
+        int last = step + 1 == c->train.total_steps;
+        if ((c->train.eval_every > 0 && (step + 1) % c->train.eval_every == 0) || last) {
+            double mean;
+            RLT_TRY(trainer_evaluate(tr, &mean));
+            p->last_eval_return = mean;
+            if (isnan(p->best_eval_return) || mean > p->best_eval_return) p->best_eval_return = mean;
+            RLT_TRY(agent_call(tr, agent_read_losses(tr->agent, losses)));
+            trainer_tick(tr);
+            RLT_TRY(out_writer_printf(&tr->metrics, e, "eval,%lld,%lld,%.6f,,%lld,%.4f,%.6g,%.6g,\n", (long long)p->env_steps,
+                                      (long long)p->episodes, mean, (long long)p->updates, p->elapsed_s,
+                                      0.5 * (losses[RLT_LOSS_Q1] + losses[RLT_LOSS_Q2]), losses[RLT_LOSS_ACTOR]));
+            RLT_TRY(out_writer_flush(&tr->metrics, e));
+            RLT_TRY(trainer_report(tr, fn, user, 1, &next_report));
+        } else if (now_s() >= next_report) {
+            RLT_TRY(trainer_report(tr, fn, user, 0, &next_report));
+        }
+    }
+    return RLT_OK;
+}
+
+int rlt_trainer_run(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
+    if (!tr) return RLT_EINVAL;
+    if (!tr->agent || !tr->agent->plan.sealed) RLT_FAIL(&tr->err, RLT_ESTATE, "rlt_trainer_run after a failed init");
+    rlt_config *c = &tr->cfg;
+    rlt_err *e = &tr->err;
+    char path[600];
+    tr->t0 = now_s();
+    tr->prog.total_steps = c->train.total_steps;
+    RLT_TRY(out_mkdirs(e, c->out_dir));
+    snprintf(path, sizeof path, "%s/config.yaml", c->out_dir);
+    RLT_TRY(out_write_atomic(e, path, tr->dump, strlen(tr->dump)));
+    snprintf(path, sizeof path, "%s/metrics.csv", c->out_dir);
+    RLT_TRY(out_writer_open(&tr->metrics, e, path));
+    RLT_TRY(out_writer_printf(&tr->metrics, e, "kind,env_step,episode,return,length,updates,wall_s,critic_loss,actor_loss,\n"));
+    int rc = trainer_loop(tr, fn, user);
+    trainer_tick(tr);
+    /* Outputs are written whatever happened, so an interrupted run keeps what it learned. */
+    rlt_err keep = tr->err;
+    int wrc = out_writer_close(&tr->metrics, e);
+    if (wrc == RLT_OK) wrc = trainer_write_summary(tr, rc == RLT_OK ? "finished" : "stopped");
+    if (wrc == RLT_OK) {
+        snprintf(path, sizeof path, "%s/final.ckpt", c->out_dir);
+        wrc = agent_call(tr, rlt_agent_save(tr->agent, path));
+    }
+    if (rc != RLT_OK) {
+        tr->err = keep;
+        return rc;
+    }
+    return wrc;
+}

@@ -1,0 +1,46 @@
+/* bias_act.c: bias + activation forward, the activation's backward through its output, and bias
+ * gradients (column sums in row order, so results do not depend on threading). */
+#include <math.h>
+
+#include "cpu_ops.h"
+
+int cpu_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float *b, int32_t rows, int32_t cols, int32_t act) {
+    CPU_REQUIRE(bk, rows >= 0 && cols >= 0 && ldy >= cols, "bias_act");
+    CPU_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "bias_act");
+    for (int32_t r = 0; r < rows; r++) {
+        float *row = y + (int64_t)r * ldy;
+        for (int32_t c = 0; c < cols; c++) {
+            float z = row[c] + (b ? b[c] : 0.0f);
+            if (act == RLT_ACT_RELU) z = z > 0.0f ? z : 0.0f;
+            else if (act == RLT_ACT_TANH) z = tanhf(z);
+            row[c] = z;
+        }
+    }
+    return RLT_OK;
+}
+
+int cpu_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows, int32_t cols,
+                 int32_t act) {
+    CPU_REQUIRE(bk, rows >= 0 && cols >= 0 && lddy >= cols && ldy >= cols, "act_grad");
+    CPU_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "act_grad");
+    if (act == RLT_ACT_NONE) return RLT_OK;
+    for (int32_t r = 0; r < rows; r++) {
+        float *d = dy + (int64_t)r * lddy;
+        const float *o = y + (int64_t)r * ldy;
+        for (int32_t c = 0; c < cols; c++) {
+            if (act == RLT_ACT_RELU) d[c] = o[c] > 0.0f ? d[c] : 0.0f;
+            else d[c] *= 1.0f - o[c] * o[c];
+        }
+    }
+    return RLT_OK;
+}
+
+int cpu_bias_grad(rlt_backend *bk, float *db, const float *dy, int32_t lddy, int32_t rows, int32_t cols, float beta) {
+    CPU_REQUIRE(bk, rows >= 0 && cols >= 0 && lddy >= cols, "bias_grad");
+    for (int32_t c = 0; c < cols; c++) db[c] = beta == 0.0f ? 0.0f : beta * db[c];
+    for (int32_t r = 0; r < rows; r++) {
+        const float *d = dy + (int64_t)r * lddy;
+        for (int32_t c = 0; c < cols; c++) db[c] += d[c];
+    }
+    return RLT_OK;
+}

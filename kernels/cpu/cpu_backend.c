@@ -1,0 +1,86 @@
+/* cpu_backend.c: the CPU backend's table and lifecycle. "Device" memory is host memory here, so the plan
+ * puts every entry in one host arena; copies are memmove and there is nothing to synchronise. */
+#include <cblas.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../../engine/mem.h"
+#include "cpu_ops.h"
+
+static int cpu_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads) {
+    /* OpenBLAS's own threading costs more than it gains at RL sizes (networks of 64-256 units); one
+     * thread is the default and `cpu.threads` raises it. */
+    openblas_set_num_threads(cpu_threads > 0 ? cpu_threads : 1);
+    /* OpenBLAS takes its GEMM buffers on the first level-3 call: make that call now, before the arena
+     * is sealed, so training never triggers an allocation. */
+    float a[4] = {1, 2, 3, 4}, b[4] = {1, 0, 0, 1}, c[4] = {0};
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2);
+    bk->device_is_host = 1;
+    bk->device_index = -1;
+    snprintf(bk->device_name, sizeof bk->device_name, "cpu");
+    bk->device_total = bk->device_free = bk->context_bytes = 0;
+    return RLT_OK;
+}
+
+static void cpu_close(rlt_backend *bk) { (void)bk; }
+static uint64_t cpu_workspace_bytes(rlt_backend *bk) { return 0; }
+static int cpu_set_workspace(rlt_backend *bk, void *ptr, uint64_t bytes) { return RLT_OK; }
+
+static int cpu_host_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
+    /* rlt_mem_alloc zero-fills, which touches every page: the arena is resident, not a promise. */
+    *base = rlt_mem_alloc(bytes, 4096);
+    if (!*base)
+        return rlt_err_set(bk->err, RLT_ENOFIT, __FILE__, __LINE__,
+                           "could not reserve the host arena of %llu bytes", (unsigned long long)bytes);
+    return RLT_OK;
+}
+
+static void cpu_host_release(rlt_backend *bk, void *base) { rlt_mem_free(base); }
+
+static int cpu_copy(rlt_backend *bk, void *dst, const void *src, uint64_t bytes, int32_t kind) {
+    if (bytes) memmove(dst, src, bytes);
+    return RLT_OK;
+}
+
+static int cpu_sync(rlt_backend *bk) { return RLT_OK; }
+static int cpu_graph_supported(rlt_backend *bk) { return 0; }
+
+static int cpu_graph_unsupported(rlt_backend *bk, int32_t slot) {
+    return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "the CPU backend does not capture graphs");
+}
+
+static const rlt_backend_ops cpu_ops = {
+    .name = "cpu",
+    .abi_version = RLT_BACKEND_ABI,
+    .open = cpu_open,
+    .close = cpu_close,
+    .workspace_bytes = cpu_workspace_bytes,
+    .set_workspace = cpu_set_workspace,
+    .mem_reserve = cpu_host_reserve,
+    .mem_release = cpu_host_release,
+    .host_reserve = cpu_host_reserve,
+    .host_release = cpu_host_release,
+    .copy = cpu_copy,
+    .sync = cpu_sync,
+    .graph_supported = cpu_graph_supported,
+    .graph_begin = cpu_graph_unsupported,
+    .graph_end = cpu_graph_unsupported,
+    .graph_launch = cpu_graph_unsupported,
+    .gemm = cpu_gemm,
+    .bias_act = cpu_bias_act,
+    .act_grad = cpu_act_grad,
+    .bias_grad = cpu_bias_grad,
+    .fill = cpu_fill,
+    .copy_f32 = cpu_copy_f32,
+    .adam = cpu_adam,
+    .polyak = cpu_polyak,
+    .counter_add = cpu_counter_add,
+    .sample_indices = cpu_sample_indices,
+    .gather_rows = cpu_gather_rows,
+    .mse_grad = cpu_mse_grad,
+    .sum = cpu_sum,
+    .td3_target_action = cpu_td3_target_action,
+    .td3_target = cpu_td3_target,
+};
+
+const rlt_backend_ops *rlt_cpu_backend_ops(void) { return &cpu_ops; }

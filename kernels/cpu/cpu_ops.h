@@ -1,0 +1,39 @@
+/* cpu_ops.h: the CPU backend's ops, one per backend table entry (see engine/backend.h for semantics).
+ * Each has a CUDA twin of the same name in kernels/cuda/. These are the readable reference: tests use
+ * them as the oracle for the CUDA backend and for any faster CPU path. */
+#ifndef RLT_CPU_OPS_H
+#define RLT_CPU_OPS_H
+
+#include "../../engine/backend.h"
+
+int cpu_gemm(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const float *A,
+             int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc);
+int cpu_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float *b, int32_t rows, int32_t cols, int32_t act);
+int cpu_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows, int32_t cols,
+                 int32_t act);
+int cpu_bias_grad(rlt_backend *bk, float *db, const float *dy, int32_t lddy, int32_t rows, int32_t cols, float beta);
+int cpu_fill(rlt_backend *bk, float *x, uint64_t n, float value);
+int cpu_copy_f32(rlt_backend *bk, float *dst, const float *src, uint64_t n);
+int cpu_counter_add(rlt_backend *bk, int64_t *c, int64_t v);
+int cpu_adam(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
+             const int64_t *step);
+int cpu_polyak(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau);
+int cpu_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, uint64_t seed, uint32_t stream,
+                       const int64_t *counter);
+int cpu_gather_rows(rlt_backend *bk, void *dst, uint64_t dst_stride, const void *src, uint64_t row_bytes,
+                    const int32_t *idx, int32_t n);
+int cpu_mse_grad(rlt_backend *bk, float *dq, float *loss, const float *q, const float *y, int32_t n, float grad_scale);
+int cpu_sum(rlt_backend *bk, float *out, const float *x, int32_t ldx, int32_t n, float scale);
+int cpu_td3_target_action(rlt_backend *bk, float *a, int32_t lda, int32_t rows, int32_t cols, float std, float clip,
+                          uint64_t seed, uint32_t stream, const int64_t *counter);
+int cpu_td3_target(rlt_backend *bk, float *y, const float *r, const float *term, const float *q1, const float *q2,
+                   int32_t ldq, int32_t n, float gamma);
+
+/* Shape check shared by the ops: fails with RLT_EINVAL naming the op and the values. */
+#define CPU_REQUIRE(bk, cond, op)                                                                  \
+    do {                                                                                           \
+        if (!(cond)) return rlt_err_set((bk)->err, RLT_EINVAL, __FILE__, __LINE__,                 \
+                                        "%s: shape precondition failed: %s", (op), #cond);         \
+    } while (0)
+
+#endif

@@ -1,0 +1,22 @@
+/* replay.c: replay sampling: uniform indices from Philox and row gathers. */
+#include <string.h>
+
+#include "../philox.h"
+#include "cpu_ops.h"
+
+int cpu_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, uint64_t seed, uint32_t stream,
+                       const int64_t *counter) {
+    CPU_REQUIRE(bk, n >= 0 && *size >= 1 && *size <= INT32_MAX, "sample_indices");
+    uint64_t ctr = (uint64_t)*counter, sz = (uint64_t)*size;
+    for (int32_t i = 0; i < n; i++) idx[i] = (int32_t)rlt_philox_below(seed, stream, ctr, (uint64_t)i, sz);
+    return RLT_OK;
+}
+
+int cpu_gather_rows(rlt_backend *bk, void *dst, uint64_t dst_stride, const void *src, uint64_t row_bytes,
+                    const int32_t *idx, int32_t n) {
+    CPU_REQUIRE(bk, n >= 0 && dst_stride >= row_bytes, "gather_rows");
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    for (int32_t i = 0; i < n; i++) memcpy(d + (uint64_t)i * dst_stride, s + (uint64_t)idx[i] * row_bytes, row_bytes);
+    return RLT_OK;
+}

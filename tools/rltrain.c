@@ -1,0 +1,176 @@
+/* rltrain.c: the command-line tool, a thin client of include/rltrain.h. It is the only place that exits:
+ * 0 success, 1 runtime failure, 2 usage or config error, 3 the memory plan does not fit, 4 the requested
+ * device is not usable. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rltrain.h"
+
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_NOFIT = 3, EXIT_DEVICE = 4 };
+
+static const char *usage_text =
+    "usage: rltrain --config FILE [--set key.path=value]... [--dry-run] [--quiet]\n"
+    "       rltrain plan --config FILE [--set key.path=value]... [--budget-mb N] [--device D]\n"
+    "\n"
+    "Trains a TD3 agent on a built-in environment as the YAML config says. Every byte the run will use is\n"
+    "planned, printed and reserved at startup; if it does not fit, rltrain says what to change and exits 3\n"
+    "before writing anything.\n"
+    "\n"
+    "options:\n"
+    "  --config FILE         the YAML config (see configs/)\n"
+    "  --set key.path=value  override one key (repeatable), e.g. --set train.total_steps=5000\n"
+    "  --dry-run             print the resolved config and the memory plan, then exit (0, or 3 if it does not fit)\n"
+    "  --quiet               no progress lines\n"
+    "  --help, --version\n"
+    "  plan                  the memory plan only (same as --dry-run); --budget-mb and --device override those keys\n"
+    "\n"
+    "exit codes: 0 success, 1 runtime failure, 2 usage or config error, 3 memory plan does not fit,\n"
+    "            4 requested device not usable\n";
+
+static int exit_code_for(int status) {
+    switch (status) {
+    case RLT_OK: return EXIT_OK;
+    case RLT_ECONFIG: case RLT_EINVAL: return EXIT_USAGE;
+    case RLT_ENOFIT: return EXIT_NOFIT;
+    case RLT_EDEVICE: return EXIT_DEVICE;
+    default: return EXIT_RUNTIME;
+    }
+}
+
+static void log_to_stderr(void *user, int level, const char *msg) {
+    static const char *names[] = {"error", "warning", "info", "debug"};
+    (void)user;
+    if (level <= RLT_LOG_INFO) fprintf(stderr, "rltrain: %s: %s\n", names[level & 3], msg);
+}
+
+static void fmt_time(char *out, size_t cap, double s) {
+    if (isnan(s) || s < 0) snprintf(out, cap, "?");
+    else if (s < 120) snprintf(out, cap, "%.1fs", s);
+    else snprintf(out, cap, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+}
+
+static int print_progress(void *user, const rlt_progress *p) {
+    (void)user;
+    char el[32], eta[32], ev[48];
+    fmt_time(el, sizeof el, p->elapsed_s);
+    fmt_time(eta, sizeof eta, p->eta_s);
+    if (isnan(p->last_eval_return)) snprintf(ev, sizeof ev, "-");
+    else snprintf(ev, sizeof ev, "%.1f (best %.1f)", p->last_eval_return, p->best_eval_return);
+    printf("%s step %lld/%lld | episodes %lld | last return %.1f | eval %s | %.0f updates/s | %.0f steps/s | %s | ETA %s\n",
+           p->is_eval ? "[eval]" : "      ", (long long)p->env_steps, (long long)p->total_steps, (long long)p->episodes,
+           isnan(p->last_episode_return) ? 0.0 : p->last_episode_return, ev, p->updates_per_s, p->env_steps_per_s, el, eta);
+    fflush(stdout);
+    return 0;
+}
+
+static char *text_buffer(size_t n) {
+    char *b = malloc(n);
+    if (!b) {
+        fprintf(stderr, "rltrain: out of memory\n");
+        exit(EXIT_RUNTIME);
+    }
+    return b;
+}
+
+int main(int argc, char **argv) {
+    const char *config_path = NULL;
+    int dry_run = 0, quiet = 0, argi = 1;
+    if (argc > 1 && strcmp(argv[1], "plan") == 0) {
+        dry_run = 1;
+        argi = 2;
+    }
+    rlt_log_set_callback(log_to_stderr, NULL);
+    rlt_config *cfg = NULL;
+    if (rlt_config_init(&cfg) != RLT_OK) {
+        fprintf(stderr, "rltrain: out of memory\n");
+        return EXIT_RUNTIME;
+    }
+    /* First pass: options that do not depend on the config file. */
+    for (int i = argi; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage_text, stdout);
+            rlt_config_free(cfg);
+            return EXIT_OK;
+        } else if (!strcmp(argv[i], "--version")) {
+            printf("rltrain %s\n", rlt_version_string());
+            rlt_config_free(cfg);
+            return EXIT_OK;
+        } else if (!strcmp(argv[i], "--config") && i + 1 < argc) {
+            config_path = argv[++i];
+        } else if (!strcmp(argv[i], "--set") || !strcmp(argv[i], "--budget-mb") || !strcmp(argv[i], "--device")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "rltrain: %s needs a value\n\n%s", argv[i], usage_text);
+                rlt_config_free(cfg);
+                return EXIT_USAGE;
+            }
+            i++;
+        } else if (!strcmp(argv[i], "--dry-run")) {
+            dry_run = 1;
+        } else if (!strcmp(argv[i], "--quiet")) {
+            quiet = 1;
+        } else {
+            fprintf(stderr, "rltrain: unknown argument '%s'\n\n%s", argv[i], usage_text);
+            rlt_config_free(cfg);
+            return EXIT_USAGE;
+        }
+    }
+    if (!config_path) {
+        fprintf(stderr, "rltrain: --config FILE is required\n\n%s", usage_text);
+        rlt_config_free(cfg);
+        return EXIT_USAGE;
+    }
+    int rc = rlt_config_load_file(cfg, config_path);
+    /* Second pass: overrides, in order, over the file. */
+    for (int i = argi; rc == RLT_OK && i < argc; i++) {
+        char assign[512];
+        if (!strcmp(argv[i], "--set")) snprintf(assign, sizeof assign, "%s", argv[++i]);
+        else if (!strcmp(argv[i], "--budget-mb")) snprintf(assign, sizeof assign, "memory.budget_mb=%s", argv[++i]);
+        else if (!strcmp(argv[i], "--device")) snprintf(assign, sizeof assign, "device=%s", argv[++i]);
+        else { if (!strcmp(argv[i], "--config")) i++; continue; }
+        rc = rlt_config_set(cfg, assign);
+    }
+    if (rc == RLT_OK) rc = rlt_config_validate(cfg);
+    if (rc != RLT_OK) {
+        fprintf(stderr, "rltrain: %s\n", rlt_config_errmsg(cfg));
+        rlt_config_free(cfg);
+        return exit_code_for(rc == RLT_EIO ? RLT_ECONFIG : rc);
+    }
+    size_t cap = 1 << 16;
+    char *text = text_buffer(cap);
+    rlt_config_dump(cfg, text, cap);
+    printf("resolved config (%s):\n%s\n", config_path, text);
+
+    rlt_trainer *tr = NULL;
+    rc = rlt_trainer_init(cfg, &tr);
+    if (tr) {
+        rlt_trainer_plan_format(tr, text, cap);
+        printf("%s\n", text);
+    }
+    if (rc != RLT_OK) {
+        fprintf(stderr, "rltrain: %s: %s\n", rlt_strerror(rc), tr ? rlt_trainer_errmsg(tr) : "out of memory");
+        rlt_trainer_free(tr);
+        rlt_config_free(cfg);
+        free(text);
+        return exit_code_for(rc);
+    }
+    if (dry_run) {
+        printf("dry run: the plan fits; nothing was written\n");
+        rlt_trainer_free(tr);
+        rlt_config_free(cfg);
+        free(text);
+        return EXIT_OK;
+    }
+    rc = rlt_trainer_run(tr, quiet ? NULL : print_progress, NULL);
+    rlt_progress p;
+    rlt_trainer_progress(tr, &p);
+    if (rc != RLT_OK) fprintf(stderr, "rltrain: %s: %s\n", rlt_strerror(rc), rlt_trainer_errmsg(tr));
+    printf("finished: %lld env steps, %lld updates in %.1fs (%.0f updates/s); final eval %.1f, best %.1f\n",
+           (long long)p.env_steps, (long long)p.updates, p.elapsed_s, p.updates_per_s, p.last_eval_return, p.best_eval_return);
+    printf("outputs written to %s/ (config.yaml, metrics.csv, summary.json, final.ckpt)\n", rlt_trainer_out_dir(tr));
+    rlt_trainer_free(tr);
+    rlt_config_free(cfg);
+    free(text);
+    return exit_code_for(rc);
+}
