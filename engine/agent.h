@@ -5,6 +5,7 @@
 
 #include "../agents/td3.h"
 #include "backend.h"
+#include "checkpoint.h"
 #include "config.h"
 #include "plan.h"
 #include "replay.h"
@@ -47,6 +48,9 @@ struct rlt_agent {
     int32_t graphs;    /* 1 when the updates were captured as graphs */
     uint64_t allocs_at_seal;
     rlt_td3 td3;
+    /* Checkpoint I/O state lives here (about 130 KiB), not on the caller's stack. */
+    ckpt_writer ckpt_w;
+    ckpt_reader ckpt_r;
 };
 
 /* Stage `bytes` of device memory into io_stage (synchronously) and back. */

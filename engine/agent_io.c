@@ -31,8 +31,8 @@ int rlt_agent_save(rlt_agent *ag, const char *path) {
     if (!ag->plan.sealed) RLT_FAIL(&ag->err, RLT_ESTATE, "rlt_agent_save on an agent whose init failed");
     char meta[512];
     int mlen = agent_meta(ag, meta, sizeof meta);
-    ckpt_writer w;
-    RLT_TRY(ckpt_writer_open(&w, &ag->err, path, meta, (size_t)mlen));
+    ckpt_writer *w = &ag->ckpt_w;
+    RLT_TRY(ckpt_writer_open(w, &ag->err, path, meta, (size_t)mlen));
     for (int32_t i = 0; i < ag->plan.n; i++) {
         const rlt_plan_entry *en = &ag->plan.entries[i];
         if (!is_state_region(en) || !en->bytes) continue;
@@ -40,27 +40,27 @@ int rlt_agent_save(rlt_agent *ag, const char *path) {
         if (rc == RLT_OK && strcmp(en->name, "counters") == 0) ((int64_t *)ag->io_stage)[RLT_CTR_ENV_STEPS] = ag->env_steps;
         int dt = entry_dtype(en);
         int64_t shape[1] = {(int64_t)(en->bytes / (dt == RLT_DTYPE_I64 ? 8 : 4))};
-        if (rc == RLT_OK) rc = ckpt_writer_add(&w, en->name, dt, 1, shape, ag->io_stage, en->bytes);
+        if (rc == RLT_OK) rc = ckpt_writer_add(w, en->name, dt, 1, shape, ag->io_stage, en->bytes);
         if (rc != RLT_OK) {
-            ckpt_writer_abort(&w);
+            ckpt_writer_abort(w);
             return rc;
         }
     }
-    return ckpt_writer_close(&w);
+    return ckpt_writer_close(w);
 }
 
 int rlt_agent_load(rlt_agent *ag, const char *path) {
     if (!ag || !path) return RLT_EINVAL;
     if (!ag->plan.sealed) RLT_FAIL(&ag->err, RLT_ESTATE, "rlt_agent_load on an agent whose init failed");
-    ckpt_reader r;
-    RLT_TRY(ckpt_reader_open(&r, &ag->err, path));
+    ckpt_reader *r = &ag->ckpt_r;
+    RLT_TRY(ckpt_reader_open(r, &ag->err, path));
     int rc = RLT_OK;
     /* Check every tensor first, so a mismatched file changes nothing. */
     for (int32_t i = 0; rc == RLT_OK && i < ag->plan.n; i++) {
         const rlt_plan_entry *en = &ag->plan.entries[i];
         const ckpt_tensor_info *info;
         if (!is_state_region(en) || !en->bytes) continue;
-        rc = ckpt_reader_find(&r, en->name, &info);
+        rc = ckpt_reader_find(r, en->name, &info);
         if (rc == RLT_OK && info->bytes != en->bytes)
             rc = rlt_err_set(&ag->err, RLT_ECHECKPOINT, __FILE__, __LINE__,
                              "%s: tensor '%s' has %llu bytes but this config needs %llu: the checkpoint was made with other sizes",
@@ -69,7 +69,7 @@ int rlt_agent_load(rlt_agent *ag, const char *path) {
     for (int32_t i = 0; rc == RLT_OK && i < ag->plan.n; i++) {
         const rlt_plan_entry *en = &ag->plan.entries[i];
         if (!is_state_region(en) || !en->bytes) continue;
-        rc = ckpt_reader_read(&r, en->name, ag->io_stage, en->bytes);
+        rc = ckpt_reader_read(r, en->name, ag->io_stage, en->bytes);
         if (rc == RLT_OK && strcmp(en->name, "counters") == 0) {
             const int64_t *c = (const int64_t *)ag->io_stage;
             ag->env_steps = c[RLT_CTR_ENV_STEPS];
@@ -79,6 +79,6 @@ int rlt_agent_load(rlt_agent *ag, const char *path) {
         }
         if (rc == RLT_OK) rc = agent_put(ag, entry_ptr(ag, en), ag->io_stage, en->bytes);
     }
-    ckpt_reader_close(&r);
+    ckpt_reader_close(r);
     return rc;
 }

@@ -121,6 +121,8 @@ struct rlt_backend {
     int32_t device_index;
     char device_name[64];   /* "cpu", "cuda:0 (NVIDIA H100 80GB HBM3)" */
     uint64_t device_total, device_free, context_bytes;
+    void *module;   /* the dlopen handle of the backend's module (NULL for the built-in CPU backend); owned
+                     * by the registry, which closes it in rlt_backend_close */
 };
 
 /* The CPU backend's table (always present). */

@@ -5,6 +5,7 @@
  * fsyncs it, renames it over `path` and fsyncs the directory, so a crash or a failure at any point leaves
  * an older checkpoint at `path` intact. The reader checks the whole file (every length, every CRC) before
  * it hands out anything, so a truncated or altered file is refused with a message, never half-loaded.
+ * Two writers must not target the same path at once, since they would share `path.tmp`.
  *
  * File format, version 1. All integers are little-endian; offsets are from the start of the file.
  *
@@ -17,7 +18,7 @@
  *     24  u64    meta_len (at most CKPT_MAX_META)
  *     32  u8[meta_len] metadata: UTF-8 text (YAML or JSON: algo, sizes, config hash), opaque here
  *   then one record per tensor (at most CKPT_MAX_TENSORS), starting right after the previous block
- *     +0   u32     record magic 0x524e5354 (the bytes "TSNR")
+ *     +0   u32     record magic 0x52534e54 (the bytes "TNSR")
  *     +4   u8[64]  name, NUL-terminated and NUL-padded (1..63 bytes of name)
  *     +68  u32     dtype (rlt_dtype)
  *     +72  u32     ndim, 0..4 (0 is a scalar)
@@ -64,6 +65,7 @@ typedef struct ckpt_tensor_info {
 typedef struct ckpt_writer {
     int fd;                 /* the temp file, -1 when none is open */
     int status;             /* RLT_OK, or the first failure (after which the temp file is gone) */
+    int has_tmp;            /* 1 while the temp file exists and is ours to remove */
     int in_tensor;          /* 1 between ckpt_writer_begin and ckpt_writer_end */
     int32_t n_tensors;
     rlt_err *e;
@@ -116,7 +118,8 @@ int ckpt_writer_write(ckpt_writer *w, const void *data, uint64_t bytes);
 int ckpt_writer_end(ckpt_writer *w);
 /* Writes the trailer, fsyncs, renames path.tmp to path and fsyncs the directory. After any failure of
  * open/add/begin/write/end/close the temp file has been removed and path is untouched; close then
- * returns that failure's status (and leaves e as it was). */
+ * returns that failure's status (and leaves e as it was). The one exception is a failed fsync of the
+ * directory after the rename: that is RLT_EIO too, but the new file is already in place. */
 int ckpt_writer_close(ckpt_writer *w);
 /* Drops the checkpoint being written: closes and unlinks the temp file. Safe after a failure or a
  * successful close (it then does nothing). */

@@ -9,14 +9,14 @@ static void *g_log_user;
 
 int rlt_err_set(rlt_err *e, int status, const char *file, int line, const char *fmt, ...) {
     if (!e) return status;
-    char text[sizeof e->msg];
+    char text[sizeof e->msg - 256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
     const char *base = strrchr(file, '/');
     e->status = status;
-    snprintf(e->msg, sizeof e->msg, "%s [%s, %s:%d]", text, rlt_status_name(status), base ? base + 1 : file, line);
+    snprintf(e->msg, sizeof e->msg, "%s [%s, %.64s:%d]", text, rlt_status_name(status), base ? base + 1 : file, line);
     return status;
 }
 

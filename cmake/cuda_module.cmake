@@ -1,0 +1,64 @@
+# cuda_module.cmake: builds the CUDA backend as the run-time module librltrain_cuda.so (included by the
+# root CMakeLists.txt when RLT_CUDA is ON).
+#
+# The module is never linked into librltrain: engine/backend_registry.c finds it next to librltrain (or
+# through RLT_CUDA_MODULE) and dlopens it only when a CUDA device is asked for, so the library and the CLI
+# start on machines with no GPU, driver or CUDA libraries. The module therefore links the CUDA libraries
+# itself and carries its own copy of engine/err.c: it must not need any symbol of librltrain, since the
+# shared and the static library both load it (checked at link time with --no-undefined).
+
+# Turing to Hopper by default (CUDA 13 supports sm_75 and newer), unless the user chose with
+# -DCMAKE_CUDA_ARCHITECTURES or the CUDAARCHS environment variable. Set before enable_language, which
+# would otherwise pick the compiler's default.
+if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
+  set(CMAKE_CUDA_ARCHITECTURES 75 80 86 89 90 CACHE STRING "CUDA architectures to build the backend module for")
+endif()
+enable_language(CUDA)
+set(CMAKE_CUDA_STANDARD 17)
+set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+
+find_package(CUDAToolkit REQUIRED)
+# cuDNN is optional for now: the dense networks need only cuBLAS; convolutional networks will need it.
+find_package(CUDNN)
+
+file(GLOB RLT_CUDA_SOURCES CONFIGURE_DEPENDS
+  ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cuda/*.cu
+  ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cuda/*.c)
+
+add_library(rltrain_cuda MODULE ${RLT_CUDA_SOURCES} ${CMAKE_CURRENT_SOURCE_DIR}/engine/err.c)
+target_include_directories(rltrain_cuda PRIVATE
+  ${CMAKE_CURRENT_SOURCE_DIR}/include
+  ${CMAKE_CURRENT_SOURCE_DIR}/engine
+  ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(rltrain_cuda PRIVATE CUDA::cudart CUDA::cublas)
+
+# Next to librltrain, where the registry looks first (the directory of the library that holds it).
+get_target_property(rlt_lib_dir rltrain LIBRARY_OUTPUT_DIRECTORY)
+if(NOT rlt_lib_dir)
+  set(rlt_lib_dir ${CMAKE_CURRENT_BINARY_DIR})
+endif()
+
+set_target_properties(rltrain_cuda PROPERTIES
+  OUTPUT_NAME rltrain_cuda
+  PREFIX "lib"
+  LIBRARY_OUTPUT_DIRECTORY ${rlt_lib_dir}
+  # The shared CUDA runtime: one copy per process, shared with any other CUDA code the host program loads.
+  CUDA_RUNTIME_LIBRARY Shared
+  # Only rlt_cuda_backend_ops is exported; everything else (our copy of err.c included) stays private, so
+  # it neither clashes with nor binds to librltrain's symbols of the same name.
+  C_VISIBILITY_PRESET hidden
+  CUDA_VISIBILITY_PRESET hidden
+  VISIBILITY_INLINES_HIDDEN ON
+  INSTALL_RPATH "${CUDAToolkit_LIBRARY_DIR}")
+
+target_compile_definitions(rltrain_cuda PRIVATE _GNU_SOURCE)
+target_compile_options(rltrain_cuda PRIVATE
+  $<$<COMPILE_LANGUAGE:C>:-Wall -Wextra -Werror -Wno-unused-parameter>
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter -Werror=all-warnings>
+  # No FMA contraction: elementwise ops (Adam's moments, Polyak, td3_target, act_grad, the MSE gradient,
+  # bias sums) then round exactly like the CPU twins and agree with them bit for bit. These kernels are
+  # memory-bound, so contraction would buy no speed; cuBLAS is a separate library and unaffected.
+  $<$<COMPILE_LANGUAGE:CUDA>:--fmad=false>)
+target_link_options(rltrain_cuda PRIVATE -Wl,--no-undefined)
+
+install(TARGETS rltrain_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

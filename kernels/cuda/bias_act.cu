@@ -1,0 +1,110 @@
+/* bias_act.cu: bias + activation forward, the activation's backward through its output, and bias
+ * gradients; the CUDA twins of kernels/cpu/bias_act.c.
+ *
+ * The 2-D kernels put threadIdx.x along a row (columns), so a warp reads consecutive floats of one row:
+ * coalesced for any leading dimension. Both loops are grid-stride, so any shape runs with a bounded grid. */
+#include "cuda_ops.h"
+
+#define TILE_X 32
+#define TILE_Y 8
+
+static unsigned blocks_along(uint64_t n, unsigned per_block, unsigned cap) {
+    uint64_t b = (n + per_block - 1) / per_block;
+    if (b > cap) b = cap;
+    return b ? (unsigned)b : 1u;
+}
+
+template <int ACT>
+__global__ void bias_act_kernel(float *y, int32_t ldy, const float *b, int32_t rows, int32_t cols) {
+    for (int32_t r = blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += gridDim.y * blockDim.y) {
+        float *row = y + (int64_t)r * ldy;
+        for (int32_t c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x) {
+            float z = row[c] + (b ? b[c] : 0.0f);
+            if (ACT == RLT_ACT_RELU) z = z > 0.0f ? z : 0.0f;
+            else if (ACT == RLT_ACT_TANH) z = tanhf(z);
+            row[c] = z;
+        }
+    }
+}
+
+template <int ACT>
+__global__ void act_grad_kernel(float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows, int32_t cols) {
+    for (int32_t r = blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += gridDim.y * blockDim.y) {
+        float *d = dy + (int64_t)r * lddy;
+        const float *o = y + (int64_t)r * ldy;
+        for (int32_t c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x) {
+            if (ACT == RLT_ACT_RELU) d[c] = o[c] > 0.0f ? d[c] : 0.0f;
+            else d[c] *= 1.0f - o[c] * o[c];
+        }
+    }
+}
+
+/* One thread per column, summing its rows in row order: the same additions in the same order as the CPU
+ * twin, so the result is bit-identical to it and independent of the grid. Reads are coalesced across the
+ * threads of a warp (neighbouring columns). For RL batch sizes (a few hundred rows) the serial loop is
+ * short; a split over row blocks would change the summation order. */
+__global__ void bias_grad_kernel(float *db, const float *dy, int32_t lddy, int32_t rows, int32_t cols, float beta) {
+    for (int32_t c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x) {
+        float acc = beta == 0.0f ? 0.0f : beta * db[c];
+        for (int32_t r = 0; r < rows; r++) acc += dy[(int64_t)r * lddy + c];
+        db[c] = acc;
+    }
+}
+
+static dim3 grid_2d(rlt_backend *bk, int32_t rows, int32_t cols) {
+    unsigned cap = (unsigned)cuda_get(bk)->sm_count * 8u;
+    unsigned gx = blocks_along((uint64_t)cols, TILE_X, 64u);
+    unsigned gy = blocks_along((uint64_t)rows, TILE_Y, cap / gx ? cap / gx : 1u);
+    return dim3(gx, gy);
+}
+
+extern "C" int cuda_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float *b, int32_t rows, int32_t cols,
+                             int32_t act) {
+    CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && ldy >= cols, "bias_act");
+    CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "bias_act");
+    if (rows == 0 || cols == 0) return RLT_OK;
+    dim3 grid = grid_2d(bk, rows, cols), block(TILE_X, TILE_Y);
+    cudaStream_t s = cuda_stream(bk);
+    if (act == RLT_ACT_RELU) bias_act_kernel<RLT_ACT_RELU><<<grid, block, 0, s>>>(y, ldy, b, rows, cols);
+    else if (act == RLT_ACT_TANH) bias_act_kernel<RLT_ACT_TANH><<<grid, block, 0, s>>>(y, ldy, b, rows, cols);
+    else bias_act_kernel<RLT_ACT_NONE><<<grid, block, 0, s>>>(y, ldy, b, rows, cols);
+    CUDA_CHECK_LAUNCH(bk, "bias_act_kernel");
+    return RLT_OK;
+}
+
+extern "C" int cuda_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows,
+                             int32_t cols, int32_t act) {
+    CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && lddy >= cols && ldy >= cols, "act_grad");
+    CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "act_grad");
+    if (act == RLT_ACT_NONE || rows == 0 || cols == 0) return RLT_OK;
+    dim3 grid = grid_2d(bk, rows, cols), block(TILE_X, TILE_Y);
+    cudaStream_t s = cuda_stream(bk);
+    if (act == RLT_ACT_RELU) act_grad_kernel<RLT_ACT_RELU><<<grid, block, 0, s>>>(dy, lddy, y, ldy, rows, cols);
+    else act_grad_kernel<RLT_ACT_TANH><<<grid, block, 0, s>>>(dy, lddy, y, ldy, rows, cols);
+    CUDA_CHECK_LAUNCH(bk, "act_grad_kernel");
+    return RLT_OK;
+}
+
+extern "C" int cuda_bias_grad(rlt_backend *bk, float *db, const float *dy, int32_t lddy, int32_t rows, int32_t cols,
+                              float beta) {
+    CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && lddy >= cols, "bias_grad");
+    if (cols == 0) return RLT_OK;
+    /* Small blocks: with one thread per column, a 64-unit layer should still spread over a few SMs. */
+    unsigned threads = 64;
+    bias_grad_kernel<<<cuda_blocks(bk, (uint64_t)cols, threads), threads, 0, cuda_stream(bk)>>>(db, dy, lddy, rows,
+                                                                                                cols, beta);
+    CUDA_CHECK_LAUNCH(bk, "bias_grad_kernel");
+    return RLT_OK;
+}
+
+extern "C" cudaError_t cuda_preload_bias_act(void) {
+    cudaFuncAttributes a;
+    cudaError_t rc = cudaSuccess;
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, bias_act_kernel<RLT_ACT_NONE>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, bias_act_kernel<RLT_ACT_RELU>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, bias_act_kernel<RLT_ACT_TANH>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, act_grad_kernel<RLT_ACT_RELU>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, act_grad_kernel<RLT_ACT_TANH>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, bias_grad_kernel);
+    return rc;
+}

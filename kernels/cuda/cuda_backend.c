@@ -1,0 +1,330 @@
+/* cuda_backend.c: the CUDA backend's table and lifecycle (device selection, the stream, the cuBLAS
+ * handle, the one device reservation, pinned host memory, copies and graph capture). This file and the
+ * kernels beside it build librltrain_cuda.so, which engine/backend_registry.c loads with dlopen, so
+ * librltrain itself never links CUDA. The module carries its own copy of engine/err.c and depends on no
+ * symbol of librltrain (it is linked with --no-undefined), because it is loaded by the shared and the
+ * static library alike.
+ *
+ * State lives in bk->impl (one cuda_impl per backend): no globals, so two backends on two devices can
+ * live in one process. The CUDA runtime's "current device" is per thread, so every entry point that
+ * creates or frees device objects first makes this backend's device current. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_ops.h"
+
+#define MIB (1024.0 * 1024.0)
+
+static const char *const k_device_hint =
+    "check that the NVIDIA driver is loaded (nvidia-smi) and that CUDA_VISIBLE_DEVICES does not hide the GPU, "
+    "or use device: cpu";
+
+/* cuBLAS workspace sizes NVIDIA recommends in the cublasSetWorkspace documentation: 32 MiB on Hopper
+ * (compute capability 9.x) and later, 4 MiB before. With a workspace of our own, cuBLAS never allocates
+ * behind our back, which the sealed arena and graph capture both need. */
+static uint64_t cuda_workspace_bytes(rlt_backend *bk) {
+    cuda_impl *c = cuda_get(bk);
+    return (c && c->cc_major >= 9) ? 32ull << 20 : 4ull << 20;
+}
+
+static void cuda_close(rlt_backend *bk) {
+    cuda_impl *c = cuda_get(bk);
+    if (!c) return;
+    /* Errors are ignored on the way out: there is nobody left to report them to, and each release below
+     * must still run. */
+    cudaSetDevice(c->device);
+    if (c->capturing >= 0 && c->stream) {
+        cudaGraph_t g = NULL;
+        if (cudaStreamEndCapture(c->stream, &g) == cudaSuccess && g) cudaGraphDestroy(g);
+    }
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    for (int32_t i = 0; i < RLT_BACKEND_MAX_GRAPHS; i++)
+        if (c->graphs[i]) cudaGraphExecDestroy(c->graphs[i]);
+    if (c->blas) cublasDestroy(c->blas);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    cudaGetLastError(); /* leave no stale error for whoever uses the runtime next */
+    free(c);
+    bk->impl = NULL;
+}
+
+/* Forces every kernel of the module to load now (see cuda_ops.h). */
+static cudaError_t cuda_preload_all(void) {
+    cudaError_t (*const preload[])(void) = {cuda_preload_bias_act, cuda_preload_fill,   cuda_preload_adam,
+                                            cuda_preload_polyak,   cuda_preload_replay, cuda_preload_losses,
+                                            cuda_preload_td3};
+    for (size_t i = 0; i < sizeof preload / sizeof preload[0]; i++) {
+        cudaError_t rc = preload[i]();
+        if (rc != cudaSuccess) return rc;
+    }
+    return cudaSuccess;
+}
+
+/* Everything after the device checks; a failure leaves cleanup to cuda_open. */
+static int cuda_open_device(rlt_backend *bk, cuda_impl *c) {
+    struct cudaDeviceProp prop;
+    CUDA_CHECK(bk, cudaSetDevice(c->device));
+    /* cudaFree(0) is the customary way to make the runtime create the primary context now rather than
+     * at some later call, so that failures (device busy in exclusive mode, out of memory) surface here. */
+    CUDA_CHECK(bk, cudaFree(0));
+    CUDA_CHECK(bk, cudaGetDeviceProperties(&prop, c->device));
+    c->cc_major = prop.major;
+    c->cc_minor = prop.minor;
+    c->sm_count = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
+    snprintf(bk->device_name, sizeof bk->device_name, "cuda:%d (%.48s)", (int)c->device, prop.name);
+
+    /* Non-blocking: our stream never synchronises with the legacy default stream, which other code in the
+     * process (a simulator, a framework) may be using. */
+    CUDA_CHECK(bk, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    CUBLAS_CHECK(bk, cublasCreate(&c->blas));
+    CUBLAS_CHECK(bk, cublasSetStream(c->blas, c->stream));
+    /* alpha and beta are host floats (constants of each call, captured by value in a graph). */
+    CUBLAS_CHECK(bk, cublasSetPointerMode(c->blas, CUBLAS_POINTER_MODE_HOST));
+    /* Pure fp32: CUBLAS_DEFAULT_MATH never uses TF32 for SGEMM, whose 10-bit mantissa would break parity
+     * with the CPU backend (about 1e-3 relative instead of 1e-7). A faster mode belongs behind an option. */
+    CUBLAS_CHECK(bk, cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
+    CUDA_CHECK(bk, cuda_preload_all());
+    CUDA_CHECK(bk, cudaDeviceSynchronize());
+
+    /* The context's cost cannot be measured as "free before minus free after": asking the runtime for free
+     * memory creates the context. What we record is total minus free right after our context, stream,
+     * cuBLAS handle and kernels exist. That counts memory used by other processes on the same GPU as ours
+     * (unknowable from here); on a GPU of our own it is the context's cost. cuBLAS still loads its GEMM
+     * kernels lazily on first use (a few MiB), so the plan should keep some headroom above this figure. */
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(bk, cudaMemGetInfo(&free_b, &total_b));
+    bk->device_total = total_b;
+    bk->device_free = free_b;
+    bk->context_bytes = total_b - free_b;
+    return RLT_OK;
+}
+
+static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads) {
+    (void)cpu_threads; /* host threads are the CPU backend's concern */
+    int count = 0;
+    cudaError_t rc = cudaGetDeviceCount(&count);
+    if (rc != cudaSuccess) {
+        /* No driver, a driver older than this runtime, or no device: all mean "no usable GPU here". */
+        const char *why = cudaGetErrorString(rc), *name = cudaGetErrorName(rc);
+        cudaGetLastError();
+        return rlt_err_set(bk->err, RLT_EDEVICE, __FILE__, __LINE__, "no usable CUDA device: %s (%s); %s", why, name,
+                           k_device_hint);
+    }
+    if (count <= 0)
+        return rlt_err_set(bk->err, RLT_EDEVICE, __FILE__, __LINE__, "no CUDA device is visible; %s", k_device_hint);
+    int32_t index = device_index < 0 ? 0 : device_index;
+    if (index >= count) {
+        /* Never fall back to another device: the user asked for this one, and silently training on cuda:0
+         * next to another job there is worse than stopping. */
+        char range[48];
+        if (count == 1) snprintf(range, sizeof range, "cuda:0");
+        else snprintf(range, sizeof range, "cuda:0 to cuda:%d", count - 1);
+        return rlt_err_set(bk->err, RLT_EDEVICE, __FILE__, __LINE__,
+                           "cuda:%d requested but this machine has %d CUDA device%s (%s); pick one of those, check "
+                           "CUDA_VISIBLE_DEVICES, or use device: cpu",
+                           (int)index, count, count == 1 ? "" : "s", range);
+    }
+
+    cuda_impl *c = calloc(1, sizeof *c);
+    if (!c) return rlt_err_set(bk->err, RLT_ENOMEM, __FILE__, __LINE__, "out of host memory for the CUDA backend");
+    c->device = index;
+    c->capturing = -1;
+    bk->impl = c;
+    bk->device_is_host = 0;
+    bk->device_index = index;
+    int orc = cuda_open_device(bk, c);
+    if (orc != RLT_OK) {
+        /* A failure here is about the device (busy, in exclusive mode, out of memory, broken install):
+         * report it as such, keeping the library's message. */
+        char inner[sizeof bk->err->msg / 2] = "";
+        if (bk->err) snprintf(inner, sizeof inner, "%.1000s", bk->err->msg);
+        cuda_close(bk);
+        return rlt_err_set(bk->err, RLT_EDEVICE, __FILE__, __LINE__, "could not open cuda:%d: %s", (int)index, inner);
+    }
+    return RLT_OK;
+}
+
+static int cuda_set_workspace(rlt_backend *bk, void *ptr, uint64_t bytes) {
+    cuda_impl *c = cuda_get(bk);
+    /* cuBLAS requires a 256-byte aligned workspace. */
+    if (((uintptr_t)ptr & 255u) != 0)
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
+                           "cuBLAS workspace at %p is not 256-byte aligned", ptr);
+    /* NULL/0 means no workspace: cuBLAS then picks algorithms that need none (and allocates nothing). The
+     * handle keeps its one stream for its whole life; should that ever change, cublasSetStream resets the
+     * workspace to cuBLAS's own pool and this call must be repeated after it. */
+    CUBLAS_CHECK(bk, cublasSetWorkspace(c->blas, ptr, ptr ? (size_t)bytes : 0));
+    c->workspace = ptr;
+    c->workspace_bytes = ptr ? bytes : 0;
+    return RLT_OK;
+}
+
+static int cuda_mem_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
+    cuda_impl *c = cuda_get(bk);
+    *base = NULL;
+    if (bytes == 0) return RLT_OK;
+    CUDA_CHECK(bk, cudaSetDevice(c->device));
+    cudaError_t rc = cudaMalloc(base, bytes);
+    if (rc != cudaSuccess) {
+        cudaGetLastError(); /* out-of-memory is not sticky: clear it so later calls do not see it */
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        *base = NULL;
+        return rlt_err_set(bk->err, RLT_ENOFIT, __FILE__, __LINE__,
+                           "cudaMalloc of the device arena (%.1f MiB) failed on %s: %s; %.1f MiB free of %.1f MiB "
+                           "now; lower memory.budget_mb or replay.capacity, or free the GPU",
+                           bytes / MIB, bk->device_name, cudaGetErrorString(rc), free_b / MIB, total_b / MIB);
+    }
+    /* Zeroed like the CPU backend's arena, so both start from the same bits. */
+    CUDA_CHECK(bk, cudaMemsetAsync(*base, 0, bytes, c->stream));
+    CUDA_CHECK(bk, cudaStreamSynchronize(c->stream));
+    return RLT_OK;
+}
+
+static void cuda_mem_release(rlt_backend *bk, void *base) {
+    if (!base) return;
+    cudaSetDevice(cuda_get(bk)->device);
+    cudaFree(base); /* synchronises the device: no op still running can touch the block afterwards */
+}
+
+static int cuda_host_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
+    *base = NULL;
+    if (bytes == 0) return RLT_OK;
+    CUDA_CHECK(bk, cudaSetDevice(cuda_get(bk)->device));
+    /* Pinned: copies from it are truly asynchronous, and page-locked memory is resident by construction. */
+    cudaError_t rc = cudaHostAlloc(base, bytes, cudaHostAllocDefault);
+    if (rc != cudaSuccess) {
+        cudaGetLastError();
+        *base = NULL;
+        return rlt_err_set(bk->err, RLT_ENOFIT, __FILE__, __LINE__,
+                           "cudaHostAlloc of the pinned host arena (%.1f MiB) failed: %s; lower replay.capacity or "
+                           "memory.budget_mb, or raise the locked-memory limit (ulimit -l)",
+                           bytes / MIB, cudaGetErrorString(rc));
+    }
+    memset(*base, 0, bytes); /* zeroed like the CPU backend's host arena */
+    return RLT_OK;
+}
+
+static void cuda_host_release(rlt_backend *bk, void *base) {
+    (void)bk;
+    if (base) cudaFreeHost(base);
+}
+
+static int cuda_copy(rlt_backend *bk, void *dst, const void *src, uint64_t bytes, int32_t kind) {
+    static const enum cudaMemcpyKind kinds[] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
+                                                cudaMemcpyDeviceToDevice};
+    if (kind < RLT_COPY_H2D || kind > RLT_COPY_D2D)
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "copy: unknown copy kind %d", (int)kind);
+    if (bytes == 0) return RLT_OK;
+    CUDA_CHECK(bk, cudaMemcpyAsync(dst, src, bytes, kinds[kind], cuda_stream(bk)));
+    return RLT_OK;
+}
+
+static int cuda_sync(rlt_backend *bk) {
+    cudaError_t rc = cudaStreamSynchronize(cuda_stream(bk));
+    if (rc != cudaSuccess)
+        return rlt_err_set(bk->err, RLT_ERUNTIME, __FILE__, __LINE__,
+                           "an operation on %s failed: %s (%s); errors of earlier kernels surface at this sync, "
+                           "run with CUDA_LAUNCH_BLOCKING=1 to find the failing one",
+                           bk->device_name, cudaGetErrorString(rc), cudaGetErrorName(rc));
+    return RLT_OK;
+}
+
+static int cuda_graph_supported(rlt_backend *bk) {
+    (void)bk;
+    return 1;
+}
+
+static int cuda_check_slot(rlt_backend *bk, int32_t slot, const char *what) {
+    if (slot < 0 || slot >= RLT_BACKEND_MAX_GRAPHS)
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "%s: graph slot %d is outside 0..%d", what,
+                           (int)slot, RLT_BACKEND_MAX_GRAPHS - 1);
+    return RLT_OK;
+}
+
+static int cuda_graph_begin(rlt_backend *bk, int32_t slot) {
+    cuda_impl *c = cuda_get(bk);
+    RLT_TRY(cuda_check_slot(bk, slot, "graph_begin"));
+    if (c->capturing >= 0)
+        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__,
+                           "graph_begin(%d) while slot %d is still being captured", (int)slot, (int)c->capturing);
+    /* Thread-local mode: only this thread's potentially unsafe calls (cudaMalloc, a sync) invalidate the
+     * capture, so another thread using CUDA at the same time cannot break it. */
+    CUDA_CHECK(bk, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
+    c->capturing = slot;
+    return RLT_OK;
+}
+
+static int cuda_graph_end(rlt_backend *bk, int32_t slot) {
+    cuda_impl *c = cuda_get(bk);
+    RLT_TRY(cuda_check_slot(bk, slot, "graph_end"));
+    if (c->capturing != slot)
+        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "graph_end(%d) but the capture in progress is %d",
+                           (int)slot, (int)c->capturing);
+    cudaGraph_t graph = NULL;
+    c->capturing = -1;
+    /* Ending the capture is attempted even after a failed op, so the stream leaves capture mode. */
+    CUDA_CHECK(bk, cudaStreamEndCapture(c->stream, &graph));
+    if (c->graphs[slot]) {
+        cudaGraphExecDestroy(c->graphs[slot]);
+        c->graphs[slot] = NULL;
+    }
+    cudaError_t rc = cudaGraphInstantiate(&c->graphs[slot], graph, 0);
+    cudaGraphDestroy(graph); /* the executable graph keeps its own copy */
+    if (rc != cudaSuccess) {
+        c->graphs[slot] = NULL;
+        return rlt_err_set(bk->err, RLT_ERUNTIME, __FILE__, __LINE__, "cudaGraphInstantiate for slot %d failed: %s",
+                           (int)slot, cudaGetErrorString(rc));
+    }
+    /* Uploading now moves the graph's setup cost out of the first training step. */
+    CUDA_CHECK(bk, cudaGraphUpload(c->graphs[slot], c->stream));
+    return RLT_OK;
+}
+
+static int cuda_graph_launch(rlt_backend *bk, int32_t slot) {
+    cuda_impl *c = cuda_get(bk);
+    RLT_TRY(cuda_check_slot(bk, slot, "graph_launch"));
+    if (!c->graphs[slot])
+        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "graph_launch(%d): nothing was captured there",
+                           (int)slot);
+    CUDA_CHECK(bk, cudaGraphLaunch(c->graphs[slot], c->stream));
+    return RLT_OK;
+}
+
+static const rlt_backend_ops cuda_ops = {
+    .name = "cuda",
+    .abi_version = RLT_BACKEND_ABI,
+    .open = cuda_open,
+    .close = cuda_close,
+    .workspace_bytes = cuda_workspace_bytes,
+    .set_workspace = cuda_set_workspace,
+    .mem_reserve = cuda_mem_reserve,
+    .mem_release = cuda_mem_release,
+    .host_reserve = cuda_host_reserve,
+    .host_release = cuda_host_release,
+    .copy = cuda_copy,
+    .sync = cuda_sync,
+    .graph_supported = cuda_graph_supported,
+    .graph_begin = cuda_graph_begin,
+    .graph_end = cuda_graph_end,
+    .graph_launch = cuda_graph_launch,
+    .gemm = cuda_gemm,
+    .bias_act = cuda_bias_act,
+    .act_grad = cuda_act_grad,
+    .bias_grad = cuda_bias_grad,
+    .fill = cuda_fill,
+    .copy_f32 = cuda_copy_f32,
+    .adam = cuda_adam,
+    .polyak = cuda_polyak,
+    .counter_add = cuda_counter_add,
+    .sample_indices = cuda_sample_indices,
+    .gather_rows = cuda_gather_rows,
+    .mse_grad = cuda_mse_grad,
+    .sum = cuda_sum,
+    .td3_target_action = cuda_td3_target_action,
+    .td3_target = cuda_td3_target,
+};
+
+/* The module's one exported symbol (everything else is hidden; see cuda_module.cmake), resolved by the
+ * registry with dlsym(RLT_CUDA_ENTRY_SYMBOL). */
+__attribute__((visibility("default"))) const rlt_backend_ops *rlt_cuda_backend_ops(void) { return &cuda_ops; }

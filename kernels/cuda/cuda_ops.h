@@ -1,0 +1,130 @@
+/* cuda_ops.h: the CUDA backend's private state, its check macros and its ops, one per backend table entry
+ * (see engine/backend.h for what each op computes). Each op has a CPU twin of the same name in
+ * kernels/cpu/ (cuda_gemm <-> cpu_gemm), which the parity test uses as the oracle.
+ *
+ * This header is shared by the C files (cuda_backend.c, gemm.c) and the .cu files, so every declaration
+ * has C linkage: the backend table is filled from C. Only this module includes CUDA headers; the engine
+ * sees the backend through engine/backend.h alone. */
+#ifndef RLT_CUDA_OPS_H
+#define RLT_CUDA_OPS_H
+
+/* The C headers below are included before the extern "C" block so their own C++ wrappers are not forced
+ * into C linkage; the engine headers inside the block then find them already included. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "../../engine/backend.h"
+
+/* Threads per block for the elementwise kernels. Reductions use their own fixed block size (losses.cu):
+ * the summation order must not depend on the device. */
+#define CUDA_THREADS 256
+
+typedef struct cuda_impl {
+    int32_t device;          /* the CUDA device index this backend was opened on */
+    int32_t cc_major, cc_minor;
+    int32_t sm_count;
+    cudaStream_t stream;     /* the one stream every op runs on (non-blocking: no legacy-stream syncs) */
+    cublasHandle_t blas;
+    void *workspace;         /* cuBLAS workspace inside the arena (set_workspace), or NULL */
+    uint64_t workspace_bytes;
+    int32_t capturing;       /* the slot being captured, or -1 */
+    int32_t reserved_;
+    cudaGraphExec_t graphs[RLT_BACKEND_MAX_GRAPHS];
+} cuda_impl;
+
+static inline cuda_impl *cuda_get(rlt_backend *bk) { return (cuda_impl *)bk->impl; }
+static inline cudaStream_t cuda_stream(rlt_backend *bk) { return ((cuda_impl *)bk->impl)->stream; }
+
+/* Blocks for a grid-stride loop over n items: enough to fill the device several times over, never more
+ * than the items need, at least one (so a launch over zero items is still valid and cheap). */
+static inline unsigned cuda_blocks(rlt_backend *bk, uint64_t n, unsigned threads) {
+    uint64_t want = (n + threads - 1) / threads;
+    uint64_t cap = (uint64_t)cuda_get(bk)->sm_count * 32u;
+    if (want > cap) want = cap;
+    return want ? (unsigned)want : 1u;
+}
+
+/* One check macro per library: each records the failing call's text, file:line and the library's error
+ * string in bk->err and returns a status from the enclosing function. */
+#define CUDA_CHECK(bk, call)                                                                            \
+    do {                                                                                                \
+        cudaError_t cuda_rc_ = (call);                                                                  \
+        if (cuda_rc_ != cudaSuccess)                                                                    \
+            return rlt_err_set((bk)->err, RLT_ERUNTIME, __FILE__, __LINE__, "%s failed: %s (%s)", #call, \
+                               cudaGetErrorString(cuda_rc_), cudaGetErrorName(cuda_rc_));               \
+    } while (0)
+
+#define CUBLAS_CHECK(bk, call)                                                                        \
+    do {                                                                                              \
+        cublasStatus_t cublas_rc_ = (call);                                                           \
+        if (cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                                      \
+            return rlt_err_set((bk)->err, RLT_ERUNTIME, __FILE__, __LINE__, "%s failed: %s (%d)", #call, \
+                               cublasGetStatusString(cublas_rc_), (int)cublas_rc_);                   \
+    } while (0)
+
+/* A launch's own errors (bad configuration, no kernel image for this GPU) show up at once in
+ * cudaGetLastError; faults inside the kernel surface later, at the next sync. */
+#define CUDA_CHECK_LAUNCH(bk, what)                                                                      \
+    do {                                                                                                 \
+        cudaError_t cuda_rc_ = cudaGetLastError();                                                       \
+        if (cuda_rc_ != cudaSuccess)                                                                     \
+            return rlt_err_set((bk)->err, RLT_ERUNTIME, __FILE__, __LINE__, "launch of %s failed: %s (%s)", \
+                               (what), cudaGetErrorString(cuda_rc_), cudaGetErrorName(cuda_rc_));        \
+    } while (0)
+
+/* Shape check shared by the ops (the same preconditions as the CPU twins): RLT_EINVAL naming the op. */
+#define CUDA_REQUIRE(bk, cond, op)                                                                 \
+    do {                                                                                           \
+        if (!(cond)) return rlt_err_set((bk)->err, RLT_EINVAL, __FILE__, __LINE__,                 \
+                                        "%s: shape precondition failed: %s", (op), #cond);         \
+    } while (0)
+
+/* ---- ops (semantics in engine/backend.h) ---- */
+int cuda_gemm(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const float *A,
+              int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc);
+int cuda_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float *b, int32_t rows, int32_t cols, int32_t act);
+int cuda_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows, int32_t cols,
+                  int32_t act);
+int cuda_bias_grad(rlt_backend *bk, float *db, const float *dy, int32_t lddy, int32_t rows, int32_t cols, float beta);
+int cuda_fill(rlt_backend *bk, float *x, uint64_t n, float value);
+int cuda_copy_f32(rlt_backend *bk, float *dst, const float *src, uint64_t n);
+int cuda_counter_add(rlt_backend *bk, int64_t *c, int64_t v);
+int cuda_adam(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
+              const int64_t *step);
+int cuda_polyak(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau);
+int cuda_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, uint64_t seed, uint32_t stream,
+                        const int64_t *counter);
+int cuda_gather_rows(rlt_backend *bk, void *dst, uint64_t dst_stride, const void *src, uint64_t row_bytes,
+                     const int32_t *idx, int32_t n);
+int cuda_mse_grad(rlt_backend *bk, float *dq, float *loss, const float *q, const float *y, int32_t n,
+                  float grad_scale);
+int cuda_sum(rlt_backend *bk, float *out, const float *x, int32_t ldx, int32_t n, float scale);
+int cuda_td3_target_action(rlt_backend *bk, float *a, int32_t lda, int32_t rows, int32_t cols, float std, float clip,
+                           uint64_t seed, uint32_t stream, const int64_t *counter);
+int cuda_td3_target(rlt_backend *bk, float *y, const float *r, const float *term, const float *q1, const float *q2,
+                    int32_t ldq, int32_t n, float gamma);
+
+/* ---- kernel preloading ----
+ * CUDA 12+ loads kernels lazily, on first launch, and a load takes device memory. Each kernel file forces
+ * its kernels in at open (cudaFuncGetAttributes loads a kernel), so the measured context cost includes
+ * them and no load (and allocation) happens later, inside the sealed arena's lifetime or a graph capture. */
+cudaError_t cuda_preload_bias_act(void);
+cudaError_t cuda_preload_fill(void);
+cudaError_t cuda_preload_adam(void);
+cudaError_t cuda_preload_polyak(void);
+cudaError_t cuda_preload_replay(void);
+cudaError_t cuda_preload_losses(void);
+cudaError_t cuda_preload_td3(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,66 @@
+/* losses.cu: the MSE loss gradient and the logged reductions; the CUDA twins of kernels/cpu/losses.c.
+ *
+ * Reductions run in one block of a fixed size: each thread sums a strided slice in index order, then a
+ * shared-memory tree with fixed pairing combines the partial sums. No atomics and no dependence on the
+ * device's SM count, so a seed gives the same bits on every run and every GPU. The order differs from
+ * the CPU's left-to-right sum, so the two agree to rounding (the parity test bounds it), not bit for bit.
+ * One block is plenty for what these reduce (a batch of TD errors, a few hundred values). */
+#include "cuda_ops.h"
+
+#define REDUCE_THREADS 256
+
+/* Tree reduction of one value per thread; the result is valid in thread 0. */
+__device__ float block_sum(float x, float *shared) {
+    shared[threadIdx.x] = x;
+    __syncthreads();
+    for (int half = REDUCE_THREADS / 2; half > 0; half /= 2) {
+        if ((int)threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
+        __syncthreads();
+    }
+    return shared[0];
+}
+
+__global__ void mse_grad_kernel(float *dq, float *loss, const float *q, const float *y, int32_t n, float k) {
+    __shared__ float shared[REDUCE_THREADS];
+    float acc = 0.0f;
+    for (int32_t i = threadIdx.x; i < n; i += REDUCE_THREADS) {
+        float d = q[i] - y[i];
+        dq[i] = k * d;
+        acc += d * d;
+    }
+    float total = block_sum(acc, shared);
+    if (loss && threadIdx.x == 0) *loss = total / (float)n;
+}
+
+__global__ void sum_kernel(float *out, const float *x, int32_t ldx, int32_t n, float scale) {
+    __shared__ float shared[REDUCE_THREADS];
+    float acc = 0.0f;
+    for (int32_t i = threadIdx.x; i < n; i += REDUCE_THREADS) acc += x[(int64_t)i * ldx];
+    float total = block_sum(acc, shared);
+    if (threadIdx.x == 0) *out = scale * total;
+}
+
+extern "C" int cuda_mse_grad(rlt_backend *bk, float *dq, float *loss, const float *q, const float *y, int32_t n,
+                             float grad_scale) {
+    CUDA_REQUIRE(bk, n >= 1, "mse_grad");
+    /* The gradient factor is computed here, in host float arithmetic, exactly as the CPU twin does, so dq
+     * is bit-identical to the CPU's. */
+    float k = grad_scale * 2.0f / (float)n;
+    mse_grad_kernel<<<1, REDUCE_THREADS, 0, cuda_stream(bk)>>>(dq, loss, q, y, n, k);
+    CUDA_CHECK_LAUNCH(bk, "mse_grad_kernel");
+    return RLT_OK;
+}
+
+extern "C" int cuda_sum(rlt_backend *bk, float *out, const float *x, int32_t ldx, int32_t n, float scale) {
+    CUDA_REQUIRE(bk, n >= 0 && ldx >= 1, "sum");
+    sum_kernel<<<1, REDUCE_THREADS, 0, cuda_stream(bk)>>>(out, x, ldx, n, scale);
+    CUDA_CHECK_LAUNCH(bk, "sum_kernel");
+    return RLT_OK;
+}
+
+extern "C" cudaError_t cuda_preload_losses(void) {
+    cudaFuncAttributes a;
+    cudaError_t rc = cudaFuncGetAttributes(&a, mse_grad_kernel);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, sum_kernel);
+    return rc;
+}
