@@ -6,6 +6,7 @@
  *                    [--updates 2000] [--ups 1] [--threads 1] [--replay-host]
  *
  * --ups K sets train.updates_per_step: each rlt_agent_update call runs K updates back to back. */
+#define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -30,7 +30,7 @@ target_include_directories(rltrain_cuda PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/include
   ${CMAKE_CURRENT_SOURCE_DIR}/engine
   ${CMAKE_CURRENT_SOURCE_DIR})
-target_link_libraries(rltrain_cuda PRIVATE CUDA::cudart CUDA::cublas)
+target_link_libraries(rltrain_cuda PRIVATE CUDA::cudart CUDA::cublas ${CMAKE_DL_LIBS})
 
 # Next to librltrain, where the registry looks first (the directory of the library that holds it).
 get_target_property(rlt_lib_dir rltrain LIBRARY_OUTPUT_DIRECTORY)

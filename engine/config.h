@@ -1,4 +1,4 @@
-/* config.h: the typed configuration. It starts from documented defaults (config_defaults.c lists them
+/* config.h: the typed configuration. It starts from documented defaults (config_schema.c lists them
  * with their schema), YAML files and --set overrides are merged over it by config.c, and every consumer
  * reads plain fields. Adding a key = adding a field here and a row to the schema table. */
 #ifndef RLT_CONFIG_H

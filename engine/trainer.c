@@ -155,19 +155,23 @@ static int trainer_write_summary(rlt_trainer *tr, const char *status) {
     const rlt_progress *p = &tr->prog;
     rlt_plan_summary s;
     rlt_agent_memory_plan(tr->agent, &s, NULL);
-    int n = snprintf(text, sizeof text,
-                     "{\n  \"status\": \"%s\",\n  \"algo\": \"%s\",\n  \"env\": \"%s\",\n  \"device\": \"%s\",\n"
-                     "  \"seed\": %llu,\n  \"final_eval_return\": %.6g,\n  \"best_eval_return\": %.6g,\n"
-                     "  \"env_steps\": %lld,\n  \"episodes\": %lld,\n  \"updates\": %lld,\n  \"wall_s\": %.4f,\n"
-                     "  \"updates_per_s\": %.3f,\n  \"env_steps_per_s\": %.3f,\n  \"arena_bytes\": %llu,\n"
-                     "  \"host_arena_bytes\": %llu,\n  \"device_arena_bytes\": %llu,\n  \"allocations_after_init\": %llu\n}\n",
-                     status, tr->cfg.algo, tr->cfg.env.name, s.device, (unsigned long long)tr->cfg.seed,
-                     isnan(p->last_eval_return) ? 0.0 : p->last_eval_return,
-                     isnan(p->best_eval_return) ? 0.0 : p->best_eval_return, (long long)p->env_steps,
-                     (long long)p->episodes, (long long)p->updates, p->elapsed_s, p->updates_per_s, p->env_steps_per_s,
-                     (unsigned long long)(s.host_bytes + s.device_bytes), (unsigned long long)s.host_bytes,
-                     (unsigned long long)s.device_bytes,
-                     (unsigned long long)rlt_agent_allocations_after_init(tr->agent));
+    /* Several short formats: glibc's printf takes a heap buffer for formats with many conversions, and
+     * this runs after init, where the engine must not allocate. */
+    int n = snprintf(text, sizeof text, "{\n  \"status\": \"%s\",\n  \"algo\": \"%s\",\n  \"env\": \"%s\",\n",
+                     status, tr->cfg.algo, tr->cfg.env.name);
+    n += snprintf(text + n, sizeof text - n, "  \"device\": \"%s\",\n  \"seed\": %llu,\n", s.device,
+                  (unsigned long long)tr->cfg.seed);
+    n += snprintf(text + n, sizeof text - n, "  \"final_eval_return\": %.6g,\n  \"best_eval_return\": %.6g,\n",
+                  isnan(p->last_eval_return) ? 0.0 : p->last_eval_return,
+                  isnan(p->best_eval_return) ? 0.0 : p->best_eval_return);
+    n += snprintf(text + n, sizeof text - n, "  \"env_steps\": %lld,\n  \"episodes\": %lld,\n  \"updates\": %lld,\n",
+                  (long long)p->env_steps, (long long)p->episodes, (long long)p->updates);
+    n += snprintf(text + n, sizeof text - n, "  \"wall_s\": %.4f,\n  \"updates_per_s\": %.3f,\n  \"env_steps_per_s\": %.3f,\n",
+                  p->elapsed_s, p->updates_per_s, p->env_steps_per_s);
+    n += snprintf(text + n, sizeof text - n, "  \"arena_bytes\": %llu,\n  \"host_arena_bytes\": %llu,\n",
+                  (unsigned long long)(s.host_bytes + s.device_bytes), (unsigned long long)s.host_bytes);
+    n += snprintf(text + n, sizeof text - n, "  \"device_arena_bytes\": %llu,\n  \"allocations_after_init\": %llu\n}\n",
+                  (unsigned long long)s.device_bytes, (unsigned long long)rlt_agent_allocations_after_init(tr->agent));
     /* JSON has no NaN: a run with no evaluation reports 0 above; status says whether it finished. */
     snprintf(path, sizeof path, "%s/summary.json", tr->cfg.out_dir);
     return out_write_atomic(&tr->err, path, text, (size_t)n);

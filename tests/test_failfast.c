@@ -40,8 +40,9 @@ int main(void) {
     snprintf(out_dir, sizeof out_dir, "%s/run_out", dir);
     double wall;
 
-    /* Over budget: the default config's replay alone needs ~3.8 MiB. */
-    snprintf(args, sizeof args, "--config %s/configs/td3_pendulum.yaml --set memory.budget_mb=1 --set out_dir=%s",
+    /* Over budget: the default config needs ~11.3 MiB, 3.4 MiB of it replay, so 10 MiB fails but a smaller
+     * replay would fit. */
+    snprintf(args, sizeof args, "--config %s/configs/td3_pendulum.yaml --set memory.budget_mb=10 --set out_dir=%s",
              RLT_SOURCE_DIR, out_dir);
     int code = run_cli(args, &wall);
     CHECK(code == 3, "over budget exits 3, got %d: %s", code, out_text);
@@ -56,7 +57,7 @@ int main(void) {
     const char *h = strstr(out_text, "-> ");
     long cap = h ? strtol(h + 3, NULL, 10) : 0;
     CHECK(cap > 0, "hint has a number");
-    snprintf(args, sizeof args, "--config %s/configs/td3_pendulum.yaml --set memory.budget_mb=1 --set replay.capacity=%ld "
+    snprintf(args, sizeof args, "--config %s/configs/td3_pendulum.yaml --set memory.budget_mb=10 --set replay.capacity=%ld "
              "--set out_dir=%s --dry-run", RLT_SOURCE_DIR, cap, out_dir);
     code = run_cli(args, NULL);
     CHECK(code == 0, "the hinted capacity %ld fits, got %d: %s", cap, code, out_text);

@@ -8,6 +8,7 @@
  * State lives in bk->impl (one cuda_impl per backend): no globals, so two backends on two devices can
  * live in one process. The CUDA runtime's "current device" is per thread, so every entry point that
  * creates or frees device objects first makes this backend's device current. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +108,13 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
         /* No driver, a driver older than this runtime, or no device: all mean "no usable GPU here". */
         const char *why = cudaGetErrorString(rc), *name = cudaGetErrorName(rc);
         cudaGetLastError();
+        /* The runtime says "driver version is insufficient" both for an old driver and for none at all;
+         * the runtime loads the driver library when there is one, so its absence tells them apart. */
+        if (rc == cudaErrorInsufficientDriver) {
+            void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+            if (drv) dlclose(drv);
+            else why = "no NVIDIA driver is installed (libcuda.so.1 was not found)";
+        }
         return rlt_err_set(bk->err, RLT_EDEVICE, __FILE__, __LINE__, "no usable CUDA device: %s (%s); %s", why, name,
                            k_device_hint);
     }

@@ -1,0 +1,550 @@
+/* config.c: the public configuration API. YAML files, strings and --set overrides are read with libyaml's
+ * event API into a copy of the config, checked key by key against the schema table (config_schema.c),
+ * and committed only when the whole input is good, so a failed load leaves the config as it was. Every
+ * error names FILE:LINE:COLUMN, the key, what is wrong and what to write instead. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "config_schema.h"
+#include "mem.h"
+
+/* A config is at most section: key: [list]; deeper nesting is refused before the reader (which recurses
+ * once per mapping level) sees it, so a hostile file cannot run it out of stack. */
+#define CFG_MAX_DEPTH 8
+#define CFG_MAX_PATH 200
+
+/* Where the text came from, for messages. */
+typedef struct cfg_src {
+    const char *name;          /* file path, string name, or "--set key=value" */
+    const unsigned char *text;
+    size_t len;
+    size_t col_offset;         /* added to columns of the first line: a --set value starts after "key=" */
+} cfg_src;
+
+typedef struct cfg_reader {
+    yaml_parser_t parser;
+    const cfg_src *src;
+    rlt_config *dst;           /* the copy being filled */
+    rlt_err *e;
+    int leaf_line[CFG_MAX_KEYS];    /* 1-based line where each key was set; 0 = not yet */
+    int section_line[CFG_MAX_KEYS]; /* the same for sections, indexed by their first row */
+} cfg_reader;
+
+/* ---- messages ---------------------------------------------------------------------------------------- */
+
+static int report_at(rlt_err *e, int src_line, const cfg_src *src, yaml_mark_t m, const char *key, const char *what,
+                     const char *hint) {
+    size_t line = m.line + 1, col = m.column + 1 + (m.line == 0 ? src->col_offset : 0);
+    if (key)
+        return rlt_err_set(e, RLT_ECONFIG, __FILE__, src_line, "%.300s:%zu:%zu: key '%s': %s; %s", src->name, line, col,
+                           key, what, hint);
+    return rlt_err_set(e, RLT_ECONFIG, __FILE__, src_line, "%.300s:%zu:%zu: %s; %s", src->name, line, col, what, hint);
+}
+#define REPORT(e, src, mark, key, what, hint) report_at((e), __LINE__, (src), (mark), (key), (what), (hint))
+
+/* Reader errors carry a byte offset, not a mark: count lines up to it. */
+static yaml_mark_t mark_of_offset(const cfg_src *src, size_t offset) {
+    yaml_mark_t m = {0, 0, 0};
+    for (size_t i = 0; i < offset && i < src->len; i++) {
+        if (src->text[i] == '\n') m.line++, m.column = 0;
+        else m.column++;
+    }
+    m.index = offset;
+    return m;
+}
+
+static int syntax_error(rlt_err *e, int src_line, const cfg_src *src, const yaml_parser_t *p) {
+    if (p->error == YAML_MEMORY_ERROR)
+        return rlt_err_set(e, RLT_ENOMEM, __FILE__, src_line, "%.300s: libyaml ran out of memory", src->name);
+    char what[512];
+    yaml_mark_t m = p->error == YAML_READER_ERROR ? mark_of_offset(src, p->problem_offset) : p->problem_mark;
+    if (p->context)
+        snprintf(what, sizeof what, "YAML syntax error: %s (%s at line %zu, column %zu)",
+                 p->problem ? p->problem : "unknown problem", p->context, p->context_mark.line + 1,
+                 p->context_mark.column + 1 + (p->context_mark.line == 0 ? src->col_offset : 0));
+    else
+        snprintf(what, sizeof what, "YAML syntax error: %s", p->problem ? p->problem : "unknown problem");
+    return report_at(e, src_line, src, m, NULL, what,
+                     "check the indentation (spaces, not tabs), the space after each ':', and that quotes and "
+                     "brackets are closed");
+}
+
+/* The libyaml check: records the parser's error with its position and returns. */
+#define YAML_TRY(e, src, parser, call)                                           \
+    do {                                                                         \
+        if (!(call)) return syntax_error((e), __LINE__, (src), (parser));        \
+    } while (0)
+
+static const char *node_kind(const yaml_event_t *ev) {
+    switch (ev->type) {
+    case YAML_SEQUENCE_START_EVENT: return "a list";
+    case YAML_MAPPING_START_EVENT: return "a mapping";
+    case YAML_SCALAR_EVENT: return "a single value";
+    default: return "something else";
+    }
+}
+
+static const char *type_text(const cfg_key *k, char *buf, size_t cap) {
+    switch (k->type) {
+    case CFG_INT32:
+    case CFG_INT64:
+    case CFG_UINT64: return "an integer";
+    case CFG_DOUBLE: return "a number";
+    case CFG_BOOL: return "true or false";
+    case CFG_ENUM: snprintf(buf, cap, "one of %s", k->choices); return buf;
+    case CFG_STRING: return "a string";
+    case CFG_INT_LIST: return "a list of integers like [256, 256]";
+    }
+    return "a value";
+}
+
+static int is_plain_null(const yaml_event_t *ev) {
+    if (ev->type != YAML_SCALAR_EVENT || ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) return 0;
+    const char *v = (const char *)ev->data.scalar.value;
+    size_t n = ev->data.scalar.length;
+    return n == 0 || (n == 1 && v[0] == '~') || (n == 4 && (!memcmp(v, "null", 4) || !memcmp(v, "Null", 4) ||
+                                                            !memcmp(v, "NULL", 4)));
+}
+
+/* ---- pass 1: structure ------------------------------------------------------------------------------- */
+
+/* Aliases, anchors, tags, a second document and deep nesting are refused in a first pass over the whole
+ * input, before any key is looked at, so that the reader in pass 2 only ever sees plain trees. */
+static int scan_structure(const cfg_src *src, rlt_err *e) {
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p)) RLT_FAIL(e, RLT_ENOMEM, "%.300s: libyaml could not allocate a parser", src->name);
+    yaml_parser_set_input_string(&p, src->text, src->len);
+    int depth = 0, docs = 0, rc = RLT_OK;
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&p, &ev)) {
+            rc = syntax_error(e, __LINE__, src, &p);
+            break;
+        }
+        const yaml_char_t *anchor = NULL, *tag = NULL;
+        if (ev.type == YAML_SCALAR_EVENT) anchor = ev.data.scalar.anchor, tag = ev.data.scalar.tag;
+        if (ev.type == YAML_SEQUENCE_START_EVENT) anchor = ev.data.sequence_start.anchor, tag = ev.data.sequence_start.tag;
+        if (ev.type == YAML_MAPPING_START_EVENT) anchor = ev.data.mapping_start.anchor, tag = ev.data.mapping_start.tag;
+        char what[200];
+        if (ev.type == YAML_ALIAS_EVENT) {
+            snprintf(what, sizeof what, "aliases (*%.60s) are not allowed", (const char *)ev.data.alias.anchor);
+            rc = REPORT(e, src, ev.start_mark, NULL, what, "write the value out in full where it is used");
+        } else if (anchor) {
+            snprintf(what, sizeof what, "anchors (&%.60s) are not allowed", (const char *)anchor);
+            rc = REPORT(e, src, ev.start_mark, NULL, what, "remove the anchor and write each value out in full");
+        } else if (tag) {
+            snprintf(what, sizeof what, "tags (%.60s) are not allowed", (const char *)tag);
+            rc = REPORT(e, src, ev.start_mark, NULL, what, "remove the tag: each key's type comes from the schema");
+        } else if (ev.type == YAML_DOCUMENT_START_EVENT && ++docs > 1) {
+            rc = REPORT(e, src, ev.start_mark, NULL, "multiple documents: a second YAML document starts here",
+                        "one config per file: remove the '---' and merge the documents, or load a second file");
+        } else if ((ev.type == YAML_MAPPING_START_EVENT || ev.type == YAML_SEQUENCE_START_EVENT) &&
+                   ++depth > CFG_MAX_DEPTH) {
+            snprintf(what, sizeof what, "nesting is deeper than %d levels", CFG_MAX_DEPTH);
+            rc = REPORT(e, src, ev.start_mark, NULL, what,
+                        "a config is at most 'section: key: [list]'; check the indentation and brackets");
+        } else if (ev.type == YAML_MAPPING_END_EVENT || ev.type == YAML_SEQUENCE_END_EVENT) {
+            depth--;
+        }
+        int done = ev.type == YAML_STREAM_END_EVENT;
+        yaml_event_delete(&ev);
+        if (rc != RLT_OK || done) break;
+    }
+    yaml_parser_delete(&p);
+    return rc;
+}
+
+/* ---- pass 2: keys and values ------------------------------------------------------------------------- */
+
+static int next_event(cfg_reader *r, yaml_event_t *ev) {
+    YAML_TRY(r->e, r->src, &r->parser, yaml_parser_parse(&r->parser, ev));
+    return RLT_OK;
+}
+
+static int read_scalar(cfg_reader *r, const cfg_key *k, const yaml_event_t *ev) {
+    char what[256], hint[512], tbuf[96];
+    if (ev->type != YAML_SCALAR_EVENT) {
+        snprintf(what, sizeof what, "expected %s, got %s", type_text(k, tbuf, sizeof tbuf), node_kind(ev));
+        const char *leaf = strrchr(k->key, '.') ? strrchr(k->key, '.') + 1 : k->key;
+        if (k->type == CFG_STRING)
+            snprintf(hint, sizeof hint, "write one value, in double quotes if it holds ': ' or ' #' or starts with "
+                     "[ or { (%s)", k->doc);
+        else
+            snprintf(hint, sizeof hint, "write one value on the key's line, like '%s: %s' (%s)", leaf, k->def, k->doc);
+        return REPORT(r->e, r->src, ev->start_mark, k->key, what, hint);
+    }
+    cfg_why why;
+    if (config_schema_set_scalar(k, r->dst, (const char *)ev->data.scalar.value, ev->data.scalar.length,
+                                 ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE, 0, &why) != 0)
+        return REPORT(r->e, r->src, ev->start_mark, k->key, why.what, why.hint);
+    return RLT_OK;
+}
+
+static int read_list(cfg_reader *r, const cfg_key *k, const yaml_event_t *ev) {
+    char what[256], hint[512];
+    if (ev->type != YAML_SEQUENCE_START_EVENT) {
+        if (ev->type == YAML_SCALAR_EVENT)
+            snprintf(what, sizeof what, "expected a list of integers, got '%.40s'%s", (const char *)ev->data.scalar.value,
+                     ev->data.scalar.length > 40 ? "..." : "");
+        else
+            snprintf(what, sizeof what, "expected a list of integers, got %s", node_kind(ev));
+        snprintf(hint, sizeof hint, "write the entries in brackets, like %s (%s)", k->def, k->doc);
+        return REPORT(r->e, r->src, ev->start_mark, k->key, what, hint);
+    }
+    int count = 0;
+    for (;;) {
+        yaml_event_t item;
+        RLT_TRY(next_event(r, &item));
+        int rc = RLT_OK, end = item.type == YAML_SEQUENCE_END_EVENT;
+        if (end && count == 0) {
+            snprintf(hint, sizeof hint, "give 1 to %d entries, like %s (%s)", RLT_CFG_MAX_LAYERS, k->def, k->doc);
+            rc = REPORT(r->e, r->src, ev->start_mark, k->key, "is an empty list", hint);
+        } else if (!end && item.type != YAML_SCALAR_EVENT) {
+            snprintf(what, sizeof what, "entry %d: expected an integer, got %s", count + 1, node_kind(&item));
+            snprintf(hint, sizeof hint, "write a flat list of integers, like %s (%s)", k->def, k->doc);
+            rc = REPORT(r->e, r->src, item.start_mark, k->key, what, hint);
+        } else if (!end) {
+            cfg_why why;
+            if (config_schema_set_scalar(k, r->dst, (const char *)item.data.scalar.value, item.data.scalar.length,
+                                         item.data.scalar.style == YAML_PLAIN_SCALAR_STYLE, count, &why) != 0)
+                rc = REPORT(r->e, r->src, item.start_mark, k->key, why.what, why.hint);
+            count++;
+        }
+        yaml_event_delete(&item);
+        if (rc != RLT_OK || end) return rc;
+    }
+}
+
+static int read_node(cfg_reader *r, const char *path, size_t len, const yaml_event_t *ev);
+
+/* One "key: value" of the mapping at `path`; kev is the key's event. */
+static int read_entry(cfg_reader *r, const char *path, size_t len, const yaml_event_t *kev) {
+    char child[CFG_MAX_PATH + 1], what[512], hint[1024], near[128];
+    const char *in = len ? path : NULL;
+    if (kev->type != YAML_SCALAR_EVENT) {
+        snprintf(what, sizeof what, "a key must be a name, not %s", node_kind(kev));
+        return REPORT(r->e, r->src, kev->start_mark, in, what, "write 'name: value'; '?' complex keys are not used");
+    }
+    const char *name = (const char *)kev->data.scalar.value;
+    size_t nlen = kev->data.scalar.length;
+    int fits = len + 1 + nlen <= CFG_MAX_PATH && !memchr(name, '\0', nlen);
+    size_t clen = 0;
+    if (fits) {
+        if (len) memcpy(child, path, len), child[len] = '.', clen = len + 1;
+        memcpy(child + clen, name, nlen);
+        clen += nlen;
+    } else {
+        clen = (size_t)snprintf(child, sizeof child, "%.*s%s%.60s...", (int)len, path, len ? "." : "", name);
+        if (clen >= sizeof child) clen = sizeof child - 1;
+    }
+    child[clen] = '\0';
+    const cfg_key *ck = fits ? config_schema_find(child, clen) : NULL;
+    int sec = fits && !ck ? config_schema_section(child, clen) : -1;
+    if (!ck && sec < 0) {
+        char valid[512];
+        snprintf(what, sizeof what, "unknown key '%s'", child);
+        if (config_schema_nearest(child, near, sizeof near)) {
+            snprintf(hint, sizeof hint, "did you mean '%s'?", near);
+        } else {
+            config_schema_children(len ? path : "", valid, sizeof valid);
+            snprintf(hint, sizeof hint, "valid keys %s%.*s%s are: %s", len ? "under '" : "at the top level", (int)len,
+                     path, len ? "'" : "", valid);
+        }
+        return REPORT(r->e, r->src, kev->start_mark, NULL, what, hint);
+    }
+    int line = (int)kev->start_mark.line + 1;
+    int *seen = ck ? &r->leaf_line[config_schema_index(ck)] : &r->section_line[sec];
+    if (*seen) {
+        snprintf(what, sizeof what, "duplicate key (first given on line %d)", *seen);
+        return REPORT(r->e, r->src, kev->start_mark, child, what, "give each key once; the second would silently win");
+    }
+    *seen = line;
+    yaml_event_t vev;
+    RLT_TRY(next_event(r, &vev));
+    int rc = read_node(r, child, clen, &vev);
+    yaml_event_delete(&vev);
+    return rc;
+}
+
+/* The node starting with ev, applied at `path` (len 0: the top level). */
+static int read_node(cfg_reader *r, const char *path, size_t len, const yaml_event_t *ev) {
+    const cfg_key *k = len ? config_schema_find(path, len) : NULL;
+    if (k) return k->type == CFG_INT_LIST ? read_list(r, k, ev) : read_scalar(r, k, ev);
+    /* A section with nothing under it ("train:" with every key commented out) merges nothing. */
+    if (len && is_plain_null(ev)) return RLT_OK;
+    if (ev->type != YAML_MAPPING_START_EVENT) {
+        char what[128], hint[640], valid[512];
+        config_schema_children(len ? path : "", valid, sizeof valid);
+        if (!len) {
+            snprintf(what, sizeof what, "the top level must be a mapping of keys, not %s", node_kind(ev));
+            snprintf(hint, sizeof hint, "write 'key: value' lines, like 'algo: td3'; top-level keys are: %s", valid);
+            return REPORT(r->e, r->src, ev->start_mark, NULL, what, hint);
+        }
+        snprintf(what, sizeof what, "is a section and needs a mapping of keys, not %s", node_kind(ev));
+        snprintf(hint, sizeof hint, "write its keys indented below it; valid keys under '%.*s' are: %s", (int)len, path,
+                 valid);
+        char key[CFG_MAX_PATH + 1];
+        snprintf(key, sizeof key, "%.*s", (int)len, path);
+        return REPORT(r->e, r->src, ev->start_mark, key, what, hint);
+    }
+    for (;;) {
+        yaml_event_t kev;
+        RLT_TRY(next_event(r, &kev));
+        int rc = kev.type == YAML_MAPPING_END_EVENT ? RLT_OK : read_entry(r, path, len, &kev);
+        int end = kev.type == YAML_MAPPING_END_EVENT;
+        yaml_event_delete(&kev);
+        if (rc != RLT_OK || end) return rc;
+    }
+}
+
+/* Reads the one document of the stream into r->dst at root_path. *empty is set when the stream holds no
+ * value at all (no document, or a document that is only a null). */
+static int read_stream(cfg_reader *r, const char *root_path, int *empty) {
+    yaml_event_t ev;
+    *empty = 0;
+    RLT_TRY(next_event(r, &ev)); /* stream start */
+    yaml_event_delete(&ev);
+    RLT_TRY(next_event(r, &ev));
+    int no_document = ev.type == YAML_STREAM_END_EVENT;
+    yaml_event_delete(&ev);
+    if (no_document) {
+        *empty = 1;
+        return RLT_OK;
+    }
+    RLT_TRY(next_event(r, &ev)); /* the root node */
+    int rc = RLT_OK;
+    if (is_plain_null(&ev)) *empty = 1;
+    else rc = read_node(r, root_path, strlen(root_path), &ev);
+    yaml_event_delete(&ev);
+    /* Pass 1 has seen the rest of the stream: one document end, no second document. */
+    return rc;
+}
+
+/* Both passes over src, at root_path ("" for files; the key for --set), then the commit. On any error
+ * cfg's values are untouched and cfg->err says why. */
+static int config_parse(rlt_config *cfg, const cfg_src *src, const char *root_path, int need_value) {
+    RLT_TRY(scan_structure(src, &cfg->err));
+    rlt_config tmp;
+    memcpy(&tmp, cfg, sizeof tmp);
+    cfg_reader r;
+    memset(&r, 0, sizeof r);
+    r.src = src;
+    r.dst = &tmp;
+    r.e = &cfg->err;
+    if (!yaml_parser_initialize(&r.parser))
+        RLT_FAIL(&cfg->err, RLT_ENOMEM, "%.300s: libyaml could not allocate a parser", src->name);
+    yaml_parser_set_input_string(&r.parser, src->text, src->len);
+    int empty = 0, rc = read_stream(&r, root_path, &empty);
+    yaml_parser_delete(&r.parser);
+    if (rc != RLT_OK) return rc;
+    if (empty && need_value) {
+        yaml_mark_t m = {0, 0, 0};
+        char hint[512];
+        const cfg_key *k = config_schema_find(root_path, strlen(root_path));
+        snprintf(hint, sizeof hint, "write %s=VALUE, like %s=%s", root_path, root_path, k ? k->def : "{...}");
+        return REPORT(&cfg->err, src, m, root_path, "missing value after '='", hint);
+    }
+    rlt_err_clear(&tmp.err);
+    memcpy(cfg, &tmp, sizeof tmp);
+    return RLT_OK;
+}
+
+/* ---- the public API ---------------------------------------------------------------------------------- */
+
+int rlt_config_init(rlt_config **out) {
+    if (!out) return RLT_EINVAL;
+    *out = NULL;
+    rlt_config *cfg = rlt_mem_alloc(sizeof *cfg, 64);
+    if (!cfg) return RLT_ENOMEM;
+    config_set_defaults(cfg);
+    *out = cfg;
+    return RLT_OK;
+}
+
+void rlt_config_free(rlt_config *cfg) { rlt_mem_free(cfg); }
+
+const char *rlt_config_errmsg(const rlt_config *cfg) { return cfg ? cfg->err.msg : "config handle is NULL"; }
+
+/* Length up to the first NUL, or limit + 1 when there is none in the first limit + 1 bytes. */
+static size_t text_len_capped(const char *s, size_t limit) {
+    size_t n = 0;
+    while (n <= limit && s[n]) n++;
+    return n;
+}
+
+static int too_big(rlt_err *e, const char *name) {
+    RLT_FAIL(e, RLT_ECONFIG, "%.300s: the input is larger than %u bytes (1 MiB), the most a config may be; a config is "
+             "a few dozen lines: is this the right file?", name, CFG_MAX_BYTES);
+}
+
+int rlt_config_load_string(rlt_config *cfg, const char *yaml, const char *name_for_errors) {
+    if (!cfg) return RLT_EINVAL;
+    const char *name = name_for_errors ? name_for_errors : "<string>";
+    if (!yaml) RLT_FAIL(&cfg->err, RLT_EINVAL, "rlt_config_load_string: yaml is NULL (%.300s)", name);
+    size_t len = text_len_capped(yaml, CFG_MAX_BYTES);
+    if (len > CFG_MAX_BYTES) return too_big(&cfg->err, name);
+    cfg_src src = {name, (const unsigned char *)yaml, len, 0};
+    RLT_TRY(config_parse(cfg, &src, "", 0));
+    snprintf(cfg->source, sizeof cfg->source, "%s", name);
+    return RLT_OK;
+}
+
+int rlt_config_load_file(rlt_config *cfg, const char *path) {
+    if (!cfg) return RLT_EINVAL;
+    if (!path) RLT_FAIL(&cfg->err, RLT_EINVAL, "rlt_config_load_file: path is NULL");
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        RLT_FAIL(&cfg->err, RLT_EIO, "%.300s: cannot open the config: %s; check the path (relative paths start "
+                 "from the current directory)", path, strerror(errno));
+    /* One byte past the limit tells an oversized file from one of exactly 1 MiB, pipes included. */
+    unsigned char *buf = rlt_mem_alloc((size_t)CFG_MAX_BYTES + 1, 64);
+    if (!buf) {
+        fclose(f);
+        RLT_FAIL(&cfg->err, RLT_ENOMEM, "%.300s: out of host memory for the config text", path);
+    }
+    size_t n = fread(buf, 1, (size_t)CFG_MAX_BYTES + 1, f);
+    int read_errno = ferror(f) ? errno : 0;
+    fclose(f);
+    int rc;
+    if (read_errno)
+        rc = rlt_err_set(&cfg->err, RLT_EIO, __FILE__, __LINE__, "%.300s: cannot read the config: %s", path,
+                         strerror(read_errno));
+    else if (n > CFG_MAX_BYTES)
+        rc = too_big(&cfg->err, path);
+    else {
+        cfg_src src = {path, buf, n, 0};
+        rc = config_parse(cfg, &src, "", 0);
+    }
+    rlt_mem_free(buf);
+    if (rc == RLT_OK) snprintf(cfg->source, sizeof cfg->source, "%s", path);
+    return rc;
+}
+
+int rlt_config_set(rlt_config *cfg, const char *assignment) {
+    if (!cfg) return RLT_EINVAL;
+    if (!assignment) RLT_FAIL(&cfg->err, RLT_EINVAL, "rlt_config_set: assignment is NULL");
+    size_t len = text_len_capped(assignment, CFG_MAX_BYTES);
+    char name[320];
+    snprintf(name, sizeof name, "--set %.280s%s", assignment, len > 280 ? "..." : "");
+    if (len > CFG_MAX_BYTES) return too_big(&cfg->err, name);
+    const char *eq = memchr(assignment, '=', len);
+    if (!eq)
+        RLT_FAIL(&cfg->err, RLT_ECONFIG, "%s: missing '='; write key.path=value, like train.batch_size=64", name);
+    /* The key, without the spaces around it. */
+    size_t k0 = 0, k1 = (size_t)(eq - assignment);
+    while (k0 < k1 && assignment[k0] == ' ') k0++;
+    while (k1 > k0 && assignment[k1 - 1] == ' ') k1--;
+    char key[CFG_MAX_PATH + 1];
+    yaml_mark_t at_key = {0, 0, 0};
+    at_key.column = k0;
+    cfg_src src = {name, (const unsigned char *)eq + 1, len - (size_t)(eq + 1 - assignment), (size_t)(eq + 1 - assignment)};
+    if (k1 == k0) {
+        cfg_src ksrc = {name, (const unsigned char *)assignment, len, 0};
+        return REPORT(&cfg->err, &ksrc, at_key, NULL, "no key before '='",
+                      "write key.path=value, like train.batch_size=64");
+    }
+    snprintf(key, sizeof key, "%.*s", (int)(k1 - k0), assignment + k0);
+    if (k1 - k0 > CFG_MAX_PATH || (!config_schema_find(key, strlen(key)) && config_schema_section(key, strlen(key)) < 0)) {
+        char what[300], hint[1024], near[128], valid[512];
+        cfg_src ksrc = {name, (const unsigned char *)assignment, len, 0};
+        snprintf(what, sizeof what, "unknown key '%s'", key);
+        if (config_schema_nearest(key, near, sizeof near)) {
+            snprintf(hint, sizeof hint, "did you mean '%s'?", near);
+        } else {
+            config_schema_children("", valid, sizeof valid);
+            snprintf(hint, sizeof hint, "valid keys at the top level are: %s", valid);
+        }
+        return REPORT(&cfg->err, &ksrc, at_key, NULL, what, hint);
+    }
+    return config_parse(cfg, &src, key, 1);
+}
+
+int rlt_config_validate(rlt_config *cfg) {
+    if (!cfg) return RLT_EINVAL;
+    rlt_err *e = &cfg->err;
+    size_t n;
+    const cfg_key *keys = config_schema_keys(&n);
+    for (size_t i = 0; i < n; i++) {
+        cfg_why why;
+        if (config_schema_check_value(&keys[i], cfg, &why) != 0)
+            RLT_FAIL(e, RLT_ECONFIG, "config: key '%s': %s; %s", keys[i].key, why.what, why.hint);
+    }
+    /* Values the parser accepts because they are planned, but that this version cannot run yet. */
+    if (strcmp(cfg->algo, "td3") != 0)
+        RLT_FAIL(e, RLT_ECONFIG, "config: key 'algo': algo %s is not implemented yet; use td3", cfg->algo);
+    if (strcmp(cfg->precision, "fp32") != 0)
+        RLT_FAIL(e, RLT_ECONFIG, "config: key 'precision': precision %s is not implemented yet; use fp32", cfg->precision);
+    if (cfg->train.batch_size % cfg->train.grad_accum_steps != 0)
+        RLT_FAIL(e, RLT_ECONFIG, "config: key 'train.grad_accum_steps': %d does not divide train.batch_size (%d); "
+                 "use a divisor of the batch size (each micro-batch is batch_size / grad_accum_steps)",
+                 (int)cfg->train.grad_accum_steps, (int)cfg->train.batch_size);
+    if (cfg->train.grad_accum_steps > 1)
+        RLT_FAIL(e, RLT_ECONFIG, "config: key 'train.grad_accum_steps': gradient accumulation (%d micro-batches) is "
+                 "not supported yet; use train.grad_accum_steps: 1 (it arrives in a later version)",
+                 (int)cfg->train.grad_accum_steps);
+    rlt_err_clear(e);
+    return RLT_OK;
+}
+
+/* ---- the dump ---------------------------------------------------------------------------------------- */
+
+typedef struct dump_out {
+    char *buf;
+    size_t cap, len;
+} dump_out;
+
+static void dump_add(dump_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void dump_add(dump_out *o, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *dst = o->len < o->cap ? o->buf + o->len : NULL;
+    int n = vsnprintf(dst, dst ? o->cap - o->len : 0, fmt, ap);
+    va_end(ap);
+    if (n > 0) o->len += (size_t)n;
+}
+
+/* Nested mappings in table order: a section opens when a key's path leaves the previous key's sections
+ * (the schema keeps each section's rows together, so each opens once). */
+size_t rlt_config_dump(const rlt_config *cfg, char *buf, size_t cap) {
+    dump_out o = {buf, cap, 0};
+    if (cap) buf[0] = '\0';
+    if (!cfg) return 0;
+    size_t n;
+    const cfg_key *keys = config_schema_keys(&n);
+    const char *prev = "";
+    size_t prev_sec = 0; /* length of the previous key's section path, "" = 0 */
+    for (size_t i = 0; i < n; i++) {
+        const char *key = keys[i].key;
+        const char *leaf = strrchr(key, '.');
+        size_t sec = leaf ? (size_t)(leaf - key) : 0;
+        leaf = leaf ? leaf + 1 : key;
+        /* The sections shared with the previous key stay open; open the rest. */
+        size_t depth = 0, j = 0;
+        for (;;) {
+            size_t ea = j, eb = j;
+            while (ea < sec && key[ea] != '.') ea++;
+            while (eb < prev_sec && prev[eb] != '.') eb++;
+            if (j >= sec || j >= prev_sec || ea != eb || memcmp(key + j, prev + j, ea - j) != 0) break;
+            depth++;
+            j = ea + 1;
+        }
+        while (j < sec) {
+            size_t end = j;
+            while (end < sec && key[end] != '.') end++;
+            dump_add(&o, "%*s%.*s:\n", (int)(2 * depth), "", (int)(end - j), key + j);
+            depth++;
+            j = end + 1;
+        }
+        char val[4 * RLT_CFG_STR + 64];
+        config_schema_format(&keys[i], cfg, val, sizeof val);
+        dump_add(&o, "%*s%s: %s\n", (int)(2 * depth), "", leaf, val);
+        prev = key;
+        prev_sec = sec;
+    }
+    return o.len;
+}

@@ -1,0 +1,761 @@
+/* gpu_ops_parity.c: every op of the CUDA backend against its CPU twin (the readable reference), on fresh
+ * random inputs and several shapes (odd sizes, leading dimensions larger than the row, both transposes),
+ * plus Adam over several steps with the step counter on the device and a captured graph replayed three
+ * times against the same ops run eagerly on the CPU. Skipped (exit 77) when no CUDA device can be opened.
+ *
+ * Tolerances (u = 2^-24, the unit roundoff of fp32):
+ * - Exact (bit for bit): the integer ops (sample_indices, gather_rows, counter_add), stores (fill,
+ *   copy_f32), and the elementwise arithmetic ops (bias + relu/none, act_grad, bias_grad, polyak,
+ *   td3_target, the MSE gradient, Adam's m and v). Their expressions are term for term the CPU's, the
+ *   module is built without FMA contraction, IEEE +,-,*,/ and sqrt round identically on both, and
+ *   bias_grad sums in the same row order. A mismatch here is a bug, not rounding.
+ * - GEMM: a rigorous per-element bound instead of a guessed constant. Any summation order of k products
+ *   is within gamma(k+2) * S of the exact value, S = |alpha| sum_l |a_il||b_lj| + |beta||c_ij| and
+ *   gamma(n) = n u / (1 - n u) (Higham, Accuracy and Stability, 3.5), so cuBLAS and OpenBLAS differ by at
+ *   most 2 gamma(k+2) S. It holds only in true fp32 (TF32 would exceed it: the backend disables it).
+ *   The normalised error |gpu - cpu| / |cpu| is printed; it is typically ~1e-7.
+ * - tanh: CUDA's tanhf is within 2 ulp, glibc's within 2 ulp: 4 ulp = 4 * 2^-23 relative.
+ * - Reductions (MSE loss, sum): the GPU adds in a tree, the CPU left to right; each is within
+ *   gamma(n) sum|x| of the exact sum, so they differ by at most 2 gamma(n) sum|x| (+ 2u for the final
+ *   scaling).
+ * - Adam's parameters: the bias corrections use powf (CUDA: up to 4 ulp; glibc: under 1), and
+ *   1 - beta2^t cancels, amplifying that error by about 1 / (1 - beta2^t) ~ 1000 / t; that reaches the
+ *   update (about lr in size) as ~2e-4 relative, and the subtraction from p may round to a neighbouring
+ *   float. Per step: 2^-22 |p| + 2e-4 lr.
+ * - td3_target_action: the normal uses logf (1 ulp on CUDA) and cosf (2 ulp), so it differs by under
+ *   ~8 ulp relative, and |N| < 5.8 for 24-bit uniforms: 5.8 * 8 u * std < 3e-6 std, plus one ulp of the
+ *   result (|a| <= 1) when the sum rounds the other way: 1e-5 std + 2^-22.
+ * - The graph test chains ten ops over three steps: per-op bounds compound, so it uses 1e-5 absolute and
+ *   relative; ordering or replay bugs (stale counters, missed ops) give differences of order 1. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_registry.h"
+#include "harness.h"
+#include "kernels/philox.h"
+
+#define U (1.0 / 16777216.0) /* fp32 unit roundoff, 2^-24 */
+#define ARENA_BYTES (96ull << 20)
+
+typedef struct pair {
+    rlt_backend cpu, gpu;
+    rlt_err ecpu, egpu;
+    unsigned char *cbase, *gbase; /* the two arenas (the CPU's "device" memory is host memory) */
+    uint64_t used, mark;          /* the same bump offset in both arenas */
+} pair;
+
+static pair P;
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rnd_u64(void) { /* splitmix64: input data only, independent of the code under test */
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static float rnd_f(float lo, float hi) { return lo + (hi - lo) * (float)((rnd_u64() >> 40) * (1.0 / 16777216.0)); }
+static void rnd_fill(float *x, size_t n, float lo, float hi) {
+    for (size_t i = 0; i < n; i++) x[i] = rnd_f(lo, hi);
+}
+static double gamma_n(double n) { return n * U / (1.0 - n * U); }
+
+static void die_on(int rc, rlt_err *e, const char *what) {
+    if (rc == RLT_OK) return;
+    fprintf(stderr, "FATAL: %s failed: %s\n", what, e->msg);
+    exit(1);
+}
+
+/* Takes `bytes` at the same offset in both arenas (256-byte aligned, like the plan). */
+static void take(uint64_t bytes, void **c, void **g) {
+    uint64_t off = (P.used + 255) & ~255ull;
+    if (off + bytes > ARENA_BYTES) {
+        fprintf(stderr, "FATAL: test arena exhausted\n");
+        exit(1);
+    }
+    *c = P.cbase + off;
+    *g = P.gbase + off;
+    P.used = off + bytes;
+}
+static void reset(void) { P.used = P.mark; }
+
+/* The same host data into both backends. */
+static void put(void *c, void *g, const void *host, uint64_t bytes) {
+    die_on(P.cpu.ops->copy(&P.cpu, c, host, bytes, RLT_COPY_H2D), &P.ecpu, "cpu copy");
+    die_on(P.gpu.ops->copy(&P.gpu, g, host, bytes, RLT_COPY_H2D), &P.egpu, "gpu copy");
+    die_on(P.gpu.ops->sync(&P.gpu), &P.egpu, "gpu sync");
+}
+/* Both backends' results back to host: c from the CPU arena, g from the GPU. */
+static void fetch(void *host_c, void *host_g, const void *c, const void *g, uint64_t bytes) {
+    die_on(P.gpu.ops->sync(&P.gpu), &P.egpu, "gpu sync before fetch");
+    memcpy(host_c, c, bytes);
+    die_on(P.gpu.ops->copy(&P.gpu, host_g, g, bytes, RLT_COPY_D2H), &P.egpu, "gpu copy back");
+    die_on(P.gpu.ops->sync(&P.gpu), &P.egpu, "gpu sync after fetch");
+}
+
+/* Byte-exact comparison; reports the first differing element. */
+static void expect_exact(const char *what, const void *gpu, const void *cpu, size_t n, size_t elem) {
+    const unsigned char *g = gpu, *c = cpu;
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(g + i * elem, c + i * elem, elem) != 0 && bad++ == 0) first = i;
+    if (bad && elem == 4) {
+        float gf, cf;
+        uint32_t gu, cu;
+        memcpy(&gf, g + first * 4, 4);
+        memcpy(&cf, c + first * 4, 4);
+        memcpy(&gu, g + first * 4, 4);
+        memcpy(&cu, c + first * 4, 4);
+        CHECK(bad == 0, "%s: %zu of %zu elements differ; first at %zu: gpu %.9g (0x%08x) cpu %.9g (0x%08x)", what, bad,
+              n, first, gf, (unsigned)gu, cf, (unsigned)cu);
+    } else {
+        CHECK(bad == 0, "%s: %zu of %zu elements differ; first at %zu", what, bad, n, first);
+    }
+}
+
+/* |gpu - cpu| <= bound[i] for every element (bound NULL: atol + rtol |cpu|); also prints the normalised
+ * error |gpu - cpu|_2 / |cpu|_2 for the log. */
+static void expect_close(const char *what, const float *g, const float *c, size_t n, const double *bound, double atol,
+                         double rtol) {
+    double num = 0, den = 0, worst = 0;
+    size_t bad = 0, at = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)g[i] - (double)c[i];
+        num += d * d;
+        den += (double)c[i] * c[i];
+        double lim = bound ? bound[i] : atol + rtol * fabs((double)c[i]);
+        double excess = fabs(d) - lim;
+        if (!(excess <= 0)) { /* also catches NaN */
+            if (bad++ == 0 || excess > worst) {
+                worst = excess;
+                at = i;
+            }
+        }
+    }
+    double nerr = den > 0 ? sqrt(num / den) : sqrt(num);
+    printf("  %-44s n=%-8zu nerr=%.2e\n", what, n, nerr);
+    CHECK(bad == 0, "%s: %zu of %zu elements outside the bound; worst at %zu: gpu %.9g cpu %.9g bound %.3g", what, bad,
+          n, at, g[at], c[at], bound ? bound[at] : atol + rtol * fabs((double)c[at]));
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+
+static void test_gemm(void) {
+    static const struct {
+        int ta, tb, m, n, k, pa, pb, pc;
+        float alpha, beta;
+    } cases[] = {
+        {0, 0, 64, 128, 33, 0, 0, 0, 1.0f, 0.0f},   {0, 1, 17, 31, 257, 3, 5, 7, 1.0f, 1.0f},
+        {1, 0, 256, 64, 100, 1, 2, 3, 0.5f, -0.25f}, {1, 1, 5, 3, 1, 2, 0, 4, -1.0f, 0.5f},
+        {0, 0, 1, 1, 1000, 0, 0, 0, 1.0f, 0.0f},     {0, 0, 256, 256, 256, 0, 0, 0, 1.0f, 0.0f},
+        {1, 1, 33, 65, 17, 0, 1, 0, 2.0f, 1.0f},     {0, 0, 4, 5, 0, 1, 0, 2, 1.0f, 0.5f},
+    };
+    printf("gemm\n");
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        int ta = cases[t].ta, tb = cases[t].tb, m = cases[t].m, n = cases[t].n, k = cases[t].k;
+        int ar = ta ? k : m, ac = ta ? m : k; /* A as stored: ar rows of ac */
+        int br = tb ? n : k, bc = tb ? k : n;
+        int lda = (ac > 1 ? ac : 1) + cases[t].pa, ldb = bc + cases[t].pb, ldc = n + cases[t].pc;
+        size_t na = (size_t)(ar ? ar : 1) * lda, nb = (size_t)(br ? br : 1) * ldb, nc = (size_t)m * ldc;
+        float *ha = malloc(na * 4), *hb = malloc(nb * 4), *hc = malloc(nc * 4), *rc = malloc(nc * 4),
+              *rg = malloc(nc * 4);
+        double *bound = malloc(nc * sizeof *bound);
+        rnd_fill(ha, na, -1, 1);
+        rnd_fill(hb, nb, -1, 1);
+        rnd_fill(hc, nc, -1, 1);
+        void *ca, *ga, *cb, *gb, *cc, *gc;
+        take(na * 4, &ca, &ga);
+        take(nb * 4, &cb, &gb);
+        take(nc * 4, &cc, &gc);
+        put(ca, ga, ha, na * 4);
+        put(cb, gb, hb, nb * 4);
+        put(cc, gc, hc, nc * 4);
+        float al = cases[t].alpha, be = cases[t].beta;
+        int r1 = P.cpu.ops->gemm(&P.cpu, ta, tb, m, n, k, al, ca, lda, cb, ldb, be, cc, ldc);
+        int r2 = P.gpu.ops->gemm(&P.gpu, ta, tb, m, n, k, al, ga, lda, gb, ldb, be, gc, ldc);
+        CHECK(r1 == RLT_OK && r2 == RLT_OK, "gemm case %zu: cpu %d gpu %d (%s)", t, r1, r2, P.egpu.msg);
+        fetch(rc, rg, cc, gc, nc * 4);
+        for (int i = 0; i < m; i++) {
+            for (int j = 0; j < ldc; j++) {
+                double s = 0;
+                if (j < n) {
+                    for (int l = 0; l < k; l++) {
+                        double a = ta ? ha[(size_t)l * lda + i] : ha[(size_t)i * lda + l];
+                        double b = tb ? hb[(size_t)j * ldb + l] : hb[(size_t)l * ldb + j];
+                        s += fabs(a * b);
+                    }
+                    s = fabs(al) * s + fabs(be) * fabs(hc[(size_t)i * ldc + j]);
+                }
+                /* Padding columns (j >= n) must be untouched on both: bound 0. */
+                bound[(size_t)i * ldc + j] = j < n ? 2.0 * gamma_n(k + 2) * s + 1e-37 : 0.0;
+            }
+        }
+        char what[96];
+        snprintf(what, sizeof what, "gemm %c%c m=%d n=%d k=%d lda=%d ldb=%d ldc=%d", ta ? 'T' : 'N', tb ? 'T' : 'N', m,
+                 n, k, lda, ldb, ldc);
+        expect_close(what, rg, rc, nc, bound, 0, 0);
+        free(ha), free(hb), free(hc), free(rc), free(rg), free(bound);
+        reset();
+    }
+}
+
+static void test_bias_act_grad(void) {
+    static const struct {
+        int rows, cols, pad, bias;
+    } cases[] = {{1, 1, 0, 1}, {7, 33, 5, 1}, {256, 64, 0, 1}, {300, 17, 3, 0}, {1000, 257, 1, 1}, {3, 1000, 0, 1}};
+    printf("bias_act / act_grad / bias_grad\n");
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        int rows = cases[t].rows, cols = cases[t].cols, ld = cols + cases[t].pad;
+        size_t ny = (size_t)rows * ld;
+        float *hy = malloc(ny * 4), *hb = malloc((size_t)cols * 4), *hd = malloc(ny * 4), *rc = malloc(ny * 4),
+              *rg = malloc(ny * 4);
+        void *cy, *gy, *cb, *gb, *cd, *gd, *cdb, *gdb;
+        take(ny * 4, &cy, &gy);
+        take((size_t)cols * 4, &cb, &gb);
+        take(ny * 4, &cd, &gd);
+        take((size_t)cols * 4, &cdb, &gdb);
+        for (int act = RLT_ACT_NONE; act <= RLT_ACT_TANH; act++) {
+            char what[96];
+            rnd_fill(hy, ny, -3, 3);
+            rnd_fill(hb, (size_t)cols, -1, 1);
+            put(cy, gy, hy, ny * 4);
+            put(cb, gb, hb, (size_t)cols * 4);
+            const float *bc = cases[t].bias ? cb : NULL, *bg = cases[t].bias ? gb : NULL;
+            int r1 = P.cpu.ops->bias_act(&P.cpu, cy, ld, bc, rows, cols, act);
+            int r2 = P.gpu.ops->bias_act(&P.gpu, gy, ld, bg, rows, cols, act);
+            CHECK(r1 == RLT_OK && r2 == RLT_OK, "bias_act: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+            fetch(rc, rg, cy, gy, ny * 4);
+            snprintf(what, sizeof what, "bias_act act=%d %dx%d ld=%d bias=%d", act, rows, cols, ld, cases[t].bias);
+            if (act == RLT_ACT_TANH) expect_close(what, rg, rc, ny, NULL, 1e-30, 4.0 * 2.0 * U);
+            else expect_exact(what, rg, rc, ny, 4);
+
+            /* act_grad through the CPU's outputs (the same y on both sides, so only the op differs). */
+            put(cy, gy, rc, ny * 4);
+            rnd_fill(hd, ny, -1, 1);
+            put(cd, gd, hd, ny * 4);
+            r1 = P.cpu.ops->act_grad(&P.cpu, cd, ld, cy, ld, rows, cols, act);
+            r2 = P.gpu.ops->act_grad(&P.gpu, gd, ld, gy, ld, rows, cols, act);
+            CHECK(r1 == RLT_OK && r2 == RLT_OK, "act_grad: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+            fetch(rc, rg, cd, gd, ny * 4);
+            snprintf(what, sizeof what, "act_grad act=%d %dx%d", act, rows, cols);
+            expect_exact(what, rg, rc, ny, 4);
+        }
+        /* bias_grad: beta = 0 must overwrite (even NaN), beta = 1 and 0.5 accumulate. */
+        static const float betas[] = {0.0f, 1.0f, 0.5f};
+        for (int bi = 0; bi < 3; bi++) {
+            float *hdb = malloc((size_t)cols * 4), *dc = malloc((size_t)cols * 4), *dg = malloc((size_t)cols * 4);
+            rnd_fill(hdb, (size_t)cols, -1, 1);
+            if (betas[bi] == 0.0f) hdb[0] = NAN;
+            put(cdb, gdb, hdb, (size_t)cols * 4);
+            rnd_fill(hd, ny, -1, 1);
+            put(cd, gd, hd, ny * 4);
+            int r1 = P.cpu.ops->bias_grad(&P.cpu, cdb, cd, ld, rows, cols, betas[bi]);
+            int r2 = P.gpu.ops->bias_grad(&P.gpu, gdb, gd, ld, rows, cols, betas[bi]);
+            CHECK(r1 == RLT_OK && r2 == RLT_OK, "bias_grad: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+            fetch(dc, dg, cdb, gdb, (size_t)cols * 4);
+            char what[96];
+            snprintf(what, sizeof what, "bias_grad %dx%d beta=%g", rows, cols, betas[bi]);
+            expect_exact(what, dg, dc, (size_t)cols, 4);
+            free(hdb), free(dc), free(dg);
+        }
+        free(hy), free(hb), free(hd), free(rc), free(rg);
+        reset();
+    }
+}
+
+static void test_flat(void) {
+    printf("fill / copy_f32 / polyak / counter_add\n");
+    static const uint64_t sizes[] = {1, 1000, (1u << 20) + 3};
+    for (size_t t = 0; t < 3; t++) {
+        uint64_t n = sizes[t], guard = 8;
+        float *h = malloc((n + guard) * 4), *h2 = malloc((n + guard) * 4), *rc = malloc((n + guard) * 4),
+              *rg = malloc((n + guard) * 4);
+        void *cx, *gx, *cy, *gy;
+        take((n + guard) * 4, &cx, &gx);
+        take((n + guard) * 4, &cy, &gy);
+        static const float values[] = {0.0f, -0.0f, 3.5f};
+        for (int vi = 0; vi < 3; vi++) {
+            rnd_fill(h, n + guard, -1, 1);
+            put(cx, gx, h, (n + guard) * 4);
+            int r1 = P.cpu.ops->fill(&P.cpu, cx, n, values[vi]);
+            int r2 = P.gpu.ops->fill(&P.gpu, gx, n, values[vi]);
+            CHECK(r1 == RLT_OK && r2 == RLT_OK, "fill: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+            fetch(rc, rg, cx, gx, (n + guard) * 4);
+            char what[64];
+            snprintf(what, sizeof what, "fill n=%llu value=%g (guard after)", (unsigned long long)n, values[vi]);
+            expect_exact(what, rg, rc, n + guard, 4);
+        }
+        rnd_fill(h, n + guard, -1, 1);
+        rnd_fill(h2, n + guard, -1, 1);
+        put(cx, gx, h, (n + guard) * 4);
+        put(cy, gy, h2, (n + guard) * 4);
+        int r1 = P.cpu.ops->copy_f32(&P.cpu, cy, cx, n), r2 = P.gpu.ops->copy_f32(&P.gpu, gy, gx, n);
+        CHECK(r1 == RLT_OK && r2 == RLT_OK, "copy_f32: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+        fetch(rc, rg, cy, gy, (n + guard) * 4);
+        expect_exact("copy_f32 (guard after)", rg, rc, n + guard, 4);
+
+        static const float taus[] = {0.005f, 0.0f, 1.0f, 0.37f};
+        for (int ti = 0; ti < 4; ti++) {
+            rnd_fill(h, n + guard, -2, 2);
+            rnd_fill(h2, n + guard, -2, 2);
+            put(cx, gx, h, (n + guard) * 4);
+            put(cy, gy, h2, (n + guard) * 4);
+            r1 = P.cpu.ops->polyak(&P.cpu, cy, cx, n, taus[ti]);
+            r2 = P.gpu.ops->polyak(&P.gpu, gy, gx, n, taus[ti]);
+            CHECK(r1 == RLT_OK && r2 == RLT_OK, "polyak: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+            fetch(rc, rg, cy, gy, (n + guard) * 4);
+            char what[64];
+            snprintf(what, sizeof what, "polyak n=%llu tau=%g", (unsigned long long)n, taus[ti]);
+            expect_exact(what, rg, rc, n + guard, 4);
+        }
+        free(h), free(h2), free(rc), free(rg);
+        reset();
+    }
+    void *cc, *gc;
+    take(2 * sizeof(int64_t), &cc, &gc);
+    int64_t init[2] = {5, -7}, rc2[2], rg2[2];
+    put(cc, gc, init, sizeof init);
+    static const int64_t adds[] = {1, 1, -3, 1ll << 40, 0};
+    for (int i = 0; i < 5; i++) {
+        CHECK(P.cpu.ops->counter_add(&P.cpu, (int64_t *)cc, adds[i]) == RLT_OK, "cpu counter_add");
+        CHECK(P.gpu.ops->counter_add(&P.gpu, (int64_t *)gc, adds[i]) == RLT_OK, "gpu counter_add: %s", P.egpu.msg);
+    }
+    fetch(rc2, rg2, cc, gc, sizeof rc2);
+    CHECK(rg2[0] == rc2[0] && rg2[1] == rc2[1] && rc2[0] == 5 + 1 + 1 - 3 + (1ll << 40),
+          "counter_add: gpu %lld %lld cpu %lld %lld", (long long)rg2[0], (long long)rg2[1], (long long)rc2[0],
+          (long long)rc2[1]);
+    reset();
+}
+
+static void test_adam(void) {
+    printf("adam (step counter on the device)\n");
+    static const uint64_t sizes[] = {1, 100003};
+    for (size_t t = 0; t < 2; t++) {
+        uint64_t n = sizes[t];
+        rlt_adam_hp hp = {1e-3f, 0.9f, 0.999f, 1e-8f};
+        float *hp_ = malloc(n * 4), *hg = malloc(n * 4), *rc = malloc(n * 4), *rg = malloc(n * 4);
+        float *mc = malloc(n * 4), *mg = malloc(n * 4);
+        void *cp, *gp, *cg, *gg, *cm, *gm, *cv, *gv, *cs, *gs;
+        take(n * 4, &cp, &gp);
+        take(n * 4, &cg, &gg);
+        take(n * 4, &cm, &gm);
+        take(n * 4, &cv, &gv);
+        take(8, &cs, &gs);
+        rnd_fill(hp_, n, -1, 1);
+        put(cp, gp, hp_, n * 4);
+        memset(hg, 0, n * 4);
+        put(cm, gm, hg, n * 4);
+        put(cv, gv, hg, n * 4);
+        int64_t zero = 0;
+        put(cs, gs, &zero, 8);
+        int steps = 6;
+        for (int s = 0; s < steps; s++) {
+            rnd_fill(hg, n, -0.5f, 0.5f);
+            put(cg, gg, hg, n * 4);
+            CHECK(P.cpu.ops->counter_add(&P.cpu, (int64_t *)cs, 1) == RLT_OK, "cpu step");
+            CHECK(P.gpu.ops->counter_add(&P.gpu, (int64_t *)gs, 1) == RLT_OK, "gpu step");
+            int r1 = P.cpu.ops->adam(&P.cpu, cp, cg, cm, cv, n, hp, (const int64_t *)cs);
+            int r2 = P.gpu.ops->adam(&P.gpu, gp, gg, gm, gv, n, hp, (const int64_t *)gs);
+            CHECK(r1 == RLT_OK && r2 == RLT_OK, "adam: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+        }
+        char what[64];
+        fetch(mc, mg, cm, gm, n * 4);
+        snprintf(what, sizeof what, "adam m n=%llu after %d steps", (unsigned long long)n, steps);
+        expect_exact(what, mg, mc, n, 4);
+        fetch(mc, mg, cv, gv, n * 4);
+        snprintf(what, sizeof what, "adam v n=%llu after %d steps", (unsigned long long)n, steps);
+        expect_exact(what, mg, mc, n, 4);
+        fetch(rc, rg, cp, gp, n * 4);
+        snprintf(what, sizeof what, "adam p n=%llu after %d steps", (unsigned long long)n, steps);
+        expect_close(what, rg, rc, n, NULL, steps * 2e-4 * hp.lr, steps * 2.0 * 2.0 * U);
+        free(hp_), free(hg), free(rc), free(rg), free(mc), free(mg);
+        reset();
+    }
+}
+
+static void test_replay(void) {
+    printf("sample_indices / gather_rows\n");
+    static const int32_t ns[] = {1, 256, 1000};
+    static const int64_t sizes[] = {1, 7, 1000000, INT32_MAX};
+    static const int64_t ctrs[] = {0, 12345, 1ll << 40};
+    void *ci, *gi, *cz, *gz, *cc, *gc;
+    take(1000 * 4, &ci, &gi);
+    take(8, &cz, &gz);
+    take(8, &cc, &gc);
+    int32_t ic[1000], ig[1000];
+    for (int a = 0; a < 3; a++) {
+        for (int b = 0; b < 4; b++) {
+            for (int c = 0; c < 3; c++) {
+                put(cz, gz, &sizes[b], 8);
+                put(cc, gc, &ctrs[c], 8);
+                uint64_t seed = rnd_u64();
+                int r1 = P.cpu.ops->sample_indices(&P.cpu, ci, ns[a], cz, seed, RLT_STREAM_SAMPLE, cc);
+                int r2 = P.gpu.ops->sample_indices(&P.gpu, gi, ns[a], gz, seed, RLT_STREAM_SAMPLE, gc);
+                CHECK(r1 == RLT_OK && r2 == RLT_OK, "sample_indices: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+                fetch(ic, ig, ci, gi, (size_t)ns[a] * 4);
+                char what[96];
+                snprintf(what, sizeof what, "sample_indices n=%d size=%lld ctr=%lld", ns[a], (long long)sizes[b],
+                         (long long)ctrs[c]);
+                expect_exact(what, ig, ic, (size_t)ns[a], 4);
+                int in_range = 1;
+                for (int i = 0; i < ns[a]; i++) in_range &= ic[i] >= 0 && ic[i] < sizes[b];
+                CHECK(in_range, "%s: an index is out of range", what);
+            }
+        }
+    }
+    reset();
+
+    /* Rows of 16-byte multiples (the uint4 path), of 4-byte multiples (uint32), and odd byte rows (u8
+     * observations), with strides larger than the row and, for bytes, an unaligned destination. */
+    static const struct {
+        uint64_t row_bytes, dst_stride, dst_off;
+        int32_t n, src_rows;
+    } cases[] = {{64, 64, 0, 256, 1000}, {68, 80, 0, 257, 999}, {13, 16, 0, 100, 50},
+                 {13, 13, 1, 33, 7},     {4, 4, 0, 1, 1},       {28224, 28224, 0, 32, 40}};
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        uint64_t rb = cases[t].row_bytes, ds = cases[t].dst_stride, off = cases[t].dst_off;
+        int32_t n = cases[t].n, sr = cases[t].src_rows;
+        uint64_t src_bytes = rb * (uint64_t)sr, dst_bytes = ds * (uint64_t)n + off + 16;
+        unsigned char *hs = malloc(src_bytes), *hd = malloc(dst_bytes), *oc = malloc(dst_bytes),
+                      *og = malloc(dst_bytes);
+        int32_t *hi = malloc((size_t)n * 4);
+        for (uint64_t i = 0; i < src_bytes; i++) hs[i] = (unsigned char)rnd_u64();
+        for (uint64_t i = 0; i < dst_bytes; i++) hd[i] = (unsigned char)rnd_u64();
+        for (int32_t i = 0; i < n; i++) hi[i] = (int32_t)(rnd_u64() % (uint64_t)sr);
+        void *cs, *gs, *cd, *gd, *cx, *gx;
+        take(src_bytes, &cs, &gs);
+        take(dst_bytes, &cd, &gd);
+        take((size_t)n * 4, &cx, &gx);
+        put(cs, gs, hs, src_bytes);
+        put(cd, gd, hd, dst_bytes);
+        put(cx, gx, hi, (size_t)n * 4);
+        int r1 = P.cpu.ops->gather_rows(&P.cpu, (unsigned char *)cd + off, ds, cs, rb, cx, n);
+        int r2 = P.gpu.ops->gather_rows(&P.gpu, (unsigned char *)gd + off, ds, gs, rb, gx, n);
+        CHECK(r1 == RLT_OK && r2 == RLT_OK, "gather_rows: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+        fetch(oc, og, cd, gd, dst_bytes);
+        char what[96];
+        snprintf(what, sizeof what, "gather_rows row=%llu stride=%llu off=%llu n=%d", (unsigned long long)rb,
+                 (unsigned long long)ds, (unsigned long long)off, n);
+        expect_exact(what, og, oc, dst_bytes, 1);
+        printf("  %-44s exact\n", what);
+        free(hs), free(hd), free(oc), free(og), free(hi);
+        reset();
+    }
+}
+
+static void test_losses(void) {
+    printf("mse_grad / sum\n");
+    static const int32_t ns[] = {1, 2, 255, 256, 257, 1000, 4096};
+    for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+        int32_t n = ns[t];
+        float *hq = malloc((size_t)n * 4), *hy = malloc((size_t)n * 4), *rc = malloc((size_t)n * 4),
+              *rg = malloc((size_t)n * 4);
+        void *cq, *gq, *cy, *gy, *cd, *gd, *cl, *gl;
+        take((size_t)n * 4, &cq, &gq);
+        take((size_t)n * 4, &cy, &gy);
+        take((size_t)n * 4, &cd, &gd);
+        take(4, &cl, &gl);
+        rnd_fill(hq, (size_t)n, -10, 10);
+        rnd_fill(hy, (size_t)n, -10, 10);
+        put(cq, gq, hq, (size_t)n * 4);
+        put(cy, gy, hy, (size_t)n * 4);
+        float gs = (t % 2) ? 0.5f : 1.0f;
+        int r1 = P.cpu.ops->mse_grad(&P.cpu, cd, cl, cq, cy, n, gs);
+        int r2 = P.gpu.ops->mse_grad(&P.gpu, gd, gl, gq, gy, n, gs);
+        CHECK(r1 == RLT_OK && r2 == RLT_OK, "mse_grad: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+        fetch(rc, rg, cd, gd, (size_t)n * 4);
+        char what[64];
+        snprintf(what, sizeof what, "mse_grad dq n=%d", n);
+        expect_exact(what, rg, rc, (size_t)n, 4);
+        float lc, lg;
+        fetch(&lc, &lg, cl, gl, 4);
+        double sq = 0;
+        for (int32_t i = 0; i < n; i++) {
+            float d = hq[i] - hy[i];
+            sq += (double)(d * d);
+        }
+        double bound = 2.0 * gamma_n(n) * sq / n + 2.0 * U * fabs(lc);
+        snprintf(what, sizeof what, "mse_grad loss n=%d", n);
+        expect_close(what, &lg, &lc, 1, &bound, 0, 0);
+        /* A NULL loss is allowed (the gradient alone). */
+        r2 = P.gpu.ops->mse_grad(&P.gpu, gd, NULL, gq, gy, n, gs);
+        CHECK(r2 == RLT_OK && P.gpu.ops->sync(&P.gpu) == RLT_OK, "mse_grad with loss NULL: %s", P.egpu.msg);
+
+        for (int32_t ldx = 1; ldx <= 3; ldx += 2) {
+            int32_t m = n / ldx;
+            float scale = m ? 1.0f / (float)m : 1.0f;
+            float oc, og;
+            r1 = P.cpu.ops->sum(&P.cpu, cl, cq, ldx, m, scale);
+            r2 = P.gpu.ops->sum(&P.gpu, gl, gq, ldx, m, scale);
+            CHECK(r1 == RLT_OK && r2 == RLT_OK, "sum: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+            fetch(&oc, &og, cl, gl, 4);
+            double sa = 0;
+            for (int32_t i = 0; i < m; i++) sa += fabs((double)hq[(size_t)i * ldx]);
+            double b2 = 2.0 * gamma_n(m) * sa * scale + 2.0 * U * fabs(oc) + 1e-37;
+            snprintf(what, sizeof what, "sum n=%d ldx=%d", m, ldx);
+            expect_close(what, &og, &oc, 1, &b2, 0, 0);
+        }
+        free(hq), free(hy), free(rc), free(rg);
+        reset();
+    }
+    /* sum over nothing is 0 on both. */
+    void *cl, *gl;
+    take(4, &cl, &gl);
+    float oc = 1, og = 1;
+    CHECK(P.cpu.ops->sum(&P.cpu, cl, cl, 1, 0, 1.0f) == RLT_OK && P.gpu.ops->sum(&P.gpu, gl, gl, 1, 0, 1.0f) == RLT_OK,
+          "sum n=0: %s", P.egpu.msg);
+    fetch(&oc, &og, cl, gl, 4);
+    CHECK(oc == 0.0f && og == 0.0f, "sum n=0: cpu %g gpu %g", oc, og);
+    reset();
+}
+
+static void test_td3(void) {
+    printf("td3_target_action / td3_target\n");
+    static const struct {
+        int rows, cols, pad;
+        float std, clip;
+        int64_t ctr;
+    } cases[] = {{1, 1, 0, 0.2f, 0.5f, 0},
+                 {100, 6, 2, 0.2f, 0.5f, 99},
+                 {256, 17, 0, 1.0f, 10.0f, 1ll << 33},
+                 {257, 3, 1, 0.5f, 0.3f, 7}};
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        int rows = cases[t].rows, cols = cases[t].cols, ld = cols + cases[t].pad;
+        size_t na = (size_t)rows * ld;
+        float *ha = malloc(na * 4), *rc = malloc(na * 4), *rg = malloc(na * 4);
+        void *ca, *ga, *cc, *gc;
+        take(na * 4, &ca, &ga);
+        take(8, &cc, &gc);
+        rnd_fill(ha, na, -1, 1);
+        put(ca, ga, ha, na * 4);
+        put(cc, gc, &cases[t].ctr, 8);
+        uint64_t seed = rnd_u64();
+        int r1 = P.cpu.ops->td3_target_action(&P.cpu, ca, ld, rows, cols, cases[t].std, cases[t].clip, seed,
+                                              RLT_STREAM_TARGET, cc);
+        int r2 = P.gpu.ops->td3_target_action(&P.gpu, ga, ld, rows, cols, cases[t].std, cases[t].clip, seed,
+                                              RLT_STREAM_TARGET, gc);
+        CHECK(r1 == RLT_OK && r2 == RLT_OK, "td3_target_action: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+        fetch(rc, rg, ca, ga, na * 4);
+        char what[96];
+        snprintf(what, sizeof what, "td3_target_action %dx%d ld=%d std=%g clip=%g", rows, cols, ld, cases[t].std,
+                 cases[t].clip);
+        expect_close(what, rg, rc, na, NULL, 1e-5 * cases[t].std + 4.0 * U, 0);
+        free(ha), free(rc), free(rg);
+        reset();
+    }
+    static const struct {
+        int n, ldq;
+    } tc[] = {{1, 1}, {257, 1}, {1000, 2}};
+    for (size_t t = 0; t < 3; t++) {
+        int n = tc[t].n, ldq = tc[t].ldq;
+        size_t nq = (size_t)n * ldq;
+        float *hr = malloc((size_t)n * 4), *ht = malloc((size_t)n * 4), *h1 = malloc(nq * 4), *h2 = malloc(nq * 4),
+              *rc = malloc((size_t)n * 4), *rg = malloc((size_t)n * 4);
+        rnd_fill(hr, (size_t)n, -1, 1);
+        for (int i = 0; i < n; i++) ht[i] = (rnd_u64() & 3) == 0 ? 1.0f : 0.0f;
+        rnd_fill(h1, nq, -50, 50);
+        rnd_fill(h2, nq, -50, 50);
+        void *cr, *gr, *ct, *gt, *c1, *g1, *c2, *g2, *cy, *gy;
+        take((size_t)n * 4, &cr, &gr);
+        take((size_t)n * 4, &ct, &gt);
+        take(nq * 4, &c1, &g1);
+        take(nq * 4, &c2, &g2);
+        take((size_t)n * 4, &cy, &gy);
+        put(cr, gr, hr, (size_t)n * 4);
+        put(ct, gt, ht, (size_t)n * 4);
+        put(c1, g1, h1, nq * 4);
+        put(c2, g2, h2, nq * 4);
+        int r1 = P.cpu.ops->td3_target(&P.cpu, cy, cr, ct, c1, c2, ldq, n, 0.99f);
+        int r2 = P.gpu.ops->td3_target(&P.gpu, gy, gr, gt, g1, g2, ldq, n, 0.99f);
+        CHECK(r1 == RLT_OK && r2 == RLT_OK, "td3_target: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+        fetch(rc, rg, cy, gy, (size_t)n * 4);
+        char what[64];
+        snprintf(what, sizeof what, "td3_target n=%d ldq=%d", n, ldq);
+        expect_exact(what, rg, rc, (size_t)n, 4);
+        free(hr), free(ht), free(h1), free(h2), free(rc), free(rg);
+        reset();
+    }
+}
+
+/* ---- a small training step: sample, gather, forward, loss, backward, Adam ---- */
+
+enum { G_ROWS = 500, G_IN = 12, G_OUT = 8, G_B = 64 };
+
+typedef struct gstep {
+    float *replay, *x, *w, *b, *h, *target, *dh, *gw, *gb, *mw, *vw, *mb, *vb, *loss;
+    int32_t *idx;
+    int64_t *ctr, *step, *size;
+} gstep;
+
+static int run_step(rlt_backend *bk, const gstep *s) {
+    const rlt_backend_ops *o = bk->ops;
+    rlt_adam_hp hp = {1e-3f, 0.9f, 0.999f, 1e-8f};
+    RLT_TRY(o->counter_add(bk, s->ctr, 1));
+    RLT_TRY(o->sample_indices(bk, s->idx, G_B, s->size, 7, RLT_STREAM_SAMPLE, s->ctr));
+    RLT_TRY(o->gather_rows(bk, s->x, G_IN * 4, s->replay, G_IN * 4, s->idx, G_B));
+    RLT_TRY(o->gemm(bk, 0, 0, G_B, G_OUT, G_IN, 1.0f, s->x, G_IN, s->w, G_OUT, 0.0f, s->h, G_OUT));
+    RLT_TRY(o->bias_act(bk, s->h, G_OUT, s->b, G_B, G_OUT, RLT_ACT_TANH));
+    RLT_TRY(o->mse_grad(bk, s->dh, s->loss, s->h, s->target, G_B * G_OUT, 1.0f));
+    RLT_TRY(o->act_grad(bk, s->dh, G_OUT, s->h, G_OUT, G_B, G_OUT, RLT_ACT_TANH));
+    RLT_TRY(o->gemm(bk, 1, 0, G_IN, G_OUT, G_B, 1.0f, s->x, G_IN, s->dh, G_OUT, 0.0f, s->gw, G_OUT));
+    RLT_TRY(o->bias_grad(bk, s->gb, s->dh, G_OUT, G_B, G_OUT, 0.0f));
+    RLT_TRY(o->counter_add(bk, s->step, 1));
+    RLT_TRY(o->adam(bk, s->w, s->gw, s->mw, s->vw, G_IN * G_OUT, hp, s->step));
+    RLT_TRY(o->adam(bk, s->b, s->gb, s->mb, s->vb, G_OUT, hp, s->step));
+    return RLT_OK;
+}
+
+static void test_graph(void) {
+    printf("graph capture (GPU, replayed 3 times) vs eager (CPU, 3 times)\n");
+    gstep c, g;
+#define TAKE(field, count, type)                                   \
+    do {                                                           \
+        void *pc_, *pg_;                                           \
+        take((uint64_t)(count) * sizeof(type), &pc_, &pg_);        \
+        c.field = pc_;                                             \
+        g.field = pg_;                                             \
+    } while (0)
+    TAKE(replay, G_ROWS * G_IN, float);
+    TAKE(x, G_B * G_IN, float);
+    TAKE(w, G_IN * G_OUT, float);
+    TAKE(b, G_OUT, float);
+    TAKE(h, G_B * G_OUT, float);
+    TAKE(target, G_B * G_OUT, float);
+    TAKE(dh, G_B * G_OUT, float);
+    TAKE(gw, G_IN * G_OUT, float);
+    TAKE(gb, G_OUT, float);
+    TAKE(mw, G_IN * G_OUT, float);
+    TAKE(vw, G_IN * G_OUT, float);
+    TAKE(mb, G_OUT, float);
+    TAKE(vb, G_OUT, float);
+    TAKE(loss, 1, float);
+    TAKE(idx, G_B, int32_t);
+    TAKE(ctr, 1, int64_t);
+    TAKE(step, 1, int64_t);
+    TAKE(size, 1, int64_t);
+#undef TAKE
+    float *hbuf = malloc(G_ROWS * G_IN * 4);
+    rnd_fill(hbuf, G_ROWS * G_IN, -1, 1);
+    put(c.replay, g.replay, hbuf, G_ROWS * G_IN * 4);
+    rnd_fill(hbuf, G_IN * G_OUT, -0.5f, 0.5f);
+    put(c.w, g.w, hbuf, G_IN * G_OUT * 4);
+    rnd_fill(hbuf, G_OUT, -0.1f, 0.1f);
+    put(c.b, g.b, hbuf, G_OUT * 4);
+    rnd_fill(hbuf, G_B * G_OUT, -0.9f, 0.9f);
+    put(c.target, g.target, hbuf, G_B * G_OUT * 4);
+    /* Adam's moments start at zero (the arena is reused between tests, so it is not zero here). */
+    memset(hbuf, 0, G_IN * G_OUT * 4);
+    put(c.mw, g.mw, hbuf, G_IN * G_OUT * 4);
+    put(c.vw, g.vw, hbuf, G_IN * G_OUT * 4);
+    put(c.mb, g.mb, hbuf, G_OUT * 4);
+    put(c.vb, g.vb, hbuf, G_OUT * 4);
+    int64_t counters[3] = {100, 0, G_ROWS};
+    put(c.ctr, g.ctr, &counters[0], 8);
+    put(c.step, g.step, &counters[1], 8);
+    put(c.size, g.size, &counters[2], 8);
+
+    CHECK(P.cpu.ops->graph_supported(&P.cpu) == 0, "the CPU backend should not claim graph support");
+    CHECK(P.gpu.ops->graph_supported(&P.gpu) == 1, "the CUDA backend should support graphs");
+    int rb = P.gpu.ops->graph_begin(&P.gpu, 3);
+    int rs = rb == RLT_OK ? run_step(&P.gpu, &g) : rb;
+    int re = rb == RLT_OK ? P.gpu.ops->graph_end(&P.gpu, 3) : rb;
+    CHECK(rb == RLT_OK && rs == RLT_OK && re == RLT_OK, "capture: begin %d ops %d end %d (%s)", rb, rs, re,
+          P.egpu.msg);
+    for (int it = 0; it < 3; it++) {
+        CHECK(run_step(&P.cpu, &c) == RLT_OK, "cpu step %d: %s", it, P.ecpu.msg);
+        int rl = P.gpu.ops->graph_launch(&P.gpu, 3);
+        CHECK(rl == RLT_OK, "graph_launch %d: %s", it, P.egpu.msg);
+    }
+    int64_t kc[2], kg[2];
+    fetch(&kc[0], &kg[0], c.ctr, g.ctr, 8);
+    fetch(&kc[1], &kg[1], c.step, g.step, 8);
+    CHECK(kc[0] == 103 && kg[0] == 103 && kc[1] == 3 && kg[1] == 3, "counters after 3 steps: cpu %lld %lld gpu %lld %lld",
+          (long long)kc[0], (long long)kc[1], (long long)kg[0], (long long)kg[1]);
+    int32_t ic[G_B], ig[G_B];
+    fetch(ic, ig, c.idx, g.idx, sizeof ic);
+    expect_exact("graph: last sampled indices", ig, ic, G_B, 4);
+    float *fc = malloc(G_B * G_IN * 4), *fg = malloc(G_B * G_IN * 4);
+    fetch(fc, fg, c.x, g.x, G_B * G_IN * 4);
+    expect_exact("graph: last gathered batch", fg, fc, G_B * G_IN, 4);
+    fetch(fc, fg, c.h, g.h, G_B * G_OUT * 4);
+    expect_close("graph: activations", fg, fc, G_B * G_OUT, NULL, 1e-5, 1e-5);
+    fetch(fc, fg, c.w, g.w, G_IN * G_OUT * 4);
+    expect_close("graph: weights after 3 Adam steps", fg, fc, G_IN * G_OUT, NULL, 1e-5, 1e-5);
+    fetch(fc, fg, c.b, g.b, G_OUT * 4);
+    expect_close("graph: biases after 3 Adam steps", fg, fc, G_OUT, NULL, 1e-5, 1e-5);
+    fetch(fc, fg, c.loss, g.loss, 4);
+    expect_close("graph: last loss", fg, fc, 1, NULL, 1e-6, 1e-5);
+    free(hbuf), free(fc), free(fg);
+    reset();
+}
+
+static void test_errors(void) {
+    printf("errors\n");
+    void *ca, *ga;
+    take(1024, &ca, &ga);
+    rlt_err_clear(&P.egpu);
+    int rc = P.gpu.ops->gemm(&P.gpu, 0, 0, 4, 4, 8, 1.0f, ga, 4 /* < k */, ga, 4, 0.0f, ga, 4);
+    CHECK(rc == RLT_EINVAL && strstr(P.egpu.msg, "gemm"), "gemm with lda < k: %d (%s)", rc, P.egpu.msg);
+    rc = P.gpu.ops->bias_act(&P.gpu, ga, 3, NULL, 2, 4, RLT_ACT_RELU);
+    CHECK(rc == RLT_EINVAL, "bias_act with ldy < cols: %d", rc);
+    rc = P.gpu.ops->polyak(&P.gpu, ga, ga, 4, 1.5f);
+    CHECK(rc == RLT_EINVAL, "polyak with tau > 1: %d", rc);
+    rc = P.gpu.ops->mse_grad(&P.gpu, ga, NULL, ga, ga, 0, 1.0f);
+    CHECK(rc == RLT_EINVAL, "mse_grad with n = 0: %d", rc);
+    rc = P.gpu.ops->graph_launch(&P.gpu, 5);
+    CHECK(rc == RLT_ESTATE, "graph_launch of an empty slot: %d", rc);
+    rc = P.gpu.ops->graph_begin(&P.gpu, RLT_BACKEND_MAX_GRAPHS);
+    CHECK(rc == RLT_EINVAL, "graph_begin of slot %d: %d", RLT_BACKEND_MAX_GRAPHS, rc);
+    rc = P.gpu.ops->copy(&P.gpu, ga, ca, 4, 7);
+    CHECK(rc == RLT_EINVAL, "copy of unknown kind: %d", rc);
+    rc = P.gpu.ops->set_workspace(&P.gpu, (unsigned char *)P.gbase + 8, 1024);
+    CHECK(rc == RLT_EINVAL, "misaligned workspace: %d", rc);
+    /* The stream is still healthy after all of that. */
+    CHECK(P.gpu.ops->sync(&P.gpu) == RLT_OK, "sync after rejected ops: %s", P.egpu.msg);
+    reset();
+}
+
+int main(void) {
+    /* Tests link the engine statically, so the registry's "next to librltrain" lookup finds the test's own
+     * directory; point it at the module in the build tree unless the caller chose one. */
+    setenv("RLT_CUDA_MODULE", RLT_BINARY_DIR "/librltrain_cuda.so", 0);
+    die_on(rlt_backend_open(&P.cpu, &P.ecpu, "cpu", 1, NULL, 0), &P.ecpu, "opening the CPU backend");
+    if (rlt_backend_open(&P.gpu, &P.egpu, "cuda:0", 1, NULL, 0) != RLT_OK) {
+        char why[2200];
+        snprintf(why, sizeof why, "no CUDA backend: %s", P.egpu.msg);
+        rlt_backend_close(&P.cpu);
+        test_skip(why);
+    }
+    printf("device %s: total %.1f MiB, free %.1f MiB, context_bytes %llu (%.1f MiB), cuBLAS workspace %llu bytes\n",
+           P.gpu.device_name, P.gpu.device_total / 1048576.0, P.gpu.device_free / 1048576.0,
+           (unsigned long long)P.gpu.context_bytes, P.gpu.context_bytes / 1048576.0,
+           (unsigned long long)P.gpu.ops->workspace_bytes(&P.gpu));
+
+    /* One arena per backend, the cuBLAS workspace at the start of the GPU's, as the plan lays it out. */
+    uint64_t ws = P.gpu.ops->workspace_bytes(&P.gpu);
+    void *cb = NULL, *gb = NULL;
+    die_on(P.cpu.ops->mem_reserve(&P.cpu, ARENA_BYTES, &cb), &P.ecpu, "cpu mem_reserve");
+    die_on(P.gpu.ops->mem_reserve(&P.gpu, ARENA_BYTES, &gb), &P.egpu, "gpu mem_reserve");
+    P.cbase = cb;
+    P.gbase = gb;
+    die_on(P.gpu.ops->set_workspace(&P.gpu, gb, ws), &P.egpu, "set_workspace");
+    P.used = P.mark = (ws + 255) & ~255ull;
+
+    test_gemm();
+    test_bias_act_grad();
+    test_flat();
+    test_adam();
+    test_replay();
+    test_losses();
+    test_td3();
+    test_graph();
+    test_errors();
+    die_on(P.gpu.ops->set_workspace(&P.gpu, gb, ws), &P.egpu, "set_workspace again");
+
+    P.gpu.ops->mem_release(&P.gpu, gb);
+    P.cpu.ops->mem_release(&P.cpu, cb);
+    rlt_backend_close(&P.gpu);
+    rlt_backend_close(&P.cpu);
+    return test_summary("gpu_ops_parity");
+}
