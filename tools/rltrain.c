@@ -144,7 +144,8 @@ int main(int argc, char **argv) {
 
     rlt_trainer *tr = NULL;
     rc = rlt_trainer_init(cfg, &tr);
-    if (tr) {
+    rlt_plan_summary ps;
+    if (tr && rlt_trainer_memory_plan(tr, &ps, NULL) == RLT_OK && ps.n_entries > 0) {
         rlt_trainer_plan_format(tr, text, cap);
         printf("%s\n", text);
     }
