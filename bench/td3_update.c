@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "rltrain.h"
@@ -93,6 +94,23 @@ int main(int argc, char **argv) {
     if (s.device_total) {
         printf("  CUDA context     ~%.1f MiB (measured at init)\n", s.context_bytes / 1048576.0);
         printf("  init             %.3f s\n", t_init);
+    }
+    if (s.device_total) {
+        /* The process's device memory as the driver reports it, next to what the plan accounts for. */
+        char cmd[128], line[256];
+        snprintf(cmd, sizeof cmd, "nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null");
+        FILE *p = popen(cmd, "r");
+        long pid, mib = -1;
+        while (p && fgets(line, sizeof line, p))
+            if (sscanf(line, "%ld, %ld", &pid, &mib) == 2 && pid == (long)getpid()) break;
+            else mib = -1;
+        if (p) pclose(p);
+        if (mib >= 0)
+            printf("  process GPU mem  %ld MiB (nvidia-smi) vs context %.1f + arena %.1f = %.1f MiB\n", mib,
+                   s.context_bytes / 1048576.0, s.device_bytes / 1048576.0,
+                   (s.context_bytes + s.device_bytes) / 1048576.0);
+        else
+            printf("  process GPU mem  n/a (nvidia-smi did not list this process)\n");
     }
     printf("  last losses      critic %.4g actor %.4g\n", 0.5 * (losses[0] + losses[1]), losses[2]);
     printf("  allocations after init: %llu\n", (unsigned long long)rlt_agent_allocations_after_init(ag));
