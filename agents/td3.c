@@ -1,11 +1,33 @@
 /* td3.c: TD3's memory plan, initial state, update and policy on the backend interface (see td3.h). */
 #include "td3.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "../engine/agent.h"
 
 #define F32 4u
+
+enum { TD3_GRAPH_CRITIC = 0, TD3_GRAPH_CRITIC_ACTOR = 1 };
+
+static int td3_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
+    rlt_err *e = &ag->err;
+    if (obs->kind != RLT_SPACE_BOX || obs->dtype != RLT_DTYPE_F32 || obs->ndim != 1)
+        RLT_FAIL(e, RLT_EINVAL, "td3 needs a 1-D float32 Box observation space");
+    if (act->kind != RLT_SPACE_BOX || act->ndim != 1 || act->shape[0] < 1 || act->shape[0] > 16)
+        RLT_FAIL(e, RLT_EINVAL, "td3 needs a 1-D Box action space of 1..16 dimensions (continuous actions)");
+    ag->act_dim = act->shape[0];
+    for (int32_t i = 0; i < ag->act_dim; i++) {
+        ag->act_low[i] = act->low ? act->low[i] : -1.0f;
+        ag->act_high[i] = act->high ? act->high[i] : 1.0f;
+        if (!(ag->act_high[i] > ag->act_low[i]) || !isfinite(ag->act_low[i]) || !isfinite(ag->act_high[i]))
+            RLT_FAIL(e, RLT_EINVAL, "action dimension %d has bounds [%g, %g]: need finite low < high", i,
+                     ag->act_low[i], ag->act_high[i]);
+    }
+    ag->act_space.low = ag->act_low;
+    ag->act_space.high = ag->act_high;
+    return RLT_OK;
+}
 
 int td3_plan(rlt_agent *ag) {
     rlt_td3 *t = &ag->td3;
@@ -100,7 +122,7 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
     float *actor_g = t->grads, *q1_g = t->grads + t->n_actor, *q2_g = q1_g + t->n_q1;
 
     /* Sample a batch: s_a = [obs | action], s2_a2 = [next_obs | (target action, below)]. */
-    RLT_TRY(op->sample_indices(bk, t->idx, B, &ctr[RLT_CTR_REPLAY_SIZE], c->seed, RLT_STREAM_SAMPLE, &ctr[RLT_CTR_UPDATE]));
+    RLT_TRY(op->sample_indices(bk, t->idx, B, &ctr[RLT_CTR_REPLAY_SIZE], NULL, c->seed, RLT_STREAM_SAMPLE, &ctr[RLT_CTR_UPDATE]));
     RLT_TRY(op->gather_rows(bk, t->s_a, (uint64_t)ld * F32, rp->f[0].data, rp->f[0].row_bytes, t->idx, B));
     RLT_TRY(op->gather_rows(bk, t->s_a + O, (uint64_t)ld * F32, rp->f[1].data, rp->f[1].row_bytes, t->idx, B));
     RLT_TRY(op->gather_rows(bk, t->r, F32, rp->f[2].data, rp->f[2].row_bytes, t->idx, B));
@@ -152,3 +174,89 @@ int td3_policy(rlt_agent *ag, int32_t n) {
     rlt_td3 *t = &ag->td3;
     return mlp_forward(&ag->bk, &t->actor_act, t->params, t->act_in, t->O, n, t->act_out, t->A);
 }
+
+static float scale_action(const rlt_agent *ag, int32_t i, float a) {
+    return ag->act_low[i] + 0.5f * (a + 1.0f) * (ag->act_high[i] - ag->act_low[i]);
+}
+
+static int td3_act(rlt_agent *ag, const void *obs, int32_t n, int32_t explore, void *actions) {
+    rlt_td3 *t = &ag->td3;
+    rlt_backend *bk = &ag->bk;
+    float *out = actions;
+    const float *in = obs;
+    int32_t A = ag->act_dim, O = ag->obs_dim;
+    if (explore && ag->env_steps < ag->cfg.train.start_steps) {
+        /* Uniform random actions before learning starts (TD3's start_timesteps). */
+        for (int64_t i = 0; i < (int64_t)n * A; i++)
+            out[i] = scale_action(ag, (int32_t)(i % A), 2.0f * rlt_rng_uniform(&ag->explore_rng) - 1.0f);
+        return RLT_OK;
+    }
+    float sigma = (float)ag->cfg.td3.exploration_noise;
+    for (int32_t done = 0; done < n; done += t->act_batch) {
+        int32_t k = n - done < t->act_batch ? n - done : t->act_batch;
+        memcpy(ag->io_stage, in + (int64_t)done * O, (uint64_t)k * O * 4);
+        RLT_TRY(bk->ops->copy(bk, t->act_in, ag->io_stage, (uint64_t)k * O * 4, RLT_COPY_H2D));
+        RLT_TRY(td3_policy(ag, k));
+        RLT_TRY(bk->ops->copy(bk, ag->io_stage, t->act_out, (uint64_t)k * A * 4, RLT_COPY_D2H));
+        RLT_TRY(bk->ops->sync(bk));
+        for (int64_t i = 0; i < (int64_t)k * A; i++) {
+            float a = ag->io_stage[i];
+            if (explore) a += sigma * rlt_rng_normal(&ag->explore_rng);
+            a = a < -1.0f ? -1.0f : (a > 1.0f ? 1.0f : a);
+            out[(int64_t)done * A + i] = scale_action(ag, (int32_t)(i % A), a);
+        }
+    }
+    return RLT_OK;
+}
+
+static int td3_observe(rlt_agent *ag, const void *obs, const void *actions, const float *rewards, const void *next_obs,
+                       const uint8_t *terminated, const uint8_t *truncated, int32_t n) {
+    (void)truncated; /* Truncation does not stop bootstrapping: next_obs is the real final observation. */
+    int32_t A = ag->act_dim, O = ag->obs_dim;
+    const float *act = actions, *o = obs, *o2 = next_obs;
+    for (int32_t done = 0; done < n; done += RLT_OBSERVE_STAGE_ROWS) {
+        int32_t k = n - done < RLT_OBSERVE_STAGE_ROWS ? n - done : RLT_OBSERVE_STAGE_ROWS;
+        float *an = ag->io_stage, *term = ag->io_stage + (int64_t)k * A;
+        for (int32_t r = 0; r < k; r++) {
+            for (int32_t j = 0; j < A; j++) {
+                float a = act[(int64_t)(done + r) * A + j];
+                float x = 2.0f * (a - ag->act_low[j]) / (ag->act_high[j] - ag->act_low[j]) - 1.0f;
+                an[(int64_t)r * A + j] = x < -1.0f ? -1.0f : (x > 1.0f ? 1.0f : x);
+            }
+            term[r] = terminated[done + r] ? 1.0f : 0.0f;
+        }
+        const void *rows[5] = {o + (int64_t)done * O, an, rewards + done, term, o2 + (int64_t)done * O};
+        RLT_TRY(replay_append(&ag->replay, &ag->bk, rows, k));
+    }
+    return RLT_OK;
+}
+
+static int td3_update(rlt_agent *ag, int32_t *done) {
+    /* TD3's schedule: train once the first start_steps transitions (random actions) are in. The observe
+     * call for this step has already counted its transition. */
+    if (ag->env_steps <= ag->cfg.train.start_steps || ag->replay.size < 1) return RLT_OK;
+    for (int32_t k = 0; k < ag->cfg.train.updates_per_step; k++) {
+        int actor = (ag->updates + 1) % ag->cfg.td3.policy_delay == 0;
+        RLT_TRY(agent_run_update(ag, actor ? TD3_GRAPH_CRITIC_ACTOR : TD3_GRAPH_CRITIC));
+        ag->updates++;
+        (*done)++;
+    }
+    return RLT_OK;
+}
+
+static uint64_t td3_param_count(const rlt_agent *ag) { return ag->td3.n_total; }
+
+static int td3_update_variant(rlt_agent *ag, int32_t variant) { return td3_update_ops(ag, variant == TD3_GRAPH_CRITIC_ACTOR); }
+
+const rlt_algo rlt_algo_td3 = {
+    .name = "td3",
+    .n_variants = 2,
+    .check_spaces = td3_check_spaces,
+    .plan = td3_plan,
+    .init_state = td3_init_state,
+    .update_ops = td3_update_variant,
+    .act = td3_act,
+    .observe = td3_observe,
+    .update = td3_update,
+    .param_count = td3_param_count,
+};

@@ -18,19 +18,42 @@ set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 
 find_package(CUDAToolkit REQUIRED)
-# cuDNN is optional for now: the dense networks need only cuBLAS; convolutional networks will need it.
-find_package(CUDNN)
+# cuDNN is optional: the dense networks need only cuBLAS; convolutional networks need it on the GPU.
+# RLT_CUDNN=OFF builds without it even when it is installed (to test that configuration).
+option(RLT_CUDNN "Use cuDNN for the CUDA backend's convolutions when it is found" ON)
+if(RLT_CUDNN)
+  find_package(CUDNN)
+else()
+  set(CUDNN_FOUND FALSE)
+  set(CUDNN_SUMMARY "off (-DRLT_CUDNN=OFF): convolutional networks run on the CPU backend only")
+endif()
 
 file(GLOB RLT_CUDA_SOURCES CONFIGURE_DEPENDS
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cuda/*.cu
   ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cuda/*.c)
 
-add_library(rltrain_cuda MODULE ${RLT_CUDA_SOURCES} ${CMAKE_CURRENT_SOURCE_DIR}/engine/err.c)
+# The convolution ops come from one of two directories, chosen here rather than by #ifdef in the sources:
+# cuDNN's implementation, or a stand-in whose ops fail with RLT_EDEVICE and say how to get cuDNN.
+if(CUDNN_FOUND)
+  file(GLOB RLT_CUDA_CONV_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cuda/cudnn/*.c)
+else()
+  file(GLOB RLT_CUDA_CONV_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cuda/no_cudnn/*.c)
+endif()
+
+add_library(rltrain_cuda MODULE ${RLT_CUDA_SOURCES} ${RLT_CUDA_CONV_SOURCES} ${CMAKE_CURRENT_SOURCE_DIR}/engine/err.c)
 target_include_directories(rltrain_cuda PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/include
   ${CMAKE_CURRENT_SOURCE_DIR}/engine
   ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(rltrain_cuda PRIVATE CUDA::cudart CUDA::cublas ${CMAKE_DL_LIBS})
+set(rlt_cuda_rpath "${CUDAToolkit_LIBRARY_DIR}")
+if(CUDNN_FOUND)
+  target_link_libraries(rltrain_cuda PRIVATE CUDNN::cudnn)
+  # Recorded for the log and for anyone reading the build's flags; the sources do not test it.
+  target_compile_definitions(rltrain_cuda PRIVATE RLT_HAVE_CUDNN=1)
+  get_filename_component(rlt_cudnn_dir "${CUDNN_LIBRARY}" DIRECTORY)
+  list(APPEND rlt_cuda_rpath "${rlt_cudnn_dir}")
+endif()
 
 # Next to librltrain, where the registry looks first (the directory of the library that holds it).
 get_target_property(rlt_lib_dir rltrain LIBRARY_OUTPUT_DIRECTORY)
@@ -49,7 +72,7 @@ set_target_properties(rltrain_cuda PROPERTIES
   C_VISIBILITY_PRESET hidden
   CUDA_VISIBILITY_PRESET hidden
   VISIBILITY_INLINES_HIDDEN ON
-  INSTALL_RPATH "${CUDAToolkit_LIBRARY_DIR}")
+  INSTALL_RPATH "${rlt_cuda_rpath}")
 
 target_compile_definitions(rltrain_cuda PRIVATE _GNU_SOURCE)
 target_compile_options(rltrain_cuda PRIVATE

@@ -9,7 +9,6 @@
 #include "mem.h"
 
 #define MIB (1024.0 * 1024.0)
-#define OBSERVE_STAGE_ROWS 256
 
 int agent_put(rlt_agent *ag, void *dev, const void *host, uint64_t bytes) {
     rlt_backend *bk = &ag->bk;
@@ -50,8 +49,8 @@ static int agent_build_plan(rlt_agent *ag, rlt_location replay_loc) {
     rlt_backend *bk = &ag->bk;
     plan_init(p, bk->device_is_host);
     memset(&ag->replay, 0, sizeof ag->replay);
-    RLT_TRY(td3_plan(ag));
-    RLT_TRY(replay_plan(&ag->replay, p, e, ag->cfg.replay.capacity, replay_loc, OBSERVE_STAGE_ROWS));
+    RLT_TRY(ag->algo->plan(ag));
+    RLT_TRY(replay_plan(&ag->replay, p, e, ag->cfg.replay.capacity, replay_loc, RLT_OBSERVE_STAGE_ROWS));
     RLT_TRY(plan_add(p, e, "counters", "counters", RLT_LOC_DEVICE, RLT_CTR_COUNT * sizeof(int64_t), (void **)&ag->counters));
     RLT_TRY(plan_add(p, e, "losses", "counters", RLT_LOC_DEVICE, RLT_LOSS_COUNT * sizeof(float), (void **)&ag->losses));
     RLT_TRY(plan_add(p, e, "staging.counters", "staging", RLT_LOC_HOST, RLT_CTR_COUNT * sizeof(int64_t),
@@ -59,9 +58,9 @@ static int agent_build_plan(rlt_agent *ag, rlt_location replay_loc) {
     RLT_TRY(plan_add(p, e, "staging.losses", "staging", RLT_LOC_HOST, RLT_LOSS_COUNT * sizeof(float),
                      (void **)&ag->losses_host));
     /* Observe converts actions to [-1, 1] and flags to float: one staging row each. */
-    ag->io_stage_bytes = ag->io_stage_bytes > (uint64_t)OBSERVE_STAGE_ROWS * (ag->act_dim + 1) * 4
+    ag->io_stage_bytes = ag->io_stage_bytes > (uint64_t)RLT_OBSERVE_STAGE_ROWS * (ag->act_dim + 1) * 4
                              ? ag->io_stage_bytes
-                             : (uint64_t)OBSERVE_STAGE_ROWS * (ag->act_dim + 1) * 4;
+                             : (uint64_t)RLT_OBSERVE_STAGE_ROWS * (ag->act_dim + 1) * 4;
     RLT_TRY(plan_add(p, e, "staging.io", "staging", RLT_LOC_HOST, ag->io_stage_bytes, (void **)&ag->io_stage));
     RLT_TRY(plan_add(p, e, "backend.workspace", "workspace", RLT_LOC_DEVICE, bk->ops->workspace_bytes(bk), NULL));
     ag->replay.size_dev = NULL; /* points into counters after commit */
@@ -123,26 +122,19 @@ static void agent_fit_hints(rlt_agent *ag) {
 static int agent_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
     rlt_err *e = &ag->err;
     if (!obs || !act) RLT_FAIL(e, RLT_EINVAL, "observation and action spaces are required");
-    if (strcmp(ag->cfg.algo, "td3") != 0) RLT_FAIL(e, RLT_ECONFIG, "algo '%s' is not implemented yet (td3 is)", ag->cfg.algo);
-    if (obs->kind != RLT_SPACE_BOX || obs->dtype != RLT_DTYPE_F32 || obs->ndim != 1 || obs->shape[0] < 1)
-        RLT_FAIL(e, RLT_EINVAL, "td3 needs a 1-D float32 Box observation space");
-    if (act->kind != RLT_SPACE_BOX || act->ndim != 1 || act->shape[0] < 1 || act->shape[0] > 16)
-        RLT_FAIL(e, RLT_EINVAL, "td3 needs a 1-D Box action space of 1..16 dimensions (continuous actions)");
+    if (obs->ndim < 1 || obs->ndim > 4) RLT_FAIL(e, RLT_EINVAL, "observation space has %d dimensions (1..4)", obs->ndim);
     ag->obs_space = *obs;
     ag->act_space = *act;
-    ag->obs_dim = obs->shape[0];
-    ag->act_dim = act->shape[0];
-    for (int32_t i = 0; i < ag->act_dim; i++) {
-        ag->act_low[i] = act->low ? act->low[i] : -1.0f;
-        ag->act_high[i] = act->high ? act->high[i] : 1.0f;
-        if (!(ag->act_high[i] > ag->act_low[i]) || !isfinite(ag->act_low[i]) || !isfinite(ag->act_high[i]))
-            RLT_FAIL(e, RLT_EINVAL, "action dimension %d has bounds [%g, %g]: need finite low < high", i,
-                     ag->act_low[i], ag->act_high[i]);
-    }
-    ag->act_space.low = ag->act_low;
-    ag->act_space.high = ag->act_high;
     ag->obs_space.low = ag->obs_space.high = NULL;
-    return RLT_OK;
+    ag->act_space.low = ag->act_space.high = NULL;
+    int64_t n = 1;
+    for (int32_t i = 0; i < obs->ndim; i++) {
+        if (obs->shape[i] < 1) RLT_FAIL(e, RLT_EINVAL, "observation dimension %d has size %d", i, obs->shape[i]);
+        n *= obs->shape[i];
+    }
+    if (n > (1 << 24)) RLT_FAIL(e, RLT_EINVAL, "observations of %lld elements are too large", (long long)n);
+    ag->obs_dim = (int32_t)n;
+    return ag->algo->check_spaces(ag, obs, act);
 }
 
 static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
@@ -151,6 +143,9 @@ static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act
         rlt_err_copy(e, &ag->cfg.err);
         return e->status;
     }
+    if (strcmp(ag->cfg.algo, "td3") == 0) ag->algo = &rlt_algo_td3;
+    else if (strcmp(ag->cfg.algo, "dqn") == 0) ag->algo = &rlt_algo_dqn;
+    else RLT_FAIL(e, RLT_ECONFIG, "algo '%s' is not built in (td3, dqn)", ag->cfg.algo);
     RLT_TRY(agent_check_spaces(ag, obs, act));
     char why[512] = "";
     RLT_TRY(rlt_backend_open(&ag->bk, e, ag->cfg.device, ag->cfg.cpu.threads, why, sizeof why));
@@ -181,15 +176,14 @@ static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act
     memset(ag->counters_host, 0, RLT_CTR_COUNT * sizeof(int64_t));
     RLT_TRY(agent_put(ag, ag->counters, ag->counters_host, RLT_CTR_COUNT * sizeof(int64_t)));
     RLT_TRY(ag->bk.ops->fill(&ag->bk, ag->losses, RLT_LOSS_COUNT, 0.0f));
-    RLT_TRY(td3_init_state(ag));
+    RLT_TRY(ag->algo->init_state(ag));
     rlt_rng_init(&ag->explore_rng, ag->cfg.seed, RLT_STREAM_EXPLORE);
 
     /* Capture both update variants once; training replays them (CUDA graphs). */
     if (ag->bk.ops->graph_supported(&ag->bk)) {
-        for (int actor = 0; actor <= 1; actor++) {
-            int32_t slot = actor ? RLT_GRAPH_CRITIC_ACTOR : RLT_GRAPH_CRITIC;
+        for (int32_t slot = 0; slot < ag->algo->n_variants; slot++) {
             RLT_TRY(ag->bk.ops->graph_begin(&ag->bk, slot));
-            int urc = td3_update_ops(ag, actor);
+            int urc = ag->algo->update_ops(ag, slot);
             int erc = ag->bk.ops->graph_end(&ag->bk, slot);
             RLT_TRY(urc);
             RLT_TRY(erc);
@@ -224,82 +218,33 @@ void rlt_agent_free(rlt_agent *ag) {
     rlt_mem_free(ag);
 }
 
-static float scale_action(const rlt_agent *ag, int32_t i, float a) {
-    return ag->act_low[i] + 0.5f * (a + 1.0f) * (ag->act_high[i] - ag->act_low[i]);
+int agent_run_update(rlt_agent *ag, int32_t variant) {
+    if (ag->graphs) return ag->bk.ops->graph_launch(&ag->bk, variant);
+    return ag->algo->update_ops(ag, variant);
 }
 
 int rlt_agent_act(rlt_agent *ag, const void *obs, int32_t n, int32_t explore, void *actions) {
     if (!ag || !obs || !actions || n < 0) return RLT_EINVAL;
     if (!ag->plan.sealed) RLT_FAIL(&ag->err, RLT_ESTATE, "rlt_agent_act on an agent whose init failed");
-    rlt_td3 *t = &ag->td3;
-    rlt_backend *bk = &ag->bk;
-    float *out = actions;
-    const float *in = obs;
-    int32_t A = ag->act_dim, O = ag->obs_dim;
-    if (explore && ag->env_steps < ag->cfg.train.start_steps) {
-        /* Uniform random actions before learning starts (TD3's start_timesteps). */
-        for (int64_t i = 0; i < (int64_t)n * A; i++)
-            out[i] = scale_action(ag, (int32_t)(i % A), 2.0f * rlt_rng_uniform(&ag->explore_rng) - 1.0f);
-        return RLT_OK;
-    }
-    float sigma = (float)ag->cfg.td3.exploration_noise;
-    for (int32_t done = 0; done < n; done += t->act_batch) {
-        int32_t k = n - done < t->act_batch ? n - done : t->act_batch;
-        memcpy(ag->io_stage, in + (int64_t)done * O, (uint64_t)k * O * 4);
-        RLT_TRY(bk->ops->copy(bk, t->act_in, ag->io_stage, (uint64_t)k * O * 4, RLT_COPY_H2D));
-        RLT_TRY(td3_policy(ag, k));
-        RLT_TRY(bk->ops->copy(bk, ag->io_stage, t->act_out, (uint64_t)k * A * 4, RLT_COPY_D2H));
-        RLT_TRY(bk->ops->sync(bk));
-        for (int64_t i = 0; i < (int64_t)k * A; i++) {
-            float a = ag->io_stage[i];
-            if (explore) a += sigma * rlt_rng_normal(&ag->explore_rng);
-            a = a < -1.0f ? -1.0f : (a > 1.0f ? 1.0f : a);
-            out[(int64_t)done * A + i] = scale_action(ag, (int32_t)(i % A), a);
-        }
-    }
-    return RLT_OK;
+    return ag->algo->act(ag, obs, n, explore, actions);
 }
 
 int rlt_agent_observe(rlt_agent *ag, const void *obs, const void *actions, const float *rewards, const void *next_obs,
                       const uint8_t *terminated, const uint8_t *truncated, int32_t n) {
     if (!ag || !obs || !actions || !rewards || !next_obs || !terminated || n < 0) return RLT_EINVAL;
     if (!ag->plan.sealed) RLT_FAIL(&ag->err, RLT_ESTATE, "rlt_agent_observe on an agent whose init failed");
-    (void)truncated; /* Truncation does not stop bootstrapping: next_obs is the real final observation. */
-    int32_t A = ag->act_dim, O = ag->obs_dim;
-    const float *act = actions, *o = obs, *o2 = next_obs;
-    for (int32_t done = 0; done < n; done += OBSERVE_STAGE_ROWS) {
-        int32_t k = n - done < OBSERVE_STAGE_ROWS ? n - done : OBSERVE_STAGE_ROWS;
-        float *an = ag->io_stage, *term = ag->io_stage + (int64_t)k * A;
-        for (int32_t r = 0; r < k; r++) {
-            for (int32_t j = 0; j < A; j++) {
-                float a = act[(int64_t)(done + r) * A + j];
-                float x = 2.0f * (a - ag->act_low[j]) / (ag->act_high[j] - ag->act_low[j]) - 1.0f;
-                an[(int64_t)r * A + j] = x < -1.0f ? -1.0f : (x > 1.0f ? 1.0f : x);
-            }
-            term[r] = terminated[done + r] ? 1.0f : 0.0f;
-        }
-        const void *rows[5] = {o + (int64_t)done * O, an, rewards + done, term, o2 + (int64_t)done * O};
-        RLT_TRY(replay_append(&ag->replay, &ag->bk, rows, k));
-    }
+    RLT_TRY(ag->algo->observe(ag, obs, actions, rewards, next_obs, terminated, truncated, n));
     ag->env_steps += n;
     return RLT_OK;
 }
 
 int rlt_agent_update(rlt_agent *ag, int32_t *done) {
-    if (done) *done = 0;
+    int32_t local = 0;
+    if (!done) done = &local;
+    *done = 0;
     if (!ag) return RLT_EINVAL;
     if (!ag->plan.sealed) RLT_FAIL(&ag->err, RLT_ESTATE, "rlt_agent_update on an agent whose init failed");
-    /* TD3's schedule: train once the first start_steps transitions (random actions) are in. */
-    if (ag->env_steps <= ag->cfg.train.start_steps || ag->replay.size < 1) return RLT_OK;
-    rlt_backend *bk = &ag->bk;
-    for (int32_t k = 0; k < ag->cfg.train.updates_per_step; k++) {
-        int actor = (ag->updates + 1) % ag->cfg.td3.policy_delay == 0;
-        if (ag->graphs) RLT_TRY(bk->ops->graph_launch(bk, actor ? RLT_GRAPH_CRITIC_ACTOR : RLT_GRAPH_CRITIC));
-        else RLT_TRY(td3_update_ops(ag, actor));
-        ag->updates++;
-        if (done) (*done)++;
-    }
-    return RLT_OK;
+    return ag->algo->update(ag, done);
 }
 
 int rlt_agent_memory_plan(const rlt_agent *ag, rlt_plan_summary *summary, const rlt_plan_entry **entries) {

@@ -3,6 +3,7 @@
 #ifndef RLT_AGENT_H
 #define RLT_AGENT_H
 
+#include "../agents/dqn.h"
 #include "../agents/td3.h"
 #include "backend.h"
 #include "checkpoint.h"
@@ -23,7 +24,25 @@ enum {
 /* Device-side float losses of the latest update. */
 enum { RLT_LOSS_Q1 = 0, RLT_LOSS_Q2 = 1, RLT_LOSS_ACTOR = 2, RLT_LOSS_COUNT = 4 };
 
-enum { RLT_GRAPH_CRITIC = 0, RLT_GRAPH_CRITIC_ACTOR = 1 };
+struct rlt_agent;
+
+/* An algorithm: the agent API's calls, specialised. agents/td3.c and agents/dqn.c each define one. */
+typedef struct rlt_algo {
+    const char *name;
+    int32_t n_variants; /* update variants, each captured as its own graph (TD3: with and without actor step) */
+    int (*check_spaces)(struct rlt_agent *ag, const rlt_space *obs, const rlt_space *act);
+    int (*plan)(struct rlt_agent *ag); /* networks, batch buffers and replay fields; sets io_stage_bytes */
+    int (*init_state)(struct rlt_agent *ag);
+    int (*update_ops)(struct rlt_agent *ag, int32_t variant);
+    int (*act)(struct rlt_agent *ag, const void *obs, int32_t n, int32_t explore, void *actions);
+    int (*observe)(struct rlt_agent *ag, const void *obs, const void *actions, const float *rewards,
+                   const void *next_obs, const uint8_t *terminated, const uint8_t *truncated, int32_t n);
+    int (*update)(struct rlt_agent *ag, int32_t *done);
+    uint64_t (*param_count)(const struct rlt_agent *ag);
+} rlt_algo;
+
+extern const rlt_algo rlt_algo_td3;
+extern const rlt_algo rlt_algo_dqn;
 
 struct rlt_agent {
     rlt_err err;
@@ -47,7 +66,9 @@ struct rlt_agent {
     int64_t updates;   /* updates run (host mirror of counters[RLT_CTR_UPDATE]) */
     int32_t graphs;    /* 1 when the updates were captured as graphs */
     uint64_t allocs_at_seal;
+    const rlt_algo *algo;
     rlt_td3 td3;
+    rlt_dqn dqn;
     /* Checkpoint I/O state lives here (about 130 KiB), not on the caller's stack. */
     ckpt_writer ckpt_w;
     ckpt_reader ckpt_r;
@@ -56,6 +77,10 @@ struct rlt_agent {
 /* Stage `bytes` of device memory into io_stage (synchronously) and back. */
 int agent_fetch(struct rlt_agent *ag, void *host, const void *dev, uint64_t bytes);
 int agent_put(struct rlt_agent *ag, void *dev, const void *host, uint64_t bytes);
+/* Runs one update of the given variant: replays its graph, or runs the ops eagerly. */
+int agent_run_update(struct rlt_agent *ag, int32_t variant);
+/* Observe-time staging rows (the replay's staging block). */
+#define RLT_OBSERVE_STAGE_ROWS 256
 /* Reads the latest losses back (one sync); used only when printing. */
 int agent_read_losses(struct rlt_agent *ag, float out[RLT_LOSS_COUNT]);
 

@@ -22,7 +22,7 @@ static void *entry_ptr(const rlt_agent *ag, const rlt_plan_entry *en) {
 
 static int agent_meta(const rlt_agent *ag, char *meta, size_t cap) {
     return snprintf(meta, cap, "algo: %s\nobs_dim: %d\nact_dim: %d\nparams: %llu\nenv_steps: %lld\nupdates: %lld\n",
-                    ag->cfg.algo, ag->obs_dim, ag->act_dim, (unsigned long long)ag->td3.n_total,
+                    ag->cfg.algo, ag->obs_dim, ag->act_dim, (unsigned long long)ag->algo->param_count(ag),
                     (long long)ag->env_steps, (long long)ag->updates);
 }
 

@@ -26,6 +26,24 @@ typedef enum { RLT_ACT_NONE = 0, RLT_ACT_RELU = 1, RLT_ACT_TANH = 2 } rlt_act;
 typedef enum { RLT_COPY_H2D = 0, RLT_COPY_D2H = 1, RLT_COPY_D2D = 2 } rlt_copy_kind;
 
 #define RLT_BACKEND_MAX_GRAPHS 8
+/* Convolution layers a backend can hold prepared at once (conv_prepare's slots): a Nature DQN has three. */
+#define RLT_BACKEND_MAX_CONVS 8
+
+/* One 2-D convolution layer in NCHW layout, cross-correlation as every deep-learning framework computes
+ * it: input x [n, c, h, w], filters w [k, c, kh, kw] (OIHW), bias [k], output y [n, k, out_h, out_w] with
+ * out_h = (h + 2 pad - kh) / stride + 1 and out_w likewise (rlt_conv_out_dim). Stride and zero padding are
+ * the same along both axes (the Atari and MinAtar networks need nothing else). */
+typedef struct rlt_conv_shape {
+    int32_t n, c, h, w; /* input: batch, channels, height, width */
+    int32_t k, kh, kw;  /* filters: output channels, kernel height and width */
+    int32_t stride, pad;
+} rlt_conv_shape;
+
+/* Output size along one axis, or 0 when the kernel does not fit (padding included). */
+static inline int32_t rlt_conv_out_dim(int32_t in, int32_t kernel, int32_t stride, int32_t pad) {
+    if (in < 1 || kernel < 1 || stride < 1 || pad < 0 || in + 2 * pad < kernel) return 0;
+    return (in + 2 * pad - kernel) / stride + 1;
+}
 
 /* Adam hyper-parameters (Kingma and Ba 2015; PyTorch's defaults for beta and eps). */
 typedef struct rlt_adam_hp {
@@ -89,9 +107,11 @@ typedef struct rlt_backend_ops {
     int (*counter_add)(rlt_backend *bk, int64_t *c, int64_t v);
 
     /* ---- replay ---- */
-    /* idx[i] = (philox_u32(seed, stream, *counter, i) * (*size)) >> 32, i < n; requires *size >= 1. */
-    int (*sample_indices)(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, uint64_t seed,
-                          uint32_t stream, const int64_t *counter);
+    /* idx[i] = rlt_replay_slot(seed, stream, *counter, i, n, *size, valid) (kernels/philox.h): uniform over
+     * [0, *size), skipping slots whose valid byte is 0 (valid may be NULL); requires *size >= 1 and at least
+     * one valid slot. The CUDA twin cannot check *size without a sync: it clamps instead. */
+    int (*sample_indices)(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, const uint8_t *valid,
+                          uint64_t seed, uint32_t stream, const int64_t *counter);
     /* dst row i (at dst + i*dst_stride bytes) = src row idx[i] (row_bytes bytes at src + idx[i]*row_bytes). */
     int (*gather_rows)(rlt_backend *bk, void *dst, uint64_t dst_stride, const void *src, uint64_t row_bytes,
                        const int32_t *idx, int32_t n);
@@ -109,9 +129,59 @@ typedef struct rlt_backend_ops {
     /* y[i] = r[i] + gamma * (1 - term[i]) * min(q1[i * ldq], q2[i * ldq]). */
     int (*td3_target)(rlt_backend *bk, float *y, const float *r, const float *term, const float *q1,
                       const float *q2, int32_t ldq, int32_t n, float gamma);
+
+    /* ---- DQN pieces ---- */
+    /* dst[i * row + j] = scale * (float)src[idx[i] * row + j] for i < n, j < row: sampled u8 observations
+     * (frames) gathered out of the replay ring and converted in one pass (scale = 1/255 for pixels). dst is
+     * n x row and contiguous: an NCHW batch when row = c*h*w. idx NULL means row i itself (acting on a batch
+     * of fresh observations). */
+    int (*gather_u8_f32)(rlt_backend *bk, float *dst, const uint8_t *src, uint64_t row, const int32_t *idx,
+                         int32_t n, float scale);
+    /* The (double) DQN target. a[i] = argmax_{j < n_act} sel[i * ldq + j], the lowest j among tied maxima,
+     * where sel = q_online_next (double DQN, van Hasselt et al. 2016) or, when q_online_next is NULL,
+     * sel = q_target_next (vanilla DQN, Mnih et al. 2015: the max of the target network). Then
+     * y[i] = r[i] + gamma * (1 - term[i]) * q_target_next[i * ldq + a[i]]; a_next (may be NULL) receives
+     * a[i]. gamma is the transition's discount (gamma^k for k-step returns). */
+    int (*dqn_target)(rlt_backend *bk, float *y, int32_t *a_next, const float *r, const float *term,
+                      const float *q_target_next, const float *q_online_next, int32_t ldq, int32_t n,
+                      int32_t n_act, float gamma);
+    /* TD loss on the taken actions: d_i = q[i * ldq + act[i]] - y[i] and
+     * huber_delta > 0: l(d) = d^2 / 2 for |d| <= delta, delta (|d| - delta / 2) beyond (Huber; delta = 1
+     *                  is PyTorch's smooth_l1_loss and the Nature DQN's error clipping);
+     * huber_delta == 0: l(d) = d^2 (as mse_grad).
+     * dq[i * lddq + j] = grad_scale * l'(d_i) / n for j == act[i] and 0 for the other j < n_act: full rows,
+     * ready for the output layer's backward. *loss (if non-NULL) = mean_i l(d_i), summed in a fixed order.
+     * An act[i] outside 0..n_act-1 is the caller's bug; the op cannot report it without a sync, so that
+     * row gets a zero gradient and adds 0 to the loss (never an out-of-bounds read). */
+    int (*q_loss_grad)(rlt_backend *bk, float *dq, int32_t lddq, float *loss, const float *q, int32_t ldq,
+                       const int32_t *act, const float *y, int32_t n, int32_t n_act, float huber_delta,
+                       float grad_scale);
+    /* Global L2 clipping of one flat gradient block (PyTorch's clip_grad_norm_): *norm = ||g||_2 summed in
+     * a fixed order, then g *= min(1, max_norm / (*norm + 1e-6)). norm is a device float: the scaling reads
+     * it on the device (no host sync, capturable) and it holds the norm before clipping, for the log. */
+    int (*clip_grad_norm)(rlt_backend *bk, float *g, uint64_t n, float max_norm, float *norm);
+
+    /* ---- 2-D convolution, NCHW fp32 (see rlt_conv_shape) ---- */
+    /* Describes convolution slot `slot` (0..RLT_BACKEND_MAX_CONVS-1) at init, before the seal: it may
+     * create library descriptors, choose algorithms and run each pass once on scratch memory so that no
+     * kernel is loaded later. Preparing a slot again replaces it. *ws_bytes = the workspace the slot's
+     * conv_forward and conv_backward need; the caller plans one workspace of the largest size over its
+     * slots and hands it to every call (ops run in order on the one stream, so slots can share it). */
+    int (*conv_prepare)(rlt_backend *bk, int32_t slot, const struct rlt_conv_shape *shape, uint64_t *ws_bytes);
+    /* y = act(conv(x, w) + b) with the slot's shape: x [n, c, h, w], w [k, c, kh, kw], b [k] (NULL: no
+     * bias), y [n, k, out_h, out_w]. act: NONE, RELU or TANH. ws: 256-byte aligned, at least the bytes
+     * conv_prepare returned. */
+    int (*conv_forward)(rlt_backend *bk, int32_t slot, float *y, const float *x, const float *w, const float *b,
+                        int32_t act, void *ws, uint64_t ws_bytes);
+    /* Backward of conv_forward through its output y. dy (in, and overwritten) is first multiplied by act'
+     * expressed through y, as act_grad does; then dw += dL/dw, db += dL/db (db NULL: skipped; each channel
+     * summed over n, out_h, out_w in a fixed order) and dx = dL/dx (overwritten; dx NULL: skipped, as for
+     * the first layer, whose input needs no gradient). */
+    int (*conv_backward)(rlt_backend *bk, int32_t slot, float *dx, float *dw, float *db, float *dy, const float *y,
+                         const float *x, const float *w, int32_t act, void *ws, uint64_t ws_bytes);
 } rlt_backend_ops;
 
-#define RLT_BACKEND_ABI 1
+#define RLT_BACKEND_ABI 2 /* 2: the DQN and convolution ops */
 
 struct rlt_backend {
     const rlt_backend_ops *ops;

@@ -475,8 +475,9 @@ int rlt_config_validate(rlt_config *cfg) {
             RLT_FAIL(e, RLT_ECONFIG, "config: key '%s': %s; %s", keys[i].key, why.what, why.hint);
     }
     /* Values the parser accepts because they are planned, but that this version cannot run yet. */
-    if (strcmp(cfg->algo, "td3") != 0)
-        RLT_FAIL(e, RLT_ECONFIG, "config: key 'algo': algo %s is not implemented yet; use td3", cfg->algo);
+    if (cfg->dqn.eps_end > cfg->dqn.eps_start)
+        RLT_FAIL(e, RLT_ECONFIG, "config: key 'dqn.eps_end': %g is above dqn.eps_start %g; epsilon only decays",
+                 cfg->dqn.eps_end, cfg->dqn.eps_start);
     if (strcmp(cfg->precision, "fp32") != 0)
         RLT_FAIL(e, RLT_ECONFIG, "config: key 'precision': precision %s is not implemented yet; use fp32", cfg->precision);
     if (cfg->train.batch_size % cfg->train.grad_accum_steps != 0)

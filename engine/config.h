@@ -46,6 +46,19 @@ struct rlt_config {
         int32_t policy_delay;
     } td3;
     struct {
+        double lr, gamma, tau, eps_start, eps_end, eps_fraction, max_grad_norm, eval_epsilon;
+        int32_t double_q;           /* double DQN (van Hasselt et al. 2016) */
+        char loss[8];               /* huber | mse */
+        int64_t target_update_every; /* env steps between target updates */
+        int64_t learning_starts;     /* env steps before the first update */
+        int32_t train_freq;          /* env steps between training rounds */
+        int32_t gradient_steps;      /* updates per training round */
+    } dqn;
+    struct {
+        rlt_int_list hidden; /* fully connected widths after the torso */
+        char conv[16];       /* none | nature | minatar: the convolutional torso for image observations */
+    } network;
+    struct {
         double budget_mb;
     } memory;
     struct {

@@ -28,7 +28,7 @@
 
 /* Rows of one section must be contiguous: the dump opens each section once (config_schema_selftest). */
 static const cfg_key schema[] = {
-    ROW_ENUM("algo", algo, "td3|dqn", "td3", "the algorithm: td3 (continuous actions); dqn arrives in a later version"),
+    ROW_ENUM("algo", algo, "td3|dqn", "td3", "the algorithm: td3 (continuous actions) or dqn (discrete actions)"),
     ROW_STR("env.name", env.name, "pendulum",
             "the built-in environment: pendulum, cartpole or minatar_breakout (reference ids like Pendulum-v1 work too)"),
     ROW_I32("env.max_episode_steps", env.max_episode_steps, 0, 1 << 30, "0",
@@ -70,6 +70,30 @@ static const cfg_key schema[] = {
     ROW_I32("td3.policy_delay", td3.policy_delay, 1, 1000, "2", "critic updates per actor and target update"),
     ROW_F64("td3.exploration_noise", td3.exploration_noise, 0, 10, 0, "0.1",
             "std of the Gaussian exploration noise, same units"),
+
+    ROW_F64("dqn.lr", dqn.lr, 0, 1, CFG_LO_OPEN, "2.5e-4", "Adam learning rate of the Q-network"),
+    ROW_F64("dqn.gamma", dqn.gamma, 0, 1, 0, "0.99", "discount factor"),
+    ROW_BOOL("dqn.double", dqn.double_q, "true", "double DQN: the online network picks the next action, the target rates it"),
+    ROW_ENUM("dqn.loss", dqn.loss, "huber|mse", "huber", "TD loss: huber (smooth L1, delta 1, as Mnih et al. 2015) or mse"),
+    ROW_I64("dqn.target_update_every", dqn.target_update_every, 1, BIG_STEPS, "500",
+            "env steps between target network updates"),
+    ROW_F64("dqn.tau", dqn.tau, 0, 1, CFG_LO_OPEN, "1.0",
+            "target update rate: 1 copies the network (hard update), below 1 is Polyak averaging"),
+    ROW_F64("dqn.eps_start", dqn.eps_start, 0, 1, 0, "1.0", "exploration epsilon at the start"),
+    ROW_F64("dqn.eps_end", dqn.eps_end, 0, 1, 0, "0.05", "exploration epsilon after the decay"),
+    ROW_F64("dqn.eps_fraction", dqn.eps_fraction, 0, 1, CFG_LO_OPEN, "0.5",
+            "fraction of train.total_steps over which epsilon decays linearly"),
+    ROW_I64("dqn.learning_starts", dqn.learning_starts, 0, BIG_STEPS, "10000", "env steps before the first update"),
+    ROW_I32("dqn.train_freq", dqn.train_freq, 1, 1 << 20, "10", "env steps between training rounds"),
+    ROW_I32("dqn.gradient_steps", dqn.gradient_steps, 1, 1 << 20, "1", "updates per training round"),
+    ROW_F64("dqn.max_grad_norm", dqn.max_grad_norm, 0, 1e9, 0, "10",
+            "global gradient-norm clip over the whole network; 0 turns it off"),
+    ROW_F64("dqn.eval_epsilon", dqn.eval_epsilon, 0, 1, 0, "0.05", "epsilon of the evaluation policy"),
+    ROW_LIST("network.hidden", network.hidden, 1, 65536, "[120, 84]",
+             "fully connected hidden widths of the Q-network, after the convolutional torso if any"),
+    ROW_ENUM("network.conv", network.conv, "none|nature|minatar", "none",
+             "convolutional torso for image observations: nature (Mnih et al. 2015: 32@8x8/4, 64@4x4/2, "
+             "64@3x3/1), minatar (Young and Tian 2019: 16@3x3/1), or none"),
 
     ROW_F64("memory.budget_mb", memory.budget_mb, 0, 16777216, CFG_LO_OPEN, "512",
             "MiB the run may reserve on its device; init fails fast with a plan table when it does not fit"),

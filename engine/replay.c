@@ -36,6 +36,19 @@ int replay_plan(rlt_replay *rp, rlt_plan *plan, rlt_err *e, int64_t capacity, rl
     return plan_add(plan, e, "staging.replay.size", "staging", RLT_LOC_HOST, sizeof(int64_t), (void **)&rp->size_stage);
 }
 
+int replay_write(rlt_replay *rp, rlt_backend *bk, int32_t f, int64_t slot, const void *src, int32_t rows) {
+    rlt_replay_field *fd = &rp->f[f];
+    uint64_t bytes = (uint64_t)rows * fd->row_bytes;
+    memcpy(fd->stage, src, bytes);
+    return bk->ops->copy(bk, fd->data + (uint64_t)slot * fd->row_bytes, fd->stage, bytes, RLT_COPY_H2D);
+}
+
+int replay_set_size(rlt_replay *rp, rlt_backend *bk, int64_t size) {
+    rp->size = size;
+    *rp->size_stage = size;
+    return bk->ops->copy(bk, rp->size_dev, rp->size_stage, sizeof(int64_t), RLT_COPY_H2D);
+}
+
 int replay_append(rlt_replay *rp, rlt_backend *bk, const void *const *rows, int32_t n) {
     const rlt_backend_ops *op = bk->ops;
     int32_t done = 0;
@@ -45,17 +58,10 @@ int replay_append(rlt_replay *rp, rlt_backend *bk, const void *const *rows, int3
         int32_t k = n - done;
         if (k > rp->stage_rows) k = rp->stage_rows;
         if (k > room) k = (int32_t)room;
-        for (int32_t i = 0; i < rp->nf; i++) {
-            rlt_replay_field *f = &rp->f[i];
-            const unsigned char *src = (const unsigned char *)rows[i] + (uint64_t)done * f->row_bytes;
-            memcpy(f->stage, src, (uint64_t)k * f->row_bytes);
-            RLT_TRY(op->copy(bk, f->data + (uint64_t)rp->pos * f->row_bytes, f->stage, (uint64_t)k * f->row_bytes,
-                             RLT_COPY_H2D));
-        }
+        for (int32_t i = 0; i < rp->nf; i++)
+            RLT_TRY(replay_write(rp, bk, i, rp->pos, (const unsigned char *)rows[i] + (uint64_t)done * rp->f[i].row_bytes, k));
         rp->pos = (rp->pos + k) % rp->capacity;
-        rp->size = rp->size + k > rp->capacity ? rp->capacity : rp->size + k;
-        *rp->size_stage = rp->size;
-        RLT_TRY(op->copy(bk, rp->size_dev, rp->size_stage, sizeof(int64_t), RLT_COPY_H2D));
+        RLT_TRY(replay_set_size(rp, bk, rp->size + k > rp->capacity ? rp->capacity : rp->size + k));
         /* The staging rows are reused by the next chunk: wait until the copies have read them. */
         RLT_TRY(op->sync(bk));
         done += k;

@@ -218,7 +218,9 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
             trainer_tick(tr);
             RLT_TRY(out_writer_printf(&tr->metrics, e, "eval,%lld,%lld,%.6f,,%lld,%.4f,%.6g,%.6g,\n", (long long)p->env_steps,
                                       (long long)p->episodes, mean, (long long)p->updates, p->elapsed_s,
-                                      0.5 * (losses[RLT_LOSS_Q1] + losses[RLT_LOSS_Q2]), losses[RLT_LOSS_ACTOR]));
+                                      strcmp(c->algo, "td3") == 0 ? 0.5 * (losses[RLT_LOSS_Q1] + losses[RLT_LOSS_Q2])
+                                                                  : losses[RLT_LOSS_Q1],
+                                      losses[RLT_LOSS_ACTOR]));
             RLT_TRY(out_writer_flush(&tr->metrics, e));
             RLT_TRY(trainer_report(tr, fn, user, 1, &next_report));
         } else if (now_s() >= next_report) {

@@ -56,6 +56,19 @@ RLT_HD uint32_t rlt_philox_below(uint64_t seed, uint32_t stream, uint64_t ctr, u
     return (uint32_t)(((uint64_t)r.v[0] * n) >> 32);
 }
 
+/* A replay slot for sample i of n: uniform over [0, size), redrawn (up to 15 more draws, at indices
+ * i + t n so no two samples share a draw) while valid[slot] == 0, then stepped back to the nearest valid
+ * slot. valid == NULL means every slot is valid. The redraws keep sampling uniform over valid slots in all
+ * but the rarest cases; the fallback only guarantees a valid answer. */
+RLT_HD uint32_t rlt_replay_slot(uint64_t seed, uint32_t stream, uint64_t ctr, uint64_t i, uint64_t n, uint64_t size,
+                                const uint8_t *valid) {
+    uint32_t s = rlt_philox_below(seed, stream, ctr, i, size);
+    if (!valid) return s;
+    for (uint64_t t = 1; t < 16 && !valid[s]; t++) s = rlt_philox_below(seed, stream, ctr, i + t * n, size);
+    for (uint64_t k = 0; k < size && !valid[s]; k++) s = s == 0 ? (uint32_t)(size - 1) : s - 1;
+    return s;
+}
+
 /* Random-number streams: one per purpose, so adding draws in one place never shifts another. */
 enum {
     RLT_STREAM_INIT = 1,      /* weight initialisation */

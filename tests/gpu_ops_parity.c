@@ -390,8 +390,8 @@ static void test_replay(void) {
                 put(cz, gz, &sizes[b], 8);
                 put(cc, gc, &ctrs[c], 8);
                 uint64_t seed = rnd_u64();
-                int r1 = P.cpu.ops->sample_indices(&P.cpu, ci, ns[a], cz, seed, RLT_STREAM_SAMPLE, cc);
-                int r2 = P.gpu.ops->sample_indices(&P.gpu, gi, ns[a], gz, seed, RLT_STREAM_SAMPLE, gc);
+                int r1 = P.cpu.ops->sample_indices(&P.cpu, ci, ns[a], cz, NULL, seed, RLT_STREAM_SAMPLE, cc);
+                int r2 = P.gpu.ops->sample_indices(&P.gpu, gi, ns[a], gz, NULL, seed, RLT_STREAM_SAMPLE, gc);
                 CHECK(r1 == RLT_OK && r2 == RLT_OK, "sample_indices: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
                 fetch(ic, ig, ci, gi, (size_t)ns[a] * 4);
                 char what[96];
@@ -592,7 +592,7 @@ static int run_step(rlt_backend *bk, const gstep *s) {
     const rlt_backend_ops *o = bk->ops;
     rlt_adam_hp hp = {1e-3f, 0.9f, 0.999f, 1e-8f};
     RLT_TRY(o->counter_add(bk, s->ctr, 1));
-    RLT_TRY(o->sample_indices(bk, s->idx, G_B, s->size, 7, RLT_STREAM_SAMPLE, s->ctr));
+    RLT_TRY(o->sample_indices(bk, s->idx, G_B, s->size, NULL, 7, RLT_STREAM_SAMPLE, s->ctr));
     RLT_TRY(o->gather_rows(bk, s->x, G_IN * 4, s->replay, G_IN * 4, s->idx, G_B));
     RLT_TRY(o->gemm(bk, 0, 0, G_B, G_OUT, G_IN, 1.0f, s->x, G_IN, s->w, G_OUT, 0.0f, s->h, G_OUT));
     RLT_TRY(o->bias_act(bk, s->h, G_OUT, s->b, G_B, G_OUT, RLT_ACT_TANH));

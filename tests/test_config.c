@@ -351,7 +351,8 @@ static void check_validate(void) {
     } cases[] = {
         {"precision=bf16", "precision bf16 is not implemented yet; use fp32"},
         {"precision=fp16", "precision fp16 is not implemented yet; use fp32"},
-        {"algo=dqn", "algo dqn is not implemented yet; use td3"},
+        {"algo=dqn", NULL},
+        {"dqn.eps_start=0.01", "is above dqn.eps_start"},
         {"train.grad_accum_steps=3", "3 does not divide train.batch_size (256)"},
         {"train.grad_accum_steps=2", "not supported yet"},
         {"device=cuda:3", NULL}, /* only the syntax is checked here; the backend says whether it exists */

@@ -15,6 +15,11 @@ static int cpu_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads) 
      * is sealed, so training never triggers an allocation. */
     float a[4] = {1, 2, 3, 4}, b[4] = {1, 0, 0, 1}, c[4] = {0};
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2);
+    /* The private state (convolution slots) is taken through the engine's allocation hook, before the
+     * seal, so allocation-failure tests reach it too. */
+    cpu_impl *impl = rlt_mem_alloc(sizeof(cpu_impl), 64);
+    if (!impl) return rlt_err_set(bk->err, RLT_ENOMEM, __FILE__, __LINE__, "out of host memory for the CPU backend");
+    bk->impl = impl;
     bk->device_is_host = 1;
     bk->device_index = -1;
     snprintf(bk->device_name, sizeof bk->device_name, "cpu");
@@ -22,7 +27,10 @@ static int cpu_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads) 
     return RLT_OK;
 }
 
-static void cpu_close(rlt_backend *bk) { (void)bk; }
+static void cpu_close(rlt_backend *bk) {
+    rlt_mem_free(bk->impl);
+    bk->impl = NULL;
+}
 static uint64_t cpu_workspace_bytes(rlt_backend *bk) { return 0; }
 static int cpu_set_workspace(rlt_backend *bk, void *ptr, uint64_t bytes) { return RLT_OK; }
 
@@ -81,6 +89,13 @@ static const rlt_backend_ops cpu_ops = {
     .sum = cpu_sum,
     .td3_target_action = cpu_td3_target_action,
     .td3_target = cpu_td3_target,
+    .gather_u8_f32 = cpu_gather_u8_f32,
+    .dqn_target = cpu_dqn_target,
+    .q_loss_grad = cpu_q_loss_grad,
+    .clip_grad_norm = cpu_clip_grad_norm,
+    .conv_prepare = cpu_conv_prepare,
+    .conv_forward = cpu_conv_forward,
+    .conv_backward = cpu_conv_backward,
 };
 
 const rlt_backend_ops *rlt_cpu_backend_ops(void) { return &cpu_ops; }

@@ -18,8 +18,8 @@ int cpu_counter_add(rlt_backend *bk, int64_t *c, int64_t v);
 int cpu_adam(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
              const int64_t *step);
 int cpu_polyak(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau);
-int cpu_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, uint64_t seed, uint32_t stream,
-                       const int64_t *counter);
+int cpu_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, const uint8_t *valid,
+                       uint64_t seed, uint32_t stream, const int64_t *counter);
 int cpu_gather_rows(rlt_backend *bk, void *dst, uint64_t dst_stride, const void *src, uint64_t row_bytes,
                     const int32_t *idx, int32_t n);
 int cpu_mse_grad(rlt_backend *bk, float *dq, float *loss, const float *q, const float *y, int32_t n, float grad_scale);
@@ -28,6 +28,27 @@ int cpu_td3_target_action(rlt_backend *bk, float *a, int32_t lda, int32_t rows, 
                           uint64_t seed, uint32_t stream, const int64_t *counter);
 int cpu_td3_target(rlt_backend *bk, float *y, const float *r, const float *term, const float *q1, const float *q2,
                    int32_t ldq, int32_t n, float gamma);
+
+int cpu_gather_u8_f32(rlt_backend *bk, float *dst, const uint8_t *src, uint64_t row, const int32_t *idx, int32_t n,
+                      float scale);
+int cpu_dqn_target(rlt_backend *bk, float *y, int32_t *a_next, const float *r, const float *term,
+                   const float *q_target_next, const float *q_online_next, int32_t ldq, int32_t n, int32_t n_act,
+                   float gamma);
+int cpu_q_loss_grad(rlt_backend *bk, float *dq, int32_t lddq, float *loss, const float *q, int32_t ldq,
+                    const int32_t *act, const float *y, int32_t n, int32_t n_act, float huber_delta, float grad_scale);
+int cpu_clip_grad_norm(rlt_backend *bk, float *g, uint64_t n, float max_norm, float *norm);
+int cpu_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes);
+int cpu_conv_forward(rlt_backend *bk, int32_t slot, float *y, const float *x, const float *w, const float *b,
+                     int32_t act, void *ws, uint64_t ws_bytes);
+int cpu_conv_backward(rlt_backend *bk, int32_t slot, float *dx, float *dw, float *db, float *dy, const float *y,
+                      const float *x, const float *w, int32_t act, void *ws, uint64_t ws_bytes);
+
+/* The CPU backend's private state (bk->impl), allocated by cpu_open before the seal: per-backend, never
+ * global, so two CPU backends in one process do not share convolution slots. */
+typedef struct cpu_impl {
+    rlt_conv_shape conv[RLT_BACKEND_MAX_CONVS]; /* each prepared slot's shape */
+    int32_t conv_ready[RLT_BACKEND_MAX_CONVS];  /* 1 once conv_prepare accepted the slot */
+} cpu_impl;
 
 /* Shape check shared by the ops: fails with RLT_EINVAL naming the op and the values. */
 #define CPU_REQUIRE(bk, cond, op)                                                                  \

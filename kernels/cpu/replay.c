@@ -4,11 +4,11 @@
 #include "../philox.h"
 #include "cpu_ops.h"
 
-int cpu_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, uint64_t seed, uint32_t stream,
-                       const int64_t *counter) {
+int cpu_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, const uint8_t *valid,
+                       uint64_t seed, uint32_t stream, const int64_t *counter) {
     CPU_REQUIRE(bk, n >= 0 && *size >= 1 && *size <= INT32_MAX, "sample_indices");
     uint64_t ctr = (uint64_t)*counter, sz = (uint64_t)*size;
-    for (int32_t i = 0; i < n; i++) idx[i] = (int32_t)rlt_philox_below(seed, stream, ctr, (uint64_t)i, sz);
+    for (int32_t i = 0; i < n; i++) idx[i] = (int32_t)rlt_replay_slot(seed, stream, ctr, (uint64_t)i, (uint64_t)n, sz, valid);
     return RLT_OK;
 }
 

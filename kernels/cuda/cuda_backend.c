@@ -42,6 +42,8 @@ static void cuda_close(rlt_backend *bk) {
     if (c->stream) cudaStreamSynchronize(c->stream);
     for (int32_t i = 0; i < RLT_BACKEND_MAX_GRAPHS; i++)
         if (c->graphs[i]) cudaGraphExecDestroy(c->graphs[i]);
+    cuda_conv_close(bk);
+    if (c->scratch) cudaFree(c->scratch);
     if (c->blas) cublasDestroy(c->blas);
     if (c->stream) cudaStreamDestroy(c->stream);
     cudaGetLastError(); /* leave no stale error for whoever uses the runtime next */
@@ -53,7 +55,7 @@ static void cuda_close(rlt_backend *bk) {
 static cudaError_t cuda_preload_all(void) {
     cudaError_t (*const preload[])(void) = {cuda_preload_bias_act, cuda_preload_fill,   cuda_preload_adam,
                                             cuda_preload_polyak,   cuda_preload_replay, cuda_preload_losses,
-                                            cuda_preload_td3};
+                                            cuda_preload_td3,      cuda_preload_dqn,    cuda_preload_conv_bias};
     for (size_t i = 0; i < sizeof preload / sizeof preload[0]; i++) {
         cudaError_t rc = preload[i]();
         if (rc != cudaSuccess) return rc;
@@ -84,6 +86,9 @@ static int cuda_open_device(rlt_backend *bk, cuda_impl *c) {
     /* Pure fp32: CUBLAS_DEFAULT_MATH never uses TF32 for SGEMM, whose 10-bit mantissa would break parity
      * with the CPU backend (about 1e-3 relative instead of 1e-7). A faster mode belongs behind an option. */
     CUBLAS_CHECK(bk, cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
+    /* Reduction scratch now, before the seal (and before the memory measurement below, so it counts as
+     * context): ops must never allocate. */
+    CUDA_CHECK(bk, cudaMalloc((void **)&c->scratch, CUDA_SCRATCH_FLOATS * sizeof(float)));
     CUDA_CHECK(bk, cuda_preload_all());
     CUDA_CHECK(bk, cudaDeviceSynchronize());
 
@@ -331,6 +336,13 @@ static const rlt_backend_ops cuda_ops = {
     .sum = cuda_sum,
     .td3_target_action = cuda_td3_target_action,
     .td3_target = cuda_td3_target,
+    .gather_u8_f32 = cuda_gather_u8_f32,
+    .dqn_target = cuda_dqn_target,
+    .q_loss_grad = cuda_q_loss_grad,
+    .clip_grad_norm = cuda_clip_grad_norm,
+    .conv_prepare = cuda_conv_prepare,
+    .conv_forward = cuda_conv_forward,
+    .conv_backward = cuda_conv_backward,
 };
 
 /* The module's one exported symbol (everything else is hidden; see cuda_module.cmake), resolved by the

@@ -38,7 +38,18 @@ typedef struct cuda_impl {
     int32_t capturing;       /* the slot being captured, or -1 */
     int32_t reserved_;
     cudaGraphExec_t graphs[RLT_BACKEND_MAX_GRAPHS];
+    /* Device scratch for multi-stage reductions (clip_grad_norm's per-block partial sums), allocated at
+     * open, before the seal, and so counted in context_bytes. Ops on the one stream run in order, so they
+     * can share it. */
+    float *scratch;
+    /* The convolution state (cuDNN handle, per-slot descriptors and algorithms), owned by the file that
+     * implements the conv ops (kernels/cuda/cudnn/ or kernels/cuda/no_cudnn/, chosen by CMake); opaque here
+     * so this header needs no cuDNN header. NULL until the first conv_prepare. */
+    void *conv;
 } cuda_impl;
+
+/* Floats in cuda_impl.scratch; dqn.cu's reductions use at most this many partial sums. */
+#define CUDA_SCRATCH_FLOATS 1024
 
 static inline cuda_impl *cuda_get(rlt_backend *bk) { return (cuda_impl *)bk->impl; }
 static inline cudaStream_t cuda_stream(rlt_backend *bk) { return ((cuda_impl *)bk->impl)->stream; }
@@ -100,7 +111,7 @@ int cuda_counter_add(rlt_backend *bk, int64_t *c, int64_t v);
 int cuda_adam(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
               const int64_t *step);
 int cuda_polyak(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau);
-int cuda_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, uint64_t seed, uint32_t stream,
+int cuda_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, const uint8_t *valid, uint64_t seed, uint32_t stream,
                         const int64_t *counter);
 int cuda_gather_rows(rlt_backend *bk, void *dst, uint64_t dst_stride, const void *src, uint64_t row_bytes,
                      const int32_t *idx, int32_t n);
@@ -111,6 +122,29 @@ int cuda_td3_target_action(rlt_backend *bk, float *a, int32_t lda, int32_t rows,
                            uint64_t seed, uint32_t stream, const int64_t *counter);
 int cuda_td3_target(rlt_backend *bk, float *y, const float *r, const float *term, const float *q1, const float *q2,
                     int32_t ldq, int32_t n, float gamma);
+
+int cuda_gather_u8_f32(rlt_backend *bk, float *dst, const uint8_t *src, uint64_t row, const int32_t *idx, int32_t n,
+                       float scale);
+int cuda_dqn_target(rlt_backend *bk, float *y, int32_t *a_next, const float *r, const float *term,
+                    const float *q_target_next, const float *q_online_next, int32_t ldq, int32_t n, int32_t n_act,
+                    float gamma);
+int cuda_q_loss_grad(rlt_backend *bk, float *dq, int32_t lddq, float *loss, const float *q, int32_t ldq,
+                     const int32_t *act, const float *y, int32_t n, int32_t n_act, float huber_delta,
+                     float grad_scale);
+int cuda_clip_grad_norm(rlt_backend *bk, float *g, uint64_t n, float max_norm, float *norm);
+int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes);
+int cuda_conv_forward(rlt_backend *bk, int32_t slot, float *y, const float *x, const float *w, const float *b,
+                      int32_t act, void *ws, uint64_t ws_bytes);
+int cuda_conv_backward(rlt_backend *bk, int32_t slot, float *dx, float *dw, float *db, float *dy, const float *y,
+                       const float *x, const float *w, int32_t act, void *ws, uint64_t ws_bytes);
+/* Releases cuda_impl.conv (descriptors, the cuDNN handle); safe when it is NULL. Called by cuda_close. */
+void cuda_conv_close(rlt_backend *bk);
+
+/* ---- launchers shared by the conv implementations (conv_bias.cu), over NCHW tensors [n, k, hw] ---- */
+/* y[i, c, p] = act(y[i, c, p] + b[c]) (b may be NULL). */
+int cuda_conv_bias_act(rlt_backend *bk, float *y, const float *b, int32_t n, int32_t k, int32_t hw, int32_t act);
+/* db[c] += sum over i < n, p < hw of dy[i, c, p], in a fixed order. */
+int cuda_conv_bias_grad(rlt_backend *bk, float *db, const float *dy, int32_t n, int32_t k, int32_t hw);
 
 /* ---- kernel preloading ----
  * CUDA 12+ loads kernels lazily, on first launch, and a load takes device memory. Each kernel file forces
@@ -123,6 +157,8 @@ cudaError_t cuda_preload_polyak(void);
 cudaError_t cuda_preload_replay(void);
 cudaError_t cuda_preload_losses(void);
 cudaError_t cuda_preload_td3(void);
+cudaError_t cuda_preload_dqn(void);
+cudaError_t cuda_preload_conv_bias(void);
 
 #ifdef __cplusplus
 }

@@ -6,15 +6,15 @@
 
 /* The replay size and the RNG counter are read from device memory: they change between updates and a
  * captured graph must see the current values. */
-__global__ void sample_indices_kernel(int32_t *idx, int32_t n, const int64_t *size, uint64_t seed, uint32_t stream,
-                                      const int64_t *counter) {
+__global__ void sample_indices_kernel(int32_t *idx, int32_t n, const int64_t *size, const uint8_t *valid,
+                                      uint64_t seed, uint32_t stream, const int64_t *counter) {
     int64_t sz = *size;
     /* The CPU twin rejects size < 1; checking it here would need a host sync. A negative size is clamped to
      * 0, which makes every index 0 instead of a wild one. */
     uint64_t n_rows = sz > 0 ? (uint64_t)sz : 0u;
     uint64_t ctr = (uint64_t)*counter;
     for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        idx[i] = (int32_t)rlt_philox_below(seed, stream, ctr, (uint64_t)i, n_rows);
+        idx[i] = n_rows ? (int32_t)rlt_replay_slot(seed, stream, ctr, (uint64_t)i, (uint64_t)n, n_rows, valid) : 0;
 }
 
 /* Copies n rows of `words` words each. One thread per word over the flattened (row, word) space keeps
@@ -33,12 +33,12 @@ __global__ void gather_rows_kernel(unsigned char *dst, uint64_t dst_stride, cons
     }
 }
 
-extern "C" int cuda_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, uint64_t seed,
-                                   uint32_t stream, const int64_t *counter) {
+extern "C" int cuda_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, const uint8_t *valid,
+                                   uint64_t seed, uint32_t stream, const int64_t *counter) {
     CUDA_REQUIRE(bk, n >= 0 && size != NULL && counter != NULL, "sample_indices");
     if (n == 0) return RLT_OK;
     sample_indices_kernel<<<cuda_blocks(bk, (uint64_t)n, CUDA_THREADS), CUDA_THREADS, 0, cuda_stream(bk)>>>(
-        idx, n, size, seed, stream, counter);
+        idx, n, size, valid, seed, stream, counter);
     CUDA_CHECK_LAUNCH(bk, "sample_indices_kernel");
     return RLT_OK;
 }

@@ -1,0 +1,254 @@
+/* dqn.c: DQN's memory plan, replay writes, update and policy on the backend interface (see dqn.h). */
+#include "dqn.h"
+
+#include <string.h>
+
+#include "../engine/agent.h"
+
+#define F32 4u
+
+static int dqn_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
+    rlt_err *e = &ag->err;
+    if (act->kind != RLT_SPACE_DISCRETE || act->n < 2)
+        RLT_FAIL(e, RLT_EINVAL, "dqn needs a Discrete action space with at least 2 actions");
+    if (obs->kind != RLT_SPACE_BOX || (obs->dtype != RLT_DTYPE_F32 && obs->dtype != RLT_DTYPE_U8))
+        RLT_FAIL(e, RLT_EINVAL, "dqn needs float32 or uint8 Box observations");
+    ag->act_dim = 1;
+    ag->dqn.n_actions = act->n;
+    ag->dqn.obs_u8 = obs->dtype == RLT_DTYPE_U8;
+    if (ag->cfg.replay.capacity < 3) RLT_FAIL(e, RLT_ECONFIG, "replay.capacity must be at least 3 for dqn");
+    return RLT_OK;
+}
+
+static int dqn_plan(rlt_agent *ag) {
+    rlt_dqn *d = &ag->dqn;
+    rlt_err *e = &ag->err;
+    rlt_plan *p = &ag->plan;
+    const rlt_config *c = &ag->cfg;
+    int32_t A = d->n_actions, O = ag->obs_dim;
+    d->B = c->train.batch_size;
+    RLT_TRY(qnet_define(&d->net, e, &ag->obs_space, c->network.conv, &c->network.hidden, A));
+    d->net_act = d->net;
+    /* A conv torso runs at its planned batch, so acting plans a small one. */
+    d->act_batch = d->net.n_conv ? 1 : 64;
+    d->n_params = qnet_param_count(&d->net);
+    uint64_t nb = d->n_params * F32;
+    RLT_TRY(plan_add(p, e, "params", "params", RLT_LOC_DEVICE, nb, (void **)&d->params));
+    RLT_TRY(plan_add(p, e, "grads", "grads", RLT_LOC_DEVICE, nb, (void **)&d->grads));
+    RLT_TRY(plan_add(p, e, "adam_m", "adam_m", RLT_LOC_DEVICE, nb, (void **)&d->adam_m));
+    RLT_TRY(plan_add(p, e, "adam_v", "adam_v", RLT_LOC_DEVICE, nb, (void **)&d->adam_v));
+    RLT_TRY(plan_add(p, e, "target", "target", RLT_LOC_DEVICE, nb, (void **)&d->target));
+    RLT_TRY(qnet_plan(&d->net, &ag->bk, p, e, "q", d->B, 0));
+    RLT_TRY(qnet_plan(&d->net_act, &ag->bk, p, e, "q.acting", d->act_batch, d->net.n_conv));
+
+    uint64_t B = (uint64_t)d->B;
+    RLT_TRY(plan_add(p, e, "batch.idx", "batch", RLT_LOC_DEVICE, B * 4, (void **)&d->idx));
+    RLT_TRY(plan_add(p, e, "batch.idx_next", "batch", RLT_LOC_DEVICE, B * 4, (void **)&d->idx_next));
+    RLT_TRY(plan_add(p, e, "batch.action", "batch", RLT_LOC_DEVICE, B * 4, (void **)&d->act_b));
+    RLT_TRY(plan_add(p, e, "batch.obs", "batch", RLT_LOC_DEVICE, B * O * F32, (void **)&d->x));
+    RLT_TRY(plan_add(p, e, "batch.next_obs", "batch", RLT_LOC_DEVICE, B * O * F32, (void **)&d->x2));
+    float **vec[] = {&d->r, &d->term, &d->y};
+    const char *vec_names[] = {"batch.r", "batch.term", "batch.y"};
+    for (int i = 0; i < 3; i++) RLT_TRY(plan_add(p, e, vec_names[i], "batch", RLT_LOC_DEVICE, B * F32, (void **)vec[i]));
+    float **mat[] = {&d->q, &d->dq, &d->q_next_t, &d->q_next_o};
+    const char *mat_names[] = {"batch.q", "batch.dq", "batch.q_next_target", "batch.q_next_online"};
+    for (int i = 0; i < 4; i++)
+        RLT_TRY(plan_add(p, e, mat_names[i], "batch", RLT_LOC_DEVICE, B * A * F32, (void **)mat[i]));
+    RLT_TRY(plan_add(p, e, "grad_norm", "counters", RLT_LOC_DEVICE, F32, (void **)&d->grad_norm));
+    RLT_TRY(plan_add(p, e, "acting.obs", "batch", RLT_LOC_DEVICE, (uint64_t)d->act_batch * O * F32, (void **)&d->act_x));
+    RLT_TRY(plan_add(p, e, "acting.obs_u8", "batch", RLT_LOC_DEVICE, d->obs_u8 ? (uint64_t)d->act_batch * O : 0,
+                     (void **)&d->act_u8));
+    RLT_TRY(plan_add(p, e, "acting.q", "batch", RLT_LOC_DEVICE, (uint64_t)d->act_batch * A * F32, (void **)&d->act_q));
+
+    /* Replay: frames once, plus per-slot bookkeeping. */
+    uint64_t frame = (uint64_t)O * (d->obs_u8 ? 1 : F32);
+    RLT_TRY(replay_add_field(&ag->replay, e, "frame", frame));
+    RLT_TRY(replay_add_field(&ag->replay, e, "valid", 1));
+    RLT_TRY(replay_add_field(&ag->replay, e, "next", 4));
+    RLT_TRY(replay_add_field(&ag->replay, e, "action", 4));
+    RLT_TRY(replay_add_field(&ag->replay, e, "reward", F32));
+    RLT_TRY(replay_add_field(&ag->replay, e, "terminated", F32));
+    ag->io_stage_bytes = nb;
+    uint64_t act_io = (uint64_t)d->act_batch * (O * F32 + A * F32);
+    if (act_io > ag->io_stage_bytes) ag->io_stage_bytes = act_io;
+    return RLT_OK;
+}
+
+static int dqn_init_state(rlt_agent *ag) {
+    rlt_dqn *d = &ag->dqn;
+    rlt_backend *bk = &ag->bk;
+    rlt_rng rng;
+    rlt_rng_init(&rng, ag->cfg.seed, RLT_STREAM_INIT);
+    qnet_init_params(&d->net, ag->io_stage, &rng);
+    RLT_TRY(agent_put(ag, d->params, ag->io_stage, d->n_params * F32));
+    RLT_TRY(bk->ops->copy_f32(bk, d->target, d->params, d->n_params));
+    RLT_TRY(bk->ops->fill(bk, d->grads, d->n_params, 0.0f));
+    RLT_TRY(bk->ops->fill(bk, d->adam_m, d->n_params, 0.0f));
+    RLT_TRY(bk->ops->fill(bk, d->adam_v, d->n_params, 0.0f));
+    RLT_TRY(bk->ops->fill(bk, d->grad_norm, 1, 0.0f));
+    d->advances = 0;
+    d->prev_ended = 0;
+    return bk->ops->sync(bk);
+}
+
+/* Gathers observations of the sampled slots into a float batch. */
+static int dqn_gather_obs(rlt_agent *ag, float *dst, const int32_t *idx) {
+    rlt_dqn *d = &ag->dqn;
+    rlt_replay_field *f = &ag->replay.f[DQN_F_FRAME];
+    if (d->obs_u8) return ag->bk.ops->gather_u8_f32(&ag->bk, dst, f->data, (uint64_t)ag->obs_dim, idx, d->B, 1.0f / 255.0f);
+    return ag->bk.ops->gather_rows(&ag->bk, dst, f->row_bytes, f->data, f->row_bytes, idx, d->B);
+}
+
+static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
+    (void)variant;
+    rlt_dqn *d = &ag->dqn;
+    rlt_backend *bk = &ag->bk;
+    const rlt_backend_ops *op = bk->ops;
+    const rlt_config *c = &ag->cfg;
+    rlt_replay *rp = &ag->replay;
+    int64_t *ctr = ag->counters;
+    int32_t B = d->B, A = d->n_actions;
+
+    RLT_TRY(op->sample_indices(bk, d->idx, B, &ctr[RLT_CTR_REPLAY_SIZE], rp->f[DQN_F_VALID].data, c->seed,
+                               RLT_STREAM_SAMPLE, &ctr[RLT_CTR_UPDATE]));
+    RLT_TRY(op->gather_rows(bk, d->idx_next, 4, rp->f[DQN_F_NEXT].data, 4, d->idx, B));
+    RLT_TRY(dqn_gather_obs(ag, d->x, d->idx));
+    RLT_TRY(dqn_gather_obs(ag, d->x2, d->idx_next));
+    RLT_TRY(op->gather_rows(bk, d->act_b, 4, rp->f[DQN_F_ACTION].data, 4, d->idx, B));
+    RLT_TRY(op->gather_rows(bk, d->r, 4, rp->f[DQN_F_REWARD].data, 4, d->idx, B));
+    RLT_TRY(op->gather_rows(bk, d->term, 4, rp->f[DQN_F_TERM].data, 4, d->idx, B));
+
+    /* Target: y = r + gamma (1 - term) Q'(s', argmax_a Q(s', a)) (double) or max_a Q'(s', a). */
+    if (c->dqn.double_q) RLT_TRY(qnet_forward(bk, &d->net, d->params, d->x2, B, d->q_next_o));
+    RLT_TRY(qnet_forward(bk, &d->net, d->target, d->x2, B, d->q_next_t));
+    RLT_TRY(op->dqn_target(bk, d->y, NULL, d->r, d->term, d->q_next_t, c->dqn.double_q ? d->q_next_o : NULL, A, B, A,
+                           (float)c->dqn.gamma));
+
+    /* TD loss on the taken actions, then one Adam step. */
+    RLT_TRY(op->fill(bk, d->grads, d->n_params, 0.0f));
+    RLT_TRY(qnet_forward(bk, &d->net, d->params, d->x, B, d->q));
+    float delta = strcmp(c->dqn.loss, "huber") == 0 ? 1.0f : 0.0f;
+    RLT_TRY(op->q_loss_grad(bk, d->dq, A, &ag->losses[RLT_LOSS_Q1], d->q, A, d->act_b, d->y, B, A, delta, 1.0f));
+    RLT_TRY(qnet_backward(bk, &d->net, d->params, d->grads, d->x, B, d->dq));
+    if (c->dqn.max_grad_norm > 0)
+        RLT_TRY(op->clip_grad_norm(bk, d->grads, d->n_params, (float)c->dqn.max_grad_norm, d->grad_norm));
+    RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_CRITIC_STEP], 1));
+    rlt_adam_hp hp = {(float)c->dqn.lr, 0.9f, 0.999f, 1e-8f};
+    RLT_TRY(op->adam(bk, d->params, d->grads, d->adam_m, d->adam_v, d->n_params, hp, &ctr[RLT_CTR_CRITIC_STEP]));
+    return op->counter_add(bk, &ctr[RLT_CTR_UPDATE], 1);
+}
+
+double dqn_epsilon(const rlt_dqn *d, double eps_start, double eps_end, double fraction, int64_t total, int64_t env_steps) {
+    (void)d;
+    double span = fraction * (double)total;
+    if (span <= 0 || (double)env_steps >= span) return eps_end;
+    return eps_start + (eps_end - eps_start) * (double)env_steps / span;
+}
+
+static int dqn_act(rlt_agent *ag, const void *obs, int32_t n, int32_t explore, void *actions) {
+    rlt_dqn *d = &ag->dqn;
+    rlt_backend *bk = &ag->bk;
+    const rlt_config *c = &ag->cfg;
+    int32_t *out = actions, A = d->n_actions, O = ag->obs_dim;
+    double eps = explore ? dqn_epsilon(d, c->dqn.eps_start, c->dqn.eps_end, c->dqn.eps_fraction, c->train.total_steps,
+                                       ag->env_steps)
+                         : c->dqn.eval_epsilon;
+    uint64_t ob = (uint64_t)O * (d->obs_u8 ? 1 : F32);
+    for (int32_t done = 0; done < n; done += d->act_batch) {
+        int32_t k = n - done < d->act_batch ? n - done : d->act_batch;
+        memcpy(ag->io_stage, (const unsigned char *)obs + (uint64_t)done * ob, (uint64_t)k * ob);
+        if (d->obs_u8) {
+            RLT_TRY(bk->ops->copy(bk, d->act_u8, ag->io_stage, (uint64_t)k * ob, RLT_COPY_H2D));
+            RLT_TRY(bk->ops->gather_u8_f32(bk, d->act_x, d->act_u8, (uint64_t)O, NULL, k, 1.0f / 255.0f));
+        } else {
+            RLT_TRY(bk->ops->copy(bk, d->act_x, ag->io_stage, (uint64_t)k * ob, RLT_COPY_H2D));
+        }
+        /* A conv torso always runs its planned rows; only the first k are read. */
+        RLT_TRY(qnet_forward(bk, &d->net_act, d->params, d->act_x, d->net_act.n_conv ? d->act_batch : k, d->act_q));
+        RLT_TRY(bk->ops->copy(bk, ag->io_stage, d->act_q, (uint64_t)k * A * F32, RLT_COPY_D2H));
+        RLT_TRY(bk->ops->sync(bk));
+        for (int32_t i = 0; i < k; i++) {
+            int32_t best = 0;
+            const float *q = ag->io_stage + (int64_t)i * A;
+            for (int32_t a = 1; a < A; a++)
+                if (q[a] > q[best]) best = a;
+            if (eps > 0 && rlt_rng_uniform(&ag->explore_rng) < eps) best = (int32_t)rlt_rng_below(&ag->explore_rng, (uint32_t)A);
+            out[done + i] = best;
+        }
+    }
+    return RLT_OK;
+}
+
+static int dqn_observe(rlt_agent *ag, const void *obs, const void *actions, const float *rewards, const void *next_obs,
+                       const uint8_t *terminated, const uint8_t *truncated, int32_t n) {
+    rlt_dqn *d = &ag->dqn;
+    rlt_replay *rp = &ag->replay;
+    rlt_backend *bk = &ag->bk;
+    const int32_t *act = actions;
+    int64_t cap = rp->capacity;
+    uint64_t ob = rp->f[DQN_F_FRAME].row_bytes;
+    for (int32_t j = 0; j < n; j++) {
+        if (act[j] < 0 || act[j] >= d->n_actions)
+            RLT_FAIL(&ag->err, RLT_EINVAL, "observe: action %d is outside 0..%d", act[j], d->n_actions - 1);
+        int64_t p = rp->pos, q = (p + 1) % cap;
+        int32_t next = (int32_t)q;
+        uint8_t yes = 1, no = 0;
+        float term = terminated[j] ? 1.0f : 0.0f;
+        int ended = terminated[j] || (truncated && truncated[j]);
+        RLT_TRY(replay_write(rp, bk, DQN_F_FRAME, p, (const unsigned char *)obs + (uint64_t)j * ob, 1));
+        RLT_TRY(replay_write(rp, bk, DQN_F_VALID, p, &yes, 1));
+        RLT_TRY(replay_write(rp, bk, DQN_F_NEXT, p, &next, 1));
+        RLT_TRY(replay_write(rp, bk, DQN_F_ACTION, p, &act[j], 1));
+        RLT_TRY(replay_write(rp, bk, DQN_F_REWARD, p, &rewards[j], 1));
+        RLT_TRY(replay_write(rp, bk, DQN_F_TERM, p, &term, 1));
+        /* Every field's staging row 0 is reused below: wait for the copies to read them. */
+        RLT_TRY(bk->ops->sync(bk));
+        /* The next observation goes into the following slot, which starts no transition yet. At an episode
+         * end it stays a frame of its own and the next episode starts one slot further on. */
+        RLT_TRY(replay_write(rp, bk, DQN_F_FRAME, q, (const unsigned char *)next_obs + (uint64_t)j * ob, 1));
+        RLT_TRY(replay_write(rp, bk, DQN_F_VALID, q, &no, 1));
+        int64_t step = ended ? 2 : 1;
+        rp->pos = (p + step) % cap;
+        d->advances += step;
+        d->prev_ended = ended;
+        RLT_TRY(replay_set_size(rp, bk, d->advances + 1 < cap ? d->advances + 1 : cap));
+        RLT_TRY(bk->ops->sync(bk));
+    }
+    return RLT_OK;
+}
+
+static int dqn_update(rlt_agent *ag, int32_t *done) {
+    const rlt_config *c = &ag->cfg;
+    rlt_dqn *d = &ag->dqn;
+    rlt_backend *bk = &ag->bk;
+    /* CleanRL's and SB3's schedule, in env steps: train every train_freq steps after learning_starts, and
+     * update the target every target_update_every steps. */
+    if (ag->env_steps <= c->dqn.learning_starts) return RLT_OK;
+    if (ag->env_steps % c->dqn.train_freq == 0) {
+        for (int32_t k = 0; k < c->dqn.gradient_steps; k++) {
+            RLT_TRY(agent_run_update(ag, 0));
+            ag->updates++;
+            (*done)++;
+        }
+    }
+    if (ag->env_steps % c->dqn.target_update_every == 0) {
+        if (c->dqn.tau >= 1.0) RLT_TRY(bk->ops->copy_f32(bk, d->target, d->params, d->n_params));
+        else RLT_TRY(bk->ops->polyak(bk, d->target, d->params, d->n_params, (float)c->dqn.tau));
+    }
+    return RLT_OK;
+}
+
+static uint64_t dqn_param_count(const rlt_agent *ag) { return ag->dqn.n_params; }
+
+const rlt_algo rlt_algo_dqn = {
+    .name = "dqn",
+    .n_variants = 1,
+    .check_spaces = dqn_check_spaces,
+    .plan = dqn_plan,
+    .init_state = dqn_init_state,
+    .update_ops = dqn_update_ops,
+    .act = dqn_act,
+    .observe = dqn_observe,
+    .update = dqn_update,
+    .param_count = dqn_param_count,
+};

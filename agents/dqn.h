@@ -1,0 +1,35 @@
+/* dqn.h: DQN (Mnih et al. 2015, "Human-level control through deep reinforcement learning") with double
+ * DQN (van Hasselt, Guez and Silver 2016) on by default, Huber or MSE loss, hard or Polyak target updates,
+ * a linear epsilon schedule and global gradient-norm clipping, on the backend interface.
+ *
+ * Replay stores each observation once, as a frame in a ring; a transition's next observation is the
+ * frame in the following slot. When an episode ends (terminated or truncated), the real final observation
+ * goes into the following slot as a frame that starts no transition (its valid byte is 0), and the next
+ * episode starts one slot later: the next observation after a truncation is never the next episode's
+ * first observation. */
+#ifndef RLT_DQN_H
+#define RLT_DQN_H
+
+#include "qnet.h"
+
+typedef struct rlt_dqn {
+    rlt_qnet net;     /* training batch */
+    rlt_qnet net_act; /* acting batch */
+    uint64_t n_params;
+    float *params, *grads, *adam_m, *adam_v, *target; /* device, n_params floats each */
+    int32_t B, n_actions, act_batch, obs_u8;
+    int32_t *idx, *idx_next, *act_b;
+    float *x, *x2, *r, *term, *y, *q, *dq, *q_next_t, *q_next_o, *grad_norm;
+    float *act_x, *act_q;
+    uint8_t *act_u8; /* device staging for u8 observations being acted on */
+    int64_t advances;  /* ring slots the write position has moved over, in total */
+    int32_t prev_ended;
+} rlt_dqn;
+
+/* Replay field order of DQN. */
+enum { DQN_F_FRAME = 0, DQN_F_VALID, DQN_F_NEXT, DQN_F_ACTION, DQN_F_REWARD, DQN_F_TERM, DQN_F_COUNT };
+
+/* Epsilon of the linear schedule after `env_steps` steps (exposed for tests). */
+double dqn_epsilon(const rlt_dqn *d, double eps_start, double eps_end, double fraction, int64_t total, int64_t env_steps);
+
+#endif

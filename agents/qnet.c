@@ -1,0 +1,140 @@
+/* qnet.c: the DQN network on the backend interface (see qnet.h). */
+#include "qnet.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Torso presets: (out channels, kernel, stride), padding 0, ReLU after each. */
+static const int32_t nature_conv[][3] = {{32, 8, 4}, {64, 4, 2}, {64, 3, 1}}; /* Mnih et al. 2015 */
+static const int32_t minatar_conv[][3] = {{16, 3, 1}};                        /* Young and Tian 2019 */
+
+int qnet_define(rlt_qnet *q, rlt_err *e, const rlt_space *obs, const char *conv, const rlt_int_list *hidden,
+                int32_t n_actions) {
+    memset(q, 0, sizeof *q);
+    const int32_t(*layers)[3] = NULL;
+    int32_t n = 0;
+    if (strcmp(conv, "nature") == 0) layers = nature_conv, n = 3;
+    else if (strcmp(conv, "minatar") == 0) layers = minatar_conv, n = 1;
+    int32_t features;
+    if (n > 0) {
+        if (obs->ndim != 3)
+            RLT_FAIL(e, RLT_ECONFIG, "network.conv: %s needs image observations [c, h, w]; this environment's are %d-D",
+                     conv, obs->ndim);
+        int32_t c = obs->shape[0], h = obs->shape[1], w = obs->shape[2];
+        for (int32_t i = 0; i < n; i++) {
+            rlt_conv_shape *s = &q->conv[i];
+            s->c = c;
+            s->h = h;
+            s->w = w;
+            s->k = layers[i][0];
+            s->kh = s->kw = layers[i][1];
+            s->stride = layers[i][2];
+            s->pad = 0;
+            q->conv_oh[i] = rlt_conv_out_dim(h, s->kh, s->stride, s->pad);
+            q->conv_ow[i] = rlt_conv_out_dim(w, s->kw, s->stride, s->pad);
+            if (q->conv_oh[i] < 1 || q->conv_ow[i] < 1)
+                RLT_FAIL(e, RLT_ECONFIG, "network.conv: %s layer %d (%dx%d kernel) does not fit a %dx%d input", conv, i,
+                         s->kh, s->kw, h, w);
+            c = s->k;
+            h = q->conv_oh[i];
+            w = q->conv_ow[i];
+        }
+        features = c * h * w;
+    } else {
+        features = 1;
+        for (int32_t i = 0; i < obs->ndim; i++) features *= obs->shape[i];
+    }
+    q->n_conv = n;
+    q->in_elems = 1;
+    for (int32_t i = 0; i < obs->ndim; i++) q->in_elems *= obs->shape[i];
+    return mlp_define(&q->head, e, features, hidden->v, hidden->n, n_actions, RLT_ACT_RELU, RLT_ACT_NONE);
+}
+
+static uint64_t conv_w_count(const rlt_conv_shape *s) { return (uint64_t)s->k * s->c * s->kh * s->kw; }
+
+uint64_t qnet_param_count(const rlt_qnet *q) {
+    uint64_t n = 0;
+    for (int32_t i = 0; i < q->n_conv; i++) n += conv_w_count(&q->conv[i]) + (uint64_t)q->conv[i].k;
+    return n + mlp_param_count(&q->head);
+}
+
+static uint64_t conv_offset(const rlt_qnet *q, int32_t layer) {
+    uint64_t n = 0;
+    for (int32_t i = 0; i < layer; i++) n += conv_w_count(&q->conv[i]) + (uint64_t)q->conv[i].k;
+    return n;
+}
+
+static uint64_t conv_out_elems(const rlt_qnet *q, int32_t i) {
+    return (uint64_t)q->conv[i].n * q->conv[i].k * q->conv_oh[i] * q->conv_ow[i];
+}
+
+int qnet_plan(rlt_qnet *q, rlt_backend *bk, rlt_plan *plan, rlt_err *e, const char *name, int32_t batch, int32_t conv_slot0) {
+    char key[64];
+    q->batch = batch;
+    q->conv_slot0 = conv_slot0;
+    q->conv_ws_bytes = 0;
+    for (int32_t i = 0; i < q->n_conv; i++) {
+        rlt_conv_shape *s = &q->conv[i];
+        s->n = batch;
+        uint64_t ws = 0;
+        RLT_TRY(bk->ops->conv_prepare(bk, conv_slot0 + i, s, &ws));
+        if (ws > q->conv_ws_bytes) q->conv_ws_bytes = ws;
+        snprintf(key, sizeof key, "%s.conv%d.act", name, i);
+        RLT_TRY(plan_add(plan, e, key, "activations", RLT_LOC_DEVICE, conv_out_elems(q, i) * 4, (void **)&q->conv_y[i]));
+        snprintf(key, sizeof key, "%s.conv%d.dact", name, i);
+        RLT_TRY(plan_add(plan, e, key, "activations", RLT_LOC_DEVICE, conv_out_elems(q, i) * 4, (void **)&q->conv_dy[i]));
+    }
+    if (q->n_conv) {
+        snprintf(key, sizeof key, "%s.conv.workspace", name);
+        RLT_TRY(plan_add(plan, e, key, "workspace", RLT_LOC_DEVICE, q->conv_ws_bytes, &q->conv_ws));
+    }
+    snprintf(key, sizeof key, "%s.head", name);
+    return mlp_plan(&q->head, plan, e, key, batch);
+}
+
+void qnet_init_params(const rlt_qnet *q, float *params, rlt_rng *rng) {
+    /* PyTorch's Conv2d and Linear defaults: uniform in +-1/sqrt(fan_in). */
+    for (int32_t i = 0; i < q->n_conv; i++) {
+        const rlt_conv_shape *s = &q->conv[i];
+        float bound = 1.0f / sqrtf((float)(s->c * s->kh * s->kw));
+        float *w = params + conv_offset(q, i);
+        uint64_t nw = conv_w_count(s);
+        for (uint64_t j = 0; j < nw + (uint64_t)s->k; j++) w[j] = (2.0f * rlt_rng_uniform(rng) - 1.0f) * bound;
+    }
+    mlp_init_params(&q->head, params + conv_offset(q, q->n_conv), rng);
+}
+
+int qnet_forward(rlt_backend *bk, rlt_qnet *q, const float *params, const float *x, int32_t rows, float *out) {
+    if (rows != q->batch && q->n_conv)
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "qnet_forward: a conv torso runs at its planned batch %d, not %d",
+                           q->batch, rows);
+    const float *in = x;
+    for (int32_t i = 0; i < q->n_conv; i++) {
+        const float *w = params + conv_offset(q, i);
+        RLT_TRY(bk->ops->conv_forward(bk, q->conv_slot0 + i, q->conv_y[i], in, w, w + conv_w_count(&q->conv[i]),
+                                      RLT_ACT_RELU, q->conv_ws, q->conv_ws_bytes));
+        in = q->conv_y[i];
+    }
+    int32_t nf = q->head.dims[0], na = q->head.dims[q->head.n_layers];
+    return mlp_forward(bk, &q->head, params + conv_offset(q, q->n_conv), in, nf, rows, out, na);
+}
+
+int qnet_backward(rlt_backend *bk, rlt_qnet *q, const float *params, float *grads, const float *x, int32_t rows,
+                  float *dout) {
+    int32_t L = q->n_conv, nf = q->head.dims[0], na = q->head.dims[q->head.n_layers];
+    const float *head_in = L ? q->conv_y[L - 1] : x;
+    uint64_t off = conv_offset(q, L);
+    /* The head's input gradient is the last conv layer's output gradient. */
+    RLT_TRY(mlp_backward(bk, &q->head, params + off, grads + off, head_in, nf, rows, dout, na, L ? q->conv_dy[L - 1] : NULL, nf));
+    for (int32_t i = L - 1; i >= 0; i--) {
+        const rlt_conv_shape *s = &q->conv[i];
+        const float *in = i ? q->conv_y[i - 1] : x;
+        uint64_t wo = conv_offset(q, i);
+        /* conv_backward applies the ReLU's derivative itself, through the layer's output. */
+        RLT_TRY(bk->ops->conv_backward(bk, q->conv_slot0 + i, i ? q->conv_dy[i - 1] : NULL, grads + wo,
+                                       grads + wo + conv_w_count(s), q->conv_dy[i], q->conv_y[i], in, params + wo,
+                                       RLT_ACT_RELU, q->conv_ws, q->conv_ws_bytes));
+    }
+    return RLT_OK;
+}

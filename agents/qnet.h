@@ -1,0 +1,40 @@
+/* qnet.h: the DQN network: an optional convolutional torso (presets "nature" and "minatar") over NCHW
+ * images, flattened into an MLP head that outputs one value per action. Like rlt_mlp, the struct holds
+ * shapes and activation pointers for one batch size; parameters are passed to each call, so the online
+ * and target networks and Adam's state share one layout: conv layers (W[k,c,r,s], b[k]) then the head. */
+#ifndef RLT_QNET_H
+#define RLT_QNET_H
+
+#include "../engine/config.h"
+#include "mlp.h"
+
+#define RLT_QNET_MAX_CONV 4
+
+typedef struct rlt_qnet {
+    int32_t n_conv;
+    rlt_conv_shape conv[RLT_QNET_MAX_CONV];
+    int32_t conv_oh[RLT_QNET_MAX_CONV], conv_ow[RLT_QNET_MAX_CONV];
+    int32_t conv_slot0;        /* backend conv slots conv_slot0 .. conv_slot0 + n_conv - 1 */
+    float *conv_y[RLT_QNET_MAX_CONV];  /* each conv layer's output, [batch, k, oh, ow] */
+    float *conv_dy[RLT_QNET_MAX_CONV]; /* gradient of each conv layer's output */
+    void *conv_ws;             /* backend workspace shared by the conv layers */
+    uint64_t conv_ws_bytes;
+    rlt_mlp head;
+    int32_t in_elems;          /* elements of one observation */
+    int32_t batch;
+} rlt_qnet;
+
+/* obs: the observation shape (ndim 1: [features]; ndim 3: [c, h, w]); conv: "none" | "nature" | "minatar". */
+int qnet_define(rlt_qnet *q, rlt_err *e, const rlt_space *obs, const char *conv, const rlt_int_list *hidden,
+                int32_t n_actions);
+uint64_t qnet_param_count(const rlt_qnet *q);
+/* Plans activations for `batch` rows and prepares the backend's conv slots (conv_slot0 ...). */
+int qnet_plan(rlt_qnet *q, rlt_backend *bk, rlt_plan *plan, rlt_err *e, const char *name, int32_t batch, int32_t conv_slot0);
+void qnet_init_params(const rlt_qnet *q, float *params, rlt_rng *rng);
+/* out[rows, n_actions] = Q(x); x is [rows, in_elems] floats. */
+int qnet_forward(rlt_backend *bk, rlt_qnet *q, const float *params, const float *x, int32_t rows, float *out);
+/* Backward through the last forward: dout [rows, n_actions] (overwritten); grads accumulated. */
+int qnet_backward(rlt_backend *bk, rlt_qnet *q, const float *params, float *grads, const float *x, int32_t rows,
+                  float *dout);
+
+#endif

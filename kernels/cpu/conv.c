@@ -1,0 +1,161 @@
+/* conv.c: 2-D convolution (NCHW fp32) forward and backward as im2col + GEMM, one image at a time: the
+ * readable reference for the cuDNN path in kernels/cuda/. Per image, the patches are unfolded into the
+ * workspace as a column matrix col [c*kh*kw, out_h*out_w], so that
+ *   forward:  y_img [k, P]  = W [k, K] . col               (K = c*kh*kw, P = out_h*out_w)
+ *   dW:       dW   [k, K] += dy_img [k, P] . col^T
+ *   dx:       dcol [K, P]  = W^T . dy_img, folded back (col2im) into dx_img.
+ * The workspace is one image's column matrix (K * P floats), reused for col and dcol; images are processed
+ * in order, so dW, db and everything else are summed in a fixed order. */
+#include <string.h>
+
+#include "cpu_ops.h"
+
+static cpu_impl *cpu_get(rlt_backend *bk) { return (cpu_impl *)bk->impl; }
+
+/* The slot's shape, or an error naming the op. */
+static int conv_slot(rlt_backend *bk, int32_t slot, const char *op, const rlt_conv_shape **s) {
+    cpu_impl *impl = cpu_get(bk);
+    if (!impl)
+        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "%s: the CPU backend is not open", op);
+    if (slot < 0 || slot >= RLT_BACKEND_MAX_CONVS)
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "%s: convolution slot %d is outside 0..%d", op,
+                           (int)slot, RLT_BACKEND_MAX_CONVS - 1);
+    if (!impl->conv_ready[slot])
+        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "%s: convolution slot %d was not prepared", op,
+                           (int)slot);
+    *s = &impl->conv[slot];
+    return RLT_OK;
+}
+
+static uint64_t col_floats(const rlt_conv_shape *s) {
+    int32_t oh = rlt_conv_out_dim(s->h, s->kh, s->stride, s->pad), ow = rlt_conv_out_dim(s->w, s->kw, s->stride, s->pad);
+    return (uint64_t)s->c * s->kh * s->kw * (uint64_t)oh * (uint64_t)ow;
+}
+
+int cpu_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes) {
+    cpu_impl *impl = cpu_get(bk);
+    CPU_REQUIRE(bk, impl != NULL && shape != NULL && ws_bytes != NULL, "conv_prepare");
+    CPU_REQUIRE(bk, slot >= 0 && slot < RLT_BACKEND_MAX_CONVS, "conv_prepare");
+    const rlt_conv_shape *s = shape;
+    CPU_REQUIRE(bk, s->n >= 1 && s->c >= 1 && s->h >= 1 && s->w >= 1, "conv_prepare");
+    CPU_REQUIRE(bk, s->k >= 1 && s->kh >= 1 && s->kw >= 1 && s->stride >= 1 && s->pad >= 0, "conv_prepare");
+    CPU_REQUIRE(bk, rlt_conv_out_dim(s->h, s->kh, s->stride, s->pad) >= 1, "conv_prepare");
+    CPU_REQUIRE(bk, rlt_conv_out_dim(s->w, s->kw, s->stride, s->pad) >= 1, "conv_prepare");
+    /* Every index below is formed in 64 bits, but the GEMM dimensions are int32: one image's matrices must
+     * fit (they do by orders of magnitude for any RL network). */
+    CPU_REQUIRE(bk, col_floats(s) <= INT32_MAX && (uint64_t)s->k * s->h * s->w <= INT32_MAX, "conv_prepare");
+    impl->conv[slot] = *s;
+    impl->conv_ready[slot] = 1;
+    *ws_bytes = col_floats(s) * sizeof(float);
+    return RLT_OK;
+}
+
+/* col[(ci*kh + i)*kw + j, oy*ow + ox] = x[ci, oy*stride - pad + i, ox*stride - pad + j], 0 outside. */
+static void im2col(const rlt_conv_shape *s, int32_t oh, int32_t ow, const float *x, float *col) {
+    int64_t P = (int64_t)oh * ow;
+    for (int32_t ci = 0; ci < s->c; ci++)
+        for (int32_t i = 0; i < s->kh; i++)
+            for (int32_t j = 0; j < s->kw; j++) {
+                float *dst = col + (((int64_t)ci * s->kh + i) * s->kw + j) * P;
+                const float *plane = x + (int64_t)ci * s->h * s->w;
+                for (int32_t oy = 0; oy < oh; oy++) {
+                    int32_t iy = oy * s->stride - s->pad + i;
+                    for (int32_t ox = 0; ox < ow; ox++) {
+                        int32_t ix = ox * s->stride - s->pad + j;
+                        int inside = iy >= 0 && iy < s->h && ix >= 0 && ix < s->w;
+                        dst[(int64_t)oy * ow + ox] = inside ? plane[(int64_t)iy * s->w + ix] : 0.0f;
+                    }
+                }
+            }
+}
+
+/* The adjoint of im2col: every column entry is added back to the input pixel it was copied from
+ * (overlapping patches accumulate). dx must be zeroed first. */
+static void col2im(const rlt_conv_shape *s, int32_t oh, int32_t ow, const float *col, float *dx) {
+    int64_t P = (int64_t)oh * ow;
+    for (int32_t ci = 0; ci < s->c; ci++)
+        for (int32_t i = 0; i < s->kh; i++)
+            for (int32_t j = 0; j < s->kw; j++) {
+                const float *src = col + (((int64_t)ci * s->kh + i) * s->kw + j) * P;
+                float *plane = dx + (int64_t)ci * s->h * s->w;
+                for (int32_t oy = 0; oy < oh; oy++) {
+                    int32_t iy = oy * s->stride - s->pad + i;
+                    if (iy < 0 || iy >= s->h) continue;
+                    for (int32_t ox = 0; ox < ow; ox++) {
+                        int32_t ix = ox * s->stride - s->pad + j;
+                        if (ix >= 0 && ix < s->w) plane[(int64_t)iy * s->w + ix] += src[(int64_t)oy * ow + ox];
+                    }
+                }
+            }
+}
+
+static int check_act_ws(rlt_backend *bk, const rlt_conv_shape *s, int32_t act, void *ws, uint64_t ws_bytes,
+                        const char *op) {
+    if (act < RLT_ACT_NONE || act > RLT_ACT_TANH)
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "%s: unknown activation %d", op, (int)act);
+    if (!ws || ws_bytes < col_floats(s) * sizeof(float))
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
+                           "%s: workspace of %llu bytes at %p, but conv_prepare asked for %llu", op,
+                           (unsigned long long)ws_bytes, ws, (unsigned long long)(col_floats(s) * sizeof(float)));
+    return RLT_OK;
+}
+
+int cpu_conv_forward(rlt_backend *bk, int32_t slot, float *y, const float *x, const float *w, const float *b,
+                     int32_t act, void *ws, uint64_t ws_bytes) {
+    const rlt_conv_shape *s;
+    RLT_TRY(conv_slot(bk, slot, "conv_forward", &s));
+    RLT_TRY(check_act_ws(bk, s, act, ws, ws_bytes, "conv_forward"));
+    int32_t oh = rlt_conv_out_dim(s->h, s->kh, s->stride, s->pad), ow = rlt_conv_out_dim(s->w, s->kw, s->stride, s->pad);
+    int32_t K = s->c * s->kh * s->kw, P = oh * ow;
+    float *col = ws;
+    for (int32_t img = 0; img < s->n; img++) {
+        const float *xi = x + (int64_t)img * s->c * s->h * s->w;
+        float *yi = y + (int64_t)img * s->k * P;
+        im2col(s, oh, ow, xi, col);
+        RLT_TRY(cpu_gemm(bk, 0, 0, s->k, P, K, 1.0f, w, K, col, P, 0.0f, yi, P));
+        /* Channel ko's plane is row ko of the image's [k, P] block, so the bias is per row here (bias_act's
+         * is per column): it is added in this loop, and bias_act (without bias) applies the activation. */
+        if (b)
+            for (int32_t ko = 0; ko < s->k; ko++) {
+                float *row = yi + (int64_t)ko * P, bias = b[ko];
+                for (int32_t p = 0; p < P; p++) row[p] += bias;
+            }
+        if (act != RLT_ACT_NONE) RLT_TRY(cpu_bias_act(bk, yi, P, NULL, s->k, P, act));
+    }
+    return RLT_OK;
+}
+
+int cpu_conv_backward(rlt_backend *bk, int32_t slot, float *dx, float *dw, float *db, float *dy, const float *y,
+                      const float *x, const float *w, int32_t act, void *ws, uint64_t ws_bytes) {
+    const rlt_conv_shape *s;
+    RLT_TRY(conv_slot(bk, slot, "conv_backward", &s));
+    RLT_TRY(check_act_ws(bk, s, act, ws, ws_bytes, "conv_backward"));
+    int32_t oh = rlt_conv_out_dim(s->h, s->kh, s->stride, s->pad), ow = rlt_conv_out_dim(s->w, s->kw, s->stride, s->pad);
+    int32_t K = s->c * s->kh * s->kw, P = oh * ow;
+    float *col = ws;
+    /* dy becomes the gradient of the pre-activation output, in place (as the contract says). */
+    RLT_TRY(cpu_act_grad(bk, dy, s->k * P, y, s->k * P, s->n, s->k * P, act));
+    if (db) {
+        for (int32_t ko = 0; ko < s->k; ko++) {
+            float acc = db[ko];
+            for (int32_t img = 0; img < s->n; img++) {
+                const float *row = dy + ((int64_t)img * s->k + ko) * P;
+                for (int32_t p = 0; p < P; p++) acc += row[p];
+            }
+            db[ko] = acc;
+        }
+    }
+    for (int32_t img = 0; img < s->n; img++) {
+        const float *xi = x + (int64_t)img * s->c * s->h * s->w;
+        const float *dyi = dy + (int64_t)img * s->k * P;
+        im2col(s, oh, ow, xi, col);
+        RLT_TRY(cpu_gemm(bk, 0, 1, s->k, K, P, 1.0f, dyi, P, col, P, 1.0f, dw, K));
+        if (dx) {
+            float *dxi = dx + (int64_t)img * s->c * s->h * s->w;
+            RLT_TRY(cpu_gemm(bk, 1, 0, K, P, s->k, 1.0f, w, K, dyi, P, 0.0f, col, P));
+            memset(dxi, 0, sizeof(float) * (size_t)s->c * s->h * s->w);
+            col2im(s, oh, ow, col, dxi);
+        }
+    }
+    return RLT_OK;
+}

@@ -1,0 +1,269 @@
+/* conv_cudnn.c: the convolution ops on cuDNN (built when CMake finds cuDNN; kernels/cuda/no_cudnn/ holds
+ * the stand-in otherwise). The CUDA twins of kernels/cpu/conv.c.
+ *
+ * Everything that allocates or decides happens in conv_prepare, at init: the cuDNN handle (created at the
+ * first prepare, so dense-only agents never pay for cuDNN), the descriptors of the slot, the algorithms,
+ * and one warm-up run of every pass on scratch memory, which makes cuDNN and the CUDA runtime load (or
+ * compile) their kernels now rather than inside the sealed arena's lifetime or a graph capture, and proves
+ * the chosen algorithms run on this GPU. conv_forward and conv_backward then only launch.
+ *
+ * Numerics and determinism. The convolution descriptors ask for CUDNN_FMA_MATH: plain fp32 arithmetic,
+ * never TF32 (whose 10-bit mantissa would put the GPU ~1e-3 away from the CPU reference). Only
+ * algorithms that compute the convolution as plain sums of products (the GEMM family) are used: their
+ * error is bounded like a GEMM's, which is what the parity test checks, whereas FFT and Winograd
+ * transforms add errors of their own. Backward data and backward filter use ALGO_1, which cuDNN documents
+ * as deterministic (ALGO_0 and filter ALGO_3 accumulate with atomics), so a seed gives the same bits run
+ * to run. Bias and activation are our kernels (conv_bias.cu), for the same reason. */
+#include <cudnn.h>
+#include <stdlib.h>
+
+#include "../cuda_ops.h"
+
+/* Forward algorithms may use at most this much workspace: the plan reserves it once, so an algorithm a
+ * few percent faster is not worth hundreds of MiB. */
+#define CONV_MAX_WS_BYTES (256ull << 20)
+
+#define CUDNN_CHECK(bk, call)                                                                          \
+    do {                                                                                               \
+        cudnnStatus_t cudnn_rc_ = (call);                                                              \
+        if (cudnn_rc_ != CUDNN_STATUS_SUCCESS)                                                         \
+            return rlt_err_set((bk)->err, RLT_ERUNTIME, __FILE__, __LINE__, "%s failed: %s (%d)", #call, \
+                               cudnnGetErrorString(cudnn_rc_), (int)cudnn_rc_);                        \
+    } while (0)
+
+typedef struct conv_slot {
+    int32_t ready;
+    int32_t out_h, out_w;
+    rlt_conv_shape s;
+    cudnnTensorDescriptor_t x_desc, y_desc;
+    cudnnFilterDescriptor_t w_desc;
+    cudnnConvolutionDescriptor_t conv_desc;
+    cudnnConvolutionFwdAlgo_t fwd;
+    cudnnConvolutionBwdDataAlgo_t bwd_data;
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    uint64_t ws_bytes;
+} conv_slot;
+
+typedef struct cuda_conv {
+    cudnnHandle_t dnn;
+    conv_slot slot[RLT_BACKEND_MAX_CONVS];
+} cuda_conv;
+
+static cuda_conv *conv_get(rlt_backend *bk) { return (cuda_conv *)cuda_get(bk)->conv; }
+
+void cuda_conv_close(rlt_backend *bk) {
+    cuda_conv *cv = conv_get(bk);
+    if (!cv) return;
+    for (int32_t i = 0; i < RLT_BACKEND_MAX_CONVS; i++) {
+        conv_slot *sl = &cv->slot[i];
+        if (sl->x_desc) cudnnDestroyTensorDescriptor(sl->x_desc);
+        if (sl->y_desc) cudnnDestroyTensorDescriptor(sl->y_desc);
+        if (sl->w_desc) cudnnDestroyFilterDescriptor(sl->w_desc);
+        if (sl->conv_desc) cudnnDestroyConvolutionDescriptor(sl->conv_desc);
+    }
+    if (cv->dnn) cudnnDestroy(cv->dnn);
+    free(cv);
+    cuda_get(bk)->conv = NULL;
+}
+
+/* The handle, bound to the backend's one stream, created on first use. */
+static int conv_state(rlt_backend *bk, cuda_conv **out) {
+    cuda_impl *c = cuda_get(bk);
+    if (!c->conv) {
+        cuda_conv *cv = calloc(1, sizeof *cv);
+        if (!cv) return rlt_err_set(bk->err, RLT_ENOMEM, __FILE__, __LINE__, "out of host memory for cuDNN state");
+        cudnnStatus_t rc = cudnnCreate(&cv->dnn);
+        if (rc != CUDNN_STATUS_SUCCESS) {
+            free(cv); /* nothing half-made stays behind: the next prepare tries again */
+            return rlt_err_set(bk->err, RLT_EDEVICE, __FILE__, __LINE__,
+                               "cudnnCreate failed: %s; this module was built against cuDNN %d.%d.%d (the library "
+                               "loaded is %zu): check the cuDNN installation, or use device: cpu",
+                               cudnnGetErrorString(rc), CUDNN_MAJOR, CUDNN_MINOR, CUDNN_PATCHLEVEL,
+                               cudnnGetVersion());
+        }
+        c->conv = cv; /* from here cuda_conv_close owns it, whatever fails next */
+        CUDNN_CHECK(bk, cudnnSetStream(cv->dnn, c->stream));
+    }
+    *out = c->conv;
+    return RLT_OK;
+}
+
+static int conv_find_slot(rlt_backend *bk, int32_t slot, const char *op, conv_slot **out) {
+    cuda_conv *cv = conv_get(bk);
+    if (slot < 0 || slot >= RLT_BACKEND_MAX_CONVS)
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "%s: convolution slot %d is outside 0..%d", op,
+                           (int)slot, RLT_BACKEND_MAX_CONVS - 1);
+    if (!cv || !cv->slot[slot].ready)
+        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "%s: convolution slot %d was not prepared", op,
+                           (int)slot);
+    *out = &cv->slot[slot];
+    return RLT_OK;
+}
+
+/* The first forward algorithm of cuDNN's heuristic ranking that is of the GEMM family, deterministic and
+ * within the workspace cap; implicit GEMM (no workspace, always supported) otherwise. */
+static int conv_pick_forward(rlt_backend *bk, cudnnHandle_t dnn, conv_slot *sl) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int got = 0;
+    CUDNN_CHECK(bk, cudnnGetConvolutionForwardAlgorithm_v7(dnn, sl->x_desc, sl->w_desc, sl->conv_desc, sl->y_desc,
+                                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
+    sl->fwd = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+    for (int i = 0; i < got; i++) {
+        cudnnConvolutionFwdAlgo_t a = perf[i].algo;
+        int gemm_family = a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
+                          a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM || a == CUDNN_CONVOLUTION_FWD_ALGO_GEMM;
+        if (perf[i].status == CUDNN_STATUS_SUCCESS && gemm_family && perf[i].determinism == CUDNN_DETERMINISTIC &&
+            perf[i].mathType != CUDNN_TENSOR_OP_MATH && perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
+            perf[i].memory <= CONV_MAX_WS_BYTES) {
+            sl->fwd = a;
+            break;
+        }
+    }
+    return RLT_OK;
+}
+
+/* Runs forward (with bias and ReLU) and the full backward once on zeroed scratch buffers, then frees them:
+ * see the file comment. Called at init only (it allocates and synchronises). */
+static int conv_warm_up(rlt_backend *bk, int32_t slot, conv_slot *sl) {
+    const rlt_conv_shape *s = &sl->s;
+    uint64_t nx = (uint64_t)s->n * s->c * s->h * s->w, nw = (uint64_t)s->k * s->c * s->kh * s->kw;
+    uint64_t ny = (uint64_t)s->n * s->k * sl->out_h * sl->out_w;
+    /* One block: x, dx, w, dw, y, dy, b, db, then the workspace, each 256-byte aligned. */
+    uint64_t sizes[9] = {nx * 4, nx * 4, nw * 4, nw * 4, ny * 4, ny * 4, (uint64_t)s->k * 4, (uint64_t)s->k * 4,
+                         sl->ws_bytes};
+    uint64_t off[9], total = 0;
+    for (int i = 0; i < 9; i++) {
+        off[i] = total;
+        total += (sizes[i] + 255) & ~255ull;
+    }
+    unsigned char *base = NULL;
+    cudaError_t arc = cudaMalloc((void **)&base, total ? total : 256);
+    if (arc != cudaSuccess) {
+        cudaGetLastError();
+        return rlt_err_set(bk->err, RLT_ENOFIT, __FILE__, __LINE__,
+                           "conv_prepare: no device memory (%.1f MiB) to try slot %d's convolution once: %s",
+                           total / 1048576.0, (int)slot, cudaGetErrorString(arc));
+    }
+    int rc = RLT_OK;
+    cudaError_t mrc = cudaMemsetAsync(base, 0, total, cuda_stream(bk));
+    if (mrc != cudaSuccess)
+        rc = rlt_err_set(bk->err, RLT_ERUNTIME, __FILE__, __LINE__, "cudaMemsetAsync failed: %s",
+                         cudaGetErrorString(mrc));
+    float *x = (float *)(base + off[0]), *dx = (float *)(base + off[1]), *w = (float *)(base + off[2]);
+    float *dw = (float *)(base + off[3]), *y = (float *)(base + off[4]), *dy = (float *)(base + off[5]);
+    float *b = (float *)(base + off[6]), *db = (float *)(base + off[7]);
+    void *ws = sl->ws_bytes ? base + off[8] : NULL;
+    sl->ready = 1; /* the ops below look the slot up */
+    if (rc == RLT_OK) rc = cuda_conv_forward(bk, slot, y, x, w, b, RLT_ACT_RELU, ws, sl->ws_bytes);
+    if (rc == RLT_OK) rc = cuda_conv_backward(bk, slot, dx, dw, db, dy, y, x, w, RLT_ACT_RELU, ws, sl->ws_bytes);
+    if (rc == RLT_OK) {
+        cudaError_t src = cudaStreamSynchronize(cuda_stream(bk));
+        if (src != cudaSuccess)
+            rc = rlt_err_set(bk->err, RLT_ERUNTIME, __FILE__, __LINE__,
+                             "conv_prepare: slot %d's convolution failed on its trial run: %s", (int)slot,
+                             cudaGetErrorString(src));
+    }
+    cudaFree(base); /* synchronises the device, so nothing still uses the block */
+    if (rc != RLT_OK) sl->ready = 0;
+    return rc;
+}
+
+int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes) {
+    cuda_impl *c = cuda_get(bk);
+    CUDA_REQUIRE(bk, shape != NULL && ws_bytes != NULL, "conv_prepare");
+    CUDA_REQUIRE(bk, slot >= 0 && slot < RLT_BACKEND_MAX_CONVS, "conv_prepare");
+    const rlt_conv_shape *s = shape;
+    CUDA_REQUIRE(bk, s->n >= 1 && s->c >= 1 && s->h >= 1 && s->w >= 1, "conv_prepare");
+    CUDA_REQUIRE(bk, s->k >= 1 && s->kh >= 1 && s->kw >= 1 && s->stride >= 1 && s->pad >= 0, "conv_prepare");
+    CUDA_REQUIRE(bk, rlt_conv_out_dim(s->h, s->kh, s->stride, s->pad) >= 1, "conv_prepare");
+    CUDA_REQUIRE(bk, rlt_conv_out_dim(s->w, s->kw, s->stride, s->pad) >= 1, "conv_prepare");
+    CUDA_REQUIRE(bk, (uint64_t)s->n * s->c * s->h * s->w <= INT32_MAX && (uint64_t)s->k * s->h * s->w <= INT32_MAX,
+                 "conv_prepare");
+    if (c->capturing >= 0)
+        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__,
+                           "conv_prepare during the capture of graph slot %d: prepare every convolution at init",
+                           (int)c->capturing);
+    CUDA_CHECK(bk, cudaSetDevice(c->device));
+    cuda_conv *cv = NULL;
+    RLT_TRY(conv_state(bk, &cv));
+    conv_slot *sl = &cv->slot[slot];
+    sl->ready = 0;
+    sl->s = *s;
+    sl->out_h = rlt_conv_out_dim(s->h, s->kh, s->stride, s->pad);
+    sl->out_w = rlt_conv_out_dim(s->w, s->kw, s->stride, s->pad);
+    if (!sl->x_desc) CUDNN_CHECK(bk, cudnnCreateTensorDescriptor(&sl->x_desc));
+    if (!sl->y_desc) CUDNN_CHECK(bk, cudnnCreateTensorDescriptor(&sl->y_desc));
+    if (!sl->w_desc) CUDNN_CHECK(bk, cudnnCreateFilterDescriptor(&sl->w_desc));
+    if (!sl->conv_desc) CUDNN_CHECK(bk, cudnnCreateConvolutionDescriptor(&sl->conv_desc));
+    CUDNN_CHECK(bk, cudnnSetTensor4dDescriptor(sl->x_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->n, s->c, s->h, s->w));
+    CUDNN_CHECK(bk, cudnnSetFilter4dDescriptor(sl->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s->k, s->c, s->kh, s->kw));
+    CUDNN_CHECK(bk, cudnnSetConvolution2dDescriptor(sl->conv_desc, s->pad, s->pad, s->stride, s->stride, 1, 1,
+                                                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CUDNN_CHECK(bk, cudnnSetConvolutionMathType(sl->conv_desc, CUDNN_FMA_MATH));
+    int on = 0, ok = 0, oh = 0, ow = 0;
+    CUDNN_CHECK(bk, cudnnGetConvolution2dForwardOutputDim(sl->conv_desc, sl->x_desc, sl->w_desc, &on, &ok, &oh, &ow));
+    if (on != s->n || ok != s->k || oh != sl->out_h || ow != sl->out_w)
+        return rlt_err_set(bk->err, RLT_ERUNTIME, __FILE__, __LINE__,
+                           "conv_prepare: cuDNN computes output %dx%dx%dx%d, the contract %dx%dx%dx%d", on, ok, oh, ow,
+                           (int)s->n, (int)s->k, (int)sl->out_h, (int)sl->out_w);
+    CUDNN_CHECK(bk, cudnnSetTensor4dDescriptor(sl->y_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->n, s->k, oh, ow));
+
+    RLT_TRY(conv_pick_forward(bk, cv->dnn, sl));
+    sl->bwd_data = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+    sl->bwd_filter = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+    size_t f = 0, d = 0, g = 0;
+    CUDNN_CHECK(bk, cudnnGetConvolutionForwardWorkspaceSize(cv->dnn, sl->x_desc, sl->w_desc, sl->conv_desc, sl->y_desc,
+                                                            sl->fwd, &f));
+    CUDNN_CHECK(bk, cudnnGetConvolutionBackwardDataWorkspaceSize(cv->dnn, sl->w_desc, sl->y_desc, sl->conv_desc,
+                                                                 sl->x_desc, sl->bwd_data, &d));
+    CUDNN_CHECK(bk, cudnnGetConvolutionBackwardFilterWorkspaceSize(cv->dnn, sl->x_desc, sl->y_desc, sl->conv_desc,
+                                                                   sl->w_desc, sl->bwd_filter, &g));
+    uint64_t need = f > d ? f : d;
+    if (g > need) need = g;
+    sl->ws_bytes = (need + 255) & ~255ull;
+    RLT_TRY(conv_warm_up(bk, slot, sl));
+    *ws_bytes = sl->ws_bytes;
+    return RLT_OK;
+}
+
+static int conv_check_call(rlt_backend *bk, const conv_slot *sl, int32_t act, const void *ws, uint64_t ws_bytes,
+                           const char *op) {
+    if (act < RLT_ACT_NONE || act > RLT_ACT_TANH)
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "%s: unknown activation %d", op, (int)act);
+    if (ws_bytes < sl->ws_bytes || (sl->ws_bytes && !ws) || ((uintptr_t)ws & 255u))
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
+                           "%s: workspace of %llu bytes at %p, but conv_prepare asked for %llu, 256-byte aligned", op,
+                           (unsigned long long)ws_bytes, ws, (unsigned long long)sl->ws_bytes);
+    return RLT_OK;
+}
+
+int cuda_conv_forward(rlt_backend *bk, int32_t slot, float *y, const float *x, const float *w, const float *b,
+                      int32_t act, void *ws, uint64_t ws_bytes) {
+    conv_slot *sl = NULL;
+    RLT_TRY(conv_find_slot(bk, slot, "conv_forward", &sl));
+    RLT_TRY(conv_check_call(bk, sl, act, ws, ws_bytes, "conv_forward"));
+    const float one = 1.0f, zero = 0.0f;
+    CUDNN_CHECK(bk, cudnnConvolutionForward(conv_get(bk)->dnn, &one, sl->x_desc, x, sl->w_desc, w, sl->conv_desc, sl->fwd,
+                                            ws, (size_t)ws_bytes, &zero, sl->y_desc, y));
+    return cuda_conv_bias_act(bk, y, b, sl->s.n, sl->s.k, sl->out_h * sl->out_w, act);
+}
+
+int cuda_conv_backward(rlt_backend *bk, int32_t slot, float *dx, float *dw, float *db, float *dy, const float *y,
+                       const float *x, const float *w, int32_t act, void *ws, uint64_t ws_bytes) {
+    conv_slot *sl = NULL;
+    RLT_TRY(conv_find_slot(bk, slot, "conv_backward", &sl));
+    RLT_TRY(conv_check_call(bk, sl, act, ws, ws_bytes, "conv_backward"));
+    cudnnHandle_t dnn = conv_get(bk)->dnn;
+    int32_t P = sl->out_h * sl->out_w, row = sl->s.k * P;
+    /* dy becomes the gradient of the pre-activation output, in place (the contract's order). */
+    RLT_TRY(cuda_act_grad(bk, dy, row, y, row, sl->s.n, row, act));
+    if (db) RLT_TRY(cuda_conv_bias_grad(bk, db, dy, sl->s.n, sl->s.k, P));
+    const float one = 1.0f, zero = 0.0f;
+    /* beta = 1: dw accumulates, as the contract says (zero-grad is one flat fill per update). */
+    CUDNN_CHECK(bk, cudnnConvolutionBackwardFilter(dnn, &one, sl->x_desc, x, sl->y_desc, dy, sl->conv_desc,
+                                                   sl->bwd_filter, ws, (size_t)ws_bytes, &one, sl->w_desc, dw));
+    if (dx)
+        CUDNN_CHECK(bk, cudnnConvolutionBackwardData(dnn, &one, sl->w_desc, w, sl->y_desc, dy, sl->conv_desc,
+                                                     sl->bwd_data, ws, (size_t)ws_bytes, &zero, sl->x_desc, dx));
+    return RLT_OK;
+}
