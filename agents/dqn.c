@@ -27,6 +27,8 @@ static int dqn_plan(rlt_agent *ag) {
     const rlt_config *c = &ag->cfg;
     int32_t A = d->n_actions, O = ag->obs_dim;
     d->B = c->train.batch_size;
+    d->N = c->train.grad_accum_steps;
+    d->Bm = d->B / d->N;
     RLT_TRY(qnet_define(&d->net, e, &ag->obs_space, c->network.conv, &c->network.hidden, A));
     d->net_act = d->net;
     /* A conv torso runs at its planned batch, so acting plans a small one. */
@@ -38,11 +40,12 @@ static int dqn_plan(rlt_agent *ag) {
     RLT_TRY(plan_add(p, e, "adam_m", "adam_m", RLT_LOC_DEVICE, nb, (void **)&d->adam_m));
     RLT_TRY(plan_add(p, e, "adam_v", "adam_v", RLT_LOC_DEVICE, nb, (void **)&d->adam_v));
     RLT_TRY(plan_add(p, e, "target", "target", RLT_LOC_DEVICE, nb, (void **)&d->target));
-    RLT_TRY(qnet_plan(&d->net, &ag->bk, p, e, "q", d->B, 0));
+    RLT_TRY(qnet_plan(&d->net, &ag->bk, p, e, "q", d->Bm, 0));
     RLT_TRY(qnet_plan(&d->net_act, &ag->bk, p, e, "q.acting", d->act_batch, d->net.n_conv));
 
-    uint64_t B = (uint64_t)d->B;
-    RLT_TRY(plan_add(p, e, "batch.idx", "batch", RLT_LOC_DEVICE, B * 4, (void **)&d->idx));
+    /* Buffers hold one micro-batch; only the sampled indices span the whole batch. */
+    uint64_t B = (uint64_t)d->Bm;
+    RLT_TRY(plan_add(p, e, "batch.idx", "batch", RLT_LOC_DEVICE, (uint64_t)d->B * 4, (void **)&d->idx));
     RLT_TRY(plan_add(p, e, "batch.idx_next", "batch", RLT_LOC_DEVICE, B * 4, (void **)&d->idx_next));
     RLT_TRY(plan_add(p, e, "batch.action", "batch", RLT_LOC_DEVICE, B * 4, (void **)&d->act_b));
     RLT_TRY(plan_add(p, e, "batch.obs", "batch", RLT_LOC_DEVICE, B * O * F32, (void **)&d->x));
@@ -95,8 +98,8 @@ static int dqn_init_state(rlt_agent *ag) {
 static int dqn_gather_obs(rlt_agent *ag, float *dst, const int32_t *idx) {
     rlt_dqn *d = &ag->dqn;
     rlt_replay_field *f = &ag->replay.f[DQN_F_FRAME];
-    if (d->obs_u8) return ag->bk.ops->gather_u8_f32(&ag->bk, dst, f->data, (uint64_t)ag->obs_dim, idx, d->B, 1.0f / 255.0f);
-    return ag->bk.ops->gather_rows(&ag->bk, dst, f->row_bytes, f->data, f->row_bytes, idx, d->B);
+    if (d->obs_u8) return ag->bk.ops->gather_u8_f32(&ag->bk, dst, f->data, (uint64_t)ag->obs_dim, idx, d->Bm, 1.0f / 255.0f);
+    return ag->bk.ops->gather_rows(&ag->bk, dst, f->row_bytes, f->data, f->row_bytes, idx, d->Bm);
 }
 
 static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
@@ -107,29 +110,33 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
     const rlt_config *c = &ag->cfg;
     rlt_replay *rp = &ag->replay;
     int64_t *ctr = ag->counters;
-    int32_t B = d->B, A = d->n_actions;
-
-    RLT_TRY(op->sample_indices(bk, d->idx, B, &ctr[RLT_CTR_REPLAY_SIZE], rp->f[DQN_F_VALID].data, c->seed,
-                               RLT_STREAM_SAMPLE, &ctr[RLT_CTR_UPDATE]));
-    RLT_TRY(op->gather_rows(bk, d->idx_next, 4, rp->f[DQN_F_NEXT].data, 4, d->idx, B));
-    RLT_TRY(dqn_gather_obs(ag, d->x, d->idx));
-    RLT_TRY(dqn_gather_obs(ag, d->x2, d->idx_next));
-    RLT_TRY(op->gather_rows(bk, d->act_b, 4, rp->f[DQN_F_ACTION].data, 4, d->idx, B));
-    RLT_TRY(op->gather_rows(bk, d->r, 4, rp->f[DQN_F_REWARD].data, 4, d->idx, B));
-    RLT_TRY(op->gather_rows(bk, d->term, 4, rp->f[DQN_F_TERM].data, 4, d->idx, B));
-
-    /* Target: y = r + gamma (1 - term) Q'(s', argmax_a Q(s', a)) (double) or max_a Q'(s', a). */
-    if (c->dqn.double_q) RLT_TRY(qnet_forward(bk, &d->net, d->params, d->x2, B, d->q_next_o));
-    RLT_TRY(qnet_forward(bk, &d->net, d->target, d->x2, B, d->q_next_t));
-    RLT_TRY(op->dqn_target(bk, d->y, NULL, d->r, d->term, d->q_next_t, c->dqn.double_q ? d->q_next_o : NULL, A, B, A,
-                           (float)c->dqn.gamma));
-
-    /* TD loss on the taken actions, then one Adam step. */
-    RLT_TRY(op->fill(bk, d->grads, d->n_params, 0.0f));
-    RLT_TRY(qnet_forward(bk, &d->net, d->params, d->x, B, d->q));
+    int32_t Bm = d->Bm, A = d->n_actions;
     float delta = strcmp(c->dqn.loss, "huber") == 0 ? 1.0f : 0.0f;
-    RLT_TRY(op->q_loss_grad(bk, d->dq, A, &ag->losses[RLT_LOSS_Q1], d->q, A, d->act_b, d->y, B, A, delta, 1.0f));
-    RLT_TRY(qnet_backward(bk, &d->net, d->params, d->grads, d->x, B, d->dq));
+
+    /* One draw of the whole batch's indices; micro-batch m uses rows m*Bm .. (m+1)*Bm - 1, and its loss
+     * is scaled by 1/N so the accumulated gradient is the full batch's mean. */
+    RLT_TRY(op->sample_indices(bk, d->idx, d->B, &ctr[RLT_CTR_REPLAY_SIZE], rp->f[DQN_F_VALID].data, c->seed,
+                               RLT_STREAM_SAMPLE, &ctr[RLT_CTR_UPDATE]));
+    RLT_TRY(op->fill(bk, d->grads, d->n_params, 0.0f));
+    for (int32_t m = 0; m < d->N; m++) {
+        const int32_t *idx = d->idx + (int64_t)m * Bm;
+        RLT_TRY(op->gather_rows(bk, d->idx_next, 4, rp->f[DQN_F_NEXT].data, 4, idx, Bm));
+        RLT_TRY(dqn_gather_obs(ag, d->x, idx));
+        RLT_TRY(dqn_gather_obs(ag, d->x2, d->idx_next));
+        RLT_TRY(op->gather_rows(bk, d->act_b, 4, rp->f[DQN_F_ACTION].data, 4, idx, Bm));
+        RLT_TRY(op->gather_rows(bk, d->r, 4, rp->f[DQN_F_REWARD].data, 4, idx, Bm));
+        RLT_TRY(op->gather_rows(bk, d->term, 4, rp->f[DQN_F_TERM].data, 4, idx, Bm));
+        /* Target: y = r + gamma (1 - term) Q'(s', argmax_a Q(s', a)) (double) or max_a Q'(s', a). */
+        if (c->dqn.double_q) RLT_TRY(qnet_forward(bk, &d->net, d->params, d->x2, Bm, d->q_next_o));
+        RLT_TRY(qnet_forward(bk, &d->net, d->target, d->x2, Bm, d->q_next_t));
+        RLT_TRY(op->dqn_target(bk, d->y, NULL, d->r, d->term, d->q_next_t, c->dqn.double_q ? d->q_next_o : NULL, A, Bm,
+                               A, (float)c->dqn.gamma));
+        /* TD loss on the taken actions. */
+        RLT_TRY(qnet_forward(bk, &d->net, d->params, d->x, Bm, d->q));
+        RLT_TRY(op->q_loss_grad(bk, d->dq, A, &ag->losses[RLT_LOSS_Q1], d->q, A, d->act_b, d->y, Bm, A, delta,
+                                1.0f / (float)d->N));
+        RLT_TRY(qnet_backward(bk, &d->net, d->params, d->grads, d->x, Bm, d->dq));
+    }
     if (c->dqn.max_grad_norm > 0)
         RLT_TRY(op->clip_grad_norm(bk, d->grads, d->n_params, (float)c->dqn.max_grad_norm, d->grad_norm));
     RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_CRITIC_STEP], 1));

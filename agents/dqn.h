@@ -18,6 +18,7 @@ typedef struct rlt_dqn {
     uint64_t n_params;
     float *params, *grads, *adam_m, *adam_v, *target; /* device, n_params floats each */
     int32_t B, n_actions, act_batch, obs_u8;
+    int32_t N, Bm; /* micro-batches per update (train.grad_accum_steps) and their size */
     int32_t *idx, *idx_next, *act_b;
     float *x, *x2, *r, *term, *y, *q, *dq, *q_next_t, *q_next_o, *grad_norm;
     float *act_x, *act_q;

@@ -37,8 +37,12 @@ int td3_plan(rlt_agent *ag) {
     t->O = ag->obs_dim;
     t->A = ag->act_dim;
     t->B = c->train.batch_size;
+    /* Gradient accumulation: activations and batch buffers hold one micro-batch; only the sampled
+     * indices span the whole batch. */
+    t->N = c->train.grad_accum_steps;
+    t->Bm = t->B / t->N;
     t->act_batch = 64;
-    int32_t O = t->O, A = t->A, B = t->B;
+    int32_t O = t->O, A = t->A, B = t->Bm;
 
     RLT_TRY(mlp_define(&t->actor, e, O, c->td3.actor_hidden.v, c->td3.actor_hidden.n, A, RLT_ACT_RELU, RLT_ACT_TANH));
     t->actor_act = t->actor;
@@ -65,7 +69,7 @@ int td3_plan(rlt_agent *ag) {
 
     /* Batch buffers. */
     uint64_t row = (uint64_t)(O + A) * F32;
-    RLT_TRY(plan_add(p, e, "batch.idx", "batch", RLT_LOC_DEVICE, (uint64_t)B * 4, (void **)&t->idx));
+    RLT_TRY(plan_add(p, e, "batch.idx", "batch", RLT_LOC_DEVICE, (uint64_t)t->B * 4, (void **)&t->idx));
     RLT_TRY(plan_add(p, e, "batch.s_a", "batch", RLT_LOC_DEVICE, B * row, (void **)&t->s_a));
     RLT_TRY(plan_add(p, e, "batch.s2_a2", "batch", RLT_LOC_DEVICE, B * row, (void **)&t->s2_a2));
     RLT_TRY(plan_add(p, e, "batch.d_sa", "batch", RLT_LOC_DEVICE, B * row, (void **)&t->d_sa));
@@ -109,58 +113,76 @@ int td3_init_state(rlt_agent *ag) {
     return bk->ops->sync(bk);
 }
 
+/* Gathers micro-batch m's transitions: s_a = [obs | action], s2_a2 = [next_obs | .], r, term. */
+static int td3_gather(rlt_agent *ag, int32_t m, int with_rest) {
+    rlt_td3 *t = &ag->td3;
+    rlt_backend *bk = &ag->bk;
+    const rlt_backend_ops *op = bk->ops;
+    rlt_replay *rp = &ag->replay;
+    int32_t O = t->O, Bm = t->Bm;
+    uint64_t row = (uint64_t)(O + t->A) * F32;
+    const int32_t *idx = t->idx + (int64_t)m * Bm;
+    RLT_TRY(op->gather_rows(bk, t->s_a, row, rp->f[0].data, rp->f[0].row_bytes, idx, Bm));
+    if (!with_rest) return RLT_OK;
+    RLT_TRY(op->gather_rows(bk, t->s_a + O, row, rp->f[1].data, rp->f[1].row_bytes, idx, Bm));
+    RLT_TRY(op->gather_rows(bk, t->r, F32, rp->f[2].data, rp->f[2].row_bytes, idx, Bm));
+    RLT_TRY(op->gather_rows(bk, t->term, F32, rp->f[3].data, rp->f[3].row_bytes, idx, Bm));
+    return op->gather_rows(bk, t->s2_a2, row, rp->f[4].data, rp->f[4].row_bytes, idx, Bm);
+}
+
 int td3_update_ops(rlt_agent *ag, int actor_step) {
     rlt_td3 *t = &ag->td3;
     rlt_backend *bk = &ag->bk;
     const rlt_backend_ops *op = bk->ops;
     const rlt_config *c = &ag->cfg;
-    rlt_replay *rp = &ag->replay;
-    int32_t O = t->O, A = t->A, B = t->B, ld = O + A;
+    int32_t O = t->O, A = t->A, Bm = t->Bm, N = t->N, ld = O + A;
     int64_t *ctr = ag->counters;
     float *actor_p = t->params, *q1_p = t->params + t->n_actor, *q2_p = q1_p + t->n_q1;
     float *actor_tp = t->target, *q1_tp = t->target + t->n_actor, *q2_tp = q1_tp + t->n_q1;
     float *actor_g = t->grads, *q1_g = t->grads + t->n_actor, *q2_g = q1_g + t->n_q1;
+    /* Each micro-batch's loss is scaled by 1/N, so the accumulated gradient is the full batch's mean. */
+    float scale = 1.0f / (float)N;
 
-    /* Sample a batch: s_a = [obs | action], s2_a2 = [next_obs | (target action, below)]. */
-    RLT_TRY(op->sample_indices(bk, t->idx, B, &ctr[RLT_CTR_REPLAY_SIZE], NULL, c->seed, RLT_STREAM_SAMPLE, &ctr[RLT_CTR_UPDATE]));
-    RLT_TRY(op->gather_rows(bk, t->s_a, (uint64_t)ld * F32, rp->f[0].data, rp->f[0].row_bytes, t->idx, B));
-    RLT_TRY(op->gather_rows(bk, t->s_a + O, (uint64_t)ld * F32, rp->f[1].data, rp->f[1].row_bytes, t->idx, B));
-    RLT_TRY(op->gather_rows(bk, t->r, F32, rp->f[2].data, rp->f[2].row_bytes, t->idx, B));
-    RLT_TRY(op->gather_rows(bk, t->term, F32, rp->f[3].data, rp->f[3].row_bytes, t->idx, B));
-    RLT_TRY(op->gather_rows(bk, t->s2_a2, (uint64_t)ld * F32, rp->f[4].data, rp->f[4].row_bytes, t->idx, B));
-
-    /* Target: y = r + gamma (1 - term) min(Q1'(s', a'), Q2'(s', a')), a' = clip(pi'(s') + clip(noise)). */
-    RLT_TRY(mlp_forward(bk, &t->actor, actor_tp, t->s2_a2, ld, B, t->s2_a2 + O, ld));
-    RLT_TRY(op->td3_target_action(bk, t->s2_a2 + O, ld, B, A, (float)c->td3.policy_noise, (float)c->td3.noise_clip,
-                                  c->seed, RLT_STREAM_TARGET, &ctr[RLT_CTR_UPDATE]));
-    RLT_TRY(mlp_forward(bk, &t->q1, q1_tp, t->s2_a2, ld, B, t->qt1, 1));
-    RLT_TRY(mlp_forward(bk, &t->q2, q2_tp, t->s2_a2, ld, B, t->qt2, 1));
-    RLT_TRY(op->td3_target(bk, t->y, t->r, t->term, t->qt1, t->qt2, 1, B, (float)c->td3.gamma));
-
-    /* Critic step on MSE(Q1, y) + MSE(Q2, y). */
+    /* One draw of the whole batch's indices; micro-batch m uses rows m*Bm .. (m+1)*Bm - 1. */
+    RLT_TRY(op->sample_indices(bk, t->idx, t->B, &ctr[RLT_CTR_REPLAY_SIZE], NULL, c->seed, RLT_STREAM_SAMPLE,
+                               &ctr[RLT_CTR_UPDATE]));
     RLT_TRY(op->fill(bk, q1_g, t->n_q1 + t->n_q2, 0.0f));
-    RLT_TRY(mlp_forward(bk, &t->q1, q1_p, t->s_a, ld, B, t->q1o, 1));
-    RLT_TRY(mlp_forward(bk, &t->q2, q2_p, t->s_a, ld, B, t->q2o, 1));
-    RLT_TRY(op->mse_grad(bk, t->dq1, &ag->losses[RLT_LOSS_Q1], t->q1o, t->y, B, 1.0f));
-    RLT_TRY(op->mse_grad(bk, t->dq2, &ag->losses[RLT_LOSS_Q2], t->q2o, t->y, B, 1.0f));
-    RLT_TRY(mlp_backward(bk, &t->q1, q1_p, q1_g, t->s_a, ld, B, t->dq1, 1, NULL, 0));
-    RLT_TRY(mlp_backward(bk, &t->q2, q2_p, q2_g, t->s_a, ld, B, t->dq2, 1, NULL, 0));
+    for (int32_t m = 0; m < N; m++) {
+        RLT_TRY(td3_gather(ag, m, 1));
+        /* Target: y = r + gamma (1 - term) min(Q1'(s', a'), Q2'(s', a')), a' = clip(pi'(s') + clip(noise)). */
+        RLT_TRY(mlp_forward(bk, &t->actor, actor_tp, t->s2_a2, ld, Bm, t->s2_a2 + O, ld));
+        RLT_TRY(op->td3_target_action(bk, t->s2_a2 + O, ld, Bm, A, (float)c->td3.policy_noise, (float)c->td3.noise_clip,
+                                      c->seed, RLT_STREAM_TARGET, &ctr[RLT_CTR_UPDATE], m * Bm));
+        RLT_TRY(mlp_forward(bk, &t->q1, q1_tp, t->s2_a2, ld, Bm, t->qt1, 1));
+        RLT_TRY(mlp_forward(bk, &t->q2, q2_tp, t->s2_a2, ld, Bm, t->qt2, 1));
+        RLT_TRY(op->td3_target(bk, t->y, t->r, t->term, t->qt1, t->qt2, 1, Bm, (float)c->td3.gamma));
+        /* Critic gradients of MSE(Q1, y) + MSE(Q2, y), accumulated over micro-batches. */
+        RLT_TRY(mlp_forward(bk, &t->q1, q1_p, t->s_a, ld, Bm, t->q1o, 1));
+        RLT_TRY(mlp_forward(bk, &t->q2, q2_p, t->s_a, ld, Bm, t->q2o, 1));
+        RLT_TRY(op->mse_grad(bk, t->dq1, &ag->losses[RLT_LOSS_Q1], t->q1o, t->y, Bm, scale));
+        RLT_TRY(op->mse_grad(bk, t->dq2, &ag->losses[RLT_LOSS_Q2], t->q2o, t->y, Bm, scale));
+        RLT_TRY(mlp_backward(bk, &t->q1, q1_p, q1_g, t->s_a, ld, Bm, t->dq1, 1, NULL, 0));
+        RLT_TRY(mlp_backward(bk, &t->q2, q2_p, q2_g, t->s_a, ld, Bm, t->dq2, 1, NULL, 0));
+    }
     RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_CRITIC_STEP], 1));
     rlt_adam_hp critic_hp = {(float)c->td3.critic_lr, 0.9f, 0.999f, 1e-8f};
     RLT_TRY(op->adam(bk, q1_p, q1_g, t->adam_m + t->n_actor, t->adam_v + t->n_actor, t->n_q1 + t->n_q2, critic_hp,
                      &ctr[RLT_CTR_CRITIC_STEP]));
 
     if (actor_step) {
-        /* Actor step on -mean Q1(s, pi(s)); the sampled actions in s_a are no longer needed, so pi(s)
-         * overwrites them and s_a becomes the critic's input directly. Critic parameter gradients are not
-         * formed here: only d/da flows back. */
-        RLT_TRY(mlp_forward(bk, &t->actor, actor_p, t->s_a, ld, B, t->s_a + O, ld));
-        RLT_TRY(mlp_forward(bk, &t->q1, q1_p, t->s_a, ld, B, t->q1o, 1));
-        RLT_TRY(op->sum(bk, &ag->losses[RLT_LOSS_ACTOR], t->q1o, 1, B, -1.0f / (float)B));
-        RLT_TRY(op->fill(bk, t->dq1, (uint64_t)B, -1.0f / (float)B));
-        RLT_TRY(mlp_backward(bk, &t->q1, q1_p, NULL, t->s_a, ld, B, t->dq1, 1, t->d_sa, ld));
+        /* Actor step on -mean Q1(s, pi(s)) with the critic just updated. pi(s) overwrites the sampled
+         * actions in s_a, which become the critic's input directly; only d/da flows back through Q1. */
         RLT_TRY(op->fill(bk, actor_g, t->n_actor, 0.0f));
-        RLT_TRY(mlp_backward(bk, &t->actor, actor_p, actor_g, t->s_a, ld, B, t->d_sa + O, ld, NULL, 0));
+        for (int32_t m = 0; m < N; m++) {
+            /* With one micro-batch, s_a still holds its observations from the critic pass. */
+            if (N > 1) RLT_TRY(td3_gather(ag, m, 0));
+            RLT_TRY(mlp_forward(bk, &t->actor, actor_p, t->s_a, ld, Bm, t->s_a + O, ld));
+            RLT_TRY(mlp_forward(bk, &t->q1, q1_p, t->s_a, ld, Bm, t->q1o, 1));
+            RLT_TRY(op->sum(bk, &ag->losses[RLT_LOSS_ACTOR], t->q1o, 1, Bm, -1.0f / (float)Bm));
+            RLT_TRY(op->fill(bk, t->dq1, (uint64_t)Bm, -scale / (float)Bm));
+            RLT_TRY(mlp_backward(bk, &t->q1, q1_p, NULL, t->s_a, ld, Bm, t->dq1, 1, t->d_sa, ld));
+            RLT_TRY(mlp_backward(bk, &t->actor, actor_p, actor_g, t->s_a, ld, Bm, t->d_sa + O, ld, NULL, 0));
+        }
         RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_ACTOR_STEP], 1));
         rlt_adam_hp actor_hp = {(float)c->td3.actor_lr, 0.9f, 0.999f, 1e-8f};
         RLT_TRY(op->adam(bk, actor_p, actor_g, t->adam_m, t->adam_v, t->n_actor, actor_hp, &ctr[RLT_CTR_ACTOR_STEP]));

@@ -18,6 +18,7 @@ typedef struct rlt_td3 {
     uint64_t n_actor, n_q1, n_q2, n_total;
     float *params, *grads, *adam_m, *adam_v, *target; /* device, n_total floats each */
     int32_t B, O, A, act_batch;
+    int32_t N, Bm; /* micro-batches per update (train.grad_accum_steps) and their size */
     /* Batch buffers (device). s_a = [obs | action] (critic input), s2_a2 = [next_obs | target action]. */
     int32_t *idx;
     float *s_a, *s2_a2, *d_sa, *r, *term, *y, *q1o, *q2o, *qt1, *qt2, *dq1, *dq2;

@@ -123,9 +123,10 @@ typedef struct rlt_backend_ops {
     /* *out = scale * sum_i x[i * ldx], summed in order (losses for the log). */
     int (*sum)(rlt_backend *bk, float *out, const float *x, int32_t ldx, int32_t n, float scale);
     /* In place on a[r, c] (row stride lda): a = clamp(a + clamp(std * N(0,1), -clip, clip), -1, 1), the
-     * normal drawn by Box-Muller from philox(seed, stream, *counter, r * cols + c). */
+     * normal drawn by Box-Muller from philox(seed, stream, *counter, (row0 + r) * cols + c). row0 is the
+     * first row's index in the whole batch, so micro-batches draw what one full batch would. */
     int (*td3_target_action)(rlt_backend *bk, float *a, int32_t lda, int32_t rows, int32_t cols, float std,
-                             float clip, uint64_t seed, uint32_t stream, const int64_t *counter);
+                             float clip, uint64_t seed, uint32_t stream, const int64_t *counter, int32_t row0);
     /* y[i] = r[i] + gamma * (1 - term[i]) * min(q1[i * ldq], q2[i * ldq]). */
     int (*td3_target)(rlt_backend *bk, float *y, const float *r, const float *term, const float *q1,
                       const float *q2, int32_t ldq, int32_t n, float gamma);

@@ -484,10 +484,6 @@ int rlt_config_validate(rlt_config *cfg) {
         RLT_FAIL(e, RLT_ECONFIG, "config: key 'train.grad_accum_steps': %d does not divide train.batch_size (%d); "
                  "use a divisor of the batch size (each micro-batch is batch_size / grad_accum_steps)",
                  (int)cfg->train.grad_accum_steps, (int)cfg->train.batch_size);
-    if (cfg->train.grad_accum_steps > 1)
-        RLT_FAIL(e, RLT_ECONFIG, "config: key 'train.grad_accum_steps': gradient accumulation (%d micro-batches) is "
-                 "not supported yet; use train.grad_accum_steps: 1 (it arrives in a later version)",
-                 (int)cfg->train.grad_accum_steps);
     rlt_err_clear(e);
     return RLT_OK;
 }

@@ -532,9 +532,9 @@ static void test_td3(void) {
         put(cc, gc, &cases[t].ctr, 8);
         uint64_t seed = rnd_u64();
         int r1 = P.cpu.ops->td3_target_action(&P.cpu, ca, ld, rows, cols, cases[t].std, cases[t].clip, seed,
-                                              RLT_STREAM_TARGET, cc);
+                                              RLT_STREAM_TARGET, cc, (int32_t)(t * 37));
         int r2 = P.gpu.ops->td3_target_action(&P.gpu, ga, ld, rows, cols, cases[t].std, cases[t].clip, seed,
-                                              RLT_STREAM_TARGET, gc);
+                                              RLT_STREAM_TARGET, gc, (int32_t)(t * 37));
         CHECK(r1 == RLT_OK && r2 == RLT_OK, "td3_target_action: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
         fetch(rc, rg, ca, ga, na * 4);
         char what[96];

@@ -354,7 +354,7 @@ static void check_validate(void) {
         {"algo=dqn", NULL},
         {"dqn.eps_start=0.01", "is above dqn.eps_start"},
         {"train.grad_accum_steps=3", "3 does not divide train.batch_size (256)"},
-        {"train.grad_accum_steps=2", "not supported yet"},
+        {"train.grad_accum_steps=2", NULL},
         {"device=cuda:3", NULL}, /* only the syntax is checked here; the backend says whether it exists */
         {"train.start_steps=50000", NULL}, /* more random steps than the run has is allowed */
     };

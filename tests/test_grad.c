@@ -126,7 +126,7 @@ static void check_polyak_and_td3(void) {
     float a[200];
     int64_t ctr = 3;
     for (int i = 0; i < 200; i++) a[i] = 0.0f;
-    CHECK(bk.ops->td3_target_action(&bk, a, 2, 100, 2, 0.2f, 0.5f, 7, 3, &ctr) == RLT_OK, "target action");
+    CHECK(bk.ops->td3_target_action(&bk, a, 2, 100, 2, 0.2f, 0.5f, 7, 3, &ctr, 0) == RLT_OK, "target action");
     double mean = 0, var = 0;
     int clipped = 0;
     for (int i = 0; i < 200; i++) {
@@ -138,7 +138,7 @@ static void check_polyak_and_td3(void) {
     CHECK(fabs(mean) < 0.05, "noise mean %g", mean);
     CHECK(sqrt(var) > 0.15 && sqrt(var) < 0.25, "noise std %g (0.2 before clipping)", sqrt(var));
     for (int i = 0; i < 200; i++) a[i] = 0.95f;
-    CHECK(bk.ops->td3_target_action(&bk, a, 2, 100, 2, 0.2f, 0.5f, 7, 3, &ctr) == RLT_OK, "target action");
+    CHECK(bk.ops->td3_target_action(&bk, a, 2, 100, 2, 0.2f, 0.5f, 7, 3, &ctr, 0) == RLT_OK, "target action");
     for (int i = 0; i < 200; i++) CHECK(a[i] <= 1.0f && a[i] >= 0.45f, "action clipped to [-1, 1]: %g", a[i]);
 }
 

@@ -8,12 +8,12 @@
 static inline float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
 int cpu_td3_target_action(rlt_backend *bk, float *a, int32_t lda, int32_t rows, int32_t cols, float std, float clip,
-                          uint64_t seed, uint32_t stream, const int64_t *counter) {
-    CPU_REQUIRE(bk, rows >= 0 && cols >= 0 && lda >= cols, "td3_target_action");
+                          uint64_t seed, uint32_t stream, const int64_t *counter, int32_t row0) {
+    CPU_REQUIRE(bk, rows >= 0 && cols >= 0 && lda >= cols && row0 >= 0, "td3_target_action");
     uint64_t ctr = (uint64_t)*counter;
     for (int32_t r = 0; r < rows; r++) {
         for (int32_t c = 0; c < cols; c++) {
-            float eps = std * rlt_philox_normal(seed, stream, ctr, (uint64_t)r * (uint64_t)cols + (uint64_t)c);
+            float eps = std * rlt_philox_normal(seed, stream, ctr, (uint64_t)(row0 + r) * (uint64_t)cols + (uint64_t)c);
             float *x = &a[(int64_t)r * lda + c];
             *x = clampf(*x + clampf(eps, -clip, clip), -1.0f, 1.0f);
         }

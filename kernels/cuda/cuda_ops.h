@@ -119,7 +119,7 @@ int cuda_mse_grad(rlt_backend *bk, float *dq, float *loss, const float *q, const
                   float grad_scale);
 int cuda_sum(rlt_backend *bk, float *out, const float *x, int32_t ldx, int32_t n, float scale);
 int cuda_td3_target_action(rlt_backend *bk, float *a, int32_t lda, int32_t rows, int32_t cols, float std, float clip,
-                           uint64_t seed, uint32_t stream, const int64_t *counter);
+                           uint64_t seed, uint32_t stream, const int64_t *counter, int32_t row0);
 int cuda_td3_target(rlt_backend *bk, float *y, const float *r, const float *term, const float *q1, const float *q2,
                     int32_t ldq, int32_t n, float gamma);
 

@@ -10,11 +10,11 @@ __device__ __forceinline__ float clampf(float x, float lo, float hi) { return x 
  * between CUDA's and glibc's logf/cosf. The RNG counter is read from device memory so a captured graph
  * draws fresh noise on each replay. */
 __global__ void td3_target_action_kernel(float *a, int32_t lda, int32_t rows, int32_t cols, float std, float clip,
-                                         uint64_t seed, uint32_t stream, const int64_t *counter) {
+                                         uint64_t seed, uint32_t stream, const int64_t *counter, int32_t row0) {
     uint64_t ctr = (uint64_t)*counter;
     for (int32_t r = blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += gridDim.y * blockDim.y) {
         for (int32_t c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x) {
-            float eps = std * rlt_philox_normal(seed, stream, ctr, (uint64_t)r * (uint64_t)cols + (uint64_t)c);
+            float eps = std * rlt_philox_normal(seed, stream, ctr, (uint64_t)(row0 + r) * (uint64_t)cols + (uint64_t)c);
             float *x = &a[(int64_t)r * lda + c];
             *x = clampf(*x + clampf(eps, -clip, clip), -1.0f, 1.0f);
         }
@@ -30,8 +30,8 @@ __global__ void td3_target_kernel(float *y, const float *r, const float *term, c
 }
 
 extern "C" int cuda_td3_target_action(rlt_backend *bk, float *a, int32_t lda, int32_t rows, int32_t cols, float std,
-                                      float clip, uint64_t seed, uint32_t stream, const int64_t *counter) {
-    CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && lda >= cols && counter != NULL, "td3_target_action");
+                                      float clip, uint64_t seed, uint32_t stream, const int64_t *counter, int32_t row0) {
+    CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && lda >= cols && counter != NULL && row0 >= 0, "td3_target_action");
     if (rows == 0 || cols == 0) return RLT_OK;
     /* Actions are narrow (a handful of columns): blocks of 8 columns by 32 rows waste fewer threads than
      * the 32-wide tiles of bias_act. */
@@ -42,7 +42,7 @@ extern "C" int cuda_td3_target_action(rlt_backend *bk, float *a, int32_t lda, in
     unsigned cap = (unsigned)cuda_get(bk)->sm_count * 8u;
     if (gy > cap) gy = cap;
     td3_target_action_kernel<<<dim3(gx, gy), block, 0, cuda_stream(bk)>>>(a, lda, rows, cols, std, clip, seed,
-                                                                           stream, counter);
+                                                                           stream, counter, row0);
     CUDA_CHECK_LAUNCH(bk, "td3_target_action_kernel");
     return RLT_OK;
 }
