@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "agent.h"
 #include "backend_registry.h"
@@ -137,7 +138,25 @@ static int agent_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_spa
     return ag->algo->check_spaces(ag, obs, act);
 }
 
-static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
+/* Builds the plan for the current config; replay.location auto moves the replay to pinned host memory
+ * when the device arena would not fit otherwise. */
+int agent_plan_current(rlt_agent *ag) {
+    const char *rl = ag->cfg.replay.location;
+    rlt_location replay_loc = strcmp(rl, "host") == 0 ? RLT_LOC_HOST : RLT_LOC_DEVICE;
+    RLT_TRY(agent_build_plan(ag, replay_loc));
+    agent_fill_summary(ag);
+    if (!ag->summary.fits && strcmp(rl, "auto") == 0 && !ag->bk.device_is_host) {
+        RLT_TRY(agent_build_plan(ag, RLT_LOC_HOST));
+        agent_fill_summary(ag);
+    }
+    return RLT_OK;
+}
+
+uint64_t agent_plan_need(const rlt_agent *ag) {
+    return ag->plan.arena_bytes[ag->plan.device_is_host ? RLT_LOC_HOST : RLT_LOC_DEVICE];
+}
+
+int agent_prepare(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
     rlt_err *e = &ag->err;
     if (rlt_config_validate(&ag->cfg) != RLT_OK) {
         rlt_err_copy(e, &ag->cfg.err);
@@ -151,22 +170,71 @@ static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act
     RLT_TRY(rlt_backend_open(&ag->bk, e, ag->cfg.device, ag->cfg.cpu.threads, why, sizeof why));
     ag->backend_open = 1;
     if (why[0]) rlt_log(RLT_LOG_INFO, "device auto: using the CPU because %s", why);
+    return agent_plan_current(ag);
+}
 
-    const char *rl = ag->cfg.replay.location;
-    rlt_location replay_loc = strcmp(rl, "host") == 0 ? RLT_LOC_HOST : RLT_LOC_DEVICE;
-    RLT_TRY(agent_build_plan(ag, replay_loc));
-    agent_fill_summary(ag);
-    if (!ag->summary.fits && strcmp(rl, "auto") == 0 && !ag->bk.device_is_host) {
-        RLT_TRY(agent_build_plan(ag, RLT_LOC_HOST));
-        agent_fill_summary(ag);
-        if (ag->summary.fits) rlt_log(RLT_LOG_INFO, "replay.location auto: the replay is kept in pinned host memory (it does not fit the device budget)");
+/* memory.auto_fit: the fewest micro-batches (a divisor of batch_size) whose plan fits. */
+static int agent_auto_fit(rlt_agent *ag) {
+    int32_t batch = ag->cfg.train.batch_size, first = ag->cfg.train.grad_accum_steps;
+    if (ag->summary.fits || !ag->cfg.memory.auto_fit) return RLT_OK;
+    for (int32_t n = first + 1; n <= batch; n++) {
+        if (batch % n) continue;
+        ag->cfg.train.grad_accum_steps = n;
+        RLT_TRY(agent_plan_current(ag));
+        if (ag->summary.fits) {
+            rlt_log(RLT_LOG_INFO, "memory.auto_fit: batch %d runs as %d micro-batches of %d (gradient accumulation) to fit %.1f MiB",
+                    batch, n, batch / n, ag->summary.budget_bytes / MIB);
+            return RLT_OK;
+        }
     }
-    int rc = plan_commit(&ag->plan, e, &ag->bk, ag->summary.budget_bytes);
+    /* Nothing fits: report the configured plan. */
+    ag->cfg.train.grad_accum_steps = first;
+    return agent_plan_current(ag);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Reserves the arenas. A device reservation that fails although the plan is within the budget (another
+ * process holds the memory) is retried once a second for memory.wait_s; then memory.on_oom: cpu moves
+ * the agent to the CPU backend. The reservation itself is the check, so there is no window between
+ * "checked free memory" and "allocated". */
+static int agent_reserve(rlt_agent *ag) {
+    rlt_err *e = &ag->err;
+    double deadline = now_s() + ag->cfg.memory.wait_s;
+    int rc;
+    for (int attempt = 0;; attempt++) {
+        rc = plan_commit(&ag->plan, e, &ag->bk, ag->summary.budget_bytes);
+        int held_elsewhere = rc == RLT_ENOFIT && agent_plan_need(ag) <= ag->summary.budget_bytes;
+        if (!held_elsewhere || now_s() + 1.0 > deadline) break;
+        if (attempt == 0)
+            rlt_log(RLT_LOG_INFO, "memory.wait_s: the arena could not be reserved (%s); retrying once a second for %.0f s",
+                    e->msg, ag->cfg.memory.wait_s);
+        struct timespec one = {1, 0};
+        nanosleep(&one, NULL);
+    }
+    if (rc == RLT_ENOFIT && !ag->bk.device_is_host && strcmp(ag->cfg.memory.on_oom, "cpu") == 0) {
+        rlt_log(RLT_LOG_WARN, "memory.on_oom cpu: %s; training on the CPU instead", e->msg);
+        rlt_backend_close(&ag->bk);
+        ag->backend_open = 0;
+        RLT_TRY(rlt_backend_open(&ag->bk, e, "cpu", ag->cfg.cpu.threads, NULL, 0));
+        ag->backend_open = 1;
+        RLT_TRY(agent_plan_current(ag));
+        rc = plan_commit(&ag->plan, e, &ag->bk, ag->summary.budget_bytes);
+    }
     if (rc == RLT_ENOFIT) agent_fit_hints(ag);
-    if (rc != RLT_OK) {
-        ag->summary.fits = 0;
-        return rc;
-    }
+    if (rc != RLT_OK) ag->summary.fits = 0;
+    return rc;
+}
+
+static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
+    rlt_err *e = &ag->err;
+    RLT_TRY(agent_prepare(ag, obs, act));
+    RLT_TRY(agent_auto_fit(ag));
+    RLT_TRY(agent_reserve(ag));
     ag->replay.size_dev = &ag->counters[RLT_CTR_REPLAY_SIZE];
     void *ws = NULL;
     for (int32_t i = 0; i < ag->plan.n; i++)
@@ -179,7 +247,7 @@ static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act
     RLT_TRY(ag->algo->init_state(ag));
     rlt_rng_init(&ag->explore_rng, ag->cfg.seed, RLT_STREAM_EXPLORE);
 
-    /* Capture both update variants once; training replays them (CUDA graphs). */
+    /* Capture every update variant once; training replays them (CUDA graphs). */
     if (ag->bk.ops->graph_supported(&ag->bk)) {
         for (int32_t slot = 0; slot < ag->algo->n_variants; slot++) {
             RLT_TRY(ag->bk.ops->graph_begin(&ag->bk, slot));
@@ -192,6 +260,7 @@ static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act
     }
     RLT_TRY(ag->bk.ops->sync(&ag->bk));
     ag->allocs_at_seal = rlt_mem_alloc_count();
+    (void)e;
     return RLT_OK;
 }
 

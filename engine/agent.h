@@ -77,6 +77,13 @@ struct rlt_agent {
 /* Stage `bytes` of device memory into io_stage (synchronously) and back. */
 int agent_fetch(struct rlt_agent *ag, void *host, const void *dev, uint64_t bytes);
 int agent_put(struct rlt_agent *ag, void *dev, const void *host, uint64_t bytes);
+/* Validates, picks the algorithm, checks spaces, opens the backend and builds the plan: everything but
+ * the reservation (the planner stops here). */
+int agent_prepare(struct rlt_agent *ag, const rlt_space *obs, const rlt_space *act);
+/* Rebuilds the plan for the current ag->cfg (and the summary). */
+int agent_plan_current(struct rlt_agent *ag);
+/* Bytes of the budgeted arena in the current plan. */
+uint64_t agent_plan_need(const struct rlt_agent *ag);
 /* Runs one update of the given variant: replays its graph, or runs the ops eagerly. */
 int agent_run_update(struct rlt_agent *ag, int32_t variant);
 /* Observe-time staging rows (the replay's staging block). */

@@ -60,6 +60,9 @@ struct rlt_config {
     } network;
     struct {
         double budget_mb;
+        int32_t auto_fit; /* pick the largest micro-batch that fits, keeping batch_size through accumulation */
+        double wait_s;    /* retry a failed device reservation once a second for this long */
+        char on_oom[8];   /* fail | cpu: what to do when the device arena cannot be reserved */
     } memory;
     struct {
         int32_t threads; /* BLAS threads on the CPU backend; 0 = 1 thread (fastest at RL sizes) */

@@ -97,6 +97,12 @@ static const cfg_key schema[] = {
 
     ROW_F64("memory.budget_mb", memory.budget_mb, 0, 16777216, CFG_LO_OPEN, "512",
             "MiB the run may reserve on its device; init fails fast with a plan table when it does not fit"),
+    ROW_BOOL("memory.auto_fit", memory.auto_fit, "false",
+             "when the plan does not fit, split the batch into the fewest micro-batches that fit (gradient accumulation)"),
+    ROW_F64("memory.wait_s", memory.wait_s, 0, 86400, 0, "0",
+            "when another process holds the device memory, retry the reservation once a second for this many seconds"),
+    ROW_ENUM("memory.on_oom", memory.on_oom, "fail|cpu", "fail",
+             "when the device arena cannot be reserved: fail (exit 3) or run on the CPU instead"),
     ROW_I32("cpu.threads", cpu.threads, 0, 1024, "0", "BLAS threads on the CPU backend; 0 means 1, fastest at RL sizes"),
     ROW_STR("out_dir", out_dir, "runs/td3_pendulum", "directory for config.yaml, metrics.csv, summary.json, final.ckpt"),
 };

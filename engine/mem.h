@@ -14,5 +14,8 @@ void rlt_mem_free(void *p);
 uint64_t rlt_mem_alloc_count(void);
 /* Test hook: the n-th allocation from now fails (n = 0 the next one); n < 0 turns injection off. */
 void rlt_mem_fail_after(int64_t n);
+/* Test hook: the next `count` allocations of at least min_bytes fail (an arena reservation that another
+ * process's memory makes fail, for memory.wait_s tests). */
+void rlt_mem_fail_large(int64_t count, uint64_t min_bytes);
 
 #endif

@@ -99,6 +99,22 @@ typedef struct rlt_plan_summary {
     char device[64];         /* "cpu", "cuda:0 (NVIDIA H100 80GB HBM3)" */
 } rlt_plan_summary;
 
+/* What fits: the answers `rltrain plan` prints. Sizes are found by building plans (no memory is
+ * reserved) for the trainer's built-in environment on the configured device. */
+typedef struct rlt_fit_report {
+    uint64_t need_bytes;          /* the configured plan's arena on the budgeted device */
+    uint64_t limit_bytes;         /* memory.budget_mb, or the device's free memory if smaller */
+    int64_t max_replay_capacity;  /* largest replay.capacity that fits with the configured batch (0: none) */
+    int32_t fits;                 /* the configured plan fits */
+    int32_t max_batch_size;       /* largest train.batch_size that fits with one micro-batch (0: none) */
+    int32_t min_grad_accum_steps; /* fewest micro-batches (a divisor of batch_size) that fit (0: none) */
+    int32_t micro_batch;          /* batch_size / min_grad_accum_steps */
+} rlt_fit_report;
+
+/* Fills *out for cfg. Status as rlt_trainer_init's (RLT_ECONFIG, RLT_EDEVICE); the message goes to
+ * err (cap bytes, may be NULL). Also returns the configured plan's table in table (may be NULL). */
+int rlt_plan_fit(const rlt_config *cfg, rlt_fit_report *out, char *table, size_t table_cap, char *err, size_t err_cap);
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Spaces and the agent API (for simulators that drive their own loop)                            */
 /* ---------------------------------------------------------------------------------------------- */

@@ -74,6 +74,34 @@ static char *text_buffer(size_t n) {
     return b;
 }
 
+static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+/* `rltrain plan`: the table and the answers; exit 0 when the configured plan fits, 3 when not. */
+static int plan_command(rlt_config *cfg, char *text, size_t cap) {
+    rlt_fit_report f;
+    char err[2048];
+    int rc = rlt_plan_fit(cfg, &f, text, cap, err, sizeof err);
+    if (rc != RLT_OK) {
+        fprintf(stderr, "rltrain: %s: %s\n", rlt_strerror(rc), err);
+        rlt_config_free(cfg);
+        free(text);
+        return exit_code_for(rc);
+    }
+    printf("%s\n", text);
+    printf("what fits in %.2f MiB (memory.budget_mb, or the device's free memory if smaller):\n", mib(f.limit_bytes));
+    printf("  this config needs        %.2f MiB -> %s\n", mib(f.need_bytes), f.fits ? "fits" : "DOES NOT FIT");
+    printf("  largest train.batch_size %d (one micro-batch)\n", f.max_batch_size);
+    printf("  largest replay.capacity  %lld (with this batch)\n", (long long)f.max_replay_capacity);
+    if (f.min_grad_accum_steps)
+        printf("  train.grad_accum_steps   %d (micro-batches of %d) makes this batch fit; memory.auto_fit: true picks it\n",
+               f.min_grad_accum_steps, f.micro_batch);
+    else
+        printf("  no micro-batch size makes this batch fit: shrink the replay or the networks\n");
+    rlt_config_free(cfg);
+    free(text);
+    return f.fits ? EXIT_OK : EXIT_NOFIT;
+}
+
 int main(int argc, char **argv) {
     const char *config_path = NULL;
     int dry_run = 0, quiet = 0, argi = 1;
@@ -141,6 +169,7 @@ int main(int argc, char **argv) {
     char *text = text_buffer(cap);
     rlt_config_dump(cfg, text, cap);
     printf("resolved config (%s):\n%s\n", config_path, text);
+    if (argi == 2) return plan_command(cfg, text, cap);
 
     rlt_trainer *tr = NULL;
     rc = rlt_trainer_init(cfg, &tr);
