@@ -84,6 +84,11 @@ int agent_prepare(struct rlt_agent *ag, const rlt_space *obs, const rlt_space *a
 int agent_plan_current(struct rlt_agent *ag);
 /* Bytes of the budgeted arena in the current plan. */
 uint64_t agent_plan_need(const struct rlt_agent *ag);
+/* The agent's state in a checkpoint (engine/agent_io.c): write into an open writer, read from an open
+ * reader (everything is checked before anything changes). */
+int agent_write_state(struct rlt_agent *ag, ckpt_writer *w, int include_replay);
+int agent_read_state(struct rlt_agent *ag, ckpt_reader *r, const char *path);
+int agent_meta(const struct rlt_agent *ag, char *meta, size_t cap);
 /* Runs one update of the given variant: replays its graph, or runs the ops eagerly. */
 int agent_run_update(struct rlt_agent *ag, int32_t variant);
 /* Observe-time staging rows (the replay's staging block). */

@@ -1,11 +1,20 @@
-/* agent_io.c: saving and loading an agent's state. The plan's entries are the named tensors: every entry
- * of a state region (params, adam_m, adam_v, target, counters) is written under its plan name, so the
- * format follows the plan with no per-algorithm code. Replay contents are not saved yet. */
+/* agent_io.c: saving and loading an agent's whole state. The plan's entries are the named tensors: every
+ * entry of a state region (params, adam_m, adam_v, target, counters) is written under its plan name, so
+ * the format follows the plan with no per-algorithm code. The host side (counters, the exploration RNG,
+ * replay positions) is one small tensor, "agent.host". With replay included, the filled rows of each replay
+ * field follow, so a resumed run continues exactly. Device tensors stream through the host staging
+ * block, so checkpoints of any size need no memory beyond the plan. */
 #include <stdio.h>
 #include <string.h>
 
 #include "agent.h"
 #include "checkpoint.h"
+
+/* Host state, saved as raw little-endian int64 words. */
+typedef struct agent_host_state {
+    int64_t env_steps, updates, replay_pos, replay_size, dqn_advances, dqn_prev_ended;
+    uint64_t explore_seed, explore_ctr, explore_stream;
+} agent_host_state;
 
 static int is_state_region(const rlt_plan_entry *en) {
     static const char *regions[] = {"params", "adam_m", "adam_v", "target", "counters"};
@@ -14,16 +23,115 @@ static int is_state_region(const rlt_plan_entry *en) {
     return 0;
 }
 
-static int entry_dtype(const rlt_plan_entry *en) { return strcmp(en->name, "counters") == 0 ? RLT_DTYPE_I64 : RLT_DTYPE_F32; }
-
 static void *entry_ptr(const rlt_agent *ag, const rlt_plan_entry *en) {
     return (unsigned char *)ag->plan.base[en->location] + en->offset;
 }
 
-static int agent_meta(const rlt_agent *ag, char *meta, size_t cap) {
+int agent_meta(const rlt_agent *ag, char *meta, size_t cap) {
     return snprintf(meta, cap, "algo: %s\nobs_dim: %d\nact_dim: %d\nparams: %llu\nenv_steps: %lld\nupdates: %lld\n",
                     ag->cfg.algo, ag->obs_dim, ag->act_dim, (unsigned long long)ag->algo->param_count(ag),
                     (long long)ag->env_steps, (long long)ag->updates);
+}
+
+/* Streams `bytes` of device memory into the writer as one tensor. */
+static int write_device(rlt_agent *ag, ckpt_writer *w, const char *name, int32_t dtype, const void *dev, uint64_t bytes,
+                        int64_t rows) {
+    int64_t shape[2] = {rows, (int64_t)(bytes / (uint64_t)(rows > 0 ? rows : 1) / ckpt_dtype_size(dtype))};
+    if (rows == 0) shape[1] = 0;
+    RLT_TRY(ckpt_writer_begin(w, name, dtype, 2, shape, bytes));
+    for (uint64_t off = 0; off < bytes; off += ag->io_stage_bytes) {
+        uint64_t k = bytes - off < ag->io_stage_bytes ? bytes - off : ag->io_stage_bytes;
+        RLT_TRY(agent_fetch(ag, ag->io_stage, (const unsigned char *)dev + off, k));
+        RLT_TRY(ckpt_writer_write(w, ag->io_stage, k));
+    }
+    return ckpt_writer_end(w);
+}
+
+static int read_device(rlt_agent *ag, ckpt_reader *r, const char *name, void *dev, uint64_t bytes) {
+    for (uint64_t off = 0; off < bytes; off += ag->io_stage_bytes) {
+        uint64_t k = bytes - off < ag->io_stage_bytes ? bytes - off : ag->io_stage_bytes;
+        RLT_TRY(ckpt_reader_read_range(r, name, off, ag->io_stage, k));
+        RLT_TRY(agent_put(ag, (unsigned char *)dev + off, ag->io_stage, k));
+    }
+    return RLT_OK;
+}
+
+int agent_write_state(rlt_agent *ag, ckpt_writer *w, int include_replay) {
+    for (int32_t i = 0; i < ag->plan.n; i++) {
+        const rlt_plan_entry *en = &ag->plan.entries[i];
+        if (!is_state_region(en) || !en->bytes) continue;
+        int dt = strcmp(en->name, "counters") == 0 ? RLT_DTYPE_I64 : RLT_DTYPE_F32;
+        RLT_TRY(write_device(ag, w, en->name, dt, entry_ptr(ag, en), en->bytes, 1));
+    }
+    agent_host_state h = {ag->env_steps, ag->updates, ag->replay.pos, ag->replay.size, ag->dqn.advances,
+                          ag->dqn.prev_ended, ag->explore_rng.seed, ag->explore_rng.ctr, ag->explore_rng.stream};
+    int64_t hs[1] = {(int64_t)(sizeof h / 8)};
+    RLT_TRY(ckpt_writer_add(w, "agent.host", RLT_DTYPE_I64, 1, hs, &h, sizeof h));
+    if (!include_replay) return RLT_OK;
+    for (int32_t f = 0; f < ag->replay.nf; f++) {
+        char name[64];
+        snprintf(name, sizeof name, "replay.%s", ag->replay.f[f].name);
+        RLT_TRY(write_device(ag, w, name, RLT_DTYPE_U8, ag->replay.f[f].data,
+                             (uint64_t)ag->replay.size * ag->replay.f[f].row_bytes, ag->replay.size));
+    }
+    return RLT_OK;
+}
+
+int agent_read_state(rlt_agent *ag, ckpt_reader *r, const char *path) {
+    rlt_err *e = &ag->err;
+    const ckpt_tensor_info *info;
+    agent_host_state h;
+    /* Check every tensor first, so a mismatched file changes nothing. */
+    for (int32_t i = 0; i < ag->plan.n; i++) {
+        const rlt_plan_entry *en = &ag->plan.entries[i];
+        if (!is_state_region(en) || !en->bytes) continue;
+        RLT_TRY(ckpt_reader_find(r, en->name, &info));
+        if (info->bytes != en->bytes)
+            RLT_FAIL(e, RLT_ECHECKPOINT,
+                     "%s: tensor '%s' has %llu bytes but this config needs %llu: the checkpoint was made with other sizes",
+                     path, en->name, (unsigned long long)info->bytes, (unsigned long long)en->bytes);
+    }
+    RLT_TRY(ckpt_reader_read(r, "agent.host", &h, sizeof h));
+    if (h.replay_size < 0 || h.replay_size > ag->replay.capacity || h.replay_pos < 0 || h.replay_pos >= ag->replay.capacity)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: replay position %lld / size %lld do not fit this config's capacity %lld", path,
+                 (long long)h.replay_pos, (long long)h.replay_size, (long long)ag->replay.capacity);
+    char name[64];
+    snprintf(name, sizeof name, "replay.%s", ag->replay.f[0].name);
+    int with_replay = ckpt_reader_find(r, name, &info) == RLT_OK;
+    rlt_err_clear(e);
+    for (int32_t f = 0; with_replay && f < ag->replay.nf; f++) {
+        snprintf(name, sizeof name, "replay.%s", ag->replay.f[f].name);
+        RLT_TRY(ckpt_reader_find(r, name, &info));
+        if (info->bytes != (uint64_t)h.replay_size * ag->replay.f[f].row_bytes)
+            RLT_FAIL(e, RLT_ECHECKPOINT, "%s: replay field '%s' has %llu bytes, expected %lld rows of %llu", path,
+                     ag->replay.f[f].name, (unsigned long long)info->bytes, (long long)h.replay_size,
+                     (unsigned long long)ag->replay.f[f].row_bytes);
+    }
+    /* Everything matches: load. */
+    for (int32_t i = 0; i < ag->plan.n; i++) {
+        const rlt_plan_entry *en = &ag->plan.entries[i];
+        if (!is_state_region(en) || !en->bytes) continue;
+        RLT_TRY(read_device(ag, r, en->name, entry_ptr(ag, en), en->bytes));
+    }
+    ag->env_steps = h.env_steps;
+    ag->updates = h.updates;
+    ag->explore_rng.seed = h.explore_seed;
+    ag->explore_rng.ctr = h.explore_ctr;
+    ag->explore_rng.stream = (uint32_t)h.explore_stream;
+    if (with_replay) {
+        for (int32_t f = 0; f < ag->replay.nf; f++) {
+            snprintf(name, sizeof name, "replay.%s", ag->replay.f[f].name);
+            RLT_TRY(read_device(ag, r, name, ag->replay.f[f].data, (uint64_t)h.replay_size * ag->replay.f[f].row_bytes));
+        }
+        ag->replay.pos = h.replay_pos;
+        ag->dqn.advances = h.dqn_advances;
+        ag->dqn.prev_ended = (int32_t)h.dqn_prev_ended;
+        RLT_TRY(replay_set_size(&ag->replay, &ag->bk, h.replay_size));
+    } else {
+        /* Without replay contents the device's replay size must stay the host's. */
+        RLT_TRY(replay_set_size(&ag->replay, &ag->bk, ag->replay.size));
+    }
+    return ag->bk.ops->sync(&ag->bk);
 }
 
 int rlt_agent_save(rlt_agent *ag, const char *path) {
@@ -33,18 +141,10 @@ int rlt_agent_save(rlt_agent *ag, const char *path) {
     int mlen = agent_meta(ag, meta, sizeof meta);
     ckpt_writer *w = &ag->ckpt_w;
     RLT_TRY(ckpt_writer_open(w, &ag->err, path, meta, (size_t)mlen));
-    for (int32_t i = 0; i < ag->plan.n; i++) {
-        const rlt_plan_entry *en = &ag->plan.entries[i];
-        if (!is_state_region(en) || !en->bytes) continue;
-        int rc = agent_fetch(ag, ag->io_stage, entry_ptr(ag, en), en->bytes);
-        if (rc == RLT_OK && strcmp(en->name, "counters") == 0) ((int64_t *)ag->io_stage)[RLT_CTR_ENV_STEPS] = ag->env_steps;
-        int dt = entry_dtype(en);
-        int64_t shape[1] = {(int64_t)(en->bytes / (dt == RLT_DTYPE_I64 ? 8 : 4))};
-        if (rc == RLT_OK) rc = ckpt_writer_add(w, en->name, dt, 1, shape, ag->io_stage, en->bytes);
-        if (rc != RLT_OK) {
-            ckpt_writer_abort(w);
-            return rc;
-        }
+    int rc = agent_write_state(ag, w, ag->cfg.checkpoint.include_replay);
+    if (rc != RLT_OK) {
+        ckpt_writer_abort(w);
+        return rc;
     }
     return ckpt_writer_close(w);
 }
@@ -54,31 +154,7 @@ int rlt_agent_load(rlt_agent *ag, const char *path) {
     if (!ag->plan.sealed) RLT_FAIL(&ag->err, RLT_ESTATE, "rlt_agent_load on an agent whose init failed");
     ckpt_reader *r = &ag->ckpt_r;
     RLT_TRY(ckpt_reader_open(r, &ag->err, path));
-    int rc = RLT_OK;
-    /* Check every tensor first, so a mismatched file changes nothing. */
-    for (int32_t i = 0; rc == RLT_OK && i < ag->plan.n; i++) {
-        const rlt_plan_entry *en = &ag->plan.entries[i];
-        const ckpt_tensor_info *info;
-        if (!is_state_region(en) || !en->bytes) continue;
-        rc = ckpt_reader_find(r, en->name, &info);
-        if (rc == RLT_OK && info->bytes != en->bytes)
-            rc = rlt_err_set(&ag->err, RLT_ECHECKPOINT, __FILE__, __LINE__,
-                             "%s: tensor '%s' has %llu bytes but this config needs %llu: the checkpoint was made with other sizes",
-                             path, en->name, (unsigned long long)info->bytes, (unsigned long long)en->bytes);
-    }
-    for (int32_t i = 0; rc == RLT_OK && i < ag->plan.n; i++) {
-        const rlt_plan_entry *en = &ag->plan.entries[i];
-        if (!is_state_region(en) || !en->bytes) continue;
-        rc = ckpt_reader_read(r, en->name, ag->io_stage, en->bytes);
-        if (rc == RLT_OK && strcmp(en->name, "counters") == 0) {
-            const int64_t *c = (const int64_t *)ag->io_stage;
-            ag->env_steps = c[RLT_CTR_ENV_STEPS];
-            ag->updates = c[RLT_CTR_UPDATE];
-            /* The replay is not in the checkpoint: its size on the device must match the host's. */
-            ((int64_t *)ag->io_stage)[RLT_CTR_REPLAY_SIZE] = ag->replay.size;
-        }
-        if (rc == RLT_OK) rc = agent_put(ag, entry_ptr(ag, en), ag->io_stage, en->bytes);
-    }
+    int rc = agent_read_state(ag, r, path);
     ckpt_reader_close(r);
     return rc;
 }

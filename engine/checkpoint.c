@@ -737,6 +737,17 @@ int ckpt_reader_read(ckpt_reader *r, const char *name, void *dst, uint64_t bytes
     return RLT_OK;
 }
 
+int ckpt_reader_read_range(ckpt_reader *r, const char *name, uint64_t offset, void *dst, uint64_t bytes) {
+    const ckpt_tensor_info *t = NULL;
+    RLT_TRY(ckpt_reader_find(r, name, &t));
+    if (offset > t->bytes || bytes > t->bytes - offset)
+        RLT_FAIL(r->e, RLT_ECHECKPOINT, "%s: tensor '%s' has %" PRIu64 " bytes; bytes %" PRIu64 "..%" PRIu64 " were asked for",
+                 r->path, name, t->bytes, offset, offset + bytes);
+    if (bytes && !dst) RLT_FAIL(r->e, RLT_EINVAL, "%s: destination for tensor '%s' is NULL", r->path, name);
+    /* The whole file's CRCs were checked at open; a range read trusts that. */
+    return reader_pread(r, dst, bytes, t->offset + offset);
+}
+
 void ckpt_reader_close(ckpt_reader *r) {
     if (r->fd >= 0) close(r->fd);
     r->fd = -1;

@@ -138,6 +138,9 @@ int ckpt_reader_expect(ckpt_reader *r, const char *name, int32_t dtype, int32_t 
 /* Reads tensor name into dst; bytes must equal its size. The data's CRC is checked again after the
  * read, so a file altered since open is caught. */
 int ckpt_reader_read(ckpt_reader *r, const char *name, void *dst, uint64_t bytes);
+/* Reads bytes [offset, offset + bytes) of a tensor (for streaming large tensors through a staging
+ * buffer). The CRCs were checked when the file was opened. */
+int ckpt_reader_read_range(ckpt_reader *r, const char *name, uint64_t offset, void *dst, uint64_t bytes);
 void ckpt_reader_close(ckpt_reader *r);
 
 #endif

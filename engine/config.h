@@ -65,6 +65,11 @@ struct rlt_config {
         char on_oom[8];   /* fail | cpu: what to do when the device arena cannot be reserved */
     } memory;
     struct {
+        int64_t every;          /* env steps between periodic checkpoints; 0: only the final one */
+        int32_t keep;           /* periodic checkpoints kept (the oldest are deleted) */
+        int32_t include_replay; /* save the replay buffer too: needed for a resume that continues exactly */
+    } checkpoint;
+    struct {
         int32_t threads; /* BLAS threads on the CPU backend; 0 = 1 thread (fastest at RL sizes) */
     } cpu;
     char out_dir[RLT_CFG_STR];

@@ -103,6 +103,11 @@ static const cfg_key schema[] = {
             "when another process holds the device memory, retry the reservation once a second for this many seconds"),
     ROW_ENUM("memory.on_oom", memory.on_oom, "fail|cpu", "fail",
              "when the device arena cannot be reserved: fail (exit 3) or run on the CPU instead"),
+    ROW_I64("checkpoint.every", checkpoint.every, 0, BIG_STEPS, "0",
+            "env steps between periodic checkpoints (out_dir/ckpt_<step>.ckpt); 0 writes only final.ckpt"),
+    ROW_I32("checkpoint.keep", checkpoint.keep, 1, 1000, "3", "periodic checkpoints to keep; older ones are deleted"),
+    ROW_BOOL("checkpoint.include_replay", checkpoint.include_replay, "true",
+             "save the replay buffer in checkpoints, so a resumed run continues exactly where it stopped"),
     ROW_I32("cpu.threads", cpu.threads, 0, 1024, "0", "BLAS threads on the CPU backend; 0 means 1, fastest at RL sizes"),
     ROW_STR("out_dir", out_dir, "runs/td3_pendulum", "directory for config.yaml, metrics.csv, summary.json, final.ckpt"),
 };

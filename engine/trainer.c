@@ -5,26 +5,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "env.h"
 #include "mem.h"
 #include "outputs.h"
-
-#define DUMP_BYTES 16384
-
-struct rlt_trainer {
-    rlt_err err;
-    rlt_config cfg;
-    rlt_env env, eval_env;
-    rlt_agent *agent;
-    float *obs, *next_obs, *action; /* one transition, host */
-    char *dump;                     /* resolved config text */
-    rlt_progress prog;
-    double t0;
-    out_writer metrics;
-    double critic_loss, actor_loss;
-};
+#include "trainer.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -183,11 +170,15 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
     rlt_env *env = &tr->env;
     rlt_err *e = &tr->err;
     double next_report = now_s() + c->train.progress_every_s;
-    double ep_ret = 0.0;
-    int64_t ep_len = 0;
     float losses[RLT_LOSS_COUNT];
-    RLT_TRY(rlt_env_reset(env, tr->obs));
-    for (int64_t step = 0; step < c->train.total_steps; step++) {
+    char path[700];
+    if (!tr->resumed) {
+        RLT_TRY(rlt_env_reset(env, tr->obs));
+        tr->ep_ret = 0.0;
+        tr->ep_len = 0;
+    }
+    for (int64_t step = p->env_steps; step < c->train.total_steps; step++) {
+        if (tr->stop) RLT_FAIL(e, RLT_EINTERRUPTED, "stopped on request at step %lld", (long long)step);
         uint8_t term = 0, trunc = 0;
         float r;
         RLT_TRY(agent_call(tr, rlt_agent_act(tr->agent, tr->obs, 1, 1, tr->action)));
@@ -195,17 +186,18 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
         RLT_TRY(agent_call(tr, rlt_agent_observe(tr->agent, tr->obs, tr->action, &r, tr->next_obs, &term, &trunc, 1)));
         RLT_TRY(agent_call(tr, rlt_agent_update(tr->agent, NULL)));
         memcpy(tr->obs, tr->next_obs, (size_t)rlt_space_bytes(&env->obs_space));
-        ep_ret += r;
-        ep_len++;
+        tr->ep_ret += r;
+        tr->ep_len++;
         p->env_steps = step + 1;
         if (term || trunc) {
             p->episodes++;
-            p->last_episode_return = ep_ret;
+            p->last_episode_return = tr->ep_ret;
             trainer_tick(tr);
             RLT_TRY(out_writer_printf(&tr->metrics, e, "episode,%lld,%lld,%.6f,%lld,%lld,%.4f,,,\n", (long long)p->env_steps,
-                                      (long long)p->episodes, ep_ret, (long long)ep_len, (long long)p->updates, p->elapsed_s));
-            ep_ret = 0.0;
-            ep_len = 0;
+                                      (long long)p->episodes, tr->ep_ret, (long long)tr->ep_len, (long long)p->updates,
+                                      p->elapsed_s));
+            tr->ep_ret = 0.0;
+            tr->ep_len = 0;
             RLT_TRY(rlt_env_reset(env, tr->obs));
         }
         int last = step + 1 == c->train.total_steps;
@@ -226,6 +218,17 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
         } else if (now_s() >= next_report) {
             RLT_TRY(trainer_report(tr, fn, user, 0, &next_report));
         }
+        if (c->checkpoint.every > 0 && (step + 1) % c->checkpoint.every == 0 && !last) {
+            snprintf(path, sizeof path, "%s/ckpt_%lld.ckpt", c->out_dir, (long long)(step + 1));
+            RLT_TRY(trainer_save(tr, path));
+            /* Keep the last checkpoint.keep: forget (and delete) the oldest. */
+            if (tr->n_kept == c->checkpoint.keep || tr->n_kept == RLT_TRAINER_MAX_KEEP) {
+                unlink(tr->kept[0]);
+                memmove(tr->kept[0], tr->kept[1], sizeof tr->kept[0] * (size_t)(tr->n_kept - 1));
+                tr->n_kept--;
+            }
+            snprintf(tr->kept[tr->n_kept++], sizeof tr->kept[0], "%s", path);
+        }
     }
     return RLT_OK;
 }
@@ -244,6 +247,7 @@ int rlt_trainer_run(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
     snprintf(path, sizeof path, "%s/metrics.csv", c->out_dir);
     RLT_TRY(out_writer_open(&tr->metrics, e, path));
     RLT_TRY(out_writer_printf(&tr->metrics, e, "kind,env_step,episode,return,length,updates,wall_s,critic_loss,actor_loss,\n"));
+    if (tr->resumed) RLT_TRY(trainer_copy_metrics(tr));
     int rc = trainer_loop(tr, fn, user);
     trainer_tick(tr);
     /* Outputs are written whatever happened, so an interrupted run keeps what it learned. */
@@ -252,11 +256,15 @@ int rlt_trainer_run(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
     if (wrc == RLT_OK) wrc = trainer_write_summary(tr, rc == RLT_OK ? "finished" : "stopped");
     if (wrc == RLT_OK) {
         snprintf(path, sizeof path, "%s/final.ckpt", c->out_dir);
-        wrc = agent_call(tr, rlt_agent_save(tr->agent, path));
+        wrc = trainer_save(tr, path);
     }
     if (rc != RLT_OK) {
         tr->err = keep;
         return rc;
     }
     return wrc;
+}
+
+void rlt_trainer_request_stop(rlt_trainer *tr) {
+    if (tr) tr->stop = 1;
 }

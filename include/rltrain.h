@@ -189,6 +189,13 @@ int rlt_trainer_memory_plan(const rlt_trainer *tr, rlt_plan_summary *summary, co
 size_t rlt_trainer_plan_format(const rlt_trainer *tr, char *buf, size_t cap);
 /* Trains for train.total_steps env steps, writing out_dir/{config.yaml,metrics.csv,summary.json,final.ckpt}. */
 int rlt_trainer_run(rlt_trainer *tr, rlt_progress_fn fn, void *user);
+/* Loads a checkpoint written by a trainer of the same config (final.ckpt or a periodic ckpt_<step>.ckpt)
+ * before rlt_trainer_run, which then continues from its step. On the CPU the continued run is
+ * bit-identical to one that was never interrupted. Everything is checked before anything changes. */
+int rlt_trainer_resume(rlt_trainer *tr, const char *path);
+/* Asks a running rlt_trainer_run to stop after the current step (it writes its outputs and final.ckpt and
+ * returns RLT_EINTERRUPTED). Async-signal-safe: call it from a SIGINT handler. */
+void rlt_trainer_request_stop(rlt_trainer *tr);
 /* The final progress figures (valid after rlt_trainer_run). */
 int rlt_trainer_progress(const rlt_trainer *tr, rlt_progress *out);
 rlt_agent *rlt_trainer_agent(rlt_trainer *tr);

@@ -1,17 +1,19 @@
 /* rltrain.c: the command-line tool, a thin client of include/rltrain.h. It is the only place that exits:
  * 0 success, 1 runtime failure, 2 usage or config error, 3 the memory plan does not fit, 4 the requested
  * device is not usable. */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rltrain.h"
 
-enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_NOFIT = 3, EXIT_DEVICE = 4 };
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_NOFIT = 3, EXIT_DEVICE = 4, EXIT_INTERRUPTED = 5 };
 
 static const char *usage_text =
-    "usage: rltrain --config FILE [--set key.path=value]... [--dry-run] [--quiet]\n"
+    "usage: rltrain --config FILE [--set key.path=value]... [--resume CKPT] [--dry-run] [--quiet]\n"
     "       rltrain plan --config FILE [--set key.path=value]... [--budget-mb N] [--device D]\n"
     "\n"
     "Trains a TD3 agent on a built-in environment as the YAML config says. Every byte the run will use is\n"
@@ -21,13 +23,16 @@ static const char *usage_text =
     "options:\n"
     "  --config FILE         the YAML config (see configs/)\n"
     "  --set key.path=value  override one key (repeatable), e.g. --set train.total_steps=5000\n"
+    "  --resume CKPT         continue the run saved in CKPT (final.ckpt or ckpt_<step>.ckpt of this config)\n"
     "  --dry-run             print the resolved config and the memory plan, then exit (0, or 3 if it does not fit)\n"
     "  --quiet               no progress lines\n"
     "  --help, --version\n"
     "  plan                  the memory plan only (same as --dry-run); --budget-mb and --device override those keys\n"
     "\n"
+    "SIGINT or SIGTERM finishes the current step, writes the outputs and final.ckpt, and exits 5.\n"
+    "\n"
     "exit codes: 0 success, 1 runtime failure, 2 usage or config error, 3 memory plan does not fit,\n"
-    "            4 requested device not usable\n";
+    "            4 requested device not usable, 5 interrupted (outputs and final.ckpt written)\n";
 
 static int exit_code_for(int status) {
     switch (status) {
@@ -35,6 +40,7 @@ static int exit_code_for(int status) {
     case RLT_ECONFIG: case RLT_EINVAL: return EXIT_USAGE;
     case RLT_ENOFIT: return EXIT_NOFIT;
     case RLT_EDEVICE: return EXIT_DEVICE;
+    case RLT_EINTERRUPTED: return EXIT_INTERRUPTED;
     default: return EXIT_RUNTIME;
     }
 }
@@ -63,6 +69,13 @@ static int print_progress(void *user, const rlt_progress *p) {
            isnan(p->last_episode_return) ? 0.0 : p->last_episode_return, ev, p->updates_per_s, p->env_steps_per_s, el, eta);
     fflush(stdout);
     return 0;
+}
+
+static rlt_trainer *g_running; /* the trainer a signal asks to stop */
+
+static void on_signal(int sig) {
+    (void)sig;
+    rlt_trainer_request_stop(g_running);
 }
 
 static char *text_buffer(size_t n) {
@@ -103,7 +116,7 @@ static int plan_command(rlt_config *cfg, char *text, size_t cap) {
 }
 
 int main(int argc, char **argv) {
-    const char *config_path = NULL;
+    const char *config_path = NULL, *resume_path = NULL;
     int dry_run = 0, quiet = 0, argi = 1;
     if (argc > 1 && strcmp(argv[1], "plan") == 0) {
         dry_run = 1;
@@ -127,6 +140,8 @@ int main(int argc, char **argv) {
             return EXIT_OK;
         } else if (!strcmp(argv[i], "--config") && i + 1 < argc) {
             config_path = argv[++i];
+        } else if (!strcmp(argv[i], "--resume") && i + 1 < argc) {
+            resume_path = argv[++i];
         } else if (!strcmp(argv[i], "--set") || !strcmp(argv[i], "--budget-mb") || !strcmp(argv[i], "--device")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "rltrain: %s needs a value\n\n%s", argv[i], usage_text);
@@ -156,7 +171,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--set")) snprintf(assign, sizeof assign, "%s", argv[++i]);
         else if (!strcmp(argv[i], "--budget-mb")) snprintf(assign, sizeof assign, "memory.budget_mb=%s", argv[++i]);
         else if (!strcmp(argv[i], "--device")) snprintf(assign, sizeof assign, "device=%s", argv[++i]);
-        else { if (!strcmp(argv[i], "--config")) i++; continue; }
+        else { if (!strcmp(argv[i], "--config") || !strcmp(argv[i], "--resume")) i++; continue; }
         rc = rlt_config_set(cfg, assign);
     }
     if (rc == RLT_OK) rc = rlt_config_validate(cfg);
@@ -192,6 +207,22 @@ int main(int argc, char **argv) {
         free(text);
         return EXIT_OK;
     }
+    if (resume_path) {
+        rc = rlt_trainer_resume(tr, resume_path);
+        if (rc != RLT_OK) {
+            fprintf(stderr, "rltrain: %s: %s\n", rlt_strerror(rc), rlt_trainer_errmsg(tr));
+            rlt_trainer_free(tr);
+            rlt_config_free(cfg);
+            free(text);
+            return rc == RLT_ECHECKPOINT || rc == RLT_EIO ? EXIT_USAGE : exit_code_for(rc);
+        }
+    }
+    g_running = tr;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     rc = rlt_trainer_run(tr, quiet ? NULL : print_progress, NULL);
     rlt_progress p;
     rlt_trainer_progress(tr, &p);
@@ -199,6 +230,8 @@ int main(int argc, char **argv) {
     printf("finished: %lld env steps, %lld updates in %.1fs (%.0f updates/s); final eval %.1f, best %.1f\n",
            (long long)p.env_steps, (long long)p.updates, p.elapsed_s, p.updates_per_s, p.last_eval_return, p.best_eval_return);
     printf("outputs written to %s/ (config.yaml, metrics.csv, summary.json, final.ckpt)\n", rlt_trainer_out_dir(tr));
+    if (rc == RLT_EINTERRUPTED)
+        printf("interrupted: continue with  rltrain --config %s --resume %s/final.ckpt\n", config_path, rlt_trainer_out_dir(tr));
     rlt_trainer_free(tr);
     rlt_config_free(cfg);
     free(text);

@@ -1,0 +1,41 @@
+/* trainer.h: the trainer handle (internal), shared by the loop (trainer.c) and its checkpoints
+ * (trainer_ckpt.c). */
+#ifndef RLT_TRAINER_H
+#define RLT_TRAINER_H
+
+#include <signal.h>
+
+#include "agent.h"
+#include "env.h"
+#include "outputs.h"
+
+#define DUMP_BYTES 16384
+#define RLT_TRAINER_MAX_KEEP 64
+
+struct rlt_trainer {
+    rlt_err err;
+    rlt_config cfg;
+    rlt_env env, eval_env;
+    rlt_agent *agent;
+    float *obs, *next_obs, *action; /* one transition, host */
+    char *dump;                     /* resolved config text */
+    rlt_progress prog;
+    double t0;
+    out_writer metrics;
+    /* Loop state that a checkpoint carries. */
+    double ep_ret;
+    int64_t ep_len;
+    int32_t resumed;       /* state came from a checkpoint: the loop continues, no first reset */
+    int64_t resumed_step;
+    volatile sig_atomic_t stop; /* set by rlt_trainer_request_stop (signal-safe) */
+    /* Periodic checkpoints kept, oldest first. */
+    int32_t n_kept;
+    char kept[RLT_TRAINER_MAX_KEEP][704];
+};
+
+/* The full trainer checkpoint: agent state (with replay when configured) plus the loop's state. */
+int trainer_save(struct rlt_trainer *tr, const char *path);
+/* Copies out_dir/metrics.csv rows up to the resumed step into the new metrics writer. */
+int trainer_copy_metrics(struct rlt_trainer *tr);
+
+#endif

@@ -1,0 +1,161 @@
+/* trainer_ckpt.c: the trainer's checkpoints: the agent's state (replay included when configured) plus
+ * the loop's own (step and episode counters, the partial episode's return, both environments' random
+ * streams and state, the current observation), and resuming from one, metrics included. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "trainer.h"
+
+enum {
+    TS_ENV_STEPS, TS_EPISODES, TS_EP_LEN, TS_ENV_T, TS_ENV_SEED, TS_ENV_CTR, TS_ENV_STREAM, TS_EVAL_SEED, TS_EVAL_CTR,
+    TS_EVAL_STREAM, TS_EP_RET, TS_LAST_EVAL, TS_BEST_EVAL, TS_LAST_EP_RET, TS_ENV_MAX_STEPS, TS_COUNT
+};
+
+static int64_t dbits(double d) {
+    int64_t b;
+    memcpy(&b, &d, sizeof b);
+    return b;
+}
+
+static double bitsd(int64_t b) {
+    double d;
+    memcpy(&d, &b, sizeof d);
+    return d;
+}
+
+static int from_agent(rlt_trainer *tr, int rc) {
+    if (rc != RLT_OK) rlt_err_copy(&tr->err, &tr->agent->err);
+    return rc;
+}
+
+int trainer_save(rlt_trainer *tr, const char *path) {
+    rlt_agent *ag = tr->agent;
+    const rlt_progress *p = &tr->prog;
+    char meta[1024];
+    int n = agent_meta(ag, meta, sizeof meta);
+    n += snprintf(meta + n, sizeof meta - (size_t)n, "env: %s\nepisodes: %lld\n", tr->cfg.env.name, (long long)p->episodes);
+    ckpt_writer *w = &ag->ckpt_w;
+    RLT_TRY(from_agent(tr, ckpt_writer_open(w, &ag->err, path, meta, (size_t)n)));
+    int64_t s[TS_COUNT] = {0};
+    s[TS_ENV_STEPS] = p->env_steps;
+    s[TS_EPISODES] = p->episodes;
+    s[TS_EP_LEN] = tr->ep_len;
+    s[TS_ENV_T] = tr->env.t;
+    s[TS_ENV_SEED] = (int64_t)tr->env.rng.seed;
+    s[TS_ENV_CTR] = (int64_t)tr->env.rng.ctr;
+    s[TS_ENV_STREAM] = tr->env.rng.stream;
+    s[TS_EVAL_SEED] = (int64_t)tr->eval_env.rng.seed;
+    s[TS_EVAL_CTR] = (int64_t)tr->eval_env.rng.ctr;
+    s[TS_EVAL_STREAM] = tr->eval_env.rng.stream;
+    s[TS_EP_RET] = dbits(tr->ep_ret);
+    s[TS_LAST_EVAL] = dbits(p->last_eval_return);
+    s[TS_BEST_EVAL] = dbits(p->best_eval_return);
+    s[TS_LAST_EP_RET] = dbits(p->last_episode_return);
+    s[TS_ENV_MAX_STEPS] = tr->env.max_steps;
+    int64_t shape_s[1] = {TS_COUNT}, shape_e[1] = {RLT_ENV_STATE_BYTES}, shape_n[1] = {64};
+    int64_t shape_o[1] = {rlt_space_bytes(&tr->env.obs_space)};
+    char name[64] = {0};
+    snprintf(name, sizeof name, "%s", tr->cfg.env.name);
+    int rc = agent_write_state(ag, w, tr->cfg.checkpoint.include_replay);
+    if (rc == RLT_OK) rc = ckpt_writer_add(w, "trainer.state", RLT_DTYPE_I64, 1, shape_s, s, sizeof s);
+    if (rc == RLT_OK) rc = ckpt_writer_add(w, "trainer.env_name", RLT_DTYPE_U8, 1, shape_n, name, sizeof name);
+    if (rc == RLT_OK) rc = ckpt_writer_add(w, "trainer.env_state", RLT_DTYPE_U8, 1, shape_e, tr->env.state, RLT_ENV_STATE_BYTES);
+    if (rc == RLT_OK) rc = ckpt_writer_add(w, "trainer.obs", RLT_DTYPE_U8, 1, shape_o, tr->obs, (uint64_t)shape_o[0]);
+    if (rc != RLT_OK) {
+        ckpt_writer_abort(w);
+        return from_agent(tr, rc);
+    }
+    return from_agent(tr, ckpt_writer_close(w));
+}
+
+static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
+    rlt_agent *ag = tr->agent;
+    rlt_err *e = &ag->err;
+    int64_t s[TS_COUNT];
+    char name[64];
+    const ckpt_tensor_info *info;
+    /* The trainer's part first: it must be this environment and this observation size. */
+    RLT_TRY(ckpt_reader_read(r, "trainer.env_name", name, sizeof name));
+    name[63] = '\0';
+    if (strcmp(name, tr->cfg.env.name) != 0)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: the checkpoint is of environment '%s', this config trains '%s'", path, name,
+                 tr->cfg.env.name);
+    RLT_TRY(ckpt_reader_read(r, "trainer.state", s, sizeof s));
+    RLT_TRY(ckpt_reader_find(r, "trainer.obs", &info));
+    if (info->bytes != (uint64_t)rlt_space_bytes(&tr->env.obs_space))
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: observations of %llu bytes, this environment's have %lld", path,
+                 (unsigned long long)info->bytes, (long long)rlt_space_bytes(&tr->env.obs_space));
+    if (s[TS_ENV_STEPS] < 0 || s[TS_ENV_STEPS] > tr->cfg.train.total_steps)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: the checkpoint is at step %lld, beyond train.total_steps %lld", path,
+                 (long long)s[TS_ENV_STEPS], (long long)tr->cfg.train.total_steps);
+    /* The agent checks all of its tensors before it changes anything. */
+    RLT_TRY(agent_read_state(ag, r, path));
+    RLT_TRY(ckpt_reader_read(r, "trainer.env_state", tr->env.state, RLT_ENV_STATE_BYTES));
+    RLT_TRY(ckpt_reader_read(r, "trainer.obs", tr->obs, info->bytes));
+    rlt_progress *p = &tr->prog;
+    p->env_steps = s[TS_ENV_STEPS];
+    p->episodes = s[TS_EPISODES];
+    p->updates = ag->updates;
+    tr->ep_len = s[TS_EP_LEN];
+    tr->env.t = (int32_t)s[TS_ENV_T];
+    tr->env.rng.seed = (uint64_t)s[TS_ENV_SEED];
+    tr->env.rng.ctr = (uint64_t)s[TS_ENV_CTR];
+    tr->env.rng.stream = (uint32_t)s[TS_ENV_STREAM];
+    tr->eval_env.rng.seed = (uint64_t)s[TS_EVAL_SEED];
+    tr->eval_env.rng.ctr = (uint64_t)s[TS_EVAL_CTR];
+    tr->eval_env.rng.stream = (uint32_t)s[TS_EVAL_STREAM];
+    tr->ep_ret = bitsd(s[TS_EP_RET]);
+    p->last_eval_return = bitsd(s[TS_LAST_EVAL]);
+    p->best_eval_return = bitsd(s[TS_BEST_EVAL]);
+    p->last_episode_return = bitsd(s[TS_LAST_EP_RET]);
+    tr->env.max_steps = (int32_t)s[TS_ENV_MAX_STEPS];
+    tr->resumed = 1;
+    tr->resumed_step = p->env_steps;
+    return RLT_OK;
+}
+
+int rlt_trainer_resume(rlt_trainer *tr, const char *path) {
+    if (!tr || !path) return RLT_EINVAL;
+    if (!tr->agent || !tr->agent->plan.sealed) RLT_FAIL(&tr->err, RLT_ESTATE, "rlt_trainer_resume after a failed init");
+    ckpt_reader *r = &tr->agent->ckpt_r;
+    RLT_TRY(from_agent(tr, ckpt_reader_open(r, &tr->agent->err, path)));
+    int rc = resume_checked(tr, r, path);
+    ckpt_reader_close(r);
+    if (rc == RLT_OK)
+        rlt_log(RLT_LOG_INFO, "resumed from %s at step %lld (%lld updates)", path, (long long)tr->prog.env_steps,
+                (long long)tr->prog.updates);
+    return from_agent(tr, rc);
+}
+
+int trainer_copy_metrics(rlt_trainer *tr) {
+    char path[600], buf[8192], line[1024];
+    snprintf(path, sizeof path, "%s/metrics.csv", tr->cfg.out_dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return RLT_OK; /* a resume into a fresh out_dir has no earlier rows */
+    size_t len = 0;
+    int first = 1, rc = RLT_OK;
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        for (ssize_t i = 0; i < n && rc == RLT_OK; i++) {
+            if (buf[i] != '\n') {
+                if (len < sizeof line - 1) line[len++] = buf[i];
+                continue;
+            }
+            line[len] = '\0';
+            /* Rows up to the resumed step: "kind,env_step,..."; the header is written already. */
+            const char *comma = strchr(line, ',');
+            if (!first && comma && strtoll(comma + 1, NULL, 10) <= tr->resumed_step)
+                rc = out_writer_printf(&tr->metrics, &tr->err, "%s\n", line);
+            first = 0;
+            len = 0;
+        }
+    }
+    close(fd);
+    return rc;
+}

@@ -1,0 +1,606 @@
+/* gpu_dqn_parity.c: the DQN and convolution ops of the CUDA backend against their CPU twins (the
+ * readable reference) on fresh random inputs: gather_u8_f32, dqn_target, q_loss_grad, clip_grad_norm
+ * (eagerly and replayed from a captured graph), and conv_prepare/forward/backward for the Nature DQN
+ * torso (batch 32, 4x84x84 -> 32@8x8/4 -> 64@4x4/2 -> 64@3x3/1), the MinAtar torso (4x10x10 -> 16@3x3/1)
+ * and a small padded, odd-sized case; plus run-to-run determinism of the GPU convolution, a captured
+ * forward + backward replayed against the eager result, and the refused calls. Skipped (exit 77) when no
+ * CUDA device can be opened.
+ *
+ * Tolerances (u = 2^-24, the fp32 unit roundoff; gamma(m) = m u / (1 - m u)):
+ * - Exact (bit for bit): gather_u8_f32 (one multiply), dqn_target's chosen actions and targets (the same
+ *   comparisons and the same three float operations; the module is built without FMA contraction),
+ *   q_loss_grad's gradients, and clip_grad_norm when the norm is under max_norm (nothing is scaled).
+ *   The argmax choices are integers: any difference is a bug, so inputs include many exact ties.
+ * - q_loss_grad's loss: the GPU sums in a tree, the CPU left to right; both within gamma(n) sum l of the
+ *   exact sum, so they differ by at most 2 gamma(n) sum l (+ 2u for the division by n).
+ * - clip_grad_norm's norm: the CPU sums squares in double (exact to ~1e-16); the GPU's fp32 sum runs
+ *   ceil(n / 65536) terms per thread and two 256-way trees, so it is within gamma(n/65536 + 17) of the
+ *   exact sum of squares (all terms positive), and the square root halves that (+ u for its rounding).
+ *   The scaled gradients inherit the norm's relative error through max_norm / (norm + 1e-6), plus two
+ *   roundings (the division and the product): |g| (rel(norm) + 4u).
+ * - Convolutions: cuDNN is restricted to GEMM-family algorithms in plain fp32 (no TF32, no FFT or
+ *   Winograd transforms), so every output is a sum of products in some order: within gamma(m) S of the
+ *   exact value, S the sum of the products' magnitudes and m the number of terms (Higham 3.5), and the CPU
+ *   likewise; the two differ by at most 2 gamma(m + 2) S per element, S computed here in double:
+ *     y  (before the activation): m = c*kh*kw products + the bias; ReLU is exact and 1-Lipschitz;
+ *     dw: m = n*out_h*out_w products + the value accumulated into; db the same with dy alone;
+ *     dx: m <= k*kh*kw products (the taps that reach the pixel).
+ *   The normalised error |gpu - cpu|_2 / |cpu|_2 is printed (typically ~1e-7, far inside the ~1e-6 that
+ *   a different summation order can cost); a wrong index or a TF32 path would show as 1e-3 or worse.
+ * - Determinism and graph replay of the GPU convolution: bit for bit (same algorithms, same inputs). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_registry.h"
+#include "harness.h"
+
+#define U (1.0 / 16777216.0)
+#define ARENA_BYTES (320ull << 20)
+
+typedef struct pair {
+    rlt_backend cpu, gpu;
+    rlt_err ecpu, egpu;
+    unsigned char *cbase, *gbase;
+    uint64_t used, mark;
+} pair;
+
+static pair P;
+static uint64_t rng_state = 0x6A09E667F3BCC909ull;
+
+static uint64_t rnd_u64(void) { /* splitmix64: input data only */
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static float rnd_f(float lo, float hi) { return lo + (hi - lo) * (float)((rnd_u64() >> 40) * (1.0 / 16777216.0)); }
+static void rnd_fill(float *x, size_t n, float lo, float hi) {
+    for (size_t i = 0; i < n; i++) x[i] = rnd_f(lo, hi);
+}
+static double gamma_n(double m) { return m * U / (1.0 - m * U); }
+
+static void die_on(int rc, rlt_err *e, const char *what) {
+    if (rc == RLT_OK) return;
+    fprintf(stderr, "FATAL: %s failed: %s\n", what, e->msg);
+    exit(1);
+}
+
+/* `bytes` at the same offset in both arenas, 256-byte aligned like the plan. */
+static void take(uint64_t bytes, void **c, void **g) {
+    uint64_t off = (P.used + 255) & ~255ull;
+    if (off + bytes > ARENA_BYTES) {
+        fprintf(stderr, "FATAL: test arena exhausted\n");
+        exit(1);
+    }
+    *c = P.cbase + off;
+    *g = P.gbase + off;
+    P.used = off + bytes;
+}
+static void reset(void) { P.used = P.mark; }
+
+static void put(void *c, void *g, const void *host, uint64_t bytes) {
+    die_on(P.cpu.ops->copy(&P.cpu, c, host, bytes, RLT_COPY_H2D), &P.ecpu, "cpu copy");
+    die_on(P.gpu.ops->copy(&P.gpu, g, host, bytes, RLT_COPY_H2D), &P.egpu, "gpu copy");
+    die_on(P.gpu.ops->sync(&P.gpu), &P.egpu, "gpu sync");
+}
+static void fetch_gpu(void *host, const void *g, uint64_t bytes) {
+    die_on(P.gpu.ops->sync(&P.gpu), &P.egpu, "gpu sync before fetch");
+    die_on(P.gpu.ops->copy(&P.gpu, host, g, bytes, RLT_COPY_D2H), &P.egpu, "gpu copy back");
+    die_on(P.gpu.ops->sync(&P.gpu), &P.egpu, "gpu sync after fetch");
+}
+static void fetch(void *host_c, void *host_g, const void *c, const void *g, uint64_t bytes) {
+    memcpy(host_c, c, bytes);
+    fetch_gpu(host_g, g, bytes);
+}
+
+static void expect_exact(const char *what, const void *gpu, const void *cpu, size_t n, size_t elem) {
+    const unsigned char *g = gpu, *c = cpu;
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(g + i * elem, c + i * elem, elem) != 0 && bad++ == 0) first = i;
+    printf("  %-58s n=%-8zu %s\n", what, n, bad ? "DIFFERS" : "exact");
+    if (bad && elem == 4) {
+        float gf, cf;
+        int32_t gi, ci;
+        memcpy(&gf, g + first * 4, 4);
+        memcpy(&cf, c + first * 4, 4);
+        memcpy(&gi, g + first * 4, 4);
+        memcpy(&ci, c + first * 4, 4);
+        CHECK(bad == 0, "%s: %zu of %zu differ; first at %zu: gpu %.9g (int %d) cpu %.9g (int %d)", what, bad, n, first,
+              gf, gi, cf, ci);
+    } else {
+        CHECK(bad == 0, "%s: %zu of %zu differ; first at %zu", what, bad, n, first);
+    }
+}
+
+/* |gpu - cpu| <= bound[i] (bound NULL: atol + rtol |cpu|); prints the normalised error. */
+static void expect_close(const char *what, const float *g, const float *c, size_t n, const double *bound, double atol,
+                         double rtol) {
+    double num = 0, den = 0, worst = 0;
+    size_t bad = 0, at = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)g[i] - (double)c[i];
+        num += d * d;
+        den += (double)c[i] * c[i];
+        double lim = bound ? bound[i] : atol + rtol * fabs((double)c[i]);
+        double excess = fabs(d) - lim;
+        if (!(excess <= 0) && (bad++ == 0 || excess > worst)) {
+            worst = excess;
+            at = i;
+        }
+    }
+    double nerr = den > 0 ? sqrt(num / den) : sqrt(num);
+    printf("  %-58s n=%-8zu nerr=%.2e\n", what, n, nerr);
+    CHECK(bad == 0, "%s: %zu of %zu outside the bound; worst at %zu: gpu %.9g cpu %.9g bound %.3g", what, bad, n, at,
+          g[at], c[at], bound ? bound[at] : atol + rtol * fabs((double)c[at]));
+}
+
+/* ---- DQN ops ---- */
+
+static void test_gather_u8(void) {
+    printf("gather_u8_f32\n");
+    static const struct {
+        uint64_t row;
+        int32_t rows, n, use_idx;
+    } cases[] = {{400, 1000, 32, 1}, {28224, 200, 32, 1}, {28224, 8, 8, 0}, {7, 50, 1, 1}, {3, 5, 0, 1}};
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        uint64_t row = cases[t].row, ring_bytes = row * (uint64_t)cases[t].rows, out = row * (uint64_t)cases[t].n;
+        uint8_t *ring = malloc(ring_bytes);
+        for (uint64_t i = 0; i < ring_bytes; i++) ring[i] = (uint8_t)rnd_u64();
+        int32_t idx[64];
+        for (int i = 0; i < cases[t].n; i++) idx[i] = (int32_t)(rnd_u64() % (uint64_t)cases[t].rows);
+        void *cr, *gr, *ci, *gi, *co, *go;
+        take(ring_bytes, &cr, &gr);
+        take(sizeof idx, &ci, &gi);
+        take(out * 4 + 4, &co, &go);
+        put(cr, gr, ring, ring_bytes);
+        put(ci, gi, idx, sizeof idx);
+        float *rc = malloc(out * 4 + 4), *rg = malloc(out * 4 + 4);
+        rnd_fill(rc, out + 1, -1, 1);
+        put(co, go, rc, out * 4 + 4); /* a guard float after the rows must survive */
+        const int32_t *ic = cases[t].use_idx ? ci : NULL, *ig = cases[t].use_idx ? gi : NULL;
+        int r1 = P.cpu.ops->gather_u8_f32(&P.cpu, co, cr, row, ic, cases[t].n, 1.0f / 255.0f);
+        int r2 = P.gpu.ops->gather_u8_f32(&P.gpu, go, gr, row, ig, cases[t].n, 1.0f / 255.0f);
+        CHECK(r1 == RLT_OK && r2 == RLT_OK, "gather_u8_f32: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+        fetch(rc, rg, co, go, out * 4 + 4);
+        char what[96];
+        snprintf(what, sizeof what, "gather_u8_f32 row=%llu n=%d idx=%d (+guard)", (unsigned long long)row,
+                 cases[t].n, cases[t].use_idx);
+        expect_exact(what, rg, rc, out + 1, 4);
+        free(ring), free(rc), free(rg);
+        reset();
+    }
+}
+
+static void test_dqn_target(void) {
+    printf("dqn_target\n");
+    static const struct {
+        int n, n_act, ldq;
+    } cases[] = {{32, 3, 3}, {1, 1, 1}, {256, 18, 20}, {1000, 6, 6}, {77, 4, 5}};
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        int n = cases[t].n, A = cases[t].n_act, ld = cases[t].ldq;
+        size_t nq = (size_t)n * ld;
+        float *qt = malloc(nq * 4), *qo = malloc(nq * 4), *r = malloc((size_t)n * 4), *term = malloc((size_t)n * 4);
+        /* Values on a coarse grid (multiples of 0.5 in [-2, 2]): with several actions, ties are common, and
+         * the first of tied maxima must win on both backends. */
+        for (size_t i = 0; i < nq; i++) {
+            qt[i] = (float)((int)(rnd_u64() % 9) - 4) * 0.5f;
+            qo[i] = (float)((int)(rnd_u64() % 9) - 4) * 0.5f;
+        }
+        rnd_fill(r, (size_t)n, -1, 1);
+        for (int i = 0; i < n; i++) term[i] = (rnd_u64() & 3) == 0 ? 1.0f : 0.0f;
+        void *cqt, *gqt, *cqo, *gqo, *cr, *gr, *ct, *gt, *cy, *gy, *ca, *ga;
+        take(nq * 4, &cqt, &gqt);
+        take(nq * 4, &cqo, &gqo);
+        take((size_t)n * 4, &cr, &gr);
+        take((size_t)n * 4, &ct, &gt);
+        take((size_t)n * 4, &cy, &gy);
+        take((size_t)n * 4, &ca, &ga);
+        put(cqt, gqt, qt, nq * 4);
+        put(cqo, gqo, qo, nq * 4);
+        put(cr, gr, r, (size_t)n * 4);
+        put(ct, gt, term, (size_t)n * 4);
+        float *yc = malloc((size_t)n * 4), *yg = malloc((size_t)n * 4);
+        int32_t *ac = malloc((size_t)n * 4), *ag = malloc((size_t)n * 4);
+        for (int dbl = 0; dbl < 2; dbl++) {
+            int r1 = P.cpu.ops->dqn_target(&P.cpu, cy, ca, cr, ct, cqt, dbl ? cqo : NULL, ld, n, A, 0.99f);
+            int r2 = P.gpu.ops->dqn_target(&P.gpu, gy, ga, gr, gt, gqt, dbl ? gqo : NULL, ld, n, A, 0.99f);
+            CHECK(r1 == RLT_OK && r2 == RLT_OK, "dqn_target: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+            fetch(ac, ag, ca, ga, (size_t)n * 4);
+            fetch(yc, yg, cy, gy, (size_t)n * 4);
+            int ties = 0;
+            const float *sel = dbl ? qo : qt;
+            for (int i = 0; i < n; i++)
+                for (int j = 0; j < A; j++)
+                    if (j != ac[i] && sel[(size_t)i * ld + j] == sel[(size_t)i * ld + ac[i]]) {
+                        ties++;
+                        CHECK(j > ac[i], "row %d: a tied maximum at %d comes before the chosen %d", i, j, ac[i]);
+                        break;
+                    }
+            char what[96];
+            snprintf(what, sizeof what, "dqn_target %s n=%d A=%d ldq=%d: actions (%d tied rows)",
+                     dbl ? "double" : "vanilla", n, A, ld, ties);
+            expect_exact(what, ag, ac, (size_t)n, 4);
+            snprintf(what, sizeof what, "dqn_target %s n=%d A=%d ldq=%d: targets", dbl ? "double" : "vanilla", n, A, ld);
+            expect_exact(what, yg, yc, (size_t)n, 4);
+        }
+        free(qt), free(qo), free(r), free(term), free(yc), free(yg), free(ac), free(ag);
+        reset();
+    }
+}
+
+static void test_q_loss_grad(void) {
+    printf("q_loss_grad\n");
+    static const struct {
+        int n, n_act, ld;
+        float delta;
+    } cases[] = {{32, 3, 3, 1.0f}, {32, 3, 3, 0.0f}, {512, 18, 19, 1.0f}, {1000, 6, 6, 0.5f}, {1, 1, 1, 0.0f}};
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        int n = cases[t].n, A = cases[t].n_act, ld = cases[t].ld;
+        size_t nq = (size_t)n * ld;
+        float *q = malloc(nq * 4), *y = malloc((size_t)n * 4), *dc = malloc(nq * 4), *dg = malloc(nq * 4);
+        int32_t *act = malloc((size_t)n * 4);
+        rnd_fill(q, nq, -3, 3);
+        rnd_fill(y, (size_t)n, -3, 3); /* |d| up to 6: both Huber regions */
+        for (int i = 0; i < n; i++) act[i] = (int32_t)(rnd_u64() % (uint64_t)A);
+        if (n > 10) act[5] = A, act[7] = -1; /* out of range: zero gradient and no loss on both */
+        void *cq, *gq, *cy, *gy, *ca, *ga, *cd, *gd, *cl, *gl;
+        take(nq * 4, &cq, &gq);
+        take((size_t)n * 4, &cy, &gy);
+        take((size_t)n * 4, &ca, &ga);
+        take(nq * 4, &cd, &gd);
+        take(4, &cl, &gl);
+        put(cq, gq, q, nq * 4);
+        put(cy, gy, y, (size_t)n * 4);
+        put(ca, ga, act, (size_t)n * 4);
+        rnd_fill(dc, nq, -1, 1);
+        put(cd, gd, dc, nq * 4); /* the padding columns must survive */
+        int r1 = P.cpu.ops->q_loss_grad(&P.cpu, cd, ld, cl, cq, ld, ca, cy, n, A, cases[t].delta, 0.5f);
+        int r2 = P.gpu.ops->q_loss_grad(&P.gpu, gd, ld, gl, gq, ld, ga, gy, n, A, cases[t].delta, 0.5f);
+        CHECK(r1 == RLT_OK && r2 == RLT_OK, "q_loss_grad: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+        fetch(dc, dg, cd, gd, nq * 4);
+        char what[96];
+        snprintf(what, sizeof what, "q_loss_grad n=%d A=%d ld=%d delta=%g: dq", n, A, ld, cases[t].delta);
+        expect_exact(what, dg, dc, nq, 4);
+        float lc, lg;
+        fetch(&lc, &lg, cl, gl, 4);
+        double sum_l = 0;
+        for (int i = 0; i < n; i++) {
+            if (act[i] < 0 || act[i] >= A) continue;
+            double d = fabs((double)q[(size_t)i * ld + act[i]] - y[i]), dl = cases[t].delta;
+            sum_l += dl == 0 ? d * d : (d <= dl ? 0.5 * d * d : dl * (d - 0.5 * dl));
+        }
+        double bound = 2.0 * gamma_n(n) * sum_l / n + 4.0 * U * fabs(lc);
+        snprintf(what, sizeof what, "q_loss_grad n=%d delta=%g: loss", n, cases[t].delta);
+        expect_close(what, &lg, &lc, 1, &bound, 0, 0);
+        free(q), free(y), free(dc), free(dg), free(act);
+        reset();
+    }
+}
+
+/* One clip on both backends; the GPU's either eagerly or replayed from graph slot `graph` (>= 0). */
+static void clip_case(uint64_t n, float max_norm, int graph) {
+    float *h = malloc(n * 4 + 4), *rc = malloc(n * 4 + 4), *rg = malloc(n * 4 + 4);
+    rnd_fill(h, n + 1, -1, 1);
+    void *cg, *gg, *cn, *gn;
+    take(n * 4 + 4, &cg, &gg);
+    take(4, &cn, &gn);
+    int r2;
+    if (graph >= 0) {
+        /* Capture on stale data, then load the real gradients and replay: the scaling must read the norm
+         * computed in the replay, from device memory. */
+        rnd_fill(rc, n + 1, -1, 1);
+        put(cg, gg, rc, n * 4 + 4);
+        die_on(P.gpu.ops->graph_begin(&P.gpu, graph), &P.egpu, "graph_begin");
+        r2 = P.gpu.ops->clip_grad_norm(&P.gpu, gg, n, max_norm, gn);
+        die_on(P.gpu.ops->graph_end(&P.gpu, graph), &P.egpu, "graph_end");
+        put(cg, gg, h, n * 4 + 4);
+        die_on(P.gpu.ops->graph_launch(&P.gpu, graph), &P.egpu, "graph_launch");
+    } else {
+        put(cg, gg, h, n * 4 + 4);
+        r2 = P.gpu.ops->clip_grad_norm(&P.gpu, gg, n, max_norm, gn);
+    }
+    int r1 = P.cpu.ops->clip_grad_norm(&P.cpu, cg, n, max_norm, cn);
+    CHECK(r1 == RLT_OK && r2 == RLT_OK, "clip_grad_norm: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+    float nc, ng;
+    fetch(&nc, &ng, cn, gn, 4);
+    fetch(rc, rg, cg, gg, n * 4 + 4);
+    double rel = 0.5 * gamma_n((double)((n + 65535) / 65536) + 17.0) + 2.0 * U;
+    double nb = rel * fabs(nc) + 1e-37;
+    char what[96];
+    snprintf(what, sizeof what, "clip_grad_norm n=%llu max=%g%s: norm", (unsigned long long)n, max_norm,
+             graph >= 0 ? " (graph)" : "");
+    expect_close(what, &ng, &nc, 1, &nb, 0, 0);
+    snprintf(what, sizeof what, "clip_grad_norm n=%llu max=%g%s: g (+guard)", (unsigned long long)n, max_norm,
+             graph >= 0 ? " (graph)" : "");
+    if (max_norm / (nc + 1e-6f) >= 1.0f && max_norm / (ng + 1e-6f) >= 1.0f) {
+        expect_exact(what, rg, rc, n + 1, 4);
+    } else {
+        double *b = malloc((n + 1) * sizeof *b);
+        for (uint64_t i = 0; i < n; i++) b[i] = fabs((double)h[i]) * (rel + 4.0 * U) + 1e-37;
+        b[n] = 0; /* the guard is never touched */
+        expect_close(what, rg, rc, n + 1, b, 0, 0);
+        free(b);
+    }
+    free(h), free(rc), free(rg);
+    reset();
+}
+
+static void test_clip(void) {
+    printf("clip_grad_norm\n");
+    /* Norms: about sqrt(n / 3) for uniform [-1, 1] entries. */
+    clip_case(1, 10.0f, -1);
+    clip_case(1000, 1.0f, -1);
+    clip_case(1000, 100.0f, -1);
+    clip_case((1u << 20) + 3, 10.0f, -1);
+    clip_case(1686180, 10.0f, -1); /* the Nature DQN's parameter count */
+    clip_case(0, 1.0f, -1);
+    clip_case(100003, 5.0f, 0);
+}
+
+/* ---- convolution ---- */
+
+typedef struct conv_dims {
+    rlt_conv_shape s;
+    int32_t oh, ow;
+    size_t nx, nw, ny;
+} conv_dims;
+
+static conv_dims dims_of(rlt_conv_shape s) {
+    conv_dims d = {.s = s};
+    d.oh = rlt_conv_out_dim(s.h, s.kh, s.stride, s.pad);
+    d.ow = rlt_conv_out_dim(s.w, s.kw, s.stride, s.pad);
+    d.nx = (size_t)s.n * s.c * s.h * s.w;
+    d.nw = (size_t)s.k * s.c * s.kh * s.kw;
+    d.ny = (size_t)s.n * s.k * d.oh * d.ow;
+    return d;
+}
+
+/* Runs `body` once for every product w[wi_] * x[xi_] that contributes to y[yi_] (taps that fall on the
+ * zero padding are skipped): the bounds below sum |products| grouped by one of the three indices. */
+#define FOR_EACH_TAP(d, body)                                                                                \
+    for (int n_ = 0; n_ < (d)->s.n; n_++)                                                                     \
+        for (int ko_ = 0; ko_ < (d)->s.k; ko_++)                                                              \
+            for (int oy_ = 0; oy_ < (d)->oh; oy_++)                                                           \
+                for (int ox_ = 0; ox_ < (d)->ow; ox_++) {                                                     \
+                    size_t yi_ = (((size_t)n_ * (d)->s.k + ko_) * (d)->oh + oy_) * (d)->ow + ox_;             \
+                    for (int ci_ = 0; ci_ < (d)->s.c; ci_++)                                                  \
+                        for (int i_ = 0; i_ < (d)->s.kh; i_++) {                                              \
+                            int iy_ = oy_ * (d)->s.stride - (d)->s.pad + i_;                                  \
+                            if (iy_ < 0 || iy_ >= (d)->s.h) continue;                                         \
+                            for (int j_ = 0; j_ < (d)->s.kw; j_++) {                                          \
+                                int ix_ = ox_ * (d)->s.stride - (d)->s.pad + j_;                              \
+                                if (ix_ < 0 || ix_ >= (d)->s.w) continue;                                     \
+                                size_t xi_ = (((size_t)n_ * (d)->s.c + ci_) * (d)->s.h + iy_) * (d)->s.w + ix_; \
+                                size_t wi_ = (((size_t)ko_ * (d)->s.c + ci_) * (d)->s.kh + i_) * (d)->s.kw + j_; \
+                                body;                                                                         \
+                            }                                                                                 \
+                        }                                                                                     \
+                }
+
+static void test_conv_case(int32_t slot, rlt_conv_shape s, const char *label) {
+    conv_dims d = dims_of(s);
+    uint64_t wsc = 0, wsg = 0;
+    int r1 = P.cpu.ops->conv_prepare(&P.cpu, slot, &s, &wsc);
+    int r2 = P.gpu.ops->conv_prepare(&P.gpu, slot, &s, &wsg);
+    CHECK(r1 == RLT_OK && r2 == RLT_OK, "%s: conv_prepare: cpu %d gpu %d (%s)", label, r1, r2, P.egpu.msg);
+    if (r1 != RLT_OK || r2 != RLT_OK) return;
+    printf("%s: n%d c%d %dx%d -> k%d %dx%d/%d pad %d -> %dx%d; workspace cpu %llu, gpu %llu bytes\n", label, s.n, s.c,
+           s.h, s.w, s.k, s.kh, s.kw, s.stride, s.pad, d.oh, d.ow, (unsigned long long)wsc, (unsigned long long)wsg);
+    uint64_t wsb = wsc > wsg ? wsc : wsg;
+    float *x = malloc(d.nx * 4), *w = malloc(d.nw * 4), *b = malloc((size_t)s.k * 4);
+    float *yc = malloc(d.ny * 4), *yg = malloc(d.ny * 4), *dy = malloc(d.ny * 4), *dy_pre = malloc(d.ny * 4);
+    float *dw0 = malloc(d.nw * 4), *db0 = malloc((size_t)s.k * 4);
+    float *dxc = malloc(d.nx * 4), *dxg = malloc(d.nx * 4), *dwc = malloc(d.nw * 4), *dwg = malloc(d.nw * 4);
+    float *dbc = malloc((size_t)s.k * 4), *dbg = malloc((size_t)s.k * 4);
+    double *by = calloc(d.ny, sizeof(double)), *bw = calloc(d.nw, sizeof(double)), *bx = calloc(d.nx, sizeof(double));
+    double *bb = calloc((size_t)s.k, sizeof(double));
+    /* Inputs like a network's: pixels in [0, 1], weights within PyTorch's default init bound. */
+    float bound = 1.0f / sqrtf((float)(s.c * s.kh * s.kw));
+    rnd_fill(x, d.nx, 0, 1);
+    rnd_fill(w, d.nw, -bound, bound);
+    rnd_fill(b, (size_t)s.k, -bound, bound);
+    void *cx, *gx, *cw, *gw, *cb, *gb, *cy, *gy, *cdy, *gdy, *cdx, *gdx, *cdw, *gdw, *cdb, *gdb, *cws, *gws;
+    take(d.nx * 4, &cx, &gx);
+    take(d.nw * 4, &cw, &gw);
+    take((size_t)s.k * 4, &cb, &gb);
+    take(d.ny * 4, &cy, &gy);
+    take(d.ny * 4, &cdy, &gdy);
+    take(d.nx * 4, &cdx, &gdx);
+    take(d.nw * 4, &cdw, &gdw);
+    take((size_t)s.k * 4, &cdb, &gdb);
+    take(wsb ? wsb : 256, &cws, &gws);
+    put(cx, gx, x, d.nx * 4);
+    put(cw, gw, w, d.nw * 4);
+    put(cb, gb, b, (size_t)s.k * 4);
+    char what[128];
+    int K = s.c * s.kh * s.kw;
+
+    /* Forward, without and with ReLU. Bound: 2 gamma(K + 2) (|b| + sum |w x|). */
+    for (size_t i = 0; i < d.ny; i++) by[i] = 0;
+    FOR_EACH_TAP(&d, by[yi_] += fabs((double)w[wi_] * x[xi_]));
+    for (size_t i = 0; i < d.ny; i++) {
+        int ko = (int)((i / ((size_t)d.oh * d.ow)) % (size_t)s.k);
+        by[i] = 2.0 * gamma_n(K + 2) * (by[i] + fabs(b[ko])) + 1e-37;
+    }
+    static const int acts[2] = {RLT_ACT_NONE, RLT_ACT_RELU};
+    for (int a = 0; a < 2; a++) {
+        r1 = P.cpu.ops->conv_forward(&P.cpu, slot, cy, cx, cw, cb, acts[a], cws, wsb);
+        r2 = P.gpu.ops->conv_forward(&P.gpu, slot, gy, gx, gw, gb, acts[a], gws, wsb);
+        CHECK(r1 == RLT_OK && r2 == RLT_OK, "%s forward: cpu %d gpu %d (%s)", label, r1, r2, P.egpu.msg);
+        fetch(yc, yg, cy, gy, d.ny * 4);
+        snprintf(what, sizeof what, "%s forward act=%s", label, acts[a] ? "relu" : "none");
+        expect_close(what, yg, yc, d.ny, by, 0, 0);
+    }
+    /* The ReLU forward's CPU output now sits in yc: both backwards run through the same y. */
+    put(cy, gy, yc, d.ny * 4);
+
+    /* Backward through ReLU: dw and db accumulate onto random values, dx is overwritten. */
+    rnd_fill(dy, d.ny, -1, 1);
+    rnd_fill(dw0, d.nw, -1, 1);
+    rnd_fill(db0, (size_t)s.k, -1, 1);
+    for (size_t i = 0; i < d.ny; i++) dy_pre[i] = yc[i] > 0.0f ? dy[i] : 0.0f;
+    put(cdy, gdy, dy, d.ny * 4);
+    put(cdw, gdw, dw0, d.nw * 4);
+    put(cdb, gdb, db0, (size_t)s.k * 4);
+    rnd_fill(dxc, d.nx, -1, 1);
+    put(cdx, gdx, dxc, d.nx * 4);
+    r1 = P.cpu.ops->conv_backward(&P.cpu, slot, cdx, cdw, cdb, cdy, cy, cx, cw, RLT_ACT_RELU, cws, wsb);
+    r2 = P.gpu.ops->conv_backward(&P.gpu, slot, gdx, gdw, gdb, gdy, gy, gx, gw, RLT_ACT_RELU, gws, wsb);
+    CHECK(r1 == RLT_OK && r2 == RLT_OK, "%s backward: cpu %d gpu %d (%s)", label, r1, r2, P.egpu.msg);
+    FOR_EACH_TAP(&d, {
+        double dyv = fabs((double)dy_pre[yi_]);
+        bw[wi_] += dyv * fabs((double)x[xi_]);
+        bx[xi_] += dyv * fabs((double)w[wi_]);
+    });
+    double m_w = (double)s.n * d.oh * d.ow + 2;
+    for (size_t i = 0; i < d.nw; i++) bw[i] = 2.0 * gamma_n(m_w + 1) * (bw[i] + fabs(dw0[i])) + 1e-37;
+    for (size_t i = 0; i < d.nx; i++) bx[i] = 2.0 * gamma_n((double)s.k * s.kh * s.kw + 2) * bx[i] + 1e-37;
+    for (int ko = 0; ko < s.k; ko++) {
+        double acc = fabs(db0[ko]);
+        for (int n = 0; n < s.n; n++)
+            for (int p = 0; p < d.oh * d.ow; p++) acc += fabs((double)dy_pre[((size_t)n * s.k + ko) * d.oh * d.ow + p]);
+        bb[ko] = 2.0 * gamma_n(m_w + 1) * acc + 1e-37;
+    }
+    float *dyc = malloc(d.ny * 4), *dyg = malloc(d.ny * 4);
+    fetch(dyc, dyg, cdy, gdy, d.ny * 4);
+    snprintf(what, sizeof what, "%s backward: dy through relu'", label);
+    expect_exact(what, dyg, dyc, d.ny, 4);
+    fetch(dwc, dwg, cdw, gdw, d.nw * 4);
+    snprintf(what, sizeof what, "%s backward: dw (accumulated)", label);
+    expect_close(what, dwg, dwc, d.nw, bw, 0, 0);
+    fetch(dbc, dbg, cdb, gdb, (size_t)s.k * 4);
+    snprintf(what, sizeof what, "%s backward: db (accumulated)", label);
+    expect_close(what, dbg, dbc, (size_t)s.k, bb, 0, 0);
+    fetch(dxc, dxg, cdx, gdx, d.nx * 4);
+    snprintf(what, sizeof what, "%s backward: dx", label);
+    expect_close(what, dxg, dxc, d.nx, bx, 0, 0);
+
+    /* Determinism: a GPU forward + backward (through the GPU's own y), run twice from the same inputs, gives
+     * the same bits; so does the same pair captured in a graph and replayed. */
+    float *ya = malloc(d.ny * 4), *dwa = malloc(d.nw * 4), *dxa = malloc(d.nx * 4), *dba = malloc((size_t)s.k * 4);
+    float *y2 = malloc(d.ny * 4), *dw2 = malloc(d.nw * 4), *dx2 = malloc(d.nx * 4), *db2 = malloc((size_t)s.k * 4);
+    for (int run = 0; run < 3; run++) {
+        put(cdy, gdy, dy, d.ny * 4);
+        put(cdw, gdw, dw0, d.nw * 4);
+        put(cdb, gdb, db0, (size_t)s.k * 4);
+        if (run < 2) {
+            die_on(P.gpu.ops->conv_forward(&P.gpu, slot, gy, gx, gw, gb, RLT_ACT_RELU, gws, wsb), &P.egpu, "forward");
+            die_on(P.gpu.ops->conv_backward(&P.gpu, slot, gdx, gdw, gdb, gdy, gy, gx, gw, RLT_ACT_RELU, gws, wsb),
+                   &P.egpu, "backward");
+        } else {
+            int rc = P.gpu.ops->graph_begin(&P.gpu, 1);
+            CHECK(rc == RLT_OK, "%s: graph_begin: %s", label, P.egpu.msg);
+            if (rc != RLT_OK) break;
+            int f1 = P.gpu.ops->conv_forward(&P.gpu, slot, gy, gx, gw, gb, RLT_ACT_RELU, gws, wsb);
+            int f2 = P.gpu.ops->conv_backward(&P.gpu, slot, gdx, gdw, gdb, gdy, gy, gx, gw, RLT_ACT_RELU, gws, wsb);
+            rc = P.gpu.ops->graph_end(&P.gpu, 1);
+            CHECK(f1 == RLT_OK && f2 == RLT_OK && rc == RLT_OK, "%s: capture of the conv ops: %d %d %d (%s)", label, f1,
+                  f2, rc, P.egpu.msg);
+            if (rc != RLT_OK) break;
+            /* The capture recorded the work without running it: reload the inputs, then replay. */
+            put(cdy, gdy, dy, d.ny * 4);
+            put(cdw, gdw, dw0, d.nw * 4);
+            put(cdb, gdb, db0, (size_t)s.k * 4);
+            die_on(P.gpu.ops->graph_launch(&P.gpu, 1), &P.egpu, "graph_launch");
+        }
+        float *yo = run ? y2 : ya, *dwo = run ? dw2 : dwa, *dxo = run ? dx2 : dxa, *dbo = run ? db2 : dba;
+        fetch_gpu(yo, gy, d.ny * 4);
+        fetch_gpu(dwo, gdw, d.nw * 4);
+        fetch_gpu(dxo, gdx, d.nx * 4);
+        fetch_gpu(dbo, gdb, (size_t)s.k * 4);
+        if (run == 0) continue;
+        const char *how = run == 1 ? "GPU run twice" : "graph replay vs eager";
+        snprintf(what, sizeof what, "%s %s: y", label, how);
+        expect_exact(what, y2, ya, d.ny, 4);
+        snprintf(what, sizeof what, "%s %s: dw", label, how);
+        expect_exact(what, dw2, dwa, d.nw, 4);
+        snprintf(what, sizeof what, "%s %s: db", label, how);
+        expect_exact(what, db2, dba, (size_t)s.k, 4);
+        snprintf(what, sizeof what, "%s %s: dx", label, how);
+        expect_exact(what, dx2, dxa, d.nx, 4);
+    }
+
+    free(x), free(w), free(b), free(yc), free(yg), free(dy), free(dy_pre), free(dw0), free(db0);
+    free(dxc), free(dxg), free(dwc), free(dwg), free(dbc), free(dbg), free(by), free(bw), free(bx), free(bb);
+    free(dyc), free(dyg), free(y2), free(dw2), free(dx2), free(db2), free(ya), free(dwa), free(dxa), free(dba);
+    reset();
+}
+
+static void test_conv(void) {
+    /* Nature DQN (Mnih et al. 2015), batch 32: 4x84x84 -> 32@8x8/4 -> 64@4x4/2 -> 64@3x3/1. */
+    test_conv_case(0, (rlt_conv_shape){32, 4, 84, 84, 32, 8, 8, 4, 0}, "nature conv1");
+    test_conv_case(1, (rlt_conv_shape){32, 32, 20, 20, 64, 4, 4, 2, 0}, "nature conv2");
+    test_conv_case(2, (rlt_conv_shape){32, 64, 9, 9, 64, 3, 3, 1, 0}, "nature conv3");
+    /* MinAtar (Young and Tian 2019): 4x10x10 -> 16@3x3/1. */
+    test_conv_case(3, (rlt_conv_shape){32, 4, 10, 10, 16, 3, 3, 1, 0}, "minatar conv");
+    /* Padding, odd sizes, a rectangular kernel and stride 2. */
+    test_conv_case(4, (rlt_conv_shape){3, 3, 7, 9, 5, 3, 2, 2, 1}, "odd padded conv");
+}
+
+static void test_errors(void) {
+    printf("errors\n");
+    void *ca, *ga;
+    take(4096, &ca, &ga);
+    rlt_err_clear(&P.egpu);
+    uint64_t ws = 0;
+    int rc = P.gpu.ops->conv_forward(&P.gpu, 6, ga, ga, ga, NULL, RLT_ACT_NONE, ga, 4096);
+    CHECK(rc == RLT_ESTATE, "forward on an unprepared slot: %d (%s)", rc, P.egpu.msg);
+    rlt_conv_shape bad = {1, 1, 3, 3, 1, 5, 5, 1, 0};
+    rc = P.gpu.ops->conv_prepare(&P.gpu, 6, &bad, &ws);
+    CHECK(rc == RLT_EINVAL, "a kernel larger than the input: %d", rc);
+    rc = P.gpu.ops->conv_prepare(&P.gpu, RLT_BACKEND_MAX_CONVS, &bad, &ws);
+    CHECK(rc == RLT_EINVAL, "slot out of range: %d", rc);
+    rlt_conv_shape ok = {2, 1, 5, 5, 2, 3, 3, 1, 0};
+    rc = P.gpu.ops->conv_prepare(&P.gpu, 6, &ok, &ws);
+    CHECK(rc == RLT_OK, "prepare: %s", P.egpu.msg);
+    rc = P.gpu.ops->conv_forward(&P.gpu, 6, ga, ga, ga, NULL, 7, ga, 4096);
+    CHECK(rc == RLT_EINVAL, "unknown activation: %d", rc);
+    rc = P.gpu.ops->conv_forward(&P.gpu, 6, ga, ga, ga, NULL, RLT_ACT_NONE, (unsigned char *)ga + 8, 4096);
+    CHECK(rc == RLT_EINVAL || ws == 0, "misaligned workspace: %d", rc);
+    rc = P.gpu.ops->q_loss_grad(&P.gpu, ga, 2, NULL, ga, 3, ga, ga, 4, 3, 1.0f, 1.0f);
+    CHECK(rc == RLT_EINVAL, "q_loss_grad lddq < n_act: %d", rc);
+    rc = P.gpu.ops->dqn_target(&P.gpu, ga, NULL, ga, ga, ga, NULL, 2, 4, 3, 0.99f);
+    CHECK(rc == RLT_EINVAL, "dqn_target ldq < n_act: %d", rc);
+    rc = P.gpu.ops->clip_grad_norm(&P.gpu, ga, 4, -1.0f, ga);
+    CHECK(rc == RLT_EINVAL, "clip_grad_norm max_norm < 0: %d", rc);
+    CHECK(P.gpu.ops->sync(&P.gpu) == RLT_OK, "sync after rejected ops: %s", P.egpu.msg);
+    reset();
+}
+
+int main(void) {
+    /* Tests link the engine statically, so the registry's "next to librltrain" lookup finds the test's own
+     * directory; point it at the module in the build tree unless the caller chose one. */
+    setenv("RLT_CUDA_MODULE", RLT_BINARY_DIR "/librltrain_cuda.so", 0);
+    die_on(rlt_backend_open(&P.cpu, &P.ecpu, "cpu", 1, NULL, 0), &P.ecpu, "opening the CPU backend");
+    if (rlt_backend_open(&P.gpu, &P.egpu, "cuda:0", 1, NULL, 0) != RLT_OK) {
+        char why[2200];
+        snprintf(why, sizeof why, "no CUDA backend: %s", P.egpu.msg);
+        rlt_backend_close(&P.cpu);
+        test_skip(why);
+    }
+    printf("device %s: context_bytes %.1f MiB\n", P.gpu.device_name, P.gpu.context_bytes / 1048576.0);
+    uint64_t ws = P.gpu.ops->workspace_bytes(&P.gpu);
+    void *cb = NULL, *gb = NULL;
+    die_on(P.cpu.ops->mem_reserve(&P.cpu, ARENA_BYTES, &cb), &P.ecpu, "cpu mem_reserve");
+    die_on(P.gpu.ops->mem_reserve(&P.gpu, ARENA_BYTES, &gb), &P.egpu, "gpu mem_reserve");
+    P.cbase = cb;
+    P.gbase = gb;
+    die_on(P.gpu.ops->set_workspace(&P.gpu, gb, ws), &P.egpu, "set_workspace");
+    P.used = P.mark = (ws + 255) & ~255ull;
+
+    test_gather_u8();
+    test_dqn_target();
+    test_q_loss_grad();
+    test_clip();
+    test_conv();
+    test_errors();
+
+    P.gpu.ops->mem_release(&P.gpu, gb);
+    P.cpu.ops->mem_release(&P.cpu, cb);
+    rlt_backend_close(&P.gpu);
+    rlt_backend_close(&P.cpu);
+    return test_summary("gpu_dqn_parity");
+}
