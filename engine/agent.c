@@ -83,6 +83,8 @@ static void agent_fill_summary(rlt_agent *ag) {
     uint64_t need = p->device_is_host ? s->host_bytes : s->device_bytes;
     s->fits = need <= s->budget_bytes && (!s->device_total || need <= s->device_free);
     snprintf(s->device, sizeof s->device, "%s", ag->bk.device_name);
+    snprintf(s->precision, sizeof s->precision, "%s", ag->cfg.precision);
+    if (ag->precision_fallback) snprintf(s->note, sizeof s->note, "reduced precision requested; the CPU computes in fp32");
 }
 
 /* Appends what to change to the error message when the plan does not fit. */
@@ -170,6 +172,15 @@ int agent_prepare(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
     RLT_TRY(rlt_backend_open(&ag->bk, e, ag->cfg.device, ag->cfg.cpu.threads, why, sizeof why));
     ag->backend_open = 1;
     if (why[0]) rlt_log(RLT_LOG_INFO, "device auto: using the CPU because %s", why);
+    if (strcmp(ag->cfg.precision, "fp32") != 0) {
+        /* Reduced precision is a GPU feature; the same config keeps working where `auto` lands on the CPU. */
+        if (!ag->bk.device_is_host)
+            RLT_FAIL(e, RLT_ECONFIG, "precision %s is not implemented on the GPU yet; use precision: fp32",
+                     ag->cfg.precision);
+        rlt_log(RLT_LOG_INFO, "precision %s requested; the CPU backend computes in fp32", ag->cfg.precision);
+        snprintf(ag->cfg.precision, sizeof ag->cfg.precision, "fp32");
+        ag->precision_fallback = 1;
+    }
     return agent_plan_current(ag);
 }
 

@@ -65,6 +65,7 @@ struct rlt_agent {
     int64_t env_steps; /* transitions observed */
     int64_t updates;   /* updates run (host mirror of counters[RLT_CTR_UPDATE]) */
     int32_t graphs;    /* 1 when the updates were captured as graphs */
+    int32_t precision_fallback; /* a reduced precision was asked for on a backend that computes fp32 */
     uint64_t allocs_at_seal;
     const rlt_algo *algo;
     rlt_td3 td3;

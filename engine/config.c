@@ -478,8 +478,6 @@ int rlt_config_validate(rlt_config *cfg) {
     if (cfg->dqn.eps_end > cfg->dqn.eps_start)
         RLT_FAIL(e, RLT_ECONFIG, "config: key 'dqn.eps_end': %g is above dqn.eps_start %g; epsilon only decays",
                  cfg->dqn.eps_end, cfg->dqn.eps_start);
-    if (strcmp(cfg->precision, "fp32") != 0)
-        RLT_FAIL(e, RLT_ECONFIG, "config: key 'precision': precision %s is not implemented yet; use fp32", cfg->precision);
     if (cfg->train.batch_size % cfg->train.grad_accum_steps != 0)
         RLT_FAIL(e, RLT_ECONFIG, "config: key 'train.grad_accum_steps': %d does not divide train.batch_size (%d); "
                  "use a divisor of the batch size (each micro-batch is batch_size / grad_accum_steps)",

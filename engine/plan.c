@@ -110,7 +110,8 @@ size_t plan_format(const rlt_plan *p, const rlt_plan_summary *s, char *buf, size
     size_t len = 0;
     char a[32], b[32], c[32];
     if (cap) buf[0] = '\0';
-    put(buf, cap, &len, "memory plan on %s\n", s->device);
+    put(buf, cap, &len, "memory plan on %s, %s\n", s->device, s->precision[0] ? s->precision : "fp32");
+    if (s->note[0]) put(buf, cap, &len, "  note: %s\n", s->note);
     put(buf, cap, &len, "  %-28s %-12s %-7s %12s\n", "entry", "region", "where", "bytes");
     for (int32_t i = 0; i < p->n; i++) {
         const rlt_plan_entry *en = &p->entries[i];

@@ -97,6 +97,8 @@ typedef struct rlt_plan_summary {
     int32_t n_entries;
     int32_t fits;            /* 1 when the budgeted arena fits */
     char device[64];         /* "cpu", "cuda:0 (NVIDIA H100 80GB HBM3)" */
+    char precision[8];       /* the compute precision the plan uses */
+    char note[120];          /* a decision the plan made that the user should see (or empty) */
 } rlt_plan_summary;
 
 /* What fits: the answers `rltrain plan` prints. Sizes are found by building plans (no memory is

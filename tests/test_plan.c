@@ -78,7 +78,27 @@ static void check_agent_plan_is_reservation(void) {
     rlt_config_free(cfg);
 }
 
+/* precision bf16 on the CPU: the same config works, computes fp32, and the plan says so. */
+static void check_precision_fallback(void) {
+    rlt_config *cfg;
+    rlt_config_init(&cfg);
+    rlt_config_set(cfg, "precision=bf16");
+    rlt_space obs = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {3, 0, 0, 0}, 0, NULL, NULL};
+    rlt_space act = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {1, 0, 0, 0}, 0, NULL, NULL};
+    rlt_agent *ag;
+    CHECK(rlt_agent_init(cfg, &obs, &act, &ag) == RLT_OK, "bf16 on cpu: %s", rlt_agent_errmsg(ag));
+    rlt_plan_summary s;
+    rlt_agent_memory_plan(ag, &s, NULL);
+    CHECK(!strcmp(s.precision, "fp32") && strstr(s.note, "fp32"), "plan states the fallback: %s / %s", s.precision, s.note);
+    char text[16384];
+    rlt_agent_plan_format(ag, text, sizeof text);
+    CHECK(strstr(text, "note: reduced precision requested") != NULL, "table shows it");
+    rlt_agent_free(ag);
+    rlt_config_free(cfg);
+}
+
 int main(void) {
+    check_precision_fallback();
     check_arithmetic();
     check_agent_plan_is_reservation();
     return test_summary("test_plan");
