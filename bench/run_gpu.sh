@@ -1,26 +1,37 @@
 #!/usr/bin/env bash
-# run_gpu.sh: everything the GPU machine checks in one call: build for sm_90, the GPU tests, the unit
-# tests, and the benchmarks whose figures go into bench/RESULTS.md. Logs go to $OUT (or ./gpu_out).
-# Usage on the device machine (see shared/device/README.md): bash bench/run_gpu.sh [quick]
+# run_gpu.sh: everything the GPU machine checks in one call: build for sm_90, the GPU tests, and the
+# benchmarks whose figures go into bench/RESULTS.md. Logs go to $OUT (or ./gpu_out).
+# Usage on the device machine (see shared/device/README.md): bash bench/run_gpu.sh [tests|bench|all] [minatar_steps]
 set -uo pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
+what=${1:-all}
 source .devdeps/deps.sh unpack .devdeps >/dev/null
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/configure.log" 2>&1
 cmake --build build -j16 >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 export RLT_CUDA_MODULE=$PWD/build/librltrain_cuda.so
-ctest --test-dir build -L gpu --output-on-failure 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "passed|failed|Skipped|Test +#|hog|exit|updates"
-[ "${1:-}" = quick ] && exit 0
+if [ "$what" != bench ]; then
+  ctest --test-dir build -L gpu --output-on-failure -V 2>&1 | tee "$OUT/gpu_tests.log" |
+    grep -E "[0-9]+: (gpu_|TD3|device free|hog|plan|rltrain is|updates beside|.*on cuda:0)|tests passed|Failed|Passed"
+fi
+[ "$what" = tests ] && exit 0
 {
   echo "== rltrain TD3 update, HalfCheetah sizes, fp32, replay on device"
   for ups in 1 8; do build/bench/bench_td3_update --device cuda:0 --updates 20000 --ups $ups; done
-  echo "== rltrain on this machine's CPU (1 thread)"
-  build/bench/bench_td3_update --device cpu --updates 300
-  echo "== PyTorch reference (same update), same GPU"
+  echo "== PyTorch TD3 reference (same update), same GPU"
   for m in eager graphs; do python3 bench/td3_torch.py --device cuda:0 --mode $m --updates 2000 --skip-critic-wgrad --json "$OUT/torch_$m.json"; done
-  echo "== end-to-end TD3 on the built-in Pendulum (configs/td3_pendulum.yaml), GPU then CPU"
+  echo "== rltrain DQN update: MLP (CartPole) and Nature CNN"
+  build/bench/bench_dqn_update --device cuda:0 --case mlp --updates 20000
+  build/bench/bench_dqn_update --device cuda:0 --case nature --updates 3000
+  echo "== PyTorch DQN reference (eager), same GPU"
+  python3 bench/dqn_torch.py --case mlp --updates 3000
+  python3 bench/dqn_torch.py --case nature --updates 1000
+  echo "== end-to-end TD3 on the built-in Pendulum (configs/td3_pendulum.yaml) on the GPU"
   /usr/bin/time -f "wall %e s" build/rltrain --config configs/td3_pendulum.yaml --set device=cuda:0 --set out_dir=/tmp/p_gpu --quiet | tail -2
-  /usr/bin/time -f "wall %e s" build/rltrain --config configs/td3_pendulum.yaml --set device=cpu --set out_dir=/tmp/p_cpu --quiet | tail -2
   echo "== fail-fast: process start to exit 3 (plan over budget) on the GPU"
-  /usr/bin/time -f "wall %e s" build/rltrain --config configs/td3_pendulum.yaml --set device=cuda:0 --set memory.budget_mb=8 --set out_dir=/tmp/ff 2>&1 | tail -3; echo "exit ${PIPESTATUS[0]}"
+  /usr/bin/time -f "wall %e s" build/rltrain --config configs/td3_pendulum.yaml --set device=cuda:0 --set memory.budget_mb=8 --set out_dir=/tmp/ff >/dev/null 2>"$OUT/ff.txt"; echo "exit $?"; tail -1 "$OUT/ff.txt"
 } 2>&1 | tee "$OUT/bench.log"
+if [ "${2:-0}" != 0 ]; then
+  echo "== MinAtar Breakout DQN learning curve on the GPU"
+  timeout 300 bash bench/minatar_curve.sh "$2" "$OUT/minatar" 2>&1 | tee "$OUT/minatar.log"
+fi
