@@ -7,8 +7,8 @@ OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 what=${1:-all}
 source .devdeps/deps.sh unpack .devdeps >/dev/null
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/configure.log" 2>&1
-cmake --build build -j16 >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/build.log" 2>&1
+cmake --build build -j16 >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 export RLT_CUDA_MODULE=$PWD/build/librltrain_cuda.so
 if [ "$what" != bench ]; then
   ctest --test-dir build -L gpu --output-on-failure -V 2>&1 | tee "$OUT/gpu_tests.log" |
@@ -19,7 +19,7 @@ fi
   echo "== rltrain TD3 update, HalfCheetah sizes, fp32, replay on device"
   for ups in 1 8; do build/bench/bench_td3_update --device cuda:0 --updates 20000 --ups $ups; done
   echo "== PyTorch TD3 reference (same update), same GPU"
-  for m in eager graphs; do python3 bench/td3_torch.py --device cuda:0 --mode $m --updates 2000 --skip-critic-wgrad --json "$OUT/torch_$m.json"; done
+  for m in eager graphs; do python3 bench/td3_torch.py --device cuda:0 --mode $m --updates 2000 --skip-critic-wgrad; done
   echo "== rltrain DQN update: MLP (CartPole) and Nature CNN"
   build/bench/bench_dqn_update --device cuda:0 --case mlp --updates 20000
   build/bench/bench_dqn_update --device cuda:0 --case nature --updates 3000
@@ -33,5 +33,6 @@ fi
 } 2>&1 | tee "$OUT/bench.log"
 if [ "${2:-0}" != 0 ]; then
   echo "== MinAtar Breakout DQN learning curve on the GPU"
-  timeout 300 bash bench/minatar_curve.sh "$2" "$OUT/minatar" 2>&1 | tee "$OUT/minatar.log"
+  timeout 300 bash bench/minatar_curve.sh "$2" /tmp/minatar 2>&1 | tee "$OUT/minatar.log"
+  cp /tmp/minatar/metrics.csv "$OUT/minatar_metrics.csv" 2>/dev/null
 fi
