@@ -202,18 +202,17 @@ static int dqn_observe(rlt_agent *ag, const void *obs, const void *actions, cons
         uint8_t yes = 1, no = 0;
         float term = terminated[j] ? 1.0f : 0.0f;
         int ended = terminated[j] || (truncated && truncated[j]);
-        RLT_TRY(replay_write(rp, bk, DQN_F_FRAME, p, (const unsigned char *)obs + (uint64_t)j * ob, 1));
-        RLT_TRY(replay_write(rp, bk, DQN_F_VALID, p, &yes, 1));
-        RLT_TRY(replay_write(rp, bk, DQN_F_NEXT, p, &next, 1));
-        RLT_TRY(replay_write(rp, bk, DQN_F_ACTION, p, &act[j], 1));
-        RLT_TRY(replay_write(rp, bk, DQN_F_REWARD, p, &rewards[j], 1));
-        RLT_TRY(replay_write(rp, bk, DQN_F_TERM, p, &term, 1));
-        /* Every field's staging row 0 is reused below: wait for the copies to read them. */
-        RLT_TRY(bk->ops->sync(bk));
+        /* Staging row 0 carries slot p, row 1 slot q; one sync per transition frees both. */
+        RLT_TRY(replay_write(rp, bk, DQN_F_FRAME, p, (const unsigned char *)obs + (uint64_t)j * ob, 1, 0));
+        RLT_TRY(replay_write(rp, bk, DQN_F_VALID, p, &yes, 1, 0));
+        RLT_TRY(replay_write(rp, bk, DQN_F_NEXT, p, &next, 1, 0));
+        RLT_TRY(replay_write(rp, bk, DQN_F_ACTION, p, &act[j], 1, 0));
+        RLT_TRY(replay_write(rp, bk, DQN_F_REWARD, p, &rewards[j], 1, 0));
+        RLT_TRY(replay_write(rp, bk, DQN_F_TERM, p, &term, 1, 0));
         /* The next observation goes into the following slot, which starts no transition yet. At an episode
          * end it stays a frame of its own and the next episode starts one slot further on. */
-        RLT_TRY(replay_write(rp, bk, DQN_F_FRAME, q, (const unsigned char *)next_obs + (uint64_t)j * ob, 1));
-        RLT_TRY(replay_write(rp, bk, DQN_F_VALID, q, &no, 1));
+        RLT_TRY(replay_write(rp, bk, DQN_F_FRAME, q, (const unsigned char *)next_obs + (uint64_t)j * ob, 1, 1));
+        RLT_TRY(replay_write(rp, bk, DQN_F_VALID, q, &no, 1, 1));
         int64_t step = ended ? 2 : 1;
         rp->pos = (p + step) % cap;
         d->advances += step;

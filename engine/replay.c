@@ -36,11 +36,12 @@ int replay_plan(rlt_replay *rp, rlt_plan *plan, rlt_err *e, int64_t capacity, rl
     return plan_add(plan, e, "staging.replay.size", "staging", RLT_LOC_HOST, sizeof(int64_t), (void **)&rp->size_stage);
 }
 
-int replay_write(rlt_replay *rp, rlt_backend *bk, int32_t f, int64_t slot, const void *src, int32_t rows) {
+int replay_write(rlt_replay *rp, rlt_backend *bk, int32_t f, int64_t slot, const void *src, int32_t rows, int32_t stage_row) {
     rlt_replay_field *fd = &rp->f[f];
     uint64_t bytes = (uint64_t)rows * fd->row_bytes;
-    memcpy(fd->stage, src, bytes);
-    return bk->ops->copy(bk, fd->data + (uint64_t)slot * fd->row_bytes, fd->stage, bytes, RLT_COPY_H2D);
+    unsigned char *stage = fd->stage + (uint64_t)stage_row * fd->row_bytes;
+    memcpy(stage, src, bytes);
+    return bk->ops->copy(bk, fd->data + (uint64_t)slot * fd->row_bytes, stage, bytes, RLT_COPY_H2D);
 }
 
 int replay_set_size(rlt_replay *rp, rlt_backend *bk, int64_t size) {
@@ -59,7 +60,7 @@ int replay_append(rlt_replay *rp, rlt_backend *bk, const void *const *rows, int3
         if (k > rp->stage_rows) k = rp->stage_rows;
         if (k > room) k = (int32_t)room;
         for (int32_t i = 0; i < rp->nf; i++)
-            RLT_TRY(replay_write(rp, bk, i, rp->pos, (const unsigned char *)rows[i] + (uint64_t)done * rp->f[i].row_bytes, k));
+            RLT_TRY(replay_write(rp, bk, i, rp->pos, (const unsigned char *)rows[i] + (uint64_t)done * rp->f[i].row_bytes, k, 0));
         rp->pos = (rp->pos + k) % rp->capacity;
         RLT_TRY(replay_set_size(rp, bk, rp->size + k > rp->capacity ? rp->capacity : rp->size + k));
         /* The staging rows are reused by the next chunk: wait until the copies have read them. */

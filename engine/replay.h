@@ -33,8 +33,9 @@ int replay_plan(rlt_replay *rp, rlt_plan *plan, rlt_err *e, int64_t capacity, rl
 /* Bytes one transition takes in the ring (for hints: "capacity N would fit"). */
 uint64_t replay_row_bytes(const rlt_replay *rp);
 /* Writes `rows` rows of field f starting at ring slot `slot` (no wrap inside the call) through the
- * field's staging rows; queued, not waited for. */
-int replay_write(rlt_replay *rp, rlt_backend *bk, int32_t f, int64_t slot, const void *src, int32_t rows);
+ * field's staging rows from `stage_row` on; queued, not waited for: the staging rows stay busy until the
+ * next backend sync. */
+int replay_write(rlt_replay *rp, rlt_backend *bk, int32_t f, int64_t slot, const void *src, int32_t rows, int32_t stage_row);
 /* Sets the size (host mirror and device copy, queued). */
 int replay_set_size(rlt_replay *rp, rlt_backend *bk, int64_t size);
 /* Appends n rows; rows[f] points to n host rows of field f. Returns after the copies are queued and the
