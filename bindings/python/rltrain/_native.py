@@ -1,0 +1,286 @@
+"""Loading ``librltrain`` and declaring its C API for ctypes.
+
+This module mirrors ``include/rltrain.h``: the structs below must have exactly the layout of their C
+counterparts (the test suite compiles a small C program and compares every size and offset), and every
+function used by the bindings gets its argument and result types declared here, once.
+
+The library is looked for, in order:
+
+1. the path in the environment variable ``RLTRAIN_LIBRARY`` (only there, when it is set);
+2. next to this package (a copy of ``librltrain.so`` bundled into ``rltrain/``);
+3. the ``build/`` directory of the source tree, when the package is imported from ``bindings/python``;
+4. the system's loader (``ldconfig`` paths, ``LD_LIBRARY_PATH``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import os
+from pathlib import Path
+
+# The API version these bindings are written against (RLT_VERSION_MAJOR/MINOR of rltrain.h). While the
+# major version is 0, a new minor version may change struct layouts, so both must match.
+API_VERSION = (0, 1)
+
+_LIB_NAMES = ("librltrain.so", "librltrain.so.0", "librltrain.dylib")
+
+
+def _candidates() -> list[Path]:
+    """Library files to try after RLTRAIN_LIBRARY, in order (only those that exist)."""
+    here = Path(__file__).resolve().parent
+    paths = [here / name for name in _LIB_NAMES]
+    repo = here.parent.parent.parent  # bindings/python/rltrain -> the repository root
+    if (repo / "include" / "rltrain.h").is_file():
+        paths += [repo / "build" / name for name in _LIB_NAMES]
+    return [p for p in paths if p.is_file()]
+
+
+def _load() -> ctypes.CDLL:
+    """Finds and loads librltrain, or raises ImportError saying what was tried and what to do."""
+    env = os.environ.get("RLTRAIN_LIBRARY")
+    if env:
+        try:
+            return ctypes.CDLL(env)
+        except OSError as exc:
+            raise ImportError(
+                f"rltrain: RLTRAIN_LIBRARY={env!r} could not be loaded: {exc}. Point it at a built "
+                "librltrain.so (cmake -S . -B build && cmake --build build makes build/librltrain.so), "
+                "or unset it to search the usual places."
+            ) from exc
+    tried = []
+    for path in _candidates():
+        try:
+            return ctypes.CDLL(str(path))
+        except OSError as exc:
+            tried.append(f"{path} ({exc})")
+    system = ctypes.util.find_library("rltrain")
+    for name in ([system] if system else []) + ["librltrain.so.0", "librltrain.so"]:
+        try:
+            return ctypes.CDLL(name)
+        except OSError as exc:
+            tried.append(f"{name} ({exc})")
+    raise ImportError(
+        "rltrain: could not find the native library librltrain. Tried: "
+        + "; ".join(tried)
+        + ". Fix: set RLTRAIN_LIBRARY=/path/to/librltrain.so, or build it in the source tree "
+        "(cmake -S . -B build && cmake --build build), or install it (cmake --install build --prefix P) "
+        "where the loader finds it (LD_LIBRARY_PATH=P/lib)."
+    )
+
+
+lib = _load()
+LIBRARY_PATH = getattr(lib, "_name", "")
+
+# ---------------------------------------------------------------------------------------------------
+# Structs: one-to-one with rltrain.h (field names and types in the same order).
+# ---------------------------------------------------------------------------------------------------
+
+
+class rlt_space(ctypes.Structure):
+    """``rlt_space``: an observation or action space."""
+
+    _fields_ = [
+        ("kind", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("shape", ctypes.c_int32 * 4),
+        ("n", ctypes.c_int32),
+        ("low", ctypes.POINTER(ctypes.c_float)),
+        ("high", ctypes.POINTER(ctypes.c_float)),
+    ]
+
+
+class rlt_plan_entry(ctypes.Structure):
+    """``rlt_plan_entry``: one named buffer of the memory plan."""
+
+    _fields_ = [
+        ("name", ctypes.c_char * 64),
+        ("region", ctypes.c_char * 24),
+        ("location", ctypes.c_int32),
+        ("reserved_", ctypes.c_int32),
+        ("bytes", ctypes.c_uint64),
+        ("offset", ctypes.c_uint64),
+    ]
+
+
+class rlt_plan_summary(ctypes.Structure):
+    """``rlt_plan_summary``: the totals of a memory plan."""
+
+    _fields_ = [
+        ("host_bytes", ctypes.c_uint64),
+        ("device_bytes", ctypes.c_uint64),
+        ("budget_bytes", ctypes.c_uint64),
+        ("device_total", ctypes.c_uint64),
+        ("device_free", ctypes.c_uint64),
+        ("context_bytes", ctypes.c_uint64),
+        ("n_entries", ctypes.c_int32),
+        ("fits", ctypes.c_int32),
+        ("device", ctypes.c_char * 64),
+        ("precision", ctypes.c_char * 8),
+        ("note", ctypes.c_char * 120),
+    ]
+
+
+class rlt_fit_report(ctypes.Structure):
+    """``rlt_fit_report``: what fits the budget (the answers of ``rltrain plan``)."""
+
+    _fields_ = [
+        ("need_bytes", ctypes.c_uint64),
+        ("limit_bytes", ctypes.c_uint64),
+        ("max_replay_capacity", ctypes.c_int64),
+        ("fits", ctypes.c_int32),
+        ("max_batch_size", ctypes.c_int32),
+        ("min_grad_accum_steps", ctypes.c_int32),
+        ("micro_batch", ctypes.c_int32),
+    ]
+
+
+class rlt_progress(ctypes.Structure):
+    """``rlt_progress``: the figures of a training run."""
+
+    _fields_ = [
+        ("env_steps", ctypes.c_int64),
+        ("total_steps", ctypes.c_int64),
+        ("episodes", ctypes.c_int64),
+        ("updates", ctypes.c_int64),
+        ("last_episode_return", ctypes.c_double),
+        ("last_eval_return", ctypes.c_double),
+        ("best_eval_return", ctypes.c_double),
+        ("updates_per_s", ctypes.c_double),
+        ("env_steps_per_s", ctypes.c_double),
+        ("elapsed_s", ctypes.c_double),
+        ("eta_s", ctypes.c_double),
+        ("is_eval", ctypes.c_int32),
+        ("reserved_", ctypes.c_int32),
+    ]
+
+
+# Enum values of rltrain.h.
+SPACE_BOX, SPACE_DISCRETE = 0, 1
+DTYPE_F32, DTYPE_U8, DTYPE_I32 = 0, 1, 2
+LOC_HOST, LOC_DEVICE = 0, 1
+
+LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
+PROGRESS_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(rlt_progress))
+
+# ---------------------------------------------------------------------------------------------------
+# Functions. Handles are opaque pointers (c_void_p); out-parameters are pointers to them.
+# ---------------------------------------------------------------------------------------------------
+_P = ctypes.c_void_p
+_PP = ctypes.POINTER(ctypes.c_void_p)
+_I = ctypes.c_int
+_I32 = ctypes.c_int32
+_S = ctypes.c_char_p
+_SZ = ctypes.c_size_t
+
+
+def _declare(name: str, restype, *argtypes) -> None:
+    fn = getattr(lib, name)
+    fn.restype = restype
+    fn.argtypes = list(argtypes)
+
+
+_declare("rlt_strerror", _S, _I)
+_declare("rlt_status_name", _S, _I)
+_declare("rlt_version_string", _S)
+_declare("rlt_log_set_callback", None, LOG_FN, _P)
+
+_declare("rlt_config_init", _I, _PP)
+_declare("rlt_config_free", None, _P)
+_declare("rlt_config_load_file", _I, _P, _S)
+_declare("rlt_config_load_string", _I, _P, _S, _S)
+_declare("rlt_config_set", _I, _P, _S)
+_declare("rlt_config_validate", _I, _P)
+_declare("rlt_config_dump", _SZ, _P, ctypes.c_char_p, _SZ)
+_declare("rlt_config_errmsg", _S, _P)
+
+_declare("rlt_plan_fit", _I, _P, ctypes.POINTER(rlt_fit_report), ctypes.c_char_p, _SZ, ctypes.c_char_p, _SZ)
+
+_declare("rlt_agent_init", _I, _P, ctypes.POINTER(rlt_space), ctypes.POINTER(rlt_space), _PP)
+_declare("rlt_agent_free", None, _P)
+_declare("rlt_agent_act", _I, _P, _P, _I32, _I32, _P)
+_declare("rlt_agent_observe", _I, _P, _P, _P, _P, _P, _P, _P, _I32)
+_declare("rlt_agent_update", _I, _P, ctypes.POINTER(_I32))
+_SUMMARY_P = ctypes.POINTER(rlt_plan_summary)
+_ENTRIES_PP = ctypes.POINTER(ctypes.POINTER(rlt_plan_entry))
+_declare("rlt_agent_memory_plan", _I, _P, _SUMMARY_P, _ENTRIES_PP)
+_declare("rlt_agent_plan_format", _SZ, _P, ctypes.c_char_p, _SZ)
+_declare("rlt_agent_save", _I, _P, _S)
+_declare("rlt_agent_load", _I, _P, _S)
+_declare("rlt_agent_allocations_after_init", ctypes.c_uint64, _P)
+_declare("rlt_agent_errmsg", _S, _P)
+
+_declare("rlt_trainer_init", _I, _P, _PP)
+_declare("rlt_trainer_free", None, _P)
+_declare("rlt_trainer_memory_plan", _I, _P, _SUMMARY_P, _ENTRIES_PP)
+_declare("rlt_trainer_plan_format", _SZ, _P, ctypes.c_char_p, _SZ)
+_declare("rlt_trainer_run", _I, _P, PROGRESS_FN, _P)
+_declare("rlt_trainer_progress", _I, _P, ctypes.POINTER(rlt_progress))
+_declare("rlt_trainer_out_dir", _S, _P)
+_declare("rlt_trainer_errmsg", _S, _P)
+
+
+def text(raw: bytes | None) -> str:
+    """Decodes a C string from the library (UTF-8; undecodable bytes are replaced, never raised)."""
+    return raw.decode("utf-8", "replace") if raw else ""
+
+
+def read_sized(fn, *args) -> str:
+    """Calls a ``size_t fn(..., char *buf, size_t cap)`` formatter that returns the length it needs."""
+    cap = 8192
+    while True:
+        buf = ctypes.create_string_buffer(cap)
+        need = fn(*args, buf, cap)
+        if need < cap:
+            return text(buf.value)
+        cap = need + 1
+
+
+def status_name(status: int) -> str:
+    """``RLT_ENOFIT`` for -3 (the C name of a status code)."""
+    return text(lib.rlt_status_name(status))
+
+
+def strerror(status: int) -> str:
+    """``memory plan does not fit`` for -3."""
+    return text(lib.rlt_strerror(status))
+
+
+def version() -> str:
+    """The library's version string."""
+    return text(lib.rlt_version_string())
+
+
+# ---------------------------------------------------------------------------------------------------
+# Logging: the library's only output goes to Python's logging module, logger "rltrain".
+# ---------------------------------------------------------------------------------------------------
+logger = logging.getLogger("rltrain")
+_LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
+
+
+def _on_log(user, level, message) -> None:
+    logger.log(_LEVELS.get(level, logging.INFO), "%s", text(message))
+
+
+# The callback object must outlive every call into the library: a module global keeps it.
+_log_callback = LOG_FN(_on_log)
+lib.rlt_log_set_callback(_log_callback, None)
+
+
+def _check_version() -> None:
+    parts = version().split(".")
+    try:
+        found = (int(parts[0]), int(parts[1]))
+    except (IndexError, ValueError):
+        found = None
+    if found != API_VERSION:
+        raise ImportError(
+            f"rltrain: {LIBRARY_PATH} is version {version()!r}, but these bindings need "
+            f"{API_VERSION[0]}.{API_VERSION[1]}.x (struct layouts may differ). Rebuild the library or "
+            "install matching bindings."
+        )
+
+
+_check_version()

@@ -1,0 +1,484 @@
+"""Config, Agent and Trainer: Python classes over the handles of ``rltrain.h``.
+
+Each class owns one C handle and frees it in :meth:`close` (also called by ``with`` blocks and, as a
+last resort, by the garbage collector). A handle must not be used from two threads at once; different
+handles may be.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+from dataclasses import dataclass, fields
+from typing import Any, Callable
+
+import numpy as np
+
+from . import _native
+from ._native import lib
+from .errors import error_for
+from .spaces import Space
+
+_MISSING = object()
+
+
+def _yaml_flow(value: Any) -> str:
+    """A Python value as a YAML flow scalar, list or mapping (the syntax of ``rlt_config_set``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return repr(float(value))
+    if isinstance(value, str):
+        return json.dumps(value)  # a double-quoted YAML scalar
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return "[" + ", ".join(_yaml_flow(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_yaml_flow(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"cannot write {type(value).__name__} as a config value")
+
+
+class Config:
+    """A strict rltrain configuration (``rlt_config``), starting from the documented defaults.
+
+    >>> cfg = Config.from_file("configs/td3_pendulum_fast.yaml").set("train.total_steps=5000")
+    >>> cfg.set("td3.actor_hidden", [64, 64]).validate()
+
+    Unknown keys, wrong types and out-of-range values raise :class:`rltrain.ConfigError` whose message
+    has file:line:column, the key and the nearest valid key.
+    """
+
+    def __init__(self):
+        h = ctypes.c_void_p()
+        rc = lib.rlt_config_init(ctypes.byref(h))
+        if rc != 0:
+            raise error_for(rc, "could not create a config")
+        self._h = h
+
+    # -- construction -------------------------------------------------------------------------------
+    @classmethod
+    def from_file(cls, path: str | os.PathLike) -> "Config":
+        """The defaults with a YAML file merged over them."""
+        return cls().load_file(path)
+
+    @classmethod
+    def from_string(cls, yaml: str, name: str = "<string>") -> "Config":
+        """The defaults with YAML text merged over them; ``name`` is used in error messages."""
+        return cls().load_string(yaml, name)
+
+    def load_file(self, path: str | os.PathLike) -> "Config":
+        """Merges a YAML file over the current values; returns self."""
+        self._check(lib.rlt_config_load_file(self._handle, os.fsencode(path)))
+        return self
+
+    def load_string(self, yaml: str, name: str = "<string>") -> "Config":
+        """Merges YAML text over the current values; returns self."""
+        self._check(lib.rlt_config_load_string(self._handle, yaml.encode(), name.encode()))
+        return self
+
+    def set(self, assignment: str, value: Any = _MISSING) -> "Config":
+        """One override; returns self.
+
+        Either ``set("td3.actor_hidden=[64,64]")`` (the value in YAML flow syntax, as ``--set`` takes
+        it) or ``set("td3.actor_hidden", [64, 64])`` (a Python value: bool, number, str, list, dict).
+        """
+        if value is not _MISSING:
+            assignment = f"{assignment}={_yaml_flow(value)}"
+        self._check(lib.rlt_config_set(self._handle, assignment.encode()))
+        return self
+
+    def validate(self) -> "Config":
+        """Checks the whole config for consistency now (the inits do it too); returns self."""
+        self._check(lib.rlt_config_validate(self._handle))
+        return self
+
+    # -- reading --------------------------------------------------------------------------------------
+    def dump(self) -> str:
+        """The resolved config as YAML (every key, defaults included); loadable as a config."""
+        return _native.read_sized(lib.rlt_config_dump, self._handle)
+
+    def to_dict(self) -> dict:
+        """The resolved config as nested dicts (parses :meth:`dump` with PyYAML)."""
+        import yaml
+
+        return yaml.safe_load(self.dump())
+
+    def get(self, key: str, default: Any = _MISSING) -> Any:
+        """One resolved value by its dotted key, such as ``get("train.total_steps")``."""
+        node: Any = self.to_dict()
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                if default is _MISSING:
+                    raise KeyError(key)
+                return default
+            node = node[part]
+        return node
+
+    def plan_fit(self) -> tuple[dict, str]:
+        """What fits the budget, without reserving memory (``rltrain plan``): a dict (need_bytes,
+        limit_bytes, fits, max_replay_capacity, max_batch_size, min_grad_accum_steps, micro_batch) and
+        the configured plan's table. Plans the trainer's built-in environment on the configured device."""
+        report = _native.rlt_fit_report()
+        table = ctypes.create_string_buffer(32768)
+        err = ctypes.create_string_buffer(4096)
+        rc = lib.rlt_plan_fit(self._handle, ctypes.byref(report), table, len(table), err, len(err))
+        if rc != 0:
+            raise error_for(rc, _native.text(err.value))
+        values = {name: getattr(report, name) for name, _ in report._fields_}
+        values["fits"] = bool(report.fits)
+        return values, _native.text(table.value)
+
+    def copy(self) -> "Config":
+        """An independent config with the same resolved values."""
+        return Config.from_string(self.dump(), "<copy>")
+
+    @property
+    def errmsg(self) -> str:
+        """The message of the last failed call on this config."""
+        return _native.text(lib.rlt_config_errmsg(self._handle))
+
+    # -- lifetime ------------------------------------------------------------------------------------
+    @property
+    def _handle(self) -> ctypes.c_void_p:
+        if not self._h:
+            raise ValueError("this Config is closed")
+        return self._h
+
+    def _check(self, rc: int) -> None:
+        if rc != 0:
+            raise error_for(rc, self.errmsg)
+
+    def close(self) -> None:
+        """Frees the C handle (idempotent)."""
+        h, self._h = getattr(self, "_h", None), None
+        if h:
+            lib.rlt_config_free(h)
+
+    def __enter__(self) -> "Config":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __str__(self) -> str:
+        return self.dump()
+
+
+def _as_config(config: "Config | str | os.PathLike") -> Config:
+    """A Config from a Config or a path to a YAML file."""
+    if isinstance(config, Config):
+        return config
+    if isinstance(config, (str, os.PathLike)):
+        return Config.from_file(config)
+    raise TypeError(f"expected a rltrain.Config or a path to a YAML file, not {type(config).__name__}")
+
+
+def _plan_from(fn, handle) -> tuple[dict, list[dict]]:
+    """Summary and entries of a memory plan as plain Python values."""
+    s = _native.rlt_plan_summary()
+    entries = ctypes.POINTER(_native.rlt_plan_entry)()
+    rc = fn(handle, ctypes.byref(s), ctypes.byref(entries))
+    if rc != 0:
+        raise error_for(rc, "")
+    summary = {name: getattr(s, name) for name, _ in s._fields_}
+    for name, value in summary.items():
+        if isinstance(value, bytes):  # char arrays: device, precision, note
+            summary[name] = _native.text(value)
+    summary["fits"] = bool(s.fits)
+    rows = []
+    for i in range(s.n_entries if entries else 0):
+        e = entries[i]
+        rows.append({
+            "name": _native.text(e.name),
+            "region": _native.text(e.region),
+            "location": "device" if e.location == _native.LOC_DEVICE else "host",
+            "bytes": int(e.bytes),
+            "offset": int(e.offset),
+        })
+    return summary, rows
+
+
+class Agent:
+    """An agent for a simulator that drives its own loop (``rlt_agent``): act, observe, update.
+
+    Args:
+        config: a :class:`Config` (``algo: td3`` for Box actions, ``algo: dqn`` for Discrete ones), or
+            a path to a YAML file.
+        obs_space: a :class:`Space` or a Gymnasium space for observations (float32 vectors; DQN also
+            takes uint8 (C, H, W) images).
+        act_space: a :class:`Space` or a Gymnasium space for actions (Box for TD3, Discrete for DQN).
+
+    All memory is planned and reserved here; a plan that does not fit raises
+    :class:`rltrain.NoFitError` with hints (and the plan table in its ``plan`` attribute).
+    """
+
+    def __init__(self, config: "Config | str | os.PathLike", obs_space, act_space):
+        self.config = _as_config(config)  # the engine copies it at init; kept for the caller to read
+        self.obs_space = obs_space if isinstance(obs_space, Space) else Space.from_gym(obs_space)
+        self.act_space = act_space if isinstance(act_space, Space) else Space.from_gym(act_space, actions=True)
+        if self.act_space.dtype == np.uint8:
+            raise ValueError("actions are float32 (Box) or int32 (Discrete), not uint8")
+        obs_c, keep_o = self.obs_space.to_c()
+        act_c, keep_a = self.act_space.to_c()
+        h = ctypes.c_void_p()
+        rc = lib.rlt_agent_init(self.config._handle, ctypes.byref(obs_c), ctypes.byref(act_c), ctypes.byref(h))
+        del keep_o, keep_a  # the engine copies the bounds at init
+        self._h = h
+        if rc != 0:
+            msg = _native.text(lib.rlt_agent_errmsg(h)) if h else ""
+            nofit = h and _native.status_name(rc) == "RLT_ENOFIT"  # only then is there a plan to show
+            plan = _native.read_sized(lib.rlt_agent_plan_format, h) if nofit else ""
+            self.close()
+            raise error_for(rc, msg, plan=plan)
+        self._obs_shape = self.obs_space.shape
+        self._obs_dtype = self.obs_space.dtype
+        self._discrete = self.act_space.kind == "discrete"
+        self._act_dim = 1 if self._discrete else self.act_space.size
+        self._updates = ctypes.c_int32()
+
+    # -- the loop --------------------------------------------------------------------------------------
+    def _rows(self, x: np.ndarray, what: str) -> int:
+        """Number of observations in x (1 for a single one), checking its shape."""
+        if x.shape == self._obs_shape:
+            return 1
+        if x.shape[1:] == self._obs_shape:
+            return x.shape[0]
+        raise ValueError(f"{what} has shape {x.shape}: expected {self._obs_shape} or (n, *{self._obs_shape})")
+
+    def act(self, obs, explore: bool = True):
+        """Actions for one observation or a batch (first axis).
+
+        ``obs`` is converted to the observation dtype (float32 or uint8) only when it is not already a
+        contiguous array of it. Returns a float32 array of the action shape (Box; already within the
+        space's bounds) or an int (Discrete) for one observation, and arrays with a leading batch axis for
+        a batch. ``explore=False`` gives the deterministic policy (TD3) or ``dqn.eval_epsilon`` (DQN).
+        """
+        x = np.ascontiguousarray(obs, dtype=self._obs_dtype)
+        n = self._rows(x, "obs")
+        out = np.empty(n, np.int32) if self._discrete else np.empty((n, self._act_dim), np.float32)
+        rc = lib.rlt_agent_act(self._handle, x.ctypes.data, n, 1 if explore else 0, out.ctypes.data)
+        if rc != 0:
+            self._raise(rc)
+        if x.shape == self._obs_shape:
+            return int(out[0]) if self._discrete else out[0].reshape(self.act_space.shape)
+        return out if self._discrete else out.reshape((n,) + self.act_space.shape)
+
+    def observe(self, obs, action, reward, next_obs, terminated, truncated=None) -> None:
+        """Stores one transition or a batch of them (first axis).
+
+        ``next_obs`` must be the real observation after the action, also when the episode was
+        truncated (a time limit): only ``terminated`` stops bootstrapping. ``truncated`` may be None.
+        For DQN, a batch must be consecutive steps of one environment (its replay stores each
+        observation once).
+        """
+        o = np.ascontiguousarray(obs, dtype=self._obs_dtype)
+        o2 = np.ascontiguousarray(next_obs, dtype=self._obs_dtype)
+        n = self._rows(o, "obs")
+        if o2.shape != o.shape:
+            raise ValueError(f"next_obs has shape {o2.shape} but obs has {o.shape}")
+        a = np.ascontiguousarray(action, dtype=np.int32 if self._discrete else np.float32)
+        if a.size != n * self._act_dim:
+            raise ValueError(f"action has {a.size} values for {n} transitions of {self._act_dim}")
+        r = np.ascontiguousarray(reward, dtype=np.float32)
+        term = np.ascontiguousarray(terminated, dtype=np.uint8)
+        trunc = None if truncated is None else np.ascontiguousarray(truncated, dtype=np.uint8)
+        for name, v in (("reward", r), ("terminated", term), ("truncated", trunc)):
+            if v is not None and v.size != n:
+                raise ValueError(f"{name} has {v.size} values for {n} transitions")
+        rc = lib.rlt_agent_observe(self._handle, o.ctypes.data, a.ctypes.data, r.ctypes.data, o2.ctypes.data,
+                                   term.ctypes.data, None if trunc is None else trunc.ctypes.data, n)
+        if rc != 0:
+            self._raise(rc)
+
+    def update(self) -> int:
+        """Runs the updates due at this point of the schedule; returns how many ran (0 before learning starts)."""
+        rc = lib.rlt_agent_update(self._handle, ctypes.byref(self._updates))
+        if rc != 0:
+            self._raise(rc)
+        return self._updates.value
+
+    # -- state -----------------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes parameters, targets, Adam moments and counters (atomically: temp file, fsync, rename)."""
+        rc = lib.rlt_agent_save(self._handle, os.fsencode(path))
+        if rc != 0:
+            self._raise(rc)
+
+    def load(self, path: str | os.PathLike) -> None:
+        """Loads a checkpoint of the same sizes; raises CheckpointError (changing nothing) otherwise."""
+        rc = lib.rlt_agent_load(self._handle, os.fsencode(path))
+        if rc != 0:
+            self._raise(rc)
+
+    def memory_plan(self) -> tuple[dict, list[dict]]:
+        """The memory plan: a summary dict (host_bytes, device_bytes, budget_bytes, fits, device, ...) and
+        one dict per entry (name, region, location, bytes, offset)."""
+        return _plan_from(lib.rlt_agent_memory_plan, self._handle)
+
+    def plan_table(self) -> str:
+        """The memory plan as the table rltrain prints at startup."""
+        return _native.read_sized(lib.rlt_agent_plan_format, self._handle)
+
+    @property
+    def allocations_after_init(self) -> int:
+        """Allocations through the engine's allocator since this agent's arena was sealed (expected 0)."""
+        return int(lib.rlt_agent_allocations_after_init(self._handle))
+
+    @property
+    def errmsg(self) -> str:
+        """The message of the last failed call on this agent."""
+        return _native.text(lib.rlt_agent_errmsg(self._handle))
+
+    # -- lifetime --------------------------------------------------------------------------------------
+    @property
+    def _handle(self) -> ctypes.c_void_p:
+        if not self._h:
+            raise ValueError("this Agent is closed")
+        return self._h
+
+    def _raise(self, rc: int):
+        raise error_for(rc, self.errmsg)
+
+    def close(self) -> None:
+        """Frees the agent and its memory (idempotent)."""
+        h, self._h = getattr(self, "_h", None), None
+        if h:
+            lib.rlt_agent_free(h)
+
+    def __enter__(self) -> "Agent":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+@dataclass
+class Progress:
+    """Figures of a :class:`Trainer` run (``rlt_progress``); eval returns are NaN before the first evaluation."""
+
+    env_steps: int
+    total_steps: int
+    episodes: int
+    updates: int
+    last_episode_return: float
+    last_eval_return: float
+    best_eval_return: float
+    updates_per_s: float
+    env_steps_per_s: float
+    elapsed_s: float
+    eta_s: float
+    is_eval: bool
+
+    @classmethod
+    def from_c(cls, p: _native.rlt_progress) -> "Progress":
+        values = {f.name: getattr(p, f.name) for f in fields(cls)}
+        values["is_eval"] = bool(values["is_eval"])
+        return cls(**values)
+
+
+class Trainer:
+    """A built-in environment, an agent and the training loop with its outputs (``rlt_trainer``).
+
+    The environment is ``env.name`` of the config (pendulum, cartpole, minatar-breakout); outputs go to
+    ``out_dir`` (config.yaml, metrics.csv, summary.json, final.ckpt). For Gymnasium environments use
+    :func:`rltrain.gym.train` instead.
+    """
+
+    def __init__(self, config: "Config | str | os.PathLike"):
+        self.config = _as_config(config)
+        h = ctypes.c_void_p()
+        rc = lib.rlt_trainer_init(self.config._handle, ctypes.byref(h))
+        self._h = h
+        if rc != 0:
+            msg = _native.text(lib.rlt_trainer_errmsg(h)) if h else ""
+            nofit = h and _native.status_name(rc) == "RLT_ENOFIT"
+            plan = _native.read_sized(lib.rlt_trainer_plan_format, h) if nofit else ""
+            self.close()
+            raise error_for(rc, msg, plan=plan)
+
+    def run(self, progress: Callable[[Progress], Any] | None = None) -> Progress:
+        """Trains for ``train.total_steps`` steps and writes the outputs; returns the final progress.
+
+        ``progress`` is called with a :class:`Progress` every ``train.progress_every_s`` seconds and after
+        each evaluation; returning a true value stops the run early (its outputs are still written, and
+        no exception is raised). An exception raised by ``progress`` (KeyboardInterrupt included) stops
+        the run and is raised again here.
+        """
+        raised: list[BaseException] = []
+        stopped = []
+
+        def on_progress(user, p):
+            try:
+                if progress is not None and progress(Progress.from_c(p.contents)):
+                    stopped.append(True)
+                    return 1
+                return 0
+            except BaseException as exc:  # noqa: BLE001 - carried across the C frames and raised below
+                raised.append(exc)
+                return 1
+
+        callback = _native.PROGRESS_FN(on_progress)  # alive for the whole call
+        rc = lib.rlt_trainer_run(self._handle, callback, None)
+        if raised:
+            raise raised[0]
+        if rc != 0 and not (stopped and _native.status_name(rc) == "RLT_EINTERRUPTED"):
+            raise error_for(rc, self.errmsg)
+        return self.progress()
+
+    def progress(self) -> Progress:
+        """The latest progress figures (final after :meth:`run`)."""
+        p = _native.rlt_progress()
+        rc = lib.rlt_trainer_progress(self._handle, ctypes.byref(p))
+        if rc != 0:
+            raise error_for(rc, self.errmsg)
+        return Progress.from_c(p)
+
+    def memory_plan(self) -> tuple[dict, list[dict]]:
+        """The memory plan (see :meth:`Agent.memory_plan`)."""
+        return _plan_from(lib.rlt_trainer_memory_plan, self._handle)
+
+    def plan_table(self) -> str:
+        """The memory plan as the table rltrain prints at startup."""
+        return _native.read_sized(lib.rlt_trainer_plan_format, self._handle)
+
+    @property
+    def out_dir(self) -> str:
+        """Where :meth:`run` writes its outputs."""
+        return _native.text(lib.rlt_trainer_out_dir(self._handle))
+
+    @property
+    def errmsg(self) -> str:
+        """The message of the last failed call on this trainer."""
+        return _native.text(lib.rlt_trainer_errmsg(self._handle))
+
+    @property
+    def _handle(self) -> ctypes.c_void_p:
+        if not self._h:
+            raise ValueError("this Trainer is closed")
+        return self._h
+
+    def close(self) -> None:
+        """Frees the trainer, its agent and environments (idempotent)."""
+        h, self._h = getattr(self, "_h", None), None
+        if h:
+            lib.rlt_trainer_free(h)
+
+    def __enter__(self) -> "Trainer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+

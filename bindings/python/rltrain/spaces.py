@@ -1,0 +1,124 @@
+"""Observation and action spaces, and their conversion to the C struct ``rlt_space``.
+
+The agent API knows two kinds of spaces:
+
+* ``Box``: float32 vectors (TD3 observations and actions, DQN observations) or uint8 images in
+  (C, H, W) layout (DQN observations). Box actions have bounds; the engine returns actions inside them.
+* ``Discrete``: ``n`` actions numbered 0..n-1 (DQN), exchanged as int32.
+
+:meth:`Space.from_gym` builds one from a Gymnasium space.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import _native
+
+
+@dataclass(frozen=True)
+class Space:
+    """An observation or action space for :class:`rltrain.Agent`.
+
+    Attributes:
+        kind: ``"box"`` or ``"discrete"``.
+        shape: the shape of one observation or action (``()`` for Discrete).
+        dtype: numpy dtype exchanged with the engine: float32 or uint8 (Box), int32 (Discrete).
+        n: the number of actions of a Discrete space (0 for Box).
+        low, high: float32 bounds of a Box (one value per element), or None for [-1, 1].
+        start: the first action of a Gymnasium Discrete space (the engine numbers from 0; the Gymnasium
+            adapter adds this offset when it steps the environment).
+    """
+
+    kind: str
+    shape: tuple
+    dtype: np.dtype
+    n: int = 0
+    low: np.ndarray | None = field(default=None, compare=False)
+    high: np.ndarray | None = field(default=None, compare=False)
+    start: int = 0
+
+    @classmethod
+    def box(cls, shape, dtype=np.float32, low=None, high=None) -> "Space":
+        """A Box space: 1-D float32 (vectors) or 3-D uint8 (images, (C, H, W)).
+
+        ``low`` and ``high`` (scalars or arrays of the shape) bound actions; omit them for [-1, 1].
+        """
+        shape = (int(shape),) if np.isscalar(shape) else tuple(int(d) for d in shape)
+        dtype = np.dtype(dtype)
+        if dtype not in (np.dtype(np.float32), np.dtype(np.uint8)):
+            raise ValueError(f"Box spaces hold float32 or uint8 values, not {dtype}")
+        if not 1 <= len(shape) <= 4 or min(shape) < 1:
+            raise ValueError(f"Box shape {shape}: need 1 to 4 dimensions of size >= 1")
+        size = int(np.prod(shape))
+
+        def bound(v):
+            if v is None:
+                return None
+            return np.ascontiguousarray(np.broadcast_to(np.asarray(v, dtype=np.float32), shape).reshape(size))
+
+        return cls("box", shape, dtype, 0, bound(low), bound(high))
+
+    @classmethod
+    def discrete(cls, n: int, start: int = 0) -> "Space":
+        """A Discrete space of ``n`` actions (the engine exchanges them as int32 0..n-1)."""
+        if int(n) < 1:
+            raise ValueError(f"Discrete space of {n} actions")
+        return cls("discrete", (), np.dtype(np.int32), int(n), None, None, int(start))
+
+    @classmethod
+    def from_gym(cls, space, actions: bool = False) -> "Space":
+        """Converts a Gymnasium space (``actions=True`` for an action space: Box bounds must be finite).
+
+        Supported: ``Discrete(n, start)``; ``Box`` of floats with one dimension (float64 is exchanged as
+        float32); ``Box`` of uint8 with three dimensions, which must already be (C, H, W) (transpose
+        channels-last images first, e.g. with ``gymnasium.wrappers.TransformObservation``).
+        """
+        name = type(space).__name__
+        if name == "Discrete" or (hasattr(space, "n") and not hasattr(space, "low")):
+            return cls.discrete(int(space.n), int(getattr(space, "start", 0)))
+        if name == "Box" or (hasattr(space, "low") and hasattr(space, "high")):
+            dtype = np.dtype(space.dtype)
+            shape = tuple(space.shape)
+            if dtype == np.uint8 and len(shape) == 3:
+                return cls.box(shape, np.uint8)
+            if np.issubdtype(dtype, np.floating) and len(shape) == 1:
+                low = np.asarray(space.low, dtype=np.float64)
+                high = np.asarray(space.high, dtype=np.float64)
+                if np.all(np.isfinite(low)) and np.all(np.isfinite(high)):
+                    return cls.box(shape, np.float32, low, high)
+                if actions:
+                    raise ValueError(f"action space {space} has infinite bounds: actions need finite low and high")
+                return cls.box(shape, np.float32)  # observations need no bounds
+            raise ValueError(
+                f"unsupported Box space {space}: rltrain takes 1-D float Boxes and 3-D uint8 (C, H, W) Boxes"
+            )
+        raise ValueError(f"unsupported space {space!r}: rltrain takes Box and Discrete spaces")
+
+    @property
+    def size(self) -> int:
+        """Elements of one observation or action (1 for Discrete)."""
+        return int(np.prod(self.shape)) if self.shape else 1
+
+    def to_c(self) -> tuple[_native.rlt_space, tuple]:
+        """The ``rlt_space`` struct, and the arrays its pointers refer to (keep them alive with it)."""
+        s = _native.rlt_space()
+        keep = ()
+        if self.kind == "discrete":
+            s.kind, s.dtype, s.ndim, s.n = _native.SPACE_DISCRETE, _native.DTYPE_I32, 1, self.n
+            s.shape[0] = 1
+            return s, keep
+        s.kind = _native.SPACE_BOX
+        s.dtype = _native.DTYPE_U8 if self.dtype == np.uint8 else _native.DTYPE_F32
+        s.ndim = len(self.shape)
+        for i, d in enumerate(self.shape):
+            s.shape[i] = d
+        fp = ctypes.POINTER(ctypes.c_float)
+        if self.low is not None and self.high is not None:
+            s.low = self.low.ctypes.data_as(fp)
+            s.high = self.high.ctypes.data_as(fp)
+            keep = (self.low, self.high)
+        return s, keep

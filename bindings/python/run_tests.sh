@@ -1,0 +1,60 @@
+#!/bin/sh
+# run_tests.sh BUILD_DIR [pytest args...]: tests the Python bindings against BUILD_DIR/librltrain.so.
+# Creates a virtual environment in BUILD_DIR/python-venv (it sees the system's packages, so what is
+# already installed is not downloaded again), installs gymnasium, numpy, pyyaml, pytest and the package
+# itself (pip install ./bindings/python), and runs pytest from outside the source tree so that the
+# installed package is the one tested. Registered as the ctest test "python_bindings" (label learning).
+#   sh bindings/python/run_tests.sh build -m "not learning"     # the quick tests only
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+bin=$(cd "${1:-$here/../../build}" && pwd)
+[ $# -gt 0 ] && shift
+lib="$bin/librltrain.so"
+if [ ! -f "$lib" ]; then
+  echo "run_tests.sh: $lib not found: build the library first (cmake --build $bin)" >&2
+  exit 1
+fi
+py=${PYTHON:-python3}
+pip_quiet="--quiet --disable-pip-version-check --no-input"
+venv="$bin/python-venv"
+# pip builds in the folder it is given: a copy in the build tree keeps the source tree clean.
+src="$bin/python-src"
+rm -rf "$src"
+mkdir -p "$src"
+cp -R "$here/pyproject.toml" "$here/README.md" "$here/rltrain" "$src/"
+find "$src" -name __pycache__ -prune -exec rm -rf {} +
+PYTHONDONTWRITEBYTECODE=1
+export PYTHONDONTWRITEBYTECODE
+
+if [ -x "$venv/bin/python" ] || "$py" -m venv --system-site-packages "$venv" >/dev/null 2>&1; then
+  vpy="$venv/bin/python"
+  # shellcheck disable=SC2086
+  "$vpy" -m pip install $pip_quiet gymnasium numpy pyyaml pytest
+  # shellcheck disable=SC2086
+  "$vpy" -m pip install $pip_quiet --force-reinstall --no-deps "$src"
+else
+  # No venv module (Debian's python3 without python3-venv): install into a folder on PYTHONPATH.
+  echo "run_tests.sh: '$py -m venv' failed; installing into $bin/python-site instead" >&2
+  vpy="$py"
+  site="$bin/python-site"
+  rm -rf "$site"
+  # shellcheck disable=SC2086
+  "$py" -m pip install $pip_quiet --target "$site" gymnasium numpy pyyaml pytest "$src"
+  PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+  export PYTHONPATH
+fi
+
+RLTRAIN_LIBRARY="$lib"
+RLTRAIN_SOURCE_DIR=$(cd "$here/../.." && pwd)
+export RLTRAIN_LIBRARY RLTRAIN_SOURCE_DIR
+# Run from the build tree, not the source tree, so that `import rltrain` finds the installed package.
+cd "$bin"
+set +e
+"$vpy" -m pytest -rA --durations=5 -p no:cacheprovider --rootdir "$here" -c "$here/pyproject.toml" "$here/tests" "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "run_tests.sh: pytest collected no tests: that is a failure" >&2
+  exit 1
+fi
+exit "$rc"

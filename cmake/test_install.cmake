@@ -1,0 +1,96 @@
+# test_install.cmake: the ctest test "install_and_example", run as cmake -P with
+#   -DSRC=<source dir> -DBIN=<build dir> -DCC=<C compiler> [-DCUDA_MODULE=0|1]
+# Installs the build tree into a fresh prefix, checks the installed files, builds examples/ against it
+# through find_package(rltrain) (shared and static targets) and runs them, then compiles the example
+# again with the installed rltrain.pc (cc $(pkg-config --cflags --libs rltrain)) and runs that too.
+foreach(var SRC BIN CC)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "test_install.cmake needs -D${var}=...")
+  endif()
+endforeach()
+
+set(work "${BIN}/install-test")
+set(prefix "${work}/prefix")
+file(REMOVE_RECURSE "${work}")
+file(MAKE_DIRECTORY "${work}")
+
+# Runs a command, echoing it; stops the test with its output when it fails.
+function(step what)
+  message(STATUS "${what}: ${ARGN}")
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
+  endif()
+  set(step_output "${out}" PARENT_SCOPE)
+endfunction()
+
+step("install" "${CMAKE_COMMAND}" --install "${BIN}" --prefix "${prefix}")
+
+# Relative install dirs as the build chose them (GNUInstallDirs may pick lib64 or a multiarch dir).
+file(GLOB_RECURSE pc_files "${prefix}/*/rltrain.pc")
+list(LENGTH pc_files n)
+if(NOT n EQUAL 1)
+  message(FATAL_ERROR "expected one installed rltrain.pc, found: ${pc_files}")
+endif()
+get_filename_component(libdir "${pc_files}" DIRECTORY)
+get_filename_component(libdir "${libdir}" DIRECTORY)
+set(expected
+  "${prefix}/include/rltrain.h" "${libdir}/librltrain.so" "${libdir}/librltrain.a"
+  "${libdir}/cmake/rltrain/rltrainConfig.cmake" "${libdir}/cmake/rltrain/rltrainConfigVersion.cmake"
+  "${libdir}/cmake/rltrain/rltrainTargets.cmake" "${prefix}/bin/rltrain")
+if(CUDA_MODULE)
+  list(APPEND expected "${libdir}/librltrain_cuda.so")
+endif()
+foreach(f ${expected})
+  if(NOT EXISTS "${f}")
+    message(FATAL_ERROR "not installed: ${f}")
+  endif()
+endforeach()
+
+# The CMake package: a separate project finds it through CMAKE_PREFIX_PATH only.
+step("configure examples" "${CMAKE_COMMAND}" -S "${SRC}/examples" -B "${work}/examples"
+  "-DCMAKE_PREFIX_PATH=${prefix}" "-DCMAKE_C_COMPILER=${CC}" -DCMAKE_BUILD_TYPE=Release)
+step("build examples" "${CMAKE_COMMAND}" --build "${work}/examples")
+foreach(exe embed_pendulum embed_pendulum_static)
+  if(NOT EXISTS "${work}/examples/${exe}")
+    message(FATAL_ERROR "examples/ did not build ${exe}")
+  endif()
+endforeach()
+step("run embed_pendulum" "${work}/examples/embed_pendulum" 2000)
+if(NOT step_output MATCHES "final return -?[0-9]")
+  message(FATAL_ERROR "embed_pendulum printed no final return:\n${step_output}")
+endif()
+string(REGEX MATCH "final return [^\n]*" line "${step_output}")
+message(STATUS "embed_pendulum (shared): ${line}")
+step("run embed_pendulum_static" "${work}/examples/embed_pendulum_static" 2000)
+string(REGEX MATCH "final return [^\n]*" line_static "${step_output}")
+message(STATUS "embed_pendulum (static): ${line_static}")
+# The same program with the same seed: the two libraries must agree exactly.
+if(NOT line STREQUAL line_static)
+  message(FATAL_ERROR "shared and static builds disagree: '${line}' vs '${line_static}'")
+endif()
+
+# pkg-config: shared (the usual command line), then static (Libs.private and Requires.private).
+find_program(PKG_CONFIG pkg-config REQUIRED)
+set(ENV{PKG_CONFIG_PATH} "${libdir}/pkgconfig")
+step("pkg-config" "${PKG_CONFIG}" --cflags --libs rltrain)
+string(STRIP "${step_output}" flags)
+separate_arguments(flags UNIX_COMMAND "${flags}")
+step("pkg-config libdir" "${PKG_CONFIG}" --variable=libdir rltrain)
+string(STRIP "${step_output}" pc_libdir)
+step("cc with pkg-config" "${CC}" -std=c11 -O2 -Wall -Wextra -Werror "${SRC}/examples/embed_pendulum.c" ${flags} -lm
+  "-Wl,-rpath,${pc_libdir}" -o "${work}/embed_pendulum_pc")
+step("run embed_pendulum_pc" "${work}/embed_pendulum_pc" 2000)
+string(REGEX MATCH "final return [^\n]*" line_pc "${step_output}")
+if(NOT line STREQUAL line_pc)
+  message(FATAL_ERROR "the pkg-config build disagrees: '${line}' vs '${line_pc}'")
+endif()
+
+step("pkg-config --static" "${PKG_CONFIG}" --static --cflags --libs rltrain)
+string(STRIP "${step_output}" sflags)
+string(REGEX REPLACE "(^| )-lrltrain( |$)" "\\1-l:librltrain.a\\2" sflags "${sflags}")
+separate_arguments(sflags UNIX_COMMAND "${sflags}")
+step("cc static with pkg-config" "${CC}" -std=c11 -O2 "${SRC}/examples/embed_pendulum.c" ${sflags} -lm
+  -o "${work}/embed_pendulum_pc_static")
+step("run embed_pendulum_pc_static" "${work}/embed_pendulum_pc_static" 200)
+message(STATUS "install, CMake package, pkg-config (shared and static): all passed")
