@@ -304,14 +304,17 @@ int agent_run_update(rlt_agent *ag, int32_t variant) {
 }
 
 int rlt_agent_act(rlt_agent *ag, const void *obs, int32_t n, int32_t explore, void *actions) {
-    if (!ag || !obs || !actions || n < 0) return RLT_EINVAL;
+    if (!ag) return RLT_EINVAL;
+    if (!obs || !actions || n < 0) RLT_FAIL(&ag->err, RLT_EINVAL, "rlt_agent_act: obs and actions must be non-NULL, n >= 0");
     if (!ag->plan.sealed) RLT_FAIL(&ag->err, RLT_ESTATE, "rlt_agent_act on an agent whose init failed");
     return ag->algo->act(ag, obs, n, explore, actions);
 }
 
 int rlt_agent_observe(rlt_agent *ag, const void *obs, const void *actions, const float *rewards, const void *next_obs,
                       const uint8_t *terminated, const uint8_t *truncated, int32_t n) {
-    if (!ag || !obs || !actions || !rewards || !next_obs || !terminated || n < 0) return RLT_EINVAL;
+    if (!ag) return RLT_EINVAL;
+    if (!obs || !actions || !rewards || !next_obs || !terminated || n < 0)
+        RLT_FAIL(&ag->err, RLT_EINVAL, "rlt_agent_observe: every array but truncated must be non-NULL, n >= 0");
     if (!ag->plan.sealed) RLT_FAIL(&ag->err, RLT_ESTATE, "rlt_agent_observe on an agent whose init failed");
     RLT_TRY(ag->algo->observe(ag, obs, actions, rewards, next_obs, terminated, truncated, n));
     ag->env_steps += n;

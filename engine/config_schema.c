@@ -387,7 +387,7 @@ int config_schema_set_scalar(const cfg_key *k, rlt_config *base, const char *t, 
         return 0;
     }
     case CFG_DOUBLE: {
-        double v;
+        double v = 0.0;
         if (parse_double(k, t, n, plain, &v, why) != 0) return -1;
         *(double *)(void *)field = v;
         return 0;

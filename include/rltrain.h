@@ -3,7 +3,8 @@
  *
  * Conventions: every function returns an int status (RLT_OK = 0, negative on failure) unless it is a
  * getter. Handles are opaque. A failing call leaves a message with an actionable hint in its handle,
- * read with rlt_config_errmsg / rlt_trainer_errmsg / rlt_agent_errmsg. The library never prints and never
+ * read with rlt_config_errmsg / rlt_trainer_errmsg / rlt_agent_errmsg (the message of the latest failure;
+ * a success does not clear it). The library never prints and never
  * exits: it logs through the callback set with rlt_log_set_callback. Structs in this header have one
  * layout whatever the build options (no CUDA types, no #if). Thread safety: handles are independent and
  * hold no global state, so different handles may be used from different threads at once; one handle
@@ -16,6 +17,13 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* Only the functions below are exported from the shared library. */
+#if defined(RLT_BUILDING_LIBRARY)
+#define RLT_API __attribute__((visibility("default")))
+#else
+#define RLT_API
 #endif
 
 #define RLT_VERSION_MAJOR 0
@@ -42,15 +50,15 @@ typedef enum {
 #undef RLT_STATUS_ENUM_
 } rlt_status;
 
-const char *rlt_strerror(int status);    /* "memory plan does not fit" */
-const char *rlt_status_name(int status); /* "RLT_ENOFIT" */
-const char *rlt_version_string(void);
+RLT_API const char *rlt_strerror(int status);    /* "memory plan does not fit" */
+RLT_API const char *rlt_status_name(int status); /* "RLT_ENOFIT" */
+RLT_API const char *rlt_version_string(void);
 
 /* Logging: the library's only output. level: 0 error, 1 warning, 2 info, 3 debug. The callback is
  * process-wide (set it before creating handles); NULL silences the library. */
 typedef enum { RLT_LOG_ERROR = 0, RLT_LOG_WARN = 1, RLT_LOG_INFO = 2, RLT_LOG_DEBUG = 3 } rlt_log_level;
 typedef void (*rlt_log_fn)(void *user, int level, const char *message);
-void rlt_log_set_callback(rlt_log_fn fn, void *user);
+RLT_API void rlt_log_set_callback(rlt_log_fn fn, void *user);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Configuration                                                                                  */
@@ -58,20 +66,21 @@ void rlt_log_set_callback(rlt_log_fn fn, void *user);
 typedef struct rlt_config rlt_config;
 
 /* A new config holding the documented defaults. */
-int rlt_config_init(rlt_config **out);
-void rlt_config_free(rlt_config *cfg);
+RLT_API int rlt_config_init(rlt_config **out);
+RLT_API void rlt_config_free(rlt_config *cfg);
 /* Merge a YAML file or string over the current values. Strict: unknown or duplicate keys, wrong types,
  * out-of-range values, aliases, deep nesting and oversized input are RLT_ECONFIG, with file:line:column,
  * the key, and the nearest valid key for typos in rlt_config_errmsg. */
-int rlt_config_load_file(rlt_config *cfg, const char *path);
-int rlt_config_load_string(rlt_config *cfg, const char *yaml, const char *name_for_errors);
+RLT_API int rlt_config_load_file(rlt_config *cfg, const char *path);
+RLT_API int rlt_config_load_string(rlt_config *cfg, const char *yaml, const char *name_for_errors);
 /* One override "key.path=value", value in YAML flow syntax ("td3.actor_hidden=[64,64]"). */
-int rlt_config_set(rlt_config *cfg, const char *assignment);
+RLT_API int rlt_config_set(rlt_config *cfg, const char *assignment);
 /* Checks the whole config for consistency (called by the inits; callable early for a fast error). */
-int rlt_config_validate(rlt_config *cfg);
-/* The resolved config as YAML text into buf (always NUL-terminated); returns the length it needs. */
-size_t rlt_config_dump(const rlt_config *cfg, char *buf, size_t cap);
-const char *rlt_config_errmsg(const rlt_config *cfg);
+RLT_API int rlt_config_validate(rlt_config *cfg);
+/* The resolved config as YAML text into buf (always NUL-terminated); returns the length it needs
+ * (buf NULL and cap 0 ask for the length only; so do the *_plan_format functions). */
+RLT_API size_t rlt_config_dump(const rlt_config *cfg, char *buf, size_t cap);
+RLT_API const char *rlt_config_errmsg(const rlt_config *cfg);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Memory plan                                                                                    */
@@ -115,7 +124,7 @@ typedef struct rlt_fit_report {
 
 /* Fills *out for cfg. Status as rlt_trainer_init's (RLT_ECONFIG, RLT_EDEVICE); the message goes to
  * err (cap bytes, may be NULL). Also returns the configured plan's table in table (may be NULL). */
-int rlt_plan_fit(const rlt_config *cfg, rlt_fit_report *out, char *table, size_t table_cap, char *err, size_t err_cap);
+RLT_API int rlt_plan_fit(const rlt_config *cfg, rlt_fit_report *out, char *table, size_t table_cap, char *err, size_t err_cap);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Spaces and the agent API (for simulators that drive their own loop)                            */
@@ -128,7 +137,7 @@ typedef struct rlt_space {
     int32_t dtype;    /* observations: F32 or U8; Box actions: F32; Discrete actions: I32 */
     int32_t ndim;     /* 1 for vectors, 3 for images (C, H, W) */
     int32_t shape[4];
-    int32_t n;        /* number of actions of a Discrete space */
+    int32_t n;        /* number of actions of a Discrete space (its ndim, shape and dtype are ignored) */
     const float *low; /* Box bounds, shape[0] values each (actions); NULL means [-1, 1] */
     const float *high;
 } rlt_space;
@@ -138,25 +147,27 @@ typedef struct rlt_agent rlt_agent;
 /* Plans and reserves all memory of an agent for the given spaces, or fails (RLT_ENOFIT, RLT_EDEVICE,
  * RLT_ECONFIG). On failure *out is still set when possible, so rlt_agent_errmsg and the plan can be read;
  * free it with rlt_agent_free. */
-int rlt_agent_init(const rlt_config *cfg, const rlt_space *obs, const rlt_space *act, rlt_agent **out);
-void rlt_agent_free(rlt_agent *agent);
+RLT_API int rlt_agent_init(const rlt_config *cfg, const rlt_space *obs, const rlt_space *act, rlt_agent **out);
+RLT_API void rlt_agent_free(rlt_agent *agent);
 /* Actions for n observations (row-major, the obs space's dtype). Box actions are float in the action
  * space's bounds; Discrete actions are int32. explore=1 adds the algorithm's exploration (and uniform
  * random actions before train.start_steps); explore=0 is the greedy/deterministic policy. */
-int rlt_agent_act(rlt_agent *agent, const void *obs, int32_t n, int32_t explore, void *actions);
-/* Stores n transitions. terminated and truncated are kept apart: only terminated stops bootstrapping. */
-int rlt_agent_observe(rlt_agent *agent, const void *obs, const void *actions, const float *rewards,
+RLT_API int rlt_agent_act(rlt_agent *agent, const void *obs, int32_t n, int32_t explore, void *actions);
+/* Stores n transitions. terminated and truncated are kept apart: only terminated stops bootstrapping.
+ * DQN stores each observation once, so its n transitions must be consecutive steps of one environment
+ * (the next observation of one is the observation of the next unless an episode ended). */
+RLT_API int rlt_agent_observe(rlt_agent *agent, const void *obs, const void *actions, const float *rewards,
                       const void *next_obs, const uint8_t *terminated, const uint8_t *truncated, int32_t n);
 /* Runs train.updates_per_step updates for each call if learning has started; *done gets the count run. */
-int rlt_agent_update(rlt_agent *agent, int32_t *done);
-int rlt_agent_memory_plan(const rlt_agent *agent, rlt_plan_summary *summary, const rlt_plan_entry **entries);
+RLT_API int rlt_agent_update(rlt_agent *agent, int32_t *done);
+RLT_API int rlt_agent_memory_plan(const rlt_agent *agent, rlt_plan_summary *summary, const rlt_plan_entry **entries);
 /* Formats the plan as the table printed at startup. Returns the length it needs. */
-size_t rlt_agent_plan_format(const rlt_agent *agent, char *buf, size_t cap);
-int rlt_agent_save(rlt_agent *agent, const char *path);
-int rlt_agent_load(rlt_agent *agent, const char *path);
+RLT_API size_t rlt_agent_plan_format(const rlt_agent *agent, char *buf, size_t cap);
+RLT_API int rlt_agent_save(rlt_agent *agent, const char *path);
+RLT_API int rlt_agent_load(rlt_agent *agent, const char *path);
 /* Number of allocations made through the engine's allocator since the agent's arena was sealed. */
-uint64_t rlt_agent_allocations_after_init(const rlt_agent *agent);
-const char *rlt_agent_errmsg(const rlt_agent *agent);
+RLT_API uint64_t rlt_agent_allocations_after_init(const rlt_agent *agent);
+RLT_API const char *rlt_agent_errmsg(const rlt_agent *agent);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Trainer: an agent, a built-in environment, the training loop and its outputs                   */
@@ -185,24 +196,24 @@ typedef int (*rlt_progress_fn)(void *user, const rlt_progress *p);
 
 /* Plans and reserves everything or fails; nothing is written to disk by init. On failure *out is still
  * set when possible (read rlt_trainer_errmsg and the plan, then rlt_trainer_free). */
-int rlt_trainer_init(const rlt_config *cfg, rlt_trainer **out);
-void rlt_trainer_free(rlt_trainer *tr);
-int rlt_trainer_memory_plan(const rlt_trainer *tr, rlt_plan_summary *summary, const rlt_plan_entry **entries);
-size_t rlt_trainer_plan_format(const rlt_trainer *tr, char *buf, size_t cap);
+RLT_API int rlt_trainer_init(const rlt_config *cfg, rlt_trainer **out);
+RLT_API void rlt_trainer_free(rlt_trainer *tr);
+RLT_API int rlt_trainer_memory_plan(const rlt_trainer *tr, rlt_plan_summary *summary, const rlt_plan_entry **entries);
+RLT_API size_t rlt_trainer_plan_format(const rlt_trainer *tr, char *buf, size_t cap);
 /* Trains for train.total_steps env steps, writing out_dir/{config.yaml,metrics.csv,summary.json,final.ckpt}. */
-int rlt_trainer_run(rlt_trainer *tr, rlt_progress_fn fn, void *user);
+RLT_API int rlt_trainer_run(rlt_trainer *tr, rlt_progress_fn fn, void *user);
 /* Loads a checkpoint written by a trainer of the same config (final.ckpt or a periodic ckpt_<step>.ckpt)
  * before rlt_trainer_run, which then continues from its step. On the CPU the continued run is
  * bit-identical to one that was never interrupted. Everything is checked before anything changes. */
-int rlt_trainer_resume(rlt_trainer *tr, const char *path);
+RLT_API int rlt_trainer_resume(rlt_trainer *tr, const char *path);
 /* Asks a running rlt_trainer_run to stop after the current step (it writes its outputs and final.ckpt and
  * returns RLT_EINTERRUPTED). Async-signal-safe: call it from a SIGINT handler. */
-void rlt_trainer_request_stop(rlt_trainer *tr);
+RLT_API void rlt_trainer_request_stop(rlt_trainer *tr);
 /* The final progress figures (valid after rlt_trainer_run). */
-int rlt_trainer_progress(const rlt_trainer *tr, rlt_progress *out);
-rlt_agent *rlt_trainer_agent(rlt_trainer *tr);
-const char *rlt_trainer_out_dir(const rlt_trainer *tr);
-const char *rlt_trainer_errmsg(const rlt_trainer *tr);
+RLT_API int rlt_trainer_progress(const rlt_trainer *tr, rlt_progress *out);
+RLT_API rlt_agent *rlt_trainer_agent(rlt_trainer *tr);
+RLT_API const char *rlt_trainer_out_dir(const rlt_trainer *tr);
+RLT_API const char *rlt_trainer_errmsg(const rlt_trainer *tr);
 
 #ifdef __cplusplus
 }
