@@ -4,7 +4,7 @@
 
 #include "cpu_ops.h"
 
-int cpu_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float *b, int32_t rows, int32_t cols, int32_t act) {
+CPU_HOT int cpu_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float *b, int32_t rows, int32_t cols, int32_t act) {
     CPU_REQUIRE(bk, rows >= 0 && cols >= 0 && ldy >= cols, "bias_act");
     CPU_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "bias_act");
     for (int32_t r = 0; r < rows; r++) {
@@ -19,7 +19,7 @@ int cpu_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float *b, int32_t
     return RLT_OK;
 }
 
-int cpu_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows, int32_t cols,
+CPU_HOT int cpu_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows, int32_t cols,
                  int32_t act) {
     CPU_REQUIRE(bk, rows >= 0 && cols >= 0 && lddy >= cols && ldy >= cols, "act_grad");
     CPU_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "act_grad");
@@ -35,7 +35,7 @@ int cpu_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32
     return RLT_OK;
 }
 
-int cpu_bias_grad(rlt_backend *bk, float *db, const float *dy, int32_t lddy, int32_t rows, int32_t cols, float beta) {
+CPU_HOT int cpu_bias_grad(rlt_backend *bk, float *db, const float *dy, int32_t lddy, int32_t rows, int32_t cols, float beta) {
     CPU_REQUIRE(bk, rows >= 0 && cols >= 0 && lddy >= cols, "bias_grad");
     for (int32_t c = 0; c < cols; c++) db[c] = beta == 0.0f ? 0.0f : beta * db[c];
     for (int32_t r = 0; r < rows; r++) {

@@ -50,6 +50,16 @@ typedef struct cpu_impl {
     int32_t conv_ready[RLT_BACKEND_MAX_CONVS];  /* 1 once conv_prepare accepted the slot */
 } cpu_impl;
 
+/* The hot elementwise loops are compiled for several x86-64 levels (AVX-512, AVX2, baseline) and the
+ * loader picks the best one this CPU runs (GCC's target_clones, an ifunc): one portable binary, wide
+ * vectors where they exist. Contraction to FMA stays off (-ffp-contract=off), so every level computes
+ * the same bits. Other architectures compile the loops once. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CPU_HOT __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CPU_HOT
+#endif
+
 /* Shape check shared by the ops: fails with RLT_EINVAL naming the op and the values. */
 #define CPU_REQUIRE(bk, cond, op)                                                                  \
     do {                                                                                           \

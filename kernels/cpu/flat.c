@@ -25,7 +25,7 @@ int cpu_counter_add(rlt_backend *bk, int64_t *c, int64_t v) {
     return RLT_OK;
 }
 
-int cpu_adam(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
+CPU_HOT int cpu_adam(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
              const int64_t *step) {
     CPU_REQUIRE(bk, *step >= 1, "adam");
     /* Bias corrections in float, as the CUDA twin computes them. */
@@ -45,7 +45,7 @@ int cpu_adam(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint
     return RLT_OK;
 }
 
-int cpu_polyak(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau) {
+CPU_HOT int cpu_polyak(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau) {
     CPU_REQUIRE(bk, tau >= 0.0f && tau <= 1.0f, "polyak");
     for (uint64_t i = 0; i < n; i++) target[i] = tau * src[i] + (1.0f - tau) * target[i];
     return RLT_OK;

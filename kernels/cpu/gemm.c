@@ -8,7 +8,7 @@
  * with n = 1..8, 17..24, 33..40: tests/test_noalloc.c counts them). The engine promises no allocation
  * after init, so exactly those products run in this loop instead. They are at most 10^6 multiply-adds;
  * the i-k-j order streams rows of B and C so the compiler vectorises the inner loop. */
-static void gemm_nn_small(int32_t m, int32_t n, int32_t k, float alpha, const float *restrict A, int32_t lda,
+CPU_HOT static void gemm_nn_small(int32_t m, int32_t n, int32_t k, float alpha, const float *restrict A, int32_t lda,
                           const float *restrict B, int32_t ldb, float beta, float *restrict C, int32_t ldc) {
     for (int32_t i = 0; i < m; i++) {
         float *c = C + (int64_t)i * ldc;
