@@ -3,6 +3,7 @@
  * and committed only when the whole input is good, so a failed load leaves the config as it was. Every
  * error names FILE:LINE:COLUMN, the key, what is wrong and what to write instead. */
 #include "config.h"
+#include "text.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -488,25 +489,11 @@ int rlt_config_validate(rlt_config *cfg) {
 
 /* ---- the dump ---------------------------------------------------------------------------------------- */
 
-typedef struct dump_out {
-    char *buf;
-    size_t cap, len;
-} dump_out;
-
-static void dump_add(dump_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void dump_add(dump_out *o, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *dst = o->len < o->cap ? o->buf + o->len : NULL;
-    int n = vsnprintf(dst, dst ? o->cap - o->len : 0, fmt, ap);
-    va_end(ap);
-    if (n > 0) o->len += (size_t)n;
-}
 
 /* Nested mappings in table order: a section opens when a key's path leaves the previous key's sections
  * (the schema keeps each section's rows together, so each opens once). */
 size_t rlt_config_dump(const rlt_config *cfg, char *buf, size_t cap) {
-    dump_out o = {buf, cap, 0};
+    rlt_text o = {buf, cap, 0};
     if (cap) buf[0] = '\0';
     if (!cfg) return 0;
     size_t n;
@@ -531,13 +518,13 @@ size_t rlt_config_dump(const rlt_config *cfg, char *buf, size_t cap) {
         while (j < sec) {
             size_t end = j;
             while (end < sec && key[end] != '.') end++;
-            dump_add(&o, "%*s%.*s:\n", (int)(2 * depth), "", (int)(end - j), key + j);
+            rlt_text_add(&o, "%*s%.*s:\n", (int)(2 * depth), "", (int)(end - j), key + j);
             depth++;
             j = end + 1;
         }
         char val[4 * RLT_CFG_STR + 64];
         config_schema_format(&keys[i], cfg, val, sizeof val);
-        dump_add(&o, "%*s%s: %s\n", (int)(2 * depth), "", leaf, val);
+        rlt_text_add(&o, "%*s%s: %s\n", (int)(2 * depth), "", leaf, val);
         prev = key;
         prev_sec = sec;
     }

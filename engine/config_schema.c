@@ -1,6 +1,7 @@
 /* config_schema.c: the table of every configuration key and the typed conversions that read, check and
  * write values through it (see config_schema.h). Defaults live only here, in the table's `def` column. */
 #include "config_schema.h"
+#include "text.h"
 
 #include <locale.h>
 #include <math.h>
@@ -497,24 +498,10 @@ int config_schema_check_value(const cfg_key *k, const rlt_config *base, cfg_why 
 
 /* ---- writing values back as YAML --------------------------------------------------------------------- */
 
-typedef struct text_out {
-    char *buf;
-    size_t cap, len;
-} text_out;
-
-static void out_add(text_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void out_add(text_out *o, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    char *dst = o->len < o->cap ? o->buf + o->len : NULL;
-    int n = vsnprintf(dst, dst ? o->cap - o->len : 0, fmt, ap);
-    va_end(ap);
-    if (n > 0) o->len += (size_t)n;
-}
 
 /* The shortest of %.15g .. %.17g that reads back to the same double: %.17g always does, but prints 0.99
  * as 0.98999999999999999, and a fixed %.10g would lose values typed with more digits. */
-static void format_double(text_out *o, double v) {
+static void format_double(rlt_text *o, double v) {
     char tmp[40], point = locale_point();
     for (int p = 15; p <= 17; p++) {
         snprintf(tmp, sizeof tmp, "%.*g", p, v);
@@ -522,32 +509,32 @@ static void format_double(text_out *o, double v) {
     }
     for (char *c = tmp; *c; c++)
         if (*c == point) *c = '.';
-    out_add(o, "%s", tmp);
+    rlt_text_add(o, "%s", tmp);
 }
 
 /* Free-form strings are always double-quoted, so that values like "true", "123", "a: b" or "#x" read back
  * as the same string; control characters and the quote itself are escaped. */
-static void format_quoted(text_out *o, const char *s) {
-    out_add(o, "\"");
+static void format_quoted(rlt_text *o, const char *s) {
+    rlt_text_add(o, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') out_add(o, "\\%c", *p);
-        else if (*p < 0x20 || *p == 0x7f) out_add(o, "\\x%02x", *p);
-        else out_add(o, "%c", *p);
+        if (*p == '"' || *p == '\\') rlt_text_add(o, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f) rlt_text_add(o, "\\x%02x", *p);
+        else rlt_text_add(o, "%c", *p);
     }
-    out_add(o, "\"");
+    rlt_text_add(o, "\"");
 }
 
 size_t config_schema_format(const cfg_key *k, const rlt_config *base, char *buf, size_t cap) {
     const char *field = (const char *)base + k->offset;
-    text_out o = {buf, cap, 0};
+    rlt_text o = {buf, cap, 0};
     if (cap) buf[0] = '\0';
     switch (k->type) {
-    case CFG_INT32: out_add(&o, "%d", (int)*(const int32_t *)(const void *)field); break;
-    case CFG_INT64: out_add(&o, "%lld", (long long)*(const int64_t *)(const void *)field); break;
-    case CFG_UINT64: out_add(&o, "%llu", (unsigned long long)*(const uint64_t *)(const void *)field); break;
+    case CFG_INT32: rlt_text_add(&o, "%d", (int)*(const int32_t *)(const void *)field); break;
+    case CFG_INT64: rlt_text_add(&o, "%lld", (long long)*(const int64_t *)(const void *)field); break;
+    case CFG_UINT64: rlt_text_add(&o, "%llu", (unsigned long long)*(const uint64_t *)(const void *)field); break;
     case CFG_DOUBLE: format_double(&o, *(const double *)(const void *)field); break;
-    case CFG_BOOL: out_add(&o, "%s", *(const int32_t *)(const void *)field ? "true" : "false"); break;
-    case CFG_ENUM: out_add(&o, "%.*s", (int)bounded_len(field, k->size), field); break;
+    case CFG_BOOL: rlt_text_add(&o, "%s", *(const int32_t *)(const void *)field ? "true" : "false"); break;
+    case CFG_ENUM: rlt_text_add(&o, "%.*s", (int)bounded_len(field, k->size), field); break;
     case CFG_STRING: {
         char tmp[RLT_CFG_STR + 1];
         size_t n = bounded_len(field, k->size);
@@ -560,9 +547,9 @@ size_t config_schema_format(const cfg_key *k, const rlt_config *base, char *buf,
     case CFG_INT_LIST: {
         const rlt_int_list *l = (const rlt_int_list *)(const void *)field;
         int32_t n = l->n < 0 ? 0 : (l->n > RLT_CFG_MAX_LAYERS ? RLT_CFG_MAX_LAYERS : l->n);
-        out_add(&o, "[");
-        for (int32_t i = 0; i < n; i++) out_add(&o, "%s%d", i ? ", " : "", (int)l->v[i]);
-        out_add(&o, "]");
+        rlt_text_add(&o, "[");
+        for (int32_t i = 0; i < n; i++) rlt_text_add(&o, "%s%d", i ? ", " : "", (int)l->v[i]);
+        rlt_text_add(&o, "]");
         break;
     }
     }
@@ -638,7 +625,7 @@ const char *config_schema_nearest(const char *path, char *buf, size_t cap) {
 void config_schema_children(const char *prefix, char *buf, size_t cap) {
     size_t np = strlen(prefix), last_len = 0;
     const char *last = NULL;
-    text_out o = {buf, cap, 0};
+    rlt_text o = {buf, cap, 0};
     if (cap) buf[0] = '\0';
     for (size_t i = 0; i < N_KEYS; i++) {
         const char *k = schema[i].key;
@@ -646,7 +633,7 @@ void config_schema_children(const char *prefix, char *buf, size_t cap) {
         const char *child = np ? k + np + 1 : k;
         size_t n = strcspn(child, ".");
         if (last && n == last_len && memcmp(child, last, n) == 0) continue;
-        out_add(&o, "%s%.*s", last ? ", " : "", (int)n, child);
+        rlt_text_add(&o, "%s%.*s", last ? ", " : "", (int)n, child);
         last = child;
         last_len = n;
     }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "text.h"
 
 void plan_init(rlt_plan *p, int device_is_host) {
     memset(p, 0, sizeof *p);
@@ -96,56 +97,46 @@ static void human(char *out, size_t cap, uint64_t b) {
     else snprintf(out, cap, "%llu B", (unsigned long long)b);
 }
 
-/* Appends formatted text at *len, keeping count of what would be needed past cap. */
-static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(*len < cap ? buf + *len : NULL, *len < cap ? cap - *len : 0, fmt, ap);
-    va_end(ap);
-    if (n > 0) *len += (size_t)n;
-}
-
 size_t plan_format(const rlt_plan *p, const rlt_plan_summary *s, char *buf, size_t cap) {
-    size_t len = 0;
+    rlt_text t = {buf, cap, 0};
     char a[32], b[32], c[32];
     if (cap) buf[0] = '\0';
-    put(buf, cap, &len, "memory plan on %s, %s\n", s->device, s->precision[0] ? s->precision : "fp32");
-    if (s->note[0]) put(buf, cap, &len, "  note: %s\n", s->note);
-    put(buf, cap, &len, "  %-28s %-12s %-7s %12s\n", "entry", "region", "where", "bytes");
+    rlt_text_add(&t, "memory plan on %s, %s\n", s->device, s->precision[0] ? s->precision : "fp32");
+    if (s->note[0]) rlt_text_add(&t, "  note: %s\n", s->note);
+    rlt_text_add(&t, "  %-28s %-12s %-7s %12s\n", "entry", "region", "where", "bytes");
     for (int32_t i = 0; i < p->n; i++) {
         const rlt_plan_entry *en = &p->entries[i];
         if (!en->bytes) continue;
         human(a, sizeof a, en->bytes);
-        put(buf, cap, &len, "  %-28s %-12s %-7s %12s\n", en->name, en->region,
+        rlt_text_add(&t, "  %-28s %-12s %-7s %12s\n", en->name, en->region,
             en->location == RLT_LOC_DEVICE ? "device" : "host", a);
     }
     /* Region subtotals, in the order regions first appear. */
-    put(buf, cap, &len, "  by region:");
+    rlt_text_add(&t, "  by region:");
     for (int32_t i = 0; i < p->n; i++) {
         int seen = 0;
         for (int32_t j = 0; j < i; j++) seen |= strcmp(p->entries[j].region, p->entries[i].region) == 0;
         if (seen) continue;
         human(a, sizeof a, plan_region_bytes(p, p->entries[i].region, -1));
-        put(buf, cap, &len, " %s %s;", p->entries[i].region, a);
+        rlt_text_add(&t, " %s %s;", p->entries[i].region, a);
     }
-    put(buf, cap, &len, "\n");
+    rlt_text_add(&t, "\n");
     human(a, sizeof a, s->host_bytes);
     human(b, sizeof b, s->device_bytes);
-    put(buf, cap, &len, "  host arena %s, device arena %s", a, b);
+    rlt_text_add(&t, "  host arena %s, device arena %s", a, b);
     if (s->context_bytes) {
         human(c, sizeof c, s->context_bytes);
-        put(buf, cap, &len, " (CUDA context and handles ~%s)", c);
+        rlt_text_add(&t, " (CUDA context and handles ~%s)", c);
     }
-    put(buf, cap, &len, "\n");
+    rlt_text_add(&t, "\n");
     human(a, sizeof a, s->budget_bytes);
     human(b, sizeof b, p->device_is_host ? s->host_bytes : s->device_bytes);
-    put(buf, cap, &len, "  budget %s for the %s arena: needs %s -> %s\n", a, p->device_is_host ? "host" : "device", b,
+    rlt_text_add(&t, "  budget %s for the %s arena: needs %s -> %s\n", a, p->device_is_host ? "host" : "device", b,
         s->fits ? "fits" : "DOES NOT FIT");
     if (s->device_total) {
         human(a, sizeof a, s->device_total);
         human(b, sizeof b, s->device_free);
-        put(buf, cap, &len, "  device memory: total %s, free %s before the reservation\n", a, b);
+        rlt_text_add(&t, "  device memory: total %s, free %s before the reservation\n", a, b);
     }
-    return len;
+    return t.len;
 }

@@ -76,25 +76,10 @@ static uint64_t device_free(void) {
 }
 
 static void learn(const char *config, double threshold, int64_t steps) {
-    rlt_config *cfg;
-    rlt_config_init(&cfg);
-    char path[600];
-    snprintf(path, sizeof path, "%s/configs/%s", RLT_SOURCE_DIR, config);
-    CHECK(rlt_config_load_file(cfg, path) == RLT_OK, "load %s", config);
-    rlt_config_set(cfg, "device=cuda:0");
-    snprintf(path, sizeof path, "out_dir=%s/%s", test_tmpdir("gpu_learn"), config);
-    rlt_config_set(cfg, path);
-    rlt_trainer *tr;
-    CHECK(rlt_trainer_init(cfg, &tr) == RLT_OK, "init %s: %s", config, rlt_trainer_errmsg(tr));
-    CHECK(rlt_trainer_run(tr, NULL, NULL) == RLT_OK, "run %s: %s", config, rlt_trainer_errmsg(tr));
     rlt_progress p;
-    rlt_trainer_progress(tr, &p);
-    printf("%s on cuda:0: best eval %.1f, final %.1f, %lld steps in %.1f s (%.0f updates/s)\n", config,
-           p.best_eval_return, p.last_eval_return, (long long)p.env_steps, p.elapsed_s, p.updates_per_s);
-    CHECK(p.env_steps == steps && p.best_eval_return >= threshold, "%s reached %.1f (need %.0f)", config,
+    test_train_config(config, "cuda:0", "gpu_learn", &p);
+    CHECK(p.env_steps == steps && p.best_eval_return >= threshold, "%s reached %.1f on cuda:0 (need %.0f)", config,
           p.best_eval_return, threshold);
-    rlt_trainer_free(tr);
-    rlt_config_free(cfg);
 }
 
 int main(void) {

@@ -1,6 +1,8 @@
 /* harness.c: see harness.h. */
 #include "harness.h"
 
+#include "rltrain.h"
+
 #include <string.h>
 #include <sys/stat.h>
 
@@ -26,4 +28,43 @@ const char *test_tmpdir(const char *name) {
     if (system(cmd) != 0) return NULL;
     if (mkdir(path, 0755) != 0) return NULL;
     return path;
+}
+
+static int print_eval(void *user, const rlt_progress *p) {
+    (void)user;
+    if (p->is_eval)
+        printf("step %7lld  eval %8.1f  best %8.1f  %7.0f updates/s\n", (long long)p->env_steps, p->last_eval_return,
+               p->best_eval_return, p->updates_per_s);
+    fflush(stdout);
+    return 0;
+}
+
+int test_train_config(const char *config, const char *device, const char *tag, rlt_progress *out) {
+    char path[700];
+    rlt_config *cfg;
+    memset(out, 0, sizeof *out);
+    CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
+    snprintf(path, sizeof path, "%s/configs/%s", RLT_SOURCE_DIR, config);
+    CHECK(rlt_config_load_file(cfg, path) == RLT_OK, "load %s: %s", config, rlt_config_errmsg(cfg));
+    if (device) {
+        snprintf(path, sizeof path, "device=%s", device);
+        rlt_config_set(cfg, path);
+    }
+    snprintf(path, sizeof path, "out_dir=%s/run", test_tmpdir(tag));
+    rlt_config_set(cfg, path);
+    rlt_trainer *tr;
+    int rc = rlt_trainer_init(cfg, &tr);
+    CHECK(rc == RLT_OK, "init %s: %s", config, rlt_trainer_errmsg(tr));
+    if (rc == RLT_OK) {
+        rc = rlt_trainer_run(tr, print_eval, NULL);
+        CHECK(rc == RLT_OK, "run %s: %s", config, rlt_trainer_errmsg(tr));
+        rlt_trainer_progress(tr, out);
+        CHECK(rlt_agent_allocations_after_init(rlt_trainer_agent(tr)) == 0, "no allocation after init");
+        printf("%s on %s: final eval %.1f, best %.1f after %lld steps (%.1f s, %.0f updates/s)\n", config,
+               device ? device : "the configured device", out->last_eval_return, out->best_eval_return,
+               (long long)out->env_steps, out->elapsed_s, out->updates_per_s);
+    }
+    rlt_trainer_free(tr);
+    rlt_config_free(cfg);
+    return rc;
 }

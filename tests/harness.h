@@ -36,4 +36,10 @@ void test_skip(const char *why);
 /* A fresh empty directory under the test's working directory (removed first if it exists). */
 const char *test_tmpdir(const char *name);
 
+struct rlt_progress;
+/* Trains configs/<config> (from the source tree) on `device` (NULL: as configured) into a fresh
+ * tmp_<tag> directory, printing each evaluation; fills *out with the final progress. Returns the run's
+ * status (init and run failures are CHECKed). */
+int test_train_config(const char *config, const char *device, const char *tag, struct rlt_progress *out);
+
 #endif
