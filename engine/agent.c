@@ -346,3 +346,10 @@ uint64_t rlt_agent_allocations_after_init(const rlt_agent *ag) {
 }
 
 const char *rlt_agent_errmsg(const rlt_agent *ag) { return ag ? ag->err.msg : "no agent (allocation failed)"; }
+
+int rlt_agent_counters(const rlt_agent *ag, int64_t *env_steps, int64_t *updates) {
+    if (!ag) return RLT_EINVAL;
+    if (env_steps) *env_steps = ag->env_steps;
+    if (updates) *updates = ag->updates;
+    return RLT_OK;
+}

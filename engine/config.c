@@ -530,3 +530,24 @@ size_t rlt_config_dump(const rlt_config *cfg, char *buf, size_t cap) {
     }
     return o.len;
 }
+
+size_t rlt_config_get(rlt_config *cfg, const char *key, char *buf, size_t cap) {
+    if (cap) buf[0] = '\0';
+    if (!cfg || !key) return 0;
+    const cfg_key *k = config_schema_find(key, strlen(key));
+    if (!k) {
+        char near[96];
+        const char *n = config_schema_nearest(key, near, sizeof near);
+        rlt_err_set(&cfg->err, RLT_ECONFIG, __FILE__, __LINE__, "rlt_config_get: unknown key '%s'%s%s%s", key,
+                    n ? "; did you mean '" : "", n ? n : "", n ? "'?" : "");
+        return 0;
+    }
+    return config_schema_format(k, cfg, buf, cap);
+}
+
+rlt_config *rlt_config_clone(const rlt_config *cfg) {
+    if (!cfg) return NULL;
+    rlt_config *c = rlt_mem_alloc(sizeof *c, 16);
+    if (c) *c = *cfg;
+    return c;
+}

@@ -81,6 +81,12 @@ RLT_API int rlt_config_validate(rlt_config *cfg);
  * (buf NULL and cap 0 ask for the length only; so do the *_plan_format functions). */
 RLT_API size_t rlt_config_dump(const rlt_config *cfg, char *buf, size_t cap);
 RLT_API const char *rlt_config_errmsg(const rlt_config *cfg);
+/* One key's value as YAML text ("train.batch_size" -> "256", "td3.actor_hidden" -> "[256, 256]") into buf
+ * (always NUL-terminated); returns the length it needs, or 0 with RLT_ECONFIG in the errmsg for an
+ * unknown key. */
+RLT_API size_t rlt_config_get(rlt_config *cfg, const char *key, char *buf, size_t cap);
+/* A copy holding the same values (NULL when out of memory). */
+RLT_API rlt_config *rlt_config_clone(const rlt_config *cfg);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Memory plan                                                                                    */
@@ -165,6 +171,8 @@ RLT_API int rlt_agent_memory_plan(const rlt_agent *agent, rlt_plan_summary *summ
 RLT_API size_t rlt_agent_plan_format(const rlt_agent *agent, char *buf, size_t cap);
 RLT_API int rlt_agent_save(rlt_agent *agent, const char *path);
 RLT_API int rlt_agent_load(rlt_agent *agent, const char *path);
+/* Transitions observed and updates run so far. */
+RLT_API int rlt_agent_counters(const rlt_agent *agent, int64_t *env_steps, int64_t *updates);
 /* Number of allocations made through the engine's allocator since the agent's arena was sealed. */
 RLT_API uint64_t rlt_agent_allocations_after_init(const rlt_agent *agent);
 RLT_API const char *rlt_agent_errmsg(const rlt_agent *agent);

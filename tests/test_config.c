@@ -594,7 +594,27 @@ static void check_comma_locale(void) {
     setlocale(LC_NUMERIC, "C");
 }
 
+/* rlt_config_get and rlt_config_clone. */
+static void check_get_clone(void) {
+    rlt_config *c;
+    rlt_config_init(&c);
+    rlt_config_set(c, "td3.actor_hidden=[64, 32]");
+    char buf[128];
+    CHECK(rlt_config_get(c, "train.batch_size", buf, sizeof buf) == 3 && !strcmp(buf, "256"), "get batch: %s", buf);
+    rlt_config_get(c, "td3.actor_hidden", buf, sizeof buf);
+    CHECK(!strcmp(buf, "[64, 32]"), "get list: %s", buf);
+    CHECK(rlt_config_get(c, "train.bach_size", buf, sizeof buf) == 0 && strstr(rlt_config_errmsg(c), "train.batch_size"),
+          "unknown key suggests: %s", rlt_config_errmsg(c));
+    rlt_config *d = rlt_config_clone(c);
+    CHECK(d && d->td3.actor_hidden.n == 2 && d->td3.actor_hidden.v[1] == 32, "clone copies values");
+    rlt_config_set(d, "train.batch_size=7");
+    CHECK(c->train.batch_size == 256, "clone is independent");
+    rlt_config_free(d);
+    rlt_config_free(c);
+}
+
 int main(void) {
+    check_get_clone();
     const char *dir = test_tmpdir("config");
     CHECK(dir != NULL, "tmpdir");
     check_schema();
