@@ -31,6 +31,9 @@ static int dqn_plan(rlt_agent *ag) {
     d->Bm = d->B / d->N;
     RLT_TRY(qnet_define(&d->net, e, &ag->obs_space, c->network.conv, &c->network.hidden, A));
     d->net_act = d->net;
+    /* An MLP's update runs its three forwards (online on s, online and target on s') side by side, each on
+     * an activation set of its own (dqn_update_ops). A conv torso keeps one set and runs them in turn. */
+    if (d->net.n_conv == 0) d->net.head.n_sets = 3;
     /* A conv torso runs at its planned batch, so acting plans a small one. */
     d->act_batch = d->net.n_conv ? 1 : 64;
     d->n_params = qnet_param_count(&d->net);
@@ -94,14 +97,12 @@ static int dqn_init_state(rlt_agent *ag) {
     return bk->ops->sync(bk);
 }
 
-/* Gathers observations of the sampled slots into a float batch. */
-static int dqn_gather_obs(rlt_agent *ag, float *dst, const int32_t *idx) {
-    rlt_dqn *d = &ag->dqn;
-    rlt_replay_field *f = &ag->replay.f[DQN_F_FRAME];
-    if (d->obs_u8) return ag->bk.ops->gather_u8_f32(&ag->bk, dst, f->data, (uint64_t)ag->obs_dim, idx, d->Bm, 1.0f / 255.0f);
-    return ag->bk.ops->gather_rows(&ag->bk, dst, f->row_bytes, f->data, f->row_bytes, idx, d->Bm);
-}
-
+/* The schedule (lanes: see branch/join in engine/backend.h): lane 3 zeroes the gradients and counts the step;
+ * lane 0 samples and gathers everything in one op; for an MLP the three forwards run on lanes 1, 2 and 0
+ * (online Q(s) on activation set 0, which the backward needs, online Q(s') on set 1, target Q'(s') on set 2);
+ * then the target and the TD loss in one op, the backward, and Adam with the gradient clipping folded in.
+ * A conv torso has one set of activations and cuDNN runs on lane 0 only, so there the forwards run in turn on
+ * lane 0, online Q(s) last. On the CPU the lanes are ignored; every value is the plain sequence's. */
 static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
     (void)variant;
     rlt_dqn *d = &ag->dqn;
@@ -112,37 +113,79 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
     int64_t *ctr = ag->counters;
     int32_t Bm = d->Bm, A = d->n_actions;
     float delta = strcmp(c->dqn.loss, "huber") == 0 ? 1.0f : 0.0f;
-
-    /* One draw of the whole batch's indices; micro-batch m uses rows m*Bm .. (m+1)*Bm - 1, and its loss
-     * is scaled by 1/N so the accumulated gradient is the full batch's mean. */
-    RLT_TRY(op->sample_indices(bk, d->idx, d->B, &ctr[RLT_CTR_REPLAY_SIZE], rp->f[DQN_F_VALID].data, c->seed,
-                               RLT_STREAM_SAMPLE, &ctr[RLT_CTR_UPDATE]));
-    RLT_TRY(op->fill(bk, d->grads, d->n_params, 0.0f));
-    for (int32_t m = 0; m < d->N; m++) {
-        const int32_t *idx = d->idx + (int64_t)m * Bm;
-        RLT_TRY(op->gather_rows(bk, d->idx_next, 4, rp->f[DQN_F_NEXT].data, 4, idx, Bm));
-        RLT_TRY(dqn_gather_obs(ag, d->x, idx));
-        RLT_TRY(dqn_gather_obs(ag, d->x2, d->idx_next));
-        RLT_TRY(op->gather_rows(bk, d->act_b, 4, rp->f[DQN_F_ACTION].data, 4, idx, Bm));
-        RLT_TRY(op->gather_rows(bk, d->r, 4, rp->f[DQN_F_REWARD].data, 4, idx, Bm));
-        RLT_TRY(op->gather_rows(bk, d->term, 4, rp->f[DQN_F_TERM].data, 4, idx, Bm));
-        /* Target: y = r + gamma (1 - term) Q'(s', argmax_a Q(s', a)) (double) or max_a Q'(s', a). */
-        if (c->dqn.double_q) RLT_TRY(qnet_forward(bk, &d->net, d->params, d->x2, Bm, d->q_next_o));
-        RLT_TRY(qnet_forward(bk, &d->net, d->target, d->x2, Bm, d->q_next_t));
-        RLT_TRY(op->dqn_target(bk, d->y, NULL, d->r, d->term, d->q_next_t, c->dqn.double_q ? d->q_next_o : NULL, A, Bm,
-                               A, (float)c->dqn.gamma));
-        /* TD loss on the taken actions. */
-        RLT_TRY(qnet_forward(bk, &d->net, d->params, d->x, Bm, d->q));
-        RLT_TRY(op->q_loss_grad(bk, d->dq, A, &ag->losses[RLT_LOSS_Q1], d->q, A, d->act_b, d->y, Bm, A, delta,
-                                1.0f / (float)d->N));
-        RLT_TRY(qnet_backward(bk, &d->net, d->params, d->grads, d->x, Bm, d->dq));
+    int par = d->net.n_conv == 0;
+    rlt_qnet q_on = d->net, q_next = d->net, q_tgt = d->net;
+    if (par) {
+        q_next.head = mlp_view(&d->net.head, 1);
+        q_tgt.head = mlp_view(&d->net.head, 2);
     }
-    if (c->dqn.max_grad_norm > 0)
-        RLT_TRY(op->clip_grad_norm(bk, d->grads, d->n_params, (float)c->dqn.max_grad_norm, d->grad_norm));
+
+    RLT_TRY(op->branch(bk, 3));
+    RLT_TRY(op->fill(bk, d->grads, d->n_params, 0.0f));
     RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_CRITIC_STEP], 1));
+    RLT_TRY(op->branch(bk, 0));
+    /* One draw of the whole batch's indices; micro-batch m uses rows m*Bm .. (m+1)*Bm - 1, and its loss
+     * is scaled by 1/N so the accumulated gradient is the full batch's mean. With one micro-batch the
+     * gather draws them itself. */
+    rlt_sample_spec smp = {&ctr[RLT_CTR_REPLAY_SIZE], rp->f[DQN_F_VALID].data, c->seed, RLT_STREAM_SAMPLE, 0, d->B,
+                           &ctr[RLT_CTR_UPDATE]};
+    if (d->N > 1)
+        RLT_TRY(op->sample_indices(bk, d->idx, d->B, &ctr[RLT_CTR_REPLAY_SIZE], rp->f[DQN_F_VALID].data, c->seed,
+                                   RLT_STREAM_SAMPLE, &ctr[RLT_CTR_UPDATE]));
+    for (int32_t m = 0; m < d->N; m++) {
+        int32_t *idx = d->idx + (int64_t)m * Bm;
+        const rlt_sample_spec *sp = d->N == 1 ? &smp : NULL;
+        const rlt_replay_field *fr = &rp->f[DQN_F_FRAME];
+        rlt_gather_field f[5];
+        int32_t nf = 0;
+        f[nf++] = (rlt_gather_field){d->act_b, 4, rp->f[DQN_F_ACTION].data, 4, NULL};
+        f[nf++] = (rlt_gather_field){d->r, 4, rp->f[DQN_F_REWARD].data, 4, NULL};
+        f[nf++] = (rlt_gather_field){d->term, 4, rp->f[DQN_F_TERM].data, 4, NULL};
+        if (d->obs_u8) {
+            /* Frames are converted from u8 as they are gathered, by their own op; it needs the next slots. */
+            f[nf++] = (rlt_gather_field){d->idx_next, 4, rp->f[DQN_F_NEXT].data, 4, NULL};
+            RLT_TRY(op->gather_fields(bk, idx, Bm, sp, nf, f));
+            RLT_TRY(op->gather_u8_f32(bk, d->x, fr->data, (uint64_t)ag->obs_dim, idx, Bm, 1.0f / 255.0f));
+            RLT_TRY(op->gather_u8_f32(bk, d->x2, fr->data, (uint64_t)ag->obs_dim, d->idx_next, Bm, 1.0f / 255.0f));
+        } else {
+            /* s' is the frame in the slot the `next` field names. */
+            f[nf++] = (rlt_gather_field){d->x, fr->row_bytes, fr->data, fr->row_bytes, NULL};
+            f[nf++] = (rlt_gather_field){d->x2, fr->row_bytes, fr->data, fr->row_bytes, (const int32_t *)rp->f[DQN_F_NEXT].data};
+            RLT_TRY(op->gather_fields(bk, idx, Bm, sp, nf, f));
+        }
+        if (m == d->N - 1) {
+            /* The sampling was the update counter's only reader. */
+            RLT_TRY(op->branch(bk, 3));
+            RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_UPDATE], 1));
+            RLT_TRY(op->branch(bk, 0));
+        }
+        /* Target: y = r + gamma (1 - term) Q'(s', argmax_a Q(s', a)) (double) or max_a Q'(s', a). */
+        if (par) {
+            RLT_TRY(op->branch(bk, 1));
+            RLT_TRY(qnet_forward(bk, &q_on, d->params, d->x, Bm, d->q));
+            if (c->dqn.double_q) {
+                RLT_TRY(op->branch(bk, 2));
+                RLT_TRY(qnet_forward(bk, &q_next, d->params, d->x2, Bm, d->q_next_o));
+            }
+            RLT_TRY(op->branch(bk, 0));
+            RLT_TRY(qnet_forward(bk, &q_tgt, d->target, d->x2, Bm, d->q_next_t));
+        } else {
+            if (c->dqn.double_q) RLT_TRY(qnet_forward(bk, &q_on, d->params, d->x2, Bm, d->q_next_o));
+            RLT_TRY(qnet_forward(bk, &q_on, d->target, d->x2, Bm, d->q_next_t));
+            RLT_TRY(qnet_forward(bk, &q_on, d->params, d->x, Bm, d->q));
+        }
+        RLT_TRY(op->join(bk));
+        /* The target and the TD loss on the taken actions, in one op. */
+        RLT_TRY(op->dqn_loss(bk, d->y, d->dq, A, &ag->losses[RLT_LOSS_Q1], d->q, A, d->act_b, d->r, d->term, d->q_next_t,
+                             c->dqn.double_q ? d->q_next_o : NULL, A, Bm, A, (float)c->dqn.gamma, delta,
+                             1.0f / (float)d->N));
+        RLT_TRY(qnet_backward(bk, &q_on, d->params, d->grads, d->x, Bm, d->dq));
+    }
     rlt_adam_hp hp = {(float)c->dqn.lr, 0.9f, 0.999f, 1e-8f};
-    RLT_TRY(op->adam(bk, d->params, d->grads, d->adam_m, d->adam_v, d->n_params, hp, &ctr[RLT_CTR_CRITIC_STEP]));
-    return op->counter_add(bk, &ctr[RLT_CTR_UPDATE], 1);
+    rlt_adam_extra clip = {(float)c->dqn.max_grad_norm, d->grad_norm, NULL, 0.0f};
+    RLT_TRY(op->adam_ex(bk, d->params, d->grads, d->adam_m, d->adam_v, d->n_params, hp, &ctr[RLT_CTR_CRITIC_STEP],
+                        c->dqn.max_grad_norm > 0 ? &clip : NULL));
+    return op->join(bk);
 }
 
 double dqn_epsilon(const rlt_dqn *d, double eps_start, double eps_end, double fraction, int64_t total, int64_t env_steps) {

@@ -47,6 +47,10 @@ int td3_plan(rlt_agent *ag) {
     RLT_TRY(mlp_define(&t->actor, e, O, c->td3.actor_hidden.v, c->td3.actor_hidden.n, A, RLT_ACT_RELU, RLT_ACT_TANH));
     t->actor_act = t->actor;
     RLT_TRY(mlp_define(&t->q1, e, O + A, c->td3.critic_hidden.v, c->td3.critic_hidden.n, 1, RLT_ACT_RELU, RLT_ACT_NONE));
+    /* A second, forward-only activation set per network: the target copy's forward runs beside the online
+     * network's on another lane (td3_update_ops). */
+    t->actor.n_sets = 2;
+    t->q1.n_sets = 2;
     t->q2 = t->q1;
     t->n_actor = mlp_param_count(&t->actor);
     t->n_q1 = mlp_param_count(&t->q1);
@@ -73,6 +77,8 @@ int td3_plan(rlt_agent *ag) {
     RLT_TRY(plan_add(p, e, "batch.s_a", "batch", RLT_LOC_DEVICE, B * row, (void **)&t->s_a));
     RLT_TRY(plan_add(p, e, "batch.s2_a2", "batch", RLT_LOC_DEVICE, B * row, (void **)&t->s2_a2));
     RLT_TRY(plan_add(p, e, "batch.d_sa", "batch", RLT_LOC_DEVICE, B * row, (void **)&t->d_sa));
+    RLT_TRY(plan_add(p, e, "batch.s_pi", "batch", RLT_LOC_DEVICE, B * row, (void **)&t->s_pi));
+    RLT_TRY(plan_add(p, e, "batch.dq_actor", "batch", RLT_LOC_DEVICE, (uint64_t)B * F32, (void **)&t->dq_actor));
     float **vec[] = {&t->r, &t->term, &t->y, &t->q1o, &t->q2o, &t->qt1, &t->qt2, &t->dq1, &t->dq2};
     const char *vec_names[] = {"batch.r", "batch.term", "batch.y", "batch.q1", "batch.q2", "batch.q1_target",
                                "batch.q2_target", "batch.dq1", "batch.dq2"};
@@ -113,23 +119,45 @@ int td3_init_state(rlt_agent *ag) {
     return bk->ops->sync(bk);
 }
 
-/* Gathers micro-batch m's transitions: s_a = [obs | action], s2_a2 = [next_obs | .], r, term. */
-static int td3_gather(rlt_agent *ag, int32_t m, int with_rest) {
+/* Gathers micro-batch m's transitions in one op: with `critic`, s_a = [obs | action], s2_a2 = [next_obs | .],
+ * r and term; with `actor_obs`, the observations into s_pi too. With one micro-batch the replay indices are
+ * drawn by the same op (sample spec); with several they were drawn for the whole batch beforehand. */
+static int td3_gather(rlt_agent *ag, int32_t m, int critic, int actor_obs) {
     rlt_td3 *t = &ag->td3;
     rlt_backend *bk = &ag->bk;
-    const rlt_backend_ops *op = bk->ops;
     rlt_replay *rp = &ag->replay;
+    const rlt_config *c = &ag->cfg;
     int32_t O = t->O, Bm = t->Bm;
     uint64_t row = (uint64_t)(O + t->A) * F32;
-    const int32_t *idx = t->idx + (int64_t)m * Bm;
-    RLT_TRY(op->gather_rows(bk, t->s_a, row, rp->f[0].data, rp->f[0].row_bytes, idx, Bm));
-    if (!with_rest) return RLT_OK;
-    RLT_TRY(op->gather_rows(bk, t->s_a + O, row, rp->f[1].data, rp->f[1].row_bytes, idx, Bm));
-    RLT_TRY(op->gather_rows(bk, t->r, F32, rp->f[2].data, rp->f[2].row_bytes, idx, Bm));
-    RLT_TRY(op->gather_rows(bk, t->term, F32, rp->f[3].data, rp->f[3].row_bytes, idx, Bm));
-    return op->gather_rows(bk, t->s2_a2, row, rp->f[4].data, rp->f[4].row_bytes, idx, Bm);
+    rlt_gather_field f[6];
+    int32_t nf = 0;
+    if (critic) {
+        f[nf++] = (rlt_gather_field){t->s_a, row, rp->f[0].data, rp->f[0].row_bytes, NULL};
+        f[nf++] = (rlt_gather_field){t->s_a + O, row, rp->f[1].data, rp->f[1].row_bytes, NULL};
+        f[nf++] = (rlt_gather_field){t->r, F32, rp->f[2].data, rp->f[2].row_bytes, NULL};
+        f[nf++] = (rlt_gather_field){t->term, F32, rp->f[3].data, rp->f[3].row_bytes, NULL};
+        f[nf++] = (rlt_gather_field){t->s2_a2, row, rp->f[4].data, rp->f[4].row_bytes, NULL};
+    }
+    if (actor_obs) f[nf++] = (rlt_gather_field){t->s_pi, row, rp->f[0].data, rp->f[0].row_bytes, NULL};
+    rlt_sample_spec smp = {&ag->counters[RLT_CTR_REPLAY_SIZE], NULL, c->seed, RLT_STREAM_SAMPLE, 0, t->B,
+                           &ag->counters[RLT_CTR_UPDATE]};
+    return bk->ops->gather_fields(bk, t->idx + (int64_t)m * Bm, Bm, t->N == 1 ? &smp : NULL, nf, f);
 }
 
+/* The schedule, with the lanes each chain runs on (0 is the main lane; see branch/join in engine/backend.h).
+ * The critical path runs on lanes 0 and 1, work that can wait on lanes 2 and 3 (lower priority on CUDA):
+ *   lane 3  zero the gradients, count the optimiser steps, the actor's constant loss gradient (none of it
+ *           on the way of anything until the backward passes)
+ *   lane 0  gather (and, with one micro-batch, sample) -> pi'(s') -> smoothing noise
+ *   lane 3  Q1(s, a)                    lane 2  Q2(s, a) [and pi(s) for the actor step]
+ *   lane 1  Q1'(s', a')                 lane 0  Q2'(s', a')
+ *   join -> both critic losses in one op -> lane 1: Q1 backward, lane 0: Q2 backward -> join -> Adam (+ Polyak)
+ *   actor step on lane 0: Q1(s, pi(s)) -> backward to d/da -> actor backward -> Adam (+ Polyak); the actor's
+ *   loss for the log on lane 3.
+ * What one lane writes between a branch and the next join, no other lane touches: each network has its own
+ * activation sets (the target forwards use set 1), and s_pi keeps pi(s) away from the s_a the critics read.
+ * On the CPU the lanes are ignored and the ops run in this order, each value the same as in the plain
+ * sequence (sample, gather, targets, critics, critic Adam, actor, actor Adam, Polyak). */
 int td3_update_ops(rlt_agent *ag, int actor_step) {
     rlt_td3 *t = &ag->td3;
     rlt_backend *bk = &ag->bk;
@@ -142,54 +170,86 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
     float *actor_g = t->grads, *q1_g = t->grads + t->n_actor, *q2_g = q1_g + t->n_q1;
     /* Each micro-batch's loss is scaled by 1/N, so the accumulated gradient is the full batch's mean. */
     float scale = 1.0f / (float)N;
+    /* Online networks on activation set 0 (their backward passes need it), target copies on set 1. */
+    rlt_mlp q1_on = mlp_view(&t->q1, 0), q2_on = mlp_view(&t->q2, 0), pi_on = mlp_view(&t->actor, 0);
+    rlt_mlp q1_tg = mlp_view(&t->q1, 1), q2_tg = mlp_view(&t->q2, 1), pi_tg = mlp_view(&t->actor, 1);
+    /* With one micro-batch, pi(s) is computed early, beside the critics, from observations gathered into s_pi. */
+    int early_pi = actor_step && N == 1;
 
-    /* One draw of the whole batch's indices; micro-batch m uses rows m*Bm .. (m+1)*Bm - 1. */
-    RLT_TRY(op->sample_indices(bk, t->idx, t->B, &ctr[RLT_CTR_REPLAY_SIZE], NULL, c->seed, RLT_STREAM_SAMPLE,
-                               &ctr[RLT_CTR_UPDATE]));
+    RLT_TRY(op->branch(bk, 3));
     RLT_TRY(op->fill(bk, q1_g, t->n_q1 + t->n_q2, 0.0f));
+    RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_CRITIC_STEP], 1));
+    if (actor_step) {
+        RLT_TRY(op->fill(bk, actor_g, t->n_actor, 0.0f));
+        RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_ACTOR_STEP], 1));
+        /* d(-mean_i Q1_i)/dQ1_i, scaled for accumulation: the same for every row and every update. */
+        RLT_TRY(op->fill(bk, t->dq_actor, (uint64_t)Bm, -scale / (float)Bm));
+    }
+    RLT_TRY(op->branch(bk, 0));
+    /* One draw of the whole batch's indices; micro-batch m uses rows m*Bm .. (m+1)*Bm - 1 (with one
+     * micro-batch the gather draws them itself). */
+    if (N > 1)
+        RLT_TRY(op->sample_indices(bk, t->idx, t->B, &ctr[RLT_CTR_REPLAY_SIZE], NULL, c->seed, RLT_STREAM_SAMPLE,
+                                   &ctr[RLT_CTR_UPDATE]));
     for (int32_t m = 0; m < N; m++) {
-        RLT_TRY(td3_gather(ag, m, 1));
+        RLT_TRY(td3_gather(ag, m, 1, early_pi));
+        RLT_TRY(op->branch(bk, 3));
+        RLT_TRY(mlp_forward(bk, &q1_on, q1_p, t->s_a, ld, Bm, t->q1o, 1));
+        RLT_TRY(op->branch(bk, 2));
+        RLT_TRY(mlp_forward(bk, &q2_on, q2_p, t->s_a, ld, Bm, t->q2o, 1));
+        if (early_pi) RLT_TRY(mlp_forward(bk, &pi_on, actor_p, t->s_pi, ld, Bm, t->s_pi + O, ld));
         /* Target: y = r + gamma (1 - term) min(Q1'(s', a'), Q2'(s', a')), a' = clip(pi'(s') + clip(noise)). */
-        RLT_TRY(mlp_forward(bk, &t->actor, actor_tp, t->s2_a2, ld, Bm, t->s2_a2 + O, ld));
+        RLT_TRY(op->branch(bk, 0));
+        RLT_TRY(mlp_forward(bk, &pi_tg, actor_tp, t->s2_a2, ld, Bm, t->s2_a2 + O, ld));
         RLT_TRY(op->td3_target_action(bk, t->s2_a2 + O, ld, Bm, A, (float)c->td3.policy_noise, (float)c->td3.noise_clip,
                                       c->seed, RLT_STREAM_TARGET, &ctr[RLT_CTR_UPDATE], m * Bm));
-        RLT_TRY(mlp_forward(bk, &t->q1, q1_tp, t->s2_a2, ld, Bm, t->qt1, 1));
-        RLT_TRY(mlp_forward(bk, &t->q2, q2_tp, t->s2_a2, ld, Bm, t->qt2, 1));
-        RLT_TRY(op->td3_target(bk, t->y, t->r, t->term, t->qt1, t->qt2, 1, Bm, (float)c->td3.gamma));
+        RLT_TRY(op->branch(bk, 1));
+        RLT_TRY(mlp_forward(bk, &q1_tg, q1_tp, t->s2_a2, ld, Bm, t->qt1, 1));
+        RLT_TRY(op->branch(bk, 0));
+        RLT_TRY(mlp_forward(bk, &q2_tg, q2_tp, t->s2_a2, ld, Bm, t->qt2, 1));
+        RLT_TRY(op->join(bk));
         /* Critic gradients of MSE(Q1, y) + MSE(Q2, y), accumulated over micro-batches. */
-        RLT_TRY(mlp_forward(bk, &t->q1, q1_p, t->s_a, ld, Bm, t->q1o, 1));
-        RLT_TRY(mlp_forward(bk, &t->q2, q2_p, t->s_a, ld, Bm, t->q2o, 1));
-        RLT_TRY(op->mse_grad(bk, t->dq1, &ag->losses[RLT_LOSS_Q1], t->q1o, t->y, Bm, scale));
-        RLT_TRY(op->mse_grad(bk, t->dq2, &ag->losses[RLT_LOSS_Q2], t->q2o, t->y, Bm, scale));
-        RLT_TRY(mlp_backward(bk, &t->q1, q1_p, q1_g, t->s_a, ld, Bm, t->dq1, 1, NULL, 0));
-        RLT_TRY(mlp_backward(bk, &t->q2, q2_p, q2_g, t->s_a, ld, Bm, t->dq2, 1, NULL, 0));
+        RLT_TRY(op->td3_critic_loss(bk, t->y, t->dq1, t->dq2, &ag->losses[RLT_LOSS_Q1], &ag->losses[RLT_LOSS_Q2], t->q1o,
+                                    t->q2o, t->qt1, t->qt2, t->r, t->term, Bm, (float)c->td3.gamma, scale));
+        if (m == N - 1) {
+            /* Every reader of the update counter (sampling, target noise) is behind us. */
+            RLT_TRY(op->branch(bk, 3));
+            RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_UPDATE], 1));
+        }
+        RLT_TRY(op->branch(bk, 1));
+        RLT_TRY(mlp_backward(bk, &q1_on, q1_p, q1_g, t->s_a, ld, Bm, t->dq1, 1, NULL, 0));
+        RLT_TRY(op->branch(bk, 0));
+        RLT_TRY(mlp_backward(bk, &q2_on, q2_p, q2_g, t->s_a, ld, Bm, t->dq2, 1, NULL, 0));
+        RLT_TRY(op->join(bk));
     }
-    RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_CRITIC_STEP], 1));
     rlt_adam_hp critic_hp = {(float)c->td3.critic_lr, 0.9f, 0.999f, 1e-8f};
-    RLT_TRY(op->adam(bk, q1_p, q1_g, t->adam_m + t->n_actor, t->adam_v + t->n_actor, t->n_q1 + t->n_q2, critic_hp,
-                     &ctr[RLT_CTR_CRITIC_STEP]));
+    /* The delayed target update rides on each Adam step (one pass over each block): the critics' targets move
+     * toward the critics just updated, which the actor step below does not change. */
+    rlt_adam_extra critic_x = {0.0f, NULL, q1_tp, (float)c->td3.tau};
+    RLT_TRY(op->adam_ex(bk, q1_p, q1_g, t->adam_m + t->n_actor, t->adam_v + t->n_actor, t->n_q1 + t->n_q2, critic_hp,
+                        &ctr[RLT_CTR_CRITIC_STEP], actor_step ? &critic_x : NULL));
 
     if (actor_step) {
-        /* Actor step on -mean Q1(s, pi(s)) with the critic just updated. pi(s) overwrites the sampled
-         * actions in s_a, which become the critic's input directly; only d/da flows back through Q1. */
-        RLT_TRY(op->fill(bk, actor_g, t->n_actor, 0.0f));
+        /* Actor step on -mean Q1(s, pi(s)) with the critic just updated; only d/da flows back through Q1. */
         for (int32_t m = 0; m < N; m++) {
-            /* With one micro-batch, s_a still holds its observations from the critic pass. */
-            if (N > 1) RLT_TRY(td3_gather(ag, m, 0));
-            RLT_TRY(mlp_forward(bk, &t->actor, actor_p, t->s_a, ld, Bm, t->s_a + O, ld));
-            RLT_TRY(mlp_forward(bk, &t->q1, q1_p, t->s_a, ld, Bm, t->q1o, 1));
+            if (!early_pi) {
+                RLT_TRY(td3_gather(ag, m, 0, 1));
+                RLT_TRY(mlp_forward(bk, &pi_on, actor_p, t->s_pi, ld, Bm, t->s_pi + O, ld));
+            }
+            RLT_TRY(mlp_forward(bk, &q1_on, q1_p, t->s_pi, ld, Bm, t->q1o, 1));
+            RLT_TRY(op->branch(bk, 3));
             RLT_TRY(op->sum(bk, &ag->losses[RLT_LOSS_ACTOR], t->q1o, 1, Bm, -1.0f / (float)Bm));
-            RLT_TRY(op->fill(bk, t->dq1, (uint64_t)Bm, -scale / (float)Bm));
-            RLT_TRY(mlp_backward(bk, &t->q1, q1_p, NULL, t->s_a, ld, Bm, t->dq1, 1, t->d_sa, ld));
-            RLT_TRY(mlp_backward(bk, &t->actor, actor_p, actor_g, t->s_a, ld, Bm, t->d_sa + O, ld, NULL, 0));
+            RLT_TRY(op->branch(bk, 0));
+            RLT_TRY(mlp_backward(bk, &q1_on, q1_p, NULL, t->s_pi, ld, Bm, t->dq_actor, 1, t->d_sa, ld));
+            RLT_TRY(mlp_backward(bk, &pi_on, actor_p, actor_g, t->s_pi, ld, Bm, t->d_sa + O, ld, NULL, 0));
+            RLT_TRY(op->join(bk));
         }
-        RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_ACTOR_STEP], 1));
         rlt_adam_hp actor_hp = {(float)c->td3.actor_lr, 0.9f, 0.999f, 1e-8f};
-        RLT_TRY(op->adam(bk, actor_p, actor_g, t->adam_m, t->adam_v, t->n_actor, actor_hp, &ctr[RLT_CTR_ACTOR_STEP]));
-        /* All three targets in one flat pass. */
-        RLT_TRY(op->polyak(bk, t->target, t->params, t->n_total, (float)c->td3.tau));
+        rlt_adam_extra actor_x = {0.0f, NULL, actor_tp, (float)c->td3.tau};
+        RLT_TRY(op->adam_ex(bk, actor_p, actor_g, t->adam_m, t->adam_v, t->n_actor, actor_hp, &ctr[RLT_CTR_ACTOR_STEP],
+                            &actor_x));
     }
-    return op->counter_add(bk, &ctr[RLT_CTR_UPDATE], 1);
+    return op->join(bk);
 }
 
 int td3_policy(rlt_agent *ag, int32_t n) {

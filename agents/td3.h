@@ -22,13 +22,17 @@ typedef struct rlt_td3 {
     /* Batch buffers (device). s_a = [obs | action] (critic input), s2_a2 = [next_obs | target action]. */
     int32_t *idx;
     float *s_a, *s2_a2, *d_sa, *r, *term, *y, *q1o, *q2o, *qt1, *qt2, *dq1, *dq2;
+    /* The actor step's own input [obs | pi(obs)] (so pi(obs) can be computed while the critic still reads s_a)
+     * and its constant loss gradient d(-mean Q1)/dQ1. */
+    float *s_pi, *dq_actor;
     float *act_in, *act_out; /* acting: [act_batch, O] -> [act_batch, A] */
 } rlt_td3;
 
 int td3_plan(struct rlt_agent *ag);
 int td3_init_state(struct rlt_agent *ag);
 /* The ops of one update; actor_step selects the delayed actor and target update. Runs eagerly, or inside
- * a graph capture on backends that capture. */
+ * a graph capture on backends that capture; independent chains (the twin critics, the online and target
+ * forwards) run on separate lanes (branch/join), which a captured graph turns into parallel branches. */
 int td3_update_ops(struct rlt_agent *ag, int actor_step);
 /* Deterministic actions in [-1, 1] for n observations already in act_in (device). */
 int td3_policy(struct rlt_agent *ag, int32_t n);

@@ -6,7 +6,8 @@
  *
  * Rules every op follows:
  * - Matrices are row-major. Pointers point into the backend's own memory ("device" memory; on the CPU
- *   backend that is host memory). Ops are asynchronous on the backend's one stream; ops run in order.
+ *   backend that is host memory). Ops are asynchronous on the backend's current lane (one stream unless
+ *   an update uses branch/join); ops on one lane run in order.
  * - Ops return RLT_OK or a negative status after writing a message to bk->err. They check shapes
  *   (negative sizes, leading dimensions smaller than rows) and fail with RLT_EINVAL.
  * - Ops never allocate. Values that change from one update to the next (Adam's step, RNG counters, the
@@ -49,6 +50,41 @@ static inline int32_t rlt_conv_out_dim(int32_t in, int32_t kernel, int32_t strid
 typedef struct rlt_adam_hp {
     float lr, beta1, beta2, eps;
 } rlt_adam_hp;
+
+/* Lanes an update may use at once (branch/join): lane 0 and up to three side lanes. */
+#define RLT_BACKEND_MAX_LANES 4
+/* Fields one gather_fields call moves. */
+#define RLT_GATHER_MAX_FIELDS 8
+
+/* One field of gather_fields: rows of row_bytes bytes from src (row j at src + j*row_bytes) to dst (row i at
+ * dst + i*dst_stride bytes); via non-NULL: the source row is via[idx[i]] instead of idx[i]. */
+typedef struct rlt_gather_field {
+    void *dst;
+    uint64_t dst_stride;
+    const void *src;
+    uint64_t row_bytes;
+    const int32_t *via;
+} rlt_gather_field;
+
+/* Replay sampling folded into gather_fields: the arguments of sample_indices, plus where the n rows sit in
+ * the batch of `batch` rows whose draw they are (micro-batch m of size n: row0 = m n). */
+typedef struct rlt_sample_spec {
+    const int64_t *size;
+    const uint8_t *valid;
+    uint64_t seed;
+    uint32_t stream;
+    int32_t row0, batch;
+    const int64_t *counter;
+} rlt_sample_spec;
+
+/* What adam_ex does besides the step: max_grad_norm > 0 clips g first (norm, a device float, receives the
+ * norm before clipping); target non-NULL takes a Polyak step toward the updated parameters. */
+typedef struct rlt_adam_extra {
+    float max_grad_norm;
+    float *norm;
+    float *target;
+    float tau;
+} rlt_adam_extra;
 
 typedef struct rlt_backend rlt_backend;
 
@@ -180,9 +216,68 @@ typedef struct rlt_backend_ops {
      * the first layer, whose input needs no gradient). */
     int (*conv_backward)(rlt_backend *bk, int32_t slot, float *dx, float *dw, float *db, float *dy, const float *y,
                          const float *x, const float *w, int32_t act, void *ws, uint64_t ws_bytes);
+
+    /* ---- concurrency inside one update (ABI 3) ----
+     * An update is a chain of small dependent ops; where two chains are independent (the twin critics, the
+     * online and target forwards) they can run side by side. On CUDA a lane is a stream, and a captured
+     * graph turns lanes into parallel branches; on the CPU both ops are no-ops and ops run in call order.
+     * branch(lane): the following ops run on `lane` (0 is the main lane, 1..RLT_BACKEND_MAX_LANES-1 side
+     * lanes); a side lane first waits for everything issued on lane 0 so far. branch(0) returns to lane 0
+     * without waiting. join: lane 0 waits for everything issued on the side lanes, and the following ops
+     * run on lane 0. Between a branch and the next join, ops on different lanes must touch disjoint memory
+     * (what one lane writes, no other lane reads or writes): the caller's promise, as for any two streams.
+     * graph_end and sync join first. Convolution ops run on lane 0 only. Lanes 0 and 1 are for the critical
+     * path, lanes 2 and 3 for work that can wait: a backend may run them at a lower priority (CUDA does). */
+    int (*branch)(rlt_backend *bk, int32_t lane);
+    int (*join)(rlt_backend *bk);
+
+    /* ---- fused dense layers (ABI 3): one op per layer and pass, so an MLP layer is one graph node ---- */
+    /* y[r, o] = act(sum_i x[r, i] W[o, i] + b[o]) for r < rows, o < fo, i < fi: gemm (W as stored, [fo, fi]
+     * row-major, transposed) then bias_act, in one op. b may be NULL. */
+    int (*linear_forward)(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *x, int32_t ldx,
+                          const float *W, const float *b, float *y, int32_t ldy, int32_t act);
+    /* The backward of linear_forward given dy = dL/d(pre-activation output) [rows, fo] (read only):
+     *   dW[o, i] = beta dW[o, i] + sum_r dy[r, o] x[r, i]   (dW NULL: skipped; W's layout, [fo, fi])
+     *   db[o]    = beta db[o]    + sum_r dy[r, o]           (db NULL: skipped)
+     *   dx[r, i] = act_x'(x[r, i]) * sum_o dy[r, o] W[o, i] (dx NULL: skipped; [rows, fi], row stride lddx)
+     * where act_x is the activation that produced x, its derivative expressed through its output as in
+     * act_grad (NONE for a network's input). So dx is already the previous layer's dL/d(pre-activation),
+     * and a backward pass through an MLP is one op per layer. beta 0 overwrites (the old values are never
+     * read). Sums over r and o run in a fixed order on every backend (deterministic), not necessarily the
+     * CPU's order. */
+    int (*linear_backward)(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *dy, int32_t lddy,
+                           const float *x, int32_t ldx, int32_t act_x, const float *W, float *dW, float *db,
+                           float beta, float *dx, int32_t lddx);
+
+    /* ---- fused batch ops (ABI 3) ---- */
+    /* Several gather_rows sharing one index list in one op: for each field f (n_fields <= RLT_GATHER_MAX_FIELDS)
+     * and i < n, dst row i (at dst + i*dst_stride bytes) = src row j (row_bytes bytes at src + j*row_bytes),
+     * j = idx[i], or j = via[idx[i]] when the field's via is non-NULL (one indirection: DQN's next slot).
+     * With sample non-NULL, idx is first drawn as sample_indices would draw rows row0 .. row0+n-1 of a
+     * batch of sample->batch (and written to idx), in the same op. */
+    int (*gather_fields)(rlt_backend *bk, int32_t *idx, int32_t n, const struct rlt_sample_spec *sample,
+                         int32_t n_fields, const struct rlt_gather_field *fields);
+    /* Both TD3 critic losses in one op: y[i] = r[i] + gamma (1 - term[i]) min(qt1[i], qt2[i]) (td3_target,
+     * ldq 1), then mse_grad(dq1, loss1, q1, y, n, grad_scale) and mse_grad(dq2, loss2, q2, y, n, grad_scale).
+     * loss1 and loss2 may be NULL. */
+    int (*td3_critic_loss)(rlt_backend *bk, float *y, float *dq1, float *dq2, float *loss1, float *loss2,
+                           const float *q1, const float *q2, const float *qt1, const float *qt2, const float *r,
+                           const float *term, int32_t n, float gamma, float grad_scale);
+    /* dqn_target then q_loss_grad in one op: y (n floats) receives the target; the other arguments are
+     * those two ops' (q_next_target, q_next_online and ldqn are dqn_target's q_target_next,
+     * q_online_next and ldq; a_next is not produced). */
+    int (*dqn_loss)(rlt_backend *bk, float *y, float *dq, int32_t lddq, float *loss, const float *q, int32_t ldq,
+                    const int32_t *act, const float *r, const float *term, const float *q_next_target,
+                    const float *q_next_online, int32_t ldqn, int32_t n, int32_t n_act, float gamma,
+                    float huber_delta, float grad_scale);
+    /* adam with its neighbours fused (see rlt_adam_extra): clip_grad_norm(g, n, max_grad_norm, norm) first
+     * when max_grad_norm > 0, then adam, then polyak(target, p, n, tau) when target is non-NULL. Every
+     * result (g clipped in place, *norm, p, m, v, target) is what that sequence of ops produces. */
+    int (*adam_ex)(rlt_backend *bk, float *p, float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
+                   const int64_t *step, const struct rlt_adam_extra *extra);
 } rlt_backend_ops;
 
-#define RLT_BACKEND_ABI 2 /* 2: the DQN and convolution ops */
+#define RLT_BACKEND_ABI 3 /* 2: the DQN and convolution ops; 3: lanes, fused layers, fused batch ops */
 
 struct rlt_backend {
     const rlt_backend_ops *ops;

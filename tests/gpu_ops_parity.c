@@ -1,7 +1,9 @@
 /* gpu_ops_parity.c: every op of the CUDA backend against its CPU twin (the readable reference), on fresh
  * random inputs and several shapes (odd sizes, leading dimensions larger than the row, both transposes),
- * plus Adam over several steps with the step counter on the device and a captured graph replayed three
- * times against the same ops run eagerly on the CPU. Skipped (exit 77) when no CUDA device can be opened.
+ * plus Adam over several steps with the step counter on the device, a captured graph replayed three
+ * times against the same ops run eagerly on the CPU, the fused ops (dense layers on every kernel path,
+ * the multi-field gather, the fused losses, Adam with clipping and Polyak) and the lanes (branch/join).
+ * Skipped (exit 77) when no CUDA device can be opened.
  *
  * Tolerances (u = 2^-24, the unit roundoff of fp32):
  * - Exact (bit for bit): the integer ops (sample_indices, gather_rows, counter_add), stores (fill,
@@ -26,7 +28,23 @@
  *   ~8 ulp relative, and |N| < 5.8 for 24-bit uniforms: 5.8 * 8 u * std < 3e-6 std, plus one ulp of the
  *   result (|a| <= 1) when the sum rounds the other way: 1e-5 std + 2^-22.
  * - The graph test chains ten ops over three steps: per-op bounds compound, so it uses 1e-5 absolute and
- *   relative; ordering or replay bugs (stale counters, missed ops) give differences of order 1. */
+ *   relative; ordering or replay bugs (stale counters, missed ops) give differences of order 1.
+ * - linear_forward / linear_backward (our fused kernels, or cuBLAS past K = 1024): each output is a dot
+ *   product plus at most one more term (the bias, or beta times the old gradient), so the GEMM bound
+ *   2 gamma(k+2) S applies per element, S the sum of the terms' magnitudes; ReLU and its derivative are
+ *   exact and 1-Lipschitz; tanh adds 8u |y| (both libraries' 2 ulp); the input gradient's factor act'(x)
+ *   is computed from the same x on both, so it scales the bound by |act'(x)| (+ 4u |dx| for its roundings).
+ *   The bias gradient is now a sum in the kernel's order, not the CPU's: the same bound with the row count.
+ *   Outputs not asked for, padding columns and rows = 0 must stay untouched: bound 0.
+ * - gather_fields (indices drawn or given, direct and indirect fields): exact, as gather_rows.
+ * - td3_critic_loss, dqn_loss: targets and gradients exact (the plain ops' expressions); losses within
+ *   the reduction bounds of mse_grad and q_loss_grad.
+ * - adam_ex: bit for bit the GPU's own clip_grad_norm + adam + polyak (it promises the same bits); against
+ *   the CPU, one step from identical state with Adam's bound for p (and the Polyak target, tau <= 1) and
+ *   clip_grad_norm's bound for the norm.
+ * - Lanes: a chain of forwards on side lanes, joins and a dependency between steps, run eagerly twice and
+ *   replayed from a graph four times: a missing fork or join edge reads stale data (order-1 errors); the
+ *   chained fp32 ops stay within 1e-5 absolute and relative. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +109,13 @@ static void fetch(void *host_c, void *host_g, const void *c, const void *g, uint
     die_on(P.gpu.ops->sync(&P.gpu), &P.egpu, "gpu sync before fetch");
     memcpy(host_c, c, bytes);
     die_on(P.gpu.ops->copy(&P.gpu, host_g, g, bytes, RLT_COPY_D2H), &P.egpu, "gpu copy back");
+    die_on(P.gpu.ops->sync(&P.gpu), &P.egpu, "gpu sync after fetch");
+}
+
+/* Two GPU buffers back to host (both from the GPU arena, unlike fetch). */
+static void fetch_gpu2(void *host_a, void *host_b, const void *ga, const void *gb, uint64_t bytes) {
+    die_on(P.gpu.ops->copy(&P.gpu, host_a, ga, bytes, RLT_COPY_D2H), &P.egpu, "gpu copy back");
+    die_on(P.gpu.ops->copy(&P.gpu, host_b, gb, bytes, RLT_COPY_D2H), &P.egpu, "gpu copy back");
     die_on(P.gpu.ops->sync(&P.gpu), &P.egpu, "gpu sync after fetch");
 }
 
@@ -690,6 +715,569 @@ static void test_graph(void) {
     reset();
 }
 
+/* ---- fused ops (ABI 3) ---- */
+
+/* linear_forward on both backends against the GEMM bound: each output is a dot product of length fi plus the
+ * bias, so the two differ by at most 2 gamma(fi + 2) S, S = sum |x w| + |b| (ReLU is 1-Lipschitz and exact;
+ * tanh adds both libraries' 2-ulp errors: 8u |y|). */
+static void test_linear_forward(void) {
+    static const struct {
+        int rows, fi, fo, px, py, bias, act;
+    } cases[] = {
+        {256, 23, 256, 0, 0, 1, RLT_ACT_RELU},   /* 16x32 tiles, one k chunk */
+        {256, 256, 256, 0, 0, 1, RLT_ACT_RELU},  /* 16x32 tiles, 8 chunks */
+        {512, 256, 300, 3, 5, 1, RLT_ACT_NONE},  /* 32x32 tiles, ragged n */
+        {256, 256, 1, 0, 0, 1, RLT_ACT_NONE},    /* a critic's head: a warp per row */
+        {100, 17, 6, 2, 1, 1, RLT_ACT_TANH},     /* an actor's head */
+        {7, 33, 9, 1, 2, 0, RLT_ACT_TANH},       /* odd everything */
+        {1, 1, 1, 0, 0, 1, RLT_ACT_RELU},        {3, 1000, 5, 0, 0, 1, RLT_ACT_NONE},
+        {128, 84, 2, 0, 0, 1, RLT_ACT_NONE},     /* CartPole DQN's head */
+        {64, 1500, 40, 0, 0, 1, RLT_ACT_RELU},   /* K beyond the fused kernels: cuBLAS */
+        {0, 16, 16, 0, 0, 1, RLT_ACT_RELU},
+    };
+    printf("linear_forward\n");
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        int rows = cases[t].rows, fi = cases[t].fi, fo = cases[t].fo, act = cases[t].act;
+        int ldx = fi + cases[t].px, ldy = fo + cases[t].py;
+        size_t nx = (size_t)(rows ? rows : 1) * ldx, nw = (size_t)fo * fi, ny = (size_t)(rows ? rows : 1) * ldy;
+        float *hx = malloc(nx * 4), *hw = malloc(nw * 4), *hb = malloc((size_t)fo * 4), *hy = malloc(ny * 4),
+              *rc = malloc(ny * 4), *rg = malloc(ny * 4);
+        double *bound = malloc(ny * sizeof *bound);
+        rnd_fill(hx, nx, -1, 1);
+        rnd_fill(hw, nw, -0.5f, 0.5f);
+        rnd_fill(hb, (size_t)fo, -0.5f, 0.5f);
+        rnd_fill(hy, ny, -9, 9); /* poison: every output must be written, the padding left alone */
+        void *cx, *gx, *cw, *gw, *cb, *gb, *cy, *gy;
+        take(nx * 4, &cx, &gx);
+        take(nw * 4, &cw, &gw);
+        take((size_t)fo * 4, &cb, &gb);
+        take(ny * 4, &cy, &gy);
+        put(cx, gx, hx, nx * 4);
+        put(cw, gw, hw, nw * 4);
+        put(cb, gb, hb, (size_t)fo * 4);
+        put(cy, gy, hy, ny * 4);
+        int r1 = P.cpu.ops->linear_forward(&P.cpu, rows, fi, fo, cx, ldx, cw, cases[t].bias ? cb : NULL, cy, ldy, act);
+        int r2 = P.gpu.ops->linear_forward(&P.gpu, rows, fi, fo, gx, ldx, gw, cases[t].bias ? gb : NULL, gy, ldy, act);
+        CHECK(r1 == RLT_OK && r2 == RLT_OK, "linear_forward case %zu: cpu %d gpu %d (%s)", t, r1, r2, P.egpu.msg);
+        fetch(rc, rg, cy, gy, ny * 4);
+        for (int r = 0; r < (rows ? rows : 1); r++)
+            for (int o = 0; o < ldy; o++) {
+                size_t at = (size_t)r * ldy + o;
+                if (o >= fo || rows == 0) {
+                    bound[at] = 0.0;
+                    continue;
+                }
+                double s = cases[t].bias ? fabs(hb[o]) : 0.0;
+                for (int i = 0; i < fi; i++) s += fabs((double)hx[(size_t)r * ldx + i] * hw[(size_t)o * fi + i]);
+                bound[at] = 2.0 * gamma_n(fi + 2) * s + (act == RLT_ACT_TANH ? 8.0 * U * fabs(rc[at]) : 0.0) + 1e-37;
+            }
+        char what[96];
+        snprintf(what, sizeof what, "linear_forward %dx%d->%d ldx=%d ldy=%d act=%d", rows, fi, fo, ldx, ldy, act);
+        expect_close(what, rg, rc, ny, bound, 0, 0);
+        free(hx), free(hw), free(hb), free(hy), free(rc), free(rg), free(bound);
+        reset();
+    }
+}
+
+/* linear_backward against the same kind of bound, per output: dW and db are sums over the rows (plus the
+ * accumulated beta part), dx a sum over fo multiplied by act'(x), which both sides compute from the same x.
+ * beta 0 must overwrite even NaN. */
+static void test_linear_backward(void) {
+    static const struct {
+        int rows, fi, fo, act, want_w, want_b, want_x;
+        float beta;
+    } cases[] = {
+        {256, 256, 256, RLT_ACT_RELU, 1, 1, 1, 1.0f}, /* hidden layer: both problems on 16x32 / 32x32 tiles */
+        {256, 256, 1, RLT_ACT_RELU, 1, 1, 1, 1.0f},   /* critic head: column sums, dx with k = 1 */
+        {256, 23, 256, RLT_ACT_NONE, 1, 1, 0, 0.0f},  /* first layer, overwrite */
+        {128, 84, 2, RLT_ACT_RELU, 1, 1, 1, 1.0f},    {128, 4, 120, RLT_ACT_NONE, 1, 1, 0, 1.0f},
+        {100, 17, 6, RLT_ACT_TANH, 1, 1, 1, 0.5f},    {33, 7, 9, RLT_ACT_TANH, 1, 1, 1, 1.0f},
+        {256, 300, 40, RLT_ACT_RELU, 0, 0, 1, 1.0f},  /* input gradient only (the actor step's critic) */
+        {256, 64, 64, RLT_ACT_RELU, 0, 1, 0, 0.0f},   /* bias gradient alone */
+        {1100, 16, 16, RLT_ACT_NONE, 1, 1, 1, 1.0f},  /* rows beyond the fused kernels: dW, db on cuBLAS */
+        {32, 64, 1500, RLT_ACT_RELU, 1, 1, 1, 1.0f},  /* fo beyond them: dx on cuBLAS */
+        {0, 8, 8, RLT_ACT_RELU, 1, 1, 1, 0.5f},       /* no rows: dW = beta dW */
+    };
+    printf("linear_backward\n");
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        int rows = cases[t].rows, fi = cases[t].fi, fo = cases[t].fo, act = cases[t].act;
+        float beta = cases[t].beta;
+        int lddy = fo + 1, ldx = fi + 2, lddx = fi + 3, R = rows ? rows : 1;
+        size_t ndy = (size_t)R * lddy, nx = (size_t)R * ldx, nw = (size_t)fo * fi, ndx = (size_t)R * lddx;
+        float *hdy = malloc(ndy * 4), *hx = malloc(nx * 4), *hw = malloc(nw * 4), *hdw = malloc(nw * 4),
+              *hdb = malloc((size_t)fo * 4), *hdx = malloc(ndx * 4);
+        float *oc = malloc((nw > ndx ? nw : ndx) * 4), *og = malloc((nw > ndx ? nw : ndx) * 4);
+        double *bound = malloc((nw > ndx ? nw : ndx) * sizeof *bound);
+        rnd_fill(hdy, ndy, -1, 1);
+        rnd_fill(hx, nx, act == RLT_ACT_TANH ? -1.0f : -2.0f, act == RLT_ACT_TANH ? 1.0f : 2.0f);
+        rnd_fill(hw, nw, -0.5f, 0.5f);
+        rnd_fill(hdw, nw, -1, 1);
+        rnd_fill(hdb, (size_t)fo, -1, 1);
+        rnd_fill(hdx, ndx, -9, 9);
+        if (beta == 0.0f) hdw[0] = hdb[0] = NAN;
+        void *cdy, *gdy, *cx, *gx, *cw, *gw, *cdw, *gdw, *cdb, *gdb, *cdx, *gdx;
+        take(ndy * 4, &cdy, &gdy);
+        take(nx * 4, &cx, &gx);
+        take(nw * 4, &cw, &gw);
+        take(nw * 4, &cdw, &gdw);
+        take((size_t)fo * 4, &cdb, &gdb);
+        take(ndx * 4, &cdx, &gdx);
+        put(cdy, gdy, hdy, ndy * 4);
+        put(cx, gx, hx, nx * 4);
+        put(cw, gw, hw, nw * 4);
+        put(cdw, gdw, hdw, nw * 4);
+        put(cdb, gdb, hdb, (size_t)fo * 4);
+        put(cdx, gdx, hdx, ndx * 4);
+        int ww = cases[t].want_w, wb = cases[t].want_b, wx = cases[t].want_x;
+        int r1 = P.cpu.ops->linear_backward(&P.cpu, rows, fi, fo, cdy, lddy, cx, ldx, act, cw, ww ? cdw : NULL,
+                                            wb ? cdb : NULL, beta, wx ? cdx : NULL, lddx);
+        int r2 = P.gpu.ops->linear_backward(&P.gpu, rows, fi, fo, gdy, lddy, gx, ldx, act, gw, ww ? gdw : NULL,
+                                            wb ? gdb : NULL, beta, wx ? gdx : NULL, lddx);
+        CHECK(r1 == RLT_OK && r2 == RLT_OK, "linear_backward case %zu: cpu %d gpu %d (%s)", t, r1, r2, P.egpu.msg);
+        char what[112];
+        /* dW (untouched when not asked for: bound 0) */
+        fetch(oc, og, cdw, gdw, nw * 4);
+        for (int o = 0; o < fo; o++)
+            for (int i = 0; i < fi; i++) {
+                double s = beta == 0.0f ? 0.0 : fabs((double)beta * hdw[(size_t)o * fi + i]);
+                for (int r = 0; r < rows; r++) s += fabs((double)hdy[(size_t)r * lddy + o] * hx[(size_t)r * ldx + i]);
+                bound[(size_t)o * fi + i] = ww ? 2.0 * gamma_n(rows + 2) * s + 1e-37 : 0.0;
+            }
+        snprintf(what, sizeof what, "linear_backward dW %d rows %d->%d beta=%g%s", rows, fi, fo, beta, ww ? "" : " (untouched)");
+        if (ww) expect_close(what, og, oc, nw, bound, 0, 0);
+        else expect_exact(what, og, oc, nw, 4);
+        /* db */
+        fetch(oc, og, cdb, gdb, (size_t)fo * 4);
+        for (int o = 0; o < fo; o++) {
+            double s = beta == 0.0f ? 0.0 : fabs((double)beta * hdb[o]);
+            for (int r = 0; r < rows; r++) s += fabs((double)hdy[(size_t)r * lddy + o]);
+            bound[o] = 2.0 * gamma_n(rows + 2) * s + 1e-37;
+        }
+        snprintf(what, sizeof what, "linear_backward db %d rows fo=%d%s", rows, fo, wb ? "" : " (untouched)");
+        if (wb) expect_close(what, og, oc, (size_t)fo, bound, 0, 0);
+        else expect_exact(what, og, oc, (size_t)fo, 4);
+        /* dx, padding columns untouched */
+        fetch(oc, og, cdx, gdx, ndx * 4);
+        for (int r = 0; r < R; r++)
+            for (int i = 0; i < lddx; i++) {
+                size_t at = (size_t)r * lddx + i;
+                if (!wx || i >= fi || rows == 0) {
+                    bound[at] = 0.0;
+                    continue;
+                }
+                double s = 0.0, xv = hx[(size_t)r * ldx + i];
+                for (int o = 0; o < fo; o++) s += fabs((double)hdy[(size_t)r * lddy + o] * hw[(size_t)o * fi + i]);
+                double f = act == RLT_ACT_TANH ? fabs(1.0 - xv * xv) : 1.0;
+                bound[at] = 2.0 * gamma_n(fo + 2) * s * f + 4.0 * U * fabs(oc[at]) + 1e-37;
+            }
+        snprintf(what, sizeof what, "linear_backward dx %d rows %d<-%d act=%d", rows, fi, fo, act);
+        expect_close(what, og, oc, ndx, bound, 0, 0);
+        free(hdy), free(hx), free(hw), free(hdw), free(hdb), free(hdx), free(oc), free(og), free(bound);
+        reset();
+    }
+}
+
+/* gather_fields: byte for byte the CPU's gathers, with and without the sampling folded in, with an indirect
+ * field (DQN's next frame), rows of 16-, 4- and 1-byte words, and guard bytes after every destination. */
+static void test_gather_fields(void) {
+    printf("gather_fields\n");
+    enum { R = 777, NB = 300, ROW0 = 37, NR = 250 };
+    static const uint64_t rb[7] = {68, 24, 4, 4, 68, 13, 64};
+    static const uint64_t stride[7] = {92, 92, 4, 4, 92, 16, 64};
+    void *cs[7], *gs[7], *cd[7], *gd[7], *cnext, *gnext, *cvalid, *gvalid, *ci, *gi, *csz, *gsz, *cctr, *gctr;
+    unsigned char *hs = malloc(R * 68), *hd = malloc(NB * 92 + 64), *oc = malloc(NB * 92 + 64), *og = malloc(NB * 92 + 64);
+    for (int f = 0; f < 7; f++) {
+        take(R * rb[f], &cs[f], &gs[f]);
+        take(NB * stride[f] + 64, &cd[f], &gd[f]);
+        for (uint64_t i = 0; i < R * rb[f]; i++) hs[i] = (unsigned char)rnd_u64();
+        put(cs[f], gs[f], hs, R * rb[f]);
+    }
+    /* Fields 0 and 1 share rows of 92 bytes ([obs | action] as TD3 lays them out): field 1 lands at +68. */
+    take(R * 4, &cnext, &gnext);
+    take(R, &cvalid, &gvalid);
+    take(NB * 4, &ci, &gi);
+    take(8, &csz, &gsz);
+    take(8, &cctr, &gctr);
+    int32_t next[R];
+    uint8_t valid[R];
+    for (int i = 0; i < R; i++) {
+        next[i] = (int32_t)(rnd_u64() % R);
+        valid[i] = (rnd_u64() % 5) != 0;
+    }
+    put(cnext, gnext, next, sizeof next);
+    put(cvalid, gvalid, valid, sizeof valid);
+    int64_t size = R, ctr = 4242;
+    put(csz, gsz, &size, 8);
+    put(cctr, gctr, &ctr, 8);
+    for (int mode = 0; mode < 3; mode++) {
+        /* mode 0: indices given; 1: drawn by the op (rows ROW0.. of a batch of NB, with a valid mask);
+         * 2: drawn, no field at all. */
+        int32_t hidx[NB];
+        for (int i = 0; i < NB; i++) hidx[i] = (int32_t)(rnd_u64() % R);
+        put(ci, gi, hidx, sizeof hidx);
+        for (int f = 0; f < 7; f++) {
+            for (uint64_t i = 0; i < NB * stride[f] + 64; i++) hd[i] = (unsigned char)rnd_u64();
+            put(cd[f], gd[f], hd, NB * stride[f] + 64);
+        }
+        rlt_gather_field fc[7], fg[7];
+        for (int f = 0; f < 7; f++) {
+            uint64_t off = f == 1 ? 68 : 0;
+            const void *via_c = f == 4 ? cnext : NULL, *via_g = f == 4 ? gnext : NULL;
+            fc[f] = (rlt_gather_field){(unsigned char *)(f == 1 ? cd[0] : cd[f]) + off, stride[f], cs[f], rb[f], via_c};
+            fg[f] = (rlt_gather_field){(unsigned char *)(f == 1 ? gd[0] : gd[f]) + off, stride[f], gs[f], rb[f], via_g};
+        }
+        rlt_sample_spec sc = {csz, cvalid, 99, RLT_STREAM_SAMPLE, ROW0, NB, cctr};
+        rlt_sample_spec sg = {gsz, gvalid, 99, RLT_STREAM_SAMPLE, ROW0, NB, gctr};
+        int n = mode == 0 ? NB : NR, nf = mode == 2 ? 0 : 7;
+        int r1 = P.cpu.ops->gather_fields(&P.cpu, ci, n, mode ? &sc : NULL, nf, fc);
+        int r2 = P.gpu.ops->gather_fields(&P.gpu, gi, n, mode ? &sg : NULL, nf, fg);
+        CHECK(r1 == RLT_OK && r2 == RLT_OK, "gather_fields mode %d: cpu %d gpu %d (%s)", mode, r1, r2, P.egpu.msg);
+        int32_t ic[NB], ig[NB];
+        fetch(ic, ig, ci, gi, sizeof ic);
+        char what[96];
+        snprintf(what, sizeof what, "gather_fields mode %d indices", mode);
+        expect_exact(what, ig, ic, NB, 4);
+        if (mode) {
+            /* The drawn rows are sample_indices' rows ROW0.. of the whole batch's draw. */
+            int32_t full[NB];
+            void *cf, *gf;
+            take(NB * 4, &cf, &gf);
+            CHECK(P.cpu.ops->sample_indices(&P.cpu, cf, NB, csz, cvalid, 99, RLT_STREAM_SAMPLE, cctr) == RLT_OK, "sample");
+            memcpy(full, cf, sizeof full);
+            CHECK(memcmp(full + ROW0, ic, NR * 4) == 0, "gather_fields: drawn indices are sample_indices' rows %d..", ROW0);
+            int ok = 1;
+            for (int i = 0; i < NR; i++) ok &= valid[ic[i]] != 0;
+            CHECK(ok, "gather_fields: a drawn index is not a valid slot");
+        }
+        for (int f = 0; f < 7; f++) {
+            if (f == 1) continue; /* inside field 0's rows */
+            fetch(oc, og, cd[f], gd[f], NB * stride[f] + 64);
+            snprintf(what, sizeof what, "gather_fields mode %d field %d (rows of %llu, stride %llu)", mode, f,
+                     (unsigned long long)rb[f], (unsigned long long)stride[f]);
+            expect_exact(what, og, oc, NB * stride[f] + 64, 1);
+        }
+        printf("  gather_fields mode %d: %d rows, %d fields, exact\n", mode, n, nf);
+    }
+    free(hs), free(hd), free(oc), free(og);
+    reset();
+}
+
+/* td3_critic_loss: y, dq1 and dq2 bit for bit (the CPU's expressions); the losses within the reduction bound
+ * of mse_grad's. */
+static void test_td3_critic_loss(void) {
+    printf("td3_critic_loss\n");
+    static const int ns[] = {1, 256, 1000};
+    for (size_t t = 0; t < 3; t++) {
+        int n = ns[t];
+        float *h[6];
+        void *c[11], *g[11];
+        for (int k = 0; k < 6; k++) {
+            h[k] = malloc((size_t)n * 4);
+            rnd_fill(h[k], (size_t)n, -20, 20);
+        }
+        for (int i = 0; i < n; i++) h[5][i] = (rnd_u64() & 3) == 0 ? 1.0f : 0.0f; /* term */
+        for (int k = 0; k < 11; k++) take((size_t)n * 4, &c[k], &g[k]);
+        for (int k = 0; k < 6; k++) put(c[k], g[k], h[k], (size_t)n * 4);
+        /* inputs: q1 q2 qt1 qt2 r term; outputs: y dq1 dq2 loss1 loss2 */
+        float gs = t == 1 ? 0.5f : 1.0f;
+        int r1 = P.cpu.ops->td3_critic_loss(&P.cpu, c[6], c[7], c[8], c[9], c[10], c[0], c[1], c[2], c[3], c[4], c[5],
+                                            n, 0.99f, gs);
+        int r2 = P.gpu.ops->td3_critic_loss(&P.gpu, g[6], g[7], g[8], g[9], g[10], g[0], g[1], g[2], g[3], g[4], g[5],
+                                            n, 0.99f, gs);
+        CHECK(r1 == RLT_OK && r2 == RLT_OK, "td3_critic_loss: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+        float *rc = malloc((size_t)n * 4), *rg = malloc((size_t)n * 4);
+        const char *names[3] = {"y", "dq1", "dq2"};
+        for (int k = 0; k < 3; k++) {
+            char what[64];
+            fetch(rc, rg, c[6 + k], g[6 + k], (size_t)n * 4);
+            snprintf(what, sizeof what, "td3_critic_loss %s n=%d", names[k], n);
+            expect_exact(what, rg, rc, (size_t)n, 4);
+        }
+        fetch(rc, rg, c[6], g[6], (size_t)n * 4); /* y, for the bound */
+        for (int k = 0; k < 2; k++) {
+            float lc, lg;
+            fetch(&lc, &lg, c[9 + k], g[9 + k], 4);
+            double sq = 0;
+            for (int i = 0; i < n; i++) {
+                float d = h[k][i] - rc[i];
+                sq += (double)(d * d);
+            }
+            double bound = 2.0 * gamma_n(n) * sq / n + 2.0 * U * fabs(lc);
+            char what[64];
+            snprintf(what, sizeof what, "td3_critic_loss loss%d n=%d", k + 1, n);
+            expect_close(what, &lg, &lc, 1, &bound, 0, 0);
+        }
+        for (int k = 0; k < 6; k++) free(h[k]);
+        free(rc), free(rg);
+        reset();
+    }
+}
+
+/* dqn_loss: the targets and gradients bit for bit, the loss within q_loss_grad's bound; double and vanilla,
+ * Huber and squared, with exact ties in the argmax and out-of-range actions. */
+static void test_dqn_loss(void) {
+    printf("dqn_loss\n");
+    static const struct {
+        int n, n_act, dbl;
+        float delta;
+    } cases[] = {{128, 2, 1, 1.0f}, {32, 6, 0, 0.0f}, {300, 5, 1, 0.0f}, {1, 2, 0, 1.0f}};
+    for (size_t t = 0; t < 4; t++) {
+        int n = cases[t].n, A = cases[t].n_act, ldq = A + 1, ldd = A + 2;
+        size_t nq = (size_t)n * ldq, nd = (size_t)n * ldd;
+        float *hq = malloc(nq * 4), *ht = malloc(nq * 4), *ho = malloc(nq * 4), *hr = malloc((size_t)n * 4),
+              *hterm = malloc((size_t)n * 4), *hd = malloc(nd * 4), *oc = malloc(nd * 4), *og = malloc(nd * 4);
+        int32_t *ha = malloc((size_t)n * 4);
+        rnd_fill(hq, nq, -5, 5);
+        rnd_fill(ht, nq, -5, 5);
+        for (size_t i = 0; i < nq; i++) ho[i] = (float)(int)rnd_f(-3, 3); /* many ties */
+        rnd_fill(hr, (size_t)n, -1, 1);
+        rnd_fill(hd, nd, -9, 9);
+        for (int i = 0; i < n; i++) {
+            hterm[i] = (rnd_u64() & 3) == 0 ? 1.0f : 0.0f;
+            ha[i] = (int32_t)(rnd_u64() % (uint64_t)(A + 1)) - (i % 17 == 0 ? 1 : 0); /* some out of range */
+        }
+        void *cq, *gq, *ct, *gt, *co, *go, *cr, *gr, *cterm, *gterm, *cd, *gd, *ca, *ga, *cy, *gy, *cl, *gl;
+        take(nq * 4, &cq, &gq);
+        take(nq * 4, &ct, &gt);
+        take(nq * 4, &co, &go);
+        take((size_t)n * 4, &cr, &gr);
+        take((size_t)n * 4, &cterm, &gterm);
+        take(nd * 4, &cd, &gd);
+        take((size_t)n * 4, &ca, &ga);
+        take((size_t)n * 4, &cy, &gy);
+        take(4, &cl, &gl);
+        put(cq, gq, hq, nq * 4);
+        put(ct, gt, ht, nq * 4);
+        put(co, go, ho, nq * 4);
+        put(cr, gr, hr, (size_t)n * 4);
+        put(cterm, gterm, hterm, (size_t)n * 4);
+        put(cd, gd, hd, nd * 4);
+        put(ca, ga, ha, (size_t)n * 4);
+        int dbl = cases[t].dbl;
+        int r1 = P.cpu.ops->dqn_loss(&P.cpu, cy, cd, ldd, cl, cq, ldq, ca, cr, cterm, ct, dbl ? co : NULL, ldq, n, A, 0.97f,
+                                     cases[t].delta, 0.5f);
+        int r2 = P.gpu.ops->dqn_loss(&P.gpu, gy, gd, ldd, gl, gq, ldq, ga, gr, gterm, gt, dbl ? go : NULL, ldq, n, A, 0.97f,
+                                     cases[t].delta, 0.5f);
+        CHECK(r1 == RLT_OK && r2 == RLT_OK, "dqn_loss: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+        char what[96];
+        fetch(oc, og, cy, gy, (size_t)n * 4);
+        snprintf(what, sizeof what, "dqn_loss y n=%d acts=%d double=%d", n, A, dbl);
+        expect_exact(what, og, oc, (size_t)n, 4);
+        float *yc = malloc((size_t)n * 4);
+        memcpy(yc, oc, (size_t)n * 4);
+        fetch(oc, og, cd, gd, nd * 4);
+        snprintf(what, sizeof what, "dqn_loss dq n=%d delta=%g", n, cases[t].delta);
+        expect_exact(what, og, oc, nd, 4);
+        float lc, lg;
+        fetch(&lc, &lg, cl, gl, 4);
+        double sl = 0;
+        for (int i = 0; i < n; i++) {
+            if (ha[i] < 0 || ha[i] >= A) continue;
+            double d = fabs((double)hq[(size_t)i * ldq + ha[i]] - yc[i]);
+            double de = cases[t].delta;
+            sl += de == 0 ? d * d : (d <= de ? 0.5 * d * d : de * (d - 0.5 * de));
+        }
+        double bound = 2.0 * gamma_n(n) * sl / n + 2.0 * U * fabs(lc) + 1e-37;
+        snprintf(what, sizeof what, "dqn_loss loss n=%d", n);
+        expect_close(what, &lg, &lc, 1, &bound, 0, 0);
+        free(hq), free(ht), free(ho), free(hr), free(hterm), free(hd), free(oc), free(og), free(ha), free(yc);
+        reset();
+    }
+}
+
+/* adam_ex. Against the CPU without clipping (m, v and the norm as for adam and clip_grad_norm; p and the
+ * Polyak target within Adam's bound, tau <= 1 passes p's error on unamplified). With clipping, against the
+ * GPU's own clip_grad_norm + adam + polyak, which it must reproduce bit for bit. */
+static void test_adam_ex(void) {
+    printf("adam_ex (clipping, Polyak)\n");
+    static const uint64_t sizes[] = {1, 100003};
+    for (size_t t = 0; t < 2; t++) {
+        uint64_t n = sizes[t];
+        rlt_adam_hp hp = {1e-3f, 0.9f, 0.999f, 1e-8f};
+        float *h = malloc(n * 4), *hg = malloc(n * 4), *rc = malloc(n * 4), *rg = malloc(n * 4);
+        /* Buffers: p m v target g for the CPU/GPU pair A, and a second GPU-only set B. */
+        void *c[5], *g[5], *cB[5], *gB[5], *cs, *gs, *cn, *gn, *cnB, *gnB;
+        for (int k = 0; k < 5; k++) {
+            take(n * 4, &c[k], &g[k]);
+            take(n * 4, &cB[k], &gB[k]);
+        }
+        take(8, &cs, &gs);
+        take(4, &cn, &gn);
+        take(4, &cnB, &gnB);
+        rnd_fill(h, n, -1, 1);
+        for (int k = 0; k < 4; k++) {
+            if (k == 1 || k == 2) memset(h, 0, n * 4);
+            else rnd_fill(h, n, -1, 1);
+            put(c[k], g[k], h, n * 4);
+            put(cB[k], gB[k], h, n * 4);
+        }
+        int64_t zero = 0;
+        put(cs, gs, &zero, 8);
+        int steps = 5;
+        for (int s = 0; s < steps; s++) {
+            rnd_fill(hg, n, -0.5f, 0.5f);
+            put(c[4], g[4], hg, n * 4);
+            put(cB[4], gB[4], hg, n * 4);
+            CHECK(P.cpu.ops->counter_add(&P.cpu, (int64_t *)cs, 1) == RLT_OK, "cpu step");
+            CHECK(P.gpu.ops->counter_add(&P.gpu, (int64_t *)gs, 1) == RLT_OK, "gpu step");
+            /* Even steps: no clipping happens (max norm far above); odd steps: it does (max norm 0.01). */
+            float max_norm = (s % 2) ? 0.01f : 1e6f;
+            rlt_adam_extra xc = {max_norm, cn, c[3], 0.3f}, xg = {max_norm, gn, g[3], 0.3f};
+            int r1 = P.cpu.ops->adam_ex(&P.cpu, c[0], c[4], c[1], c[2], n, hp, cs, &xc);
+            int r2 = P.gpu.ops->adam_ex(&P.gpu, g[0], g[4], g[1], g[2], n, hp, gs, &xg);
+            CHECK(r1 == RLT_OK && r2 == RLT_OK, "adam_ex: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+            /* The same step as three plain GPU ops on set B. */
+            int r3 = P.gpu.ops->clip_grad_norm(&P.gpu, gB[4], n, max_norm, gnB);
+            int r4 = P.gpu.ops->adam(&P.gpu, gB[0], gB[4], gB[1], gB[2], n, hp, gs);
+            int r5 = P.gpu.ops->polyak(&P.gpu, gB[3], gB[0], n, 0.3f);
+            CHECK(r3 == RLT_OK && r4 == RLT_OK && r5 == RLT_OK, "plain ops: %s", P.egpu.msg);
+            static const char *names[5] = {"p", "m", "v", "target", "g (clipped)"};
+            for (int k = 0; k < 5; k++) {
+                char what[80];
+                fetch_gpu2(rc, rg, gB[k], g[k], n * 4); /* rc: plain GPU ops (set B), rg: adam_ex */
+                snprintf(what, sizeof what, "adam_ex %s n=%llu step %d vs plain GPU ops", names[k], (unsigned long long)n, s + 1);
+                expect_exact(what, rg, rc, n, 4);
+            }
+            float nb, ng;
+            fetch_gpu2(&nb, &ng, gnB, gn, 4);
+            CHECK(memcmp(&nb, &ng, 4) == 0, "adam_ex norm %.9g vs clip_grad_norm %.9g", ng, nb);
+            if (s == 0) {
+                /* The first step, unclipped, from identical state: against the CPU. */
+                char what[80];
+                fetch(rc, rg, c[1], g[1], n * 4);
+                expect_exact("adam_ex m vs cpu (step 1)", rg, rc, n, 4);
+                fetch(rc, rg, c[2], g[2], n * 4);
+                expect_exact("adam_ex v vs cpu (step 1)", rg, rc, n, 4);
+                fetch(rc, rg, c[0], g[0], n * 4);
+                snprintf(what, sizeof what, "adam_ex p vs cpu n=%llu (step 1)", (unsigned long long)n);
+                expect_close(what, rg, rc, n, NULL, 2e-4 * hp.lr, 2.0 * 2.0 * U);
+                fetch(rc, rg, c[3], g[3], n * 4);
+                expect_close("adam_ex target vs cpu (step 1)", rg, rc, n, NULL, 2e-4 * hp.lr, 4.0 * 2.0 * U);
+                float lc, lg;
+                fetch(&lc, &lg, cn, gn, 4);
+                double bound = (gamma_n((double)n / 65536.0 + 17.0) / 2.0 + U) * fabs(lc) + 1e-37;
+                expect_close("adam_ex norm vs cpu (step 1)", &lg, &lc, 1, &bound, 0, 0);
+            }
+        }
+        free(h), free(hg), free(rc), free(rg);
+        reset();
+    }
+}
+
+/* Lanes: ops spread over side lanes, eagerly and inside a captured graph, give the CPU's results; the
+ * refused calls. The graph is replayed several times, each replay reading what the previous one wrote, so
+ * a missing fork or join edge (an op running before its input is ready) shows up as a wrong value. */
+enum { L_ROWS = 256, L_IN = 40, L_H = 256 };
+typedef struct lane_bufs {
+    float *x, *w1, *b1, *w2, *b2, *h1, *h2, *sum1, *sum2, *out;
+    int64_t *ctr;
+} lane_bufs;
+
+static int lane_step(rlt_backend *bk, const lane_bufs *s) {
+    const rlt_backend_ops *o = bk->ops;
+    RLT_TRY(o->branch(bk, 3));
+    RLT_TRY(o->counter_add(bk, s->ctr, 1));
+    RLT_TRY(o->branch(bk, 1));
+    RLT_TRY(o->linear_forward(bk, L_ROWS, L_IN, L_H, s->x, L_IN, s->w1, s->b1, s->h1, L_H, RLT_ACT_RELU));
+    RLT_TRY(o->sum(bk, s->sum1, s->h1, L_H, L_ROWS, 1.0f / L_ROWS));
+    RLT_TRY(o->branch(bk, 2));
+    RLT_TRY(o->linear_forward(bk, L_ROWS, L_IN, L_H, s->x, L_IN, s->w2, s->b2, s->h2, L_H, RLT_ACT_TANH));
+    RLT_TRY(o->sum(bk, s->sum2, s->h2, L_H, L_ROWS, 1.0f / L_ROWS));
+    RLT_TRY(o->join(bk));
+    /* Lane 0 reads both side lanes' results (out moves halfway to h1, then halfway to h2) ... */
+    RLT_TRY(o->polyak(bk, s->out, s->h1, (uint64_t)L_ROWS * L_H, 0.5f));
+    RLT_TRY(o->polyak(bk, s->out, s->h2, (uint64_t)L_ROWS * L_H, 0.5f));
+    /* ... and the next step's input moves halfway to pieces of out, so every step depends on the last. */
+    for (int r = 0; r < 4; r++)
+        RLT_TRY(o->polyak(bk, s->x + (size_t)r * 64 * L_IN, s->out + (size_t)r * 64 * L_H, 64 * L_IN, 0.5f));
+    return RLT_OK;
+}
+
+static void test_lanes(void) {
+    printf("lanes (branch/join), eager and in a graph\n");
+    lane_bufs c, g;
+#define LTAKE(field, count, type)                            \
+    do {                                                     \
+        void *pc_, *pg_;                                     \
+        take((uint64_t)(count) * sizeof(type), &pc_, &pg_);  \
+        c.field = pc_;                                       \
+        g.field = pg_;                                       \
+    } while (0)
+    LTAKE(x, L_ROWS * L_IN, float);
+    LTAKE(w1, L_H * L_IN, float);
+    LTAKE(b1, L_H, float);
+    LTAKE(w2, L_H * L_IN, float);
+    LTAKE(b2, L_H, float);
+    LTAKE(h1, L_ROWS * L_H, float);
+    LTAKE(h2, L_ROWS * L_H, float);
+    LTAKE(sum1, 1, float);
+    LTAKE(sum2, 1, float);
+    LTAKE(out, L_ROWS * L_H, float);
+    LTAKE(ctr, 1, int64_t);
+#undef LTAKE
+    float *h = malloc((size_t)L_ROWS * L_H * 4);
+    rnd_fill(h, L_ROWS * L_IN, -1, 1);
+    put(c.x, g.x, h, L_ROWS * L_IN * 4);
+    rnd_fill(h, L_H * L_IN, -0.3f, 0.3f);
+    put(c.w1, g.w1, h, L_H * L_IN * 4);
+    rnd_fill(h, L_H * L_IN, -0.3f, 0.3f);
+    put(c.w2, g.w2, h, L_H * L_IN * 4);
+    rnd_fill(h, L_H, -0.1f, 0.1f);
+    put(c.b1, g.b1, h, L_H * 4);
+    rnd_fill(h, L_H, -0.1f, 0.1f);
+    put(c.b2, g.b2, h, L_H * 4);
+    rnd_fill(h, (size_t)L_ROWS * L_H, -1, 1);
+    put(c.out, g.out, h, (size_t)L_ROWS * L_H * 4);
+    int64_t zero = 0;
+    put(c.ctr, g.ctr, &zero, 8);
+    /* Two eager steps, then a captured step replayed four times. */
+    for (int it = 0; it < 2; it++) {
+        CHECK(lane_step(&P.cpu, &c) == RLT_OK, "cpu lane step: %s", P.ecpu.msg);
+        CHECK(lane_step(&P.gpu, &g) == RLT_OK, "gpu lane step (eager): %s", P.egpu.msg);
+    }
+    int rb = P.gpu.ops->graph_begin(&P.gpu, 4);
+    int rs = rb == RLT_OK ? lane_step(&P.gpu, &g) : rb;
+    int re = rb == RLT_OK ? P.gpu.ops->graph_end(&P.gpu, 4) : rb;
+    CHECK(rb == RLT_OK && rs == RLT_OK && re == RLT_OK, "lane capture: begin %d ops %d end %d (%s)", rb, rs, re, P.egpu.msg);
+    for (int it = 0; it < 4; it++) {
+        CHECK(lane_step(&P.cpu, &c) == RLT_OK, "cpu lane step: %s", P.ecpu.msg);
+        CHECK(P.gpu.ops->graph_launch(&P.gpu, 4) == RLT_OK, "graph_launch: %s", P.egpu.msg);
+    }
+    int64_t kc, kg;
+    fetch(&kc, &kg, c.ctr, g.ctr, 8);
+    CHECK(kc == 6 && kg == 6, "lane counter after 6 steps: cpu %lld gpu %lld", (long long)kc, (long long)kg);
+    float *fc = malloc((size_t)L_ROWS * L_H * 4), *fg = malloc((size_t)L_ROWS * L_H * 4);
+    fetch(fc, fg, c.out, g.out, (size_t)L_ROWS * L_H * 4);
+    expect_close("lanes: output after 6 steps (4 replayed)", fg, fc, (size_t)L_ROWS * L_H, NULL, 1e-5, 1e-5);
+    fetch(fc, fg, c.x, g.x, (size_t)L_ROWS * L_IN * 4);
+    expect_close("lanes: chained input after 6 steps", fg, fc, (size_t)L_ROWS * L_IN, NULL, 1e-5, 1e-5);
+    float sc, sg;
+    fetch(&sc, &sg, c.sum1, g.sum1, 4);
+    expect_close("lanes: lane 1's reduction", &sg, &sc, 1, NULL, 1e-5, 1e-5);
+    fetch(&sc, &sg, c.sum2, g.sum2, 4);
+    expect_close("lanes: lane 2's reduction", &sg, &sc, 1, NULL, 1e-5, 1e-5);
+
+    /* Refusals: lanes out of range; clip_grad_norm (lane 0's scratch) on a side lane; a graph_end with a
+     * lane left open still joins it (the capture ends cleanly). */
+    CHECK(P.gpu.ops->branch(&P.gpu, -1) == RLT_EINVAL && P.gpu.ops->branch(&P.gpu, RLT_BACKEND_MAX_LANES) == RLT_EINVAL,
+          "branch out of range refused");
+    CHECK(P.cpu.ops->branch(&P.cpu, RLT_BACKEND_MAX_LANES) == RLT_EINVAL, "cpu branch out of range refused");
+    CHECK(P.gpu.ops->branch(&P.gpu, 1) == RLT_OK, "branch 1");
+    int rc = P.gpu.ops->clip_grad_norm(&P.gpu, g.h1, 16, 1.0f, g.sum1);
+    CHECK(rc == RLT_ESTATE, "clip_grad_norm on a side lane: %d", rc);
+    CHECK(P.gpu.ops->join(&P.gpu) == RLT_OK, "join");
+    rb = P.gpu.ops->graph_begin(&P.gpu, 6);
+    int ro = rb == RLT_OK ? P.gpu.ops->branch(&P.gpu, 2) : rb;
+    if (ro == RLT_OK) ro = P.gpu.ops->counter_add(&P.gpu, g.ctr, 1);
+    re = rb == RLT_OK ? P.gpu.ops->graph_end(&P.gpu, 6) : rb;
+    CHECK(rb == RLT_OK && ro == RLT_OK && re == RLT_OK, "capture left on lane 2: %d %d %d (%s)", rb, ro, re, P.egpu.msg);
+    CHECK(P.gpu.ops->graph_launch(&P.gpu, 6) == RLT_OK && P.gpu.ops->sync(&P.gpu) == RLT_OK, "replay: %s", P.egpu.msg);
+    fetch(&kc, &kg, c.ctr, g.ctr, 8);
+    CHECK(kg == 7, "the open lane's op was captured and replayed: %lld", (long long)kg);
+    free(h), free(fc), free(fg);
+    reset();
+}
+
 static void test_errors(void) {
     printf("errors\n");
     void *ca, *ga;
@@ -720,6 +1308,7 @@ int main(void) {
     /* Tests link the engine statically, so the registry's "next to librltrain" lookup finds the test's own
      * directory; point it at the module in the build tree unless the caller chose one. */
     setenv("RLT_CUDA_MODULE", RLT_BINARY_DIR "/librltrain_cuda.so", 0);
+    setvbuf(stdout, NULL, _IOLBF, 0); /* under ctest stdout is a pipe: keep the log in step with any crash */
     die_on(rlt_backend_open(&P.cpu, &P.ecpu, "cpu", 1, NULL, 0), &P.ecpu, "opening the CPU backend");
     if (rlt_backend_open(&P.gpu, &P.egpu, "cuda:0", 1, NULL, 0) != RLT_OK) {
         char why[2200];
@@ -750,6 +1339,13 @@ int main(void) {
     test_losses();
     test_td3();
     test_graph();
+    test_linear_forward();
+    test_linear_backward();
+    test_gather_fields();
+    test_td3_critic_loss();
+    test_dqn_loss();
+    test_adam_ex();
+    test_lanes();
     test_errors();
     die_on(P.gpu.ops->set_workspace(&P.gpu, gb, ws), &P.egpu, "set_workspace again");
 

@@ -96,6 +96,14 @@ static const rlt_backend_ops cpu_ops = {
     .conv_prepare = cpu_conv_prepare,
     .conv_forward = cpu_conv_forward,
     .conv_backward = cpu_conv_backward,
+    .branch = cpu_branch,
+    .join = cpu_join,
+    .linear_forward = cpu_linear_forward,
+    .linear_backward = cpu_linear_backward,
+    .gather_fields = cpu_gather_fields,
+    .td3_critic_loss = cpu_td3_critic_loss,
+    .dqn_loss = cpu_dqn_loss,
+    .adam_ex = cpu_adam_ex,
 };
 
 const rlt_backend_ops *rlt_cpu_backend_ops(void) { return &cpu_ops; }

@@ -42,6 +42,25 @@ int cpu_conv_forward(rlt_backend *bk, int32_t slot, float *y, const float *x, co
                      int32_t act, void *ws, uint64_t ws_bytes);
 int cpu_conv_backward(rlt_backend *bk, int32_t slot, float *dx, float *dw, float *db, float *dy, const float *y,
                       const float *x, const float *w, int32_t act, void *ws, uint64_t ws_bytes);
+/* The fused ops (fused.c): each is the sequence of plain ops it stands for (see engine/backend.h). */
+int cpu_branch(rlt_backend *bk, int32_t lane);
+int cpu_join(rlt_backend *bk);
+int cpu_linear_forward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *x, int32_t ldx,
+                       const float *W, const float *b, float *y, int32_t ldy, int32_t act);
+int cpu_linear_backward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *dy, int32_t lddy,
+                        const float *x, int32_t ldx, int32_t act_x, const float *W, float *dW, float *db, float beta,
+                        float *dx, int32_t lddx);
+int cpu_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *sample, int32_t n_fields,
+                      const rlt_gather_field *fields);
+int cpu_td3_critic_loss(rlt_backend *bk, float *y, float *dq1, float *dq2, float *loss1, float *loss2, const float *q1,
+                        const float *q2, const float *qt1, const float *qt2, const float *r, const float *term, int32_t n,
+                        float gamma, float grad_scale);
+int cpu_dqn_loss(rlt_backend *bk, float *y, float *dq, int32_t lddq, float *loss, const float *q, int32_t ldq,
+                 const int32_t *act, const float *r, const float *term, const float *q_next_target,
+                 const float *q_next_online, int32_t ldqn, int32_t n, int32_t n_act, float gamma, float huber_delta,
+                 float grad_scale);
+int cpu_adam_ex(rlt_backend *bk, float *p, float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
+                const int64_t *step, const rlt_adam_extra *extra);
 
 /* The CPU backend's private state (bk->impl), allocated by cpu_open before the seal: per-backend, never
  * global, so two CPU backends in one process do not share convolution slots. */

@@ -29,6 +29,8 @@ __global__ void bias_act_kernel(float *y, int32_t ldy, const float *b, int32_t r
 
 template <int ACT>
 __global__ void act_grad_kernel(float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows, int32_t cols) {
+    cuda_pdl_wait(); /* launched with cuda_launch_pdl */
+    cuda_pdl_trigger();
     for (int32_t r = blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += gridDim.y * blockDim.y) {
         float *d = dy + (int64_t)r * lddy;
         const float *o = y + (int64_t)r * ldy;
@@ -78,9 +80,11 @@ extern "C" int cuda_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const flo
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "act_grad");
     if (act == RLT_ACT_NONE || rows == 0 || cols == 0) return RLT_OK;
     dim3 grid = grid_2d(bk, rows, cols), block(TILE_X, TILE_Y);
-    cudaStream_t s = cuda_stream(bk);
-    if (act == RLT_ACT_RELU) act_grad_kernel<RLT_ACT_RELU><<<grid, block, 0, s>>>(dy, lddy, y, ldy, rows, cols);
-    else act_grad_kernel<RLT_ACT_TANH><<<grid, block, 0, s>>>(dy, lddy, y, ldy, rows, cols);
+    /* On the actor step's critical path (the tanh output's derivative): launched with cuda_launch_pdl. */
+    if (act == RLT_ACT_RELU)
+        CUDA_CHECK(bk, cuda_launch_pdl(bk, act_grad_kernel<RLT_ACT_RELU>, grid, block, dy, lddy, y, ldy, rows, cols));
+    else
+        CUDA_CHECK(bk, cuda_launch_pdl(bk, act_grad_kernel<RLT_ACT_TANH>, grid, block, dy, lddy, y, ldy, rows, cols));
     CUDA_CHECK_LAUNCH(bk, "act_grad_kernel");
     return RLT_OK;
 }

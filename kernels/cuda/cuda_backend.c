@@ -1,5 +1,5 @@
-/* cuda_backend.c: the CUDA backend's table and lifecycle (device selection, the stream, the cuBLAS
- * handle, the one device reservation, pinned host memory, copies and graph capture). This file and the
+/* cuda_backend.c: the CUDA backend's table and lifecycle (device selection, the lanes' streams and cuBLAS
+ * handles, the one device reservation, pinned host memory, copies, branch/join and graph capture). This file and the
  * kernels beside it build librltrain_cuda.so, which engine/backend_registry.c loads with dlopen, so
  * librltrain itself never links CUDA. The module carries its own copy of engine/err.c and depends on no
  * symbol of librltrain (it is linked with --no-undefined), because it is loaded by the shared and the
@@ -23,10 +23,16 @@ static const char *const k_device_hint =
 
 /* cuBLAS workspace sizes NVIDIA recommends in the cublasSetWorkspace documentation: 32 MiB on Hopper
  * (compute capability 9.x) and later, 4 MiB before. With a workspace of our own, cuBLAS never allocates
- * behind our back, which the sealed arena and graph capture both need. */
+ * behind our back, which the sealed arena and graph capture both need. Lane 0 gets the recommended size;
+ * each side lane gets 4 MiB of its own (two GEMMs running at once on two lanes must never share a
+ * workspace). Side lanes rarely call cuBLAS: the dense layers run in our own kernels. */
+#define CUDA_SIDE_WORKSPACE (4ull << 20)
+static uint64_t cuda_lane0_workspace(const cuda_impl *c) { return (c && c->cc_major >= 9) ? 32ull << 20 : 4ull << 20; }
+
 static uint64_t cuda_workspace_bytes(rlt_backend *bk) {
     cuda_impl *c = cuda_get(bk);
-    return (c && c->cc_major >= 9) ? 32ull << 20 : 4ull << 20;
+    int32_t lanes = c ? c->n_lanes : 1;
+    return cuda_lane0_workspace(c) + (uint64_t)(lanes - 1) * CUDA_SIDE_WORKSPACE;
 }
 
 static void cuda_close(rlt_backend *bk) {
@@ -35,17 +41,22 @@ static void cuda_close(rlt_backend *bk) {
     /* Errors are ignored on the way out: there is nobody left to report them to, and each release below
      * must still run. */
     cudaSetDevice(c->device);
-    if (c->capturing >= 0 && c->stream) {
+    if (c->capturing >= 0 && c->streams[0]) {
         cudaGraph_t g = NULL;
-        if (cudaStreamEndCapture(c->stream, &g) == cudaSuccess && g) cudaGraphDestroy(g);
+        if (cudaStreamEndCapture(c->streams[0], &g) == cudaSuccess && g) cudaGraphDestroy(g);
     }
-    if (c->stream) cudaStreamSynchronize(c->stream);
+    for (int32_t k = 0; k < RLT_BACKEND_MAX_LANES; k++)
+        if (c->streams[k]) cudaStreamSynchronize(c->streams[k]);
     for (int32_t i = 0; i < RLT_BACKEND_MAX_GRAPHS; i++)
         if (c->graphs[i]) cudaGraphExecDestroy(c->graphs[i]);
     cuda_conv_close(bk);
     if (c->scratch) cudaFree(c->scratch);
     if (c->blas) cublasDestroy(c->blas);
-    if (c->stream) cudaStreamDestroy(c->stream);
+    for (int32_t k = 0; k < RLT_BACKEND_MAX_LANES; k++) {
+        if (c->join_event[k]) cudaEventDestroy(c->join_event[k]);
+        if (c->streams[k]) cudaStreamDestroy(c->streams[k]);
+    }
+    if (c->fork_event) cudaEventDestroy(c->fork_event);
     cudaGetLastError(); /* leave no stale error for whoever uses the runtime next */
     free(c);
     bk->impl = NULL;
@@ -55,7 +66,8 @@ static void cuda_close(rlt_backend *bk) {
 static cudaError_t cuda_preload_all(void) {
     cudaError_t (*const preload[])(void) = {cuda_preload_bias_act, cuda_preload_fill,   cuda_preload_adam,
                                             cuda_preload_polyak,   cuda_preload_replay, cuda_preload_losses,
-                                            cuda_preload_td3,      cuda_preload_dqn,    cuda_preload_conv_bias};
+                                            cuda_preload_td3,      cuda_preload_dqn,    cuda_preload_conv_bias,
+                                            cuda_preload_linear};
     for (size_t i = 0; i < sizeof preload / sizeof preload[0]; i++) {
         cudaError_t rc = preload[i]();
         if (rc != cudaSuccess) return rc;
@@ -76,11 +88,21 @@ static int cuda_open_device(rlt_backend *bk, cuda_impl *c) {
     c->sm_count = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
     snprintf(bk->device_name, sizeof bk->device_name, "cuda:%d (%.48s)", (int)c->device, prop.name);
 
-    /* Non-blocking: our stream never synchronises with the legacy default stream, which other code in the
-     * process (a simulator, a framework) may be using. */
-    CUDA_CHECK(bk, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    /* Non-blocking: our streams never synchronise with the legacy default stream, which other code in the
+     * process (a simulator, a framework) may be using. Lanes 0 and 1 get the highest priority and lanes 2
+     * and 3 the lowest (see branch in engine/backend.h): when lanes compete for SMs, the critical path goes
+     * first. The priorities are captured into the graph's kernel nodes. */
+    int prio_lo = 0, prio_hi = 0;
+    CUDA_CHECK(bk, cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi));
+    for (int32_t k = 0; k < c->n_lanes; k++) {
+        int prio = (k < 2 && c->prio) ? prio_hi : prio_lo;
+        CUDA_CHECK(bk, cudaStreamCreateWithPriority(&c->streams[k], cudaStreamNonBlocking, prio));
+        CUDA_CHECK(bk, cudaEventCreateWithFlags(&c->join_event[k], cudaEventDisableTiming));
+    }
+    CUDA_CHECK(bk, cudaEventCreateWithFlags(&c->fork_event, cudaEventDisableTiming));
     CUBLAS_CHECK(bk, cublasCreate(&c->blas));
-    CUBLAS_CHECK(bk, cublasSetStream(c->blas, c->stream));
+    CUBLAS_CHECK(bk, cublasSetStream(c->blas, c->streams[0]));
+    c->blas_lane = 0;
     /* alpha and beta are host floats (constants of each call, captured by value in a graph). */
     CUBLAS_CHECK(bk, cublasSetPointerMode(c->blas, CUBLAS_POINTER_MODE_HOST));
     /* Pure fp32: CUBLAS_DEFAULT_MATH never uses TF32 for SGEMM, whose 10-bit mantissa would break parity
@@ -142,6 +164,16 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
     if (!c) return rlt_err_set(bk->err, RLT_ENOMEM, __FILE__, __LINE__, "out of host memory for the CUDA backend");
     c->device = index;
     c->capturing = -1;
+    /* Developer switches, read once here (see cuda_ops.h): they change speed, never results' meaning. */
+    const char *lanes = getenv("RLT_CUDA_LANES"), *linear = getenv("RLT_CUDA_LINEAR");
+    const char *stats = getenv("RLT_CUDA_GRAPH_STATS");
+    const char *pdl = getenv("RLT_CUDA_PDL"), *prio = getenv("RLT_CUDA_PRIO"), *tiles = getenv("RLT_CUDA_TILES");
+    c->n_lanes = lanes && strcmp(lanes, "1") == 0 ? 1 : RLT_BACKEND_MAX_LANES;
+    c->linear_mode = linear && strcmp(linear, "cublas") == 0 ? CUDA_LINEAR_CUBLAS : CUDA_LINEAR_FUSED;
+    c->graph_stats = stats && strcmp(stats, "1") == 0;
+    c->pdl = !(pdl && strcmp(pdl, "0") == 0);
+    c->prio = !(prio && strcmp(prio, "0") == 0);
+    c->tiles = tiles ? atoi(tiles) : 0;
     bk->impl = c;
     bk->device_is_host = 0;
     bk->device_index = index;
@@ -163,10 +195,22 @@ static int cuda_set_workspace(rlt_backend *bk, void *ptr, uint64_t bytes) {
     if (((uintptr_t)ptr & 255u) != 0)
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
                            "cuBLAS workspace at %p is not 256-byte aligned", ptr);
-    /* NULL/0 means no workspace: cuBLAS then picks algorithms that need none (and allocates nothing). The
+    if (ptr && bytes < cuda_workspace_bytes(bk))
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
+                           "cuBLAS workspace of %llu bytes, but workspace_bytes asked for %llu", (unsigned long long)bytes,
+                           (unsigned long long)cuda_workspace_bytes(bk));
+    /* NULL/0 means no workspace: cuBLAS then picks algorithms that need none (and allocates nothing). Each
      * handle keeps its one stream for its whole life; should that ever change, cublasSetStream resets the
-     * workspace to cuBLAS's own pool and this call must be repeated after it. */
-    CUBLAS_CHECK(bk, cublasSetWorkspace(c->blas, ptr, ptr ? (size_t)bytes : 0));
+     * workspace to cuBLAS's own pool and this call must be repeated after it. Lane 0's slice comes first,
+     * then the side lanes' (each a multiple of 256 bytes, so every slice stays aligned). */
+    unsigned char *at = ptr;
+    for (int32_t k = 0; k < c->n_lanes; k++) {
+        uint64_t part = k == 0 ? cuda_lane0_workspace(c) : CUDA_SIDE_WORKSPACE;
+        c->lane_ws[k] = at;
+        c->lane_ws_bytes[k] = at ? part : 0;
+        if (at) at += part;
+    }
+    CUBLAS_CHECK(bk, cublasSetWorkspace(c->blas, c->lane_ws[c->blas_lane], (size_t)c->lane_ws_bytes[c->blas_lane]));
     c->workspace = ptr;
     c->workspace_bytes = ptr ? bytes : 0;
     return RLT_OK;
@@ -189,8 +233,8 @@ static int cuda_mem_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
                            bytes / MIB, bk->device_name, cudaGetErrorString(rc), free_b / MIB, total_b / MIB);
     }
     /* Zeroed like the CPU backend's arena, so both start from the same bits. */
-    CUDA_CHECK(bk, cudaMemsetAsync(*base, 0, bytes, c->stream));
-    CUDA_CHECK(bk, cudaStreamSynchronize(c->stream));
+    CUDA_CHECK(bk, cudaMemsetAsync(*base, 0, bytes, c->streams[0]));
+    CUDA_CHECK(bk, cudaStreamSynchronize(c->streams[0]));
     return RLT_OK;
 }
 
@@ -233,8 +277,43 @@ static int cuda_copy(rlt_backend *bk, void *dst, const void *src, uint64_t bytes
     return RLT_OK;
 }
 
+/* The lanes (see engine/backend.h). A side lane's stream waits for an event recorded on lane 0; lane 0 waits
+ * for each side lane with work pending. During a capture the same calls become the graph's fork and join
+ * edges, so the lanes turn into parallel branches of one graph; outside a capture they order real streams.
+ * An event can be recorded again as soon as the wait that used it was issued: a wait takes the event's state
+ * at the time of the call. With RLT_CUDA_LANES=1 branch only checks its argument, and everything runs on
+ * lane 0 in call order. */
+static int cuda_branch(rlt_backend *bk, int32_t lane) {
+    cuda_impl *c = cuda_get(bk);
+    if (lane < 0 || lane >= RLT_BACKEND_MAX_LANES)
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "branch: lane %d is outside 0..%d", (int)lane,
+                           RLT_BACKEND_MAX_LANES - 1);
+    if (lane >= c->n_lanes || lane == 0) {
+        c->lane = 0;
+        return RLT_OK;
+    }
+    CUDA_CHECK(bk, cudaEventRecord(c->fork_event, c->streams[0]));
+    CUDA_CHECK(bk, cudaStreamWaitEvent(c->streams[lane], c->fork_event, 0));
+    c->lane = lane;
+    c->pending |= 1 << lane;
+    return RLT_OK;
+}
+
+static int cuda_join(rlt_backend *bk) {
+    cuda_impl *c = cuda_get(bk);
+    c->lane = 0;
+    for (int32_t k = 1; k < c->n_lanes; k++) {
+        if (!(c->pending & (1 << k))) continue;
+        CUDA_CHECK(bk, cudaEventRecord(c->join_event[k], c->streams[k]));
+        CUDA_CHECK(bk, cudaStreamWaitEvent(c->streams[0], c->join_event[k], 0));
+        c->pending &= ~(1 << k);
+    }
+    return RLT_OK;
+}
+
 static int cuda_sync(rlt_backend *bk) {
-    cudaError_t rc = cudaStreamSynchronize(cuda_stream(bk));
+    RLT_TRY(cuda_join(bk));
+    cudaError_t rc = cudaStreamSynchronize(cuda_get(bk)->streams[0]);
     if (rc != cudaSuccess)
         return rlt_err_set(bk->err, RLT_ERUNTIME, __FILE__, __LINE__,
                            "an operation on %s failed: %s (%s); errors of earlier kernels surface at this sync, "
@@ -255,15 +334,72 @@ static int cuda_check_slot(rlt_backend *bk, int32_t slot, const char *what) {
     return RLT_OK;
 }
 
+/* RLT_CUDA_GRAPH_STATS=1: the captured graph's size and the length of its longest dependency chain, in nodes
+ * (what bounds an update's latency when each node costs a few microseconds). Nodes are numbered by
+ * cudaGraphGetNodes; the longest path is found by relaxing edges until nothing changes (a graph of a few
+ * hundred nodes: host time at capture only). */
+static void cuda_graph_print_stats(cudaGraph_t graph, int32_t slot) {
+    enum { MAXN = 1024, MAXE = 4096 };
+    static cudaGraphNode_t nodes[MAXN], from[MAXE], to[MAXE];
+    static int32_t depth[MAXN];
+    size_t nn = MAXN, ne = MAXE;
+    if (cudaGraphGetNodes(graph, nodes, &nn) != cudaSuccess || nn > MAXN) {
+        cudaGetLastError();
+        fprintf(stderr, "graph slot %d: could not read its nodes\n", (int)slot);
+        return;
+    }
+#if CUDART_VERSION >= 13000
+    /* Edge data must be asked for: programmatic (PDL) edges carry some, and a NULL array would be refused. */
+    static cudaGraphEdgeData edata[MAXE];
+    cudaError_t erc = cudaGraphGetEdges(graph, from, to, edata, &ne);
+#else
+    cudaError_t erc = cudaGraphGetEdges(graph, from, to, &ne);
+#endif
+    if (erc != cudaSuccess || ne > MAXE) {
+        cudaGetLastError();
+        fprintf(stderr, "graph slot %d: %zu nodes (edges unreadable)\n", (int)slot, nn);
+        return;
+    }
+    size_t kernels = 0;
+    for (size_t i = 0; i < nn; i++) {
+        depth[i] = 1;
+        enum cudaGraphNodeType t;
+        if (cudaGraphNodeGetType(nodes[i], &t) == cudaSuccess && t == cudaGraphNodeTypeKernel) kernels++;
+    }
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (size_t e = 0; e < ne; e++) {
+            size_t a = 0, b = 0;
+            while (a < nn && nodes[a] != from[e]) a++;
+            while (b < nn && nodes[b] != to[e]) b++;
+            if (a < nn && b < nn && depth[b] < depth[a] + 1) {
+                depth[b] = depth[a] + 1;
+                changed = 1;
+            }
+        }
+    }
+    int32_t longest = 0;
+    for (size_t i = 0; i < nn; i++)
+        if (depth[i] > longest) longest = depth[i];
+    size_t programmatic = 0;
+#if CUDART_VERSION >= 13000
+    for (size_t e = 0; e < ne; e++) programmatic += edata[e].type == cudaGraphDependencyTypeProgrammatic;
+#endif
+    fprintf(stderr, "graph slot %d: %zu nodes (%zu kernels), %zu edges (%zu programmatic), longest chain %d nodes\n",
+            (int)slot, nn, kernels, ne, programmatic, (int)longest);
+}
+
 static int cuda_graph_begin(rlt_backend *bk, int32_t slot) {
     cuda_impl *c = cuda_get(bk);
     RLT_TRY(cuda_check_slot(bk, slot, "graph_begin"));
     if (c->capturing >= 0)
         return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__,
                            "graph_begin(%d) while slot %d is still being captured", (int)slot, (int)c->capturing);
+    /* Everything issued so far on any lane is ordered before the capture: the graph starts from lane 0. */
+    RLT_TRY(cuda_join(bk));
     /* Thread-local mode: only this thread's potentially unsafe calls (cudaMalloc, a sync) invalidate the
      * capture, so another thread using CUDA at the same time cannot break it. */
-    CUDA_CHECK(bk, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
+    CUDA_CHECK(bk, cudaStreamBeginCapture(c->streams[0], cudaStreamCaptureModeThreadLocal));
     c->capturing = slot;
     return RLT_OK;
 }
@@ -276,13 +412,23 @@ static int cuda_graph_end(rlt_backend *bk, int32_t slot) {
                            (int)slot, (int)c->capturing);
     cudaGraph_t graph = NULL;
     c->capturing = -1;
+    /* Side lanes still open are joined first: a capture must end with every forked stream joined back. A
+     * failing join still leaves the capture to be ended below. */
+    int jrc = cuda_join(bk);
     /* Ending the capture is attempted even after a failed op, so the stream leaves capture mode. */
-    CUDA_CHECK(bk, cudaStreamEndCapture(c->stream, &graph));
+    CUDA_CHECK(bk, cudaStreamEndCapture(c->streams[0], &graph));
+    if (jrc != RLT_OK) {
+        cudaGraphDestroy(graph);
+        return jrc;
+    }
+    if (c->graph_stats) cuda_graph_print_stats(graph, slot);
     if (c->graphs[slot]) {
         cudaGraphExecDestroy(c->graphs[slot]);
         c->graphs[slot] = NULL;
     }
-    cudaError_t rc = cudaGraphInstantiate(&c->graphs[slot], graph, 0);
+    /* With priorities on, kernel nodes keep the priority of the lane they were captured on. */
+    cudaError_t rc = cudaGraphInstantiateWithFlags(&c->graphs[slot], graph,
+                                                   c->prio ? cudaGraphInstantiateFlagUseNodePriority : 0);
     cudaGraphDestroy(graph); /* the executable graph keeps its own copy */
     if (rc != cudaSuccess) {
         c->graphs[slot] = NULL;
@@ -290,7 +436,7 @@ static int cuda_graph_end(rlt_backend *bk, int32_t slot) {
                            (int)slot, cudaGetErrorString(rc));
     }
     /* Uploading now moves the graph's setup cost out of the first training step. */
-    CUDA_CHECK(bk, cudaGraphUpload(c->graphs[slot], c->stream));
+    CUDA_CHECK(bk, cudaGraphUpload(c->graphs[slot], c->streams[0]));
     return RLT_OK;
 }
 
@@ -300,7 +446,7 @@ static int cuda_graph_launch(rlt_backend *bk, int32_t slot) {
     if (!c->graphs[slot])
         return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "graph_launch(%d): nothing was captured there",
                            (int)slot);
-    CUDA_CHECK(bk, cudaGraphLaunch(c->graphs[slot], c->stream));
+    CUDA_CHECK(bk, cudaGraphLaunch(c->graphs[slot], c->streams[0]));
     return RLT_OK;
 }
 
@@ -343,6 +489,14 @@ static const rlt_backend_ops cuda_ops = {
     .conv_prepare = cuda_conv_prepare,
     .conv_forward = cuda_conv_forward,
     .conv_backward = cuda_conv_backward,
+    .branch = cuda_branch,
+    .join = cuda_join,
+    .linear_forward = cuda_linear_forward,
+    .linear_backward = cuda_linear_backward,
+    .gather_fields = cuda_gather_fields,
+    .td3_critic_loss = cuda_td3_critic_loss,
+    .dqn_loss = cuda_dqn_loss,
+    .adam_ex = cuda_adam_ex,
 };
 
 /* The module's one exported symbol (everything else is hidden; see cuda_module.cmake), resolved by the

@@ -27,20 +27,52 @@ extern "C" {
  * the summation order must not depend on the device. */
 #define CUDA_THREADS 256
 
+/* Developer switches, read from the environment at open, for measuring one choice against another and for
+ * ruling a mechanism out when hunting a bug; none changes what an op computes:
+ *   RLT_CUDA_LINEAR=cublas  linear_forward / linear_backward through cuBLAS and the elementwise ops (as before
+ *                           the fused kernels of linear.cu existed) instead of the fused kernels;
+ *   RLT_CUDA_LANES=1        branch is a no-op: every op on lane 0, in call order;
+ *   RLT_CUDA_PDL=0          no programmatic dependent launch for the chain kernels (see cuda_launch_pdl);
+ *   RLT_CUDA_PRIO=0         no stream priorities;
+ *   RLT_CUDA_TILES=16|32    linear.cu's GEMM tile height, instead of the choice by shape;
+ *   RLT_CUDA_GRAPH_STATS=1  graph_end prints each graph's node count and longest dependency chain. */
+enum { CUDA_LINEAR_FUSED = 0, CUDA_LINEAR_CUBLAS = 1 };
+
 typedef struct cuda_impl {
     int32_t device;          /* the CUDA device index this backend was opened on */
     int32_t cc_major, cc_minor;
     int32_t sm_count;
-    cudaStream_t stream;     /* the one stream every op runs on (non-blocking: no legacy-stream syncs) */
+    /* One stream per lane (branch/join). streams[0] is the main stream, where copies, syncs and graph capture
+     * happen; all are non-blocking (no syncs with the legacy default stream). Lanes 0 and 1 have the
+     * device's highest priority (they carry an update's critical path), unless RLT_CUDA_PRIO=0. */
+    cudaStream_t streams[RLT_BACKEND_MAX_LANES];
+    /* One cuBLAS handle for every lane (a handle costs device memory: tens of MiB each on Hopper): cuda_gemm
+     * rebinds it to the current lane's stream and that lane's slice of the workspace when the lane changes
+     * (host-side calls, allowed during capture). Each lane keeps its own slice, so GEMMs running at once on
+     * two lanes never share scratch memory. */
     cublasHandle_t blas;
+    int32_t blas_lane;       /* the lane the handle is bound to now */
+    int32_t pdl;             /* 1: chain kernels launch with programmatic dependent launch (RLT_CUDA_PDL=0: off) */
+    void *lane_ws[RLT_BACKEND_MAX_LANES];
+    uint64_t lane_ws_bytes[RLT_BACKEND_MAX_LANES];
+    int32_t lane;            /* the lane ops run on now */
+    int32_t pending;         /* bit k: side lane k has work that lane 0 has not joined yet */
+    int32_t n_lanes;         /* lanes in use: RLT_BACKEND_MAX_LANES, or 1 with RLT_CUDA_LANES=1 (branch is a no-op) */
+    int32_t linear_mode;     /* CUDA_LINEAR_FUSED or CUDA_LINEAR_CUBLAS (RLT_CUDA_LINEAR) */
+    int32_t graph_stats;     /* RLT_CUDA_GRAPH_STATS=1: graph_end prints node and critical-path counts to stderr */
+    int32_t prio;            /* 1: lanes 0 and 1 at the highest stream priority, graphs honour node priorities */
+    int32_t tiles;           /* RLT_CUDA_TILES=16|32 forces linear.cu's GEMM tile height; 0 picks by shape */
+    int32_t reserved2_;
+    cudaEvent_t fork_event;  /* recorded on lane 0, waited for by a side lane at branch */
+    cudaEvent_t join_event[RLT_BACKEND_MAX_LANES]; /* recorded on side lane k, waited for by lane 0 at join */
     void *workspace;         /* cuBLAS workspace inside the arena (set_workspace), or NULL */
     uint64_t workspace_bytes;
     int32_t capturing;       /* the slot being captured, or -1 */
     int32_t reserved_;
     cudaGraphExec_t graphs[RLT_BACKEND_MAX_GRAPHS];
     /* Device scratch for multi-stage reductions (clip_grad_norm's per-block partial sums), allocated at
-     * open, before the seal, and so counted in context_bytes. Ops on the one stream run in order, so they
-     * can share it. */
+     * open, before the seal, and so counted in context_bytes. Only lane 0 uses it (clip_grad_norm and adam_ex
+     * with clipping check this), so ops in order on that lane can share it. */
     float *scratch;
     /* The convolution state (cuDNN handle, per-slot descriptors and algorithms), owned by the file that
      * implements the conv ops (kernels/cuda/cudnn/ or kernels/cuda/no_cudnn/, chosen by CMake); opaque here
@@ -52,7 +84,11 @@ typedef struct cuda_impl {
 #define CUDA_SCRATCH_FLOATS 1024
 
 static inline cuda_impl *cuda_get(rlt_backend *bk) { return (cuda_impl *)bk->impl; }
-static inline cudaStream_t cuda_stream(rlt_backend *bk) { return ((cuda_impl *)bk->impl)->stream; }
+/* The stream of the lane ops run on now: every op launches here. */
+static inline cudaStream_t cuda_stream(rlt_backend *bk) {
+    cuda_impl *c = (cuda_impl *)bk->impl;
+    return c->streams[c->lane];
+}
 
 /* Blocks for a grid-stride loop over n items: enough to fill the device several times over, never more
  * than the items need, at least one (so a launch over zero items is still valid and cheap). */
@@ -137,6 +173,29 @@ int cuda_conv_forward(rlt_backend *bk, int32_t slot, float *y, const float *x, c
                       int32_t act, void *ws, uint64_t ws_bytes);
 int cuda_conv_backward(rlt_backend *bk, int32_t slot, float *dx, float *dw, float *db, float *dy, const float *y,
                        const float *x, const float *w, int32_t act, void *ws, uint64_t ws_bytes);
+/* The fused ops (ABI 3): dense layers (linear.cu), the multi-field gather and the losses (fused.cu), Adam with
+ * clipping and Polyak (adam.cu). branch and join live in cuda_backend.c with the streams. */
+int cuda_linear_forward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *x, int32_t ldx,
+                        const float *W, const float *b, float *y, int32_t ldy, int32_t act);
+int cuda_linear_backward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *dy, int32_t lddy,
+                         const float *x, int32_t ldx, int32_t act_x, const float *W, float *dW, float *db, float beta,
+                         float *dx, int32_t lddx);
+int cuda_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *sample, int32_t n_fields,
+                       const rlt_gather_field *fields);
+int cuda_td3_critic_loss(rlt_backend *bk, float *y, float *dq1, float *dq2, float *loss1, float *loss2, const float *q1,
+                         const float *q2, const float *qt1, const float *qt2, const float *r, const float *term,
+                         int32_t n, float gamma, float grad_scale);
+int cuda_dqn_loss(rlt_backend *bk, float *y, float *dq, int32_t lddq, float *loss, const float *q, int32_t ldq,
+                  const int32_t *act, const float *r, const float *term, const float *q_next_target,
+                  const float *q_next_online, int32_t ldqn, int32_t n, int32_t n_act, float gamma, float huber_delta,
+                  float grad_scale);
+int cuda_adam_ex(rlt_backend *bk, float *p, float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
+                 const int64_t *step, const rlt_adam_extra *extra);
+/* clip_grad_norm's first stage (dqn.cu), shared with adam_ex: c->scratch[b] = sum of squares of block b's
+ * slice of g, over a fixed grid of CUDA_CLIP_BLOCKS blocks. */
+#define CUDA_CLIP_BLOCKS 256
+int cuda_sumsq_partial(rlt_backend *bk, const float *g, uint64_t n);
+
 /* Releases cuda_impl.conv (descriptors, the cuDNN handle); safe when it is NULL. Called by cuda_close. */
 void cuda_conv_close(rlt_backend *bk);
 
@@ -159,8 +218,48 @@ cudaError_t cuda_preload_losses(void);
 cudaError_t cuda_preload_td3(void);
 cudaError_t cuda_preload_dqn(void);
 cudaError_t cuda_preload_conv_bias(void);
+cudaError_t cuda_preload_linear(void);
 
 #ifdef __cplusplus
+}
+
+/* ---- programmatic dependent launch (the .cu files only) ----
+ * An update is a chain of short kernels, and each costs a launch latency on top of its work. On Hopper a
+ * kernel launched with the programmatic-serialization attribute may start while the kernel before it on the
+ * stream is still running: its blocks become resident and wait in cuda_pdl_wait (griddepcontrol.wait) until
+ * the previous grid has completed and its memory is visible, so the launch overlaps the previous kernel's
+ * tail. Captured into a graph, the edge keeps that meaning. The rule that keeps it correct: a kernel
+ * launched through cuda_launch_pdl calls cuda_pdl_wait before its first global memory access (read or
+ * write). cuda_pdl_trigger (griddepcontrol.launch_dependents) lets the next kernel launch as soon as every
+ * block of this one has started; the next kernel still waits for this one to finish before it touches
+ * memory. On older GPUs, or with RLT_CUDA_PDL=0, both are no-ops and launches are ordinary. */
+__device__ __forceinline__ void cuda_pdl_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void cuda_pdl_trigger(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+template <typename... Params, typename... Args>
+static inline cudaError_t cuda_launch_pdl(rlt_backend *bk, void (*kernel)(Params...), dim3 grid, dim3 block,
+                                          Args... args) {
+    cuda_impl *c = cuda_get(bk);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = cuda_stream(bk);
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = (c->pdl && c->cc_major >= 9) ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 #endif
 #endif

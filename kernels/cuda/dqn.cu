@@ -11,7 +11,7 @@
 /* clip_grad_norm's first stage: a fixed grid (not derived from the SM count), so the partial sums, and
  * therefore the norm's bits, are the same on every GPU. 256 x 256 threads read 64K consecutive floats per
  * sweep, enough to saturate memory bandwidth for gradient blocks of millions of parameters. */
-#define CLIP_BLOCKS 256
+#define CLIP_BLOCKS CUDA_CLIP_BLOCKS
 
 /* Tree reduction of one value per thread with fixed pairing; the result is valid in every thread after
  * the final barrier (each reads shared[0]). */
@@ -78,9 +78,51 @@ __global__ void q_loss_grad_kernel(float *dq, int32_t lddq, float *loss, const f
     if (loss && threadIdx.x == 0) *loss = total / (float)n;
 }
 
+/* dqn_target then q_loss_grad in one block (dqn_loss): each thread forms its rows' targets exactly as
+ * dqn_target_kernel does and their losses exactly as q_loss_grad_kernel does, and the tree sums the losses
+ * as q_loss_grad_kernel's does: y, dq and the loss are bit-identical to the two launches it replaces. */
+__global__ void dqn_loss_kernel(float *y, float *dq, int32_t lddq, float *loss, const float *q, int32_t ldq,
+                                const int32_t *act, const float *r, const float *term, const float *qt, const float *sel,
+                                int32_t ldqn, int32_t n, int32_t n_act, float gamma, float delta, float k) {
+    __shared__ float shared[DQN_REDUCE_THREADS];
+    cuda_pdl_wait(); /* launched with cuda_launch_pdl */
+    cuda_pdl_trigger();
+    float acc = 0.0f;
+    for (int32_t i = threadIdx.x; i < n; i += DQN_REDUCE_THREADS) {
+        const float *s = sel + (int64_t)i * ldqn;
+        int32_t best = 0;
+        for (int32_t j = 1; j < n_act; j++)
+            if (s[j] > s[best]) best = j;
+        float yi = r[i] + gamma * (1.0f - term[i]) * qt[(int64_t)i * ldqn + best];
+        y[i] = yi;
+        float *row = dq + (int64_t)i * lddq;
+        for (int32_t j = 0; j < n_act; j++) row[j] = 0.0f;
+        int32_t a = act[i];
+        if (a < 0 || a >= n_act) continue;
+        float d = q[(int64_t)i * ldq + a] - yi;
+        float l, g;
+        if (delta == 0.0f) {
+            l = d * d;
+            g = 2.0f * d;
+        } else if (fabsf(d) <= delta) {
+            l = 0.5f * d * d;
+            g = d;
+        } else {
+            l = delta * (fabsf(d) - 0.5f * delta);
+            g = d > 0.0f ? delta : -delta;
+        }
+        row[a] = k * g;
+        acc += l;
+    }
+    float total = dqn_block_sum(acc, shared);
+    if (loss && threadIdx.x == 0) *loss = total / (float)n;
+}
+
 /* Stage 1: block b writes the sum of squares of its threads' strided slices to partial[b]. */
 __global__ void sumsq_partial_kernel(float *partial, const float *g, uint64_t n) {
     __shared__ float shared[DQN_REDUCE_THREADS];
+    cuda_pdl_wait(); /* launched with cuda_launch_pdl */
+    cuda_pdl_trigger();
     float acc = 0.0f;
     const uint64_t stride = (uint64_t)CLIP_BLOCKS * DQN_REDUCE_THREADS;
     for (uint64_t i = (uint64_t)blockIdx.x * DQN_REDUCE_THREADS + threadIdx.x; i < n; i += stride) acc += g[i] * g[i];
@@ -140,16 +182,40 @@ extern "C" int cuda_q_loss_grad(rlt_backend *bk, float *dq, int32_t lddq, float 
     return RLT_OK;
 }
 
+extern "C" int cuda_dqn_loss(rlt_backend *bk, float *y, float *dq, int32_t lddq, float *loss, const float *q,
+                             int32_t ldq, const int32_t *act, const float *r, const float *term,
+                             const float *q_next_target, const float *q_next_online, int32_t ldqn, int32_t n,
+                             int32_t n_act, float gamma, float huber_delta, float grad_scale) {
+    CUDA_REQUIRE(bk, n >= 1 && n_act >= 1 && ldq >= n_act && lddq >= n_act && ldqn >= n_act, "dqn_loss");
+    CUDA_REQUIRE(bk, huber_delta >= 0.0f, "dqn_loss");
+    float k = grad_scale / (float)n; /* as cuda_q_loss_grad */
+    const float *sel = q_next_online ? q_next_online : q_next_target;
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, dqn_loss_kernel, dim3(1), dim3(DQN_REDUCE_THREADS), y, dq, lddq, loss, q, ldq,
+                                   act, r, term, q_next_target, sel, ldqn, n, n_act, gamma, huber_delta, k));
+    CUDA_CHECK_LAUNCH(bk, "dqn_loss_kernel");
+    return RLT_OK;
+}
+
+/* Always the full fixed grid (blocks past n write a zero partial): the reduction's shape, and so its
+ * rounding, does not depend on n or on the device. */
+extern "C" int cuda_sumsq_partial(rlt_backend *bk, const float *g, uint64_t n) {
+    cuda_impl *c = cuda_get(bk);
+    static_assert(CLIP_BLOCKS <= CUDA_SCRATCH_FLOATS, "the partial sums must fit the scratch");
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, sumsq_partial_kernel, dim3(CLIP_BLOCKS), dim3(DQN_REDUCE_THREADS), c->scratch, g, n));
+    CUDA_CHECK_LAUNCH(bk, "sumsq_partial_kernel");
+    return RLT_OK;
+}
+
 extern "C" int cuda_clip_grad_norm(rlt_backend *bk, float *g, uint64_t n, float max_norm, float *norm) {
     CUDA_REQUIRE(bk, max_norm > 0.0f && norm != NULL, "clip_grad_norm");
     cuda_impl *c = cuda_get(bk);
-    static_assert(CLIP_BLOCKS <= CUDA_SCRATCH_FLOATS, "the partial sums must fit the scratch");
     static_assert(CLIP_BLOCKS <= DQN_REDUCE_THREADS, "stage 2 reads one partial per thread");
+    /* The partial sums live in the backend's scratch, which only lane 0 may use. */
+    if (c->lane != 0)
+        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "clip_grad_norm on lane %d: lane 0 only",
+                           (int)c->lane);
     cudaStream_t s = cuda_stream(bk);
-    /* Always the full fixed grid (blocks past n write a zero partial): the reduction's shape, and so its
-     * rounding, does not depend on n or on the device. */
-    sumsq_partial_kernel<<<CLIP_BLOCKS, DQN_REDUCE_THREADS, 0, s>>>(c->scratch, g, n);
-    CUDA_CHECK_LAUNCH(bk, "sumsq_partial_kernel");
+    RLT_TRY(cuda_sumsq_partial(bk, g, n));
     clip_scale_kernel<<<cuda_blocks(bk, n, DQN_REDUCE_THREADS), DQN_REDUCE_THREADS, 0, s>>>(g, n, c->scratch, norm,
                                                                                            max_norm);
     CUDA_CHECK_LAUNCH(bk, "clip_scale_kernel");
@@ -163,5 +229,6 @@ extern "C" cudaError_t cuda_preload_dqn(void) {
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, q_loss_grad_kernel);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, sumsq_partial_kernel);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, clip_scale_kernel);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, dqn_loss_kernel);
     return rc;
 }

@@ -15,6 +15,13 @@ int cuda_gemm(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int
     CUDA_REQUIRE(bk, ldc >= n && ldc >= 1, "gemm");
     if (m == 0 || n == 0) return RLT_OK;
     cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    CUBLAS_CHECK(bk, cublasSgemm(cuda_get(bk)->blas, op_b, op_a, n, m, k, &alpha, B, ldb, A, lda, &beta, C, ldc));
+    /* The one handle follows the lane: its stream, then (cublasSetStream resets it) that lane's workspace. */
+    cuda_impl *c = cuda_get(bk);
+    if (c->blas_lane != c->lane) {
+        CUBLAS_CHECK(bk, cublasSetStream(c->blas, c->streams[c->lane]));
+        CUBLAS_CHECK(bk, cublasSetWorkspace(c->blas, c->lane_ws[c->lane], (size_t)c->lane_ws_bytes[c->lane]));
+        c->blas_lane = c->lane;
+    }
+    CUBLAS_CHECK(bk, cublasSgemm(c->blas, op_b, op_a, n, m, k, &alpha, B, ldb, A, lda, &beta, C, ldc));
     return RLT_OK;
 }

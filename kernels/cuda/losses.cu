@@ -58,9 +58,50 @@ extern "C" int cuda_sum(rlt_backend *bk, float *out, const float *x, int32_t ldx
     return RLT_OK;
 }
 
+/* td3_target and two mse_grad in one block (td3_critic_loss): the element expressions are those kernels'
+ * and each loss goes through the same tree as mse_grad_kernel's, so y, dq1, dq2 and both losses are
+ * bit-identical to the three launches this replaces. */
+__global__ void td3_critic_loss_kernel(float *y, float *dq1, float *dq2, float *loss1, float *loss2, const float *q1,
+                                       const float *q2, const float *qt1, const float *qt2, const float *r,
+                                       const float *term, int32_t n, float gamma, float k) {
+    __shared__ float shared[REDUCE_THREADS];
+    cuda_pdl_wait(); /* launched with cuda_launch_pdl */
+    cuda_pdl_trigger();
+    float acc1 = 0.0f, acc2 = 0.0f;
+    for (int32_t i = threadIdx.x; i < n; i += REDUCE_THREADS) {
+        float a = qt1[i], b = qt2[i];
+        float yi = r[i] + gamma * (1.0f - term[i]) * (a < b ? a : b);
+        y[i] = yi;
+        float d1 = q1[i] - yi, d2 = q2[i] - yi;
+        dq1[i] = k * d1;
+        dq2[i] = k * d2;
+        acc1 += d1 * d1;
+        acc2 += d2 * d2;
+    }
+    float total1 = block_sum(acc1, shared);
+    __syncthreads(); /* every thread has read shared[0] before the second tree overwrites it */
+    float total2 = block_sum(acc2, shared);
+    if (threadIdx.x == 0) {
+        if (loss1) *loss1 = total1 / (float)n;
+        if (loss2) *loss2 = total2 / (float)n;
+    }
+}
+
+extern "C" int cuda_td3_critic_loss(rlt_backend *bk, float *y, float *dq1, float *dq2, float *loss1, float *loss2,
+                                    const float *q1, const float *q2, const float *qt1, const float *qt2, const float *r,
+                                    const float *term, int32_t n, float gamma, float grad_scale) {
+    CUDA_REQUIRE(bk, n >= 1, "td3_critic_loss");
+    float k = grad_scale * 2.0f / (float)n; /* as cuda_mse_grad */
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, td3_critic_loss_kernel, dim3(1), dim3(REDUCE_THREADS), y, dq1, dq2, loss1, loss2,
+                                   q1, q2, qt1, qt2, r, term, n, gamma, k));
+    CUDA_CHECK_LAUNCH(bk, "td3_critic_loss_kernel");
+    return RLT_OK;
+}
+
 extern "C" cudaError_t cuda_preload_losses(void) {
     cudaFuncAttributes a;
     cudaError_t rc = cudaFuncGetAttributes(&a, mse_grad_kernel);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, sum_kernel);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, td3_critic_loss_kernel);
     return rc;
 }

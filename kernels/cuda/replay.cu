@@ -1,6 +1,8 @@
 /* replay.cu: replay sampling on the device: uniform indices from Philox and the row gather that copies
  * the sampled transitions into the batch; the CUDA twins of kernels/cpu/replay.c. Philox is pure integer
  * arithmetic (kernels/philox.h), so the indices are bit-identical to the CPU's. */
+#include <string.h>
+
 #include "../philox.h"
 #include "cuda_ops.h"
 
@@ -69,11 +71,117 @@ extern "C" int cuda_gather_rows(rlt_backend *bk, void *dst, uint64_t dst_stride,
     return RLT_OK;
 }
 
+/* gather_fields: every field of one batch in one launch. blockIdx.y picks the field; within it, as in
+ * gather_rows, one thread per word over the flattened (row, word) space, with the widest word that divides
+ * the field's addresses and strides. With a sample spec each thread draws its row's index itself (Philox is
+ * a pure function of the counter, so every thread of a row draws the same one) and the row's first thread of
+ * field 0 stores it: no launch, and no dependency between threads, for the sampling. */
+typedef struct gather_args {
+    rlt_gather_field f[RLT_GATHER_MAX_FIELDS];
+    uint64_t words[RLT_GATHER_MAX_FIELDS];
+    int32_t wsize[RLT_GATHER_MAX_FIELDS];
+    int32_t n, sample;
+    rlt_sample_spec s;
+} gather_args;
+
+template <typename W>
+__device__ __forceinline__ void gather_field_words(const gather_args &g, const rlt_gather_field &f, uint64_t words,
+                                                   int32_t *idx, int first_field) {
+    uint64_t total = (uint64_t)g.n * words;
+    uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    uint64_t ctr = 0, n_rows = 0;
+    if (g.sample) {
+        int64_t sz = *g.s.size; /* clamped as in sample_indices_kernel: never a wild index */
+        n_rows = sz > 0 ? (uint64_t)sz : 0u;
+        ctr = (uint64_t)*g.s.counter;
+    }
+    for (uint64_t t = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += stride) {
+        uint64_t row = t / words, w = t - row * words;
+        int32_t j;
+        if (g.sample) {
+            j = n_rows ? (int32_t)rlt_replay_slot(g.s.seed, g.s.stream, ctr, (uint64_t)g.s.row0 + row,
+                                                  (uint64_t)g.s.batch, n_rows, g.s.valid)
+                       : 0;
+            if (first_field && w == 0) idx[row] = j;
+        } else {
+            j = idx[row];
+        }
+        if (f.via) j = f.via[j];
+        const W *src = (const W *)((const unsigned char *)f.src + (uint64_t)j * f.row_bytes);
+        W *dst = (W *)((unsigned char *)f.dst + row * f.dst_stride);
+        dst[w] = src[w];
+    }
+}
+
+__global__ void gather_fields_kernel(const __grid_constant__ gather_args g, int32_t *idx) {
+    cuda_pdl_wait(); /* launched with cuda_launch_pdl */
+    cuda_pdl_trigger();
+    const int32_t fi = (int32_t)blockIdx.y;
+    const rlt_gather_field &f = g.f[fi];
+    if (g.wsize[fi] == 16) gather_field_words<uint4>(g, f, g.words[fi], idx, fi == 0);
+    else if (g.wsize[fi] == 4) gather_field_words<uint32_t>(g, f, g.words[fi], idx, fi == 0);
+    else gather_field_words<unsigned char>(g, f, g.words[fi], idx, fi == 0);
+}
+
+/* Draws idx alone when there is no field to gather (the sample spec still asks for the indices). */
+__global__ void gather_sample_only_kernel(const __grid_constant__ gather_args g, int32_t *idx) {
+    cuda_pdl_wait(); /* launched with cuda_launch_pdl */
+    cuda_pdl_trigger();
+    int64_t sz = *g.s.size;
+    uint64_t n_rows = sz > 0 ? (uint64_t)sz : 0u, ctr = (uint64_t)*g.s.counter;
+    for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < g.n; i += gridDim.x * blockDim.x)
+        idx[i] = n_rows ? (int32_t)rlt_replay_slot(g.s.seed, g.s.stream, ctr, (uint64_t)(g.s.row0 + i),
+                                                   (uint64_t)g.s.batch, n_rows, g.s.valid)
+                        : 0;
+}
+
+extern "C" int cuda_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *sample,
+                                  int32_t n_fields, const rlt_gather_field *fields) {
+    CUDA_REQUIRE(bk, n >= 0 && n_fields >= 0 && n_fields <= RLT_GATHER_MAX_FIELDS && idx != NULL, "gather_fields");
+    CUDA_REQUIRE(bk, !sample || (sample->size && sample->counter && sample->row0 >= 0 &&
+                                 sample->batch >= sample->row0 + n), "gather_fields");
+    if (n == 0) return RLT_OK;
+    gather_args g;
+    memset(&g, 0, sizeof g);
+    g.n = n;
+    g.sample = sample != NULL;
+    if (sample) g.s = *sample;
+    uint64_t most = 0;
+    int32_t used = 0;
+    for (int32_t i = 0; i < n_fields; i++) {
+        const rlt_gather_field *f = &fields[i];
+        CUDA_REQUIRE(bk, f->dst_stride >= f->row_bytes, "gather_fields");
+        if (f->row_bytes == 0) continue;
+        uint64_t align = (uint64_t)(uintptr_t)f->dst | (uint64_t)(uintptr_t)f->src | f->dst_stride | f->row_bytes;
+        int32_t ws = align % 16 == 0 ? 16 : (align % 4 == 0 ? 4 : 1);
+        g.f[used] = *f;
+        g.wsize[used] = ws;
+        g.words[used] = f->row_bytes / (uint64_t)ws;
+        if ((uint64_t)n * g.words[used] > most) most = (uint64_t)n * g.words[used];
+        used++;
+    }
+    if (used == 0) {
+        if (!sample) return RLT_OK;
+        CUDA_CHECK(bk, cuda_launch_pdl(bk, gather_sample_only_kernel, dim3(cuda_blocks(bk, (uint64_t)n, CUDA_THREADS)),
+                                       dim3(CUDA_THREADS), g, idx));
+        CUDA_CHECK_LAUNCH(bk, "gather_sample_only_kernel");
+        return RLT_OK;
+    }
+    /* The field that stores the drawn indices (field 0) must cover every row: it does, since every used
+     * field has at least one word per row. */
+    dim3 grid(cuda_blocks(bk, most, CUDA_THREADS), (unsigned)used);
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, gather_fields_kernel, grid, dim3(CUDA_THREADS), g, idx));
+    CUDA_CHECK_LAUNCH(bk, "gather_fields_kernel");
+    return RLT_OK;
+}
+
 extern "C" cudaError_t cuda_preload_replay(void) {
     cudaFuncAttributes a;
     cudaError_t rc = cudaFuncGetAttributes(&a, sample_indices_kernel);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, gather_rows_kernel<uint4>);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, gather_rows_kernel<uint32_t>);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, gather_rows_kernel<unsigned char>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, gather_fields_kernel);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, gather_sample_only_kernel);
     return rc;
 }

@@ -11,6 +11,8 @@ __device__ __forceinline__ float clampf(float x, float lo, float hi) { return x 
  * draws fresh noise on each replay. */
 __global__ void td3_target_action_kernel(float *a, int32_t lda, int32_t rows, int32_t cols, float std, float clip,
                                          uint64_t seed, uint32_t stream, const int64_t *counter, int32_t row0) {
+    cuda_pdl_wait(); /* launched with cuda_launch_pdl */
+    cuda_pdl_trigger();
     uint64_t ctr = (uint64_t)*counter;
     for (int32_t r = blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += gridDim.y * blockDim.y) {
         for (int32_t c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x) {
@@ -41,8 +43,8 @@ extern "C" int cuda_td3_target_action(rlt_backend *bk, float *a, int32_t lda, in
     unsigned gy = (unsigned)((rows + 31) / 32);
     unsigned cap = (unsigned)cuda_get(bk)->sm_count * 8u;
     if (gy > cap) gy = cap;
-    td3_target_action_kernel<<<dim3(gx, gy), block, 0, cuda_stream(bk)>>>(a, lda, rows, cols, std, clip, seed,
-                                                                           stream, counter, row0);
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, td3_target_action_kernel, dim3(gx, gy), block, a, lda, rows, cols, std, clip, seed,
+                                   stream, counter, row0));
     CUDA_CHECK_LAUNCH(bk, "td3_target_action_kernel");
     return RLT_OK;
 }

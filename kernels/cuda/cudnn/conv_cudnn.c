@@ -66,7 +66,7 @@ void cuda_conv_close(rlt_backend *bk) {
     cuda_get(bk)->conv = NULL;
 }
 
-/* The handle, bound to the backend's one stream, created on first use. */
+/* The handle, bound to the backend's lane-0 stream (convolutions run on lane 0 only), created on first use. */
 static int conv_state(rlt_backend *bk, cuda_conv **out) {
     cuda_impl *c = cuda_get(bk);
     if (!c->conv) {
@@ -82,7 +82,7 @@ static int conv_state(rlt_backend *bk, cuda_conv **out) {
                                cudnnGetVersion());
         }
         c->conv = cv; /* from here cuda_conv_close owns it, whatever fails next */
-        CUDNN_CHECK(bk, cudnnSetStream(cv->dnn, c->stream));
+        CUDNN_CHECK(bk, cudnnSetStream(cv->dnn, c->streams[0]));
     }
     *out = c->conv;
     return RLT_OK;
@@ -230,6 +230,10 @@ static int conv_check_call(rlt_backend *bk, const conv_slot *sl, int32_t act, co
                            const char *op) {
     if (act < RLT_ACT_NONE || act > RLT_ACT_TANH)
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "%s: unknown activation %d", op, (int)act);
+    /* The cuDNN handle is bound to lane 0's stream; on a side lane the op would run out of order. */
+    if (cuda_get(bk)->lane != 0)
+        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "%s on lane %d: convolutions run on lane 0 only",
+                           op, (int)cuda_get(bk)->lane);
     if (ws_bytes < sl->ws_bytes || (sl->ws_bytes && !ws) || ((uintptr_t)ws & 255u))
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
                            "%s: workspace of %llu bytes at %p, but conv_prepare asked for %llu, 256-byte aligned", op,

@@ -1,0 +1,87 @@
+/* fused.c: the CPU twins of the fused ops (engine/backend.h, ABI 3): lanes, whole dense layers, the multi-field
+ * gather, the TD3 and DQN losses, and Adam with clipping and Polyak. On the GPU each of these is one launch
+ * (one graph node); here each is written as the sequence of the plain ops it stands for, called in the same
+ * order with the same arguments, so a CPU run through the fused ops produces exactly the bits it produced
+ * through the plain ones, and the plain ops stay the one readable reference. */
+#include <string.h>
+
+#include "../philox.h"
+#include "cpu_ops.h"
+
+/* The CPU runs every op to completion in call order, which satisfies any branch/join schedule. */
+int cpu_branch(rlt_backend *bk, int32_t lane) {
+    CPU_REQUIRE(bk, lane >= 0 && lane < RLT_BACKEND_MAX_LANES, "branch");
+    return RLT_OK;
+}
+
+int cpu_join(rlt_backend *bk) { return RLT_OK; }
+
+int cpu_linear_forward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *x, int32_t ldx,
+                       const float *W, const float *b, float *y, int32_t ldy, int32_t act) {
+    CPU_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && ldx >= fi && ldy >= fo, "linear_forward");
+    RLT_TRY(cpu_gemm(bk, 0, 1, rows, fo, fi, 1.0f, x, ldx, W, fi, 0.0f, y, ldy));
+    return cpu_bias_act(bk, y, ldy, b, rows, fo, act);
+}
+
+int cpu_linear_backward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *dy, int32_t lddy,
+                        const float *x, int32_t ldx, int32_t act_x, const float *W, float *dW, float *db, float beta,
+                        float *dx, int32_t lddx) {
+    CPU_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && lddy >= fo && ldx >= fi, "linear_backward");
+    CPU_REQUIRE(bk, !dx || lddx >= fi, "linear_backward");
+    CPU_REQUIRE(bk, act_x >= RLT_ACT_NONE && act_x <= RLT_ACT_TANH, "linear_backward");
+    if (dW) RLT_TRY(cpu_gemm(bk, 1, 0, fo, fi, rows, 1.0f, dy, lddy, x, ldx, beta, dW, fi));
+    if (db) RLT_TRY(cpu_bias_grad(bk, db, dy, lddy, rows, fo, beta));
+    if (dx) {
+        RLT_TRY(cpu_gemm(bk, 0, 0, rows, fi, fo, 1.0f, dy, lddy, W, fi, 0.0f, dx, lddx));
+        RLT_TRY(cpu_act_grad(bk, dx, lddx, x, ldx, rows, fi, act_x));
+    }
+    return RLT_OK;
+}
+
+int cpu_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *sample, int32_t n_fields,
+                      const rlt_gather_field *fields) {
+    CPU_REQUIRE(bk, n >= 0 && n_fields >= 0 && n_fields <= RLT_GATHER_MAX_FIELDS, "gather_fields");
+    if (sample) {
+        CPU_REQUIRE(bk, *sample->size >= 1 && *sample->size <= INT32_MAX, "gather_fields");
+        CPU_REQUIRE(bk, sample->row0 >= 0 && sample->batch >= sample->row0 + n, "gather_fields");
+        uint64_t ctr = (uint64_t)*sample->counter, sz = (uint64_t)*sample->size;
+        for (int32_t i = 0; i < n; i++)
+            idx[i] = (int32_t)rlt_replay_slot(sample->seed, sample->stream, ctr, (uint64_t)(sample->row0 + i),
+                                              (uint64_t)sample->batch, sz, sample->valid);
+    }
+    for (int32_t f = 0; f < n_fields; f++) {
+        const rlt_gather_field *g = &fields[f];
+        CPU_REQUIRE(bk, g->dst_stride >= g->row_bytes, "gather_fields");
+        unsigned char *d = g->dst;
+        const unsigned char *s = g->src;
+        for (int32_t i = 0; i < n; i++) {
+            int64_t j = g->via ? g->via[idx[i]] : idx[i];
+            memcpy(d + (uint64_t)i * g->dst_stride, s + (uint64_t)j * g->row_bytes, g->row_bytes);
+        }
+    }
+    return RLT_OK;
+}
+
+int cpu_td3_critic_loss(rlt_backend *bk, float *y, float *dq1, float *dq2, float *loss1, float *loss2, const float *q1,
+                        const float *q2, const float *qt1, const float *qt2, const float *r, const float *term, int32_t n,
+                        float gamma, float grad_scale) {
+    RLT_TRY(cpu_td3_target(bk, y, r, term, qt1, qt2, 1, n, gamma));
+    RLT_TRY(cpu_mse_grad(bk, dq1, loss1, q1, y, n, grad_scale));
+    return cpu_mse_grad(bk, dq2, loss2, q2, y, n, grad_scale);
+}
+
+int cpu_dqn_loss(rlt_backend *bk, float *y, float *dq, int32_t lddq, float *loss, const float *q, int32_t ldq,
+                 const int32_t *act, const float *r, const float *term, const float *q_next_target,
+                 const float *q_next_online, int32_t ldqn, int32_t n, int32_t n_act, float gamma, float huber_delta,
+                 float grad_scale) {
+    RLT_TRY(cpu_dqn_target(bk, y, NULL, r, term, q_next_target, q_next_online, ldqn, n, n_act, gamma));
+    return cpu_q_loss_grad(bk, dq, lddq, loss, q, ldq, act, y, n, n_act, huber_delta, grad_scale);
+}
+
+int cpu_adam_ex(rlt_backend *bk, float *p, float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
+                const int64_t *step, const rlt_adam_extra *extra) {
+    if (extra && extra->max_grad_norm > 0.0f) RLT_TRY(cpu_clip_grad_norm(bk, g, n, extra->max_grad_norm, extra->norm));
+    RLT_TRY(cpu_adam(bk, p, g, m, v, n, hp, step));
+    if (extra && extra->target) RLT_TRY(cpu_polyak(bk, extra->target, p, n, extra->tau));
+    return RLT_OK;
+}

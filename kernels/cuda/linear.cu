@@ -1,0 +1,425 @@
+/* linear.cu: fused dense layers. linear_forward is the GEMM, the bias and the activation in one launch;
+ * linear_backward is the weight gradient, the bias gradient and the input gradient (through the previous
+ * layer's activation) in one launch. The CUDA twins of cpu_linear_forward and cpu_linear_backward
+ * (kernels/cpu/fused.c), which are the plain gemm, bias_act, bias_grad and act_grad in sequence.
+ *
+ * Why our own kernels: at RL sizes (batches of 128-256 rows, layers of 64-512 units) one layer is at most a
+ * few million multiply-adds, under a microsecond of the GPU's fp32 arithmetic. An update is a chain of such
+ * layers, and what it costs is the number of dependent launches, each a few microseconds: cuBLAS plus our
+ * elementwise kernels made a layer's forward two launches and its backward four. Here each is one.
+ *
+ * One kernel serves every problem, chosen per block from up to two problem descriptors (a backward launch
+ * carries the weight-gradient problem and the input-gradient problem; both read only dy). Each problem is
+ * C[m, n] = sum_k A(m, k) B(k, n) followed by an epilogue:
+ *   FWD  C = act(acc + bias[n])                        (A = x, B = W^T)
+ *   DW   C = beta C + acc, and the bias gradient as an extra column of B equal to 1, so db comes out of the
+ *        same sums in the same order                   (A = dy^T, B = x)
+ *   DX   C = act'(x) * acc, act' through the activation's output x, as act_grad   (A = dy, B = W)
+ * and runs one of three paths:
+ *   GEMM   32x32 (or 16x32) output tiles, 256 threads, the K range of each chunk split over 4 (or 8) groups
+ *          of threads whose partial sums are added in a fixed order at the end; operands stream through
+ *          shared memory in chunks of 32 k, 4 chunks in flight (cp.async on sm_80 and later).
+ *   ROWDOT narrow outputs (N <= 8, a critic's single Q or an actor's few actions): a warp per row, lanes
+ *          over k, a butterfly of shuffles (every lane ends with the same bits) to finish.
+ *   COLSUM weight gradients of narrow layers (M <= 8 outputs): lanes over columns, warps over k, partial
+ *          sums added in warp order.
+ * Every sum runs in an order fixed by the shapes alone: the same bits on every run. The order differs from
+ * OpenBLAS's, so results agree with the CPU to the rounding of a length-K dot product (the parity test's
+ * GEMM bound), not bit for bit. The epilogues' expressions are the CPU twins' term for term (no FMA
+ * contraction in this module; the products inside the sums are explicit fmaf). K above LIN_MAX_K (a
+ * Nature CNN's 3136-wide flatten) goes to cuBLAS, which splits K across blocks. */
+#include <string.h>
+
+#include "cuda_ops.h"
+
+enum { LIN_EPI_FWD = 0, LIN_EPI_DW = 1, LIN_EPI_DX = 2 };
+enum { LIN_PATH_GEMM32 = 0, LIN_PATH_GEMM16 = 1, LIN_PATH_ROWDOT = 2, LIN_PATH_COLSUM = 3 };
+
+#define LIN_THREADS 256
+#define LIN_BN 32
+#define LIN_BK 32
+#define LIN_STAGES 4
+#define LIN_PAD 4 /* floats added to each shared-memory row: keeps 16-byte alignment, spreads the banks */
+#define LIN_SMEM_FLOATS (LIN_STAGES * LIN_BK * ((32 + LIN_PAD) + (LIN_BN + LIN_PAD)))
+#define LIN_ROWDOT_MAXN 8
+#define LIN_COLSUM_MAXM 8
+/* Above this K, our kernels (which never split K across blocks) would leave most of the GPU idle. */
+#define LIN_MAX_K 1024
+/* A problem with fewer 32x32 tiles than this uses 16x32 tiles: twice the blocks, half the work each. */
+#define LIN_SMALL_TILES 96
+
+typedef struct lin_problem {
+    const float *A, *B;
+    float *C;          /* [M, N], row stride ldc */
+    float *C2;         /* DW with the ones column: db [M] */
+    const float *aux;  /* FWD: bias [N] or NULL; DX: the activation's output x [M, N], row stride ld_aux */
+    int32_t M, N, K;   /* N real output columns; with ones, column N is the bias gradient */
+    int32_t lda, ldb, ldc, ld_aux;
+    int32_t a_kcont;   /* A(m, k) = a_kcont ? A[m lda + k] : A[k lda + m] */
+    int32_t b_kcont;   /* B(k, n) = b_kcont ? B[n ldb + k] : B[k ldb + n] */
+    int32_t ones, epi, act, path;
+    int32_t tiles_n;   /* GEMM: output tiles along n */
+    int32_t tiles;     /* blocks this problem takes */
+    float beta;
+} lin_problem;
+
+typedef struct lin_launch {
+    lin_problem p[2];
+} lin_launch;
+
+__device__ __forceinline__ void lin_cp_async4(float *dst, const float *src) {
+#if __CUDA_ARCH__ >= 800
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src) : "memory");
+#else
+    *dst = *src;
+#endif
+}
+
+__device__ __forceinline__ void lin_cp_commit(void) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+template <int N>
+__device__ __forceinline__ void lin_cp_wait(void) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+/* The epilogue of one output element (see the file comment). */
+__device__ __forceinline__ void lin_store(const lin_problem &p, int32_t m, int32_t n, float v) {
+    if (p.epi == LIN_EPI_DW) {
+        float *d = n == p.N ? p.C2 + m : p.C + (int64_t)m * p.ldc + n;
+        *d = p.beta == 0.0f ? v : p.beta * *d + v;
+    } else if (p.epi == LIN_EPI_FWD) {
+        float z = v + (p.aux ? p.aux[n] : 0.0f);
+        if (p.act == RLT_ACT_RELU) z = z > 0.0f ? z : 0.0f;
+        else if (p.act == RLT_ACT_TANH) z = tanhf(z);
+        p.C[(int64_t)m * p.ldc + n] = z;
+    } else {
+        float x = p.aux[(int64_t)m * p.ld_aux + n];
+        if (p.act == RLT_ACT_RELU) v = x > 0.0f ? v : 0.0f;
+        else if (p.act == RLT_ACT_TANH) v *= 1.0f - x * x;
+        p.C[(int64_t)m * p.ldc + n] = v;
+    }
+}
+
+/* One BM x 32 output tile. Shared memory holds each chunk k-major (As[k][m], Bs[k][n]) so a thread reads its
+ * 4 rows and 4 columns of one k as two 16-byte loads. Elements are copied so that the 32 lanes of a warp
+ * write 32 different banks: along m (or n) when the operand is contiguous there, else as 4 rows of 8
+ * consecutive k (one 32-byte sector of global memory per row). */
+template <int BM>
+__device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile, float *smem) {
+    constexpr int BN = LIN_BN, BK = LIN_BK;
+    constexpr int SA = BM + LIN_PAD, SB = BN + LIN_PAD;
+    constexpr int TPG = (BM / 4) * (BN / 4); /* threads per k-group, each owning a 4x4 block of the tile */
+    constexpr int KG = LIN_THREADS / TPG;     /* k-groups */
+    constexpr int KPG = BK / KG;              /* k per group per chunk */
+    constexpr int STAGE = BK * (SA + SB);
+    static_assert(LIN_STAGES * STAGE <= LIN_SMEM_FLOATS, "stages must fit the shared buffer");
+    static_assert(KG * BM * BN <= LIN_SMEM_FLOATS, "the partial sums must fit the shared buffer");
+    static_assert((BM * BK) % LIN_THREADS == 0 && (BK * BN) % LIN_THREADS == 0, "whole elements per thread");
+    const int t = threadIdx.x;
+    const int32_t m0 = (tile / p.tiles_n) * BM, n0 = (tile % p.tiles_n) * BN;
+    const int32_t n_out = p.N + p.ones;
+    const int g = t / TPG, r = t % TPG;
+    const int tm = (r / (BN / 4)) * 4, tn = (r % (BN / 4)) * 4;
+    const int32_t chunks = (p.K + BK - 1) / BK;
+
+    /* Each thread copies the same elements of every chunk: where they go in shared memory and where they
+     * come from at chunk 0 are worked out once; chunk c reads c steps further along k. */
+    constexpr int EA = BM * BK / LIN_THREADS, EB = BK * BN / LIN_THREADS;
+    int a_so[EA], a_kl[EA], b_so[EB], b_kl[EB];
+    bool a_ok[EA], b_ok[EB], b_one[EB];
+    const float *a_src[EA], *b_src[EB];
+#pragma unroll
+    for (int i = 0; i < EA; i++) {
+        const int e = t + i * LIN_THREADS;
+        int ml, kl;
+        if (p.a_kcont) {
+            const int w = e >> 5, l = e & 31;
+            ml = (w % (BM / 4)) * 4 + (l >> 3);
+            kl = (w / (BM / 4)) * 8 + (l & 7);
+        } else {
+            ml = e % BM;
+            kl = e / BM;
+        }
+        const int32_t m = m0 + ml;
+        a_so[i] = kl * SA + ml;
+        a_kl[i] = kl;
+        a_ok[i] = m < p.M;
+        const int64_t mm = a_ok[i] ? m : 0;
+        a_src[i] = p.a_kcont ? p.A + mm * p.lda + kl : p.A + (int64_t)kl * p.lda + mm;
+    }
+#pragma unroll
+    for (int i = 0; i < EB; i++) {
+        const int e = t + i * LIN_THREADS;
+        int nl, kl;
+        if (p.b_kcont) {
+            const int w = e >> 5, l = e & 31;
+            nl = (w % (BN / 4)) * 4 + (l >> 3);
+            kl = (w / (BN / 4)) * 8 + (l & 7);
+        } else {
+            nl = e % BN;
+            kl = e / BN;
+        }
+        const int32_t n = n0 + nl;
+        b_so[i] = kl * SB + nl;
+        b_kl[i] = kl;
+        b_ok[i] = n < p.N;
+        b_one[i] = p.ones && n == p.N;
+        const int64_t nn = b_ok[i] ? n : 0;
+        b_src[i] = p.b_kcont ? p.B + nn * p.ldb + kl : p.B + (int64_t)kl * p.ldb + nn;
+    }
+    const int64_t a_step = p.a_kcont ? BK : (int64_t)BK * p.lda, b_step = p.b_kcont ? BK : (int64_t)BK * p.ldb;
+
+    auto load = [&](int32_t c) {
+        float *as = smem + (c % LIN_STAGES) * STAGE, *bs = as + BK * SA;
+        const int32_t k0 = c * BK;
+#pragma unroll
+        for (int i = 0; i < EA; i++) {
+            if (a_ok[i] && k0 + a_kl[i] < p.K) lin_cp_async4(as + a_so[i], a_src[i] + c * a_step);
+            else as[a_so[i]] = 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < EB; i++) {
+            const bool in_k = k0 + b_kl[i] < p.K;
+            if (b_ok[i] && in_k) lin_cp_async4(bs + b_so[i], b_src[i] + c * b_step);
+            else bs[b_so[i]] = (b_one[i] && in_k) ? 1.0f : 0.0f;
+        }
+    };
+
+    float acc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+
+    /* Out-of-range k are zero in both operands, so they add exact zeros. */
+    for (int32_t c = 0; c < LIN_STAGES - 1; c++) {
+        if (c < chunks) load(c);
+        lin_cp_commit();
+    }
+    for (int32_t c = 0; c < chunks; c++) {
+        if (c + LIN_STAGES - 1 < chunks) load(c + LIN_STAGES - 1); /* into the stage computed at c - 1 */
+        lin_cp_commit();
+        lin_cp_wait<LIN_STAGES - 1>(); /* this thread's copies of chunk c have landed */
+        __syncthreads();               /* and everyone else's */
+        const float *as = smem + (c % LIN_STAGES) * STAGE, *bs = as + BK * SA;
+#pragma unroll
+        for (int kk = 0; kk < KPG; kk++) {
+            const int k = g * KPG + kk;
+            const float4 a = *reinterpret_cast<const float4 *>(as + k * SA + tm);
+            const float4 b = *reinterpret_cast<const float4 *>(bs + k * SB + tn);
+            const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+        }
+        __syncthreads(); /* before a later load overwrites this stage */
+    }
+    lin_cp_wait<0>();
+
+    /* The k-groups' partial sums, added in group order. */
+    float *red = smem;
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) red[(g * BM + tm + i) * BN + tn + j] = acc[i][j];
+    __syncthreads();
+    for (int o = t; o < BM * BN; o += LIN_THREADS) {
+        const int ml = o / BN, nl = o % BN;
+        float v = red[ml * BN + nl];
+        for (int q = 1; q < KG; q++) v += red[(q * BM + ml) * BN + nl];
+        const int32_t m = m0 + ml, n = n0 + nl;
+        if (m < p.M && n < n_out) lin_store(p, m, n, v);
+    }
+}
+
+/* N <= 8 outputs per row, A and B contiguous along k: a warp per row. */
+__device__ __forceinline__ void lin_rowdot_tile(const lin_problem &p, int32_t tile) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int32_t m = tile * (LIN_THREADS / 32) + warp;
+    if (m >= p.M) return;
+    float acc[LIN_ROWDOT_MAXN];
+#pragma unroll
+    for (int j = 0; j < LIN_ROWDOT_MAXN; j++) acc[j] = 0.0f;
+    const float *a = p.A + (int64_t)m * p.lda;
+#pragma unroll 4
+    for (int32_t k = lane; k < p.K; k += 32) {
+        const float av = a[k];
+#pragma unroll
+        for (int j = 0; j < LIN_ROWDOT_MAXN; j++)
+            if (j < p.N) acc[j] = fmaf(av, p.B[(int64_t)j * p.ldb + k], acc[j]);
+    }
+    /* Butterfly: lanes i and i^off add the same two values, so every lane ends with the same bits. */
+#pragma unroll
+    for (int j = 0; j < LIN_ROWDOT_MAXN; j++)
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
+    float v = acc[0];
+#pragma unroll
+    for (int j = 1; j < LIN_ROWDOT_MAXN; j++)
+        if (lane == j) v = acc[j];
+    if (lane < p.N) lin_store(p, m, lane, v);
+}
+
+/* M <= 8 output rows, A contiguous along m, B along n: lanes over 32 columns, the 8 warps over k. */
+__device__ __forceinline__ void lin_colsum_tile(const lin_problem &p, int32_t tile, float *smem) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    constexpr int WARPS = LIN_THREADS / 32;
+    const int32_t n = tile * 32 + lane;
+    const bool real = n < p.N, one = p.ones && n == p.N;
+    float acc[LIN_COLSUM_MAXM];
+#pragma unroll
+    for (int i = 0; i < LIN_COLSUM_MAXM; i++) acc[i] = 0.0f;
+#pragma unroll 8
+    for (int32_t k = warp; k < p.K; k += WARPS) {
+        const float b = real ? p.B[(int64_t)k * p.ldb + n] : (one ? 1.0f : 0.0f);
+        const float *a = p.A + (int64_t)k * p.lda;
+#pragma unroll
+        for (int i = 0; i < LIN_COLSUM_MAXM; i++)
+            if (i < p.M) acc[i] = fmaf(a[i], b, acc[i]);
+    }
+    float *part = smem; /* [warp][row][lane] */
+#pragma unroll
+    for (int i = 0; i < LIN_COLSUM_MAXM; i++) part[(warp * LIN_COLSUM_MAXM + i) * 32 + lane] = acc[i];
+    __syncthreads();
+    const int i = threadIdx.x >> 5; /* 256 threads: one per (row < 8, lane) */
+    const int32_t col = tile * 32 + lane;
+    if (i < p.M && col < p.N + p.ones) {
+        float v = part[i * 32 + lane];
+        for (int w = 1; w < WARPS; w++) v += part[(w * LIN_COLSUM_MAXM + i) * 32 + lane];
+        lin_store(p, i, col, v);
+    }
+}
+
+__device__ __forceinline__ void lin_run(const lin_problem &p, int32_t tile, float *smem) {
+    if (p.path == LIN_PATH_GEMM32) lin_gemm_tile<32>(p, tile, smem);
+    else if (p.path == LIN_PATH_GEMM16) lin_gemm_tile<16>(p, tile, smem);
+    else if (p.path == LIN_PATH_ROWDOT) lin_rowdot_tile(p, tile);
+    else lin_colsum_tile(p, tile, smem);
+}
+
+/* Blocks 0 .. p[0].tiles - 1 run problem 0, the rest problem 1 (the branch is uniform within a block). The
+ * descriptors are read in place from parameter space (__grid_constant__), never copied per thread. */
+__global__ void __launch_bounds__(LIN_THREADS) linear_kernel(const __grid_constant__ lin_launch L) {
+    __shared__ __align__(16) float smem[LIN_SMEM_FLOATS];
+    cuda_pdl_wait(); /* launched with cuda_launch_pdl: nothing touches memory before this */
+    cuda_pdl_trigger();
+    const int32_t b = (int32_t)blockIdx.x;
+    if (b < L.p[0].tiles) lin_run(L.p[0], b, smem);
+    else lin_run(L.p[1], b - L.p[0].tiles, smem);
+}
+
+/* Chooses the path and the block count of a problem from its shape alone (so the summation order, and the
+ * bits, depend on nothing else). */
+static void lin_choose_path(lin_problem *p, int32_t tiles_pref) {
+    int32_t n_out = p->N + p->ones;
+    if (p->M == 0 || n_out == 0) {
+        p->tiles = 0;
+        return;
+    }
+    if (p->epi == LIN_EPI_FWD && p->N <= LIN_ROWDOT_MAXN && p->a_kcont && p->b_kcont) {
+        p->path = LIN_PATH_ROWDOT;
+        p->tiles = (p->M + LIN_THREADS / 32 - 1) / (LIN_THREADS / 32);
+        return;
+    }
+    if (p->epi == LIN_EPI_DW && p->M <= LIN_COLSUM_MAXM && !p->a_kcont && !p->b_kcont) {
+        p->path = LIN_PATH_COLSUM;
+        p->tiles = (n_out + 31) / 32;
+        return;
+    }
+    p->tiles_n = (n_out + LIN_BN - 1) / LIN_BN;
+    int32_t tiles32 = ((p->M + 31) / 32) * p->tiles_n;
+    if (tiles_pref == 16 || (tiles_pref != 32 && tiles32 < LIN_SMALL_TILES)) {
+        p->path = LIN_PATH_GEMM16;
+        p->tiles = ((p->M + 15) / 16) * p->tiles_n;
+    } else {
+        p->path = LIN_PATH_GEMM32;
+        p->tiles = tiles32;
+    }
+}
+
+static int lin_launch_problems(rlt_backend *bk, lin_launch *L) {
+    lin_choose_path(&L->p[0], cuda_get(bk)->tiles);
+    lin_choose_path(&L->p[1], cuda_get(bk)->tiles);
+    int64_t blocks = (int64_t)L->p[0].tiles + L->p[1].tiles;
+    if (blocks == 0) return RLT_OK;
+    CUDA_REQUIRE(bk, blocks <= INT32_MAX, "linear: grid size");
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, linear_kernel, dim3((unsigned)blocks), dim3(LIN_THREADS), *L));
+    CUDA_CHECK_LAUNCH(bk, "linear_kernel");
+    return RLT_OK;
+}
+
+extern "C" int cuda_linear_forward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *x, int32_t ldx,
+                                   const float *W, const float *b, float *y, int32_t ldy, int32_t act) {
+    CUDA_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && ldx >= fi && ldy >= fo, "linear_forward");
+    CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward");
+    if (rows == 0) return RLT_OK;
+    if (cuda_get(bk)->linear_mode == CUDA_LINEAR_CUBLAS || fi > LIN_MAX_K) {
+        RLT_TRY(cuda_gemm(bk, 0, 1, rows, fo, fi, 1.0f, x, ldx, W, fi, 0.0f, y, ldy));
+        return cuda_bias_act(bk, y, ldy, b, rows, fo, act);
+    }
+    lin_launch L;
+    memset(&L, 0, sizeof L);
+    lin_problem *p = &L.p[0];
+    p->A = x, p->lda = ldx, p->a_kcont = 1;
+    p->B = W, p->ldb = fi, p->b_kcont = 1;
+    p->C = y, p->ldc = ldy, p->aux = b;
+    p->M = rows, p->N = fo, p->K = fi;
+    p->epi = LIN_EPI_FWD, p->act = act;
+    return lin_launch_problems(bk, &L);
+}
+
+extern "C" int cuda_linear_backward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *dy,
+                                    int32_t lddy, const float *x, int32_t ldx, int32_t act_x, const float *W, float *dW,
+                                    float *db, float beta, float *dx, int32_t lddx) {
+    CUDA_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && lddy >= fo && ldx >= fi, "linear_backward");
+    CUDA_REQUIRE(bk, !dx || lddx >= fi, "linear_backward");
+    CUDA_REQUIRE(bk, act_x >= RLT_ACT_NONE && act_x <= RLT_ACT_TANH, "linear_backward");
+    int cublas = cuda_get(bk)->linear_mode == CUDA_LINEAR_CUBLAS;
+    /* Each part runs fused unless its K is beyond our kernels; the parts left to cuBLAS run first. */
+    int fuse_w = (dW || db) && !cublas && rows <= LIN_MAX_K;
+    int fuse_x = dx && !cublas && fo <= LIN_MAX_K;
+    if (!fuse_w) {
+        if (dW) RLT_TRY(cuda_gemm(bk, 1, 0, fo, fi, rows, 1.0f, dy, lddy, x, ldx, beta, dW, fi));
+        if (db) RLT_TRY(cuda_bias_grad(bk, db, dy, lddy, rows, fo, beta));
+    }
+    if (dx && !fuse_x) {
+        RLT_TRY(cuda_gemm(bk, 0, 0, rows, fi, fo, 1.0f, dy, lddy, W, fi, 0.0f, dx, lddx));
+        RLT_TRY(cuda_act_grad(bk, dx, lddx, x, ldx, rows, fi, act_x));
+    }
+    if (!fuse_w && !fuse_x) return RLT_OK;
+    lin_launch L;
+    memset(&L, 0, sizeof L);
+    int np = 0;
+    if (fuse_w) {
+        /* dW[o, i] = sum_r dy[r, o] x[r, i]: A(o, r) = dy[r lddy + o] (contiguous along o), B(r, i) = x[r ldx + i]. */
+        lin_problem *p = &L.p[np++];
+        p->A = dy, p->lda = lddy, p->a_kcont = 0;
+        p->B = x, p->ldb = ldx, p->b_kcont = 0;
+        p->C = dW, p->ldc = fi, p->C2 = db;
+        p->M = fo, p->N = dW ? fi : 0, p->K = rows, p->ones = db != NULL;
+        p->epi = LIN_EPI_DW, p->beta = beta;
+    }
+    if (fuse_x) {
+        /* dx[r, i] = act'(x[r, i]) sum_o dy[r, o] W[o, i]: A(r, o) = dy[r lddy + o], B(o, i) = W[o fi + i]. */
+        lin_problem *p = &L.p[np++];
+        p->A = dy, p->lda = lddy, p->a_kcont = 1;
+        p->B = W, p->ldb = fi, p->b_kcont = 0;
+        p->C = dx, p->ldc = lddx, p->aux = x, p->ld_aux = ldx;
+        p->M = rows, p->N = fi, p->K = fo;
+        p->epi = LIN_EPI_DX, p->act = act_x;
+    }
+    return lin_launch_problems(bk, &L);
+}
+
+extern "C" cudaError_t cuda_preload_linear(void) {
+    cudaFuncAttributes a;
+    return cudaFuncGetAttributes(&a, linear_kernel);
+}
