@@ -3,6 +3,7 @@
  * twins in kernels/cuda/dqn.cu; every loop runs in index order, so results are deterministic. */
 #include <math.h>
 
+#include "../td_loss.h"
 #include "cpu_ops.h"
 
 int cpu_gather_u8_f32(rlt_backend *bk, float *dst, const uint8_t *src, uint64_t row, const int32_t *idx, int32_t n,
@@ -53,17 +54,7 @@ int cpu_q_loss_grad(rlt_backend *bk, float *dq, int32_t lddq, float *loss, const
         int32_t a = act[i];
         if (a < 0 || a >= n_act) continue;
         float d = q[(int64_t)i * ldq + a] - y[i];
-        float l, g;
-        if (huber_delta == 0.0f) {
-            l = d * d;
-            g = 2.0f * d;
-        } else if (fabsf(d) <= huber_delta) {
-            l = 0.5f * d * d;
-            g = d;
-        } else {
-            l = huber_delta * (fabsf(d) - 0.5f * huber_delta);
-            g = d > 0.0f ? huber_delta : -huber_delta;
-        }
+        float g, l = rlt_td_loss(d, huber_delta, &g);
         row[a] = k * g;
         acc += l;
     }

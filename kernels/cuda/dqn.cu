@@ -5,6 +5,7 @@
  * the norm) use the CPU's expressions term for term and the module is built without FMA contraction, so
  * they match the CPU bit for bit. The reductions (the loss, the squared norm) run in fixed-shape trees with
  * no atomics: deterministic on every run and every GPU, equal to the CPU's sums up to rounding. */
+#include "../td_loss.h"
 #include "cuda_ops.h"
 
 #define DQN_REDUCE_THREADS 256
@@ -60,17 +61,7 @@ __global__ void q_loss_grad_kernel(float *dq, int32_t lddq, float *loss, const f
         int32_t a = act[i];
         if (a < 0 || a >= n_act) continue;
         float d = q[(int64_t)i * ldq + a] - y[i];
-        float l, g;
-        if (delta == 0.0f) {
-            l = d * d;
-            g = 2.0f * d;
-        } else if (fabsf(d) <= delta) {
-            l = 0.5f * d * d;
-            g = d;
-        } else {
-            l = delta * (fabsf(d) - 0.5f * delta);
-            g = d > 0.0f ? delta : -delta;
-        }
+        float g, l = rlt_td_loss(d, delta, &g);
         row[a] = k * g;
         acc += l;
     }
@@ -100,17 +91,7 @@ __global__ void dqn_loss_kernel(float *y, float *dq, int32_t lddq, float *loss, 
         int32_t a = act[i];
         if (a < 0 || a >= n_act) continue;
         float d = q[(int64_t)i * ldq + a] - yi;
-        float l, g;
-        if (delta == 0.0f) {
-            l = d * d;
-            g = 2.0f * d;
-        } else if (fabsf(d) <= delta) {
-            l = 0.5f * d * d;
-            g = d;
-        } else {
-            l = delta * (fabsf(d) - 0.5f * delta);
-            g = d > 0.0f ? delta : -delta;
-        }
+        float g, l = rlt_td_loss(d, delta, &g);
         row[a] = k * g;
         acc += l;
     }
