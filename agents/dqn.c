@@ -34,6 +34,9 @@ static int dqn_plan(rlt_agent *ag) {
     /* An MLP's update runs its three forwards (online on s, online and target on s') side by side, each on
      * an activation set of its own (dqn_update_ops). A conv torso keeps one set and runs them in turn. */
     if (d->net.n_conv == 0) d->net.head.n_sets = 3;
+    /* Reduced precision for the training network's dense head (the conv torso computes in fp32); acting
+     * stays on the fp32 masters. */
+    d->net.head.dtype = ag->lp;
     /* A conv torso runs at its planned batch, so acting plans a small one. */
     d->act_batch = d->net.n_conv ? 1 : 64;
     d->n_params = qnet_param_count(&d->net);
@@ -43,6 +46,10 @@ static int dqn_plan(rlt_agent *ag) {
     RLT_TRY(plan_add(p, e, "adam_m", "adam_m", RLT_LOC_DEVICE, nb, (void **)&d->adam_m));
     RLT_TRY(plan_add(p, e, "adam_v", "adam_v", RLT_LOC_DEVICE, nb, (void **)&d->adam_v));
     RLT_TRY(plan_add(p, e, "target", "target", RLT_LOC_DEVICE, nb, (void **)&d->target));
+    /* 16-bit compute copies (zero-size entries, so NULL, in fp32); not saved: they follow from the masters. */
+    uint64_t nlp = ag->lp != RLT_LP_F32 ? d->n_params * 2 : 0;
+    RLT_TRY(plan_add(p, e, "params_lp", "compute", RLT_LOC_DEVICE, nlp, &d->params_lp));
+    RLT_TRY(plan_add(p, e, "target_lp", "compute", RLT_LOC_DEVICE, nlp, &d->target_lp));
     RLT_TRY(qnet_plan(&d->net, &ag->bk, p, e, "q", d->Bm, 0));
     RLT_TRY(qnet_plan(&d->net_act, &ag->bk, p, e, "q.acting", d->act_batch, d->net.n_conv));
 
@@ -92,6 +99,7 @@ static int dqn_init_state(rlt_agent *ag) {
     RLT_TRY(bk->ops->fill(bk, d->adam_m, d->n_params, 0.0f));
     RLT_TRY(bk->ops->fill(bk, d->adam_v, d->n_params, 0.0f));
     RLT_TRY(bk->ops->fill(bk, d->grad_norm, 1, 0.0f));
+    RLT_TRY(agent_refresh_lp(ag, d->params, d->params_lp, d->target, d->target_lp, d->n_params));
     d->advances = 0;
     d->prev_ended = 0;
     return bk->ops->sync(bk);
@@ -162,29 +170,32 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
         /* Target: y = r + gamma (1 - term) Q'(s', argmax_a Q(s', a)) (double) or max_a Q'(s', a). */
         if (par) {
             RLT_TRY(op->branch(bk, 1));
-            RLT_TRY(qnet_forward(bk, &q_on, d->params, d->x, Bm, d->q));
+            RLT_TRY(qnet_forward(bk, &q_on, d->params, d->params_lp, d->x, Bm, d->q));
             if (c->dqn.double_q) {
                 RLT_TRY(op->branch(bk, 2));
-                RLT_TRY(qnet_forward(bk, &q_next, d->params, d->x2, Bm, d->q_next_o));
+                RLT_TRY(qnet_forward(bk, &q_next, d->params, d->params_lp, d->x2, Bm, d->q_next_o));
             }
             RLT_TRY(op->branch(bk, 0));
-            RLT_TRY(qnet_forward(bk, &q_tgt, d->target, d->x2, Bm, d->q_next_t));
+            RLT_TRY(qnet_forward(bk, &q_tgt, d->target, d->target_lp, d->x2, Bm, d->q_next_t));
         } else {
-            if (c->dqn.double_q) RLT_TRY(qnet_forward(bk, &q_on, d->params, d->x2, Bm, d->q_next_o));
-            RLT_TRY(qnet_forward(bk, &q_on, d->target, d->x2, Bm, d->q_next_t));
-            RLT_TRY(qnet_forward(bk, &q_on, d->params, d->x, Bm, d->q));
+            if (c->dqn.double_q) RLT_TRY(qnet_forward(bk, &q_on, d->params, d->params_lp, d->x2, Bm, d->q_next_o));
+            RLT_TRY(qnet_forward(bk, &q_on, d->target, d->target_lp, d->x2, Bm, d->q_next_t));
+            RLT_TRY(qnet_forward(bk, &q_on, d->params, d->params_lp, d->x, Bm, d->q));
         }
         RLT_TRY(op->join(bk));
         /* The target and the TD loss on the taken actions, in one op. */
         RLT_TRY(op->dqn_loss(bk, d->y, d->dq, A, &ag->losses[RLT_LOSS_Q1], d->q, A, d->act_b, d->r, d->term, d->q_next_t,
                              c->dqn.double_q ? d->q_next_o : NULL, A, Bm, A, (float)c->dqn.gamma, delta,
                              1.0f / (float)d->N));
-        RLT_TRY(qnet_backward(bk, &q_on, d->params, d->grads, d->x, Bm, d->dq));
+        RLT_TRY(qnet_backward(bk, &q_on, d->params, d->params_lp, d->grads, d->x, Bm, d->dq, agent_loss_scale(ag)));
     }
     rlt_adam_hp hp = {(float)c->dqn.lr, 0.9f, 0.999f, 1e-8f};
-    rlt_adam_extra clip = {(float)c->dqn.max_grad_norm, d->grad_norm, NULL, 0.0f};
-    RLT_TRY(op->adam_ex(bk, d->params, d->grads, d->adam_m, d->adam_v, d->n_params, hp, &ctr[RLT_CTR_CRITIC_STEP],
-                        c->dqn.max_grad_norm > 0 ? &clip : NULL));
+    /* fp16: unscale and check the gradients first; a non-finite one skips the step on the device. */
+    RLT_TRY(agent_amp_unscale(ag, d->grads, d->n_params));
+    rlt_adam_extra x = {c->dqn.max_grad_norm > 0 ? (float)c->dqn.max_grad_norm : 0.0f, d->grad_norm, NULL, 0.0f,
+                        d->params_lp, NULL, ag->lp, agent_amp_skip(ag)};
+    RLT_TRY(op->adam_ex(bk, d->params, d->grads, d->adam_m, d->adam_v, d->n_params, hp, &ctr[RLT_CTR_CRITIC_STEP], &x));
+    RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
     return op->join(bk);
 }
 
@@ -214,7 +225,7 @@ static int dqn_act(rlt_agent *ag, const void *obs, int32_t n, int32_t explore, v
             RLT_TRY(bk->ops->copy(bk, d->act_x, ag->io_stage, (uint64_t)k * ob, RLT_COPY_H2D));
         }
         /* A conv torso always runs its planned rows; only the first k are read. */
-        RLT_TRY(qnet_forward(bk, &d->net_act, d->params, d->act_x, d->net_act.n_conv ? d->act_batch : k, d->act_q));
+        RLT_TRY(qnet_forward(bk, &d->net_act, d->params, NULL, d->act_x, d->net_act.n_conv ? d->act_batch : k, d->act_q));
         RLT_TRY(bk->ops->copy(bk, ag->io_stage, d->act_q, (uint64_t)k * A * F32, RLT_COPY_D2H));
         RLT_TRY(bk->ops->sync(bk));
         for (int32_t i = 0; i < k; i++) {
@@ -283,6 +294,9 @@ static int dqn_update(rlt_agent *ag, int32_t *done) {
     if (ag->env_steps % c->dqn.target_update_every == 0) {
         if (c->dqn.tau >= 1.0) RLT_TRY(bk->ops->copy_f32(bk, d->target, d->params, d->n_params));
         else RLT_TRY(bk->ops->polyak(bk, d->target, d->params, d->n_params, (float)c->dqn.tau));
+        if (d->target_lp)
+            RLT_TRY(bk->ops->cast(bk, 1, (int64_t)d->n_params, d->target_lp, ag->lp, (int64_t)d->n_params, d->target,
+                                  RLT_LP_F32, (int64_t)d->n_params, NULL));
     }
     return RLT_OK;
 }

@@ -17,6 +17,7 @@ typedef struct rlt_dqn {
     rlt_qnet net_act; /* acting batch */
     uint64_t n_params;
     float *params, *grads, *adam_m, *adam_v, *target; /* device, n_params floats each */
+    void *params_lp, *target_lp; /* 16-bit compute copies of params and target (reduced precision), else NULL */
     int32_t B, n_actions, act_batch, obs_u8;
     int32_t N, Bm; /* micro-batches per update (train.grad_accum_steps) and their size */
     int32_t *idx, *idx_next, *act_b;

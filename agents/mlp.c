@@ -20,6 +20,7 @@ int mlp_define(rlt_mlp *net, rlt_err *e, int32_t in, const int32_t *hidden, int3
         if (net->dims[i] <= 0) RLT_FAIL(e, RLT_ECONFIG, "MLP layer %d has width %d", i, net->dims[i]);
     net->h = net->dh = net->y_last = NULL;
     net->batch = 0;
+    net->dtype = RLT_LP_F32;
     net->n_sets = 1;
     for (int32_t i = 0; i < RLT_MLP_MAX_SETS; i++) net->h_set[i] = NULL;
     return RLT_OK;
@@ -43,22 +44,30 @@ static uint64_t act_floats(const rlt_mlp *net, int32_t upto) {
     return n;
 }
 
+static int mlp_lowp(const rlt_mlp *net) { return net->dtype != RLT_LP_F32; }
+static uint64_t mlp_esize(const rlt_mlp *net) { return rlt_lp_size(net->dtype); }
+/* Elements before the first layer output in an activation set (the input's 16-bit copy), and before the
+ * first hidden gradient in the gradient set (the output gradient's 16-bit copy). */
+static uint64_t in_slot(const rlt_mlp *net) { return mlp_lowp(net) ? (uint64_t)net->batch * net->dims[0] : 0; }
+static uint64_t out_slot(const rlt_mlp *net) { return mlp_lowp(net) ? (uint64_t)net->batch * net->dims[net->n_layers] : 0; }
+
 int mlp_plan(rlt_mlp *net, rlt_plan *plan, rlt_err *e, const char *name, int32_t batch) {
     char key[64];
     net->batch = batch;
     if (net->n_sets < 1 || net->n_sets > RLT_MLP_MAX_SETS)
         RLT_FAIL(e, RLT_EINVAL, "mlp_plan: %d activation sets (1..%d)", net->n_sets, RLT_MLP_MAX_SETS);
+    uint64_t es = mlp_esize(net), set_bytes = (in_slot(net) + act_floats(net, net->n_layers)) * es;
     snprintf(key, sizeof key, "%s.act", name);
-    RLT_TRY(plan_add(plan, e, key, "activations", RLT_LOC_DEVICE, act_floats(net, net->n_layers) * 4, (void **)&net->h));
+    RLT_TRY(plan_add(plan, e, key, "activations", RLT_LOC_DEVICE, set_bytes, &net->h));
     for (int32_t k = 1; k < net->n_sets; k++) {
         snprintf(key, sizeof key, "%s.act%d", name, (int)k);
-        RLT_TRY(plan_add(plan, e, key, "activations", RLT_LOC_DEVICE, act_floats(net, net->n_layers) * 4,
-                         (void **)&net->h_set[k]));
+        RLT_TRY(plan_add(plan, e, key, "activations", RLT_LOC_DEVICE, set_bytes, &net->h_set[k]));
     }
     snprintf(key, sizeof key, "%s.dact", name);
-    /* Output gradients arrive in the caller's buffer, so only hidden layers need room here. */
-    return plan_add(plan, e, key, "activations", RLT_LOC_DEVICE, act_floats(net, net->n_layers - 1) * 4,
-                    (void **)&net->dh);
+    /* Output gradients arrive in the caller's buffer, so only hidden layers need room here (and, in reduced
+     * precision, the output gradient's 16-bit copy). */
+    return plan_add(plan, e, key, "activations", RLT_LOC_DEVICE, (out_slot(net) + act_floats(net, net->n_layers - 1)) * es,
+                    &net->dh);
 }
 
 rlt_mlp mlp_view(const rlt_mlp *net, int32_t set) {
@@ -83,22 +92,57 @@ void mlp_init_params(const rlt_mlp *net, float *params, rlt_rng *rng) {
     }
 }
 
-static float *layer_out(const rlt_mlp *net, float *base, int32_t layer) { return base + act_floats(net, layer); }
+/* Layer `layer`'s output in an activation set (base h) or its gradient in the gradient set (base dh). */
+static void *layer_out(const rlt_mlp *net, void *base, int32_t layer) {
+    return (char *)base + (in_slot(net) + act_floats(net, layer)) * mlp_esize(net);
+}
+static void *layer_grad(const rlt_mlp *net, void *base, int32_t layer) {
+    return (char *)base + (out_slot(net) + act_floats(net, layer)) * mlp_esize(net);
+}
 
-int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const float *x, int32_t ldx, int32_t rows,
-                float *out, int32_t ldout) {
+static int mlp_check_forward(rlt_backend *bk, const rlt_mlp *net, int32_t rows, const void *params_lp, const float *out) {
     if (rows > net->batch)
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "mlp_forward: %d rows > planned batch %d", rows,
                            net->batch);
     if (!net->h)
         return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "mlp_forward: activation set not planned");
+    if (mlp_lowp(net) && (!params_lp || !out))
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
+                           "mlp_forward: reduced precision needs the 16-bit weights and an fp32 output buffer");
+    return RLT_OK;
+}
+
+int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *params_lp, const float *x, int32_t ldx,
+                int32_t rows, float *out, int32_t ldout) {
+    RLT_TRY(mlp_check_forward(bk, net, rows, params_lp, out));
     const rlt_backend_ops *op = bk->ops;
+    if (mlp_lowp(net)) {
+        /* The input's 16-bit copy, then one op per layer on the 16-bit weights; the last layer writes fp32. */
+        int32_t dt = net->dtype;
+        RLT_TRY(op->cast(bk, rows, net->dims[0], net->h, dt, net->dims[0], x, RLT_LP_F32, ldx, NULL));
+        const void *in = net->h;
+        int32_t ldin = net->dims[0];
+        for (int32_t l = 0; l < net->n_layers; l++) {
+            int32_t fi = net->dims[l], fo = net->dims[l + 1];
+            int last = l == net->n_layers - 1;
+            void *y = last ? (void *)out : layer_out(net, net->h, l);
+            int32_t ldy = last ? ldout : fo;
+            RLT_TRY(op->linear_forward_lp(bk, dt, rows, fi, fo, in, ldin,
+                                          (const char *)params_lp + mlp_weight_offset(net, l) * 2,
+                                          params + mlp_bias_offset(net, l), y, last ? RLT_LP_F32 : dt, ldy, net->act[l]));
+            in = y;
+            ldin = ldy;
+        }
+        net->y_last = out;
+        net->ld_last = ldout;
+        return RLT_OK;
+    }
     const float *in = x;
     int32_t ldin = ldx;
     for (int32_t l = 0; l < net->n_layers; l++) {
         int32_t fi = net->dims[l], fo = net->dims[l + 1];
         int last = l == net->n_layers - 1;
-        float *y = last && out ? out : layer_out(net, net->h, l);
+        float *y = last && out ? out : (float *)layer_out(net, net->h, l);
         int32_t ldy = last && out ? ldout : fo;
         /* y[rows, fo] = act(in[rows, fi] . W^T + b): one op (gemm then bias_act on the CPU). */
         RLT_TRY(op->linear_forward(bk, rows, fi, fo, in, ldin, params + mlp_weight_offset(net, l),
@@ -111,23 +155,56 @@ int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const float 
     return RLT_OK;
 }
 
-int mlp_backward(rlt_backend *bk, rlt_mlp *net, const float *params, float *grads, const float *x, int32_t ldx,
-                 int32_t rows, float *dout, int32_t lddout, float *dx, int32_t lddx) {
+/* The reduced-precision backward (see mlp.h): dout (fp32, after the output activation's derivative) is cast
+ * to the 16-bit type with the loss scale, then one op per layer. */
+static int mlp_backward_lp(rlt_backend *bk, rlt_mlp *net, const float *params, const void *params_lp, float *grads,
+                           int32_t rows, const float *dout, int32_t lddout, const float *dout_scale, float *dx,
+                           int32_t lddx) {
     const rlt_backend_ops *op = bk->ops;
-    int32_t L = net->n_layers;
-    if (!net->y_last || (L > 1 && !net->dh))
-        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__,
-                           "mlp_backward: no forward to go back through, or a forward-only activation set");
-    float *dy = dout;
-    int32_t lddy = lddout;
-    /* The output layer's own activation; every other layer's derivative is applied by the op of the layer
-     * above it, through that layer's input (see linear_backward). */
-    RLT_TRY(op->act_grad(bk, dy, lddy, net->y_last, net->ld_last, rows, net->dims[L], net->act[L - 1]));
+    int32_t L = net->n_layers, dt = net->dtype;
+    void *dy = net->dh;
+    int32_t lddy = net->dims[L];
+    RLT_TRY(op->cast(bk, rows, net->dims[L], dy, dt, lddy, dout, RLT_LP_F32, lddout, dout_scale));
     for (int32_t l = L - 1; l >= 0; l--) {
         int32_t fi = net->dims[l], fo = net->dims[l + 1];
-        const float *in = l == 0 ? x : layer_out(net, net->h, l - 1);
+        const void *in = l == 0 ? net->h : layer_out(net, net->h, l - 1);
+        void *dnext = l > 0 ? layer_grad(net, net->dh, l - 1) : (void *)dx;
+        int32_t lddn = l > 0 ? fi : lddx;
+        if (grads || dnext)
+            RLT_TRY(op->linear_backward_lp(bk, dt, rows, fi, fo, dy, lddy, in, fi, l > 0 ? net->act[l - 1] : RLT_ACT_NONE,
+                                           (const char *)params_lp + mlp_weight_offset(net, l) * 2,
+                                           grads ? grads + mlp_weight_offset(net, l) : NULL,
+                                           grads ? grads + mlp_bias_offset(net, l) : NULL, 1.0f, dnext,
+                                           l > 0 ? dt : RLT_LP_F32, lddn));
+        dy = dnext;
+        lddy = lddn;
+    }
+    return RLT_OK;
+}
+
+int mlp_backward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *params_lp, float *grads,
+                 const float *x, int32_t ldx, int32_t rows, float *dout, int32_t lddout, const float *dout_scale,
+                 float *dx, int32_t lddx) {
+    const rlt_backend_ops *op = bk->ops;
+    int32_t L = net->n_layers;
+    if (!net->y_last || ((L > 1 || mlp_lowp(net)) && !net->dh))
+        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__,
+                           "mlp_backward: no forward to go back through, or a forward-only activation set");
+    /* The output layer's own activation; every other layer's derivative is applied by the op of the layer
+     * above it, through that layer's input (see linear_backward). */
+    RLT_TRY(op->act_grad(bk, dout, lddout, net->y_last, net->ld_last, rows, net->dims[L], net->act[L - 1]));
+    if (mlp_lowp(net)) {
+        if (!params_lp)
+            return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "mlp_backward: reduced precision needs the 16-bit weights");
+        return mlp_backward_lp(bk, net, params, params_lp, grads, rows, dout, lddout, dout_scale, dx, lddx);
+    }
+    float *dy = dout;
+    int32_t lddy = lddout;
+    for (int32_t l = L - 1; l >= 0; l--) {
+        int32_t fi = net->dims[l], fo = net->dims[l + 1];
+        const float *in = l == 0 ? x : (const float *)layer_out(net, net->h, l - 1);
         int32_t ldin = l == 0 ? ldx : fi;
-        float *dnext = l > 0 ? layer_out(net, net->dh, l - 1) : dx;
+        float *dnext = l > 0 ? (float *)layer_grad(net, net->dh, l - 1) : dx;
         int32_t lddn = l > 0 ? fi : lddx;
         /* dW[fo, fi] += dy^T . in;  db[fo] += column sums of dy;  dnext = (dy . W) * act'(in). */
         if (grads || dnext)

@@ -6,7 +6,15 @@
  * Each layer's forward is one backend op (linear_forward) and so is its backward (linear_backward), so an
  * L-layer network costs L graph nodes each way. Forwards that should run side by side on different lanes
  * (a network and its target copy, say) need activation buffers of their own: n_sets > 1 plans extra
- * forward-only sets, and mlp_view hands out a copy of the struct that uses one of them. */
+ * forward-only sets, and mlp_view hands out a copy of the struct that uses one of them.
+ *
+ * Reduced precision (dtype RLT_LP_BF16 or RLT_LP_F16, set between mlp_define and mlp_plan): the layers run
+ * on a 16-bit compute copy of the weights (params_lp: the same layout as the fp32 masters, 2 bytes per
+ * element), biases are read from the fp32 masters, and the activations and their gradients are stored in
+ * the 16-bit type. The network's boundary stays fp32: its input is cast into the set's own input slot, its
+ * output is written as fp32 into the caller's buffer (so losses and TD targets stay fp32), the output
+ * gradient arrives as fp32 and is cast (times the loss scale, for fp16) into the gradient set, and dx is
+ * returned as fp32. Weight and bias gradients are always fp32. */
 #ifndef RLT_MLP_H
 #define RLT_MLP_H
 
@@ -22,15 +30,20 @@ typedef struct rlt_mlp {
     int32_t dims[RLT_MLP_MAX_LAYERS + 1]; /* dims[0] input, dims[n_layers] output */
     int32_t act[RLT_MLP_MAX_LAYERS];      /* activation after each layer */
     int32_t batch;                        /* rows the activation buffers hold */
-    float *h;                             /* every layer's output, [batch, dims[i+1]] one after another */
-    float *dh;                            /* gradients of the hidden layers' outputs */
+    int32_t dtype;                        /* RLT_LP_F32 (default), RLT_LP_BF16 or RLT_LP_F16 */
+    /* Every layer's output, [batch, dims[i+1]] one after another (reduced precision: preceded by the
+     * input's 16-bit copy, [batch, dims[0]]), in dtype. */
+    void *h;
+    /* Gradients of the hidden layers' outputs (reduced precision: preceded by the output gradient's 16-bit
+     * copy, [batch, dims[n_layers]]), in dtype. */
+    void *dh;
     /* Where the last forward wrote its output (the caller's buffer or the last h slice). */
     float *y_last;
     int32_t ld_last;
     /* Activation sets mlp_plan reserves (1 unless the owner raises it between mlp_define and mlp_plan):
      * set 0 is h/dh above, sets 1.. are forward-only copies of h. */
     int32_t n_sets;
-    float *h_set[RLT_MLP_MAX_SETS];
+    void *h_set[RLT_MLP_MAX_SETS];
 } rlt_mlp;
 
 /* hidden: hidden widths; hidden layers use hidden_act, the output layer out_act. */
@@ -48,13 +61,22 @@ int mlp_plan(rlt_mlp *net, rlt_plan *plan, rlt_err *e, const char *name, int32_t
 rlt_mlp mlp_view(const rlt_mlp *net, int32_t set);
 /* PyTorch's nn.Linear default: W and b uniform in +-1/sqrt(fan_in). Writes host memory. */
 void mlp_init_params(const rlt_mlp *net, float *params, rlt_rng *rng);
-/* out = net(x) for `rows` <= batch rows. out may be NULL (then the last h slice holds it). */
-int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const float *x, int32_t ldx, int32_t rows,
-                float *out, int32_t ldout);
+/* out = net(x) for `rows` <= batch rows. out may be NULL in fp32 (then the last h slice holds it); reduced
+ * precision needs it. params_lp: the 16-bit copy of params (NULL in fp32). */
+int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *params_lp, const float *x, int32_t ldx,
+                int32_t rows, float *out, int32_t ldout);
 /* Backward through the last forward: dout is d loss / d out (overwritten only when the output layer has an
  * activation: it becomes d loss / d pre-activation). grads (may be NULL: no parameter gradients) are
- * ACCUMULATED (beta 1), so zero them first; dx (may be NULL) receives d loss / d x. */
-int mlp_backward(rlt_backend *bk, rlt_mlp *net, const float *params, float *grads, const float *x, int32_t ldx,
-                 int32_t rows, float *dout, int32_t lddout, float *dx, int32_t lddx);
+ * ACCUMULATED (beta 1), so zero them first; dx (may be NULL) receives d loss / d x. dout_scale (reduced
+ * precision only; NULL: 1) is the device float dout is multiplied by on its way into the 16-bit type: fp16's
+ * loss scale, so that grads and dx come out scaled by it. */
+int mlp_backward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *params_lp, float *grads,
+                 const float *x, int32_t ldx, int32_t rows, float *dout, int32_t lddout, const float *dout_scale,
+                 float *dx, int32_t lddx);
+/* Element offset of params_lp's layout equals the fp32 one: the 16-bit pointer matching p inside a block
+ * whose fp32 base is base and 16-bit base is base_lp. */
+static inline void *mlp_lp_ptr(const float *base, void *base_lp, const float *p) {
+    return base_lp ? (void *)((char *)base_lp + (p - base) * 2) : NULL;
+}
 
 #endif

@@ -105,7 +105,13 @@ void qnet_init_params(const rlt_qnet *q, float *params, rlt_rng *rng) {
     mlp_init_params(&q->head, params + conv_offset(q, q->n_conv), rng);
 }
 
-int qnet_forward(rlt_backend *bk, rlt_qnet *q, const float *params, const float *x, int32_t rows, float *out) {
+/* The 16-bit copy of the head's weights (NULL in fp32). */
+static const void *head_lp(const rlt_qnet *q, const void *params_lp) {
+    return params_lp ? (const char *)params_lp + conv_offset(q, q->n_conv) * 2 : NULL;
+}
+
+int qnet_forward(rlt_backend *bk, rlt_qnet *q, const float *params, const void *params_lp, const float *x, int32_t rows,
+                 float *out) {
     if (rows != q->batch && q->n_conv)
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "qnet_forward: a conv torso runs at its planned batch %d, not %d",
                            q->batch, rows);
@@ -117,16 +123,17 @@ int qnet_forward(rlt_backend *bk, rlt_qnet *q, const float *params, const float 
         in = q->conv_y[i];
     }
     int32_t nf = q->head.dims[0], na = q->head.dims[q->head.n_layers];
-    return mlp_forward(bk, &q->head, params + conv_offset(q, q->n_conv), in, nf, rows, out, na);
+    return mlp_forward(bk, &q->head, params + conv_offset(q, q->n_conv), head_lp(q, params_lp), in, nf, rows, out, na);
 }
 
-int qnet_backward(rlt_backend *bk, rlt_qnet *q, const float *params, float *grads, const float *x, int32_t rows,
-                  float *dout) {
+int qnet_backward(rlt_backend *bk, rlt_qnet *q, const float *params, const void *params_lp, float *grads, const float *x,
+                  int32_t rows, float *dout, const float *dout_scale) {
     int32_t L = q->n_conv, nf = q->head.dims[0], na = q->head.dims[q->head.n_layers];
     const float *head_in = L ? q->conv_y[L - 1] : x;
     uint64_t off = conv_offset(q, L);
     /* The head's input gradient is the last conv layer's output gradient. */
-    RLT_TRY(mlp_backward(bk, &q->head, params + off, grads + off, head_in, nf, rows, dout, na, L ? q->conv_dy[L - 1] : NULL, nf));
+    RLT_TRY(mlp_backward(bk, &q->head, params + off, head_lp(q, params_lp), grads + off, head_in, nf, rows, dout, na,
+                         dout_scale, L ? q->conv_dy[L - 1] : NULL, nf));
     for (int32_t i = L - 1; i >= 0; i--) {
         const rlt_conv_shape *s = &q->conv[i];
         const float *in = i ? q->conv_y[i - 1] : x;

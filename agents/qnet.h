@@ -31,10 +31,13 @@ uint64_t qnet_param_count(const rlt_qnet *q);
 /* Plans activations for `batch` rows and prepares the backend's conv slots (conv_slot0 ...). */
 int qnet_plan(rlt_qnet *q, rlt_backend *bk, rlt_plan *plan, rlt_err *e, const char *name, int32_t batch, int32_t conv_slot0);
 void qnet_init_params(const rlt_qnet *q, float *params, rlt_rng *rng);
-/* out[rows, n_actions] = Q(x); x is [rows, in_elems] floats. */
-int qnet_forward(rlt_backend *bk, rlt_qnet *q, const float *params, const float *x, int32_t rows, float *out);
-/* Backward through the last forward: dout [rows, n_actions] (overwritten); grads accumulated. */
-int qnet_backward(rlt_backend *bk, rlt_qnet *q, const float *params, float *grads, const float *x, int32_t rows,
-                  float *dout);
+/* out[rows, n_actions] = Q(x); x is [rows, in_elems] floats. params_lp: the 16-bit copy of params when the
+ * head runs in reduced precision (head.dtype; the conv torso computes in fp32), else NULL. */
+int qnet_forward(rlt_backend *bk, rlt_qnet *q, const float *params, const void *params_lp, const float *x, int32_t rows,
+                 float *out);
+/* Backward through the last forward: dout [rows, n_actions] (overwritten); grads accumulated; dout_scale as
+ * in mlp_backward (the gradients, the torso's included, come out multiplied by it). */
+int qnet_backward(rlt_backend *bk, rlt_qnet *q, const float *params, const void *params_lp, float *grads, const float *x,
+                  int32_t rows, float *dout, const float *dout_scale);
 
 #endif

@@ -51,6 +51,9 @@ int td3_plan(rlt_agent *ag) {
      * network's on another lane (td3_update_ops). */
     t->actor.n_sets = 2;
     t->q1.n_sets = 2;
+    /* Reduced precision for the training networks; acting stays on the fp32 masters. */
+    t->actor.dtype = ag->lp;
+    t->q1.dtype = ag->lp;
     t->q2 = t->q1;
     t->n_actor = mlp_param_count(&t->actor);
     t->n_q1 = mlp_param_count(&t->q1);
@@ -64,6 +67,10 @@ int td3_plan(rlt_agent *ag) {
     RLT_TRY(plan_add(p, e, "adam_m", "adam_m", RLT_LOC_DEVICE, nb, (void **)&t->adam_m));
     RLT_TRY(plan_add(p, e, "adam_v", "adam_v", RLT_LOC_DEVICE, nb, (void **)&t->adam_v));
     RLT_TRY(plan_add(p, e, "target", "target", RLT_LOC_DEVICE, nb, (void **)&t->target));
+    /* 16-bit compute copies (zero-size entries, so NULL, in fp32); not saved: they follow from the masters. */
+    uint64_t nlp = ag->lp != RLT_LP_F32 ? t->n_total * 2 : 0;
+    RLT_TRY(plan_add(p, e, "params_lp", "compute", RLT_LOC_DEVICE, nlp, &t->params_lp));
+    RLT_TRY(plan_add(p, e, "target_lp", "compute", RLT_LOC_DEVICE, nlp, &t->target_lp));
 
     /* Activations: the training batch for the actor and both critics, and a small batch for acting. */
     RLT_TRY(mlp_plan(&t->actor, p, e, "actor", B));
@@ -116,6 +123,7 @@ int td3_init_state(rlt_agent *ag) {
     RLT_TRY(bk->ops->fill(bk, t->grads, t->n_total, 0.0f));
     RLT_TRY(bk->ops->fill(bk, t->adam_m, t->n_total, 0.0f));
     RLT_TRY(bk->ops->fill(bk, t->adam_v, t->n_total, 0.0f));
+    RLT_TRY(agent_refresh_lp(ag, t->params, t->params_lp, t->target, t->target_lp, t->n_total));
     return bk->ops->sync(bk);
 }
 
@@ -168,6 +176,11 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
     float *actor_p = t->params, *q1_p = t->params + t->n_actor, *q2_p = q1_p + t->n_q1;
     float *actor_tp = t->target, *q1_tp = t->target + t->n_actor, *q2_tp = q1_tp + t->n_q1;
     float *actor_g = t->grads, *q1_g = t->grads + t->n_actor, *q2_g = q1_g + t->n_q1;
+    /* The 16-bit copies (NULL in fp32) and the loss scale (fp16 only: NULL otherwise). */
+    void *actor_pl = mlp_lp_ptr(t->params, t->params_lp, actor_p), *q1_pl = mlp_lp_ptr(t->params, t->params_lp, q1_p);
+    void *q2_pl = mlp_lp_ptr(t->params, t->params_lp, q2_p), *actor_tl = mlp_lp_ptr(t->target, t->target_lp, actor_tp);
+    void *q1_tl = mlp_lp_ptr(t->target, t->target_lp, q1_tp), *q2_tl = mlp_lp_ptr(t->target, t->target_lp, q2_tp);
+    const float *S = agent_loss_scale(ag);
     /* Each micro-batch's loss is scaled by 1/N, so the accumulated gradient is the full batch's mean. */
     float scale = 1.0f / (float)N;
     /* Online networks on activation set 0 (their backward passes need it), target copies on set 1. */
@@ -194,19 +207,19 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
     for (int32_t m = 0; m < N; m++) {
         RLT_TRY(td3_gather(ag, m, 1, early_pi));
         RLT_TRY(op->branch(bk, 3));
-        RLT_TRY(mlp_forward(bk, &q1_on, q1_p, t->s_a, ld, Bm, t->q1o, 1));
+        RLT_TRY(mlp_forward(bk, &q1_on, q1_p, q1_pl, t->s_a, ld, Bm, t->q1o, 1));
         RLT_TRY(op->branch(bk, 2));
-        RLT_TRY(mlp_forward(bk, &q2_on, q2_p, t->s_a, ld, Bm, t->q2o, 1));
-        if (early_pi) RLT_TRY(mlp_forward(bk, &pi_on, actor_p, t->s_pi, ld, Bm, t->s_pi + O, ld));
+        RLT_TRY(mlp_forward(bk, &q2_on, q2_p, q2_pl, t->s_a, ld, Bm, t->q2o, 1));
+        if (early_pi) RLT_TRY(mlp_forward(bk, &pi_on, actor_p, actor_pl, t->s_pi, ld, Bm, t->s_pi + O, ld));
         /* Target: y = r + gamma (1 - term) min(Q1'(s', a'), Q2'(s', a')), a' = clip(pi'(s') + clip(noise)). */
         RLT_TRY(op->branch(bk, 0));
-        RLT_TRY(mlp_forward(bk, &pi_tg, actor_tp, t->s2_a2, ld, Bm, t->s2_a2 + O, ld));
+        RLT_TRY(mlp_forward(bk, &pi_tg, actor_tp, actor_tl, t->s2_a2, ld, Bm, t->s2_a2 + O, ld));
         RLT_TRY(op->td3_target_action(bk, t->s2_a2 + O, ld, Bm, A, (float)c->td3.policy_noise, (float)c->td3.noise_clip,
                                       c->seed, RLT_STREAM_TARGET, &ctr[RLT_CTR_UPDATE], m * Bm));
         RLT_TRY(op->branch(bk, 1));
-        RLT_TRY(mlp_forward(bk, &q1_tg, q1_tp, t->s2_a2, ld, Bm, t->qt1, 1));
+        RLT_TRY(mlp_forward(bk, &q1_tg, q1_tp, q1_tl, t->s2_a2, ld, Bm, t->qt1, 1));
         RLT_TRY(op->branch(bk, 0));
-        RLT_TRY(mlp_forward(bk, &q2_tg, q2_tp, t->s2_a2, ld, Bm, t->qt2, 1));
+        RLT_TRY(mlp_forward(bk, &q2_tg, q2_tp, q2_tl, t->s2_a2, ld, Bm, t->qt2, 1));
         RLT_TRY(op->join(bk));
         /* Critic gradients of MSE(Q1, y) + MSE(Q2, y), accumulated over micro-batches. */
         RLT_TRY(op->td3_critic_loss(bk, t->y, t->dq1, t->dq2, &ag->losses[RLT_LOSS_Q1], &ag->losses[RLT_LOSS_Q2], t->q1o,
@@ -217,44 +230,51 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
             RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_UPDATE], 1));
         }
         RLT_TRY(op->branch(bk, 1));
-        RLT_TRY(mlp_backward(bk, &q1_on, q1_p, q1_g, t->s_a, ld, Bm, t->dq1, 1, NULL, 0));
+        RLT_TRY(mlp_backward(bk, &q1_on, q1_p, q1_pl, q1_g, t->s_a, ld, Bm, t->dq1, 1, S, NULL, 0));
         RLT_TRY(op->branch(bk, 0));
-        RLT_TRY(mlp_backward(bk, &q2_on, q2_p, q2_g, t->s_a, ld, Bm, t->dq2, 1, NULL, 0));
+        RLT_TRY(mlp_backward(bk, &q2_on, q2_p, q2_pl, q2_g, t->s_a, ld, Bm, t->dq2, 1, S, NULL, 0));
         RLT_TRY(op->join(bk));
     }
     rlt_adam_hp critic_hp = {(float)c->td3.critic_lr, 0.9f, 0.999f, 1e-8f};
     /* The delayed target update rides on each Adam step (one pass over each block): the critics' targets move
      * toward the critics just updated, which the actor step below does not change. */
-    rlt_adam_extra critic_x = {0.0f, NULL, q1_tp, (float)c->td3.tau};
+    /* fp16: the gradients come out multiplied by the loss scale; unscale and check them first, and skip the
+     * step (and the target update riding on it) on the device when one is not finite. */
+    RLT_TRY(agent_amp_unscale(ag, q1_g, t->n_q1 + t->n_q2));
+    rlt_adam_extra critic_x = {0.0f, NULL, actor_step ? q1_tp : NULL, (float)c->td3.tau, q1_pl, q1_tl, ag->lp,
+                               agent_amp_skip(ag)};
     RLT_TRY(op->adam_ex(bk, q1_p, q1_g, t->adam_m + t->n_actor, t->adam_v + t->n_actor, t->n_q1 + t->n_q2, critic_hp,
-                        &ctr[RLT_CTR_CRITIC_STEP], actor_step ? &critic_x : NULL));
+                        &ctr[RLT_CTR_CRITIC_STEP], &critic_x));
+    RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
 
     if (actor_step) {
         /* Actor step on -mean Q1(s, pi(s)) with the critic just updated; only d/da flows back through Q1. */
         for (int32_t m = 0; m < N; m++) {
             if (!early_pi) {
                 RLT_TRY(td3_gather(ag, m, 0, 1));
-                RLT_TRY(mlp_forward(bk, &pi_on, actor_p, t->s_pi, ld, Bm, t->s_pi + O, ld));
+                RLT_TRY(mlp_forward(bk, &pi_on, actor_p, actor_pl, t->s_pi, ld, Bm, t->s_pi + O, ld));
             }
-            RLT_TRY(mlp_forward(bk, &q1_on, q1_p, t->s_pi, ld, Bm, t->q1o, 1));
+            RLT_TRY(mlp_forward(bk, &q1_on, q1_p, q1_pl, t->s_pi, ld, Bm, t->q1o, 1));
             RLT_TRY(op->branch(bk, 3));
             RLT_TRY(op->sum(bk, &ag->losses[RLT_LOSS_ACTOR], t->q1o, 1, Bm, -1.0f / (float)Bm));
             RLT_TRY(op->branch(bk, 0));
-            RLT_TRY(mlp_backward(bk, &q1_on, q1_p, NULL, t->s_pi, ld, Bm, t->dq_actor, 1, t->d_sa, ld));
-            RLT_TRY(mlp_backward(bk, &pi_on, actor_p, actor_g, t->s_pi, ld, Bm, t->d_sa + O, ld, NULL, 0));
+            RLT_TRY(mlp_backward(bk, &q1_on, q1_p, q1_pl, NULL, t->s_pi, ld, Bm, t->dq_actor, 1, S, t->d_sa, ld));
+            RLT_TRY(mlp_backward(bk, &pi_on, actor_p, actor_pl, actor_g, t->s_pi, ld, Bm, t->d_sa + O, ld, NULL, NULL, 0));
             RLT_TRY(op->join(bk));
         }
         rlt_adam_hp actor_hp = {(float)c->td3.actor_lr, 0.9f, 0.999f, 1e-8f};
-        rlt_adam_extra actor_x = {0.0f, NULL, actor_tp, (float)c->td3.tau};
+        RLT_TRY(agent_amp_unscale(ag, actor_g, t->n_actor));
+        rlt_adam_extra actor_x = {0.0f, NULL, actor_tp, (float)c->td3.tau, actor_pl, actor_tl, ag->lp, agent_amp_skip(ag)};
         RLT_TRY(op->adam_ex(bk, actor_p, actor_g, t->adam_m, t->adam_v, t->n_actor, actor_hp, &ctr[RLT_CTR_ACTOR_STEP],
                             &actor_x));
+        RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_ACTOR_STEP]));
     }
     return op->join(bk);
 }
 
 int td3_policy(rlt_agent *ag, int32_t n) {
     rlt_td3 *t = &ag->td3;
-    return mlp_forward(&ag->bk, &t->actor_act, t->params, t->act_in, t->O, n, t->act_out, t->A);
+    return mlp_forward(&ag->bk, &t->actor_act, t->params, NULL, t->act_in, t->O, n, t->act_out, t->A);
 }
 
 static float scale_action(const rlt_agent *ag, int32_t i, float a) {

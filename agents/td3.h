@@ -17,6 +17,7 @@ typedef struct rlt_td3 {
     rlt_mlp actor, actor_act, q1, q2; /* actor_act: the actor's activations for acting (act_batch rows) */
     uint64_t n_actor, n_q1, n_q2, n_total;
     float *params, *grads, *adam_m, *adam_v, *target; /* device, n_total floats each */
+    void *params_lp, *target_lp; /* 16-bit compute copies of params and target (reduced precision), else NULL */
     int32_t B, O, A, act_batch;
     int32_t N, Bm; /* micro-batches per update (train.grad_accum_steps) and their size */
     /* Batch buffers (device). s_a = [obs | action] (critic input), s2_a2 = [next_obs | target action]. */

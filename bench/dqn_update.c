@@ -3,7 +3,7 @@
  *   --case mlp     4 -> 120 -> 84 -> 2, batch 128 (CleanRL's CartPole network), float observations
  *   --case nature  4x84x84 uint8 frames, Nature CNN (32@8x8/4, 64@4x4/2, 64@3x3/1, 512), 6 actions, batch 32
  * Both: double DQN, Huber loss, Adam, gradient-norm clip 10, one update per call.
- *   bench_dqn_update [--device cpu|cuda:N] [--case mlp|nature] [--updates N] [--accum N] */
+ *   bench_dqn_update [--device cpu|cuda:N] [--case mlp|nature] [--updates N] [--accum N] [--precision fp32|bf16|fp16] */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,23 +21,24 @@ static double now_s(void) {
 }
 
 int main(int argc, char **argv) {
-    const char *device = "cpu", *which = "mlp";
+    const char *device = "cpu", *which = "mlp", *precision = "fp32";
     int updates = 2000, accum = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--device")) device = argv[i + 1];
         else if (!strcmp(argv[i], "--case")) which = argv[i + 1];
         else if (!strcmp(argv[i], "--updates")) updates = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--accum")) accum = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--precision")) precision = argv[i + 1];
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
     }
     int nature = !strcmp(which, "nature");
     int capacity = nature ? 20000 : 100000, batch = nature ? 32 : 128, n_act = nature ? 6 : 2;
     char yaml[1024];
     snprintf(yaml, sizeof yaml,
-             "algo: dqn\ndevice: \"%s\"\ntrain: {batch_size: %d, grad_accum_steps: %d}\nreplay: {capacity: %d}\n"
+             "algo: dqn\ndevice: \"%s\"\nprecision: %s\ntrain: {batch_size: %d, grad_accum_steps: %d}\nreplay: {capacity: %d}\n"
              "dqn: {learning_starts: 0, train_freq: 1, gradient_steps: 1, target_update_every: 1000000000}\n"
              "network: {hidden: %s, conv: %s}\nmemory: {budget_mb: 8192}\n",
-             device, batch, accum, capacity, nature ? "[512]" : "[120, 84]", nature ? "nature" : "none");
+             device, precision, batch, accum, capacity, nature ? "[512]" : "[120, 84]", nature ? "nature" : "none");
     rlt_config *cfg;
     rlt_config_init(&cfg);
     if (rlt_config_load_string(cfg, yaml, "bench") != RLT_OK) {
@@ -81,7 +82,8 @@ int main(int argc, char **argv) {
     double dt = now_s() - t0;
     rlt_plan_summary s;
     rlt_agent_memory_plan(ag, &s, NULL);
-    printf("dqn_update case=%s device=%s batch=%d accum=%d graphs=%s\n", which, s.device, batch, accum, ag->graphs ? "yes" : "no");
+    printf("dqn_update case=%s device=%s batch=%d precision=%s accum=%d graphs=%s\n", which, s.device, batch, s.precision,
+           accum, ag->graphs ? "yes" : "no");
     printf("  updates/s        %.0f  (%d updates in %.3f s)\n", updates / dt, updates, dt);
     printf("  arena            host %.2f MiB, device %.2f MiB (replay %.2f MiB)\n", s.host_bytes / 1048576.0,
            s.device_bytes / 1048576.0, plan_region_bytes(&ag->plan, "replay", -1) / 1048576.0);

@@ -3,7 +3,8 @@
  * and, on a GPU, the process's device memory next to the context and arena.
  *
  *   bench_td3_update [--device cpu|cuda:N] [--obs 17] [--act 6] [--hidden 256] [--batch 256]
- *                    [--updates 2000] [--ups 1] [--threads 1] [--replay-host]
+ *                    [--updates 2000] [--ups 1] [--threads 1] [--replay-host] [--precision fp32|bf16|fp16]
+ *                    [--accum N]
  *
  * --ups K sets train.updates_per_step: each rlt_agent_update call runs K updates back to back. */
 #define _GNU_SOURCE
@@ -25,6 +26,8 @@ static double now_s(void) {
 int main(int argc, char **argv) {
     const char *device = "cpu";
     int obs_dim = 17, act_dim = 6, hidden = 256, batch = 256, updates = 2000, ups = 1, threads = 1, replay_host = 0;
+    int accum = 1;
+    const char *precision = "fp32";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--replay-host")) { replay_host = 1; continue; }
@@ -37,6 +40,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--updates")) updates = atoi(v);
         else if (!strcmp(a, "--ups")) ups = atoi(v);
         else if (!strcmp(a, "--threads")) threads = atoi(v);
+        else if (!strcmp(a, "--precision")) precision = v;
+        else if (!strcmp(a, "--accum")) accum = atoi(v);
         else { fprintf(stderr, "unknown option %s\n", a); return 2; }
         i++;
     }
@@ -44,10 +49,10 @@ int main(int argc, char **argv) {
     rlt_config_init(&cfg);
     char yaml[1024];
     snprintf(yaml, sizeof yaml,
-             "device: \"%s\"\ntrain: {batch_size: %d, start_steps: 0, updates_per_step: %d}\n"
+             "device: \"%s\"\nprecision: %s\ntrain: {batch_size: %d, start_steps: 0, updates_per_step: %d, grad_accum_steps: %d}\n"
              "td3: {actor_hidden: [%d, %d], critic_hidden: [%d, %d]}\nreplay: {capacity: 100000, location: %s}\n"
              "memory: {budget_mb: 4096}\ncpu: {threads: %d}\n",
-             device, batch, ups, hidden, hidden, hidden, hidden, replay_host ? "host" : "device", threads);
+             device, precision, batch, ups, accum, hidden, hidden, hidden, hidden, replay_host ? "host" : "device", threads);
     if (rlt_config_load_string(cfg, yaml, "bench") != RLT_OK) {
         fprintf(stderr, "config: %s\n", rlt_config_errmsg(cfg));
         return 2;
@@ -87,8 +92,9 @@ int main(int argc, char **argv) {
     double dt = now_s() - t0;
     rlt_plan_summary s;
     rlt_agent_memory_plan(ag, &s, NULL);
-    printf("td3_update device=%s obs=%d act=%d hidden=%d-%d batch=%d updates_per_step=%d graphs=%s replay=%s\n", s.device,
-           obs_dim, act_dim, hidden, hidden, batch, ups, ag->graphs ? "yes" : "no", replay_host ? "host" : "device");
+    printf("td3_update device=%s obs=%d act=%d hidden=%d-%d batch=%d updates_per_step=%d precision=%s accum=%d graphs=%s "
+           "replay=%s\n", s.device, obs_dim, act_dim, hidden, hidden, batch, ups, s.precision, accum, ag->graphs ? "yes" : "no",
+           replay_host ? "host" : "device");
     printf("  updates/s        %.0f  (%ld updates in %.3f s)\n", total / dt, total, dt);
     printf("  arena            host %.2f MiB, device %.2f MiB\n", s.host_bytes / 1048576.0, s.device_bytes / 1048576.0);
     if (s.device_total) {
@@ -113,6 +119,9 @@ int main(int argc, char **argv) {
             printf("  process GPU mem  n/a (nvidia-smi did not list this process)\n");
     }
     printf("  last losses      critic %.4g actor %.4g\n", 0.5 * (losses[0] + losses[1]), losses[2]);
+    rlt_amp_state amp;
+    agent_read_amp(ag, &amp);
+    if (ag->amp) printf("  fp16 loss scale  %g, skipped steps %lld\n", amp.scale, (long long)amp.skipped);
     printf("  allocations after init: %llu\n", (unsigned long long)rlt_agent_allocations_after_init(ag));
     rlt_agent_free(ag);
     rlt_config_free(cfg);

@@ -42,6 +42,31 @@ int agent_read_losses(rlt_agent *ag, float out[RLT_LOSS_COUNT]) {
     return RLT_OK;
 }
 
+int agent_amp_unscale(rlt_agent *ag, float *g, uint64_t n) {
+    return ag->amp ? ag->bk.ops->amp_unscale(&ag->bk, g, n, ag->amp) : RLT_OK;
+}
+
+int agent_amp_update(rlt_agent *ag, int64_t *step) {
+    return ag->amp ? ag->bk.ops->amp_update(&ag->bk, ag->amp, step, 2.0f, 0.5f, RLT_AMP_GROWTH_INTERVAL) : RLT_OK;
+}
+
+int agent_refresh_lp(rlt_agent *ag, const float *p, void *p_lp, const float *t, void *t_lp, uint64_t n) {
+    if (ag->lp == RLT_LP_F32) return RLT_OK;
+    rlt_backend *bk = &ag->bk;
+    RLT_TRY(bk->ops->cast(bk, 1, (int64_t)n, p_lp, ag->lp, (int64_t)n, p, RLT_LP_F32, (int64_t)n, NULL));
+    return bk->ops->cast(bk, 1, (int64_t)n, t_lp, ag->lp, (int64_t)n, t, RLT_LP_F32, (int64_t)n, NULL);
+}
+
+int agent_read_amp(rlt_agent *ag, rlt_amp_state *out) {
+    memset(out, 0, sizeof *out);
+    if (!ag->amp) return RLT_OK;
+    rlt_backend *bk = &ag->bk;
+    RLT_TRY(bk->ops->copy(bk, ag->amp_host, ag->amp, sizeof *out, RLT_COPY_D2H));
+    RLT_TRY(bk->ops->sync(bk));
+    *out = *ag->amp_host;
+    return RLT_OK;
+}
+
 /* The whole plan for one replay placement. Called again with the replay on the host when `auto` finds
  * that the device arena would not fit. */
 static int agent_build_plan(rlt_agent *ag, rlt_location replay_loc) {
@@ -58,6 +83,10 @@ static int agent_build_plan(rlt_agent *ag, rlt_location replay_loc) {
                      (void **)&ag->counters_host));
     RLT_TRY(plan_add(p, e, "staging.losses", "staging", RLT_LOC_HOST, RLT_LOSS_COUNT * sizeof(float),
                      (void **)&ag->losses_host));
+    /* fp16's loss scaler (a zero-size entry, so a NULL pointer, in every other precision). */
+    uint64_t amp_bytes = ag->lp == RLT_LP_F16 ? sizeof(rlt_amp_state) : 0;
+    RLT_TRY(plan_add(p, e, "amp", "amp", RLT_LOC_DEVICE, amp_bytes, (void **)&ag->amp));
+    RLT_TRY(plan_add(p, e, "staging.amp", "staging", RLT_LOC_HOST, amp_bytes, (void **)&ag->amp_host));
     /* Observe converts actions to [-1, 1] and flags to float: one staging row each. */
     ag->io_stage_bytes = ag->io_stage_bytes > (uint64_t)RLT_OBSERVE_STAGE_ROWS * (ag->act_dim + 1) * 4
                              ? ag->io_stage_bytes
@@ -173,13 +202,15 @@ int agent_prepare(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
     ag->backend_open = 1;
     if (why[0]) rlt_log(RLT_LOG_INFO, "device auto: using the CPU because %s", why);
     if (strcmp(ag->cfg.precision, "fp32") != 0) {
-        /* Reduced precision is a GPU feature; the same config keeps working where `auto` lands on the CPU. */
-        if (!ag->bk.device_is_host)
-            RLT_FAIL(e, RLT_ECONFIG, "precision %s is not implemented on the GPU yet; use precision: fp32",
-                     ag->cfg.precision);
-        rlt_log(RLT_LOG_INFO, "precision %s requested; the CPU backend computes in fp32", ag->cfg.precision);
-        snprintf(ag->cfg.precision, sizeof ag->cfg.precision, "fp32");
-        ag->precision_fallback = 1;
+        /* Reduced precision is a GPU feature (tensor cores); the same config keeps working where `auto`
+         * lands on the CPU, which computes in fp32 and says so. */
+        if (!ag->bk.device_is_host) {
+            ag->lp = strcmp(ag->cfg.precision, "bf16") == 0 ? RLT_LP_BF16 : RLT_LP_F16;
+        } else {
+            rlt_log(RLT_LOG_INFO, "precision %s requested; the CPU backend computes in fp32", ag->cfg.precision);
+            snprintf(ag->cfg.precision, sizeof ag->cfg.precision, "fp32");
+            ag->precision_fallback = 1;
+        }
     }
     return agent_plan_current(ag);
 }
@@ -255,6 +286,11 @@ static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act
     memset(ag->counters_host, 0, RLT_CTR_COUNT * sizeof(int64_t));
     RLT_TRY(agent_put(ag, ag->counters, ag->counters_host, RLT_CTR_COUNT * sizeof(int64_t)));
     RLT_TRY(ag->bk.ops->fill(&ag->bk, ag->losses, RLT_LOSS_COUNT, 0.0f));
+    if (ag->amp) {
+        rlt_amp_state a0 = {RLT_AMP_INIT_SCALE, 0, 0, 0, 0};
+        *ag->amp_host = a0;
+        RLT_TRY(agent_put(ag, ag->amp, ag->amp_host, sizeof a0));
+    }
     RLT_TRY(ag->algo->init_state(ag));
     rlt_rng_init(&ag->explore_rng, ag->cfg.seed, RLT_STREAM_EXPLORE);
 

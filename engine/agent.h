@@ -66,6 +66,12 @@ struct rlt_agent {
     int64_t updates;   /* updates run (host mirror of counters[RLT_CTR_UPDATE]) */
     int32_t graphs;    /* 1 when the updates were captured as graphs */
     int32_t precision_fallback; /* a reduced precision was asked for on a backend that computes fp32 */
+    /* The compute type of the networks' dense layers: RLT_LP_F32, or RLT_LP_BF16 / RLT_LP_F16 on the GPU
+     * (16-bit compute copies beside the fp32 masters; see agents/mlp.h). */
+    int32_t lp;
+    /* fp16's dynamic loss scaling state (device; NULL unless lp is RLT_LP_F16) and its host staging. */
+    rlt_amp_state *amp;
+    rlt_amp_state *amp_host;
     uint64_t allocs_at_seal;
     const rlt_algo *algo;
     rlt_td3 td3;
@@ -94,6 +100,21 @@ int agent_meta(const struct rlt_agent *ag, char *meta, size_t cap);
 int agent_run_update(struct rlt_agent *ag, int32_t variant);
 /* Observe-time staging rows (the replay's staging block). */
 #define RLT_OBSERVE_STAGE_ROWS 256
+/* fp16 loss scaling defaults (PyTorch's GradScaler): initial scale 2^16, doubled after 2000 finite steps,
+ * halved on overflow. */
+#define RLT_AMP_INIT_SCALE 65536.0f
+#define RLT_AMP_GROWTH_INTERVAL 2000
+/* The loss scale for mlp_backward's dout_scale: amp's scale with fp16, NULL otherwise. */
+static inline const float *agent_loss_scale(const struct rlt_agent *ag) { return ag->amp ? &ag->amp->scale : NULL; }
+/* fp16: unscale the gradient block and check it (amp_unscale); a no-op otherwise. */
+int agent_amp_unscale(struct rlt_agent *ag, float *g, uint64_t n);
+/* fp16: after an optimiser step given agent_amp_skip as its skip flag (amp_update); a no-op otherwise. */
+int agent_amp_update(struct rlt_agent *ag, int64_t *step);
+static inline const int32_t *agent_amp_skip(const struct rlt_agent *ag) { return ag->amp ? &ag->amp->found_inf : NULL; }
+/* Rewrites the 16-bit compute copies from the fp32 masters n floats at p and t (after init and loads). */
+int agent_refresh_lp(struct rlt_agent *ag, const float *p, void *p_lp, const float *t, void *t_lp, uint64_t n);
+/* Reads the loss scaler's state back (one sync); zeros without fp16. */
+int agent_read_amp(struct rlt_agent *ag, rlt_amp_state *out);
 /* Reads the latest losses back (one sync); used only when printing. */
 int agent_read_losses(struct rlt_agent *ag, float out[RLT_LOSS_COUNT]);
 

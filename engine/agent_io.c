@@ -17,7 +17,7 @@ typedef struct agent_host_state {
 } agent_host_state;
 
 static int is_state_region(const rlt_plan_entry *en) {
-    static const char *regions[] = {"params", "adam_m", "adam_v", "target", "counters"};
+    static const char *regions[] = {"params", "adam_m", "adam_v", "target", "counters", "amp"};
     for (size_t i = 0; i < sizeof regions / sizeof regions[0]; i++)
         if (strcmp(en->region, regions[i]) == 0) return 1;
     return 0;
@@ -60,7 +60,8 @@ int agent_write_state(rlt_agent *ag, ckpt_writer *w, int include_replay) {
     for (int32_t i = 0; i < ag->plan.n; i++) {
         const rlt_plan_entry *en = &ag->plan.entries[i];
         if (!is_state_region(en) || !en->bytes) continue;
-        int dt = strcmp(en->name, "counters") == 0 ? RLT_DTYPE_I64 : RLT_DTYPE_F32;
+        /* The loss scaler's state is a small struct of mixed types: raw bytes. */
+        int dt = strcmp(en->name, "counters") == 0 ? RLT_DTYPE_I64 : strcmp(en->name, "amp") == 0 ? RLT_DTYPE_U8 : RLT_DTYPE_F32;
         RLT_TRY(write_device(ag, w, en->name, dt, entry_ptr(ag, en), en->bytes, 1));
     }
     agent_host_state h = {ag->env_steps, ag->updates, ag->replay.pos, ag->replay.size, ag->dqn.advances,
@@ -85,6 +86,11 @@ int agent_read_state(rlt_agent *ag, ckpt_reader *r, const char *path) {
     for (int32_t i = 0; i < ag->plan.n; i++) {
         const rlt_plan_entry *en = &ag->plan.entries[i];
         if (!is_state_region(en) || !en->bytes) continue;
+        /* A checkpoint from an fp32 or bf16 run has no loss scaler: an fp16 run resumed from it starts its own. */
+        if (strcmp(en->name, "amp") == 0 && ckpt_reader_find(r, en->name, &info) != RLT_OK) {
+            rlt_err_clear(e);
+            continue;
+        }
         RLT_TRY(ckpt_reader_find(r, en->name, &info));
         if (info->bytes != en->bytes)
             RLT_FAIL(e, RLT_ECHECKPOINT,
@@ -111,8 +117,17 @@ int agent_read_state(rlt_agent *ag, ckpt_reader *r, const char *path) {
     for (int32_t i = 0; i < ag->plan.n; i++) {
         const rlt_plan_entry *en = &ag->plan.entries[i];
         if (!is_state_region(en) || !en->bytes) continue;
+        if (strcmp(en->name, "amp") == 0 && ckpt_reader_find(r, en->name, &info) != RLT_OK) {
+            rlt_err_clear(e);
+            continue;
+        }
         RLT_TRY(read_device(ag, r, en->name, entry_ptr(ag, en), en->bytes));
     }
+    /* The 16-bit compute copies are not saved: they follow from the masters just loaded. */
+    if (ag->algo == &rlt_algo_td3)
+        RLT_TRY(agent_refresh_lp(ag, ag->td3.params, ag->td3.params_lp, ag->td3.target, ag->td3.target_lp, ag->td3.n_total));
+    else
+        RLT_TRY(agent_refresh_lp(ag, ag->dqn.params, ag->dqn.params_lp, ag->dqn.target, ag->dqn.target_lp, ag->dqn.n_params));
     ag->env_steps = h.env_steps;
     ag->updates = h.updates;
     ag->explore_rng.seed = h.explore_seed;

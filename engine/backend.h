@@ -84,7 +84,28 @@ typedef struct rlt_adam_extra {
     float *norm;
     float *target;
     float tau;
+    /* Reduced precision (ABI 4). lp_dtype RLT_LP_BF16 or RLT_LP_F16 with p_lp non-NULL: after the step,
+     * p_lp[i] = p[i] rounded to lp_dtype (the compute copy), and target_lp[i] likewise from target[i] when
+     * both are non-NULL. skip non-NULL (a device int): when *skip != 0 the op changes nothing at all (an
+     * fp16 step whose gradients were not finite; see amp_unscale). */
+    void *p_lp;
+    void *target_lp;
+    int32_t lp_dtype;
+    const int32_t *skip;
 } rlt_adam_extra;
+
+/* Element types of the reduced-precision ops (the values of rlt_dtype in include/rltrain.h). */
+enum { RLT_LP_F32 = 0, RLT_LP_F16 = 3, RLT_LP_BF16 = 4 };
+static inline uint32_t rlt_lp_size(int32_t dtype) { return dtype == RLT_LP_F32 ? 4u : 2u; }
+
+/* Dynamic loss scaling state for fp16 (device memory; see amp_unscale and amp_update). */
+typedef struct rlt_amp_state {
+    float scale;        /* the loss scale S: loss gradients are multiplied by S before the backward pass */
+    int32_t good_steps; /* updates with finite gradients since S last changed */
+    int32_t found_inf;  /* set by amp_unscale when a gradient is not finite; cleared by amp_update */
+    int32_t reserved_;
+    int64_t skipped;    /* updates whose optimiser steps were skipped */
+} rlt_amp_state;
 
 typedef struct rlt_backend rlt_backend;
 
@@ -275,9 +296,39 @@ typedef struct rlt_backend_ops {
      * result (g clipped in place, *norm, p, m, v, target) is what that sequence of ops produces. */
     int (*adam_ex)(rlt_backend *bk, float *p, float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
                    const int64_t *step, const struct rlt_adam_extra *extra);
+
+    /* ---- reduced precision (ABI 4): bf16/fp16 compute copies with fp32 masters ----
+     * dtypes are RLT_LP_F32, RLT_LP_BF16 or RLT_LP_F16; conversions to a 16-bit type round to nearest even
+     * (fp16 overflow gives inf). */
+    /* dst[r, c] = (dst_dtype)(src[r, c] * s), s = *scale (scale NULL: 1), r < rows, c < cols; row strides in
+     * elements. */
+    int (*cast)(rlt_backend *bk, int32_t rows, int64_t cols, void *dst, int32_t dst_dtype, int64_t ldd,
+                const void *src, int32_t src_dtype, int64_t lds, const float *scale);
+    /* linear_forward with x [rows, fi] and W [fo, fi] in dtype (BF16 or F16), b fp32 (may be NULL): the
+     * products are summed in fp32 (tensor cores on CUDA), the sum rounded to y_dtype (dtype or F32), then
+     * y = act(y + b) computed in fp32 and rounded to y_dtype again. */
+    int (*linear_forward_lp)(rlt_backend *bk, int32_t dtype, int32_t rows, int32_t fi, int32_t fo, const void *x,
+                             int32_t ldx, const void *W, const float *b, void *y, int32_t y_dtype, int32_t ldy,
+                             int32_t act);
+    /* linear_backward with dy, x and W in dtype; dW and db fp32 (sums in fp32; beta as there); dx in dx_dtype
+     * (dtype or F32): the product dy W rounded to dx_dtype, then multiplied by act_x'(x) in fp32. */
+    int (*linear_backward_lp)(rlt_backend *bk, int32_t dtype, int32_t rows, int32_t fi, int32_t fo, const void *dy,
+                              int32_t lddy, const void *x, int32_t ldx, int32_t act_x, const void *W, float *dW,
+                              float *db, float beta, void *dx, int32_t dx_dtype, int32_t lddx);
+    /* Loss scaling, first half: g *= 1 / amp->scale over the flat block, and amp->found_inf = 1 when any
+     * element of g is not finite (before or after). Nothing else changes; found_inf is only ever set here. */
+    int (*amp_unscale)(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp);
+    /* Second half, after each optimiser step that was given &amp->found_inf as its skip flag (adam_ex): when
+     * found_inf, scale *= backoff, good_steps = 0, skipped += 1 and *step -= 1 (step non-NULL: the skipped
+     * step does not count for Adam's bias correction); otherwise good_steps += 1, and when it reaches
+     * growth_interval, scale *= growth and good_steps = 0. Then found_inf = 0. One thread, on the device: the
+     * decision never costs a host round trip and is captured with the update. */
+    int (*amp_update)(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
+                      int32_t growth_interval);
 } rlt_backend_ops;
 
-#define RLT_BACKEND_ABI 3 /* 2: the DQN and convolution ops; 3: lanes, fused layers, fused batch ops */
+/* 2: the DQN and convolution ops; 3: lanes, fused layers, fused batch ops; 4: reduced precision */
+#define RLT_BACKEND_ABI 4
 
 struct rlt_backend {
     const rlt_backend_ops *ops;

@@ -1122,7 +1122,8 @@ static void test_adam_ex(void) {
             CHECK(P.gpu.ops->counter_add(&P.gpu, (int64_t *)gs, 1) == RLT_OK, "gpu step");
             /* Even steps: no clipping happens (max norm far above); odd steps: it does (max norm 0.01). */
             float max_norm = (s % 2) ? 0.01f : 1e6f;
-            rlt_adam_extra xc = {max_norm, cn, c[3], 0.3f}, xg = {max_norm, gn, g[3], 0.3f};
+            rlt_adam_extra xc = {.max_grad_norm = max_norm, .norm = cn, .target = c[3], .tau = 0.3f};
+            rlt_adam_extra xg = {.max_grad_norm = max_norm, .norm = gn, .target = g[3], .tau = 0.3f};
             int r1 = P.cpu.ops->adam_ex(&P.cpu, c[0], c[4], c[1], c[2], n, hp, cs, &xc);
             int r2 = P.gpu.ops->adam_ex(&P.gpu, g[0], g[4], g[1], g[2], n, hp, gs, &xg);
             CHECK(r1 == RLT_OK && r2 == RLT_OK, "adam_ex: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);

@@ -39,17 +39,14 @@ static int print_eval(void *user, const rlt_progress *p) {
     return 0;
 }
 
-int test_train_config(const char *config, const char *device, const char *tag, rlt_progress *out) {
+int test_train_config_sets(const char *config, const char *const *sets, const char *tag, rlt_progress *out) {
     char path[700];
     rlt_config *cfg;
     memset(out, 0, sizeof *out);
     CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
     snprintf(path, sizeof path, "%s/configs/%s", RLT_SOURCE_DIR, config);
     CHECK(rlt_config_load_file(cfg, path) == RLT_OK, "load %s: %s", config, rlt_config_errmsg(cfg));
-    if (device) {
-        snprintf(path, sizeof path, "device=%s", device);
-        rlt_config_set(cfg, path);
-    }
+    for (int i = 0; sets && sets[i]; i++) CHECK(rlt_config_set(cfg, sets[i]) == RLT_OK, "--set %s", sets[i]);
     snprintf(path, sizeof path, "out_dir=%s/run", test_tmpdir(tag));
     rlt_config_set(cfg, path);
     rlt_trainer *tr;
@@ -60,11 +57,19 @@ int test_train_config(const char *config, const char *device, const char *tag, r
         CHECK(rc == RLT_OK, "run %s: %s", config, rlt_trainer_errmsg(tr));
         rlt_trainer_progress(tr, out);
         CHECK(rlt_agent_allocations_after_init(rlt_trainer_agent(tr)) == 0, "no allocation after init");
-        printf("%s on %s: final eval %.1f, best %.1f after %lld steps (%.1f s, %.0f updates/s)\n", config,
-               device ? device : "the configured device", out->last_eval_return, out->best_eval_return,
-               (long long)out->env_steps, out->elapsed_s, out->updates_per_s);
+        printf("%s", config);
+        for (int i = 0; sets && sets[i]; i++) printf(" %s", sets[i]);
+        printf(": final eval %.1f, best %.1f after %lld steps (%.1f s, %.0f updates/s)\n", out->last_eval_return,
+               out->best_eval_return, (long long)out->env_steps, out->elapsed_s, out->updates_per_s);
     }
     rlt_trainer_free(tr);
     rlt_config_free(cfg);
     return rc;
+}
+
+int test_train_config(const char *config, const char *device, const char *tag, rlt_progress *out) {
+    char dev[64];
+    snprintf(dev, sizeof dev, "device=%s", device ? device : "");
+    const char *sets[] = {dev, NULL};
+    return test_train_config_sets(config, device ? sets : NULL, tag, out);
 }

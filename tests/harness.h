@@ -41,5 +41,7 @@ struct rlt_progress;
  * tmp_<tag> directory, printing each evaluation; fills *out with the final progress. Returns the run's
  * status (init and run failures are CHECKed). */
 int test_train_config(const char *config, const char *device, const char *tag, struct rlt_progress *out);
+/* The same with any --set overrides (a NULL-terminated list, e.g. {"device=cuda:0", "precision=bf16", NULL}). */
+int test_train_config_sets(const char *config, const char *const *sets, const char *tag, struct rlt_progress *out);
 
 #endif

@@ -14,7 +14,7 @@ static rlt_err err;
 /* Loss for the finite-difference checks: L = sum_i w_i * out_i, a fixed random projection, so every
  * output's gradient path is exercised with a different weight. */
 static double proj_loss(rlt_mlp *net, const float *params, const float *x, int rows, const float *w, float *out) {
-    CHECK(mlp_forward(&bk, net, params, x, net->dims[0], rows, out, net->dims[net->n_layers]) == RLT_OK, "forward");
+    CHECK(mlp_forward(&bk, net, params, NULL, x, net->dims[0], rows, out, net->dims[net->n_layers]) == RLT_OK, "forward");
     double L = 0;
     for (int i = 0; i < rows * net->dims[net->n_layers]; i++) L += (double)w[i] * out[i];
     return L;
@@ -39,7 +39,7 @@ static void check_mlp(int act_hidden, int act_out, const char *what) {
     proj_loss(&net, params, x, rows, w, out);
     memcpy(dout, w, sizeof(float) * rows * outd);
     memset(grads, 0, sizeof grads);
-    CHECK(mlp_backward(&bk, &net, params, grads, x, in, rows, dout, outd, dx, in) == RLT_OK, "backward");
+    CHECK(mlp_backward(&bk, &net, params, NULL, grads, x, in, rows, dout, outd, NULL, dx, in) == RLT_OK, "backward");
     /* Central differences with h = 1e-3 on float parameters: truncation error O(h^2) ~ 1e-6 and float
      * rounding of the loss ~ 1e-7 / h ~ 1e-4 relative; 2e-3 absolute + 2e-2 relative leaves margin while
      * still catching a wrong index, transpose or activation derivative (errors of order 1). ReLU kinks are

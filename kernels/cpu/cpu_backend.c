@@ -104,6 +104,11 @@ static const rlt_backend_ops cpu_ops = {
     .td3_critic_loss = cpu_td3_critic_loss,
     .dqn_loss = cpu_dqn_loss,
     .adam_ex = cpu_adam_ex,
+    .cast = cpu_cast,
+    .linear_forward_lp = cpu_linear_forward_lp,
+    .linear_backward_lp = cpu_linear_backward_lp,
+    .amp_unscale = cpu_amp_unscale,
+    .amp_update = cpu_amp_update,
 };
 
 const rlt_backend_ops *rlt_cpu_backend_ops(void) { return &cpu_ops; }

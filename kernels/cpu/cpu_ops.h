@@ -61,6 +61,17 @@ int cpu_dqn_loss(rlt_backend *bk, float *y, float *dq, int32_t lddq, float *loss
                  float grad_scale);
 int cpu_adam_ex(rlt_backend *bk, float *p, float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
                 const int64_t *step, const rlt_adam_extra *extra);
+/* Reduced precision and fp16 loss scaling (lowp.c). */
+int cpu_cast(rlt_backend *bk, int32_t rows, int64_t cols, void *dst, int32_t dst_dtype, int64_t ldd, const void *src,
+             int32_t src_dtype, int64_t lds, const float *scale);
+int cpu_linear_forward_lp(rlt_backend *bk, int32_t dtype, int32_t rows, int32_t fi, int32_t fo, const void *x,
+                          int32_t ldx, const void *W, const float *b, void *y, int32_t y_dtype, int32_t ldy, int32_t act);
+int cpu_linear_backward_lp(rlt_backend *bk, int32_t dtype, int32_t rows, int32_t fi, int32_t fo, const void *dy,
+                           int32_t lddy, const void *x, int32_t ldx, int32_t act_x, const void *W, float *dW,
+                           float *db, float beta, void *dx, int32_t dx_dtype, int32_t lddx);
+int cpu_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp);
+int cpu_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
+                   int32_t growth_interval);
 
 /* The CPU backend's private state (bk->impl), allocated by cpu_open before the seal: per-backend, never
  * global, so two CPU backends in one process do not share convolution slots. */

@@ -80,8 +80,16 @@ int cpu_dqn_loss(rlt_backend *bk, float *y, float *dq, int32_t lddq, float *loss
 
 int cpu_adam_ex(rlt_backend *bk, float *p, float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
                 const int64_t *step, const rlt_adam_extra *extra) {
+    if (extra && extra->skip && *extra->skip) return RLT_OK; /* an fp16 step with non-finite gradients */
     if (extra && extra->max_grad_norm > 0.0f) RLT_TRY(cpu_clip_grad_norm(bk, g, n, extra->max_grad_norm, extra->norm));
     RLT_TRY(cpu_adam(bk, p, g, m, v, n, hp, step));
     if (extra && extra->target) RLT_TRY(cpu_polyak(bk, extra->target, p, n, extra->tau));
+    if (extra && extra->p_lp) {
+        /* The compute copies follow their masters. */
+        RLT_TRY(cpu_cast(bk, 1, (int64_t)n, extra->p_lp, extra->lp_dtype, (int64_t)n, p, RLT_LP_F32, (int64_t)n, NULL));
+        if (extra->target && extra->target_lp)
+            RLT_TRY(cpu_cast(bk, 1, (int64_t)n, extra->target_lp, extra->lp_dtype, (int64_t)n, extra->target, RLT_LP_F32,
+                             (int64_t)n, NULL));
+    }
     return RLT_OK;
 }

@@ -6,7 +6,7 @@
  * thread cost nothing next to the five memory streams of the update, and they spare a second launch.
  * The expressions follow the CPU twin term by term; with FMA contraction off (cuda_module.cmake) m and v
  * come out bit-identical to it, and p differs only through powf's last-ulp differences from glibc. */
-#include "cuda_ops.h"
+#include "lowp_elem.cuh"
 
 __global__ void adam_kernel(float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
                             const int64_t *step) {
@@ -47,10 +47,12 @@ extern "C" int cuda_adam(rlt_backend *bk, float *p, const float *g, float *m, fl
  * to the three launches they replace. */
 #define ADAM_EX_THREADS 256
 __global__ void adam_ex_kernel(float *p, float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp, const int64_t *step,
-                               const float *partial, float *norm, float max_norm, float *target, float tau) {
+                               const float *partial, float *norm, float max_norm, float *target, float tau,
+                               void *p_lp, void *target_lp, int32_t lp_dtype, const int32_t *skip) {
     __shared__ float shared[ADAM_EX_THREADS];
     cuda_pdl_wait(); /* launched with cuda_launch_pdl */
     cuda_pdl_trigger();
+    if (skip && *skip) return; /* an fp16 step with non-finite gradients: nothing changes (amp_unscale) */
     float coef = 1.0f;
     if (partial) {
         shared[threadIdx.x] = threadIdx.x < CUDA_CLIP_BLOCKS ? partial[threadIdx.x] : 0.0f;
@@ -84,7 +86,12 @@ __global__ void adam_ex_kernel(float *p, float *g, float *m, float *v, uint64_t 
         v[i] = vi;
         float pi = p[i] - step_size * mi / (sqrtf(vi) / bc2_sqrt + hp.eps);
         p[i] = pi;
-        if (target) target[i] = tau * pi + (1.0f - tau) * target[i];
+        if (p_lp) lp_store(p_lp, lp_dtype, (int64_t)i, pi);
+        if (target) {
+            float ti = tau * pi + (1.0f - tau) * target[i];
+            target[i] = ti;
+            if (target_lp) lp_store(target_lp, lp_dtype, (int64_t)i, ti);
+        }
     }
 }
 
@@ -107,8 +114,13 @@ extern "C" int cuda_adam_ex(rlt_backend *bk, float *p, float *g, float *m, float
     const float *partial = clip ? c->scratch : NULL;
     float *norm = clip ? extra->norm : NULL, *target = extra ? extra->target : NULL;
     float max_norm = clip ? extra->max_grad_norm : 0.0f, tau = extra ? extra->tau : 0.0f;
+    void *p_lp = extra ? extra->p_lp : NULL, *target_lp = extra && extra->target ? extra->target_lp : NULL;
+    int32_t lp_dtype = extra ? extra->lp_dtype : RLT_LP_F32;
+    const int32_t *skip = extra ? extra->skip : NULL;
+    CUDA_REQUIRE(bk, !p_lp || lp_dtype == RLT_LP_BF16 || lp_dtype == RLT_LP_F16, "adam_ex");
     CUDA_CHECK(bk, cuda_launch_pdl(bk, adam_ex_kernel, dim3(cuda_blocks(bk, n ? n : 1, ADAM_EX_THREADS)),
-                                   dim3(ADAM_EX_THREADS), p, g, m, v, n, hp, step, partial, norm, max_norm, target, tau));
+                                   dim3(ADAM_EX_THREADS), p, g, m, v, n, hp, step, partial, norm, max_norm, target, tau,
+                                   p_lp, target_lp, lp_dtype, skip));
     CUDA_CHECK_LAUNCH(bk, "adam_ex_kernel");
     return RLT_OK;
 }

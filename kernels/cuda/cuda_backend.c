@@ -67,7 +67,7 @@ static cudaError_t cuda_preload_all(void) {
     cudaError_t (*const preload[])(void) = {cuda_preload_bias_act, cuda_preload_fill,   cuda_preload_adam,
                                             cuda_preload_polyak,   cuda_preload_replay, cuda_preload_losses,
                                             cuda_preload_td3,      cuda_preload_dqn,    cuda_preload_conv_bias,
-                                            cuda_preload_linear};
+                                            cuda_preload_linear,   cuda_preload_lowp};
     for (size_t i = 0; i < sizeof preload / sizeof preload[0]; i++) {
         cudaError_t rc = preload[i]();
         if (rc != cudaSuccess) return rc;
@@ -497,6 +497,11 @@ static const rlt_backend_ops cuda_ops = {
     .td3_critic_loss = cuda_td3_critic_loss,
     .dqn_loss = cuda_dqn_loss,
     .adam_ex = cuda_adam_ex,
+    .cast = cuda_cast,
+    .linear_forward_lp = cuda_linear_forward_lp,
+    .linear_backward_lp = cuda_linear_backward_lp,
+    .amp_unscale = cuda_amp_unscale,
+    .amp_update = cuda_amp_update,
 };
 
 /* The module's one exported symbol (everything else is hidden; see cuda_module.cmake), resolved by the

@@ -191,6 +191,21 @@ int cuda_dqn_loss(rlt_backend *bk, float *y, float *dq, int32_t lddq, float *los
                   float grad_scale);
 int cuda_adam_ex(rlt_backend *bk, float *p, float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
                  const int64_t *step, const rlt_adam_extra *extra);
+/* Reduced precision and loss scaling (lowp.cu; semantics in engine/backend.h). */
+int cuda_cast(rlt_backend *bk, int32_t rows, int64_t cols, void *dst, int32_t dst_dtype, int64_t ldd, const void *src,
+              int32_t src_dtype, int64_t lds, const float *scale);
+int cuda_linear_forward_lp(rlt_backend *bk, int32_t dtype, int32_t rows, int32_t fi, int32_t fo, const void *x,
+                           int32_t ldx, const void *W, const float *b, void *y, int32_t y_dtype, int32_t ldy, int32_t act);
+int cuda_linear_backward_lp(rlt_backend *bk, int32_t dtype, int32_t rows, int32_t fi, int32_t fo, const void *dy,
+                            int32_t lddy, const void *x, int32_t ldx, int32_t act_x, const void *W, float *dW,
+                            float *db, float beta, void *dx, int32_t dx_dtype, int32_t lddx);
+int cuda_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp);
+int cuda_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
+                    int32_t growth_interval);
+/* gemm.c: C = alpha op(A) op(B) + beta C with A, B in ab_dtype (BF16 or F16), C in c_dtype (that or F32). */
+int cuda_gemm_lp(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const void *A,
+                 int32_t lda, const void *B, int32_t ldb, int32_t ab_dtype, float beta, void *C, int32_t c_dtype,
+                 int32_t ldc);
 /* clip_grad_norm's first stage (dqn.cu), shared with adam_ex: c->scratch[b] = sum of squares of block b's
  * slice of g, over a fixed grid of CUDA_CLIP_BLOCKS blocks. */
 #define CUDA_CLIP_BLOCKS 256
@@ -219,6 +234,7 @@ cudaError_t cuda_preload_td3(void);
 cudaError_t cuda_preload_dqn(void);
 cudaError_t cuda_preload_conv_bias(void);
 cudaError_t cuda_preload_linear(void);
+cudaError_t cuda_preload_lowp(void);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,5 @@
-/* gemm.c: row-major single-precision GEMM through cuBLAS; the CUDA twin of kernels/cpu/gemm.c.
+/* gemm.c: row-major GEMM through cuBLAS: fp32 (the CUDA twin of kernels/cpu/gemm.c) and, for the
+ * reduced-precision layers (lowp.cu), bf16/fp16 inputs summed in fp32.
  *
  * cuBLAS is column-major. A row-major matrix read as column-major is its transpose, so the row-major
  * product C = op(A) op(B) is computed as the column-major product C^T = op(B)^T op(A)^T: swap the operands
@@ -6,6 +7,17 @@
  * The handle runs in CUBLAS_DEFAULT_MATH (plain fp32, no TF32; set at open) so results agree with the CPU
  * to fp32 rounding. */
 #include "cuda_ops.h"
+
+/* The one handle follows the lane: its stream, then (cublasSetStream resets it) that lane's workspace. */
+static int cuda_blas_bind(rlt_backend *bk) {
+    cuda_impl *c = cuda_get(bk);
+    if (c->blas_lane != c->lane) {
+        CUBLAS_CHECK(bk, cublasSetStream(c->blas, c->streams[c->lane]));
+        CUBLAS_CHECK(bk, cublasSetWorkspace(c->blas, c->lane_ws[c->lane], (size_t)c->lane_ws_bytes[c->lane]));
+        c->blas_lane = c->lane;
+    }
+    return RLT_OK;
+}
 
 int cuda_gemm(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const float *A,
               int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc) {
@@ -15,13 +27,29 @@ int cuda_gemm(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int
     CUDA_REQUIRE(bk, ldc >= n && ldc >= 1, "gemm");
     if (m == 0 || n == 0) return RLT_OK;
     cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    /* The one handle follows the lane: its stream, then (cublasSetStream resets it) that lane's workspace. */
-    cuda_impl *c = cuda_get(bk);
-    if (c->blas_lane != c->lane) {
-        CUBLAS_CHECK(bk, cublasSetStream(c->blas, c->streams[c->lane]));
-        CUBLAS_CHECK(bk, cublasSetWorkspace(c->blas, c->lane_ws[c->lane], (size_t)c->lane_ws_bytes[c->lane]));
-        c->blas_lane = c->lane;
-    }
-    CUBLAS_CHECK(bk, cublasSgemm(c->blas, op_b, op_a, n, m, k, &alpha, B, ldb, A, lda, &beta, C, ldc));
+    RLT_TRY(cuda_blas_bind(bk));
+    CUBLAS_CHECK(bk, cublasSgemm(cuda_get(bk)->blas, op_b, op_a, n, m, k, &alpha, B, ldb, A, lda, &beta, C, ldc));
+    return RLT_OK;
+}
+
+static cudaDataType_t cuda_lp_type(int32_t dtype) {
+    return dtype == RLT_LP_BF16 ? CUDA_R_16BF : dtype == RLT_LP_F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+/* The same product with A and B in a 16-bit type (ab_dtype) and C in c_dtype (the same type or fp32), summed
+ * in fp32 (CUBLAS_COMPUTE_32F): cuBLAS runs it on the tensor cores. */
+int cuda_gemm_lp(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const void *A,
+                 int32_t lda, const void *B, int32_t ldb, int32_t ab_dtype, float beta, void *C, int32_t c_dtype,
+                 int32_t ldc) {
+    CUDA_REQUIRE(bk, m >= 0 && n >= 0 && k >= 0, "gemm_lp");
+    CUDA_REQUIRE(bk, lda >= (ta ? m : k) && lda >= 1 && ldb >= (tb ? k : n) && ldb >= 1 && ldc >= n, "gemm_lp");
+    CUDA_REQUIRE(bk, ab_dtype == RLT_LP_BF16 || ab_dtype == RLT_LP_F16, "gemm_lp");
+    CUDA_REQUIRE(bk, c_dtype == ab_dtype || c_dtype == RLT_LP_F32, "gemm_lp");
+    if (m == 0 || n == 0) return RLT_OK;
+    cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    RLT_TRY(cuda_blas_bind(bk));
+    cudaDataType_t ab = cuda_lp_type(ab_dtype), ct = cuda_lp_type(c_dtype);
+    CUBLAS_CHECK(bk, cublasGemmEx(cuda_get(bk)->blas, op_b, op_a, n, m, k, &alpha, B, ab, ldb, A, ab, lda, &beta, C, ct,
+                                  ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return RLT_OK;
 }

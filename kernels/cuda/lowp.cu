@@ -1,0 +1,182 @@
+/* lowp.cu: the reduced-precision ops (bf16/fp16 compute copies with fp32 masters) and fp16 dynamic loss
+ * scaling; CUDA twins of kernels/cpu/lowp.c (semantics in engine/backend.h).
+ *
+ * A reduced-precision dense layer is a cuBLAS GEMM with 16-bit inputs summed in fp32 on the tensor cores
+ * (cuda_gemm_lp), followed by one elementwise kernel: bias and activation after the forward product,
+ * the activation derivative after the backward one. The fp32 kernels of linear.cu fuse those epilogues
+ * into their own GEMM; these do not, so a reduced-precision layer is two or three graph nodes where an fp32
+ * one is one: reduced precision pays where the GEMMs are large enough for the tensor cores to matter
+ * (bench/RESULTS.md measures where). Loss scaling decides on the device: amp_unscale raises a flag,
+ * adam_ex reads it as its skip flag, amp_update adjusts the scale, all inside the captured update. */
+#include "lowp_elem.cuh"
+
+static int lp_dtype_ok(int32_t dt) { return dt == RLT_LP_F32 || dt == RLT_LP_BF16 || dt == RLT_LP_F16; }
+static int lp_half_ok(int32_t dt) { return dt == RLT_LP_BF16 || dt == RLT_LP_F16; }
+
+__device__ __forceinline__ float lp_act(float z, int32_t act) {
+    if (act == RLT_ACT_RELU) return z > 0.0f ? z : 0.0f;
+    if (act == RLT_ACT_TANH) return tanhf(z);
+    return z;
+}
+
+__device__ __forceinline__ float lp_act_deriv(float y, int32_t act) {
+    if (act == RLT_ACT_RELU) return y > 0.0f ? 1.0f : 0.0f;
+    if (act == RLT_ACT_TANH) return 1.0f - y * y;
+    return 1.0f;
+}
+
+__global__ void cast_kernel(int64_t rows, int64_t cols, void *dst, int32_t dd, int64_t ldd, const void *src, int32_t sd,
+                            int64_t lds, const float *scale) {
+    uint64_t n = (uint64_t)rows * (uint64_t)cols, stride = (uint64_t)gridDim.x * blockDim.x;
+    float s = scale ? *scale : 1.0f;
+    for (uint64_t k = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += stride) {
+        int64_t r = (int64_t)(k / (uint64_t)cols), c = (int64_t)(k % (uint64_t)cols);
+        float v = lp_load(src, sd, r * lds + c);
+        lp_store(dst, dd, r * ldd + c, scale ? v * s : v);
+    }
+}
+
+extern "C" int cuda_cast(rlt_backend *bk, int32_t rows, int64_t cols, void *dst, int32_t dst_dtype, int64_t ldd,
+                         const void *src, int32_t src_dtype, int64_t lds, const float *scale) {
+    CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && ldd >= cols && lds >= cols, "cast");
+    CUDA_REQUIRE(bk, lp_dtype_ok(dst_dtype) && lp_dtype_ok(src_dtype), "cast");
+    uint64_t n = (uint64_t)rows * (uint64_t)cols;
+    if (n == 0) return RLT_OK;
+    cast_kernel<<<cuda_blocks(bk, n, CUDA_THREADS), CUDA_THREADS, 0, cuda_stream(bk)>>>(rows, cols, dst, dst_dtype, ldd,
+                                                                                       src, src_dtype, lds, scale);
+    CUDA_CHECK_LAUNCH(bk, "cast_kernel");
+    return RLT_OK;
+}
+
+/* y = act(y + b) in fp32, rounded back to y's type. */
+__global__ void lp_bias_act_kernel(void *y, int32_t yd, int32_t ldy, const float *b, int32_t rows, int32_t cols,
+                                   int32_t act) {
+    uint64_t n = (uint64_t)rows * (uint64_t)cols, stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t k = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += stride) {
+        int64_t r = (int64_t)(k / (uint64_t)cols), c = (int64_t)(k % (uint64_t)cols);
+        float z = lp_load(y, yd, r * ldy + c) + (b ? b[c] : 0.0f);
+        lp_store(y, yd, r * ldy + c, lp_act(z, act));
+    }
+}
+
+/* dx *= act'(x) in fp32, rounded back to dx's type. */
+__global__ void lp_act_grad_kernel(void *dx, int32_t dxd, int32_t lddx, const void *x, int32_t xd, int32_t ldx,
+                                   int32_t rows, int32_t cols, int32_t act) {
+    uint64_t n = (uint64_t)rows * (uint64_t)cols, stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t k = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += stride) {
+        int64_t r = (int64_t)(k / (uint64_t)cols), c = (int64_t)(k % (uint64_t)cols);
+        float d = lp_load(dx, dxd, r * lddx + c) * lp_act_deriv(lp_load(x, xd, r * ldx + c), act);
+        lp_store(dx, dxd, r * lddx + c, d);
+    }
+}
+
+/* db[c] = beta db[c] + sum_r dy[r, c]: one thread per column, rows in order (the CPU twin's order, so the
+ * result is bit-identical to it). */
+__global__ void lp_bias_grad_kernel(float *db, const void *dy, int32_t dyd, int32_t lddy, int32_t rows, int32_t cols,
+                                    float beta) {
+    int32_t c = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (c >= cols) return;
+    float s = 0.0f;
+    for (int64_t r = 0; r < rows; r++) s += lp_load(dy, dyd, r * lddy + c);
+    db[c] = beta == 0.0f ? s : beta * db[c] + s;
+}
+
+static unsigned lp_grid(rlt_backend *bk, int32_t rows, int32_t cols) {
+    return cuda_blocks(bk, (uint64_t)rows * (uint64_t)cols, CUDA_THREADS);
+}
+
+extern "C" int cuda_linear_forward_lp(rlt_backend *bk, int32_t dtype, int32_t rows, int32_t fi, int32_t fo,
+                                      const void *x, int32_t ldx, const void *W, const float *b, void *y,
+                                      int32_t y_dtype, int32_t ldy, int32_t act) {
+    CUDA_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && ldx >= fi && ldy >= fo, "linear_forward_lp");
+    CUDA_REQUIRE(bk, lp_half_ok(dtype) && (y_dtype == dtype || y_dtype == RLT_LP_F32), "linear_forward_lp");
+    CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward_lp");
+    if (rows == 0) return RLT_OK;
+    /* y[rows, fo] = x[rows, fi] W^T. */
+    RLT_TRY(cuda_gemm_lp(bk, 0, 1, rows, fo, fi, 1.0f, x, ldx, W, fi, dtype, 0.0f, y, y_dtype, ldy));
+    if (!b && act == RLT_ACT_NONE) return RLT_OK;
+    lp_bias_act_kernel<<<lp_grid(bk, rows, fo), CUDA_THREADS, 0, cuda_stream(bk)>>>(y, y_dtype, ldy, b, rows, fo, act);
+    CUDA_CHECK_LAUNCH(bk, "lp_bias_act_kernel");
+    return RLT_OK;
+}
+
+extern "C" int cuda_linear_backward_lp(rlt_backend *bk, int32_t dtype, int32_t rows, int32_t fi, int32_t fo,
+                                       const void *dy, int32_t lddy, const void *x, int32_t ldx, int32_t act_x,
+                                       const void *W, float *dW, float *db, float beta, void *dx, int32_t dx_dtype,
+                                       int32_t lddx) {
+    CUDA_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && lddy >= fo && ldx >= fi && (!dx || lddx >= fi),
+                 "linear_backward_lp");
+    CUDA_REQUIRE(bk, lp_half_ok(dtype) && (dx_dtype == dtype || dx_dtype == RLT_LP_F32), "linear_backward_lp");
+    CUDA_REQUIRE(bk, act_x >= RLT_ACT_NONE && act_x <= RLT_ACT_TANH, "linear_backward_lp");
+    /* dW[fo, fi] = beta dW + dy^T x, summed in fp32 into the fp32 gradient. */
+    if (dW) RLT_TRY(cuda_gemm_lp(bk, 1, 0, fo, fi, rows, 1.0f, dy, lddy, x, ldx, dtype, beta, dW, RLT_LP_F32, fi));
+    if (db) {
+        lp_bias_grad_kernel<<<(unsigned)((fo + 127) / 128), 128, 0, cuda_stream(bk)>>>(db, dy, dtype, lddy, rows, fo, beta);
+        CUDA_CHECK_LAUNCH(bk, "lp_bias_grad_kernel");
+    }
+    if (dx && rows > 0) {
+        /* dx[rows, fi] = dy W, then times act_x'(x). */
+        RLT_TRY(cuda_gemm_lp(bk, 0, 0, rows, fi, fo, 1.0f, dy, lddy, W, fi, dtype, 0.0f, dx, dx_dtype, lddx));
+        if (act_x != RLT_ACT_NONE) {
+            lp_act_grad_kernel<<<lp_grid(bk, rows, fi), CUDA_THREADS, 0, cuda_stream(bk)>>>(dx, dx_dtype, lddx, x, dtype,
+                                                                                          ldx, rows, fi, act_x);
+            CUDA_CHECK_LAUNCH(bk, "lp_act_grad_kernel");
+        }
+    }
+    return RLT_OK;
+}
+
+/* Every thread that sees a non-finite value stores 1: the same value from any number of writers, so the
+ * flag is deterministic without atomics. */
+__global__ void amp_unscale_kernel(float *g, uint64_t n, rlt_amp_state *amp) {
+    float inv = 1.0f / amp->scale;
+    bool bad = false;
+    uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float gi = g[i], v = gi * inv;
+        if (!isfinite(gi) || !isfinite(v)) bad = true;
+        g[i] = v;
+    }
+    if (bad) amp->found_inf = 1;
+}
+
+extern "C" int cuda_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp) {
+    CUDA_REQUIRE(bk, amp != NULL, "amp_unscale");
+    if (n == 0) return RLT_OK;
+    amp_unscale_kernel<<<cuda_blocks(bk, n, CUDA_THREADS), CUDA_THREADS, 0, cuda_stream(bk)>>>(g, n, amp);
+    CUDA_CHECK_LAUNCH(bk, "amp_unscale_kernel");
+    return RLT_OK;
+}
+
+__global__ void amp_update_kernel(rlt_amp_state *amp, int64_t *step, float growth, float backoff, int32_t interval) {
+    if (amp->found_inf) {
+        amp->scale *= backoff;
+        amp->good_steps = 0;
+        amp->skipped += 1;
+        if (step) *step -= 1;
+    } else if (++amp->good_steps >= interval) {
+        amp->scale *= growth;
+        amp->good_steps = 0;
+    }
+    amp->found_inf = 0;
+}
+
+extern "C" int cuda_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
+                               int32_t growth_interval) {
+    CUDA_REQUIRE(bk, amp != NULL && growth_interval >= 1, "amp_update");
+    amp_update_kernel<<<1, 1, 0, cuda_stream(bk)>>>(amp, step, growth, backoff, growth_interval);
+    CUDA_CHECK_LAUNCH(bk, "amp_update_kernel");
+    return RLT_OK;
+}
+
+extern "C" cudaError_t cuda_preload_lowp(void) {
+    cudaFuncAttributes a;
+    const void *kernels[] = {(const void *)cast_kernel,        (const void *)lp_bias_act_kernel,
+                             (const void *)lp_act_grad_kernel, (const void *)lp_bias_grad_kernel,
+                             (const void *)amp_unscale_kernel, (const void *)amp_update_kernel};
+    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
+        cudaError_t rc = cudaFuncGetAttributes(&a, kernels[i]);
+        if (rc != cudaSuccess) return rc;
+    }
+    return cudaSuccess;
+}

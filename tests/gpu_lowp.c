@@ -1,0 +1,375 @@
+/* gpu_lowp.c: reduced precision on the GPU (precision: bf16 | fp16).
+ * - Op parity against the CPU twins (kernels/cpu/lowp.c), on random inputs:
+ *   cast: exact (both round to nearest even from the same float; fp16 overflow to inf on both).
+ *   linear_forward_lp / linear_backward_lp: cuBLAS sums the 16-bit products in fp32 on the tensor cores in
+ *   its own order, the twin left to right. Each fp32 sum is within gamma(k+2) S of the exact value (S the
+ *   sum of the terms' magnitudes; Higham 3.5), so the two differ by at most 2 gamma(k+2) S before rounding;
+ *   a 16-bit result may then round to the neighbouring value, once after the product and once after bias
+ *   and activation: 2 ulp = 4 u_lp (|y| + S), with u_lp = 2^-8 (bf16) or 2^-11 (fp16). tanh adds its
+ *   library error (8 u |y|, as in gpu_ops_parity). Wrong strides, transposes or types give order-1 errors.
+ *   The bias gradient sums in the CPU's row order: exact.
+ *   amp_unscale, amp_update, adam_ex's skip: exact (the same IEEE operations, or nothing at all).
+ * - Overflow injection: a TD3 fp16 agent whose loss scale is set to 3e38 overflows fp16 in its backward
+ *   pass; the update must leave every state tensor (weights, 16-bit copies, targets, Adam's moments,
+ *   counters) bit-identical, halve the scale, count one skipped step, and the next updates with a sane
+ *   scale must train again. All on the device, inside the captured graph.
+ * - Agreement: 30 TD3 updates in bf16 stay close to the same 30 in fp32 (relative parameter distance below
+ *   0.05: 16-bit gradient noise flips the sign of Adam's first steps for the smallest gradients; a wrong op
+ *   gives order 1).
+ * - Learning: TD3 on the built-in Pendulum reaches -250 within 20,000 steps in bf16 and in fp16, DQN on
+ *   CartPole 475 within 50,000 steps in fp16: the fp32 tests' thresholds.
+ * Skipped without a usable GPU. */
+#include <math.h>
+#include <string.h>
+
+#include "agent.h"
+#include "backend_pair.h"
+#include "harness.h"
+#include "kernels/lowp.h"
+#include "mem.h"
+
+#define U (1.0 / 16777216.0)
+static double gamma_n(double n) { return n * U / (1.0 - n * U); }
+static double u_lp(int32_t dt) { return dt == RLT_LP_BF16 ? 1.0 / 256.0 : dt == RLT_LP_F16 ? 1.0 / 2048.0 : 0.0; }
+static const char *dt_name(int32_t dt) { return dt == RLT_LP_BF16 ? "bf16" : dt == RLT_LP_F16 ? "fp16" : "fp32"; }
+
+static float hx[1 << 22], hc[1 << 22], hg[1 << 22];
+static uint16_t h16[1 << 22];
+
+/* Random floats rounded to dtype, stored as dtype into both arenas; the float values go to vals. */
+static void put_lp(void *c, void *g, int32_t dt, float *vals, size_t n, float lo, float hi) {
+    pair_rnd_fill(vals, n, lo, hi);
+    for (size_t i = 0; i < n; i++) {
+        rlt_lp_store(h16, dt, (int64_t)i, vals[i]);
+        vals[i] = rlt_lp_load(h16, dt, (int64_t)i);
+    }
+    pair_put(c, g, h16, n * 2);
+}
+
+static void fetch_as_float(float *outc, float *outg, const void *c, const void *g, int32_t dt, size_t n) {
+    static uint16_t ac[1 << 22], ag16[1 << 22];
+    if (dt == RLT_LP_F32) {
+        pair_fetch(outc, outg, c, g, n * 4);
+        return;
+    }
+    pair_fetch(ac, ag16, c, g, n * 2);
+    for (size_t i = 0; i < n; i++) {
+        outc[i] = rlt_lp_load(ac, dt, (int64_t)i);
+        outg[i] = rlt_lp_load(ag16, dt, (int64_t)i);
+    }
+}
+
+static void test_cast(void) {
+    const int32_t types[] = {RLT_LP_F32, RLT_LP_BF16, RLT_LP_F16};
+    size_t rows = 37, cols = 129, ld = 131, n = rows * ld;
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++) {
+            int32_t sd = types[a], dd = types[b];
+            void *cs, *gs, *cd, *gd, *csc, *gsc;
+            pair_take(n * 4, &cs, &gs);
+            pair_take(n * 4, &cd, &gd);
+            pair_take(4, &csc, &gsc);
+            /* Magnitudes from 1e-9 to 1e6: subnormal fp16, rounding ties and fp16 overflow all occur. */
+            for (size_t i = 0; i < n; i++) hx[i] = pair_rnd_f(-1.0f, 1.0f) * powf(10.0f, pair_rnd_f(-9.0f, 6.0f));
+            if (sd == RLT_LP_F32) pair_put(cs, gs, hx, n * 4);
+            else {
+                for (size_t i = 0; i < n; i++) rlt_lp_store(h16, sd, (int64_t)i, hx[i]);
+                pair_put(cs, gs, h16, n * 2);
+            }
+            float scale = 3.0f;
+            pair_put(csc, gsc, &scale, 4);
+            for (int with_scale = 0; with_scale < 2; with_scale++) {
+                const float *sc = with_scale ? csc : NULL, *sg = with_scale ? gsc : NULL;
+                int r1 = P.cpu.ops->cast(&P.cpu, (int32_t)rows, (int64_t)cols, cd, dd, (int64_t)ld, cs, sd, (int64_t)ld, sc);
+                int r2 = P.gpu.ops->cast(&P.gpu, (int32_t)rows, (int64_t)cols, gd, dd, (int64_t)ld, gs, sd, (int64_t)ld, sg);
+                CHECK(r1 == RLT_OK && r2 == RLT_OK, "cast %s->%s: %s", dt_name(sd), dt_name(dd), P.egpu.msg);
+                fetch_as_float(hc, hg, cd, gd, dd, n);
+                size_t bad = 0;
+                for (size_t r = 0; r < rows; r++)
+                    for (size_t k = 0; k < cols; k++) {
+                        size_t i = r * ld + k;
+                        if (memcmp(&hc[i], &hg[i], 4) != 0 && !(isnan(hc[i]) && isnan(hg[i]))) bad++;
+                    }
+                CHECK(bad == 0, "cast %s->%s (scale %d): %zu of %zu elements differ", dt_name(sd), dt_name(dd), with_scale,
+                      bad, rows * cols);
+            }
+            pair_reset();
+        }
+}
+
+static double act_slack(int32_t act, double y) { return act == RLT_ACT_TANH ? 8 * U * fabs(y) : 0.0; }
+
+static void linear_case(int32_t dt, int32_t y_dt, int32_t rows, int32_t fi, int32_t fo, int32_t act) {
+    void *cx, *gx, *cw, *gw, *cb, *gb, *cy, *gy;
+    static float xv[1 << 21], wv[1 << 21], bv[4096];
+    pair_take((uint64_t)rows * fi * 2, &cx, &gx);
+    pair_take((uint64_t)fo * fi * 2, &cw, &gw);
+    pair_take((uint64_t)fo * 4, &cb, &gb);
+    pair_take((uint64_t)rows * fo * 4, &cy, &gy);
+    put_lp(cx, gx, dt, xv, (size_t)rows * fi, -1.0f, 1.0f);
+    put_lp(cw, gw, dt, wv, (size_t)fo * fi, -0.2f, 0.2f);
+    pair_rnd_fill(bv, (size_t)fo, -0.5f, 0.5f);
+    pair_put(cb, gb, bv, (uint64_t)fo * 4);
+    int r1 = P.cpu.ops->linear_forward_lp(&P.cpu, dt, rows, fi, fo, cx, fi, cw, cb, cy, y_dt, fo, act);
+    int r2 = P.gpu.ops->linear_forward_lp(&P.gpu, dt, rows, fi, fo, gx, fi, gw, gb, gy, y_dt, fo, act);
+    CHECK(r1 == RLT_OK && r2 == RLT_OK, "linear_forward_lp: %s", P.egpu.msg);
+    fetch_as_float(hc, hg, cy, gy, y_dt, (size_t)rows * fo);
+    double worst = 0;
+    size_t bad = 0;
+    for (int32_t r = 0; r < rows; r++)
+        for (int32_t o = 0; o < fo; o++) {
+            double S = fabs(bv[o]);
+            for (int32_t i = 0; i < fi; i++) S += fabs((double)xv[(size_t)r * fi + i] * wv[(size_t)o * fi + i]);
+            double c = hc[(size_t)r * fo + o], g = hg[(size_t)r * fo + o];
+            double bound = 2 * gamma_n(fi + 2) * S + 4 * u_lp(y_dt) * (fabs(c) + S) + act_slack(act, c) + 1e-30;
+            double err = fabs(g - c);
+            if (!(err <= bound)) bad++;
+            if (S > 0 && err / S > worst) worst = err / S;
+        }
+    printf("linear_forward_lp %s->%s %dx%dx%d act %d: worst |gpu-cpu|/S %.2e\n", dt_name(dt), dt_name(y_dt), rows, fi, fo,
+           act, worst);
+    CHECK(bad == 0, "linear_forward_lp %s->%s %dx%dx%d: %zu elements beyond the bound", dt_name(dt), dt_name(y_dt), rows,
+          fi, fo, bad);
+    pair_reset();
+}
+
+static void linear_backward_case(int32_t dt, int32_t dx_dt, int32_t rows, int32_t fi, int32_t fo, int32_t act_x) {
+    void *cdy, *gdy, *cx, *gx, *cw, *gw, *cdw, *gdw, *cdb, *gdb, *cdx, *gdx;
+    static float dyv[1 << 21], xv[1 << 21], wv[1 << 21], dw0[1 << 21], db0[4096];
+    pair_take((uint64_t)rows * fo * 2, &cdy, &gdy);
+    pair_take((uint64_t)rows * fi * 2, &cx, &gx);
+    pair_take((uint64_t)fo * fi * 2, &cw, &gw);
+    pair_take((uint64_t)fo * fi * 4, &cdw, &gdw);
+    pair_take((uint64_t)fo * 4, &cdb, &gdb);
+    pair_take((uint64_t)rows * fi * 4, &cdx, &gdx);
+    put_lp(cdy, gdy, dt, dyv, (size_t)rows * fo, -1.0f, 1.0f);
+    /* x as the output of act_x: non-negative for ReLU, in (-1, 1) for tanh. */
+    put_lp(cx, gx, dt, xv, (size_t)rows * fi, act_x == RLT_ACT_RELU ? -0.5f : -0.9f, 0.9f);
+    if (act_x == RLT_ACT_RELU) {
+        for (size_t i = 0; i < (size_t)rows * fi; i++) {
+            xv[i] = xv[i] > 0 ? xv[i] : 0.0f;
+            rlt_lp_store(h16, dt, (int64_t)i, xv[i]);
+        }
+        pair_put(cx, gx, h16, (uint64_t)rows * fi * 2);
+    }
+    put_lp(cw, gw, dt, wv, (size_t)fo * fi, -0.2f, 0.2f);
+    pair_rnd_fill(dw0, (size_t)fo * fi, -1.0f, 1.0f);
+    pair_put(cdw, gdw, dw0, (uint64_t)fo * fi * 4);
+    pair_rnd_fill(db0, (size_t)fo, -1.0f, 1.0f);
+    pair_put(cdb, gdb, db0, (uint64_t)fo * 4);
+    int r1 = P.cpu.ops->linear_backward_lp(&P.cpu, dt, rows, fi, fo, cdy, fo, cx, fi, act_x, cw, cdw, cdb, 1.0f, cdx, dx_dt, fi);
+    int r2 = P.gpu.ops->linear_backward_lp(&P.gpu, dt, rows, fi, fo, gdy, fo, gx, fi, act_x, gw, gdw, gdb, 1.0f, gdx, dx_dt, fi);
+    CHECK(r1 == RLT_OK && r2 == RLT_OK, "linear_backward_lp: %s", P.egpu.msg);
+    size_t bad_w = 0, bad_b = 0, bad_x = 0;
+    pair_fetch(hc, hg, cdw, gdw, (uint64_t)fo * fi * 4);
+    for (int32_t o = 0; o < fo; o++)
+        for (int32_t i = 0; i < fi; i++) {
+            double S = fabs(dw0[(size_t)o * fi + i]);
+            for (int32_t r = 0; r < rows; r++) S += fabs((double)dyv[(size_t)r * fo + o] * xv[(size_t)r * fi + i]);
+            size_t k = (size_t)o * fi + i;
+            if (!(fabs((double)hg[k] - hc[k]) <= 2 * gamma_n(rows + 2) * S + 1e-30)) bad_w++;
+        }
+    pair_fetch(hc, hg, cdb, gdb, (uint64_t)fo * 4);
+    for (int32_t o = 0; o < fo; o++) bad_b += memcmp(&hc[o], &hg[o], 4) != 0;
+    fetch_as_float(hc, hg, cdx, gdx, dx_dt, (size_t)rows * fi);
+    for (int32_t r = 0; r < rows; r++)
+        for (int32_t i = 0; i < fi; i++) {
+            double S = 0;
+            for (int32_t o = 0; o < fo; o++) S += fabs((double)dyv[(size_t)r * fo + o] * wv[(size_t)o * fi + i]);
+            double x = xv[(size_t)r * fi + i], d = act_x == RLT_ACT_TANH ? 1 - x * x : 1.0;
+            size_t k = (size_t)r * fi + i;
+            double c = hc[k], bound = d * (2 * gamma_n(fo + 2) * S + 4 * u_lp(dx_dt) * S) + 4 * u_lp(dx_dt) * fabs(c) +
+                                      4 * U * fabs(c) + 1e-30;
+            if (!(fabs((double)hg[k] - c) <= bound)) bad_x++;
+        }
+    printf("linear_backward_lp %s->%s %dx%dx%d act_x %d: dW %zu, db %zu, dx %zu beyond the bounds\n", dt_name(dt),
+           dt_name(dx_dt), rows, fi, fo, act_x, bad_w, bad_b, bad_x);
+    CHECK(bad_w == 0 && bad_b == 0 && bad_x == 0, "linear_backward_lp %s %dx%dx%d: dW %zu, db %zu, dx %zu", dt_name(dt), rows,
+          fi, fo, bad_w, bad_b, bad_x);
+    pair_reset();
+}
+
+static void test_linear(void) {
+    const int32_t dts[] = {RLT_LP_BF16, RLT_LP_F16};
+    for (int d = 0; d < 2; d++) {
+        int32_t dt = dts[d];
+        linear_case(dt, dt, 256, 23, 256, RLT_ACT_RELU);
+        linear_case(dt, dt, 100, 64, 64, RLT_ACT_TANH);
+        linear_case(dt, RLT_LP_F32, 256, 256, 1, RLT_ACT_NONE);
+        linear_case(dt, RLT_LP_F32, 37, 256, 6, RLT_ACT_TANH);
+        linear_case(dt, dt, 512, 256, 256, RLT_ACT_RELU);
+        linear_backward_case(dt, dt, 256, 256, 256, RLT_ACT_RELU);
+        linear_backward_case(dt, dt, 100, 64, 64, RLT_ACT_TANH);
+        linear_backward_case(dt, RLT_LP_F32, 256, 23, 256, RLT_ACT_NONE);
+        linear_backward_case(dt, RLT_LP_F32, 37, 256, 1, RLT_ACT_NONE);
+    }
+}
+
+static void test_amp_ops(void) {
+    uint64_t n = 100003;
+    void *cg, *gg, *ca, *ga;
+    pair_take(n * 4, &cg, &gg);
+    pair_take(sizeof(rlt_amp_state), &ca, &ga);
+    for (int bad = 0; bad < 2; bad++) {
+        pair_rnd_fill(hx, n, -1000.0f, 1000.0f);
+        if (bad) hx[n / 2] = INFINITY;
+        pair_put(cg, gg, hx, n * 4);
+        rlt_amp_state a0 = {65536.0f, 17, 0, 0, 5};
+        pair_put(ca, ga, &a0, sizeof a0);
+        CHECK(P.cpu.ops->amp_unscale(&P.cpu, cg, n, ca) == RLT_OK && P.gpu.ops->amp_unscale(&P.gpu, gg, n, ga) == RLT_OK,
+              "amp_unscale: %s", P.egpu.msg);
+        pair_fetch(hc, hg, cg, gg, n * 4);
+        CHECK(memcmp(hc, hg, n * 4) == 0, "amp_unscale: the unscaled gradients are bit-identical");
+        rlt_amp_state sc, sg;
+        pair_fetch(&sc, &sg, ca, ga, sizeof sc);
+        CHECK(sc.found_inf == bad && sg.found_inf == bad, "amp_unscale flags %d (cpu %d gpu %d)", bad, sc.found_inf,
+              sg.found_inf);
+        int64_t steps[2] = {9, 9};
+        void *cs, *gs;
+        pair_take(8, &cs, &gs);
+        pair_put(cs, gs, steps, 8);
+        CHECK(P.cpu.ops->amp_update(&P.cpu, ca, cs, 2.0f, 0.5f, 18) == RLT_OK &&
+                  P.gpu.ops->amp_update(&P.gpu, ga, gs, 2.0f, 0.5f, 18) == RLT_OK, "amp_update");
+        pair_fetch(&sc, &sg, ca, ga, sizeof sc);
+        pair_fetch(&steps[0], &steps[1], cs, gs, 8);
+        CHECK(memcmp(&sc, &sg, sizeof sc) == 0 && steps[0] == steps[1], "amp_update: same state on both");
+        /* Overflow: halve, reset, count, roll the step back. Finite: the 18th good step doubles the scale. */
+        CHECK(bad ? (sg.scale == 32768.0f && sg.good_steps == 0 && sg.skipped == 6 && steps[1] == 8)
+                  : (sg.scale == 131072.0f && sg.good_steps == 0 && sg.skipped == 5 && steps[1] == 9),
+              "amp_update (%s): scale %g good %d skipped %lld step %lld", bad ? "overflow" : "finite", sg.scale,
+              sg.good_steps, (long long)sg.skipped, (long long)steps[1]);
+        CHECK(sg.found_inf == 0, "amp_update clears the flag");
+    }
+    pair_reset();
+}
+
+/* ---- the agent ---- */
+static rlt_agent *td3_agent(const char *precision) {
+    rlt_config *cfg;
+    rlt_config_init(&cfg);
+    char set[64];
+    snprintf(set, sizeof set, "precision=%s", precision);
+    rlt_config_set(cfg, set);
+    rlt_config_set(cfg, "device=cuda:0");
+    rlt_config_set(cfg, "train.start_steps=0");
+    rlt_config_set(cfg, "replay.capacity=4000");
+    rlt_space obs = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {17, 0, 0, 0}, 0, NULL, NULL};
+    rlt_space act = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {6, 0, 0, 0}, 0, NULL, NULL};
+    rlt_agent *ag;
+    int rc = rlt_agent_init(cfg, &obs, &act, &ag);
+    rlt_config_free(cfg);
+    CHECK(rc == RLT_OK, "%s agent: %s", precision, rlt_agent_errmsg(ag));
+    if (rc != RLT_OK) exit(test_summary("gpu_lowp"));
+    uint32_t s = 11;
+    for (int i = 0; i < 3000; i++) {
+        float o[17], o2[17], a[6], r;
+        for (int j = 0; j < 17; j++) {
+            s = s * 1664525u + 1013904223u;
+            o[j] = (float)(s >> 8) / 16777216.0f - 0.5f;
+            o2[j] = 0.9f * o[j];
+        }
+        for (int j = 0; j < 6; j++) a[j] = o[j] - o[j + 6];
+        r = o[0] * o[1];
+        uint8_t term = i % 200 == 199, trunc = 0;
+        CHECK(rlt_agent_observe(ag, o, a, &r, o2, &term, &trunc, 1) == RLT_OK, "observe");
+    }
+    return ag;
+}
+
+/* Every state tensor of a TD3 agent, fp32 masters and 16-bit copies, in one host buffer. */
+static uint64_t snapshot(rlt_agent *ag, unsigned char *out) {
+    rlt_td3 *t = &ag->td3;
+    uint64_t nb = t->n_total * 4, off = 0;
+    const void *f32[] = {t->params, t->target, t->adam_m, t->adam_v};
+    for (int i = 0; i < 4; i++, off += nb) CHECK(agent_fetch(ag, out + off, f32[i], nb) == RLT_OK, "fetch");
+    const void *lp[] = {t->params_lp, t->target_lp};
+    for (int i = 0; i < 2; i++, off += nb / 2) CHECK(agent_fetch(ag, out + off, lp[i], nb / 2) == RLT_OK, "fetch");
+    CHECK(agent_fetch(ag, out + off, ag->counters, RLT_CTR_COUNT * 8) == RLT_OK, "fetch");
+    return off + RLT_CTR_COUNT * 8;
+}
+
+static unsigned char snap_a[16 << 20], snap_b[16 << 20];
+
+static void test_overflow_skip(void) {
+    rlt_agent *ag = td3_agent("fp16");
+    int32_t done;
+    for (int k = 0; k < 50; k++) CHECK(rlt_agent_update(ag, &done) == RLT_OK, "update: %s", rlt_agent_errmsg(ag));
+    rlt_amp_state a;
+    CHECK(agent_read_amp(ag, &a) == RLT_OK && a.scale == 65536.0f && a.skipped == 0, "fp16 starts at 65536: %g, %lld",
+          a.scale, (long long)a.skipped);
+    /* Updates alternate critic-only and critic+actor (policy delay 2); after 50 the next is critic-only. */
+    uint64_t n = snapshot(ag, snap_a);
+    a.scale = 3.0e38f;
+    *ag->amp_host = a;
+    CHECK(agent_put(ag, ag->amp, ag->amp_host, sizeof a) == RLT_OK, "inject the scale");
+    CHECK(rlt_agent_update(ag, &done) == RLT_OK, "update with the overflowing scale");
+    CHECK(snapshot(ag, snap_b) == n, "snapshot");
+    /* The update counter moved (the update ran); everything else must not have. */
+    int64_t *ctr_a = (int64_t *)(snap_a + n - RLT_CTR_COUNT * 8), *ctr_b = (int64_t *)(snap_b + n - RLT_CTR_COUNT * 8);
+    CHECK(ctr_b[RLT_CTR_UPDATE] == ctr_a[RLT_CTR_UPDATE] + 1, "the update ran");
+    ctr_b[RLT_CTR_UPDATE] = ctr_a[RLT_CTR_UPDATE];
+    CHECK(memcmp(snap_a, snap_b, n) == 0, "skipped step: weights, copies, targets, moments and step counters bit-identical");
+    CHECK(agent_read_amp(ag, &a) == RLT_OK && a.scale == 1.5e38f && a.skipped == 1 && a.found_inf == 0 && a.good_steps == 0,
+          "after the overflow: scale %g (want 1.5e38), skipped %lld (want 1)", a.scale, (long long)a.skipped);
+    /* A sane scale trains again. */
+    a.scale = 1024.0f;
+    *ag->amp_host = a;
+    CHECK(agent_put(ag, ag->amp, ag->amp_host, sizeof a) == RLT_OK, "reset the scale");
+    for (int k = 0; k < 10; k++) CHECK(rlt_agent_update(ag, &done) == RLT_OK, "update");
+    snapshot(ag, snap_b);
+    CHECK(memcmp(snap_a, snap_b, ag->td3.n_total * 4) != 0, "the weights move again");
+    CHECK(agent_read_amp(ag, &a) == RLT_OK && a.skipped == 1 && a.scale == 1024.0f && a.good_steps == 15,
+          "10 finite updates (15 optimiser steps): scale %g skipped %lld good %d", a.scale, (long long)a.skipped,
+          a.good_steps);
+    printf("fp16 overflow: step skipped on the device, state bit-identical, scale 3e38 -> 1.5e38\n");
+    rlt_agent_free(ag);
+}
+
+static float pa[1 << 20], pb[1 << 20];
+
+static void test_agreement(void) {
+    rlt_agent *lp = td3_agent("bf16"), *f32 = td3_agent("fp32");
+    int32_t done;
+    for (int k = 0; k < 30; k++) {
+        CHECK(rlt_agent_update(lp, &done) == RLT_OK, "bf16 update: %s", rlt_agent_errmsg(lp));
+        CHECK(rlt_agent_update(f32, &done) == RLT_OK, "fp32 update");
+    }
+    uint64_t n = lp->td3.n_total;
+    CHECK(agent_fetch(lp, pa, lp->td3.params, n * 4) == RLT_OK && agent_fetch(f32, pb, f32->td3.params, n * 4) == RLT_OK,
+          "fetch");
+    double num = 0, den = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        num += ((double)pa[i] - pb[i]) * ((double)pa[i] - pb[i]);
+        den += (double)pb[i] * pb[i];
+    }
+    double d = sqrt(num / den);
+    printf("TD3 after 30 updates: bf16 vs fp32 relative parameter distance %.3g\n", d);
+    CHECK(d > 0 && d < 0.05, "bf16 follows fp32: %.3g", d);
+    CHECK(lp->plan.arena_bytes[RLT_LOC_DEVICE] != f32->plan.arena_bytes[RLT_LOC_DEVICE], "the plans differ");
+    rlt_agent_free(lp);
+    rlt_agent_free(f32);
+}
+
+static void learn(const char *config, const char *precision, double threshold, int64_t steps) {
+    char prec[32];
+    snprintf(prec, sizeof prec, "precision=%s", precision);
+    const char *sets[] = {"device=cuda:0", prec, NULL};
+    rlt_progress p;
+    test_train_config_sets(config, sets, "gpu_lowp_learn", &p);
+    CHECK(p.env_steps == steps && p.best_eval_return >= threshold, "%s in %s reached %.1f (need %.0f)", config,
+          precision, p.best_eval_return, threshold);
+}
+
+int main(void) {
+    pair_open(256ull << 20);
+    test_cast();
+    test_linear();
+    test_amp_ops();
+    pair_close();
+    test_overflow_skip();
+    test_agreement();
+    learn("td3_pendulum.yaml", "bf16", -250.0, 20000);
+    learn("td3_pendulum.yaml", "fp16", -250.0, 20000);
+    learn("dqn_cartpole.yaml", "fp16", 475.0, 50000);
+    return test_summary("gpu_lowp");
+}

@@ -1,0 +1,184 @@
+/* test_lowp.c: the reduced-precision pieces on the CPU.
+ * - Conversions (kernels/lowp.h): every 16-bit pattern of bf16 and fp16 widens to fp32 and rounds back to
+ *   itself (NaNs stay NaN); fp32 values round to nearest with ties to even, checked against the neighbours
+ *   at and around each halfway point; fp16 overflows to inf at 65520 and keeps 65504 below; subnormals.
+ * - The CPU twins: linear_forward_lp with fp32 output on inputs that are exact in the 16-bit type equals the
+ *   fp32 linear_forward up to fp32 summation order (2 gamma(k+2) S); linear_backward_lp likewise against
+ *   linear_backward; cast with a scale; amp_unscale / amp_update semantics; adam_ex with its skip flag set
+ *   leaves every buffer bit-identical, and writes p's 16-bit copy when it steps.
+ * - A reduced-precision config on the CPU trains in fp32 and says so in the plan. */
+#include <math.h>
+#include <string.h>
+
+#include "backend_registry.h"
+#include "harness.h"
+#include "kernels/lowp.h"
+#include "rltrain.h"
+
+#define U (1.0 / 16777216.0)
+
+static float f_of(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void test_conversions(void) {
+    int bad_bf = 0, bad_h = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float b = rlt_bf16_to_f32((uint16_t)h), f = rlt_f16_to_f32((uint16_t)h);
+        if (isnan(b) ? !isnan(rlt_bf16_to_f32(rlt_f32_to_bf16(b))) : rlt_f32_to_bf16(b) != h) bad_bf++;
+        if (isnan(f) ? !isnan(rlt_f16_to_f32(rlt_f32_to_f16(f))) : rlt_f32_to_f16(f) != h) bad_h++;
+    }
+    CHECK(bad_bf == 0 && bad_h == 0, "16-bit round trips: bf16 %d, fp16 %d failures", bad_bf, bad_h);
+    /* Ties to even and the neighbours of each halfway point, for a sample of positive bf16 / fp16 values. */
+    int bad_tie = 0;
+    for (uint32_t h = 1; h < 0x7f00; h += 97) {
+        float lo = rlt_bf16_to_f32((uint16_t)h), hi = rlt_bf16_to_f32((uint16_t)(h + 1));
+        uint32_t ul, uh;
+        memcpy(&ul, &lo, 4);
+        memcpy(&uh, &hi, 4);
+        uint32_t mid = (ul + uh) / 2; /* the exact halfway float between them */
+        uint16_t even = (h & 1) ? (uint16_t)(h + 1) : (uint16_t)h;
+        if (rlt_f32_to_bf16(f_of(mid)) != even || rlt_f32_to_bf16(f_of(mid - 1)) != h || rlt_f32_to_bf16(f_of(mid + 1)) != h + 1)
+            bad_tie++;
+    }
+    for (uint32_t h = 1; h < 0x7bff; h += 31) {
+        double lo = rlt_f16_to_f32((uint16_t)h), hi = rlt_f16_to_f32((uint16_t)(h + 1));
+        float mid = (float)((lo + hi) / 2); /* exact in fp32: fp16 has 11 significant bits */
+        uint16_t even = (h & 1) ? (uint16_t)(h + 1) : (uint16_t)h;
+        if (rlt_f32_to_f16(mid) != even || rlt_f32_to_f16(nextafterf(mid, 0)) != h ||
+            rlt_f32_to_f16(nextafterf(mid, INFINITY)) != h + 1)
+            bad_tie++;
+    }
+    CHECK(bad_tie == 0, "round to nearest, ties to even: %d failures", bad_tie);
+    CHECK(rlt_f32_to_f16(65504.0f) == 0x7bff && rlt_f32_to_f16(65519.99f) == 0x7bff && rlt_f32_to_f16(65520.0f) == 0x7c00,
+          "fp16 overflow threshold");
+    CHECK(rlt_f32_to_f16(-1e30f) == 0xfc00 && rlt_f32_to_bf16(INFINITY) == 0x7f80, "infinities");
+    CHECK(rlt_f32_to_f16(0x1p-24f) == 0x0001 && rlt_f32_to_f16(0x1p-25f) == 0x0000 && rlt_f32_to_f16(0x1.8p-25f) == 0x0001,
+          "fp16 subnormals: 2^-24 kept, 2^-25 ties to even zero, 1.5 * 2^-25 up");
+    CHECK(rlt_f32_to_bf16(-0.0f) == 0x8000 && rlt_f32_to_f16(-0.0f) == 0x8000, "negative zero");
+}
+
+static rlt_backend bk;
+static rlt_err err;
+static float x[64 * 96], w[48 * 96], b[48], y32[64 * 48], ylp[64 * 48], dy[64 * 48];
+static uint16_t x16[64 * 96], w16[48 * 96], dy16[64 * 48], dx16[64 * 96];
+static float dw32[48 * 96], dwlp[48 * 96], db32[48], dblp[48], dx32[64 * 96], dxlp[64 * 96];
+
+static void round_to(int32_t dt, float *v, uint16_t *bits, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        rlt_lp_store(bits, dt, (int64_t)i, v[i]);
+        v[i] = rlt_lp_load(bits, dt, (int64_t)i);
+    }
+}
+
+static void test_twins(int32_t dt) {
+    const int32_t R = 64, FI = 96, FO = 48;
+    uint32_t s = 7;
+    for (int i = 0; i < R * FI; i++) x[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    for (int i = 0; i < FO * FI; i++) w[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 83886080.0f - 0.1f;
+    for (int i = 0; i < FO; i++) b[i] = (float)i / FO - 0.5f;
+    for (int i = 0; i < R * FO; i++) dy[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    round_to(dt, x, x16, (size_t)R * FI);
+    round_to(dt, w, w16, (size_t)FO * FI);
+    round_to(dt, dy, dy16, (size_t)R * FO);
+    CHECK(bk.ops->linear_forward(&bk, R, FI, FO, x, FI, w, b, y32, FO, RLT_ACT_TANH) == RLT_OK, "fp32 forward");
+    CHECK(bk.ops->linear_forward_lp(&bk, dt, R, FI, FO, x16, FI, w16, b, ylp, RLT_LP_F32, FO, RLT_ACT_TANH) == RLT_OK,
+          "lp forward: %s", err.msg);
+    int bad = 0;
+    for (int r = 0; r < R; r++)
+        for (int o = 0; o < FO; o++) {
+            double S = fabs(b[o]);
+            for (int i = 0; i < FI; i++) S += fabs((double)x[r * FI + i] * w[o * FI + i]);
+            if (fabs((double)ylp[r * FO + o] - y32[r * FO + o]) > 2 * (FI + 2) * U * S + 8 * U) bad++;
+        }
+    CHECK(bad == 0, "linear_forward_lp (fp32 out) equals linear_forward on 16-bit-exact inputs: %d off", bad);
+    memset(dw32, 0, sizeof dw32);
+    memset(dwlp, 0, sizeof dwlp);
+    memset(db32, 0, sizeof db32);
+    memset(dblp, 0, sizeof dblp);
+    /* x as a ReLU output for act_x: clamp at 0 (still exact in the 16-bit type). */
+    for (int i = 0; i < R * FI; i++) x[i] = x[i] > 0 ? x[i] : 0.0f;
+    round_to(dt, x, x16, (size_t)R * FI);
+    CHECK(bk.ops->linear_backward(&bk, R, FI, FO, dy, FO, x, FI, RLT_ACT_RELU, w, dw32, db32, 1.0f, dx32, FI) == RLT_OK,
+          "fp32 backward");
+    CHECK(bk.ops->linear_backward_lp(&bk, dt, R, FI, FO, dy16, FO, x16, FI, RLT_ACT_RELU, w16, dwlp, dblp, 1.0f, dxlp,
+                                     RLT_LP_F32, FI) == RLT_OK, "lp backward: %s", err.msg);
+    bad = 0;
+    for (int i = 0; i < FO * FI; i++) bad += fabs((double)dwlp[i] - dw32[i]) > 2 * (R + 2) * U * R * 0.5 * 0.5;
+    for (int i = 0; i < FO; i++) bad += fabs((double)dblp[i] - db32[i]) > 2 * (R + 2) * U * R * 0.5;
+    for (int i = 0; i < R * FI; i++) bad += fabs((double)dxlp[i] - dx32[i]) > 2 * (FO + 2) * U * FO * 0.5 * 0.1 + 1e-7;
+    CHECK(bad == 0, "linear_backward_lp equals linear_backward on 16-bit-exact inputs: %d off", bad);
+    /* 16-bit dx: the fp32 value rounded (the act' factor is 0 or 1 for ReLU, exact). */
+    CHECK(bk.ops->linear_backward_lp(&bk, dt, R, FI, FO, dy16, FO, x16, FI, RLT_ACT_RELU, w16, NULL, NULL, 0.0f, dx16, dt,
+                                     FI) == RLT_OK, "lp backward, 16-bit dx");
+    bad = 0;
+    for (int i = 0; i < R * FI; i++) bad += dx16[i] != (dt == RLT_LP_BF16 ? rlt_f32_to_bf16(dxlp[i]) : rlt_f32_to_f16(dxlp[i]));
+    CHECK(bad == 0, "16-bit dx is the fp32 dx rounded: %d off", bad);
+    /* cast with a scale: the product rounded. */
+    float three = 3.0f;
+    CHECK(bk.ops->cast(&bk, R, FI, dx16, dt, FI, x, RLT_LP_F32, FI, &three) == RLT_OK, "cast");
+    bad = 0;
+    for (int i = 0; i < R * FI; i++) bad += rlt_lp_load(dx16, dt, i) != rlt_lp_load((uint16_t[]){dt == RLT_LP_BF16 ? rlt_f32_to_bf16(3.0f * x[i]) : rlt_f32_to_f16(3.0f * x[i])}, dt, 0);
+    CHECK(bad == 0, "cast with scale: %d off", bad);
+}
+
+static void test_amp_and_skip(void) {
+    float g[5] = {1024.0f, -2048.0f, 0.5f, 3.0f, 0.0f}, p[5] = {1, 2, 3, 4, 5}, m[5] = {0}, v[5] = {0}, t[5] = {5, 4, 3, 2, 1};
+    uint16_t plp[5] = {0};
+    rlt_amp_state a = {1024.0f, 3, 0, 0, 0};
+    int64_t step = 1;
+    CHECK(bk.ops->amp_unscale(&bk, g, 5, &a) == RLT_OK && g[0] == 1.0f && g[1] == -2.0f && a.found_inf == 0, "unscale");
+    g[2] = NAN;
+    CHECK(bk.ops->amp_unscale(&bk, g, 5, &a) == RLT_OK && a.found_inf == 1, "a NaN sets the flag");
+    float p0[5], m0[5], v0[5], t0[5];
+    memcpy(p0, p, sizeof p);
+    memcpy(m0, m, sizeof m);
+    memcpy(v0, v, sizeof v);
+    memcpy(t0, t, sizeof t);
+    rlt_adam_hp hp = {1e-3f, 0.9f, 0.999f, 1e-8f};
+    rlt_adam_extra x = {0.0f, NULL, t, 0.5f, plp, NULL, RLT_LP_BF16, &a.found_inf};
+    CHECK(bk.ops->adam_ex(&bk, p, g, m, v, 5, hp, &step, &x) == RLT_OK, "adam_ex skip");
+    CHECK(!memcmp(p, p0, sizeof p) && !memcmp(m, m0, sizeof m) && !memcmp(v, v0, sizeof v) && !memcmp(t, t0, sizeof t) &&
+              plp[0] == 0, "a skipped step changes nothing");
+    CHECK(bk.ops->amp_update(&bk, &a, &step, 2.0f, 0.5f, 2000) == RLT_OK && a.scale == 512.0f && a.skipped == 1 &&
+              step == 0 && a.found_inf == 0, "amp_update after an overflow");
+    g[2] = 0.25f;
+    step = 1;
+    CHECK(bk.ops->adam_ex(&bk, p, g, m, v, 5, hp, &step, &x) == RLT_OK && p[0] != p0[0] && plp[0] == rlt_f32_to_bf16(p[0]) &&
+              plp[4] == rlt_f32_to_bf16(p[4]), "a step writes the 16-bit copy");
+}
+
+static void test_cpu_fallback(void) {
+    rlt_config *cfg;
+    rlt_config_init(&cfg);
+    rlt_config_set(cfg, "device=cpu");
+    rlt_config_set(cfg, "precision=fp16");
+    rlt_space obs = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {3, 0, 0, 0}, 0, NULL, NULL};
+    rlt_space act = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {1, 0, 0, 0}, 0, NULL, NULL};
+    rlt_agent *ag;
+    int rc = rlt_agent_init(cfg, &obs, &act, &ag);
+    CHECK(rc == RLT_OK, "fp16 on the CPU initialises: %s", rlt_agent_errmsg(ag));
+    if (rc == RLT_OK) {
+        rlt_plan_summary s;
+        const rlt_plan_entry *en;
+        CHECK(rlt_agent_memory_plan(ag, &s, &en) == RLT_OK, "plan");
+        CHECK(strcmp(s.precision, "fp32") == 0 && strstr(s.note, "fp32") != NULL, "the plan says fp32 (%s; %s)",
+              s.precision, s.note);
+    }
+    rlt_agent_free(ag);
+    rlt_config_free(cfg);
+}
+
+int main(void) {
+    test_conversions();
+    CHECK(rlt_backend_open(&bk, &err, "cpu", 1, NULL, 0) == RLT_OK, "cpu backend");
+    bk.err = &err;
+    test_twins(RLT_LP_BF16);
+    test_twins(RLT_LP_F16);
+    test_amp_and_skip();
+    rlt_backend_close(&bk);
+    test_cpu_fallback();
+    return test_summary("test_lowp");
+}
