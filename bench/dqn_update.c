@@ -3,7 +3,8 @@
  *   --case mlp     4 -> 120 -> 84 -> 2, batch 128 (CleanRL's CartPole network), float observations
  *   --case nature  4x84x84 uint8 frames, Nature CNN (32@8x8/4, 64@4x4/2, 64@3x3/1, 512), 6 actions, batch 32
  * Both: double DQN, Huber loss, Adam, gradient-norm clip 10, one update per call.
- *   bench_dqn_update [--device cpu|cuda:N] [--case mlp|nature] [--updates N] [--accum N] [--precision fp32|bf16|fp16] */
+ *   bench_dqn_update [--device cpu|cuda:N] [--case mlp|nature] [--updates N] [--accum N] [--precision fp32|bf16|fp16]
+ *                    [--profile REPS] (then the time per op, eagerly: bench/op_profile.h) */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "op_profile.h"
 #include "rltrain.h"
 
 static double now_s(void) {
@@ -22,13 +24,14 @@ static double now_s(void) {
 
 int main(int argc, char **argv) {
     const char *device = "cpu", *which = "mlp", *precision = "fp32";
-    int updates = 2000, accum = 1;
+    int updates = 2000, accum = 1, profile = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--device")) device = argv[i + 1];
         else if (!strcmp(argv[i], "--case")) which = argv[i + 1];
         else if (!strcmp(argv[i], "--updates")) updates = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--accum")) accum = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--precision")) precision = argv[i + 1];
+        else if (!strcmp(argv[i], "--profile")) profile = atoi(argv[i + 1]);
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
     }
     int nature = !strcmp(which, "nature");
@@ -100,6 +103,7 @@ int main(int argc, char **argv) {
     }
     printf("  last loss        %.4g; allocations after init: %llu\n", losses[RLT_LOSS_Q1],
            (unsigned long long)rlt_agent_allocations_after_init(ag));
+    if (profile > 0 && op_profile_run(ag, 0, profile) != RLT_OK) fprintf(stderr, "profile: %s\n", rlt_agent_errmsg(ag));
     rlt_agent_free(ag);
     rlt_config_free(cfg);
     free(o);

@@ -4,7 +4,7 @@
  *
  *   bench_td3_update [--device cpu|cuda:N] [--obs 17] [--act 6] [--hidden 256] [--batch 256]
  *                    [--updates 2000] [--ups 1] [--threads 1] [--replay-host] [--precision fp32|bf16|fp16]
- *                    [--accum N]
+ *                    [--accum N] [--profile REPS] (then the time per op, eagerly: bench/op_profile.h)
  *
  * --ups K sets train.updates_per_step: each rlt_agent_update call runs K updates back to back. */
 #define _GNU_SOURCE
@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "op_profile.h"
 #include "rltrain.h"
 
 static double now_s(void) {
@@ -26,7 +27,7 @@ static double now_s(void) {
 int main(int argc, char **argv) {
     const char *device = "cpu";
     int obs_dim = 17, act_dim = 6, hidden = 256, batch = 256, updates = 2000, ups = 1, threads = 1, replay_host = 0;
-    int accum = 1;
+    int accum = 1, profile = 0;
     const char *precision = "fp32";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -42,6 +43,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) threads = atoi(v);
         else if (!strcmp(a, "--precision")) precision = v;
         else if (!strcmp(a, "--accum")) accum = atoi(v);
+        else if (!strcmp(a, "--profile")) profile = atoi(v);
         else { fprintf(stderr, "unknown option %s\n", a); return 2; }
         i++;
     }
@@ -123,6 +125,8 @@ int main(int argc, char **argv) {
     agent_read_amp(ag, &amp);
     if (ag->amp) printf("  fp16 loss scale  %g, skipped steps %lld\n", amp.scale, (long long)amp.skipped);
     printf("  allocations after init: %llu\n", (unsigned long long)rlt_agent_allocations_after_init(ag));
+    for (int variant = 0; variant < 2 && profile > 0; variant++)
+        if (op_profile_run(ag, variant, profile) != RLT_OK) fprintf(stderr, "profile: %s\n", rlt_agent_errmsg(ag));
     rlt_agent_free(ag);
     rlt_config_free(cfg);
     free(o); free(o2); free(a); free(r); free(term); free(trunc);

@@ -13,8 +13,15 @@
  * error is bounded like a GEMM's, which is what the parity test checks, whereas FFT and Winograd
  * transforms add errors of their own. Backward data and backward filter use ALGO_1, which cuDNN documents
  * as deterministic (ALGO_0 and filter ALGO_3 accumulate with atomics), so a seed gives the same bits run
- * to run. Bias and activation are our kernels (conv_bias.cu), for the same reason. */
+ * to run. Bias and activation are our kernels (conv_bias.cu), for the same reason.
+ *
+ * Developer switch RLT_CUDNN_FIND=1 (read at prepare): instead of those fixed choices, time every
+ * algorithm with cuDNN's Find calls at init and take the fastest that is deterministic and within the
+ * workspace cap (=2 also prints the choices and their times); for measuring what the fixed choice costs.
+ * RLT_CUDNN_TF32=1 additionally lets cuDNN use TF32 tensor cores (numerics change: parity tests assume
+ * neither). */
 #include <cudnn.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "../cuda_ops.h"
@@ -122,6 +129,45 @@ static int conv_pick_forward(rlt_backend *bk, cudnnHandle_t dnn, conv_slot *sl) 
     return RLT_OK;
 }
 
+/* RLT_CUDNN_FIND: the fastest deterministic algorithm of each pass, timed by cuDNN at init (its Find calls
+ * allocate their own scratch; this runs before the seal). */
+static int conv_find(rlt_backend *bk, cudnnHandle_t dnn, conv_slot *sl, int verbose) {
+    const char *tf32 = getenv("RLT_CUDNN_TF32");
+    if (tf32 && atoi(tf32) > 0) CUDNN_CHECK(bk, cudnnSetConvolutionMathType(sl->conv_desc, CUDNN_DEFAULT_MATH));
+    int got = 0;
+    cudnnConvolutionFwdAlgoPerf_t pf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    CUDNN_CHECK(bk, cudnnFindConvolutionForwardAlgorithm(dnn, sl->x_desc, sl->w_desc, sl->conv_desc, sl->y_desc,
+                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, pf));
+    for (int i = 0; i < got; i++)
+        if (pf[i].status == CUDNN_STATUS_SUCCESS && pf[i].determinism == CUDNN_DETERMINISTIC &&
+            pf[i].memory <= CONV_MAX_WS_BYTES) {
+            sl->fwd = pf[i].algo;
+            if (verbose) fprintf(stderr, "cudnn find: fwd algo %d %.1f us\n", (int)pf[i].algo, 1e3 * pf[i].time);
+            break;
+        }
+    cudnnConvolutionBwdDataAlgoPerf_t pd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    CUDNN_CHECK(bk, cudnnFindConvolutionBackwardDataAlgorithm(dnn, sl->w_desc, sl->y_desc, sl->conv_desc, sl->x_desc,
+                                                              CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, pd));
+    for (int i = 0; i < got; i++)
+        if (pd[i].status == CUDNN_STATUS_SUCCESS && pd[i].determinism == CUDNN_DETERMINISTIC &&
+            pd[i].memory <= CONV_MAX_WS_BYTES) {
+            sl->bwd_data = pd[i].algo;
+            if (verbose) fprintf(stderr, "cudnn find: bwd data algo %d %.1f us\n", (int)pd[i].algo, 1e3 * pd[i].time);
+            break;
+        }
+    cudnnConvolutionBwdFilterAlgoPerf_t pg[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    CUDNN_CHECK(bk, cudnnFindConvolutionBackwardFilterAlgorithm(dnn, sl->x_desc, sl->y_desc, sl->conv_desc, sl->w_desc,
+                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, pg));
+    for (int i = 0; i < got; i++)
+        if (pg[i].status == CUDNN_STATUS_SUCCESS && pg[i].determinism == CUDNN_DETERMINISTIC &&
+            pg[i].memory <= CONV_MAX_WS_BYTES) {
+            sl->bwd_filter = pg[i].algo;
+            if (verbose) fprintf(stderr, "cudnn find: bwd filter algo %d %.1f us\n", (int)pg[i].algo, 1e3 * pg[i].time);
+            break;
+        }
+    return RLT_OK;
+}
+
 /* Runs forward (with bias and ReLU) and the full backward once on zeroed scratch buffers, then frees them:
  * see the file comment. Called at init only (it allocates and synchronises). */
 static int conv_warm_up(rlt_backend *bk, int32_t slot, conv_slot *sl) {
@@ -211,6 +257,8 @@ int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape
     RLT_TRY(conv_pick_forward(bk, cv->dnn, sl));
     sl->bwd_data = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
     sl->bwd_filter = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+    const char *find = getenv("RLT_CUDNN_FIND");
+    if (find && atoi(find) > 0) RLT_TRY(conv_find(bk, cv->dnn, sl, atoi(find) > 1));
     size_t f = 0, d = 0, g = 0;
     CUDNN_CHECK(bk, cudnnGetConvolutionForwardWorkspaceSize(cv->dnn, sl->x_desc, sl->w_desc, sl->conv_desc, sl->y_desc,
                                                             sl->fwd, &f));
