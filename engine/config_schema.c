@@ -37,7 +37,7 @@ static const cfg_key schema[] = {
     ROW_U64("seed", seed, "1", "seeds every random stream: initialisation, exploration, replay sampling, environments"),
     ROW_ENUM("device", device, "auto|cpu|cuda|cuda:N", "cpu",
              "where the networks run: cpu, cuda (GPU 0), cuda:N, or auto (a usable GPU, else the CPU)"),
-    ROW_ENUM("precision", precision, "fp32|bf16|fp16", "fp32", "compute precision; only fp32 is implemented so far"),
+    ROW_ENUM("precision", precision, "fp32|bf16|fp16", "fp32", "compute precision of the dense layers: fp32, or bf16 / fp16 on the GPU (16-bit copies, fp32 masters; fp16 adds dynamic loss scaling); the CPU computes fp32"),
 
     ROW_I64("train.total_steps", train.total_steps, 1, BIG_STEPS, "20000", "environment steps to train for"),
     ROW_I64("train.start_steps", train.start_steps, 0, BIG_STEPS, "1000",
@@ -45,7 +45,7 @@ static const cfg_key schema[] = {
             "a 20000-step Pendulum run"),
     ROW_I32("train.batch_size", train.batch_size, 1, 1 << 20, "256", "transitions sampled from replay for each update"),
     ROW_I32("train.grad_accum_steps", train.grad_accum_steps, 1, 1024, "1",
-            "micro-batches per update, must divide train.batch_size; values above 1 arrive in a later version"),
+            "micro-batches per update (gradient accumulation), must divide train.batch_size: activations are planned for one micro-batch"),
     ROW_I32("train.updates_per_step", train.updates_per_step, 1, 1024, "1",
             "gradient updates per environment step once learning has started"),
     ROW_I64("train.eval_every", train.eval_every, 0, BIG_STEPS, "2000",
