@@ -33,66 +33,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_pair.h"
 #include "backend_registry.h"
 #include "harness.h"
 
 #define U (1.0 / 16777216.0)
 #define ARENA_BYTES (320ull << 20)
 
-typedef struct pair {
-    rlt_backend cpu, gpu;
-    rlt_err ecpu, egpu;
-    unsigned char *cbase, *gbase;
-    uint64_t used, mark;
-} pair;
-
-static pair P;
-static uint64_t rng_state = 0x6A09E667F3BCC909ull;
-
-static uint64_t rnd_u64(void) { /* splitmix64: input data only */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static float rnd_f(float lo, float hi) { return lo + (hi - lo) * (float)((rnd_u64() >> 40) * (1.0 / 16777216.0)); }
-static void rnd_fill(float *x, size_t n, float lo, float hi) {
-    for (size_t i = 0; i < n; i++) x[i] = rnd_f(lo, hi);
-}
+/* The shared CPU/GPU pair (backend_pair.h) under this file's short names. */
+#define rnd_u64 pair_rnd_u64
+#define rnd_f pair_rnd_f
+#define rnd_fill pair_rnd_fill
+#define die_on pair_die_on
+#define take pair_take
+#define reset pair_reset
+#define put pair_put
+#define fetch pair_fetch
 static double gamma_n(double m) { return m * U / (1.0 - m * U); }
-
-static void die_on(int rc, rlt_err *e, const char *what) {
-    if (rc == RLT_OK) return;
-    fprintf(stderr, "FATAL: %s failed: %s\n", what, e->msg);
-    exit(1);
-}
-
-/* `bytes` at the same offset in both arenas, 256-byte aligned like the plan. */
-static void take(uint64_t bytes, void **c, void **g) {
-    uint64_t off = (P.used + 255) & ~255ull;
-    if (off + bytes > ARENA_BYTES) {
-        fprintf(stderr, "FATAL: test arena exhausted\n");
-        exit(1);
-    }
-    *c = P.cbase + off;
-    *g = P.gbase + off;
-    P.used = off + bytes;
-}
-static void reset(void) { P.used = P.mark; }
-
-static void put(void *c, void *g, const void *host, uint64_t bytes) {
-    die_on(P.cpu.ops->copy(&P.cpu, c, host, bytes, RLT_COPY_H2D), &P.ecpu, "cpu copy");
-    die_on(P.gpu.ops->copy(&P.gpu, g, host, bytes, RLT_COPY_H2D), &P.egpu, "gpu copy");
-    die_on(P.gpu.ops->sync(&P.gpu), &P.egpu, "gpu sync");
-}
 static void fetch_gpu(void *host, const void *g, uint64_t bytes) {
     die_on(P.gpu.ops->sync(&P.gpu), &P.egpu, "gpu sync before fetch");
     die_on(P.gpu.ops->copy(&P.gpu, host, g, bytes, RLT_COPY_D2H), &P.egpu, "gpu copy back");
     die_on(P.gpu.ops->sync(&P.gpu), &P.egpu, "gpu sync after fetch");
-}
-static void fetch(void *host_c, void *host_g, const void *c, const void *g, uint64_t bytes) {
-    memcpy(host_c, c, bytes);
-    fetch_gpu(host_g, g, bytes);
 }
 
 static void expect_exact(const char *what, const void *gpu, const void *cpu, size_t n, size_t elem) {
@@ -571,25 +532,8 @@ static void test_errors(void) {
 }
 
 int main(void) {
-    /* Tests link the engine statically, so the registry's "next to librltrain" lookup finds the test's own
-     * directory; point it at the module in the build tree unless the caller chose one. */
-    setenv("RLT_CUDA_MODULE", RLT_BINARY_DIR "/librltrain_cuda.so", 0);
-    die_on(rlt_backend_open(&P.cpu, &P.ecpu, "cpu", 1, NULL, 0), &P.ecpu, "opening the CPU backend");
-    if (rlt_backend_open(&P.gpu, &P.egpu, "cuda:0", 1, NULL, 0) != RLT_OK) {
-        char why[2200];
-        snprintf(why, sizeof why, "no CUDA backend: %s", P.egpu.msg);
-        rlt_backend_close(&P.cpu);
-        test_skip(why);
-    }
+    pair_open(ARENA_BYTES);
     printf("device %s: context_bytes %.1f MiB\n", P.gpu.device_name, P.gpu.context_bytes / 1048576.0);
-    uint64_t ws = P.gpu.ops->workspace_bytes(&P.gpu);
-    void *cb = NULL, *gb = NULL;
-    die_on(P.cpu.ops->mem_reserve(&P.cpu, ARENA_BYTES, &cb), &P.ecpu, "cpu mem_reserve");
-    die_on(P.gpu.ops->mem_reserve(&P.gpu, ARENA_BYTES, &gb), &P.egpu, "gpu mem_reserve");
-    P.cbase = cb;
-    P.gbase = gb;
-    die_on(P.gpu.ops->set_workspace(&P.gpu, gb, ws), &P.egpu, "set_workspace");
-    P.used = P.mark = (ws + 255) & ~255ull;
 
     test_gather_u8();
     test_dqn_target();
@@ -597,10 +541,6 @@ int main(void) {
     test_clip();
     test_conv();
     test_errors();
-
-    P.gpu.ops->mem_release(&P.gpu, gb);
-    P.cpu.ops->mem_release(&P.cpu, cb);
-    rlt_backend_close(&P.gpu);
-    rlt_backend_close(&P.cpu);
+    pair_close();
     return test_summary("gpu_dqn_parity");
 }
