@@ -19,36 +19,12 @@
 #include "mem.h"
 
 static rlt_agent *td3_agent(const char *device) {
-    rlt_config *cfg;
-    rlt_config_init(&cfg);
     char set[64];
     snprintf(set, sizeof set, "device=%s", device);
-    rlt_config_set(cfg, set);
-    rlt_config_set(cfg, "train.start_steps=0");
-    rlt_config_set(cfg, "replay.capacity=4000");
-    rlt_space obs = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {17, 0, 0, 0}, 0, NULL, NULL};
-    rlt_space act = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {6, 0, 0, 0}, 0, NULL, NULL};
-    rlt_agent *ag;
-    int rc = rlt_agent_init(cfg, &obs, &act, &ag);
-    rlt_config_free(cfg);
-    if (rc != RLT_OK) {
-        CHECK(rc == RLT_EDEVICE, "%s: %s", device, rlt_agent_errmsg(ag));
-        rlt_agent_free(ag);
-        return NULL;
-    }
-    uint32_t s = 11;
-    for (int i = 0; i < 3000; i++) {
-        float o[17], o2[17], a[6], r;
-        for (int j = 0; j < 17; j++) {
-            s = s * 1664525u + 1013904223u;
-            o[j] = (float)(s >> 8) / 16777216.0f - 0.5f;
-            o2[j] = 0.9f * o[j];
-        }
-        for (int j = 0; j < 6; j++) a[j] = o[j] - o[j + 6];
-        r = o[0] * o[1];
-        uint8_t term = i % 200 == 199, trunc = 0;
-        CHECK(rlt_agent_observe(ag, o, a, &r, o2, &term, &trunc, 1) == RLT_OK, "observe");
-    }
+    const char *sets[] = {set, NULL};
+    int rc;
+    rlt_agent *ag = test_td3_synthetic(sets, &rc);
+    CHECK(ag || rc == RLT_EDEVICE, "%s: init failed with %d", device, rc);
     return ag;
 }
 

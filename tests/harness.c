@@ -73,3 +73,36 @@ int test_train_config(const char *config, const char *device, const char *tag, r
     const char *sets[] = {dev, NULL};
     return test_train_config_sets(config, device ? sets : NULL, tag, out);
 }
+
+rlt_agent *test_td3_synthetic(const char *const *sets, int *rc_out) {
+    rlt_config *cfg;
+    rlt_config_init(&cfg);
+    rlt_config_set(cfg, "train.start_steps=0");
+    rlt_config_set(cfg, "replay.capacity=4000");
+    for (int i = 0; sets && sets[i]; i++) CHECK(rlt_config_set(cfg, sets[i]) == RLT_OK, "--set %s", sets[i]);
+    rlt_space obs = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {17, 0, 0, 0}, 0, NULL, NULL};
+    rlt_space act = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {6, 0, 0, 0}, 0, NULL, NULL};
+    rlt_agent *ag;
+    int rc = rlt_agent_init(cfg, &obs, &act, &ag);
+    rlt_config_free(cfg);
+    if (rc_out) *rc_out = rc;
+    if (rc != RLT_OK) {
+        fprintf(stderr, "test_td3_synthetic: %s\n", rlt_agent_errmsg(ag));
+        rlt_agent_free(ag);
+        return NULL;
+    }
+    uint32_t s = 11;
+    for (int i = 0; i < 3000; i++) {
+        float o[17], o2[17], a[6], r;
+        for (int j = 0; j < 17; j++) {
+            s = s * 1664525u + 1013904223u;
+            o[j] = (float)(s >> 8) / 16777216.0f - 0.5f;
+            o2[j] = 0.9f * o[j];
+        }
+        for (int j = 0; j < 6; j++) a[j] = o[j] - o[j + 6];
+        r = o[0] * o[1];
+        uint8_t term = i % 200 == 199, trunc = 0;
+        CHECK(rlt_agent_observe(ag, o, a, &r, o2, &term, &trunc, 1) == RLT_OK, "observe");
+    }
+    return ag;
+}

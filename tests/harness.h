@@ -37,6 +37,11 @@ void test_skip(const char *why);
 const char *test_tmpdir(const char *name);
 
 struct rlt_progress;
+struct rlt_agent;
+/* A TD3 agent at HalfCheetah sizes (observation 17, action 6) with start_steps 0, a 4,000-transition replay and
+ * `sets` applied (a NULL-terminated list), after observing 3,000 fixed synthetic transitions: the subject of
+ * the GPU tests. NULL (with *rc the status) when init fails. */
+struct rlt_agent *test_td3_synthetic(const char *const *sets, int *rc);
 /* Trains configs/<config> (from the source tree) on `device` (NULL: as configured) into a fresh
  * tmp_<tag> directory, printing each evaluation; fills *out with the final progress. Returns the run's
  * status (init and run failures are CHECKed). */
