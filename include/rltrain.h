@@ -178,7 +178,7 @@ RLT_API uint64_t rlt_agent_allocations_after_init(const rlt_agent *agent);
 RLT_API const char *rlt_agent_errmsg(const rlt_agent *agent);
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Trainer: an agent, a built-in environment, the training loop and its outputs                   */
+/* Trainer: an agent, an environment (built-in, or the caller's: rlt_trainer_init_env), the loop, outputs */
 /* ---------------------------------------------------------------------------------------------- */
 typedef struct rlt_trainer rlt_trainer;
 
