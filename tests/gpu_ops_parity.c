@@ -923,8 +923,8 @@ static void test_gather_fields(void) {
         for (int f = 0; f < 7; f++) {
             uint64_t off = f == 1 ? 68 : 0;
             const void *via_c = f == 4 ? cnext : NULL, *via_g = f == 4 ? gnext : NULL;
-            fc[f] = (rlt_gather_field){(unsigned char *)(f == 1 ? cd[0] : cd[f]) + off, stride[f], cs[f], rb[f], via_c};
-            fg[f] = (rlt_gather_field){(unsigned char *)(f == 1 ? gd[0] : gd[f]) + off, stride[f], gs[f], rb[f], via_g};
+            fc[f] = (rlt_gather_field){(unsigned char *)(f == 1 ? cd[0] : cd[f]) + off, stride[f], cs[f], rb[f], via_c, RLT_LP_F32};
+            fg[f] = (rlt_gather_field){(unsigned char *)(f == 1 ? gd[0] : gd[f]) + off, stride[f], gs[f], rb[f], via_g, RLT_LP_F32};
         }
         rlt_sample_spec sc = {csz, cvalid, 99, RLT_STREAM_SAMPLE, ROW0, NB, cctr};
         rlt_sample_spec sg = {gsz, gvalid, 99, RLT_STREAM_SAMPLE, ROW0, NB, gctr};
