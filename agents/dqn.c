@@ -73,14 +73,14 @@ static int dqn_plan(rlt_agent *ag) {
                      (void **)&d->act_u8));
     RLT_TRY(plan_add(p, e, "acting.q", "batch", RLT_LOC_DEVICE, (uint64_t)d->act_batch * A * F32, (void **)&d->act_q));
 
-    /* Replay: frames once, plus per-slot bookkeeping. */
-    uint64_t frame = (uint64_t)O * (d->obs_u8 ? 1 : F32);
-    RLT_TRY(replay_add_field(&ag->replay, e, "frame", frame));
-    RLT_TRY(replay_add_field(&ag->replay, e, "valid", 1));
-    RLT_TRY(replay_add_field(&ag->replay, e, "next", 4));
-    RLT_TRY(replay_add_field(&ag->replay, e, "action", 4));
-    RLT_TRY(replay_add_field(&ag->replay, e, "reward", F32));
-    RLT_TRY(replay_add_field(&ag->replay, e, "terminated", F32));
+    /* Replay: frames once, plus per-slot bookkeeping. Frames are stored as replay.obs_dtype says: uint8
+     * images as they are, float observations as fp32, fp16 or bf16 (widened back by the gather). */
+    RLT_TRY(replay_add_obs_field(&ag->replay, e, "frame", ag->replay_obs_dtype, (uint64_t)O));
+    RLT_TRY(replay_add_field(&ag->replay, e, "valid", RLT_DTYPE_U8, 1));
+    RLT_TRY(replay_add_field(&ag->replay, e, "next", RLT_DTYPE_I32, 1));
+    RLT_TRY(replay_add_field(&ag->replay, e, "action", RLT_DTYPE_I32, 1));
+    RLT_TRY(replay_add_field(&ag->replay, e, "reward", RLT_DTYPE_F32, 1));
+    RLT_TRY(replay_add_field(&ag->replay, e, "terminated", RLT_DTYPE_F32, 1));
     ag->io_stage_bytes = nb;
     uint64_t act_io = (uint64_t)d->act_batch * (O * F32 + A * F32);
     if (act_io > ag->io_stage_bytes) ag->io_stage_bytes = act_io;
@@ -146,19 +146,22 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
         const rlt_replay_field *fr = &rp->f[DQN_F_FRAME];
         rlt_gather_field f[5];
         int32_t nf = 0;
-        f[nf++] = (rlt_gather_field){d->act_b, 4, rp->f[DQN_F_ACTION].data, 4, NULL};
-        f[nf++] = (rlt_gather_field){d->r, 4, rp->f[DQN_F_REWARD].data, 4, NULL};
-        f[nf++] = (rlt_gather_field){d->term, 4, rp->f[DQN_F_TERM].data, 4, NULL};
+        f[nf++] = (rlt_gather_field){d->act_b, 4, rp->f[DQN_F_ACTION].data, 4, NULL, RLT_LP_F32};
+        f[nf++] = (rlt_gather_field){d->r, 4, rp->f[DQN_F_REWARD].data, 4, NULL, RLT_LP_F32};
+        f[nf++] = (rlt_gather_field){d->term, 4, rp->f[DQN_F_TERM].data, 4, NULL, RLT_LP_F32};
         if (d->obs_u8) {
             /* Frames are converted from u8 as they are gathered, by their own op; it needs the next slots. */
-            f[nf++] = (rlt_gather_field){d->idx_next, 4, rp->f[DQN_F_NEXT].data, 4, NULL};
+            f[nf++] = (rlt_gather_field){d->idx_next, 4, rp->f[DQN_F_NEXT].data, 4, NULL, RLT_LP_F32};
             RLT_TRY(op->gather_fields(bk, idx, Bm, sp, nf, f));
             RLT_TRY(op->gather_u8_f32(bk, d->x, fr->data, (uint64_t)ag->obs_dim, idx, Bm, 1.0f / 255.0f));
             RLT_TRY(op->gather_u8_f32(bk, d->x2, fr->data, (uint64_t)ag->obs_dim, d->idx_next, Bm, 1.0f / 255.0f));
         } else {
-            /* s' is the frame in the slot the `next` field names. */
-            f[nf++] = (rlt_gather_field){d->x, fr->row_bytes, fr->data, fr->row_bytes, NULL};
-            f[nf++] = (rlt_gather_field){d->x2, fr->row_bytes, fr->data, fr->row_bytes, (const int32_t *)rp->f[DQN_F_NEXT].data};
+            /* s' is the frame in the slot the `next` field names. fp16 / bf16 frames are widened to the fp32
+             * batch rows (O floats each) as they are gathered. */
+            uint64_t xrow = (uint64_t)ag->obs_dim * F32;
+            int32_t od = replay_gather_dtype(fr);
+            f[nf++] = (rlt_gather_field){d->x, xrow, fr->data, fr->row_bytes, NULL, od};
+            f[nf++] = (rlt_gather_field){d->x2, xrow, fr->data, fr->row_bytes, (const int32_t *)rp->f[DQN_F_NEXT].data, od};
             RLT_TRY(op->gather_fields(bk, idx, Bm, sp, nf, f));
         }
         if (m == d->N - 1) {
@@ -247,7 +250,7 @@ static int dqn_observe(rlt_agent *ag, const void *obs, const void *actions, cons
     rlt_backend *bk = &ag->bk;
     const int32_t *act = actions;
     int64_t cap = rp->capacity;
-    uint64_t ob = rp->f[DQN_F_FRAME].row_bytes;
+    uint64_t ob = rp->f[DQN_F_FRAME].in_row_bytes; /* as observed; replay_write converts to the stored type */
     for (int32_t j = 0; j < n; j++) {
         if (act[j] < 0 || act[j] >= d->n_actions)
             RLT_FAIL(&ag->err, RLT_EINVAL, "observe: action %d is outside 0..%d", act[j], d->n_actions - 1);

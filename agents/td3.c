@@ -95,12 +95,14 @@ int td3_plan(rlt_agent *ag) {
     RLT_TRY(plan_add(p, e, "acting.action", "batch", RLT_LOC_DEVICE, (uint64_t)t->act_batch * A * F32,
                      (void **)&t->act_out));
 
-    /* Replay fields: observations, normalised actions, rewards, termination flags, next observations. */
-    RLT_TRY(replay_add_field(&ag->replay, e, "obs", (uint64_t)O * F32));
-    RLT_TRY(replay_add_field(&ag->replay, e, "action", (uint64_t)A * F32));
-    RLT_TRY(replay_add_field(&ag->replay, e, "reward", F32));
-    RLT_TRY(replay_add_field(&ag->replay, e, "terminated", F32));
-    RLT_TRY(replay_add_field(&ag->replay, e, "next_obs", (uint64_t)O * F32));
+    /* Replay fields: observations, normalised actions, rewards, termination flags, next observations. The
+     * observations are stored as replay.obs_dtype says (fp32, or fp16 / bf16 in half the bytes, widened back
+     * to fp32 by the gather); the rest stay fp32. */
+    RLT_TRY(replay_add_obs_field(&ag->replay, e, "obs", ag->replay_obs_dtype, (uint64_t)O));
+    RLT_TRY(replay_add_field(&ag->replay, e, "action", RLT_DTYPE_F32, (uint64_t)A));
+    RLT_TRY(replay_add_field(&ag->replay, e, "reward", RLT_DTYPE_F32, 1));
+    RLT_TRY(replay_add_field(&ag->replay, e, "terminated", RLT_DTYPE_F32, 1));
+    RLT_TRY(replay_add_obs_field(&ag->replay, e, "next_obs", ag->replay_obs_dtype, (uint64_t)O));
     /* Host staging: acting rows in and out, and whole blocks for weight init and checkpoints. */
     ag->io_stage_bytes = nb;
     uint64_t act_io = (uint64_t)t->act_batch * (O + A) * F32;
@@ -139,14 +141,16 @@ static int td3_gather(rlt_agent *ag, int32_t m, int critic, int actor_obs) {
     uint64_t row = (uint64_t)(O + t->A) * F32;
     rlt_gather_field f[6];
     int32_t nf = 0;
+    /* Observation fields may be fp16 / bf16 in the ring: the gather widens them into the fp32 batch. */
+    int32_t od = replay_gather_dtype(&rp->f[0]);
     if (critic) {
-        f[nf++] = (rlt_gather_field){t->s_a, row, rp->f[0].data, rp->f[0].row_bytes, NULL};
-        f[nf++] = (rlt_gather_field){t->s_a + O, row, rp->f[1].data, rp->f[1].row_bytes, NULL};
-        f[nf++] = (rlt_gather_field){t->r, F32, rp->f[2].data, rp->f[2].row_bytes, NULL};
-        f[nf++] = (rlt_gather_field){t->term, F32, rp->f[3].data, rp->f[3].row_bytes, NULL};
-        f[nf++] = (rlt_gather_field){t->s2_a2, row, rp->f[4].data, rp->f[4].row_bytes, NULL};
+        f[nf++] = (rlt_gather_field){t->s_a, row, rp->f[0].data, rp->f[0].row_bytes, NULL, od};
+        f[nf++] = (rlt_gather_field){t->s_a + O, row, rp->f[1].data, rp->f[1].row_bytes, NULL, RLT_LP_F32};
+        f[nf++] = (rlt_gather_field){t->r, F32, rp->f[2].data, rp->f[2].row_bytes, NULL, RLT_LP_F32};
+        f[nf++] = (rlt_gather_field){t->term, F32, rp->f[3].data, rp->f[3].row_bytes, NULL, RLT_LP_F32};
+        f[nf++] = (rlt_gather_field){t->s2_a2, row, rp->f[4].data, rp->f[4].row_bytes, NULL, od};
     }
-    if (actor_obs) f[nf++] = (rlt_gather_field){t->s_pi, row, rp->f[0].data, rp->f[0].row_bytes, NULL};
+    if (actor_obs) f[nf++] = (rlt_gather_field){t->s_pi, row, rp->f[0].data, rp->f[0].row_bytes, NULL, od};
     rlt_sample_spec smp = {&ag->counters[RLT_CTR_REPLAY_SIZE], NULL, c->seed, RLT_STREAM_SAMPLE, 0, t->B,
                            &ag->counters[RLT_CTR_UPDATE]};
     return bk->ops->gather_fields(bk, t->idx + (int64_t)m * Bm, Bm, t->N == 1 ? &smp : NULL, nf, f);

@@ -151,6 +151,33 @@ static void agent_fit_hints(rlt_agent *ag) {
     snprintf(ag->err.msg + len, sizeof ag->err.msg - len, "%s", hint);
 }
 
+/* replay.obs_dtype against the observation space, which only the environment knows: float observations may
+ * be stored as fp32, fp16 or bf16; uint8 images only as uint8 (they are exact there, and any float type would
+ * only cost memory: 2 or 4 times the bytes for the same values). */
+static int agent_resolve_obs_dtype(rlt_agent *ag, const rlt_space *obs) {
+    const char *want = ag->cfg.replay.obs_dtype;
+    int u8 = obs->dtype == RLT_DTYPE_U8;
+    if (strcmp(want, "auto") == 0) {
+        ag->replay_obs_dtype = u8 ? RLT_DTYPE_U8 : RLT_DTYPE_F32;
+    } else if (u8) {
+        if (strcmp(want, "uint8") != 0)
+            RLT_FAIL(&ag->err, RLT_ECONFIG,
+                     "config: key 'replay.obs_dtype': %s is for float observations, but this environment's observations "
+                     "are uint8 images, which replay stores exactly as uint8 (a float type would only take %s the bytes); "
+                     "use replay.obs_dtype: auto or uint8", want, strcmp(want, "fp32") == 0 ? "4 times" : "twice");
+        ag->replay_obs_dtype = RLT_DTYPE_U8;
+    } else if (strcmp(want, "uint8") == 0) {
+        RLT_FAIL(&ag->err, RLT_ECONFIG,
+                 "config: key 'replay.obs_dtype': uint8 is only for uint8 (image) observations, but this environment's "
+                 "observations are float32 and would not survive the cast; use replay.obs_dtype: fp16 or bf16 to store "
+                 "them in half the bytes, or auto (fp32)");
+    } else {
+        ag->replay_obs_dtype = strcmp(want, "fp16") == 0 ? RLT_DTYPE_F16
+                               : strcmp(want, "bf16") == 0 ? RLT_DTYPE_BF16 : RLT_DTYPE_F32;
+    }
+    return RLT_OK;
+}
+
 static int agent_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
     rlt_err *e = &ag->err;
     if (!obs || !act) RLT_FAIL(e, RLT_EINVAL, "observation and action spaces are required");
@@ -166,7 +193,8 @@ static int agent_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_spa
     }
     if (n > (1 << 24)) RLT_FAIL(e, RLT_EINVAL, "observations of %lld elements are too large", (long long)n);
     ag->obs_dim = (int32_t)n;
-    return ag->algo->check_spaces(ag, obs, act);
+    RLT_TRY(ag->algo->check_spaces(ag, obs, act));
+    return agent_resolve_obs_dtype(ag, obs);
 }
 
 /* Builds the plan for the current config; replay.location auto moves the replay to pinned host memory

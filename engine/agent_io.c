@@ -72,7 +72,8 @@ int agent_write_state(rlt_agent *ag, ckpt_writer *w, int include_replay) {
     for (int32_t f = 0; f < ag->replay.nf; f++) {
         char name[64];
         snprintf(name, sizeof name, "replay.%s", ag->replay.f[f].name);
-        RLT_TRY(write_device(ag, w, name, RLT_DTYPE_U8, ag->replay.f[f].data,
+        /* Each field under its stored element type: [rows, elements], fp16 observations as f16. */
+        RLT_TRY(write_device(ag, w, name, ag->replay.f[f].dtype, ag->replay.f[f].data,
                              (uint64_t)ag->replay.size * ag->replay.f[f].row_bytes, ag->replay.size));
     }
     return RLT_OK;
@@ -106,8 +107,22 @@ int agent_read_state(rlt_agent *ag, ckpt_reader *r, const char *path) {
     int with_replay = ckpt_reader_find(r, name, &info) == RLT_OK;
     rlt_err_clear(e);
     for (int32_t f = 0; with_replay && f < ag->replay.nf; f++) {
-        snprintf(name, sizeof name, "replay.%s", ag->replay.f[f].name);
+        const rlt_replay_field *fd = &ag->replay.f[f];
+        snprintf(name, sizeof name, "replay.%s", fd->name);
         RLT_TRY(ckpt_reader_find(r, name, &info));
+        /* Files from before typed replay tensors hold every field as raw u8 bytes: those can only be rows of
+         * the field's full type (fp16 / bf16 storage did not exist), so they load when the sizes agree. */
+        int legacy = info->dtype == RLT_DTYPE_U8 && fd->dtype != RLT_DTYPE_F16 && fd->dtype != RLT_DTYPE_BF16;
+        if (info->dtype != fd->dtype && !legacy) {
+            if (fd->is_obs)
+                RLT_FAIL(e, RLT_ECHECKPOINT,
+                         "%s: replay field '%s' holds %s observations but this config stores them as %s "
+                         "(replay.obs_dtype: %s); set replay.obs_dtype: %s to resume from this checkpoint", path,
+                         fd->name, replay_dtype_name(info->dtype), replay_dtype_name(fd->dtype), ag->cfg.replay.obs_dtype,
+                         replay_dtype_name(info->dtype));
+            RLT_FAIL(e, RLT_ECHECKPOINT, "%s: replay field '%s' has dtype %s but this config stores %s", path, fd->name,
+                     ckpt_dtype_name(info->dtype), ckpt_dtype_name(fd->dtype));
+        }
         if (info->bytes != (uint64_t)h.replay_size * ag->replay.f[f].row_bytes)
             RLT_FAIL(e, RLT_ECHECKPOINT, "%s: replay field '%s' has %llu bytes, expected %lld rows of %llu", path,
                      ag->replay.f[f].name, (unsigned long long)info->bytes, (long long)h.replay_size,

@@ -56,20 +56,35 @@ typedef struct rlt_adam_hp {
     float lr, beta1, beta2, eps;
 } rlt_adam_hp;
 
+/* Element types of the reduced-precision ops (the values of rlt_dtype in include/rltrain.h). */
+enum { RLT_LP_F32 = 0, RLT_LP_F16 = 3, RLT_LP_BF16 = 4 };
+static inline uint32_t rlt_lp_size(int32_t dtype) { return dtype == RLT_LP_F32 ? 4u : 2u; }
+
 /* Lanes an update may use at once (branch/join): lane 0 and up to three side lanes. */
 #define RLT_BACKEND_MAX_LANES 4
 /* Fields one gather_fields call moves. */
 #define RLT_GATHER_MAX_FIELDS 8
 
 /* One field of gather_fields: rows of row_bytes bytes from src (row j at src + j*row_bytes) to dst (row i at
- * dst + i*dst_stride bytes); via non-NULL: the source row is via[idx[i]] instead of idx[i]. */
+ * dst + i*dst_stride bytes); via non-NULL: the source row is via[idx[i]] instead of idx[i].
+ * src_dtype (ABI 5) says what the source row holds: RLT_LP_F32 (0, what a zero-initialised member gives) copies
+ * the row's bytes as they are, whatever they hold (floats, ints, u8 frames); RLT_LP_F16 or RLT_LP_BF16 (a
+ * compact replay field) widens each of the row's row_bytes / 2 elements to fp32, so the destination row is
+ * 2 * row_bytes bytes of floats (dst_stride >= 2 * row_bytes). Widening is exact (kernels/lowp.h, the same
+ * integer arithmetic on every backend), so CPU and GPU batches agree bit for bit. */
 typedef struct rlt_gather_field {
     void *dst;
     uint64_t dst_stride;
     const void *src;
     uint64_t row_bytes;
     const int32_t *via;
+    int32_t src_dtype;
 } rlt_gather_field;
+
+/* Bytes one gathered row of field f takes at its destination. */
+static inline uint64_t rlt_gather_dst_bytes(const rlt_gather_field *f) {
+    return f->src_dtype == RLT_LP_F16 || f->src_dtype == RLT_LP_BF16 ? 2 * f->row_bytes : f->row_bytes;
+}
 
 /* Replay sampling folded into gather_fields: the arguments of sample_indices, plus where the n rows sit in
  * the batch of `batch` rows whose draw they are (micro-batch m of size n: row0 = m n). */
@@ -99,9 +114,6 @@ typedef struct rlt_adam_extra {
     const int32_t *skip;
 } rlt_adam_extra;
 
-/* Element types of the reduced-precision ops (the values of rlt_dtype in include/rltrain.h). */
-enum { RLT_LP_F32 = 0, RLT_LP_F16 = 3, RLT_LP_BF16 = 4 };
-static inline uint32_t rlt_lp_size(int32_t dtype) { return dtype == RLT_LP_F32 ? 4u : 2u; }
 
 /* Dynamic loss scaling state for fp16 (device memory; see amp_unscale and amp_update). */
 typedef struct rlt_amp_state {
@@ -278,7 +290,10 @@ typedef struct rlt_backend_ops {
     /* ---- fused batch ops (ABI 3) ---- */
     /* Several gather_rows sharing one index list in one op: for each field f (n_fields <= RLT_GATHER_MAX_FIELDS)
      * and i < n, dst row i (at dst + i*dst_stride bytes) = src row j (row_bytes bytes at src + j*row_bytes),
-     * j = idx[i], or j = via[idx[i]] when the field's via is non-NULL (one indirection: DQN's next slot).
+     * j = idx[i], or j = via[idx[i]] when the field's via is non-NULL (one indirection: DQN's next slot);
+     * a field with an fp16 or bf16 src_dtype is widened to fp32 on the way (see rlt_gather_field). A 16-bit
+     * field with an odd row_bytes or source address, a destination or dst_stride that is not a multiple of 4, a
+     * dst_stride below rlt_gather_dst_bytes, or another src_dtype is refused with RLT_EINVAL.
      * With sample non-NULL, idx is first drawn as sample_indices would draw rows row0 .. row0+n-1 of a
      * batch of sample->batch (and written to idx), in the same op. */
     int (*gather_fields)(rlt_backend *bk, int32_t *idx, int32_t n, const struct rlt_sample_spec *sample,
@@ -332,8 +347,9 @@ typedef struct rlt_backend_ops {
                       int32_t growth_interval);
 } rlt_backend_ops;
 
-/* 2: the DQN and convolution ops; 3: lanes, fused layers, fused batch ops; 4: reduced precision */
-#define RLT_BACKEND_ABI 4
+/* 2: the DQN and convolution ops; 3: lanes, fused layers, fused batch ops; 4: reduced precision;
+ * 5: rlt_gather_field.src_dtype (compact replay: fp16/bf16 rows widened to fp32 by gather_fields) */
+#define RLT_BACKEND_ABI 5
 
 struct rlt_backend {
     const rlt_backend_ops *ops;

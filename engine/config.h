@@ -38,6 +38,7 @@ struct rlt_config {
     struct {
         int64_t capacity;
         char location[16]; /* auto | device | host */
+        char obs_dtype[8]; /* auto | fp32 | fp16 | bf16 | uint8: how observations are stored (auto: as they come) */
     } replay;
     struct {
         rlt_int_list actor_hidden;

@@ -58,6 +58,9 @@ static const cfg_key schema[] = {
             "transitions the replay buffer holds; the oldest is overwritten first"),
     ROW_ENUM("replay.location", replay.location, "auto|device|host", "auto",
              "where replay lives: auto (the device when it fits the budget, else host memory), device, or host"),
+    ROW_ENUM("replay.obs_dtype", replay.obs_dtype, "auto|fp32|fp16|bf16|uint8", "auto",
+             "how replay stores observations: auto (as the environment gives them), fp16 or bf16 (float observations "
+             "in half the bytes, read back as fp32), fp32, or uint8 (image observations only)"),
 
     ROW_LIST("td3.actor_hidden", td3.actor_hidden, 1, 65536, "[256, 256]", "hidden layer widths of the actor"),
     ROW_LIST("td3.critic_hidden", td3.critic_hidden, 1, 65536, "[256, 256]", "hidden layer widths of each critic"),

@@ -90,7 +90,19 @@ void plan_release(rlt_plan *p, rlt_backend *bk) {
     p->base[0] = p->base[1] = NULL;
 }
 
-static void human(char *out, size_t cap, uint64_t b) {
+void plan_note(rlt_plan *p, const char *fmt, ...) {
+    size_t len = strlen(p->notes);
+    if (len + 1 >= sizeof p->notes) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->notes + len, sizeof p->notes - len, fmt, ap);
+    va_end(ap);
+    len = strlen(p->notes);
+    if (len + 1 < sizeof p->notes) p->notes[len] = '\n', p->notes[len + 1] = '\0';
+    else p->notes[len - 1] = '\n'; /* cut short: still one line */
+}
+
+void plan_bytes_text(char *out, size_t cap, uint64_t b) {
     if (b >= (1ull << 30)) snprintf(out, cap, "%.2f GiB", (double)b / (1ull << 30));
     else if (b >= (1ull << 20)) snprintf(out, cap, "%.2f MiB", (double)b / (1ull << 20));
     else if (b >= 1024) snprintf(out, cap, "%.1f KiB", (double)b / 1024.0);
@@ -103,11 +115,17 @@ size_t plan_format(const rlt_plan *p, const rlt_plan_summary *s, char *buf, size
     if (cap) buf[0] = '\0';
     rlt_text_add(&t, "memory plan on %s, %s\n", s->device, s->precision[0] ? s->precision : "fp32");
     if (s->note[0]) rlt_text_add(&t, "  note: %s\n", s->note);
+    for (const char *line = p->notes; *line;) {
+        const char *end = strchr(line, '\n');
+        int len = end ? (int)(end - line) : (int)strlen(line);
+        rlt_text_add(&t, "  note: %.*s\n", len, line);
+        line += len + (end ? 1 : 0);
+    }
     rlt_text_add(&t, "  %-28s %-12s %-7s %12s\n", "entry", "region", "where", "bytes");
     for (int32_t i = 0; i < p->n; i++) {
         const rlt_plan_entry *en = &p->entries[i];
         if (!en->bytes) continue;
-        human(a, sizeof a, en->bytes);
+        plan_bytes_text(a, sizeof a, en->bytes);
         rlt_text_add(&t, "  %-28s %-12s %-7s %12s\n", en->name, en->region,
             en->location == RLT_LOC_DEVICE ? "device" : "host", a);
     }
@@ -117,25 +135,25 @@ size_t plan_format(const rlt_plan *p, const rlt_plan_summary *s, char *buf, size
         int seen = 0;
         for (int32_t j = 0; j < i; j++) seen |= strcmp(p->entries[j].region, p->entries[i].region) == 0;
         if (seen) continue;
-        human(a, sizeof a, plan_region_bytes(p, p->entries[i].region, -1));
+        plan_bytes_text(a, sizeof a, plan_region_bytes(p, p->entries[i].region, -1));
         rlt_text_add(&t, " %s %s;", p->entries[i].region, a);
     }
     rlt_text_add(&t, "\n");
-    human(a, sizeof a, s->host_bytes);
-    human(b, sizeof b, s->device_bytes);
+    plan_bytes_text(a, sizeof a, s->host_bytes);
+    plan_bytes_text(b, sizeof b, s->device_bytes);
     rlt_text_add(&t, "  host arena %s, device arena %s", a, b);
     if (s->context_bytes) {
-        human(c, sizeof c, s->context_bytes);
+        plan_bytes_text(c, sizeof c, s->context_bytes);
         rlt_text_add(&t, " (CUDA context and handles ~%s)", c);
     }
     rlt_text_add(&t, "\n");
-    human(a, sizeof a, s->budget_bytes);
-    human(b, sizeof b, p->device_is_host ? s->host_bytes : s->device_bytes);
+    plan_bytes_text(a, sizeof a, s->budget_bytes);
+    plan_bytes_text(b, sizeof b, p->device_is_host ? s->host_bytes : s->device_bytes);
     rlt_text_add(&t, "  budget %s for the %s arena: needs %s -> %s\n", a, p->device_is_host ? "host" : "device", b,
         s->fits ? "fits" : "DOES NOT FIT");
     if (s->device_total) {
-        human(a, sizeof a, s->device_total);
-        human(b, sizeof b, s->device_free);
+        plan_bytes_text(a, sizeof a, s->device_total);
+        plan_bytes_text(b, sizeof b, s->device_free);
         rlt_text_add(&t, "  device memory: total %s, free %s before the reservation\n", a, b);
     }
     return t.len;

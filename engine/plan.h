@@ -5,6 +5,7 @@
 #ifndef RLT_PLAN_H
 #define RLT_PLAN_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "rltrain.h"
 #include "err.h"
@@ -22,12 +23,18 @@ typedef struct rlt_plan {
     int32_t device_is_host; /* CPU backend: DEVICE entries live in the host arena */
     uint64_t arena_bytes[2]; /* per rlt_location, after alignment */
     void *base[2];
+    char notes[384]; /* lines the table prints under the entries ("replay: obs stored as fp16 ..."); plan_note */
 } rlt_plan;
 
 void plan_init(rlt_plan *p, int device_is_host);
 /* Adds an entry; fails only when the table is full or the plan is sealed (programming errors). */
 int plan_add(rlt_plan *p, rlt_err *e, const char *name, const char *region, rlt_location loc, uint64_t bytes,
              void **slot);
+/* Appends a line to the plan's notes (a decision the table should show next to the bytes it explains);
+ * a note that does not fit is cut short, never an error. */
+void plan_note(rlt_plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "1.50 MiB", "12.0 KiB", "300 B": bytes as the table prints them. */
+void plan_bytes_text(char *out, size_t cap, uint64_t bytes);
 /* Offsets and arena sizes from the entries; pure arithmetic, callable any number of times. */
 void plan_layout(rlt_plan *p);
 /* Sum of entry bytes whose region matches (NULL: all) at a location (-1: both). */

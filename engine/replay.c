@@ -4,19 +4,82 @@
 #include <stdio.h>
 #include <string.h>
 
-int replay_add_field(rlt_replay *rp, rlt_err *e, const char *name, uint64_t row_bytes) {
+#include "../kernels/lowp.h"
+#include "checkpoint.h"
+
+static int replay_add(rlt_replay *rp, rlt_err *e, const char *name, int32_t dtype, int32_t in_dtype, uint64_t elems,
+                      int32_t is_obs) {
     if (rp->nf >= RLT_REPLAY_MAX_FIELDS) RLT_FAIL(e, RLT_ERUNTIME, "too many replay fields");
+    if (!ckpt_dtype_size(dtype) || !ckpt_dtype_size(in_dtype))
+        RLT_FAIL(e, RLT_ERUNTIME, "replay field '%s': unknown element type %d (a bug)", name, (int)dtype);
     rlt_replay_field *f = &rp->f[rp->nf++];
     memset(f, 0, sizeof *f);
     snprintf(f->name, sizeof f->name, "%s", name);
-    f->row_bytes = row_bytes;
+    f->dtype = dtype;
+    f->in_dtype = in_dtype;
+    f->is_obs = is_obs;
+    f->elems = elems;
+    f->row_bytes = elems * ckpt_dtype_size(dtype);
+    f->in_row_bytes = elems * ckpt_dtype_size(in_dtype);
     return RLT_OK;
+}
+
+int replay_add_field(rlt_replay *rp, rlt_err *e, const char *name, int32_t dtype, uint64_t elems) {
+    return replay_add(rp, e, name, dtype, dtype, elems, 0);
+}
+
+int replay_add_obs_field(rlt_replay *rp, rlt_err *e, const char *name, int32_t dtype, uint64_t elems) {
+    int compact = dtype == RLT_DTYPE_F16 || dtype == RLT_DTYPE_BF16;
+    if (!compact && dtype != RLT_DTYPE_F32 && dtype != RLT_DTYPE_U8)
+        RLT_FAIL(e, RLT_ERUNTIME, "replay field '%s': observations cannot be stored as dtype %d (a bug)", name, (int)dtype);
+    return replay_add(rp, e, name, dtype, compact ? RLT_DTYPE_F32 : dtype, elems, 1);
+}
+
+int32_t replay_gather_dtype(const rlt_replay_field *f) {
+    if (f->dtype == RLT_DTYPE_F16) return RLT_LP_F16;
+    if (f->dtype == RLT_DTYPE_BF16) return RLT_LP_BF16;
+    return RLT_LP_F32;
+}
+
+const char *replay_dtype_name(int32_t dtype) {
+    switch (dtype) {
+    case RLT_DTYPE_F32: return "fp32";
+    case RLT_DTYPE_F16: return "fp16";
+    case RLT_DTYPE_BF16: return "bf16";
+    case RLT_DTYPE_U8: return "uint8";
+    case RLT_DTYPE_I32: return "int32";
+    case RLT_DTYPE_I64: return "int64";
+    }
+    return "unknown";
 }
 
 uint64_t replay_row_bytes(const rlt_replay *rp) {
     uint64_t b = 0;
     for (int32_t i = 0; i < rp->nf; i++) b += rp->f[i].row_bytes;
     return b;
+}
+
+/* One plan note for the observation fields stored narrower than fp32: their dtype, bytes and the saving. */
+static void replay_note_obs(const rlt_replay *rp, rlt_plan *plan, int64_t capacity) {
+    char names[96] = "", have[32], fp32[32], saved[32];
+    uint64_t bytes = 0, wide = 0;
+    int32_t dtype = -1;
+    size_t len = 0;
+    for (int32_t i = 0; i < rp->nf; i++) {
+        const rlt_replay_field *f = &rp->f[i];
+        if (!f->is_obs || f->dtype == RLT_DTYPE_F32) continue;
+        dtype = f->dtype; /* the agents store every observation field with one dtype */
+        bytes += f->row_bytes * (uint64_t)capacity;
+        wide += f->elems * 4u * (uint64_t)capacity;
+        if (len < sizeof names)
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", f->name);
+    }
+    if (dtype < 0) return;
+    plan_bytes_text(have, sizeof have, bytes);
+    plan_bytes_text(fp32, sizeof fp32, wide);
+    plan_bytes_text(saved, sizeof saved, wide - bytes);
+    plan_note(plan, "replay stores observations (%s) as %s: %s, against %s as fp32 (saves %s)", names,
+              replay_dtype_name(dtype), have, fp32, saved);
 }
 
 int replay_plan(rlt_replay *rp, rlt_plan *plan, rlt_err *e, int64_t capacity, rlt_location loc, int32_t stage_rows) {
@@ -28,11 +91,13 @@ int replay_plan(rlt_replay *rp, rlt_plan *plan, rlt_err *e, int64_t capacity, rl
         snprintf(key, sizeof key, "replay.%s", rp->f[i].name);
         RLT_TRY(plan_add(plan, e, key, "replay", loc, rp->f[i].row_bytes * (uint64_t)capacity, (void **)&rp->f[i].data));
     }
+    /* Staging rows hold the stored type: a compact field is converted as it is copied into them. */
     for (int32_t i = 0; i < rp->nf; i++) {
         snprintf(key, sizeof key, "staging.replay.%s", rp->f[i].name);
         RLT_TRY(plan_add(plan, e, key, "staging", RLT_LOC_HOST, rp->f[i].row_bytes * (uint64_t)stage_rows,
                          (void **)&rp->f[i].stage));
     }
+    replay_note_obs(rp, plan, capacity);
     return plan_add(plan, e, "staging.replay.size", "staging", RLT_LOC_HOST, sizeof(int64_t), (void **)&rp->size_stage);
 }
 
@@ -40,7 +105,18 @@ int replay_write(rlt_replay *rp, rlt_backend *bk, int32_t f, int64_t slot, const
     rlt_replay_field *fd = &rp->f[f];
     uint64_t bytes = (uint64_t)rows * fd->row_bytes;
     unsigned char *stage = fd->stage + (uint64_t)stage_row * fd->row_bytes;
-    memcpy(stage, src, bytes);
+    if (fd->dtype == fd->in_dtype) {
+        memcpy(stage, src, bytes);
+    } else {
+        /* fp32 in, fp16 or bf16 stored: round to nearest even (fp16 overflows to inf; NaN stays NaN). */
+        const float *x = src;
+        uint16_t *h = (uint16_t *)stage;
+        uint64_t n = (uint64_t)rows * fd->elems;
+        if (fd->dtype == RLT_DTYPE_F16)
+            for (uint64_t i = 0; i < n; i++) h[i] = rlt_f32_to_f16(x[i]);
+        else
+            for (uint64_t i = 0; i < n; i++) h[i] = rlt_f32_to_bf16(x[i]);
+    }
     return bk->ops->copy(bk, fd->data + (uint64_t)slot * fd->row_bytes, stage, bytes, RLT_COPY_H2D);
 }
 
@@ -60,7 +136,8 @@ int replay_append(rlt_replay *rp, rlt_backend *bk, const void *const *rows, int3
         if (k > rp->stage_rows) k = rp->stage_rows;
         if (k > room) k = (int32_t)room;
         for (int32_t i = 0; i < rp->nf; i++)
-            RLT_TRY(replay_write(rp, bk, i, rp->pos, (const unsigned char *)rows[i] + (uint64_t)done * rp->f[i].row_bytes, k, 0));
+            RLT_TRY(replay_write(rp, bk, i, rp->pos, (const unsigned char *)rows[i] + (uint64_t)done * rp->f[i].in_row_bytes,
+                                 k, 0));
         rp->pos = (rp->pos + k) % rp->capacity;
         RLT_TRY(replay_set_size(rp, bk, rp->size + k > rp->capacity ? rp->capacity : rp->size + k));
         /* The staging rows are reused by the next chunk: wait until the copies have read them. */

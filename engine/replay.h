@@ -1,6 +1,11 @@
 /* replay.h: the replay buffer: a ring of fixed-size rows per named field (obs, act, rew, ...), living in
  * the arena on the device or in pinned host memory, filled through a host staging block, sampled on the
- * backend by index gathers. Its size lives in device memory too, so captured updates see it grow. */
+ * backend by index gathers. Its size lives in device memory too, so captured updates see it grow.
+ *
+ * Each field has an element type. Observation fields may be stored more compactly than they arrive
+ * (replay.obs_dtype): fp32 observations stored as fp16 or bf16 are rounded to nearest even on the host as
+ * they are written, straight into the field's staging rows (so no other buffer is needed), and widened
+ * back to fp32 by the batch gather (rlt_gather_field.src_dtype). */
 #ifndef RLT_REPLAY_H
 #define RLT_REPLAY_H
 
@@ -11,9 +16,14 @@
 
 typedef struct rlt_replay_field {
     char name[24];
-    uint64_t row_bytes;
-    unsigned char *data;  /* capacity rows, on the replay's location */
-    unsigned char *stage; /* stage_rows rows, host */
+    int32_t dtype;         /* rlt_dtype of the stored elements */
+    int32_t in_dtype;      /* rlt_dtype of the rows replay_write receives: dtype, or F32 for an fp16/bf16 field */
+    int32_t is_obs;        /* holds observations: the plan notes its dtype and what it saves against fp32 */
+    uint64_t elems;        /* elements per row */
+    uint64_t row_bytes;    /* stored bytes per row: elems * size(dtype) */
+    uint64_t in_row_bytes; /* bytes per row as handed to replay_write: elems * size(in_dtype) */
+    unsigned char *data;   /* capacity rows, on the replay's location */
+    unsigned char *stage;  /* stage_rows stored rows, host */
 } rlt_replay_field;
 
 typedef struct rlt_replay {
@@ -27,19 +37,29 @@ typedef struct rlt_replay {
     int64_t *size_stage; /* host staging for it */
 } rlt_replay;
 
-int replay_add_field(rlt_replay *rp, rlt_err *e, const char *name, uint64_t row_bytes);
-/* Plans replay.<field> (at loc) and staging entries. size_dev must be planned by the caller. */
+/* A field of `elems` elements of `dtype` per row, stored as it arrives. */
+int replay_add_field(rlt_replay *rp, rlt_err *e, const char *name, int32_t dtype, uint64_t elems);
+/* An observation field stored as `dtype` (replay.obs_dtype resolved): F32 or U8 as they arrive, or F16 /
+ * BF16 for float observations, which then arrive as F32 and are rounded on the host. */
+int replay_add_obs_field(rlt_replay *rp, rlt_err *e, const char *name, int32_t dtype, uint64_t elems);
+/* The src_dtype a gather of field f passes (rlt_gather_field): RLT_LP_F16 / RLT_LP_BF16 for a compact field,
+ * else RLT_LP_F32 (bytes copied as they are). */
+int32_t replay_gather_dtype(const rlt_replay_field *f);
+/* "fp32", "fp16", "bf16", "uint8", "int32": the config's names for the element types. */
+const char *replay_dtype_name(int32_t dtype);
+/* Plans replay.<field> (at loc) and staging entries, and notes compact observation fields in the plan.
+ * size_dev must be planned by the caller. */
 int replay_plan(rlt_replay *rp, rlt_plan *plan, rlt_err *e, int64_t capacity, rlt_location loc, int32_t stage_rows);
 /* Bytes one transition takes in the ring (for hints: "capacity N would fit"). */
 uint64_t replay_row_bytes(const rlt_replay *rp);
-/* Writes `rows` rows of field f starting at ring slot `slot` (no wrap inside the call) through the
- * field's staging rows from `stage_row` on; queued, not waited for: the staging rows stay busy until the
- * next backend sync. */
+/* Writes `rows` rows of field f (in_row_bytes each at src) starting at ring slot `slot` (no wrap inside the
+ * call) through the field's staging rows from `stage_row` on, converting to the stored type; queued, not
+ * waited for: the staging rows stay busy until the next backend sync. */
 int replay_write(rlt_replay *rp, rlt_backend *bk, int32_t f, int64_t slot, const void *src, int32_t rows, int32_t stage_row);
 /* Sets the size (host mirror and device copy, queued). */
 int replay_set_size(rlt_replay *rp, rlt_backend *bk, int64_t size);
-/* Appends n rows; rows[f] points to n host rows of field f. Returns after the copies are queued and the
- * staging block is free again (one backend sync). */
+/* Appends n rows; rows[f] points to n host rows of field f (in_row_bytes each). Returns after the copies
+ * are queued and the staging block is free again (one backend sync). */
 int replay_append(rlt_replay *rp, rlt_backend *bk, const void *const *rows, int32_t n);
 
 #endif

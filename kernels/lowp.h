@@ -1,13 +1,23 @@
-/* lowp.h: conversions between fp32 and the 16-bit compute types (bf16, fp16) on the host, rounding to
- * nearest even as the CUDA intrinsics __float2bfloat16_rn and __float2half_rn do, so the CPU twins of the
- * reduced-precision ops produce the same bits as the GPU. Plain C; the CUDA files use the intrinsics. */
+/* lowp.h: conversions between fp32 and the 16-bit types (bf16, fp16), rounding to nearest even as the CUDA
+ * intrinsics __float2bfloat16_rn and __float2half_rn do, so the CPU twins of the reduced-precision ops
+ * produce the same bits as the GPU. Pure integer arithmetic, usable from C and from CUDA device code (as
+ * kernels/philox.h): the replay gather widens fp16/bf16 observations with these very functions on both
+ * backends, so CPU and GPU batches agree bit for bit, NaN payloads included. The compute kernels (lowp.cu)
+ * use the intrinsics. */
 #ifndef RLT_LOWP_H
 #define RLT_LOWP_H
 
 #include <stdint.h>
 #include <string.h>
 
-static inline uint16_t rlt_f32_to_bf16(float f) {
+/* The same definition as kernels/philox.h's (an identical redefinition is allowed). */
+#ifdef __CUDACC__
+#define RLT_HD __host__ __device__ __forceinline__
+#else
+#define RLT_HD static inline
+#endif
+
+RLT_HD uint16_t rlt_f32_to_bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* NaN stays a (quiet) NaN */
@@ -15,7 +25,7 @@ static inline uint16_t rlt_f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
-static inline float rlt_bf16_to_f32(uint16_t h) {
+RLT_HD float rlt_bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
     float f;
     memcpy(&f, &u, 4);
@@ -24,7 +34,7 @@ static inline float rlt_bf16_to_f32(uint16_t h) {
 
 /* IEEE binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits; subnormals below 2^-14, inf above 65504
  * (after rounding). */
-static inline uint16_t rlt_f32_to_f16(float f) {
+RLT_HD uint16_t rlt_f32_to_f16(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
@@ -45,7 +55,7 @@ static inline uint16_t rlt_f32_to_f16(float f) {
     return (uint16_t)(sign | r);
 }
 
-static inline float rlt_f16_to_f32(uint16_t h) {
+RLT_HD float rlt_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
     if (e == 0x1fu) u = sign | 0x7f800000u | (m << 13);          /* inf, NaN */
     else if (e) u = sign | ((e + 112u) << 23) | (m << 13);       /* normal */
@@ -62,13 +72,13 @@ static inline float rlt_f16_to_f32(uint16_t h) {
 
 /* Element i of a buffer of dtype RLT_LP_F32 / RLT_LP_BF16 / RLT_LP_F16 (engine/backend.h), as float, and the
  * store that rounds to it. */
-static inline float rlt_lp_load(const void *p, int32_t dtype, int64_t i) {
+RLT_HD float rlt_lp_load(const void *p, int32_t dtype, int64_t i) {
     if (dtype == 4) return rlt_bf16_to_f32(((const uint16_t *)p)[i]);
     if (dtype == 3) return rlt_f16_to_f32(((const uint16_t *)p)[i]);
     return ((const float *)p)[i];
 }
 
-static inline void rlt_lp_store(void *p, int32_t dtype, int64_t i, float v) {
+RLT_HD void rlt_lp_store(void *p, int32_t dtype, int64_t i, float v) {
     if (dtype == 4) ((uint16_t *)p)[i] = rlt_f32_to_bf16(v);
     else if (dtype == 3) ((uint16_t *)p)[i] = rlt_f32_to_f16(v);
     else ((float *)p)[i] = v;

@@ -36,7 +36,9 @@
  *   is computed from the same x on both, so it scales the bound by |act'(x)| (+ 4u |dx| for its roundings).
  *   The bias gradient is now a sum in the kernel's order, not the CPU's: the same bound with the row count.
  *   Outputs not asked for, padding columns and rows = 0 must stay untouched: bound 0.
- * - gather_fields (indices drawn or given, direct and indirect fields): exact, as gather_rows.
+ * - gather_fields (indices drawn or given, direct and indirect fields): exact, as gather_rows; with fp16/bf16
+ *   sources (compact replay) exact too: widening to fp32 is exact and both backends do it with the same
+ *   integer arithmetic (kernels/lowp.h), NaN payloads included.
  * - td3_critic_loss, dqn_loss: targets and gradients exact (the plain ops' expressions); losses within
  *   the reduction bounds of mse_grad and q_loss_grad.
  * - adam_ex: bit for bit the GPU's own clip_grad_norm + adam + polyak (it promises the same bits); against
@@ -923,8 +925,8 @@ static void test_gather_fields(void) {
         for (int f = 0; f < 7; f++) {
             uint64_t off = f == 1 ? 68 : 0;
             const void *via_c = f == 4 ? cnext : NULL, *via_g = f == 4 ? gnext : NULL;
-            fc[f] = (rlt_gather_field){(unsigned char *)(f == 1 ? cd[0] : cd[f]) + off, stride[f], cs[f], rb[f], via_c};
-            fg[f] = (rlt_gather_field){(unsigned char *)(f == 1 ? gd[0] : gd[f]) + off, stride[f], gs[f], rb[f], via_g};
+            fc[f] = (rlt_gather_field){(unsigned char *)(f == 1 ? cd[0] : cd[f]) + off, stride[f], cs[f], rb[f], via_c, RLT_LP_F32};
+            fg[f] = (rlt_gather_field){(unsigned char *)(f == 1 ? gd[0] : gd[f]) + off, stride[f], gs[f], rb[f], via_g, RLT_LP_F32};
         }
         rlt_sample_spec sc = {csz, cvalid, 99, RLT_STREAM_SAMPLE, ROW0, NB, cctr};
         rlt_sample_spec sg = {gsz, gvalid, 99, RLT_STREAM_SAMPLE, ROW0, NB, gctr};
@@ -959,6 +961,101 @@ static void test_gather_fields(void) {
         printf("  gather_fields mode %d: %d rows, %d fields, exact\n", mode, n, nf);
     }
     free(hs), free(hd), free(oc), free(og);
+    reset();
+}
+
+/* gather_fields with compact replay sources (src_dtype fp16 / bf16, ABI 5): the widened fp32 rows byte for byte
+ * the CPU twin's. Every 16-bit pattern is gathered (zeros, subnormals, normals, inf, NaNs with every payload),
+ * through the 4-elements-a-word path (aligned rows of 20 and 32 elements) and the one-element path (rows of 3
+ * and 17 elements, unaligned strides), with an indirect field, a raw field beside them, the sampling folded in
+ * (mode 1), and guard bytes after every destination row and buffer. Widening is exact integer arithmetic on
+ * both backends (kernels/lowp.h), so anything but equality is a bug. */
+static void test_gather_widen(void) {
+    printf("gather_fields (fp16/bf16 sources)\n");
+    enum { R = 4096, NF = 5, NR = 1500, ROW0 = 300, NB = 2000 };
+    /* Source row bytes, element types and destination strides (bytes) per field. Field 0 holds every fp16
+     * pattern (R * 20 >= 65536 elements), field 1 every bf16 pattern; field 2 goes through `next`. */
+    static const uint64_t rb[NF] = {40, 64, 6, 34, 12};
+    static const int32_t dt[NF] = {RLT_LP_F16, RLT_LP_BF16, RLT_LP_BF16, RLT_LP_F16, RLT_LP_F32};
+    static const uint64_t stride[NF] = {96, 144, 28, 76, 12};
+    static const uint64_t dst_off[NF] = {0, 16, 0, 4, 0}; /* field 1 lands 16 bytes into its rows, field 3 at +4 */
+    void *cs[NF], *gs[NF], *cd[NF], *gd[NF], *cnext, *gnext, *ci, *gi, *csz, *gsz, *cctr, *gctr;
+    uint64_t dbytes[NF];
+    uint16_t *h = malloc(R * 64);
+    for (int f = 0; f < NF; f++) {
+        take(R * rb[f], &cs[f], &gs[f]);
+        dbytes[f] = R * stride[f] + 64;
+        take(dbytes[f], &cd[f], &gd[f]);
+        uint64_t ne = R * rb[f] / 2;
+        for (uint64_t i = 0; i < ne; i++) h[i] = (f <= 1 && i < 65536) ? (uint16_t)i : (uint16_t)rnd_u64();
+        put(cs[f], gs[f], h, R * rb[f]);
+    }
+    take(R * 4, &cnext, &gnext);
+    take(R * 4, &ci, &gi);
+    take(8, &csz, &gsz);
+    take(8, &cctr, &gctr);
+    static int32_t next[R], hidx[R];
+    for (int i = 0; i < R; i++) next[i] = (int32_t)(rnd_u64() % R), hidx[i] = i;
+    for (int i = R - 1; i > 0; i--) { /* a permutation: every row, so every 16-bit pattern, is gathered */
+        int j = (int)(rnd_u64() % (uint64_t)(i + 1)), t = hidx[i];
+        hidx[i] = hidx[j], hidx[j] = t;
+    }
+    put(cnext, gnext, next, sizeof next);
+    int64_t size = R, ctr = 777;
+    put(csz, gsz, &size, 8);
+    put(cctr, gctr, &ctr, 8);
+    unsigned char *hd = malloc(R * 144 + 64), *oc = malloc(R * 144 + 64), *og = malloc(R * 144 + 64);
+    for (int mode = 0; mode < 2; mode++) {
+        /* mode 0: the permutation given; 1: rows ROW0.. of a drawn batch of NB. */
+        put(ci, gi, hidx, sizeof hidx);
+        for (int f = 0; f < NF; f++) {
+            for (uint64_t i = 0; i < dbytes[f]; i++) hd[i] = (unsigned char)rnd_u64();
+            put(cd[f], gd[f], hd, dbytes[f]);
+        }
+        rlt_gather_field fc[NF], fg[NF];
+        for (int f = 0; f < NF; f++) {
+            const int32_t *vc = f == 2 ? cnext : NULL, *vg = f == 2 ? gnext : NULL;
+            fc[f] = (rlt_gather_field){(unsigned char *)cd[f] + dst_off[f], stride[f], cs[f], rb[f], vc, dt[f]};
+            fg[f] = (rlt_gather_field){(unsigned char *)gd[f] + dst_off[f], stride[f], gs[f], rb[f], vg, dt[f]};
+        }
+        rlt_sample_spec sc = {csz, NULL, 5, RLT_STREAM_SAMPLE, ROW0, NB, cctr};
+        rlt_sample_spec sg = {gsz, NULL, 5, RLT_STREAM_SAMPLE, ROW0, NB, gctr};
+        int n = mode == 0 ? R : NR;
+        int r1 = P.cpu.ops->gather_fields(&P.cpu, ci, n, mode ? &sc : NULL, NF, fc);
+        int r2 = P.gpu.ops->gather_fields(&P.gpu, gi, n, mode ? &sg : NULL, NF, fg);
+        CHECK(r1 == RLT_OK && r2 == RLT_OK, "gather_fields widen mode %d: cpu %d gpu %d (%s)", mode, r1, r2, P.egpu.msg);
+        int32_t ic[R], ig[R];
+        fetch(ic, ig, ci, gi, sizeof ic);
+        char what[128];
+        snprintf(what, sizeof what, "gather_fields widen mode %d indices", mode);
+        expect_exact(what, ig, ic, R, 4);
+        for (int f = 0; f < NF; f++) {
+            fetch(oc, og, cd[f], gd[f], dbytes[f]);
+            snprintf(what, sizeof what, "gather_fields widen mode %d field %d (%s rows of %llu bytes, stride %llu)", mode,
+                     f, dt[f] == RLT_LP_F16 ? "fp16" : dt[f] == RLT_LP_BF16 ? "bf16" : "raw", (unsigned long long)rb[f],
+                     (unsigned long long)stride[f]);
+            expect_exact(what, og, oc, dbytes[f], 1);
+        }
+        printf("  gather_fields widen mode %d: %d rows, %d fields (every fp16 and bf16 pattern in mode 0), exact\n",
+               mode, n, NF);
+    }
+    /* Malformed 16-bit fields are refused by both: odd row bytes, a stride below the widened row, a misaligned
+     * destination, an unknown src_dtype. */
+    rlt_gather_field bad[4];
+    bad[0] = (rlt_gather_field){cd[0], 96, cs[0], 7, NULL, RLT_LP_F16};
+    bad[1] = (rlt_gather_field){cd[0], 60, cs[0], 40, NULL, RLT_LP_F16};
+    bad[2] = (rlt_gather_field){(unsigned char *)cd[0] + 2, 96, cs[0], 40, NULL, RLT_LP_BF16};
+    bad[3] = (rlt_gather_field){cd[0], 96, cs[0], 40, NULL, 1};
+    for (int b = 0; b < 4; b++) {
+        rlt_gather_field bg = bad[b];
+        bg.dst = (unsigned char *)gd[0] + ((unsigned char *)bad[b].dst - (unsigned char *)cd[0]);
+        bg.src = gs[0];
+        int r1 = P.cpu.ops->gather_fields(&P.cpu, ci, 4, NULL, 1, &bad[b]);
+        int r2 = P.gpu.ops->gather_fields(&P.gpu, gi, 4, NULL, 1, &bg);
+        CHECK(r1 == RLT_EINVAL && r2 == RLT_EINVAL, "malformed widen field %d: cpu %d gpu %d", b, r1, r2);
+    }
+    CHECK(P.gpu.ops->sync(&P.gpu) == RLT_OK, "sync after refused gathers: %s", P.egpu.msg);
+    free(h), free(hd), free(oc), free(og);
     reset();
 }
 
@@ -1343,6 +1440,7 @@ int main(void) {
     test_linear_forward();
     test_linear_backward();
     test_gather_fields();
+    test_gather_widen();
     test_td3_critic_loss();
     test_dqn_loss();
     test_adam_ex();

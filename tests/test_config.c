@@ -70,7 +70,8 @@ static void check_defaults(void) {
     CHECK(c->train.batch_size == 256 && c->train.grad_accum_steps == 1 && c->train.updates_per_step == 1, "batch");
     CHECK(c->train.eval_every == 2000 && c->train.eval_episodes == 10, "eval");
     CHECK(c->train.progress_every_s == 2.0, "progress_every_s");
-    CHECK(c->replay.capacity == 100000 && !strcmp(c->replay.location, "auto"), "replay");
+    CHECK(c->replay.capacity == 100000 && !strcmp(c->replay.location, "auto") && !strcmp(c->replay.obs_dtype, "auto"),
+          "replay");
     CHECK(c->td3.actor_hidden.n == 2 && c->td3.actor_hidden.v[0] == 256 && c->td3.actor_hidden.v[1] == 256, "actor");
     CHECK(c->td3.critic_hidden.n == 2 && c->td3.critic_hidden.v[0] == 256 && c->td3.critic_hidden.v[1] == 256, "critic");
     CHECK(c->td3.actor_lr == 3e-4 && c->td3.critic_lr == 3e-4, "lr");
@@ -223,6 +224,9 @@ static const bad_case bad_cases[] = {
     {"device: cuda:x\n", RLT_ECONFIG, {"t.yaml:1:9: key 'device': 'cuda:x' is not one of", "device index"}},
     {"device: \"cuda:\"\n", RLT_ECONFIG, {"key 'device': 'cuda:' is not one of"}},
     {"precision: fp8\n", RLT_ECONFIG, {"key 'precision': 'fp8' is not one of fp32|bf16|fp16"}},
+    {"replay: {obs_dtype: fp8}\n", RLT_ECONFIG,
+     {"t.yaml:1:21: key 'replay.obs_dtype': 'fp8' is not one of auto|fp32|fp16|bf16|uint8", "image observations only"}},
+    {"replay:\n  obs_dtype: half\n", RLT_ECONFIG, {"t.yaml:2:14: key 'replay.obs_dtype': 'half' is not one of"}},
     /* Structure: aliases, anchors, tags, nesting, the top level, documents, syntax. */
     {"train:\n  batch_size: *x\n", RLT_ECONFIG, {"t.yaml:2:15: aliases (*x) are not allowed"}},
     {"td3: &h\n  gamma: 0.9\n", RLT_ECONFIG, {"t.yaml:1:6: anchors (&h) are not allowed"}},

@@ -5,6 +5,7 @@
  * through the plain ones, and the plain ops stay the one readable reference. */
 #include <string.h>
 
+#include "../lowp.h"
 #include "../philox.h"
 #include "cpu_ops.h"
 
@@ -51,12 +52,26 @@ int cpu_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample
     }
     for (int32_t f = 0; f < n_fields; f++) {
         const rlt_gather_field *g = &fields[f];
-        CPU_REQUIRE(bk, g->dst_stride >= g->row_bytes, "gather_fields");
+        int wide = g->src_dtype == RLT_LP_F16 || g->src_dtype == RLT_LP_BF16;
+        /* 16-bit rows: even row bytes, a 2-byte aligned source, float-aligned destination rows. */
+        CPU_REQUIRE(bk, g->src_dtype == RLT_LP_F32 || (wide && g->row_bytes % 2 == 0 && (uintptr_t)g->src % 2 == 0 &&
+                                                   (uintptr_t)g->dst % 4 == 0 && g->dst_stride % 4 == 0),
+                     "gather_fields");
+        CPU_REQUIRE(bk, g->dst_stride >= rlt_gather_dst_bytes(g), "gather_fields");
         unsigned char *d = g->dst;
         const unsigned char *s = g->src;
         for (int32_t i = 0; i < n; i++) {
             int64_t j = g->via ? g->via[idx[i]] : idx[i];
-            memcpy(d + (uint64_t)i * g->dst_stride, s + (uint64_t)j * g->row_bytes, g->row_bytes);
+            const unsigned char *row = s + (uint64_t)j * g->row_bytes;
+            if (!wide) {
+                memcpy(d + (uint64_t)i * g->dst_stride, row, g->row_bytes);
+                continue;
+            }
+            /* A compact replay row: each 16-bit element widened to fp32 (exact; no plain op does this). */
+            float *out = (float *)(d + (uint64_t)i * g->dst_stride);
+            const uint16_t *h = (const uint16_t *)row;
+            for (uint64_t k = 0; k < g->row_bytes / 2; k++)
+                out[k] = g->src_dtype == RLT_LP_F16 ? rlt_f16_to_f32(h[k]) : rlt_bf16_to_f32(h[k]);
         }
     }
     return RLT_OK;

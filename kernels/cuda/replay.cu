@@ -1,8 +1,10 @@
 /* replay.cu: replay sampling on the device: uniform indices from Philox and the row gather that copies
- * the sampled transitions into the batch; the CUDA twins of kernels/cpu/replay.c. Philox is pure integer
+ * the sampled transitions into the batch (widening compact fp16/bf16 observations to fp32); the CUDA twins
+ * of kernels/cpu/replay.c and of gather_fields in kernels/cpu/fused.c. Philox is pure integer
  * arithmetic (kernels/philox.h), so the indices are bit-identical to the CPU's. */
 #include <string.h>
 
+#include "../lowp.h"
 #include "../philox.h"
 #include "cuda_ops.h"
 
@@ -75,16 +77,42 @@ extern "C" int cuda_gather_rows(rlt_backend *bk, void *dst, uint64_t dst_stride,
  * gather_rows, one thread per word over the flattened (row, word) space, with the widest word that divides
  * the field's addresses and strides. With a sample spec each thread draws its row's index itself (Philox is
  * a pure function of the counter, so every thread of a row draws the same one) and the row's first thread of
- * field 0 stores it: no launch, and no dependency between threads, for the sampling. */
+ * field 0 stores it: no launch, and no dependency between threads, for the sampling.
+ * A compact replay field (fp16 or bf16 source) is widened to fp32 as it is copied: a "word" is then 4
+ * elements (an 8-byte load, a 16-byte store) when both sides are aligned for it, else one element. The
+ * widening is kernels/lowp.h's integer arithmetic, the CPU twin's very functions, so the batches agree bit
+ * for bit (NaN payloads included, which a hardware conversion need not keep). */
+enum { GATHER_RAW = 0, GATHER_F16 = RLT_LP_F16, GATHER_BF16 = RLT_LP_BF16 };
+
 typedef struct gather_args {
     rlt_gather_field f[RLT_GATHER_MAX_FIELDS];
     uint64_t words[RLT_GATHER_MAX_FIELDS];
-    int32_t wsize[RLT_GATHER_MAX_FIELDS];
+    int32_t wsize[RLT_GATHER_MAX_FIELDS]; /* raw: bytes per word (16, 4, 1); widened: elements per word (4, 1) */
     int32_t n, sample;
     rlt_sample_spec s;
 } gather_args;
 
-template <typename W>
+template <int D>
+__device__ __forceinline__ float widen(uint16_t h) {
+    return D == GATHER_F16 ? rlt_f16_to_f32(h) : rlt_bf16_to_f32(h);
+}
+
+/* Word w of a row: a raw copy of one W, or K 16-bit elements of type D widened to K floats. */
+template <typename W, int D, int K>
+__device__ __forceinline__ void gather_word(unsigned char *dst, const unsigned char *src, uint64_t w) {
+    if (D == GATHER_RAW) {
+        ((W *)dst)[w] = ((const W *)src)[w];
+    } else if (K == 4) {
+        uint2 v = ((const uint2 *)src)[w];
+        float4 o = make_float4(widen<D>((uint16_t)(v.x & 0xffffu)), widen<D>((uint16_t)(v.x >> 16)),
+                               widen<D>((uint16_t)(v.y & 0xffffu)), widen<D>((uint16_t)(v.y >> 16)));
+        ((float4 *)dst)[w] = o;
+    } else {
+        ((float *)dst)[w] = widen<D>(((const uint16_t *)src)[w]);
+    }
+}
+
+template <typename W, int D, int K>
 __device__ __forceinline__ void gather_field_words(const gather_args &g, const rlt_gather_field &f, uint64_t words,
                                                    int32_t *idx, int first_field) {
     uint64_t total = (uint64_t)g.n * words;
@@ -107,9 +135,8 @@ __device__ __forceinline__ void gather_field_words(const gather_args &g, const r
             j = idx[row];
         }
         if (f.via) j = f.via[j];
-        const W *src = (const W *)((const unsigned char *)f.src + (uint64_t)j * f.row_bytes);
-        W *dst = (W *)((unsigned char *)f.dst + row * f.dst_stride);
-        dst[w] = src[w];
+        gather_word<W, D, K>((unsigned char *)f.dst + row * f.dst_stride,
+                             (const unsigned char *)f.src + (uint64_t)j * f.row_bytes, w);
     }
 }
 
@@ -118,9 +145,20 @@ __global__ void gather_fields_kernel(const __grid_constant__ gather_args g, int3
     cuda_pdl_trigger();
     const int32_t fi = (int32_t)blockIdx.y;
     const rlt_gather_field &f = g.f[fi];
-    if (g.wsize[fi] == 16) gather_field_words<uint4>(g, f, g.words[fi], idx, fi == 0);
-    else if (g.wsize[fi] == 4) gather_field_words<uint32_t>(g, f, g.words[fi], idx, fi == 0);
-    else gather_field_words<unsigned char>(g, f, g.words[fi], idx, fi == 0);
+    const int first = fi == 0;
+    if (f.src_dtype == GATHER_F16) {
+        if (g.wsize[fi] == 4) gather_field_words<float, GATHER_F16, 4>(g, f, g.words[fi], idx, first);
+        else gather_field_words<float, GATHER_F16, 1>(g, f, g.words[fi], idx, first);
+    } else if (f.src_dtype == GATHER_BF16) {
+        if (g.wsize[fi] == 4) gather_field_words<float, GATHER_BF16, 4>(g, f, g.words[fi], idx, first);
+        else gather_field_words<float, GATHER_BF16, 1>(g, f, g.words[fi], idx, first);
+    } else if (g.wsize[fi] == 16) {
+        gather_field_words<uint4, GATHER_RAW, 1>(g, f, g.words[fi], idx, first);
+    } else if (g.wsize[fi] == 4) {
+        gather_field_words<uint32_t, GATHER_RAW, 1>(g, f, g.words[fi], idx, first);
+    } else {
+        gather_field_words<unsigned char, GATHER_RAW, 1>(g, f, g.words[fi], idx, first);
+    }
 }
 
 /* Draws idx alone when there is no field to gather (the sample spec still asks for the indices). */
@@ -150,13 +188,27 @@ extern "C" int cuda_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, cons
     int32_t used = 0;
     for (int32_t i = 0; i < n_fields; i++) {
         const rlt_gather_field *f = &fields[i];
-        CUDA_REQUIRE(bk, f->dst_stride >= f->row_bytes, "gather_fields");
+        int wide = f->src_dtype == RLT_LP_F16 || f->src_dtype == RLT_LP_BF16;
+        /* 16-bit rows: even row bytes, a 2-byte aligned source, float-aligned destination rows. */
+        CUDA_REQUIRE(bk, f->src_dtype == RLT_LP_F32 || (wide && f->row_bytes % 2 == 0 && (uintptr_t)f->src % 2 == 0 &&
+                                                   (uintptr_t)f->dst % 4 == 0 && f->dst_stride % 4 == 0),
+                     "gather_fields");
+        CUDA_REQUIRE(bk, f->dst_stride >= rlt_gather_dst_bytes(f), "gather_fields");
         if (f->row_bytes == 0) continue;
-        uint64_t align = (uint64_t)(uintptr_t)f->dst | (uint64_t)(uintptr_t)f->src | f->dst_stride | f->row_bytes;
-        int32_t ws = align % 16 == 0 ? 16 : (align % 4 == 0 ? 4 : 1);
+        int32_t ws;
+        if (wide) {
+            /* Four elements a word: 8-byte source words and 16-byte destination words, both aligned. */
+            uint64_t sa = (uint64_t)(uintptr_t)f->src | f->row_bytes;
+            uint64_t da = (uint64_t)(uintptr_t)f->dst | f->dst_stride;
+            ws = (sa % 8 == 0 && da % 16 == 0) ? 4 : 1;
+            g.words[used] = f->row_bytes / 2 / (uint64_t)ws;
+        } else {
+            uint64_t align = (uint64_t)(uintptr_t)f->dst | (uint64_t)(uintptr_t)f->src | f->dst_stride | f->row_bytes;
+            ws = align % 16 == 0 ? 16 : (align % 4 == 0 ? 4 : 1);
+            g.words[used] = f->row_bytes / (uint64_t)ws;
+        }
         g.f[used] = *f;
         g.wsize[used] = ws;
-        g.words[used] = f->row_bytes / (uint64_t)ws;
         if ((uint64_t)n * g.words[used] > most) most = (uint64_t)n * g.words[used];
         used++;
     }
