@@ -21,6 +21,7 @@ int mlp_define(rlt_mlp *net, rlt_err *e, int32_t in, const int32_t *hidden, int3
     net->h = net->dh = net->y_last = NULL;
     net->batch = 0;
     net->dtype = RLT_LP_F32;
+    net->in_dtype = RLT_LP_F32;
     net->n_sets = 1;
     for (int32_t i = 0; i < RLT_MLP_MAX_SETS; i++) net->h_set[i] = NULL;
     return RLT_OK;
@@ -48,7 +49,9 @@ static int mlp_lowp(const rlt_mlp *net) { return net->dtype != RLT_LP_F32; }
 static uint64_t mlp_esize(const rlt_mlp *net) { return rlt_lp_size(net->dtype); }
 /* Elements before the first layer output in an activation set (the input's 16-bit copy), and before the
  * first hidden gradient in the gradient set (the output gradient's 16-bit copy). */
-static uint64_t in_slot(const rlt_mlp *net) { return mlp_lowp(net) ? (uint64_t)net->batch * net->dims[0] : 0; }
+static uint64_t in_slot(const rlt_mlp *net) {
+    return mlp_lowp(net) && net->in_dtype == RLT_LP_F32 ? (uint64_t)net->batch * net->dims[0] : 0;
+}
 static uint64_t out_slot(const rlt_mlp *net) { return mlp_lowp(net) ? (uint64_t)net->batch * net->dims[net->n_layers] : 0; }
 
 int mlp_plan(rlt_mlp *net, rlt_plan *plan, rlt_err *e, const char *name, int32_t batch) {
@@ -112,16 +115,21 @@ static int mlp_check_forward(rlt_backend *bk, const rlt_mlp *net, int32_t rows, 
     return RLT_OK;
 }
 
-int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *params_lp, const float *x, int32_t ldx,
+int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *params_lp, const void *x, int32_t ldx,
                 int32_t rows, float *out, int32_t ldout) {
     RLT_TRY(mlp_check_forward(bk, net, rows, params_lp, out));
     const rlt_backend_ops *op = bk->ops;
     if (mlp_lowp(net)) {
-        /* The input's 16-bit copy, then one op per layer on the 16-bit weights; the last layer writes fp32. */
+        /* The input's 16-bit copy (unless it arrives in 16 bits), then one op per layer on the 16-bit weights;
+         * the last layer writes fp32. */
         int32_t dt = net->dtype;
-        RLT_TRY(op->cast(bk, rows, net->dims[0], net->h, dt, net->dims[0], x, RLT_LP_F32, ldx, NULL));
-        const void *in = net->h;
-        int32_t ldin = net->dims[0];
+        const void *in = x;
+        int32_t ldin = ldx;
+        if (net->in_dtype == RLT_LP_F32) {
+            RLT_TRY(op->cast(bk, rows, net->dims[0], net->h, dt, net->dims[0], x, RLT_LP_F32, ldx, NULL));
+            in = net->h;
+            ldin = net->dims[0];
+        }
         for (int32_t l = 0; l < net->n_layers; l++) {
             int32_t fi = net->dims[l], fo = net->dims[l + 1];
             int last = l == net->n_layers - 1;
@@ -158,8 +166,8 @@ int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *
 /* The reduced-precision backward (see mlp.h): dout (fp32, after the output activation's derivative) is cast
  * to the 16-bit type with the loss scale, then one op per layer. */
 static int mlp_backward_lp(rlt_backend *bk, rlt_mlp *net, const float *params, const void *params_lp, float *grads,
-                           int32_t rows, const float *dout, int32_t lddout, const float *dout_scale, float *dx,
-                           int32_t lddx) {
+                           const void *x, int32_t ldx, int32_t rows, const float *dout, int32_t lddout,
+                           const float *dout_scale, void *dx, int32_t lddx) {
     const rlt_backend_ops *op = bk->ops;
     int32_t L = net->n_layers, dt = net->dtype;
     void *dy = net->dh;
@@ -167,15 +175,18 @@ static int mlp_backward_lp(rlt_backend *bk, rlt_mlp *net, const float *params, c
     RLT_TRY(op->cast(bk, rows, net->dims[L], dy, dt, lddy, dout, RLT_LP_F32, lddout, dout_scale));
     for (int32_t l = L - 1; l >= 0; l--) {
         int32_t fi = net->dims[l], fo = net->dims[l + 1];
-        const void *in = l == 0 ? net->h : layer_out(net, net->h, l - 1);
-        void *dnext = l > 0 ? layer_grad(net, net->dh, l - 1) : (void *)dx;
+        /* Layer 0's input: the 16-bit copy made by the forward, or the caller's 16-bit x. */
+        int x16 = net->in_dtype != RLT_LP_F32;
+        const void *in = l > 0 ? layer_out(net, net->h, l - 1) : x16 ? x : net->h;
+        int32_t ldin = l > 0 || !x16 ? fi : ldx;
+        void *dnext = l > 0 ? layer_grad(net, net->dh, l - 1) : dx;
         int32_t lddn = l > 0 ? fi : lddx;
         if (grads || dnext)
-            RLT_TRY(op->linear_backward_lp(bk, dt, rows, fi, fo, dy, lddy, in, fi, l > 0 ? net->act[l - 1] : RLT_ACT_NONE,
+            RLT_TRY(op->linear_backward_lp(bk, dt, rows, fi, fo, dy, lddy, in, ldin, l > 0 ? net->act[l - 1] : RLT_ACT_NONE,
                                            (const char *)params_lp + mlp_weight_offset(net, l) * 2,
                                            grads ? grads + mlp_weight_offset(net, l) : NULL,
                                            grads ? grads + mlp_bias_offset(net, l) : NULL, 1.0f, dnext,
-                                           l > 0 ? dt : RLT_LP_F32, lddn));
+                                           l > 0 ? dt : net->in_dtype, lddn));
         dy = dnext;
         lddy = lddn;
     }
@@ -183,8 +194,8 @@ static int mlp_backward_lp(rlt_backend *bk, rlt_mlp *net, const float *params, c
 }
 
 int mlp_backward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *params_lp, float *grads,
-                 const float *x, int32_t ldx, int32_t rows, float *dout, int32_t lddout, const float *dout_scale,
-                 float *dx, int32_t lddx) {
+                 const void *x, int32_t ldx, int32_t rows, float *dout, int32_t lddout, const float *dout_scale,
+                 void *dx, int32_t lddx) {
     const rlt_backend_ops *op = bk->ops;
     int32_t L = net->n_layers;
     if (!net->y_last || ((L > 1 || mlp_lowp(net)) && !net->dh))
@@ -196,15 +207,15 @@ int mlp_backward(rlt_backend *bk, rlt_mlp *net, const float *params, const void 
     if (mlp_lowp(net)) {
         if (!params_lp)
             return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "mlp_backward: reduced precision needs the 16-bit weights");
-        return mlp_backward_lp(bk, net, params, params_lp, grads, rows, dout, lddout, dout_scale, dx, lddx);
+        return mlp_backward_lp(bk, net, params, params_lp, grads, x, ldx, rows, dout, lddout, dout_scale, dx, lddx);
     }
     float *dy = dout;
     int32_t lddy = lddout;
     for (int32_t l = L - 1; l >= 0; l--) {
         int32_t fi = net->dims[l], fo = net->dims[l + 1];
-        const float *in = l == 0 ? x : (const float *)layer_out(net, net->h, l - 1);
+        const float *in = l == 0 ? (const float *)x : (const float *)layer_out(net, net->h, l - 1);
         int32_t ldin = l == 0 ? ldx : fi;
-        float *dnext = l > 0 ? (float *)layer_grad(net, net->dh, l - 1) : dx;
+        float *dnext = l > 0 ? (float *)layer_grad(net, net->dh, l - 1) : (float *)dx;
         int32_t lddn = l > 0 ? fi : lddx;
         /* dW[fo, fi] += dy^T . in;  db[fo] += column sums of dy;  dnext = (dy . W) * act'(in). */
         if (grads || dnext)

@@ -31,6 +31,10 @@ typedef struct rlt_mlp {
     int32_t act[RLT_MLP_MAX_LAYERS];      /* activation after each layer */
     int32_t batch;                        /* rows the activation buffers hold */
     int32_t dtype;                        /* RLT_LP_F32 (default), RLT_LP_BF16 or RLT_LP_F16 */
+    /* The type of the input x and of dx (reduced precision only): RLT_LP_F32 (default: cast in, fp32 dx out),
+     * or dtype when the caller hands over 16-bit activations (a 16-bit conv torso's output) and wants a
+     * 16-bit dx back. Set between mlp_define and mlp_plan. */
+    int32_t in_dtype;
     /* Every layer's output, [batch, dims[i+1]] one after another (reduced precision: preceded by the
      * input's 16-bit copy, [batch, dims[0]]), in dtype. */
     void *h;
@@ -63,7 +67,7 @@ rlt_mlp mlp_view(const rlt_mlp *net, int32_t set);
 void mlp_init_params(const rlt_mlp *net, float *params, rlt_rng *rng);
 /* out = net(x) for `rows` <= batch rows. out may be NULL in fp32 (then the last h slice holds it); reduced
  * precision needs it. params_lp: the 16-bit copy of params (NULL in fp32). */
-int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *params_lp, const float *x, int32_t ldx,
+int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *params_lp, const void *x, int32_t ldx,
                 int32_t rows, float *out, int32_t ldout);
 /* Backward through the last forward: dout is d loss / d out (overwritten only when the output layer has an
  * activation: it becomes d loss / d pre-activation). grads (may be NULL: no parameter gradients) are
@@ -71,8 +75,8 @@ int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *
  * precision only; NULL: 1) is the device float dout is multiplied by on its way into the 16-bit type: fp16's
  * loss scale, so that grads and dx come out scaled by it. */
 int mlp_backward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *params_lp, float *grads,
-                 const float *x, int32_t ldx, int32_t rows, float *dout, int32_t lddout, const float *dout_scale,
-                 float *dx, int32_t lddx);
+                 const void *x, int32_t ldx, int32_t rows, float *dout, int32_t lddout, const float *dout_scale,
+                 void *dx, int32_t lddx);
 /* Element offset of params_lp's layout equals the fp32 one: the 16-bit pointer matching p inside a block
  * whose fp32 base is base and 16-bit base is base_lp. */
 static inline void *mlp_lp_ptr(const float *base, void *base_lp, const float *p) {

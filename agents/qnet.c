@@ -74,16 +74,24 @@ int qnet_plan(rlt_qnet *q, rlt_backend *bk, rlt_plan *plan, rlt_err *e, const ch
     q->batch = batch;
     q->conv_slot0 = conv_slot0;
     q->conv_ws_bytes = 0;
+    /* The torso computes in the head's type; a 16-bit torso hands the head 16-bit activations. */
+    int32_t dt = q->head.dtype;
+    uint64_t es = rlt_lp_size(dt);
+    if (q->n_conv && dt != RLT_LP_F32) q->head.in_dtype = dt;
+    snprintf(key, sizeof key, "%s.conv.input", name);
+    RLT_TRY(plan_add(plan, e, key, "activations", RLT_LOC_DEVICE,
+                     q->n_conv && dt != RLT_LP_F32 ? (uint64_t)batch * q->in_elems * es : 0, &q->conv_in));
     for (int32_t i = 0; i < q->n_conv; i++) {
         rlt_conv_shape *s = &q->conv[i];
         s->n = batch;
+        s->dtype = dt;
         uint64_t ws = 0;
         RLT_TRY(bk->ops->conv_prepare(bk, conv_slot0 + i, s, &ws));
         if (ws > q->conv_ws_bytes) q->conv_ws_bytes = ws;
         snprintf(key, sizeof key, "%s.conv%d.act", name, i);
-        RLT_TRY(plan_add(plan, e, key, "activations", RLT_LOC_DEVICE, conv_out_elems(q, i) * 4, (void **)&q->conv_y[i]));
+        RLT_TRY(plan_add(plan, e, key, "activations", RLT_LOC_DEVICE, conv_out_elems(q, i) * es, &q->conv_y[i]));
         snprintf(key, sizeof key, "%s.conv%d.dact", name, i);
-        RLT_TRY(plan_add(plan, e, key, "activations", RLT_LOC_DEVICE, conv_out_elems(q, i) * 4, (void **)&q->conv_dy[i]));
+        RLT_TRY(plan_add(plan, e, key, "activations", RLT_LOC_DEVICE, conv_out_elems(q, i) * es, &q->conv_dy[i]));
     }
     if (q->n_conv) {
         snprintf(key, sizeof key, "%s.conv.workspace", name);
@@ -115,10 +123,18 @@ int qnet_forward(rlt_backend *bk, rlt_qnet *q, const float *params, const void *
     if (rows != q->batch && q->n_conv)
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "qnet_forward: a conv torso runs at its planned batch %d, not %d",
                            q->batch, rows);
-    const float *in = x;
+    /* A 16-bit torso starts from the input's 16-bit copy and reads the 16-bit weights; biases stay fp32. */
+    int lp = q->n_conv && q->head.dtype != RLT_LP_F32;
+    const void *in = x;
+    if (lp) {
+        RLT_TRY(bk->ops->cast(bk, rows, q->in_elems, q->conv_in, q->head.dtype, q->in_elems, x, RLT_LP_F32, q->in_elems,
+                              NULL));
+        in = q->conv_in;
+    }
     for (int32_t i = 0; i < q->n_conv; i++) {
         const float *w = params + conv_offset(q, i);
-        RLT_TRY(bk->ops->conv_forward(bk, q->conv_slot0 + i, q->conv_y[i], in, w, w + conv_w_count(&q->conv[i]),
+        const void *wt = lp ? (const void *)((const char *)params_lp + conv_offset(q, i) * 2) : (const void *)w;
+        RLT_TRY(bk->ops->conv_forward(bk, q->conv_slot0 + i, q->conv_y[i], in, wt, w + conv_w_count(&q->conv[i]),
                                       RLT_ACT_RELU, q->conv_ws, q->conv_ws_bytes));
         in = q->conv_y[i];
     }
@@ -129,19 +145,22 @@ int qnet_forward(rlt_backend *bk, rlt_qnet *q, const float *params, const void *
 int qnet_backward(rlt_backend *bk, rlt_qnet *q, const float *params, const void *params_lp, float *grads, const float *x,
                   int32_t rows, float *dout, const float *dout_scale) {
     int32_t L = q->n_conv, nf = q->head.dims[0], na = q->head.dims[q->head.n_layers];
-    const float *head_in = L ? q->conv_y[L - 1] : x;
+    int lp = L && q->head.dtype != RLT_LP_F32;
+    const void *x_in = lp ? q->conv_in : (const void *)x;
+    const void *head_in = L ? q->conv_y[L - 1] : x_in;
     uint64_t off = conv_offset(q, L);
     /* The head's input gradient is the last conv layer's output gradient. */
     RLT_TRY(mlp_backward(bk, &q->head, params + off, head_lp(q, params_lp), grads + off, head_in, nf, rows, dout, na,
                          dout_scale, L ? q->conv_dy[L - 1] : NULL, nf));
     for (int32_t i = L - 1; i >= 0; i--) {
         const rlt_conv_shape *s = &q->conv[i];
-        const float *in = i ? q->conv_y[i - 1] : x;
+        const void *in = i ? q->conv_y[i - 1] : x_in;
         uint64_t wo = conv_offset(q, i);
+        const void *wt = lp ? (const void *)((const char *)params_lp + wo * 2) : (const void *)(params + wo);
         /* conv_backward applies the ReLU's derivative itself, through the layer's output. */
         RLT_TRY(bk->ops->conv_backward(bk, q->conv_slot0 + i, i ? q->conv_dy[i - 1] : NULL, grads + wo,
-                                       grads + wo + conv_w_count(s), q->conv_dy[i], q->conv_y[i], in, params + wo,
-                                       RLT_ACT_RELU, q->conv_ws, q->conv_ws_bytes));
+                                       grads + wo + conv_w_count(s), q->conv_dy[i], q->conv_y[i], in, wt, RLT_ACT_RELU,
+                                       q->conv_ws, q->conv_ws_bytes));
     }
     return RLT_OK;
 }

@@ -1,7 +1,9 @@
 /* qnet.h: the DQN network: an optional convolutional torso (presets "nature" and "minatar") over NCHW
  * images, flattened into an MLP head that outputs one value per action. Like rlt_mlp, the struct holds
  * shapes and activation pointers for one batch size; parameters are passed to each call, so the online
- * and target networks and Adam's state share one layout: conv layers (W[k,c,r,s], b[k]) then the head. */
+ * and target networks and Adam's state share one layout: conv layers (W[k,c,r,s], b[k]) then the head.
+ * Reduced precision (head.dtype set before qnet_plan): the torso computes in the same 16-bit type (cuDNN's
+ * tensor cores on the GPU), its activations are 16-bit, and the head takes them as they are. */
 #ifndef RLT_QNET_H
 #define RLT_QNET_H
 
@@ -15,8 +17,9 @@ typedef struct rlt_qnet {
     rlt_conv_shape conv[RLT_QNET_MAX_CONV];
     int32_t conv_oh[RLT_QNET_MAX_CONV], conv_ow[RLT_QNET_MAX_CONV];
     int32_t conv_slot0;        /* backend conv slots conv_slot0 .. conv_slot0 + n_conv - 1 */
-    float *conv_y[RLT_QNET_MAX_CONV];  /* each conv layer's output, [batch, k, oh, ow] */
-    float *conv_dy[RLT_QNET_MAX_CONV]; /* gradient of each conv layer's output */
+    void *conv_y[RLT_QNET_MAX_CONV];   /* each conv layer's output, [batch, k, oh, ow], in the torso's type */
+    void *conv_dy[RLT_QNET_MAX_CONV];  /* gradient of each conv layer's output */
+    void *conv_in;                     /* reduced precision: the input's 16-bit copy, [batch, in_elems] */
     void *conv_ws;             /* backend workspace shared by the conv layers */
     uint64_t conv_ws_bytes;
     rlt_mlp head;
@@ -32,7 +35,7 @@ uint64_t qnet_param_count(const rlt_qnet *q);
 int qnet_plan(rlt_qnet *q, rlt_backend *bk, rlt_plan *plan, rlt_err *e, const char *name, int32_t batch, int32_t conv_slot0);
 void qnet_init_params(const rlt_qnet *q, float *params, rlt_rng *rng);
 /* out[rows, n_actions] = Q(x); x is [rows, in_elems] floats. params_lp: the 16-bit copy of params when the
- * head runs in reduced precision (head.dtype; the conv torso computes in fp32), else NULL. */
+ * network runs in reduced precision (head.dtype), else NULL. */
 int qnet_forward(rlt_backend *bk, rlt_qnet *q, const float *params, const void *params_lp, const float *x, int32_t rows,
                  float *out);
 /* Backward through the last forward: dout [rows, n_actions] (overwritten); grads accumulated; dout_scale as

@@ -49,12 +49,12 @@ static int w_lin_b_lp(rlt_backend *bk, int32_t dt, int32_t rows, int32_t fi, int
                       int32_t dxdt, int32_t lddx) {
     TIMED(P_LIN_B_LP, real->linear_backward_lp(bk, dt, rows, fi, fo, dy, lddy, x, ldx, act_x, W, dW, db, beta, dx, dxdt, lddx));
 }
-static int w_conv_f(rlt_backend *bk, int32_t slot, float *y, const float *x, const float *w, const float *b, int32_t act,
+static int w_conv_f(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b, int32_t act,
                     void *ws, uint64_t wsb) {
     TIMED(P_CONV_F, real->conv_forward(bk, slot, y, x, w, b, act, ws, wsb));
 }
-static int w_conv_b(rlt_backend *bk, int32_t slot, float *dx, float *dw, float *db, float *dy, const float *y,
-                    const float *x, const float *w, int32_t act, void *ws, uint64_t wsb) {
+static int w_conv_b(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
+                    const void *x, const void *w, int32_t act, void *ws, uint64_t wsb) {
     TIMED(P_CONV_B, real->conv_backward(bk, slot, dx, dw, db, dy, y, x, w, act, ws, wsb));
 }
 static int w_gather(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *s, int32_t nf,

@@ -38,6 +38,11 @@ typedef struct rlt_conv_shape {
     int32_t n, c, h, w; /* input: batch, channels, height, width */
     int32_t k, kh, kw;  /* filters: output channels, kernel height and width */
     int32_t stride, pad;
+    /* Element type of x, y, w, dy and dx (ABI 4): RLT_LP_F32 (0), or RLT_LP_BF16 / RLT_LP_F16 for a
+     * reduced-precision layer, whose products are summed in fp32 (tensor cores on CUDA) and rounded to the
+     * type, then bias and activation applied in fp32 and rounded again (as linear_forward_lp). The bias, dw
+     * and db stay fp32: dw is the 16-bit weight gradient widened and added. */
+    int32_t dtype;
 } rlt_conv_shape;
 
 /* Output size along one axis, or 0 when the kernel does not fit (padding included). */
@@ -241,14 +246,14 @@ typedef struct rlt_backend_ops {
     /* y = act(conv(x, w) + b) with the slot's shape: x [n, c, h, w], w [k, c, kh, kw], b [k] (NULL: no
      * bias), y [n, k, out_h, out_w]. act: NONE, RELU or TANH. ws: 256-byte aligned, at least the bytes
      * conv_prepare returned. */
-    int (*conv_forward)(rlt_backend *bk, int32_t slot, float *y, const float *x, const float *w, const float *b,
+    int (*conv_forward)(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b,
                         int32_t act, void *ws, uint64_t ws_bytes);
     /* Backward of conv_forward through its output y. dy (in, and overwritten) is first multiplied by act'
      * expressed through y, as act_grad does; then dw += dL/dw, db += dL/db (db NULL: skipped; each channel
      * summed over n, out_h, out_w in a fixed order) and dx = dL/dx (overwritten; dx NULL: skipped, as for
-     * the first layer, whose input needs no gradient). */
-    int (*conv_backward)(rlt_backend *bk, int32_t slot, float *dx, float *dw, float *db, float *dy, const float *y,
-                         const float *x, const float *w, int32_t act, void *ws, uint64_t ws_bytes);
+     * the first layer, whose input needs no gradient). x, y, w, dy, dx are in the slot's dtype. */
+    int (*conv_backward)(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
+                         const void *x, const void *w, int32_t act, void *ws, uint64_t ws_bytes);
 
     /* ---- concurrency inside one update (ABI 3) ----
      * An update is a chain of small dependent ops; where two chains are independent (the twin critics, the

@@ -41,6 +41,15 @@ struct rlt_env {
 /* Creates the built-in environment `name` with its own random stream. max_steps > 0 overrides the
  * class's time limit. Fails with RLT_ECONFIG, listing the known names, for an unknown name. */
 int rlt_env_make(rlt_env *env, rlt_err *e, const char *name, uint64_t seed, uint32_t stream, int32_t max_steps);
+/* Creates instance `instance` (0 training, 1 evaluation) of a user environment from its callbacks (copied
+ * into env, so cb may go away; the functions and cb->user must not). Checks the struct size and the
+ * spaces; RLT_EINVAL with a message otherwise. max_steps > 0 overrides cb->max_episode_steps. */
+int rlt_env_make_user(rlt_env *env, rlt_err *e, const rlt_env_callbacks *cb, int32_t instance, uint64_t seed,
+                      uint32_t stream, int32_t max_steps);
+/* The callbacks of a user environment, or NULL for a built-in one. */
+const rlt_env_callbacks *rlt_env_user_callbacks(const rlt_env *env);
+/* After a reset or step of a user environment failed: what failed, for the trainer's message. */
+const char *rlt_env_user_failure(const rlt_env *env, int *user_rc);
 /* step with the time limit applied: sets *truncated when env->t reaches max_steps (and not terminated). */
 int rlt_env_step(rlt_env *env, const void *action, void *obs, float *reward, uint8_t *terminated, uint8_t *truncated);
 static inline int rlt_env_reset(rlt_env *env, void *obs) { env->t = 0; return env->cls->reset(env, obs); }

@@ -1,6 +1,7 @@
-/* trainer.c: the training loop: a built-in environment drives an agent for train.total_steps steps, with
+/* trainer.c: the training loop: a built-in or user-registered environment drives an agent for train.total_steps steps, with
  * periodic evaluation, progress reports and the run's outputs (config.yaml, metrics.csv, summary.json,
  * final.ckpt). Every buffer is taken at init; the loop allocates nothing. */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,15 +20,28 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int trainer_setup(rlt_trainer *tr) {
+static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
     rlt_err *e = &tr->err;
     rlt_config *c = &tr->cfg;
     if (rlt_config_validate(c) != RLT_OK) {
         rlt_err_copy(e, &c->err);
         return e->status;
     }
-    RLT_TRY(rlt_env_make(&tr->env, e, c->env.name, c->seed, RLT_STREAM_ENV, c->env.max_episode_steps));
-    RLT_TRY(rlt_env_make(&tr->eval_env, e, c->env.name, c->seed + 100, RLT_STREAM_EVAL_ENV, c->env.max_episode_steps));
+    if (user_env) {
+        RLT_TRY(rlt_env_make_user(&tr->env, e, user_env, 0, c->seed, RLT_STREAM_ENV, c->env.max_episode_steps));
+        RLT_TRY(rlt_env_make_user(&tr->eval_env, e, user_env, 1, c->seed + 100, RLT_STREAM_EVAL_ENV, c->env.max_episode_steps));
+        const rlt_env_callbacks *cb = rlt_env_user_callbacks(&tr->env);
+        snprintf(tr->env_name, sizeof tr->env_name, "%s", cb->name && cb->name[0] ? cb->name : "user");
+        /* The name goes into summary.json and the checkpoint's metadata: keep it to plain characters. */
+        for (char *ch = tr->env_name; *ch; ch++)
+            if (!isalnum((unsigned char)*ch) && !strchr("_-./:", *ch)) *ch = '_';
+        tr->user_env = 1;
+        tr->user_state_bytes = cb->save_state ? cb->state_bytes : 0;
+    } else {
+        RLT_TRY(rlt_env_make(&tr->env, e, c->env.name, c->seed, RLT_STREAM_ENV, c->env.max_episode_steps));
+        RLT_TRY(rlt_env_make(&tr->eval_env, e, c->env.name, c->seed + 100, RLT_STREAM_EVAL_ENV, c->env.max_episode_steps));
+        snprintf(tr->env_name, sizeof tr->env_name, "%s", c->env.name);
+    }
     /* The trainer's own host buffers come before the agent seals its arena. */
     uint64_t ob = (uint64_t)rlt_space_bytes(&tr->env.obs_space), ab = (uint64_t)tr->env.act_space.shape[0] * 4;
     tr->obs = rlt_mem_alloc(ob, 64);
@@ -35,6 +49,8 @@ static int trainer_setup(rlt_trainer *tr) {
     tr->action = rlt_mem_alloc(ab, 64);
     tr->dump = rlt_mem_alloc(DUMP_BYTES, 64);
     if (!tr->obs || !tr->next_obs || !tr->action || !tr->dump) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for the trainer");
+    if (tr->user_state_bytes > 0 && !(tr->user_state = rlt_mem_alloc((uint64_t)tr->user_state_bytes, 64)))
+        RLT_FAIL(e, RLT_ENOMEM, "out of host memory for the user environment's state (%d bytes)", tr->user_state_bytes);
     if (rlt_config_dump(c, tr->dump, DUMP_BYTES) >= DUMP_BYTES) RLT_FAIL(e, RLT_ERUNTIME, "resolved config too long");
     int rc = rlt_agent_init(c, &tr->env.obs_space, &tr->env.act_space, &tr->agent);
     if (rc != RLT_OK) {
@@ -45,7 +61,7 @@ static int trainer_setup(rlt_trainer *tr) {
     return RLT_OK;
 }
 
-int rlt_trainer_init(const rlt_config *cfg, rlt_trainer **out) {
+static int trainer_init(const rlt_config *cfg, const rlt_env_callbacks *user_env, rlt_trainer **out) {
     if (!out) return RLT_EINVAL;
     *out = NULL;
     if (!cfg) return RLT_EINVAL;
@@ -57,7 +73,17 @@ int rlt_trainer_init(const rlt_config *cfg, rlt_trainer **out) {
     tr->prog.last_eval_return = NAN;
     tr->prog.best_eval_return = NAN;
     tr->prog.last_episode_return = NAN;
-    return trainer_setup(tr);
+    return trainer_setup(tr, user_env);
+}
+
+int rlt_trainer_init(const rlt_config *cfg, rlt_trainer **out) { return trainer_init(cfg, NULL, out); }
+
+int rlt_trainer_init_env(const rlt_config *cfg, const rlt_env_callbacks *env, rlt_trainer **out) {
+    if (!env) {
+        if (out) *out = NULL;
+        return RLT_EINVAL;
+    }
+    return trainer_init(cfg, env, out);
 }
 
 void rlt_trainer_free(rlt_trainer *tr) {
@@ -71,6 +97,7 @@ void rlt_trainer_free(rlt_trainer *tr) {
     rlt_mem_free(tr->next_obs);
     rlt_mem_free(tr->action);
     rlt_mem_free(tr->dump);
+    rlt_mem_free(tr->user_state);
     rlt_mem_free(tr);
 }
 
@@ -99,18 +126,29 @@ static int agent_call(rlt_trainer *tr, int rc) {
     return rc;
 }
 
+/* An environment call's status; a user environment's failure gets a message naming the callback. */
+static int env_call(rlt_trainer *tr, rlt_env *env, int rc) {
+    if (rc == RLT_OK) return RLT_OK;
+    int user_rc = 0;
+    const char *what = rlt_env_user_failure(env, &user_rc);
+    if (what)
+        RLT_FAIL(&tr->err, rc, "user environment '%s' (instance %d, %s): %s returned %d at episode step %d", tr->env_name,
+                 env == &tr->env ? 0 : 1, env == &tr->env ? "training" : "evaluation", what, user_rc, (int)env->t);
+    RLT_FAIL(&tr->err, rc, "environment '%s': %s", tr->env_name, rlt_strerror(rc));
+}
+
 /* Mean return of eval_episodes deterministic episodes on the evaluation environment. */
 static int trainer_evaluate(rlt_trainer *tr, double *mean) {
     rlt_env *env = &tr->eval_env;
     double total = 0.0;
     for (int32_t ep = 0; ep < tr->cfg.train.eval_episodes; ep++) {
-        RLT_TRY(rlt_env_reset(env, tr->obs));
+        RLT_TRY(env_call(tr, env, rlt_env_reset(env, tr->obs)));
         uint8_t term = 0, trunc = 0;
         double ret = 0.0;
         while (!term && !trunc) {
             RLT_TRY(agent_call(tr, rlt_agent_act(tr->agent, tr->obs, 1, 0, tr->action)));
             float r;
-            RLT_TRY(rlt_env_step(env, tr->action, tr->obs, &r, &term, &trunc));
+            RLT_TRY(env_call(tr, env, rlt_env_step(env, tr->action, tr->obs, &r, &term, &trunc)));
             ret += r;
         }
         total += ret;
@@ -145,7 +183,7 @@ static int trainer_write_summary(rlt_trainer *tr, const char *status) {
     /* Several short formats: glibc's printf takes a heap buffer for formats with many conversions, and
      * this runs after init, where the engine must not allocate. */
     int n = snprintf(text, sizeof text, "{\n  \"status\": \"%s\",\n  \"algo\": \"%s\",\n  \"env\": \"%s\",\n",
-                     status, tr->cfg.algo, tr->cfg.env.name);
+                     status, tr->cfg.algo, tr->env_name);
     n += snprintf(text + n, sizeof text - n, "  \"device\": \"%s\",\n  \"seed\": %llu,\n", s.device,
                   (unsigned long long)tr->cfg.seed);
     n += snprintf(text + n, sizeof text - n, "  \"final_eval_return\": %.6g,\n  \"best_eval_return\": %.6g,\n",
@@ -173,7 +211,7 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
     float losses[RLT_LOSS_COUNT];
     char path[700];
     if (!tr->resumed) {
-        RLT_TRY(rlt_env_reset(env, tr->obs));
+        RLT_TRY(env_call(tr, env, rlt_env_reset(env, tr->obs)));
         tr->ep_ret = 0.0;
         tr->ep_len = 0;
     }
@@ -182,7 +220,7 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
         uint8_t term = 0, trunc = 0;
         float r;
         RLT_TRY(agent_call(tr, rlt_agent_act(tr->agent, tr->obs, 1, 1, tr->action)));
-        RLT_TRY(rlt_env_step(env, tr->action, tr->next_obs, &r, &term, &trunc));
+        RLT_TRY(env_call(tr, env, rlt_env_step(env, tr->action, tr->next_obs, &r, &term, &trunc)));
         RLT_TRY(agent_call(tr, rlt_agent_observe(tr->agent, tr->obs, tr->action, &r, tr->next_obs, &term, &trunc, 1)));
         RLT_TRY(agent_call(tr, rlt_agent_update(tr->agent, NULL)));
         memcpy(tr->obs, tr->next_obs, (size_t)rlt_space_bytes(&env->obs_space));
@@ -198,7 +236,7 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
                                       p->elapsed_s));
             tr->ep_ret = 0.0;
             tr->ep_len = 0;
-            RLT_TRY(rlt_env_reset(env, tr->obs));
+            RLT_TRY(env_call(tr, env, rlt_env_reset(env, tr->obs)));
         }
         int last = step + 1 == c->train.total_steps;
         if ((c->train.eval_every > 0 && (step + 1) % c->train.eval_every == 0) || last) {

@@ -16,6 +16,10 @@ struct rlt_trainer {
     rlt_err err;
     rlt_config cfg;
     rlt_env env, eval_env;
+    char env_name[64];              /* the built-in's config name, or the user environment's name */
+    int32_t user_env;               /* env and eval_env forward to rlt_env_callbacks */
+    int32_t user_state_bytes;       /* the user environment's checkpoint state (0: not resumable) */
+    unsigned char *user_state;      /* user_state_bytes, host, taken at init */
     rlt_agent *agent;
     float *obs, *next_obs, *action; /* one transition, host */
     char *dump;                     /* resolved config text */

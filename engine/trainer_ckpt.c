@@ -1,6 +1,7 @@
 /* trainer_ckpt.c: the trainer's checkpoints: the agent's state (replay included when configured) plus
  * the loop's own (step and episode counters, the partial episode's return, both environments' random
- * streams and state, the current observation), and resuming from one, metrics included. */
+ * streams and state, the current observation), and resuming from one, metrics included. A user
+ * environment's state is whatever its save_state callback writes; without one, resuming is refused. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -37,7 +38,7 @@ int trainer_save(rlt_trainer *tr, const char *path) {
     const rlt_progress *p = &tr->prog;
     char meta[1024];
     int n = agent_meta(ag, meta, sizeof meta);
-    n += snprintf(meta + n, sizeof meta - (size_t)n, "env: %s\nepisodes: %lld\n", tr->cfg.env.name, (long long)p->episodes);
+    n += snprintf(meta + n, sizeof meta - (size_t)n, "env: %s\nepisodes: %lld\n", tr->env_name, (long long)p->episodes);
     ckpt_writer *w = &ag->ckpt_w;
     RLT_TRY(from_agent(tr, ckpt_writer_open(w, &ag->err, path, meta, (size_t)n)));
     int64_t s[TS_COUNT] = {0};
@@ -59,11 +60,29 @@ int trainer_save(rlt_trainer *tr, const char *path) {
     int64_t shape_s[1] = {TS_COUNT}, shape_e[1] = {RLT_ENV_STATE_BYTES}, shape_n[1] = {64};
     int64_t shape_o[1] = {rlt_space_bytes(&tr->env.obs_space)};
     char name[64] = {0};
-    snprintf(name, sizeof name, "%s", tr->cfg.env.name);
-    int rc = agent_write_state(ag, w, tr->cfg.checkpoint.include_replay);
+    snprintf(name, sizeof name, "%s", tr->env_name);
+    /* A user environment's inline state holds its callbacks (pointers, meaningless in another process):
+     * the file gets zeros there and the callbacks' own state beside it. */
+    static const unsigned char no_state[RLT_ENV_STATE_BYTES];
+    const rlt_env_callbacks *cb = rlt_env_user_callbacks(&tr->env);
+    int rc = RLT_OK;
+    if (tr->user_state_bytes > 0) {
+        int urc = cb->save_state(cb->user, 0, tr->user_state);
+        if (urc != 0) {
+            ckpt_writer_abort(w);
+            RLT_FAIL(&tr->err, RLT_ERUNTIME, "user environment '%s': save_state returned %d while writing %s", tr->env_name,
+                     urc, path);
+        }
+    }
+    rc = agent_write_state(ag, w, tr->cfg.checkpoint.include_replay);
     if (rc == RLT_OK) rc = ckpt_writer_add(w, "trainer.state", RLT_DTYPE_I64, 1, shape_s, s, sizeof s);
     if (rc == RLT_OK) rc = ckpt_writer_add(w, "trainer.env_name", RLT_DTYPE_U8, 1, shape_n, name, sizeof name);
-    if (rc == RLT_OK) rc = ckpt_writer_add(w, "trainer.env_state", RLT_DTYPE_U8, 1, shape_e, tr->env.state, RLT_ENV_STATE_BYTES);
+    if (rc == RLT_OK)
+        rc = ckpt_writer_add(w, "trainer.env_state", RLT_DTYPE_U8, 1, shape_e, cb ? no_state : tr->env.state, RLT_ENV_STATE_BYTES);
+    if (rc == RLT_OK && tr->user_state_bytes > 0) {
+        int64_t shape_u[1] = {tr->user_state_bytes};
+        rc = ckpt_writer_add(w, "trainer.user_env_state", RLT_DTYPE_U8, 1, shape_u, tr->user_state, (uint64_t)tr->user_state_bytes);
+    }
     if (rc == RLT_OK) rc = ckpt_writer_add(w, "trainer.obs", RLT_DTYPE_U8, 1, shape_o, tr->obs, (uint64_t)shape_o[0]);
     if (rc != RLT_OK) {
         ckpt_writer_abort(w);
@@ -81,9 +100,18 @@ static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
     /* The trainer's part first: it must be this environment and this observation size. */
     RLT_TRY(ckpt_reader_read(r, "trainer.env_name", name, sizeof name));
     name[63] = '\0';
-    if (strcmp(name, tr->cfg.env.name) != 0)
-        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: the checkpoint is of environment '%s', this config trains '%s'", path, name,
-                 tr->cfg.env.name);
+    if (strcmp(name, tr->env_name) != 0)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: the checkpoint is of environment '%s', this trainer trains '%s'", path, name,
+                 tr->env_name);
+    if (tr->user_env) {
+        if (tr->user_state_bytes == 0)
+            RLT_FAIL(e, RLT_ESTATE, "%s: user environment '%s' has no save_state/load_state callbacks, so its episode "
+                     "state cannot be restored; give both (and state_bytes) in rlt_env_callbacks to resume", path, name);
+        const ckpt_tensor_info *us;
+        if (ckpt_reader_find(r, "trainer.user_env_state", &us) != RLT_OK || us->bytes != (uint64_t)tr->user_state_bytes)
+            RLT_FAIL(e, RLT_ECHECKPOINT, "%s: no user environment state of %d bytes (state_bytes) in the checkpoint", path,
+                     tr->user_state_bytes);
+    }
     RLT_TRY(ckpt_reader_read(r, "trainer.state", s, sizeof s));
     RLT_TRY(ckpt_reader_find(r, "trainer.obs", &info));
     if (info->bytes != (uint64_t)rlt_space_bytes(&tr->env.obs_space))
@@ -94,7 +122,16 @@ static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
                  (long long)s[TS_ENV_STEPS], (long long)tr->cfg.train.total_steps);
     /* The agent checks all of its tensors before it changes anything. */
     RLT_TRY(agent_read_state(ag, r, path));
-    RLT_TRY(ckpt_reader_read(r, "trainer.env_state", tr->env.state, RLT_ENV_STATE_BYTES));
+    if (tr->user_env) {
+        const rlt_env_callbacks *cb = rlt_env_user_callbacks(&tr->env);
+        RLT_TRY(ckpt_reader_read(r, "trainer.user_env_state", tr->user_state, (uint64_t)tr->user_state_bytes));
+        int urc = cb->load_state(cb->user, 0, tr->user_state);
+        if (urc != 0)
+            RLT_FAIL(e, RLT_ERUNTIME, "%s: user environment '%s': load_state returned %d (the agent's state is loaded)", path,
+                     name, urc);
+    } else {
+        RLT_TRY(ckpt_reader_read(r, "trainer.env_state", tr->env.state, RLT_ENV_STATE_BYTES));
+    }
     RLT_TRY(ckpt_reader_read(r, "trainer.obs", tr->obs, info->bytes));
     rlt_progress *p = &tr->prog;
     p->env_steps = s[TS_ENV_STEPS];

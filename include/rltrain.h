@@ -178,7 +178,7 @@ RLT_API uint64_t rlt_agent_allocations_after_init(const rlt_agent *agent);
 RLT_API const char *rlt_agent_errmsg(const rlt_agent *agent);
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Trainer: an agent, a built-in environment, the training loop and its outputs                   */
+/* Trainer: an agent, an environment (built-in, or the caller's: rlt_trainer_init_env), the loop, outputs */
 /* ---------------------------------------------------------------------------------------------- */
 typedef struct rlt_trainer rlt_trainer;
 
@@ -220,6 +220,53 @@ RLT_API void rlt_trainer_request_stop(rlt_trainer *tr);
 /* The final progress figures (valid after rlt_trainer_run). */
 RLT_API int rlt_trainer_progress(const rlt_trainer *tr, rlt_progress *out);
 RLT_API rlt_agent *rlt_trainer_agent(rlt_trainer *tr);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* User environments: the trainer drives a C environment the caller provides                      */
+/* ---------------------------------------------------------------------------------------------- */
+/* The trainer uses two instances of the environment: instance 0 trains, instance 1 evaluates (its
+ * episodes run between training steps, on the same thread). The callbacks keep their state wherever the
+ * caller likes (reach it through `user`); the trainer calls them from rlt_trainer_run only, never from
+ * another thread, and allocates nothing itself around them. A callback returns 0 on success; anything
+ * else stops the run with RLT_ERUNTIME and a message naming the callback, the instance and the step.
+ *
+ * reset: starts an episode and writes its first observation to obs (the obs space's dtype and shape).
+ *   seed is a fresh 64-bit value for every episode, drawn from the trainer's own stream for this instance
+ *   (derived from the config's seed), so a run is repeatable when the environment seeds itself from it;
+ *   an environment with its own generator may ignore it.
+ * step: applies one action (Box: float32[act.shape[0]] within the bounds; Discrete: one int32 in
+ *   0..act.n-1), writes the next observation (the real one, also when the episode ends), the reward, and
+ *   the two end flags, which the trainer clears before each call: *terminated for a terminal state (no
+ *   bootstrapping from it), *truncated for an end of the environment's own that is not terminal. The
+ *   trainer adds the time limit (max_episode_steps) as truncation itself.
+ * save_state / load_state (optional, both or neither): copy the instance's episode state to and from
+ *   state_bytes bytes, so that checkpoints hold it and rlt_trainer_resume can continue a run; without
+ *   them checkpoints are still written, but resuming from one is refused.
+ *
+ * ABI: struct_size must be set to sizeof(rlt_env_callbacks) as the caller compiled it. Later versions only
+ * append fields; the library reads struct_size bytes and treats fields beyond them as zero. */
+typedef struct rlt_env_callbacks {
+    uint32_t struct_size;      /* sizeof(rlt_env_callbacks) */
+    uint32_t reserved_;        /* 0 */
+    const char *name;          /* for logs, summary.json and checkpoints (up to 63 bytes); NULL: "user" */
+    rlt_space obs;             /* Box: F32 vectors (TD3, DQN) or U8 images (C, H, W) (DQN); bounds unused */
+    rlt_space act;             /* Box with low/high (NULL: [-1, 1]; copied at init) for TD3, Discrete for DQN */
+    int32_t max_episode_steps; /* time limit the trainer applies as truncation; 0: none (env.max_episode_steps
+                                * of the config overrides it when > 0) */
+    int32_t state_bytes;       /* size of the state save_state writes (0 without save_state/load_state) */
+    void *user;                /* passed to every callback */
+    int (*reset)(void *user, int32_t instance, uint64_t seed, void *obs);
+    int (*step)(void *user, int32_t instance, const void *action, void *obs, float *reward, uint8_t *terminated,
+                uint8_t *truncated);
+    int (*save_state)(void *user, int32_t instance, void *state);
+    int (*load_state)(void *user, int32_t instance, const void *state);
+} rlt_env_callbacks;
+
+/* As rlt_trainer_init, with the environment given by env instead of the config's env.name (which is then
+ * ignored). The callbacks and the user pointer must stay valid until rlt_trainer_free; the struct itself
+ * is copied. Everything the trainer needs for the environment (observation, action and state buffers) is
+ * reserved here; rlt_trainer_run allocates nothing. */
+RLT_API int rlt_trainer_init_env(const rlt_config *cfg, const rlt_env_callbacks *env, rlt_trainer **out);
 RLT_API const char *rlt_trainer_out_dir(const rlt_trainer *tr);
 RLT_API const char *rlt_trainer_errmsg(const rlt_trainer *tr);
 

@@ -84,4 +84,11 @@ RLT_HD void rlt_lp_store(void *p, int32_t dtype, int64_t i, float v) {
     else ((float *)p)[i] = v;
 }
 
+/* v rounded to dtype and widened back. */
+static inline float rlt_lp_round(float v, int32_t dtype) {
+    if (dtype == 4) return rlt_bf16_to_f32(rlt_f32_to_bf16(v));
+    if (dtype == 3) return rlt_f16_to_f32(rlt_f32_to_f16(v));
+    return v;
+}
+
 #endif

@@ -492,13 +492,13 @@ static void test_conv_case(int32_t slot, rlt_conv_shape s, const char *label) {
 
 static void test_conv(void) {
     /* Nature DQN (Mnih et al. 2015), batch 32: 4x84x84 -> 32@8x8/4 -> 64@4x4/2 -> 64@3x3/1. */
-    test_conv_case(0, (rlt_conv_shape){32, 4, 84, 84, 32, 8, 8, 4, 0}, "nature conv1");
-    test_conv_case(1, (rlt_conv_shape){32, 32, 20, 20, 64, 4, 4, 2, 0}, "nature conv2");
-    test_conv_case(2, (rlt_conv_shape){32, 64, 9, 9, 64, 3, 3, 1, 0}, "nature conv3");
+    test_conv_case(0, (rlt_conv_shape){32, 4, 84, 84, 32, 8, 8, 4, 0, 0}, "nature conv1");
+    test_conv_case(1, (rlt_conv_shape){32, 32, 20, 20, 64, 4, 4, 2, 0, 0}, "nature conv2");
+    test_conv_case(2, (rlt_conv_shape){32, 64, 9, 9, 64, 3, 3, 1, 0, 0}, "nature conv3");
     /* MinAtar (Young and Tian 2019): 4x10x10 -> 16@3x3/1. */
-    test_conv_case(3, (rlt_conv_shape){32, 4, 10, 10, 16, 3, 3, 1, 0}, "minatar conv");
+    test_conv_case(3, (rlt_conv_shape){32, 4, 10, 10, 16, 3, 3, 1, 0, 0}, "minatar conv");
     /* Padding, odd sizes, a rectangular kernel and stride 2. */
-    test_conv_case(4, (rlt_conv_shape){3, 3, 7, 9, 5, 3, 2, 2, 1}, "odd padded conv");
+    test_conv_case(4, (rlt_conv_shape){3, 3, 7, 9, 5, 3, 2, 2, 1, 0}, "odd padded conv");
 }
 
 static void test_errors(void) {
@@ -509,12 +509,12 @@ static void test_errors(void) {
     uint64_t ws = 0;
     int rc = P.gpu.ops->conv_forward(&P.gpu, 6, ga, ga, ga, NULL, RLT_ACT_NONE, ga, 4096);
     CHECK(rc == RLT_ESTATE, "forward on an unprepared slot: %d (%s)", rc, P.egpu.msg);
-    rlt_conv_shape bad = {1, 1, 3, 3, 1, 5, 5, 1, 0};
+    rlt_conv_shape bad = {1, 1, 3, 3, 1, 5, 5, 1, 0, 0};
     rc = P.gpu.ops->conv_prepare(&P.gpu, 6, &bad, &ws);
     CHECK(rc == RLT_EINVAL, "a kernel larger than the input: %d", rc);
     rc = P.gpu.ops->conv_prepare(&P.gpu, RLT_BACKEND_MAX_CONVS, &bad, &ws);
     CHECK(rc == RLT_EINVAL, "slot out of range: %d", rc);
-    rlt_conv_shape ok = {2, 1, 5, 5, 2, 3, 3, 1, 0};
+    rlt_conv_shape ok = {2, 1, 5, 5, 2, 3, 3, 1, 0, 0};
     rc = P.gpu.ops->conv_prepare(&P.gpu, 6, &ok, &ws);
     CHECK(rc == RLT_OK, "prepare: %s", P.egpu.msg);
     rc = P.gpu.ops->conv_forward(&P.gpu, 6, ga, ga, ga, NULL, 7, ga, 4096);

@@ -9,6 +9,9 @@
  *   library error (8 u |y|, as in gpu_ops_parity). Wrong strides, transposes or types give order-1 errors.
  *   The bias gradient sums in the CPU's row order: exact.
  *   amp_unscale, amp_update, adam_ex's skip: exact (the same IEEE operations, or nothing at all).
+ *   conv_forward / conv_backward on 16-bit slots (cuDNN's tensor cores against the widened fp32 im2col twin):
+ *   the same two roundings as a dense layer, checked as a normalised error ||gpu - cpu|| / ||cpu|| <= 4 u_lp
+ *   for y, dx and dw (one 16-bit ulp is 2 u_lp; an indexing or layout bug gives order 1), db within 1e-5.
  * - Overflow injection: a TD3 fp16 agent whose loss scale is set to 3e38 overflows fp16 in its backward
  *   pass; the update must leave every state tensor (weights, 16-bit copies, targets, Adam's moments,
  *   counters) bit-identical, halve the scale, count one skipped step, and the next updates with a sane
@@ -205,6 +208,76 @@ static void test_linear(void) {
     }
 }
 
+static double nerr(const float *g, const float *c, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)g[i] - c[i]) * ((double)g[i] - c[i]);
+        den += (double)c[i] * c[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static void conv_case(int32_t slot, rlt_conv_shape s, int32_t dt, const char *label) {
+    s.dtype = dt;
+    uint64_t wc = 0, wg = 0;
+    int r1 = P.cpu.ops->conv_prepare(&P.cpu, slot, &s, &wc), r2 = P.gpu.ops->conv_prepare(&P.gpu, slot, &s, &wg);
+    CHECK(r1 == RLT_OK && r2 == RLT_OK, "%s conv_prepare: %s", label, P.egpu.msg);
+    if (r1 != RLT_OK || r2 != RLT_OK) return;
+    int32_t oh = rlt_conv_out_dim(s.h, s.kh, s.stride, s.pad), ow = rlt_conv_out_dim(s.w, s.kw, s.stride, s.pad);
+    size_t nx = (size_t)s.n * s.c * s.h * s.w, nw = (size_t)s.k * s.c * s.kh * s.kw, ny = (size_t)s.n * s.k * oh * ow;
+    void *cx, *gx, *cw, *gw, *cb, *gb, *cy, *gy, *cdy, *gdy, *cdx, *gdx, *cdw, *gdw, *cdb, *gdb, *cws, *gws;
+    static float v[1 << 22];
+    pair_take(nx * 2, &cx, &gx);
+    pair_take(nw * 2, &cw, &gw);
+    pair_take((uint64_t)s.k * 4, &cb, &gb);
+    pair_take(ny * 2, &cy, &gy);
+    pair_take(ny * 2, &cdy, &gdy);
+    pair_take(nx * 2, &cdx, &gdx);
+    pair_take(nw * 4, &cdw, &gdw);
+    pair_take((uint64_t)s.k * 4, &cdb, &gdb);
+    /* Each backend gets a workspace of its own size at the same offset (the larger of the two). */
+    pair_take(wc > wg ? wc : wg, &cws, &gws);
+    put_lp(cx, gx, dt, v, nx, 0.0f, 1.0f);
+    put_lp(cw, gw, dt, v, nw, -0.1f, 0.1f);
+    pair_rnd_fill(v, (size_t)s.k, -0.2f, 0.2f);
+    pair_put(cb, gb, v, (uint64_t)s.k * 4);
+    r1 = P.cpu.ops->conv_forward(&P.cpu, slot, cy, cx, cw, cb, RLT_ACT_RELU, cws, wc);
+    r2 = P.gpu.ops->conv_forward(&P.gpu, slot, gy, gx, gw, gb, RLT_ACT_RELU, gws, wg);
+    CHECK(r1 == RLT_OK && r2 == RLT_OK, "%s conv_forward: %s", label, P.egpu.msg);
+    fetch_as_float(hc, hg, cy, gy, dt, ny);
+    double ey = nerr(hg, hc, ny);
+    put_lp(cdy, gdy, dt, v, ny, -1.0f, 1.0f);
+    pair_rnd_fill(v, nw, -0.01f, 0.01f);
+    pair_put(cdw, gdw, v, nw * 4);
+    pair_rnd_fill(v, (size_t)s.k, -0.01f, 0.01f);
+    pair_put(cdb, gdb, v, (uint64_t)s.k * 4);
+    r1 = P.cpu.ops->conv_backward(&P.cpu, slot, cdx, cdw, cdb, cdy, cy, cx, cw, RLT_ACT_RELU, cws, wc);
+    r2 = P.gpu.ops->conv_backward(&P.gpu, slot, gdx, gdw, gdb, gdy, gy, gx, gw, RLT_ACT_RELU, gws, wg);
+    CHECK(r1 == RLT_OK && r2 == RLT_OK, "%s conv_backward: %s", label, P.egpu.msg);
+    fetch_as_float(hc, hg, cdx, gdx, dt, nx);
+    double edx = nerr(hg, hc, nx);
+    pair_fetch(hc, hg, cdw, gdw, nw * 4);
+    double edw = nerr(hg, hc, nw);
+    pair_fetch(hc, hg, cdb, gdb, (uint64_t)s.k * 4);
+    double edb = nerr(hg, hc, (size_t)s.k);
+    double tol = 4 * u_lp(dt);
+    printf("conv %s %s: normalised error y %.2e, dx %.2e, dw %.2e, db %.2e (bound %.2e)\n", label, dt_name(dt), ey, edx,
+           edw, edb, tol);
+    CHECK(ey <= tol && edx <= tol && edw <= tol && edb <= 1e-5, "%s %s: y %.2e dx %.2e dw %.2e db %.2e", label,
+          dt_name(dt), ey, edx, edw, edb);
+    pair_reset();
+}
+
+static void test_conv_lp(void) {
+    const int32_t dts[] = {RLT_LP_BF16, RLT_LP_F16};
+    for (int d = 0; d < 2; d++) {
+        conv_case(0, (rlt_conv_shape){32, 4, 84, 84, 32, 8, 8, 4, 0, 0}, dts[d], "nature conv1");
+        conv_case(1, (rlt_conv_shape){32, 32, 20, 20, 64, 4, 4, 2, 0, 0}, dts[d], "nature conv2");
+        conv_case(2, (rlt_conv_shape){32, 64, 9, 9, 64, 3, 3, 1, 0, 0}, dts[d], "nature conv3");
+        conv_case(3, (rlt_conv_shape){3, 3, 7, 9, 5, 3, 2, 2, 1, 0}, dts[d], "odd padded conv");
+    }
+}
+
 static void test_amp_ops(void) {
     uint64_t n = 100003;
     void *cg, *gg, *ca, *ga;
@@ -328,6 +401,61 @@ static void test_agreement(void) {
     rlt_agent_free(f32);
 }
 
+/* A DQN agent with the Nature CNN on 4x84x84 uint8 frames, after 2,000 synthetic transitions. */
+static rlt_agent *nature_agent(const char *precision) {
+    char yaml[512];
+    snprintf(yaml, sizeof yaml,
+             "algo: dqn\ndevice: cuda:0\nprecision: %s\ntrain: {batch_size: 32}\nreplay: {capacity: 3000}\n"
+             "dqn: {learning_starts: 0, train_freq: 1, gradient_steps: 1, target_update_every: 1000000000}\n"
+             "network: {hidden: [512], conv: nature}\nmemory: {budget_mb: 4096}\n", precision);
+    rlt_config *cfg;
+    rlt_config_init(&cfg);
+    CHECK(rlt_config_load_string(cfg, yaml, "gpu_lowp") == RLT_OK, "config: %s", rlt_config_errmsg(cfg));
+    rlt_space os = {RLT_SPACE_BOX, RLT_DTYPE_U8, 3, {4, 84, 84, 0}, 0, NULL, NULL};
+    rlt_space as = {RLT_SPACE_DISCRETE, RLT_DTYPE_I32, 1, {1, 0, 0, 0}, 6, NULL, NULL};
+    rlt_agent *ag;
+    int rc = rlt_agent_init(cfg, &os, &as, &ag);
+    rlt_config_free(cfg);
+    CHECK(rc == RLT_OK, "%s Nature DQN: %s", precision, rlt_agent_errmsg(ag));
+    if (rc != RLT_OK) exit(test_summary("gpu_lowp"));
+    static uint8_t frame[4 * 84 * 84], next[4 * 84 * 84];
+    uint32_t st = 5;
+    for (int i = 0; i < 2000; i++) {
+        for (size_t j = 0; j < sizeof frame; j++) frame[j] = (uint8_t)((st = st * 1664525u + 1013904223u) >> 24);
+        memcpy(next, frame, sizeof frame);
+        int32_t a = (int32_t)(st % 6);
+        float r = (float)(a == 2);
+        uint8_t term = i % 100 == 99, trunc = 0;
+        CHECK(rlt_agent_observe(ag, frame, &a, &r, next, &term, &trunc, 1) == RLT_OK, "observe");
+    }
+    return ag;
+}
+
+/* The 16-bit convolutions inside a whole DQN update (captured as a graph): 20 updates in bf16 and fp16 stay
+ * close to the same 20 in fp32 (the bound of test_agreement), with a smaller activation plan. */
+static void test_nature_agreement(void) {
+    rlt_agent *f32 = nature_agent("fp32");
+    int32_t done;
+    for (int k = 0; k < 20; k++) CHECK(rlt_agent_update(f32, &done) == RLT_OK, "fp32 update");
+    uint64_t n = f32->dqn.n_params;
+    static float p32[4 << 20], plp[4 << 20];
+    CHECK(n <= (4u << 20) && agent_fetch(f32, p32, f32->dqn.params, n * 4) == RLT_OK, "fetch");
+    const char *precs[] = {"bf16", "fp16"};
+    for (int i = 0; i < 2; i++) {
+        rlt_agent *lp = nature_agent(precs[i]);
+        for (int k = 0; k < 20; k++) CHECK(rlt_agent_update(lp, &done) == RLT_OK, "%s update: %s", precs[i], rlt_agent_errmsg(lp));
+        CHECK(agent_fetch(lp, plp, lp->dqn.params, n * 4) == RLT_OK, "fetch");
+        double d = nerr(plp, p32, n);
+        rlt_amp_state a;
+        agent_read_amp(lp, &a);
+        printf("DQN Nature CNN after 20 updates: %s vs fp32 relative parameter distance %.3g (skipped steps %lld)\n",
+               precs[i], d, (long long)a.skipped);
+        CHECK(d > 0 && d < 0.05, "%s Nature DQN follows fp32: %.3g", precs[i], d);
+        rlt_agent_free(lp);
+    }
+    rlt_agent_free(f32);
+}
+
 static void learn(const char *config, const char *precision, double threshold, int64_t steps) {
     char prec[32];
     snprintf(prec, sizeof prec, "precision=%s", precision);
@@ -343,9 +471,11 @@ int main(void) {
     test_cast();
     test_linear();
     test_amp_ops();
+    test_conv_lp();
     pair_close();
     test_overflow_skip();
     test_agreement();
+    test_nature_agreement();
     learn("td3_pendulum.yaml", "bf16", -250.0, 20000);
     learn("td3_pendulum.yaml", "fp16", -250.0, 20000);
     learn("dqn_cartpole.yaml", "fp16", 475.0, 50000);

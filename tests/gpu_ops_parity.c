@@ -52,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_pair.h"
 #include "backend_registry.h"
 #include "harness.h"
 #include "kernels/philox.h"
@@ -59,60 +60,16 @@
 #define U (1.0 / 16777216.0) /* fp32 unit roundoff, 2^-24 */
 #define ARENA_BYTES (96ull << 20)
 
-typedef struct pair {
-    rlt_backend cpu, gpu;
-    rlt_err ecpu, egpu;
-    unsigned char *cbase, *gbase; /* the two arenas (the CPU's "device" memory is host memory) */
-    uint64_t used, mark;          /* the same bump offset in both arenas */
-} pair;
-
-static pair P;
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-
-static uint64_t rnd_u64(void) { /* splitmix64: input data only, independent of the code under test */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static float rnd_f(float lo, float hi) { return lo + (hi - lo) * (float)((rnd_u64() >> 40) * (1.0 / 16777216.0)); }
-static void rnd_fill(float *x, size_t n, float lo, float hi) {
-    for (size_t i = 0; i < n; i++) x[i] = rnd_f(lo, hi);
-}
+/* The shared CPU/GPU pair (backend_pair.h) under this file's short names. */
+#define rnd_u64 pair_rnd_u64
+#define rnd_f pair_rnd_f
+#define rnd_fill pair_rnd_fill
+#define die_on pair_die_on
+#define take pair_take
+#define reset pair_reset
+#define put pair_put
+#define fetch pair_fetch
 static double gamma_n(double n) { return n * U / (1.0 - n * U); }
-
-static void die_on(int rc, rlt_err *e, const char *what) {
-    if (rc == RLT_OK) return;
-    fprintf(stderr, "FATAL: %s failed: %s\n", what, e->msg);
-    exit(1);
-}
-
-/* Takes `bytes` at the same offset in both arenas (256-byte aligned, like the plan). */
-static void take(uint64_t bytes, void **c, void **g) {
-    uint64_t off = (P.used + 255) & ~255ull;
-    if (off + bytes > ARENA_BYTES) {
-        fprintf(stderr, "FATAL: test arena exhausted\n");
-        exit(1);
-    }
-    *c = P.cbase + off;
-    *g = P.gbase + off;
-    P.used = off + bytes;
-}
-static void reset(void) { P.used = P.mark; }
-
-/* The same host data into both backends. */
-static void put(void *c, void *g, const void *host, uint64_t bytes) {
-    die_on(P.cpu.ops->copy(&P.cpu, c, host, bytes, RLT_COPY_H2D), &P.ecpu, "cpu copy");
-    die_on(P.gpu.ops->copy(&P.gpu, g, host, bytes, RLT_COPY_H2D), &P.egpu, "gpu copy");
-    die_on(P.gpu.ops->sync(&P.gpu), &P.egpu, "gpu sync");
-}
-/* Both backends' results back to host: c from the CPU arena, g from the GPU. */
-static void fetch(void *host_c, void *host_g, const void *c, const void *g, uint64_t bytes) {
-    die_on(P.gpu.ops->sync(&P.gpu), &P.egpu, "gpu sync before fetch");
-    memcpy(host_c, c, bytes);
-    die_on(P.gpu.ops->copy(&P.gpu, host_g, g, bytes, RLT_COPY_D2H), &P.egpu, "gpu copy back");
-    die_on(P.gpu.ops->sync(&P.gpu), &P.egpu, "gpu sync after fetch");
-}
 
 /* Two GPU buffers back to host (both from the GPU arena, unlike fetch). */
 static void fetch_gpu2(void *host_a, void *host_b, const void *ga, const void *gb, uint64_t bytes) {
@@ -1403,31 +1360,11 @@ static void test_errors(void) {
 }
 
 int main(void) {
-    /* Tests link the engine statically, so the registry's "next to librltrain" lookup finds the test's own
-     * directory; point it at the module in the build tree unless the caller chose one. */
-    setenv("RLT_CUDA_MODULE", RLT_BINARY_DIR "/librltrain_cuda.so", 0);
-    setvbuf(stdout, NULL, _IOLBF, 0); /* under ctest stdout is a pipe: keep the log in step with any crash */
-    die_on(rlt_backend_open(&P.cpu, &P.ecpu, "cpu", 1, NULL, 0), &P.ecpu, "opening the CPU backend");
-    if (rlt_backend_open(&P.gpu, &P.egpu, "cuda:0", 1, NULL, 0) != RLT_OK) {
-        char why[2200];
-        snprintf(why, sizeof why, "no CUDA backend: %s", P.egpu.msg);
-        rlt_backend_close(&P.cpu);
-        test_skip(why);
-    }
+    pair_open(ARENA_BYTES);
     printf("device %s: total %.1f MiB, free %.1f MiB, context_bytes %llu (%.1f MiB), cuBLAS workspace %llu bytes\n",
            P.gpu.device_name, P.gpu.device_total / 1048576.0, P.gpu.device_free / 1048576.0,
            (unsigned long long)P.gpu.context_bytes, P.gpu.context_bytes / 1048576.0,
            (unsigned long long)P.gpu.ops->workspace_bytes(&P.gpu));
-
-    /* One arena per backend, the cuBLAS workspace at the start of the GPU's, as the plan lays it out. */
-    uint64_t ws = P.gpu.ops->workspace_bytes(&P.gpu);
-    void *cb = NULL, *gb = NULL;
-    die_on(P.cpu.ops->mem_reserve(&P.cpu, ARENA_BYTES, &cb), &P.ecpu, "cpu mem_reserve");
-    die_on(P.gpu.ops->mem_reserve(&P.gpu, ARENA_BYTES, &gb), &P.egpu, "gpu mem_reserve");
-    P.cbase = cb;
-    P.gbase = gb;
-    die_on(P.gpu.ops->set_workspace(&P.gpu, gb, ws), &P.egpu, "set_workspace");
-    P.used = P.mark = (ws + 255) & ~255ull;
 
     test_gemm();
     test_bias_act_grad();
@@ -1446,11 +1383,7 @@ int main(void) {
     test_adam_ex();
     test_lanes();
     test_errors();
-    die_on(P.gpu.ops->set_workspace(&P.gpu, gb, ws), &P.egpu, "set_workspace again");
-
-    P.gpu.ops->mem_release(&P.gpu, gb);
-    P.cpu.ops->mem_release(&P.cpu, cb);
-    rlt_backend_close(&P.gpu);
-    rlt_backend_close(&P.cpu);
+    die_on(P.gpu.ops->set_workspace(&P.gpu, P.gbase, P.gpu.ops->workspace_bytes(&P.gpu)), &P.egpu, "set_workspace again");
+    pair_close();
     return test_summary("gpu_ops_parity");
 }

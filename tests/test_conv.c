@@ -213,9 +213,9 @@ static void check_gradients(const conv_case *cc, int32_t slot, void *ws, uint64_
 
 static void check_conv(void) {
     static const rlt_conv_shape shapes[] = {
-        /* n, c, h, w, k, kh, kw, stride, pad */
-        {2, 1, 5, 5, 2, 3, 3, 1, 0},  {3, 2, 7, 6, 3, 3, 2, 2, 1}, {2, 4, 8, 8, 4, 4, 4, 2, 0},
-        {3, 3, 6, 5, 2, 2, 3, 1, 1},  {2, 2, 9, 9, 3, 3, 3, 3, 1}, {2, 4, 10, 10, 3, 3, 3, 1, 0},
+        /* n, c, h, w, k, kh, kw, stride, pad, dtype */
+        {2, 1, 5, 5, 2, 3, 3, 1, 0, 0},  {3, 2, 7, 6, 3, 3, 2, 2, 1, 0}, {2, 4, 8, 8, 4, 4, 4, 2, 0, 0},
+        {3, 3, 6, 5, 2, 2, 3, 1, 1, 0},  {2, 2, 9, 9, 3, 3, 3, 3, 1, 0}, {2, 4, 10, 10, 3, 3, 3, 1, 0, 0},
     };
     uint64_t ws_max = 0, ws_bytes[sizeof shapes / sizeof shapes[0]];
     size_t ns = sizeof shapes / sizeof shapes[0];
@@ -243,7 +243,7 @@ static void check_conv(void) {
     /* Refused calls: each names the problem and returns, touching nothing. */
     float f[64];
     uint64_t got = 0;
-    rlt_conv_shape too_big = {1, 1, 3, 3, 1, 5, 5, 1, 0};
+    rlt_conv_shape too_big = {1, 1, 3, 3, 1, 5, 5, 1, 0, 0};
     CHECK(bk.ops->conv_prepare(&bk, 7, &too_big, &got) == RLT_EINVAL, "a kernel larger than the padded input");
     CHECK(bk.ops->conv_prepare(&bk, RLT_BACKEND_MAX_CONVS, &shapes[0], &got) == RLT_EINVAL, "slot out of range");
     CHECK(bk.ops->conv_forward(&bk, 7, f, f, f, NULL, RLT_ACT_NONE, ws, ws_max) == RLT_ESTATE,

@@ -124,6 +124,52 @@ static void test_twins(int32_t dt) {
     CHECK(bad == 0, "cast with scale: %d off", bad);
 }
 
+/* The 16-bit convolution twin against the fp32 one on 16-bit-exact inputs: y within two 16-bit roundings of
+ * the fp32 result (2 ulp = 4 u (|y| + |product|), plus fp32 summation differences), dw the fp32 dw rounded,
+ * db equal (both sum the same widened values in the same order). */
+static void test_conv_twin(int32_t dt) {
+    rlt_conv_shape s32 = {2, 3, 9, 8, 4, 3, 3, 2, 1, RLT_LP_F32}, s16 = s32;
+    s16.dtype = dt;
+    uint64_t w32 = 0, w16 = 0;
+    CHECK(bk.ops->conv_prepare(&bk, 0, &s32, &w32) == RLT_OK && bk.ops->conv_prepare(&bk, 1, &s16, &w16) == RLT_OK,
+          "conv_prepare: %s", err.msg);
+    CHECK(w16 > w32, "a 16-bit slot asks for room to widen its tensors");
+    enum { NX = 2 * 3 * 9 * 8, NW = 4 * 3 * 3 * 3, NY = 2 * 4 * 5 * 4 };
+    static float xs[NX], ws[NW], bs[4], y32[NY], dy32[NY], dx32[NX], dw32[NW], db32[4], dwl[NW], dbl[4], wsp[1 << 16];
+    static uint16_t xl[NX], wl[NW], yl[NY], dyl[NY], dxl[NX];
+    uint32_t st = 3;
+    for (int i = 0; i < NX; i++) xs[i] = (float)((st = st * 1664525u + 1013904223u) >> 8) / 16777216.0f;
+    for (int i = 0; i < NW; i++) ws[i] = (float)((st = st * 1664525u + 1013904223u) >> 8) / 83886080.0f - 0.1f;
+    for (int i = 0; i < 4; i++) bs[i] = 0.05f * (float)i - 0.05f;
+    round_to(dt, xs, xl, NX);
+    round_to(dt, ws, wl, NW);
+    CHECK(w16 <= sizeof wsp, "workspace fits the test's buffer");
+    CHECK(bk.ops->conv_forward(&bk, 0, y32, xs, ws, bs, RLT_ACT_RELU, wsp, w32) == RLT_OK, "fp32 conv");
+    CHECK(bk.ops->conv_forward(&bk, 1, yl, xl, wl, bs, RLT_ACT_RELU, wsp, w16) == RLT_OK, "16-bit conv: %s", err.msg);
+    double u = dt == RLT_LP_BF16 ? 1.0 / 256 : 1.0 / 2048;
+    int bad = 0;
+    /* The product is rounded before the bias: its rounding is relative to the product (|s| < 1 here), not y. */
+    for (int i = 0; i < NY; i++) bad += fabs((double)rlt_lp_load(yl, dt, i) - y32[i]) > 4 * u * (fabs(y32[i]) + 1.0);
+    CHECK(bad == 0, "16-bit conv forward within two roundings of fp32: %d off", bad);
+    /* Backward from the same (16-bit-exact) dy through the same y: the fp32 y's ReLU mask is the 16-bit one. */
+    for (int i = 0; i < NY; i++) {
+        dy32[i] = (float)((st = st * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+        y32[i] = rlt_lp_load(yl, dt, i);
+    }
+    round_to(dt, dy32, dyl, NY);
+    memset(dw32, 0, sizeof dw32);
+    memset(dwl, 0, sizeof dwl);
+    memset(db32, 0, sizeof db32);
+    memset(dbl, 0, sizeof dbl);
+    CHECK(bk.ops->conv_backward(&bk, 0, dx32, dw32, db32, dy32, y32, xs, ws, RLT_ACT_RELU, wsp, w32) == RLT_OK, "fp32 bwd");
+    CHECK(bk.ops->conv_backward(&bk, 1, dxl, dwl, dbl, dyl, yl, xl, wl, RLT_ACT_RELU, wsp, w16) == RLT_OK, "16-bit bwd");
+    bad = 0;
+    for (int i = 0; i < NW; i++) bad += dwl[i] != rlt_lp_round(dw32[i], dt);
+    for (int i = 0; i < 4; i++) bad += dbl[i] != db32[i];
+    for (int i = 0; i < NX; i++) bad += rlt_lp_load(dxl, dt, i) != rlt_lp_round(dx32[i], dt);
+    CHECK(bad == 0, "16-bit conv backward: dw, db, dx the fp32 ones rounded: %d off", bad);
+}
+
 static void test_amp_and_skip(void) {
     float g[5] = {1024.0f, -2048.0f, 0.5f, 3.0f, 0.0f}, p[5] = {1, 2, 3, 4, 5}, m[5] = {0}, v[5] = {0}, t[5] = {5, 4, 3, 2, 1};
     uint16_t plp[5] = {0};
@@ -178,6 +224,8 @@ int main(void) {
     test_twins(RLT_LP_BF16);
     test_twins(RLT_LP_F16);
     test_amp_and_skip();
+    test_conv_twin(RLT_LP_BF16);
+    test_conv_twin(RLT_LP_F16);
     rlt_backend_close(&bk);
     test_cpu_fallback();
     return test_summary("test_lowp");

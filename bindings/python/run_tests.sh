@@ -2,7 +2,8 @@
 # run_tests.sh BUILD_DIR [pytest args...]: tests the Python bindings against BUILD_DIR/librltrain.so.
 # Creates a virtual environment in BUILD_DIR/python-venv (it sees the system's packages, so what is
 # already installed is not downloaded again), installs gymnasium, numpy, pyyaml, pytest and the package
-# itself (pip install ./bindings/python), and runs pytest from outside the source tree so that the
+# itself (pip install ./bindings/python), tries gymnasium[mujoco] (MuJoCo wheels do not exist for every
+# platform: without them the MuJoCo test skips), and runs pytest from outside the source tree so that the
 # installed package is the one tested. Registered as the ctest test "python_bindings" (label learning).
 #   sh bindings/python/run_tests.sh build -m "not learning"     # the quick tests only
 set -eu
@@ -31,6 +32,9 @@ if [ -x "$venv/bin/python" ] || "$py" -m venv --system-site-packages "$venv" >/d
   # shellcheck disable=SC2086
   "$vpy" -m pip install $pip_quiet gymnasium numpy pyyaml pytest
   # shellcheck disable=SC2086
+  "$vpy" -m pip install $pip_quiet "gymnasium[mujoco]" ||
+    echo "run_tests.sh: gymnasium[mujoco] does not install here; the MuJoCo test will skip" >&2
+  # shellcheck disable=SC2086
   "$vpy" -m pip install $pip_quiet --force-reinstall --no-deps "$src"
 else
   # No venv module (Debian's python3 without python3-venv): install into a folder on PYTHONPATH.
@@ -40,6 +44,9 @@ else
   rm -rf "$site"
   # shellcheck disable=SC2086
   "$py" -m pip install $pip_quiet --target "$site" gymnasium numpy pyyaml pytest "$src"
+  # shellcheck disable=SC2086
+  "$py" -m pip install $pip_quiet --target "$site" "gymnasium[mujoco]" ||
+    echo "run_tests.sh: gymnasium[mujoco] does not install here; the MuJoCo test will skip" >&2
   PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
   export PYTHONPATH
 fi

@@ -5,9 +5,16 @@
  *   dW:       dW   [k, K] += dy_img [k, P] . col^T
  *   dx:       dcol [K, P]  = W^T . dy_img, folded back (col2im) into dx_img.
  * The workspace is one image's column matrix (K * P floats), reused for col and dcol; images are processed
- * in order, so dW, db and everything else are summed in a fixed order. */
+ * in order, so dW, db and everything else are summed in a fixed order.
+ *
+ * A reduced-precision slot (shape dtype bf16/fp16) is the twin of cuDNN's 16-bit convolution: the 16-bit
+ * inputs are widened into fp32 copies in the workspace, the fp32 path above runs on them, and the results
+ * are rounded as the GPU rounds them (the product to the type, then bias and activation, then the type
+ * again; dw rounded to the type before it is added to the fp32 gradient). */
+#include <math.h>
 #include <string.h>
 
+#include "../lowp.h"
 #include "cpu_ops.h"
 
 static cpu_impl *cpu_get(rlt_backend *bk) { return (cpu_impl *)bk->impl; }
@@ -32,6 +39,21 @@ static uint64_t col_floats(const rlt_conv_shape *s) {
     return (uint64_t)s->c * s->kh * s->kw * (uint64_t)oh * (uint64_t)ow;
 }
 
+/* Element counts of x, w and y over the whole batch. */
+static uint64_t nx_of(const rlt_conv_shape *s) { return (uint64_t)s->n * s->c * s->h * s->w; }
+static uint64_t nw_of(const rlt_conv_shape *s) { return (uint64_t)s->k * s->c * s->kh * s->kw; }
+static uint64_t ny_of(const rlt_conv_shape *s) {
+    return (uint64_t)s->n * s->k * rlt_conv_out_dim(s->h, s->kh, s->stride, s->pad) *
+           rlt_conv_out_dim(s->w, s->kw, s->stride, s->pad);
+}
+
+/* Workspace floats: the column matrix, and for a 16-bit slot fp32 copies of x, w, y (or dy), dx and dw. */
+static uint64_t ws_floats(const rlt_conv_shape *s) {
+    uint64_t n = col_floats(s);
+    if (s->dtype != RLT_LP_F32) n += 2 * nx_of(s) + 2 * nw_of(s) + ny_of(s);
+    return n;
+}
+
 int cpu_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes) {
     cpu_impl *impl = cpu_get(bk);
     CPU_REQUIRE(bk, impl != NULL && shape != NULL && ws_bytes != NULL, "conv_prepare");
@@ -44,9 +66,10 @@ int cpu_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape,
     /* Every index below is formed in 64 bits, but the GEMM dimensions are int32: one image's matrices must
      * fit (they do by orders of magnitude for any RL network). */
     CPU_REQUIRE(bk, col_floats(s) <= INT32_MAX && (uint64_t)s->k * s->h * s->w <= INT32_MAX, "conv_prepare");
+    CPU_REQUIRE(bk, s->dtype == RLT_LP_F32 || s->dtype == RLT_LP_BF16 || s->dtype == RLT_LP_F16, "conv_prepare");
     impl->conv[slot] = *s;
     impl->conv_ready[slot] = 1;
-    *ws_bytes = col_floats(s) * sizeof(float);
+    *ws_bytes = ws_floats(s) * sizeof(float);
     return RLT_OK;
 }
 
@@ -93,18 +116,15 @@ static int check_act_ws(rlt_backend *bk, const rlt_conv_shape *s, int32_t act, v
                         const char *op) {
     if (act < RLT_ACT_NONE || act > RLT_ACT_TANH)
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "%s: unknown activation %d", op, (int)act);
-    if (!ws || ws_bytes < col_floats(s) * sizeof(float))
+    if (!ws || ws_bytes < ws_floats(s) * sizeof(float))
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
                            "%s: workspace of %llu bytes at %p, but conv_prepare asked for %llu", op,
-                           (unsigned long long)ws_bytes, ws, (unsigned long long)(col_floats(s) * sizeof(float)));
+                           (unsigned long long)ws_bytes, ws, (unsigned long long)(ws_floats(s) * sizeof(float)));
     return RLT_OK;
 }
 
-int cpu_conv_forward(rlt_backend *bk, int32_t slot, float *y, const float *x, const float *w, const float *b,
-                     int32_t act, void *ws, uint64_t ws_bytes) {
-    const rlt_conv_shape *s;
-    RLT_TRY(conv_slot(bk, slot, "conv_forward", &s));
-    RLT_TRY(check_act_ws(bk, s, act, ws, ws_bytes, "conv_forward"));
+static int conv_forward_f32(rlt_backend *bk, const rlt_conv_shape *s, float *y, const float *x, const float *w,
+                            const float *b, int32_t act, float *ws) {
     int32_t oh = rlt_conv_out_dim(s->h, s->kh, s->stride, s->pad), ow = rlt_conv_out_dim(s->w, s->kw, s->stride, s->pad);
     int32_t K = s->c * s->kh * s->kw, P = oh * ow;
     float *col = ws;
@@ -125,11 +145,39 @@ int cpu_conv_forward(rlt_backend *bk, int32_t slot, float *y, const float *x, co
     return RLT_OK;
 }
 
-int cpu_conv_backward(rlt_backend *bk, int32_t slot, float *dx, float *dw, float *db, float *dy, const float *y,
-                      const float *x, const float *w, int32_t act, void *ws, uint64_t ws_bytes) {
+static void widen(float *dst, const void *src, int32_t dt, uint64_t n) {
+    for (uint64_t i = 0; i < n; i++) dst[i] = rlt_lp_load(src, dt, (int64_t)i);
+}
+
+static float act_of(float z, int32_t act) {
+    if (act == RLT_ACT_RELU) return z > 0.0f ? z : 0.0f;
+    if (act == RLT_ACT_TANH) return tanhf(z);
+    return z;
+}
+
+int cpu_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b,
+                     int32_t act, void *ws, uint64_t ws_bytes) {
     const rlt_conv_shape *s;
-    RLT_TRY(conv_slot(bk, slot, "conv_backward", &s));
-    RLT_TRY(check_act_ws(bk, s, act, ws, ws_bytes, "conv_backward"));
+    RLT_TRY(conv_slot(bk, slot, "conv_forward", &s));
+    RLT_TRY(check_act_ws(bk, s, act, ws, ws_bytes, "conv_forward"));
+    if (s->dtype == RLT_LP_F32) return conv_forward_f32(bk, s, y, x, w, b, act, ws);
+    /* 16-bit: widen, convolve in fp32 without bias, round; then bias and activation in fp32, round again. */
+    int32_t dt = s->dtype;
+    float *xf = (float *)ws + col_floats(s), *wf = xf + nx_of(s), *yf = wf + nw_of(s);
+    widen(xf, x, dt, nx_of(s));
+    widen(wf, w, dt, nw_of(s));
+    RLT_TRY(conv_forward_f32(bk, s, yf, xf, wf, NULL, RLT_ACT_NONE, ws));
+    uint64_t P = ny_of(s) / ((uint64_t)s->n * s->k);
+    for (uint64_t e = 0; e < ny_of(s); e++) {
+        rlt_lp_store(y, dt, (int64_t)e, yf[e]);
+        float z = rlt_lp_load(y, dt, (int64_t)e) + (b ? b[(e / P) % (uint64_t)s->k] : 0.0f);
+        rlt_lp_store(y, dt, (int64_t)e, act_of(z, act));
+    }
+    return RLT_OK;
+}
+
+static int conv_backward_f32(rlt_backend *bk, const rlt_conv_shape *s, float *dx, float *dw, float *db, float *dy,
+                             const float *y, const float *x, const float *w, int32_t act, float *ws) {
     int32_t oh = rlt_conv_out_dim(s->h, s->kh, s->stride, s->pad), ow = rlt_conv_out_dim(s->w, s->kw, s->stride, s->pad);
     int32_t K = s->c * s->kh * s->kw, P = oh * ow;
     float *col = ws;
@@ -157,5 +205,33 @@ int cpu_conv_backward(rlt_backend *bk, int32_t slot, float *dx, float *dw, float
             col2im(s, oh, ow, col, dxi);
         }
     }
+    return RLT_OK;
+}
+
+int cpu_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
+                      const void *x, const void *w, int32_t act, void *ws, uint64_t ws_bytes) {
+    const rlt_conv_shape *s;
+    RLT_TRY(conv_slot(bk, slot, "conv_backward", &s));
+    RLT_TRY(check_act_ws(bk, s, act, ws, ws_bytes, "conv_backward"));
+    if (s->dtype == RLT_LP_F32) return conv_backward_f32(bk, s, dx, dw, db, dy, y, x, w, act, ws);
+    /* 16-bit: dy *= act'(y) in place (rounded), widen, the fp32 backward with dw into a zeroed fp32 copy, then
+     * dw += (that rounded to the type) and dx rounded to the type. */
+    int32_t dt = s->dtype;
+    uint64_t nx = nx_of(s), nw = nw_of(s), ny = ny_of(s);
+    float *xf = (float *)ws + col_floats(s), *wf = xf + nx, *dyf = wf + nw, *dxf = dyf + ny, *dwf = dxf + nx;
+    for (uint64_t e = 0; e < ny; e++) {
+        float yv = rlt_lp_load(y, dt, (int64_t)e), d = rlt_lp_load(dy, dt, (int64_t)e);
+        if (act == RLT_ACT_RELU) d = yv > 0.0f ? d : 0.0f;
+        else if (act == RLT_ACT_TANH) d = d * (1.0f - yv * yv);
+        rlt_lp_store(dy, dt, (int64_t)e, d);
+        dyf[e] = rlt_lp_load(dy, dt, (int64_t)e);
+    }
+    widen(xf, x, dt, nx);
+    widen(wf, w, dt, nw);
+    memset(dwf, 0, nw * sizeof(float));
+    RLT_TRY(conv_backward_f32(bk, s, dx ? dxf : NULL, dwf, db, dyf, NULL, xf, wf, RLT_ACT_NONE, ws));
+    for (uint64_t i = 0; i < nw; i++) dw[i] += rlt_lp_round(dwf[i], dt);
+    if (dx)
+        for (uint64_t i = 0; i < nx; i++) rlt_lp_store(dx, dt, (int64_t)i, dxf[i]);
     return RLT_OK;
 }

@@ -38,10 +38,10 @@ int cpu_q_loss_grad(rlt_backend *bk, float *dq, int32_t lddq, float *loss, const
                     const int32_t *act, const float *y, int32_t n, int32_t n_act, float huber_delta, float grad_scale);
 int cpu_clip_grad_norm(rlt_backend *bk, float *g, uint64_t n, float max_norm, float *norm);
 int cpu_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes);
-int cpu_conv_forward(rlt_backend *bk, int32_t slot, float *y, const float *x, const float *w, const float *b,
+int cpu_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b,
                      int32_t act, void *ws, uint64_t ws_bytes);
-int cpu_conv_backward(rlt_backend *bk, int32_t slot, float *dx, float *dw, float *db, float *dy, const float *y,
-                      const float *x, const float *w, int32_t act, void *ws, uint64_t ws_bytes);
+int cpu_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
+                      const void *x, const void *w, int32_t act, void *ws, uint64_t ws_bytes);
 /* The fused ops (fused.c): each is the sequence of plain ops it stands for (see engine/backend.h). */
 int cpu_branch(rlt_backend *bk, int32_t lane);
 int cpu_join(rlt_backend *bk);

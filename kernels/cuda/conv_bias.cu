@@ -2,34 +2,36 @@
  * the convolution, and the bias gradient. The convolution itself is cuDNN's (kernels/cuda/cudnn/); these
  * stay ours because cuDNN's bias gradient promises no summation order, and a fused bias + activation pass
  * costs one read and one write of y where cudnnAddTensor + cudnnActivationForward would cost two.
- * The CPU twin of both is inside kernels/cpu/conv.c (cpu_conv_forward, cpu_conv_backward). */
-#include "cuda_ops.h"
+ * The CPU twin of both is inside kernels/cpu/conv.c (cpu_conv_forward, cpu_conv_backward). The tensors are
+ * fp32, bf16 or fp16 (dt, lowp_elem.cuh); the arithmetic is fp32 either way, and a 16-bit y is rounded once
+ * when stored. */
+#include "lowp_elem.cuh"
 
 #define CONV_BIAS_THREADS 256
 
 /* Grid-stride over the n*k*hw elements; element e belongs to channel (e / hw) % k. The expression is the
  * CPU's (y + b, then the activation), so only the convolution's rounding separates the backends. */
 template <int ACT>
-__global__ void conv_bias_act_kernel(float *y, const float *b, int32_t k, int32_t hw, uint64_t total) {
+__global__ void conv_bias_act_kernel(void *y, int32_t dt, const float *b, int32_t k, int32_t hw, uint64_t total) {
     for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (uint64_t)gridDim.x * blockDim.x) {
-        float z = y[e];
+        float z = lp_load(y, dt, (int64_t)e);
         if (b) z = z + b[(e / (uint64_t)hw) % (uint64_t)k];
         if (ACT == RLT_ACT_RELU) z = z > 0.0f ? z : 0.0f;
         else if (ACT == RLT_ACT_TANH) z = tanhf(z);
-        y[e] = z;
+        lp_store(y, dt, (int64_t)e, z);
     }
 }
 
 /* One block per channel: each thread sums a strided slice of the channel's n*hw values (image-major, as
  * the CPU twin walks them), then a fixed tree combines the slices. No atomics: the same bits every run. */
-__global__ void conv_bias_grad_kernel(float *db, const float *dy, int32_t n, int32_t k, int32_t hw) {
+__global__ void conv_bias_grad_kernel(float *db, const void *dy, int32_t dt, int32_t n, int32_t k, int32_t hw) {
     __shared__ float shared[CONV_BIAS_THREADS];
     int32_t ch = blockIdx.x;
     uint64_t count = (uint64_t)n * (uint64_t)hw;
     float acc = 0.0f;
     for (uint64_t e = threadIdx.x; e < count; e += CONV_BIAS_THREADS) {
         uint64_t img = e / (uint64_t)hw, p = e - img * (uint64_t)hw;
-        acc += dy[(img * (uint64_t)k + (uint64_t)ch) * (uint64_t)hw + p];
+        acc += lp_load(dy, dt, (int64_t)((img * (uint64_t)k + (uint64_t)ch) * (uint64_t)hw + p));
     }
     shared[threadIdx.x] = acc;
     __syncthreads();
@@ -40,25 +42,26 @@ __global__ void conv_bias_grad_kernel(float *db, const float *dy, int32_t n, int
     if (threadIdx.x == 0) db[ch] = db[ch] + shared[0];
 }
 
-extern "C" int cuda_conv_bias_act(rlt_backend *bk, float *y, const float *b, int32_t n, int32_t k, int32_t hw,
-                                  int32_t act) {
+extern "C" int cuda_conv_bias_act(rlt_backend *bk, void *y, int32_t dt, const float *b, int32_t n, int32_t k,
+                                  int32_t hw, int32_t act) {
     CUDA_REQUIRE(bk, n >= 0 && k >= 1 && hw >= 1, "conv_bias_act");
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "conv_bias_act");
     uint64_t total = (uint64_t)n * (uint64_t)k * (uint64_t)hw;
     if (total == 0 || (!b && act == RLT_ACT_NONE)) return RLT_OK;
     unsigned blocks = cuda_blocks(bk, total, CONV_BIAS_THREADS);
     cudaStream_t s = cuda_stream(bk);
-    if (act == RLT_ACT_RELU) conv_bias_act_kernel<RLT_ACT_RELU><<<blocks, CONV_BIAS_THREADS, 0, s>>>(y, b, k, hw, total);
+    if (act == RLT_ACT_RELU) conv_bias_act_kernel<RLT_ACT_RELU><<<blocks, CONV_BIAS_THREADS, 0, s>>>(y, dt, b, k, hw, total);
     else if (act == RLT_ACT_TANH)
-        conv_bias_act_kernel<RLT_ACT_TANH><<<blocks, CONV_BIAS_THREADS, 0, s>>>(y, b, k, hw, total);
-    else conv_bias_act_kernel<RLT_ACT_NONE><<<blocks, CONV_BIAS_THREADS, 0, s>>>(y, b, k, hw, total);
+        conv_bias_act_kernel<RLT_ACT_TANH><<<blocks, CONV_BIAS_THREADS, 0, s>>>(y, dt, b, k, hw, total);
+    else conv_bias_act_kernel<RLT_ACT_NONE><<<blocks, CONV_BIAS_THREADS, 0, s>>>(y, dt, b, k, hw, total);
     CUDA_CHECK_LAUNCH(bk, "conv_bias_act_kernel");
     return RLT_OK;
 }
 
-extern "C" int cuda_conv_bias_grad(rlt_backend *bk, float *db, const float *dy, int32_t n, int32_t k, int32_t hw) {
+extern "C" int cuda_conv_bias_grad(rlt_backend *bk, float *db, const void *dy, int32_t dt, int32_t n, int32_t k,
+                                   int32_t hw) {
     CUDA_REQUIRE(bk, n >= 0 && k >= 1 && hw >= 1, "conv_bias_grad");
-    conv_bias_grad_kernel<<<(unsigned)k, CONV_BIAS_THREADS, 0, cuda_stream(bk)>>>(db, dy, n, k, hw);
+    conv_bias_grad_kernel<<<(unsigned)k, CONV_BIAS_THREADS, 0, cuda_stream(bk)>>>(db, dy, dt, n, k, hw);
     CUDA_CHECK_LAUNCH(bk, "conv_bias_grad_kernel");
     return RLT_OK;
 }

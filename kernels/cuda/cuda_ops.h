@@ -169,10 +169,10 @@ int cuda_q_loss_grad(rlt_backend *bk, float *dq, int32_t lddq, float *loss, cons
                      float grad_scale);
 int cuda_clip_grad_norm(rlt_backend *bk, float *g, uint64_t n, float max_norm, float *norm);
 int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes);
-int cuda_conv_forward(rlt_backend *bk, int32_t slot, float *y, const float *x, const float *w, const float *b,
+int cuda_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b,
                       int32_t act, void *ws, uint64_t ws_bytes);
-int cuda_conv_backward(rlt_backend *bk, int32_t slot, float *dx, float *dw, float *db, float *dy, const float *y,
-                       const float *x, const float *w, int32_t act, void *ws, uint64_t ws_bytes);
+int cuda_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
+                       const void *x, const void *w, int32_t act, void *ws, uint64_t ws_bytes);
 /* The fused ops (ABI 3): dense layers (linear.cu), the multi-field gather and the losses (fused.cu), Adam with
  * clipping and Polyak (adam.cu). branch and join live in cuda_backend.c with the streams. */
 int cuda_linear_forward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *x, int32_t ldx,
@@ -216,9 +216,15 @@ void cuda_conv_close(rlt_backend *bk);
 
 /* ---- launchers shared by the conv implementations (conv_bias.cu), over NCHW tensors [n, k, hw] ---- */
 /* y[i, c, p] = act(y[i, c, p] + b[c]) (b may be NULL). */
-int cuda_conv_bias_act(rlt_backend *bk, float *y, const float *b, int32_t n, int32_t k, int32_t hw, int32_t act);
+int cuda_conv_bias_act(rlt_backend *bk, void *y, int32_t dt, const float *b, int32_t n, int32_t k, int32_t hw,
+                       int32_t act);
 /* db[c] += sum over i < n, p < hw of dy[i, c, p], in a fixed order. */
-int cuda_conv_bias_grad(rlt_backend *bk, float *db, const float *dy, int32_t n, int32_t k, int32_t hw);
+int cuda_conv_bias_grad(rlt_backend *bk, float *db, const void *dy, int32_t dt, int32_t n, int32_t k, int32_t hw);
+/* lowp.cu, for the 16-bit convolutions: dx *= act'(x) elementwise over [rows, cols] (row strides lddx, ldx), and
+ * dst[i] += (float)src[i] for i < n (src in dtype). */
+int cuda_lp_act_grad(rlt_backend *bk, void *dx, int32_t dxd, int32_t lddx, const void *x, int32_t xd, int32_t ldx,
+                     int32_t rows, int32_t cols, int32_t act);
+int cuda_lp_add(rlt_backend *bk, float *dst, const void *src, int32_t dtype, uint64_t n);
 
 /* ---- kernel preloading ----
  * CUDA 12+ loads kernels lazily, on first launch, and a load takes device memory. Each kernel file forces

@@ -126,6 +126,29 @@ extern "C" int cuda_linear_backward_lp(rlt_backend *bk, int32_t dtype, int32_t r
     return RLT_OK;
 }
 
+extern "C" int cuda_lp_act_grad(rlt_backend *bk, void *dx, int32_t dxd, int32_t lddx, const void *x, int32_t xd,
+                                int32_t ldx, int32_t rows, int32_t cols, int32_t act) {
+    CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && lddx >= cols && ldx >= cols, "lp_act_grad");
+    if (act == RLT_ACT_NONE || rows == 0 || cols == 0) return RLT_OK;
+    lp_act_grad_kernel<<<lp_grid(bk, rows, cols), CUDA_THREADS, 0, cuda_stream(bk)>>>(dx, dxd, lddx, x, xd, ldx, rows, cols,
+                                                                                    act);
+    CUDA_CHECK_LAUNCH(bk, "lp_act_grad_kernel");
+    return RLT_OK;
+}
+
+__global__ void lp_add_kernel(float *dst, const void *src, int32_t dt, uint64_t n) {
+    uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        dst[i] = dst[i] + lp_load(src, dt, (int64_t)i);
+}
+
+extern "C" int cuda_lp_add(rlt_backend *bk, float *dst, const void *src, int32_t dtype, uint64_t n) {
+    if (n == 0) return RLT_OK;
+    lp_add_kernel<<<cuda_blocks(bk, n, CUDA_THREADS), CUDA_THREADS, 0, cuda_stream(bk)>>>(dst, src, dtype, n);
+    CUDA_CHECK_LAUNCH(bk, "lp_add_kernel");
+    return RLT_OK;
+}
+
 /* Every thread that sees a non-finite value stores 1: the same value from any number of writers, so the
  * flag is deterministic without atomics. */
 __global__ void amp_unscale_kernel(float *g, uint64_t n, rlt_amp_state *amp) {
@@ -173,7 +196,8 @@ extern "C" cudaError_t cuda_preload_lowp(void) {
     cudaFuncAttributes a;
     const void *kernels[] = {(const void *)cast_kernel,        (const void *)lp_bias_act_kernel,
                              (const void *)lp_act_grad_kernel, (const void *)lp_bias_grad_kernel,
-                             (const void *)amp_unscale_kernel, (const void *)amp_update_kernel};
+                             (const void *)amp_unscale_kernel, (const void *)amp_update_kernel,
+                             (const void *)lp_add_kernel};
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
         cudaError_t rc = cudaFuncGetAttributes(&a, kernels[i]);
         if (rc != cudaSuccess) return rc;

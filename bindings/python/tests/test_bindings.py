@@ -426,3 +426,32 @@ def test_dqn_learns_gymnasium_cartpole(configs):
     assert result["env_steps"] == 50000
     assert result["best_eval_return"] >= 475.0
     assert result["allocations_after_init"] == 0
+
+
+def _mujoco_env(env_id: str):
+    """The MuJoCo environment, or a skip when mujoco (gymnasium[mujoco]) is not installed here."""
+    pytest.importorskip("mujoco", reason="gymnasium[mujoco] is not installed (no MuJoCo wheel for this platform?)")
+    try:
+        gymnasium.make(env_id).close()
+    except Exception as e:  # a broken MuJoCo install is a skip, not a failure of rltrain
+        pytest.skip(f"{env_id} cannot be made here: {e}")
+
+
+@pytest.mark.learning
+def test_td3_learns_mujoco_inverted_pendulum(configs):
+    """TD3 through the Gymnasium adapter on MuJoCo's InvertedPendulum-v5 reaches a mean evaluation return of
+    900 (of 1000) within 20,000 steps (issue #6's bar).
+
+    The config is td3_mujoco_paper.yaml: the TD3 paper's original hyper-parameters (400-300 networks, Adam
+    1e-3, batch 100, 1000 random steps). With the authors' later defaults (td3_pendulum.yaml: 256-256, 3e-4,
+    batch 256) neither rltrain (best 91) nor the authors' PyTorch TD3 (best 78) gets past 100 by 20,000
+    steps on this task, so that is not an adapter bug: random actions score 5 and zero actions 23 as
+    expected, actions are scaled to [-3, 3], and termination (the pole falls) and truncation (1000 steps)
+    reach the agent apart. About 2-3 minutes on one CPU core."""
+    _mujoco_env("InvertedPendulum-v5")
+    cfg = rltrain.Config.from_file(configs / "td3_mujoco_paper.yaml")
+    result = rltrain.gym.train("InvertedPendulum-v5", cfg, total_steps=20000, seed=1)
+    print_curve("td3 InvertedPendulum-v5", result)
+    assert result["env_steps"] == 20000
+    assert result["best_eval_return"] >= 900.0
+    assert result["allocations_after_init"] == 0

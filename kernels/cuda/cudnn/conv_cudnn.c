@@ -15,6 +15,10 @@
  * as deterministic (ALGO_0 and filter ALGO_3 accumulate with atomics), so a seed gives the same bits run
  * to run. Bias and activation are our kernels (conv_bias.cu), for the same reason.
  *
+ * A 16-bit slot (shape dtype bf16/fp16) describes its tensors in that type with fp32 accumulation and lets
+ * cuDNN use tensor-core math (CUDNN_TENSOR_OP_MATH); its algorithms come from cuDNN's heuristic ranking, the
+ * first deterministic one within the workspace cap.
+ *
  * Developer switch RLT_CUDNN_FIND=1 (read at prepare): instead of those fixed choices, time every
  * algorithm with cuDNN's Find calls at init and take the fastest that is deterministic and within the
  * workspace cap (=2 also prints the choices and their times); for measuring what the fixed choice costs.
@@ -49,6 +53,9 @@ typedef struct conv_slot {
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
     uint64_t ws_bytes;
+    /* A 16-bit slot: cuDNN's own workspace is the first dnn_ws_bytes; the 16-bit weight gradient follows at
+     * dw_off (cuDNN writes dw in the tensors' type; it is then widened and added to the fp32 gradient). */
+    uint64_t dnn_ws_bytes, dw_off;
 } conv_slot;
 
 typedef struct cuda_conv {
@@ -119,13 +126,37 @@ static int conv_pick_forward(rlt_backend *bk, cudnnHandle_t dnn, conv_slot *sl) 
         cudnnConvolutionFwdAlgo_t a = perf[i].algo;
         int gemm_family = a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
                           a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM || a == CUDNN_CONVOLUTION_FWD_ALGO_GEMM;
+        int fp32_math = perf[i].mathType != CUDNN_TENSOR_OP_MATH && perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
         if (perf[i].status == CUDNN_STATUS_SUCCESS && gemm_family && perf[i].determinism == CUDNN_DETERMINISTIC &&
-            perf[i].mathType != CUDNN_TENSOR_OP_MATH && perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
-            perf[i].memory <= CONV_MAX_WS_BYTES) {
+            (fp32_math || sl->s.dtype != RLT_LP_F32) && perf[i].memory <= CONV_MAX_WS_BYTES) {
             sl->fwd = a;
             break;
         }
     }
+    return RLT_OK;
+}
+
+/* A 16-bit slot's backward algorithms: the first deterministic ones of cuDNN's heuristic ranking. */
+static int conv_pick_backward_lp(rlt_backend *bk, cudnnHandle_t dnn, conv_slot *sl) {
+    int got = 0;
+    cudnnConvolutionBwdDataAlgoPerf_t pd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    CUDNN_CHECK(bk, cudnnGetConvolutionBackwardDataAlgorithm_v7(dnn, sl->w_desc, sl->y_desc, sl->conv_desc, sl->x_desc,
+                                                                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, pd));
+    for (int i = 0; i < got; i++)
+        if (pd[i].status == CUDNN_STATUS_SUCCESS && pd[i].determinism == CUDNN_DETERMINISTIC &&
+            pd[i].memory <= CONV_MAX_WS_BYTES) {
+            sl->bwd_data = pd[i].algo;
+            break;
+        }
+    cudnnConvolutionBwdFilterAlgoPerf_t pg[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    CUDNN_CHECK(bk, cudnnGetConvolutionBackwardFilterAlgorithm_v7(dnn, sl->x_desc, sl->y_desc, sl->conv_desc, sl->w_desc,
+                                                                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, pg));
+    for (int i = 0; i < got; i++)
+        if (pg[i].status == CUDNN_STATUS_SUCCESS && pg[i].determinism == CUDNN_DETERMINISTIC &&
+            pg[i].memory <= CONV_MAX_WS_BYTES) {
+            sl->bwd_filter = pg[i].algo;
+            break;
+        }
     return RLT_OK;
 }
 
@@ -241,23 +272,28 @@ int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape
     if (!sl->y_desc) CUDNN_CHECK(bk, cudnnCreateTensorDescriptor(&sl->y_desc));
     if (!sl->w_desc) CUDNN_CHECK(bk, cudnnCreateFilterDescriptor(&sl->w_desc));
     if (!sl->conv_desc) CUDNN_CHECK(bk, cudnnCreateConvolutionDescriptor(&sl->conv_desc));
-    CUDNN_CHECK(bk, cudnnSetTensor4dDescriptor(sl->x_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->n, s->c, s->h, s->w));
-    CUDNN_CHECK(bk, cudnnSetFilter4dDescriptor(sl->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s->k, s->c, s->kh, s->kw));
+    CUDA_REQUIRE(bk, s->dtype == RLT_LP_F32 || s->dtype == RLT_LP_BF16 || s->dtype == RLT_LP_F16, "conv_prepare");
+    cudnnDataType_t dt = s->dtype == RLT_LP_BF16 ? CUDNN_DATA_BFLOAT16 : s->dtype == RLT_LP_F16 ? CUDNN_DATA_HALF
+                                                                                                 : CUDNN_DATA_FLOAT;
+    CUDNN_CHECK(bk, cudnnSetTensor4dDescriptor(sl->x_desc, CUDNN_TENSOR_NCHW, dt, s->n, s->c, s->h, s->w));
+    CUDNN_CHECK(bk, cudnnSetFilter4dDescriptor(sl->w_desc, dt, CUDNN_TENSOR_NCHW, s->k, s->c, s->kh, s->kw));
+    /* Sums in fp32 in every precision. */
     CUDNN_CHECK(bk, cudnnSetConvolution2dDescriptor(sl->conv_desc, s->pad, s->pad, s->stride, s->stride, 1, 1,
                                                     CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    CUDNN_CHECK(bk, cudnnSetConvolutionMathType(sl->conv_desc, CUDNN_FMA_MATH));
+    CUDNN_CHECK(bk, cudnnSetConvolutionMathType(sl->conv_desc, s->dtype == RLT_LP_F32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
     int on = 0, ok = 0, oh = 0, ow = 0;
     CUDNN_CHECK(bk, cudnnGetConvolution2dForwardOutputDim(sl->conv_desc, sl->x_desc, sl->w_desc, &on, &ok, &oh, &ow));
     if (on != s->n || ok != s->k || oh != sl->out_h || ow != sl->out_w)
         return rlt_err_set(bk->err, RLT_ERUNTIME, __FILE__, __LINE__,
                            "conv_prepare: cuDNN computes output %dx%dx%dx%d, the contract %dx%dx%dx%d", on, ok, oh, ow,
                            (int)s->n, (int)s->k, (int)sl->out_h, (int)sl->out_w);
-    CUDNN_CHECK(bk, cudnnSetTensor4dDescriptor(sl->y_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->n, s->k, oh, ow));
+    CUDNN_CHECK(bk, cudnnSetTensor4dDescriptor(sl->y_desc, CUDNN_TENSOR_NCHW, dt, s->n, s->k, oh, ow));
 
     RLT_TRY(conv_pick_forward(bk, cv->dnn, sl));
     sl->bwd_data = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
     sl->bwd_filter = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
     const char *find = getenv("RLT_CUDNN_FIND");
+    if (s->dtype != RLT_LP_F32) RLT_TRY(conv_pick_backward_lp(bk, cv->dnn, sl));
     if (find && atoi(find) > 0) RLT_TRY(conv_find(bk, cv->dnn, sl, atoi(find) > 1));
     size_t f = 0, d = 0, g = 0;
     CUDNN_CHECK(bk, cudnnGetConvolutionForwardWorkspaceSize(cv->dnn, sl->x_desc, sl->w_desc, sl->conv_desc, sl->y_desc,
@@ -268,7 +304,10 @@ int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape
                                                                    sl->w_desc, sl->bwd_filter, &g));
     uint64_t need = f > d ? f : d;
     if (g > need) need = g;
-    sl->ws_bytes = (need + 255) & ~255ull;
+    sl->dnn_ws_bytes = (need + 255) & ~255ull;
+    sl->dw_off = sl->dnn_ws_bytes;
+    uint64_t nw = (uint64_t)s->k * s->c * s->kh * s->kw;
+    sl->ws_bytes = sl->dnn_ws_bytes + (s->dtype != RLT_LP_F32 ? ((nw * 2 + 255) & ~255ull) : 0);
     RLT_TRY(conv_warm_up(bk, slot, sl));
     *ws_bytes = sl->ws_bytes;
     return RLT_OK;
@@ -289,33 +328,44 @@ static int conv_check_call(rlt_backend *bk, const conv_slot *sl, int32_t act, co
     return RLT_OK;
 }
 
-int cuda_conv_forward(rlt_backend *bk, int32_t slot, float *y, const float *x, const float *w, const float *b,
+int cuda_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b,
                       int32_t act, void *ws, uint64_t ws_bytes) {
     conv_slot *sl = NULL;
     RLT_TRY(conv_find_slot(bk, slot, "conv_forward", &sl));
     RLT_TRY(conv_check_call(bk, sl, act, ws, ws_bytes, "conv_forward"));
     const float one = 1.0f, zero = 0.0f;
     CUDNN_CHECK(bk, cudnnConvolutionForward(conv_get(bk)->dnn, &one, sl->x_desc, x, sl->w_desc, w, sl->conv_desc, sl->fwd,
-                                            ws, (size_t)ws_bytes, &zero, sl->y_desc, y));
-    return cuda_conv_bias_act(bk, y, b, sl->s.n, sl->s.k, sl->out_h * sl->out_w, act);
+                                            ws, (size_t)sl->dnn_ws_bytes, &zero, sl->y_desc, y));
+    return cuda_conv_bias_act(bk, y, sl->s.dtype, b, sl->s.n, sl->s.k, sl->out_h * sl->out_w, act);
 }
 
-int cuda_conv_backward(rlt_backend *bk, int32_t slot, float *dx, float *dw, float *db, float *dy, const float *y,
-                       const float *x, const float *w, int32_t act, void *ws, uint64_t ws_bytes) {
+int cuda_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
+                       const void *x, const void *w, int32_t act, void *ws, uint64_t ws_bytes) {
     conv_slot *sl = NULL;
     RLT_TRY(conv_find_slot(bk, slot, "conv_backward", &sl));
     RLT_TRY(conv_check_call(bk, sl, act, ws, ws_bytes, "conv_backward"));
     cudnnHandle_t dnn = conv_get(bk)->dnn;
     int32_t P = sl->out_h * sl->out_w, row = sl->s.k * P;
     /* dy becomes the gradient of the pre-activation output, in place (the contract's order). */
-    RLT_TRY(cuda_act_grad(bk, dy, row, y, row, sl->s.n, row, act));
-    if (db) RLT_TRY(cuda_conv_bias_grad(bk, db, dy, sl->s.n, sl->s.k, P));
+    int32_t dt = sl->s.dtype;
+    if (dt == RLT_LP_F32) RLT_TRY(cuda_act_grad(bk, dy, row, y, row, sl->s.n, row, act));
+    else RLT_TRY(cuda_lp_act_grad(bk, dy, dt, row, y, dt, row, sl->s.n, row, act));
+    if (db) RLT_TRY(cuda_conv_bias_grad(bk, db, dy, dt, sl->s.n, sl->s.k, P));
     const float one = 1.0f, zero = 0.0f;
-    /* beta = 1: dw accumulates, as the contract says (zero-grad is one flat fill per update). */
-    CUDNN_CHECK(bk, cudnnConvolutionBackwardFilter(dnn, &one, sl->x_desc, x, sl->y_desc, dy, sl->conv_desc,
-                                                   sl->bwd_filter, ws, (size_t)ws_bytes, &one, sl->w_desc, dw));
+    size_t dnn_ws = (size_t)sl->dnn_ws_bytes;
+    if (dt == RLT_LP_F32) {
+        /* beta = 1: dw accumulates, as the contract says (zero-grad is one flat fill per update). */
+        CUDNN_CHECK(bk, cudnnConvolutionBackwardFilter(dnn, &one, sl->x_desc, x, sl->y_desc, dy, sl->conv_desc,
+                                                       sl->bwd_filter, ws, dnn_ws, &one, sl->w_desc, dw));
+    } else {
+        /* The 16-bit weight gradient lands beside cuDNN's workspace, then is added to the fp32 gradient. */
+        void *dw_lp = (unsigned char *)ws + sl->dw_off;
+        CUDNN_CHECK(bk, cudnnConvolutionBackwardFilter(dnn, &one, sl->x_desc, x, sl->y_desc, dy, sl->conv_desc,
+                                                       sl->bwd_filter, ws, dnn_ws, &zero, sl->w_desc, dw_lp));
+        RLT_TRY(cuda_lp_add(bk, dw, dw_lp, dt, (uint64_t)sl->s.k * sl->s.c * sl->s.kh * sl->s.kw));
+    }
     if (dx)
         CUDNN_CHECK(bk, cudnnConvolutionBackwardData(dnn, &one, sl->w_desc, w, sl->y_desc, dy, sl->conv_desc,
-                                                     sl->bwd_data, ws, (size_t)ws_bytes, &zero, sl->x_desc, dx));
+                                                     sl->bwd_data, ws, dnn_ws, &zero, sl->x_desc, dx));
     return RLT_OK;
 }

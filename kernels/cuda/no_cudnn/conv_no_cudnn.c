@@ -15,13 +15,13 @@ int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape
     return conv_unavailable(bk, "conv_prepare");
 }
 
-int cuda_conv_forward(rlt_backend *bk, int32_t slot, float *y, const float *x, const float *w, const float *b,
+int cuda_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b,
                       int32_t act, void *ws, uint64_t ws_bytes) {
     return conv_unavailable(bk, "conv_forward");
 }
 
-int cuda_conv_backward(rlt_backend *bk, int32_t slot, float *dx, float *dw, float *db, float *dy, const float *y,
-                       const float *x, const float *w, int32_t act, void *ws, uint64_t ws_bytes) {
+int cuda_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
+                       const void *x, const void *w, int32_t act, void *ws, uint64_t ws_bytes) {
     return conv_unavailable(bk, "conv_backward");
 }
 
