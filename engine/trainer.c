@@ -1,6 +1,7 @@
-/* trainer.c: the training loop: a built-in or user-registered environment drives an agent for train.total_steps steps, with
- * periodic evaluation, progress reports and the run's outputs (config.yaml, metrics.csv, summary.json,
- * final.ckpt). Every buffer is taken at init; the loop allocates nothing. */
+/* trainer.c: the training loop: a built-in environment, or one the caller registered with callbacks
+ * (rlt_trainer_init_env), drives an agent for train.total_steps steps, with periodic evaluation, progress
+ * reports and the run's outputs (config.yaml, metrics.csv, summary.json, final.ckpt). Every buffer is
+ * taken at init; the loop allocates nothing. */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>

@@ -65,7 +65,6 @@ int trainer_save(rlt_trainer *tr, const char *path) {
      * the file gets zeros there and the callbacks' own state beside it. */
     static const unsigned char no_state[RLT_ENV_STATE_BYTES];
     const rlt_env_callbacks *cb = rlt_env_user_callbacks(&tr->env);
-    int rc = RLT_OK;
     if (tr->user_state_bytes > 0) {
         int urc = cb->save_state(cb->user, 0, tr->user_state);
         if (urc != 0) {
@@ -74,7 +73,7 @@ int trainer_save(rlt_trainer *tr, const char *path) {
                      urc, path);
         }
     }
-    rc = agent_write_state(ag, w, tr->cfg.checkpoint.include_replay);
+    int rc = agent_write_state(ag, w, tr->cfg.checkpoint.include_replay);
     if (rc == RLT_OK) rc = ckpt_writer_add(w, "trainer.state", RLT_DTYPE_I64, 1, shape_s, s, sizeof s);
     if (rc == RLT_OK) rc = ckpt_writer_add(w, "trainer.env_name", RLT_DTYPE_U8, 1, shape_n, name, sizeof name);
     if (rc == RLT_OK)
