@@ -3,7 +3,10 @@
  * memory through the CUDA backend module) takes all but a few hundred MiB and keeps allocating; then
  *  1. rltrain with a plan larger than what is left must exit 3 within 2 s of wall time, writing nothing;
  *  2. rltrain with a plan that fits must train thousands of updates while the hog keeps grabbing every
- *     byte that frees up, and finish with exit 0 and zero allocations after init.
+ *     byte that frees up, and finish with exit 0 and zero allocations after init;
+ *  3. with memory.on_oom: cpu, the plan that cannot be reserved trains on the CPU instead (one log line);
+ *  4. with memory.wait_s, it waits: the reservation is retried until the simulator lets go of its memory
+ *     (the hog is killed two seconds in), then the run trains on the GPU.
  * Skipped (77) without a usable GPU. */
 #include <signal.h>
 #include <string.h>
@@ -149,5 +152,68 @@ int main(int argc, char **argv) {
     printf("updates beside the hog: %ld\n", updates);
     kill(child, SIGKILL);
     waitpid(child, &st, 0);
+
+    /* A fresh hog that leaves room for rltrain's context but not for the big plan. */
+    CHECK(pipe(fds) == 0, "pipe");
+    child = fork();
+    if (child == 0) {
+        dup2(fds[1], 1);
+        char arg[32];
+        snprintf(arg, sizeof arg, "%.0f", leave);
+        execl("/proc/self/exe", argv[0], "hog", arg, (char *)NULL);
+        _exit(1);
+    }
+    CHECK(read(fds[0], &ready, 1) == 1 && ready == 1, "second hog ready");
+    /* 3. memory.on_oom: cpu. */
+    snprintf(out_dir, sizeof out_dir, "%s/on_oom", dir);
+    snprintf(args, sizeof args,
+             "--config %s/configs/td3_pendulum_fast.yaml --set device=cuda:0 --set replay.location=device "
+             "--set replay.capacity=40000000 --set memory.budget_mb=4096 --set memory.on_oom=cpu "
+             "--set train.total_steps=1500 --set out_dir=%s",
+             RLT_SOURCE_DIR, out_dir);
+    code = run_cli(args, &wall, out, sizeof out);
+    printf("memory.on_oom cpu beside the hog: exit %d after %.2f s\n", code, wall);
+    CHECK(code == 0 && strstr(out, "memory.on_oom cpu") != NULL, "on_oom cpu trains on the CPU, got %d: %.600s", code, out);
+    snprintf(path, sizeof path, "%s/summary.json", out_dir);
+    f = fopen(path, "r");
+    n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = '\0';
+    if (f) fclose(f);
+    CHECK(strstr(text, "\"device\": \"cpu") != NULL, "the summary names the CPU: %s", text);
+    /* 4. memory.wait_s: the simulator exits two seconds after rltrain starts waiting. */
+    snprintf(out_dir, sizeof out_dir, "%s/wait", dir);
+    snprintf(cmd, sizeof cmd,
+             "exec '%s/rltrain' --config %s/configs/td3_pendulum_fast.yaml --set device=cuda:0 "
+             "--set replay.location=device --set replay.capacity=40000000 --set memory.budget_mb=4096 "
+             "--set memory.wait_s=30 --set train.total_steps=1500 --set out_dir=%s > cotenant_wait.txt 2>&1",
+             RLT_BINARY_DIR, RLT_SOURCE_DIR, out_dir);
+    t0 = now_s();
+    trainer = fork();
+    if (trainer == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    usleep(2000000);
+    int still_waiting = waitpid(trainer, &st, WNOHANG) == 0;
+    kill(child, SIGKILL);
+    waitpid(child, &st, 0);
+    double killed_at = now_s() - t0;
+    waitpid(trainer, &st, 0);
+    code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    f = fopen("cotenant_wait.txt", "r");
+    n = f ? fread(out, 1, sizeof out - 1, f) : 0;
+    out[n] = '\0';
+    if (f) fclose(f);
+    printf("memory.wait_s: the simulator let go after %.2f s; rltrain exit %d after %.2f s\n", killed_at, code,
+           now_s() - t0);
+    CHECK(still_waiting, "rltrain was still waiting when the memory was released");
+    CHECK(code == 0 && strstr(out, "memory.wait_s") != NULL, "wait_s reserved once the memory was free, got %d: %.600s",
+          code, out);
+    snprintf(path, sizeof path, "%s/summary.json", out_dir);
+    f = fopen(path, "r");
+    n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = '\0';
+    if (f) fclose(f);
+    CHECK(strstr(text, "\"device\": \"cuda") != NULL, "the waiting run trained on the GPU: %s", text);
     return test_summary("gpu_cotenant");
 }
