@@ -2,6 +2,7 @@
  * puts every entry in one host arena; copies are memmove and there is nothing to synchronise. */
 #include <cblas.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../engine/mem.h"
@@ -19,6 +20,16 @@ static int cpu_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads) 
      * seal, so allocation-failure tests reach it too. */
     cpu_impl *impl = rlt_mem_alloc(sizeof(cpu_impl), 64);
     if (!impl) return rlt_err_set(bk->err, RLT_ENOMEM, __FILE__, __LINE__, "out of host memory for the CPU backend");
+    /* The dense layers run on the fastest kernels this CPU has; RLT_CPU_KERNELS=reference|avx2|avx512
+     * asks for one (benchmarks and tests compare them). */
+    const char *want = getenv("RLT_CPU_KERNELS");
+    impl->dense = cpu_dense_select(want);
+    if (want && *want && strcmp(want, "reference") && !impl->dense) {
+        rlt_mem_free(impl);
+        return rlt_err_set(bk->err, RLT_EDEVICE, __FILE__, __LINE__,
+                           "RLT_CPU_KERNELS=%s: this CPU cannot run those kernels (use reference, avx2 or avx512)",
+                           want);
+    }
     bk->impl = impl;
     bk->device_is_host = 1;
     bk->device_index = -1;
@@ -31,8 +42,17 @@ static void cpu_close(rlt_backend *bk) {
     rlt_mem_free(bk->impl);
     bk->impl = NULL;
 }
-static uint64_t cpu_workspace_bytes(rlt_backend *bk) { return 0; }
-static int cpu_set_workspace(rlt_backend *bk, void *ptr, uint64_t bytes) { return RLT_OK; }
+/* The workspace is the fast forward's panel of W^T (none for the reference ops). */
+static uint64_t cpu_workspace_bytes(rlt_backend *bk) {
+    cpu_impl *im = bk->impl;
+    return im && im->dense ? CPU_DENSE_PACK_FLOATS * sizeof(float) : 0;
+}
+
+static int cpu_set_workspace(rlt_backend *bk, void *ptr, uint64_t bytes) {
+    cpu_impl *im = bk->impl;
+    if (im) im->pack = bytes >= CPU_DENSE_PACK_FLOATS * sizeof(float) ? ptr : NULL;
+    return RLT_OK;
+}
 
 static int cpu_host_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
     /* rlt_mem_alloc zero-fills, which touches every page: the arena is resident, not a promise. */
@@ -98,8 +118,8 @@ static const rlt_backend_ops cpu_ops = {
     .conv_backward = cpu_conv_backward,
     .branch = cpu_branch,
     .join = cpu_join,
-    .linear_forward = cpu_linear_forward,
-    .linear_backward = cpu_linear_backward,
+    .linear_forward = cpu_linear_forward_fast,
+    .linear_backward = cpu_linear_backward_fast,
     .gather_fields = cpu_gather_fields,
     .td3_critic_loss = cpu_td3_critic_loss,
     .dqn_loss = cpu_dqn_loss,

@@ -62,11 +62,40 @@ int cpu_dqn_loss(rlt_backend *bk, float *y, float *dq, int32_t lddq, float *loss
 int cpu_adam_ex(rlt_backend *bk, float *p, float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
                 const int64_t *step, const rlt_adam_extra *extra);
 
+/* The fast dense-layer kernels (dense_kernel.h), one table per instruction set; the backend's
+ * linear_forward and linear_backward use the best one the CPU runs and fall back to the reference ops
+ * above (fused.c) where there is none. linear_forward applies act NONE or RELU (relu != 0); pack is
+ * CPU_DENSE_PACK_FLOATS floats of scratch for a panel of W^T, or NULL (then no panel is packed).
+ * linear_backward computes dW and dx as the op does (engine/backend.h) but not db. */
+typedef struct cpu_dense_kernels {
+    const char *name;
+    void (*linear_forward)(int32_t rows, int32_t fi, int32_t fo, const float *x, int32_t ldx, const float *W,
+                           const float *b, float *y, int32_t ldy, int32_t relu, float *pack);
+    void (*linear_backward)(int32_t rows, int32_t fi, int32_t fo, const float *dy, int32_t lddy, const float *x,
+                            int32_t ldx, int32_t act_x, const float *W, float *dW, float beta, float *dx,
+                            int32_t lddx);
+} cpu_dense_kernels;
+#define CPU_DENSE_PACK_K 128 /* inputs per packed panel of W^T (the panel, 32 KiB, stays in L1) */
+#define CPU_DENSE_PACK_W 64  /* outputs per panel, the widest register tile (AVX-512: 4 x 16) */
+#define CPU_DENSE_MIN_ROWS 4 /* forwards of fewer rows use the reference op (no panel to amortise) */
+#define CPU_DENSE_PACK_FLOATS (CPU_DENSE_PACK_K * CPU_DENSE_PACK_W)
+extern const cpu_dense_kernels cpu_dense512_kernels, cpu_dense256_kernels;
+/* The kernels to use: `want` is "reference" (none: the reference ops), "avx2", "avx512" or NULL/"" for
+ * the best this CPU runs. NULL when the choice is the reference or the CPU cannot run the one asked for. */
+const cpu_dense_kernels *cpu_dense_select(const char *want);
+int cpu_linear_forward_fast(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *x, int32_t ldx,
+                            const float *W, const float *b, float *y, int32_t ldy, int32_t act);
+int cpu_linear_backward_fast(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *dy, int32_t lddy,
+                             const float *x, int32_t ldx, int32_t act_x, const float *W, float *dW, float *db,
+                             float beta, float *dx, int32_t lddx);
+
 /* The CPU backend's private state (bk->impl), allocated by cpu_open before the seal: per-backend, never
  * global, so two CPU backends in one process do not share convolution slots. */
 typedef struct cpu_impl {
     rlt_conv_shape conv[RLT_BACKEND_MAX_CONVS]; /* each prepared slot's shape */
     int32_t conv_ready[RLT_BACKEND_MAX_CONVS];  /* 1 once conv_prepare accepted the slot */
+    const cpu_dense_kernels *dense;             /* NULL: the reference dense layers */
+    float *pack;                                /* the planned workspace: a panel of W^T (NULL until set) */
 } cpu_impl;
 
 /* The hot elementwise loops are compiled for several x86-64 levels (AVX-512, AVX2, baseline) and the
