@@ -18,6 +18,9 @@ int cpu_counter_add(rlt_backend *bk, int64_t *c, int64_t v);
 int cpu_adam(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
              const int64_t *step);
 int cpu_polyak(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau);
+/* adam then polyak (target NULL: none) in one pass, one division per element fewer than cpu_adam (flat.c). */
+int cpu_adam_polyak(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
+                    const int64_t *step, float *target, float tau);
 int cpu_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, const uint8_t *valid,
                        uint64_t seed, uint32_t stream, const int64_t *counter);
 int cpu_gather_rows(rlt_backend *bk, void *dst, uint64_t dst_stride, const void *src, uint64_t row_bytes,

@@ -45,6 +45,33 @@ CPU_HOT int cpu_adam(rlt_backend *bk, float *p, const float *g, float *m, float 
     return RLT_OK;
 }
 
+/* Adam then Polyak in one pass (the fast path of adam_ex): m and v are the reference's expressions, bit for
+ * bit; p divides by sqrt(v) * (1 / sqrt(1 - b2^t)) + eps instead of sqrt(v) / sqrt(1 - b2^t) + eps, one
+ * division per element instead of two (an ulp apart from cpu_adam, inside the GPU parity bound for p), and
+ * the target moves toward the new p while it is in a register (target NULL: no Polyak step). */
+CPU_HOT int cpu_adam_polyak(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
+                            const int64_t *step, float *target, float tau) {
+    CPU_REQUIRE(bk, *step >= 1, "adam");
+    CPU_REQUIRE(bk, !target || (tau >= 0.0f && tau <= 1.0f), "polyak");
+    float t = (float)*step;
+    float bc1 = 1.0f - powf(hp.beta1, t);
+    float bc2 = 1.0f - powf(hp.beta2, t);
+    float step_size = hp.lr / bc1;
+    float inv_bc2_sqrt = 1.0f / sqrtf(bc2);
+    float keep = 1.0f - tau;
+    for (uint64_t i = 0; i < n; i++) {
+        float gi = g[i];
+        float mi = hp.beta1 * m[i] + (1.0f - hp.beta1) * gi;
+        float vi = hp.beta2 * v[i] + (1.0f - hp.beta2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        float pi = p[i] - step_size * mi / (sqrtf(vi) * inv_bc2_sqrt + hp.eps);
+        p[i] = pi;
+        if (target) target[i] = tau * pi + keep * target[i];
+    }
+    return RLT_OK;
+}
+
 CPU_HOT int cpu_polyak(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau) {
     CPU_REQUIRE(bk, tau >= 0.0f && tau <= 1.0f, "polyak");
     for (uint64_t i = 0; i < n; i++) target[i] = tau * src[i] + (1.0f - tau) * target[i];
