@@ -3,7 +3,8 @@
  * random shapes, edge sizes included: 0, 1 and a few rows, widths below, at and just past a vector and a
  * register tile, inputs narrower than a vector (the transposed dW path), strided rows, every activation,
  * beta 0, 1 and 0.5. Also: results are the same bits when repeated, the kernels touch nothing outside
- * the outputs' rows, and adam_ex's one-pass Adam + Polyak matches the plain adam then polyak.
+ * the outputs' rows, adam_ex's one-pass Adam + Polyak matches the plain adam then polyak, and two threads
+ * (cpu.threads: 2, ops split with the worker) give exactly one thread's bits.
  *
  * Tolerance. Both sides compute each output as a sum of k products in fp32 in different orders (the
  * reference through OpenBLAS, without FMA; the fast path one FMA chain per element). Each side's error is
@@ -171,6 +172,44 @@ static void check_adam_polyak(rlt_backend *bk) {
     CHECK(bad == 0, "adam_ex one pass vs adam + polyak: %d elements outside the bound", bad);
 }
 
+/* Two threads (cpu.threads: 2): the worker takes half of each large op; every element is computed by the same
+ * code, so the results must be the same bits as one thread's. */
+static void check_two_threads(rlt_backend *one, rlt_backend *two) {
+    const int32_t shapes[][3] = {{100, 64, 64}, {100, 4, 64}, {100, 3, 64}, {256, 256, 256}, {256, 23, 256},
+                                 {256, 256, 6}, {37, 100, 50}, {12, 64, 64}, {100, 64, 2}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int32_t rows = shapes[s][0], fi = shapes[s][1], fo = shapes[s][2];
+        size_t nx = (size_t)rows * fi, ny = (size_t)rows * fo, nw = (size_t)fi * fo;
+        float *x = rlt_mem_alloc(nx * 4, 64), *W = rlt_mem_alloc(nw * 4, 64), *b = rlt_mem_alloc(fo * 4, 64);
+        float *y1 = rlt_mem_alloc(ny * 4, 64), *y2 = rlt_mem_alloc(ny * 4, 64), *dy = rlt_mem_alloc(ny * 4, 64);
+        float *dW1 = rlt_mem_alloc(nw * 4, 64), *dW2 = rlt_mem_alloc(nw * 4, 64), *db1 = rlt_mem_alloc(fo * 4, 64);
+        float *db2 = rlt_mem_alloc(fo * 4, 64), *dx1 = rlt_mem_alloc(nx * 4, 64), *dx2 = rlt_mem_alloc(nx * 4, 64);
+        for (size_t i = 0; i < nx; i++) x[i] = frand() > 0.0f ? frand() : 0.0f;
+        for (size_t i = 0; i < nw; i++) W[i] = frand() * 0.1f;
+        for (int32_t i = 0; i < fo; i++) b[i] = frand() * 0.1f;
+        for (size_t i = 0; i < ny; i++) dy[i] = frand();
+        for (size_t i = 0; i < nw; i++) dW1[i] = dW2[i] = frand();
+        for (int32_t i = 0; i < fo; i++) db1[i] = db2[i] = frand();
+        for (int act = RLT_ACT_NONE; act <= RLT_ACT_TANH; act++) {
+            CHECK(one->ops->linear_forward(one, rows, fi, fo, x, fi, W, b, y1, fo, act) == RLT_OK, "fwd 1");
+            CHECK(two->ops->linear_forward(two, rows, fi, fo, x, fi, W, b, y2, fo, act) == RLT_OK, "fwd 2");
+            CHECK(memcmp(y1, y2, ny * 4) == 0, "two threads: forward %dx%dx%d act %d differs", rows, fi, fo, act);
+            CHECK(one->ops->linear_backward(one, rows, fi, fo, dy, fo, x, fi, act, W, dW1, db1, 1.0f, dx1, fi) == RLT_OK,
+                  "bwd 1");
+            CHECK(two->ops->linear_backward(two, rows, fi, fo, dy, fo, x, fi, act, W, dW2, db2, 1.0f, dx2, fi) == RLT_OK,
+                  "bwd 2");
+            CHECK(memcmp(dW1, dW2, nw * 4) == 0 && memcmp(db1, db2, fo * 4) == 0 && memcmp(dx1, dx2, nx * 4) == 0,
+                  "two threads: backward %dx%dx%d act %d differs", rows, fi, fo, act);
+            CHECK(two->ops->linear_backward(two, rows, fi, fo, dy, fo, x, fi, act, W, NULL, NULL, 1.0f, dx2, fi) ==
+                      RLT_OK && memcmp(dx1, dx2, nx * 4) == 0,
+                  "two threads: dx alone %dx%dx%d differs", rows, fi, fo);
+        }
+        rlt_mem_free(x); rlt_mem_free(W); rlt_mem_free(b); rlt_mem_free(y1); rlt_mem_free(y2); rlt_mem_free(dy);
+        rlt_mem_free(dW1); rlt_mem_free(dW2); rlt_mem_free(db1); rlt_mem_free(db2); rlt_mem_free(dx1);
+        rlt_mem_free(dx2);
+    }
+}
+
 int main(void) {
     rlt_backend ref = {0}, fast = {0};
     ref.ops = fast.ops = rlt_cpu_backend_ops();
@@ -206,6 +245,22 @@ int main(void) {
         }
     }
     check_adam_polyak(&fast);
+    if (((cpu_impl *)fast.impl)->dense) {
+        /* The best kernels on one thread against the same on two. */
+        rlt_backend two = {0};
+        two.ops = rlt_cpu_backend_ops();
+        two.err = &err;
+        CHECK(two.ops->open(&two, -1, 2) == RLT_OK, "open with 2 threads: %s", err.msg);
+        uint64_t ws = two.ops->workspace_bytes(&two);
+        float *pack2 = rlt_mem_alloc(ws, 64);
+        CHECK(ws == 2u * CPU_DENSE_PACK_FLOATS * sizeof(float) && ((cpu_impl *)two.impl)->worker,
+              "two threads: a worker and two panels");
+        two.ops->set_workspace(&two, pack2, ws);
+        ((cpu_impl *)fast.impl)->dense = ((cpu_impl *)two.impl)->dense;
+        check_two_threads(&fast, &two);
+        two.ops->close(&two);
+        rlt_mem_free(pack2);
+    }
     if (!tested) printf("test_dense: no fast kernels on this CPU; the backend runs the reference ops\n");
     rlt_mem_free(pack);
     fast.ops->close(&fast);

@@ -92,6 +92,17 @@ int cpu_linear_backward_fast(rlt_backend *bk, int32_t rows, int32_t fi, int32_t 
                              const float *x, int32_t ldx, int32_t act_x, const float *W, float *dW, float *db,
                              float beta, float *dx, int32_t lddx);
 
+/* The second thread (worker.c): started at open when cpu.threads >= 2, it runs one posted job at a time. */
+typedef struct cpu_worker cpu_worker;
+int cpu_worker_start(cpu_worker **out);
+void cpu_worker_stop(cpu_worker *w);
+/* Runs fn(arg) on the worker; cpu_worker_wait returns once it has finished (or runs it on the calling thread
+ * when the worker has not started it yet). One job at a time. */
+void cpu_worker_post(cpu_worker *w, void (*fn)(void *), void *arg);
+void cpu_worker_wait(cpu_worker *w);
+/* Multiply-adds below which a dense op runs on the calling thread alone (handing over costs ~1 us). */
+#define CPU_SPLIT_MIN_MACS 65536
+
 /* The CPU backend's private state (bk->impl), allocated by cpu_open before the seal: per-backend, never
  * global, so two CPU backends in one process do not share convolution slots. */
 typedef struct cpu_impl {
@@ -99,6 +110,8 @@ typedef struct cpu_impl {
     int32_t conv_ready[RLT_BACKEND_MAX_CONVS];  /* 1 once conv_prepare accepted the slot */
     const cpu_dense_kernels *dense;             /* NULL: the reference dense layers */
     float *pack;                                /* the planned workspace: a panel of W^T (NULL until set) */
+    float *pack2;                               /* the worker's panel (second half of the workspace) */
+    cpu_worker *worker;                         /* NULL: one thread */
 } cpu_impl;
 
 /* The hot elementwise loops are compiled for several x86-64 levels (AVX-512, AVX2, baseline) and the

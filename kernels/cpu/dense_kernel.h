@@ -233,7 +233,9 @@ static void DK(linear_backward)(int32_t rows, int32_t fi, int32_t fo, const floa
         int acc = beta != 0.0f;
         if (acc && beta != 1.0f)
             for (int64_t i = 0; i < (int64_t)fo * fi; i++) dW[i] *= beta;
-        if (fi < VL && fo > fi) /* narrow input: vectors along o, dW written transposed */
+        /* Narrow input: vectors along o, dW written transposed. The choice depends on fi alone, so a dW split
+         * by outputs across threads takes the same path, and gives the same bits, as the whole. */
+        if (fi < VL)
             DK(gemm)(fi, fo, rows, x, 1, ldx, dy, lddy, dW, 1, fi, acc, NULL);
         else
             DK(gemm)(fo, fi, rows, dy, 1, lddy, x, ldx, dW, fi, 1, acc, NULL);
