@@ -139,8 +139,10 @@ static void one_case(rlt_backend *ref, rlt_backend *fast, int32_t rows, int32_t 
 }
 
 /* adam_ex's one-pass Adam + Polyak against the plain adam then polyak: m and v bit for bit; p and the
- * target within 4 ulp of the step plus 4 ulp of the value (the fast pass divides once instead of twice: each
- * rounding moves the step by at most an ulp of itself, and p - step by an ulp of p). */
+ * target within 8 ulp of the step plus 4 ulp of the value. The step differs by the way 1 / (sqrt(v) c + eps)
+ * is formed: with AVX-512, reciprocal and reciprocal square root estimates (relative error 2^-14) each refined
+ * by one Newton step, which leaves (3/2) 2^-28 plus the rounding of the step's ~4 operations, about 3 ulp
+ * each; elsewhere one division instead of two (an ulp). p - step and the Polyak mix add an ulp of p. */
 static void check_adam_polyak(rlt_backend *bk) {
     enum { N = 1000 };
     static float p1[N], p2[N], g[N], m1[N], m2[N], v1[N], v2[N], t1[N], t2[N];
@@ -163,8 +165,8 @@ static void check_adam_polyak(rlt_backend *bk) {
         for (int i = 0; i < N; i++) {
             double stepsz = fabs((double)p1[i] - keep[i]);
             bad += m1[i] != m2[i] || v1[i] != v2[i];
-            bad += fabs((double)p1[i] - p2[i]) > 4 * U * (stepsz + fabs(p1[i]));
-            bad += fabs((double)t1[i] - t2[i]) > 4 * U * (stepsz + 2 * fabs(t1[i]));
+            bad += fabs((double)p1[i] - p2[i]) > 8 * U * stepsz + 4 * U * fabs(p1[i]);
+            bad += fabs((double)t1[i] - t2[i]) > 8 * U * stepsz + 8 * U * fabs(t1[i]);
             p2[i] = p1[i]; /* the next step starts from the same state */
             t2[i] = t1[i];
         }
