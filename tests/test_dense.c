@@ -138,7 +138,8 @@ static void one_case(rlt_backend *ref, rlt_backend *fast, int32_t rows, int32_t 
     rlt_mem_free(dx2); rlt_mem_free(bound);
 }
 
-/* adam_ex's one-pass Adam + Polyak against the plain adam then polyak: m and v bit for bit; p and the
+/* adam_ex's one-pass Adam + Polyak against the plain adam then polyak: m and v bit for bit (no subnormals
+ * arise here, which the fast pass would flush to zero); p and the
  * target within 8 ulp of the step plus 4 ulp of the value. The step differs by the way 1 / (sqrt(v) c + eps)
  * is formed: with AVX-512, reciprocal and reciprocal square root estimates (relative error 2^-14) each refined
  * by one Newton step, which leaves (3/2) 2^-28 plus the rounding of the step's ~4 operations, about 3 ulp
