@@ -1,7 +1,8 @@
 /* test_noalloc.c: after init the engine never allocates. This test interposes the C allocator for the
  * whole process (libopenblas and libyaml included) and counts every malloc, calloc, realloc and aligned
- * allocation made while a trainer runs several thousand steps with updates, evaluations and outputs. It
- * also checks the engine's own hook count, which summary.json reports. */
+ * allocation made while a trainer runs several thousand steps with updates, evaluations and outputs, once
+ * with one CPU thread and once with cpu.threads 2 (the backend's worker thread). It also checks the engine's
+ * own hook count, which summary.json reports. */
 #include <stdint.h>
 #include <string.h>
 
