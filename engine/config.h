@@ -71,7 +71,7 @@ struct rlt_config {
         int32_t include_replay; /* save the replay buffer too: needed for a resume that continues exactly */
     } checkpoint;
     struct {
-        int32_t threads; /* BLAS threads on the CPU backend; 0 = 1 thread (fastest at RL sizes) */
+        int32_t threads; /* CPU backend threads; 0 = 1; >= 2: one worker thread splits large dense ops */
     } cpu;
     char out_dir[RLT_CFG_STR];
 

@@ -1,7 +1,8 @@
 /* test_noalloc.c: after init the engine never allocates. This test interposes the C allocator for the
  * whole process (libopenblas and libyaml included) and counts every malloc, calloc, realloc and aligned
- * allocation made while a trainer runs several thousand steps with updates, evaluations and outputs. It
- * also checks the engine's own hook count, which summary.json reports. */
+ * allocation made while a trainer runs several thousand steps with updates, evaluations and outputs, once
+ * with one CPU thread and once with cpu.threads 2 (the backend's worker thread). It also checks the engine's
+ * own hook count, which summary.json reports. */
 #include <stdint.h>
 #include <string.h>
 
@@ -10,8 +11,9 @@
 
 #include "alloc_counter.h"
 
-int main(void) {
-    const char *dir = test_tmpdir("noalloc");
+/* One training run with cpu.threads = `threads` (2: the backend's worker thread splits the larger layers). */
+static void run_case(const char *threads) {
+    const char *dir = test_tmpdir(threads[0] == '2' ? "noalloc2" : "noalloc");
     char path[600], set[700];
     rlt_config *cfg;
     CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
@@ -21,6 +23,8 @@ int main(void) {
                           "train.eval_episodes=2", "train.batch_size=64", "td3.actor_hidden=[64,64]",
                           "td3.critic_hidden=[64,64]", "train.progress_every_s=0.01"};
     for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) CHECK(rlt_config_set(cfg, sets[i]) == RLT_OK, "%s", sets[i]);
+    snprintf(set, sizeof set, "cpu.threads=%s", threads);
+    CHECK(rlt_config_set(cfg, set) == RLT_OK, "threads");
     snprintf(set, sizeof set, "out_dir=%s/run", dir);
     CHECK(rlt_config_set(cfg, set) == RLT_OK, "out_dir");
     rlt_trainer *tr;
@@ -36,7 +40,9 @@ int main(void) {
           (long long)p.updates);
     CHECK(n_alloc == 0, "process-wide allocations during the run: %ld (must be 0)", n_alloc);
     CHECK(rlt_agent_allocations_after_init(rlt_trainer_agent(tr)) == 0, "engine hook allocations after init");
-    printf("allocations during %lld steps / %lld updates: %ld\n", (long long)p.env_steps, (long long)p.updates, n_alloc);
+    printf("cpu.threads %s: allocations during %lld steps / %lld updates: %ld\n", threads, (long long)p.env_steps,
+           (long long)p.updates, n_alloc);
+    n_alloc = 0;
 
     /* summary.json records it too. */
     snprintf(path, sizeof path, "%s/run/summary.json", dir);
@@ -48,5 +54,10 @@ int main(void) {
     CHECK(strstr(text, "\"allocations_after_init\": 0") != NULL, "summary.json: %s", text);
     rlt_trainer_free(tr);
     rlt_config_free(cfg);
+}
+
+int main(void) {
+    run_case("0");
+    run_case("2");
     return test_summary("test_noalloc");
 }

@@ -2,15 +2,16 @@
  * puts every entry in one host arena; copies are memmove and there is nothing to synchronise. */
 #include <cblas.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../engine/mem.h"
 #include "cpu_ops.h"
 
 static int cpu_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads) {
-    /* OpenBLAS's own threading costs more than it gains at RL sizes (networks of 64-256 units); one
-     * thread is the default and `cpu.threads` raises it. */
-    openblas_set_num_threads(cpu_threads > 0 ? cpu_threads : 1);
+    /* OpenBLAS's own threading costs more than it gains at RL sizes (networks of 64-256 units): it runs
+     * one thread. `cpu.threads` >= 2 starts our own worker instead (below), which splits each large dense
+     * layer op in two; without the fast kernels it raises OpenBLAS's threads, as before. */
     /* OpenBLAS takes its GEMM buffers on the first level-3 call: make that call now, before the arena
      * is sealed, so training never triggers an allocation. */
     float a[4] = {1, 2, 3, 4}, b[4] = {1, 0, 0, 1}, c[4] = {0};
@@ -19,6 +20,23 @@ static int cpu_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads) 
      * seal, so allocation-failure tests reach it too. */
     cpu_impl *impl = rlt_mem_alloc(sizeof(cpu_impl), 64);
     if (!impl) return rlt_err_set(bk->err, RLT_ENOMEM, __FILE__, __LINE__, "out of host memory for the CPU backend");
+    /* The dense layers run on the fastest kernels this CPU has; RLT_CPU_KERNELS=reference|avx2|avx512
+     * asks for one (benchmarks and tests compare them). */
+    const char *want = getenv("RLT_CPU_KERNELS");
+    impl->dense = cpu_dense_select(want);
+    if (want && *want && strcmp(want, "reference") && !impl->dense) {
+        rlt_mem_free(impl);
+        return rlt_err_set(bk->err, RLT_EDEVICE, __FILE__, __LINE__,
+                           "RLT_CPU_KERNELS=%s: this CPU cannot run those kernels (use reference, avx2 or avx512)",
+                           want);
+    }
+    openblas_set_num_threads(impl->dense || cpu_threads < 1 ? 1 : cpu_threads);
+    if (impl->dense && cpu_threads >= 2 && cpu_worker_start(&impl->worker) != RLT_OK) {
+        rlt_mem_free(impl);
+        return rlt_err_set(bk->err, RLT_ENOMEM, __FILE__, __LINE__,
+                           "could not start the CPU backend's worker thread (cpu.threads: %d); use cpu.threads: 1",
+                           cpu_threads);
+    }
     bk->impl = impl;
     bk->device_is_host = 1;
     bk->device_index = -1;
@@ -28,11 +46,25 @@ static int cpu_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads) 
 }
 
 static void cpu_close(rlt_backend *bk) {
+    cpu_impl *im = bk->impl;
+    if (im) cpu_worker_stop(im->worker);
     rlt_mem_free(bk->impl);
     bk->impl = NULL;
 }
-static uint64_t cpu_workspace_bytes(rlt_backend *bk) { return 0; }
-static int cpu_set_workspace(rlt_backend *bk, void *ptr, uint64_t bytes) { return RLT_OK; }
+/* The workspace is the fast forward's panel of W^T, one per thread (none for the reference ops). */
+static uint64_t cpu_workspace_bytes(rlt_backend *bk) {
+    cpu_impl *im = bk->impl;
+    return im && im->dense ? (im->worker ? 2u : 1u) * CPU_DENSE_PACK_FLOATS * sizeof(float) : 0;
+}
+
+static int cpu_set_workspace(rlt_backend *bk, void *ptr, uint64_t bytes) {
+    cpu_impl *im = bk->impl;
+    if (!im) return RLT_OK;
+    uint64_t one = CPU_DENSE_PACK_FLOATS * sizeof(float);
+    im->pack = bytes >= one ? ptr : NULL;
+    im->pack2 = bytes >= 2 * one ? (float *)ptr + CPU_DENSE_PACK_FLOATS : NULL;
+    return RLT_OK;
+}
 
 static int cpu_host_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
     /* rlt_mem_alloc zero-fills, which touches every page: the arena is resident, not a promise. */
@@ -98,8 +130,8 @@ static const rlt_backend_ops cpu_ops = {
     .conv_backward = cpu_conv_backward,
     .branch = cpu_branch,
     .join = cpu_join,
-    .linear_forward = cpu_linear_forward,
-    .linear_backward = cpu_linear_backward,
+    .linear_forward = cpu_linear_forward_fast,
+    .linear_backward = cpu_linear_backward_fast,
     .gather_fields = cpu_gather_fields,
     .td3_critic_loss = cpu_td3_critic_loss,
     .dqn_loss = cpu_dqn_loss,

@@ -18,6 +18,9 @@ int cpu_counter_add(rlt_backend *bk, int64_t *c, int64_t v);
 int cpu_adam(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
              const int64_t *step);
 int cpu_polyak(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau);
+/* adam then polyak (target NULL: none) in one pass, one division per element fewer than cpu_adam (flat.c). */
+int cpu_adam_polyak(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
+                    const int64_t *step, float *target, float tau);
 int cpu_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, const uint8_t *valid,
                        uint64_t seed, uint32_t stream, const int64_t *counter);
 int cpu_gather_rows(rlt_backend *bk, void *dst, uint64_t dst_stride, const void *src, uint64_t row_bytes,
@@ -73,11 +76,53 @@ int cpu_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp);
 int cpu_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
                    int32_t growth_interval);
 
+/* The fast dense-layer kernels (dense_kernel.h), one table per instruction set; the backend's
+ * linear_forward and linear_backward use the best one the CPU runs and fall back to the reference ops
+ * above (fused.c) where there is none. linear_forward applies act NONE or RELU (relu != 0); pack is
+ * CPU_DENSE_PACK_FLOATS floats of scratch for a panel of W^T, or NULL (then no panel is packed).
+ * linear_backward computes dW and dx as the op does (engine/backend.h) but not db. */
+typedef struct cpu_dense_kernels {
+    const char *name;
+    void (*linear_forward)(int32_t rows, int32_t fi, int32_t fo, const float *x, int32_t ldx, const float *W,
+                           const float *b, float *y, int32_t ldy, int32_t relu, float *pack);
+    void (*linear_backward)(int32_t rows, int32_t fi, int32_t fo, const float *dy, int32_t lddy, const float *x,
+                            int32_t ldx, int32_t act_x, const float *W, float *dW, float beta, float *dx,
+                            int32_t lddx);
+} cpu_dense_kernels;
+#define CPU_DENSE_PACK_K 128 /* inputs per packed panel of W^T (the panel, 32 KiB, stays in L1) */
+#define CPU_DENSE_PACK_W 64  /* outputs per panel, the widest register tile (AVX-512: 4 x 16) */
+#define CPU_DENSE_MIN_ROWS 4 /* forwards of fewer rows use the reference op (no panel to amortise) */
+#define CPU_DENSE_PACK_FLOATS (CPU_DENSE_PACK_K * CPU_DENSE_PACK_W)
+extern const cpu_dense_kernels cpu_dense512_kernels, cpu_dense256_kernels;
+/* The kernels to use: `want` is "reference" (none: the reference ops), "avx2", "avx512" or NULL/"" for
+ * the best this CPU runs. NULL when the choice is the reference or the CPU cannot run the one asked for. */
+const cpu_dense_kernels *cpu_dense_select(const char *want);
+int cpu_linear_forward_fast(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *x, int32_t ldx,
+                            const float *W, const float *b, float *y, int32_t ldy, int32_t act);
+int cpu_linear_backward_fast(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *dy, int32_t lddy,
+                             const float *x, int32_t ldx, int32_t act_x, const float *W, float *dW, float *db,
+                             float beta, float *dx, int32_t lddx);
+
+/* The second thread (worker.c): started at open when cpu.threads >= 2, it runs one posted job at a time. */
+typedef struct cpu_worker cpu_worker;
+int cpu_worker_start(cpu_worker **out);
+void cpu_worker_stop(cpu_worker *w);
+/* Runs fn(arg) on the worker; cpu_worker_wait returns once it has finished (or runs it on the calling thread
+ * when the worker has not started it yet). One job at a time. */
+void cpu_worker_post(cpu_worker *w, void (*fn)(void *), void *arg);
+void cpu_worker_wait(cpu_worker *w);
+/* Multiply-adds below which a dense op runs on the calling thread alone (handing over costs ~1 us). */
+#define CPU_SPLIT_MIN_MACS 65536
+
 /* The CPU backend's private state (bk->impl), allocated by cpu_open before the seal: per-backend, never
  * global, so two CPU backends in one process do not share convolution slots. */
 typedef struct cpu_impl {
     rlt_conv_shape conv[RLT_BACKEND_MAX_CONVS]; /* each prepared slot's shape */
     int32_t conv_ready[RLT_BACKEND_MAX_CONVS];  /* 1 once conv_prepare accepted the slot */
+    const cpu_dense_kernels *dense;             /* NULL: the reference dense layers */
+    float *pack;                                /* the planned workspace: a panel of W^T (NULL until set) */
+    float *pack2;                               /* the worker's panel (second half of the workspace) */
+    cpu_worker *worker;                         /* NULL: one thread */
 } cpu_impl;
 
 /* The hot elementwise loops are compiled for several x86-64 levels (AVX-512, AVX2, baseline) and the

@@ -2,7 +2,9 @@
  * gather, the TD3 and DQN losses, and Adam with clipping and Polyak. On the GPU each of these is one launch
  * (one graph node); here each is written as the sequence of the plain ops it stands for, called in the same
  * order with the same arguments, so a CPU run through the fused ops produces exactly the bits it produced
- * through the plain ones, and the plain ops stay the one readable reference. */
+ * through the plain ones, and the plain ops stay the one readable reference. Two exceptions, for speed:
+ * the backend table routes linear_forward/linear_backward to the fast kernels of dense.c, and adam_ex runs
+ * Adam and Polyak as one pass (cpu_adam_polyak); both are checked against these plain sequences. */
 #include <string.h>
 
 #include "../lowp.h"
@@ -97,8 +99,9 @@ int cpu_adam_ex(rlt_backend *bk, float *p, float *g, float *m, float *v, uint64_
                 const int64_t *step, const rlt_adam_extra *extra) {
     if (extra && extra->skip && *extra->skip) return RLT_OK; /* an fp16 step with non-finite gradients */
     if (extra && extra->max_grad_norm > 0.0f) RLT_TRY(cpu_clip_grad_norm(bk, g, n, extra->max_grad_norm, extra->norm));
-    RLT_TRY(cpu_adam(bk, p, g, m, v, n, hp, step));
-    if (extra && extra->target) RLT_TRY(cpu_polyak(bk, extra->target, p, n, extra->tau));
+    /* Adam and Polyak in one pass (flat.c): m, v and the order of operations are the plain ops', p is within
+     * an ulp of cpu_adam's (one division fewer). The plain sequence stays the reference (tests/test_dense.c). */
+    RLT_TRY(cpu_adam_polyak(bk, p, g, m, v, n, hp, step, extra ? extra->target : NULL, extra ? extra->tau : 0.0f));
     if (extra && extra->p_lp) {
         /* The compute copies follow their masters. */
         RLT_TRY(cpu_cast(bk, 1, (int64_t)n, extra->p_lp, extra->lp_dtype, (int64_t)n, p, RLT_LP_F32, (int64_t)n, NULL));
