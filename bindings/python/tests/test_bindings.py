@@ -440,7 +440,12 @@ def _mujoco_env(env_id: str):
 @pytest.mark.learning
 def test_td3_learns_mujoco_inverted_pendulum(configs):
     """TD3 through the Gymnasium adapter on MuJoCo's InvertedPendulum-v5 reaches a mean evaluation return of
-    900 (of 1000) within 20,000 steps (issue #6's bar).
+    900 (of 1000) within 30,000 steps.
+
+    Issue #6 asks for 20,000 steps "or as documented". The jump from ~100 to 1000 happens late and suddenly:
+    with session 1's CPU kernels seeds 1, 2, 3 first evaluated at 1000 at 18k, 18k and 20k steps; the faster
+    CPU kernels of session 2 sum in another order, and seed 1 was at 108 at 20k and at 1000 by 30k (seed 2
+    too). A bar at the edge of the learning curve would fail on rounding changes, so the test allows 30k.
 
     The config is td3_mujoco_paper.yaml: the TD3 paper's original hyper-parameters (400-300 networks, Adam
     1e-3, batch 100, 1000 random steps). With the authors' later defaults (td3_pendulum.yaml: 256-256, 3e-4,
@@ -448,11 +453,11 @@ def test_td3_learns_mujoco_inverted_pendulum(configs):
     steps on this task, while the PyTorch TD3 with the paper's settings reaches 1000 at 18,000 steps as
     rltrain does (seed 1). So it is not an adapter bug: random actions score 5 and zero actions 23 as
     expected, actions are scaled to [-3, 3], and termination (the pole falls) and truncation (1000 steps)
-    reach the agent apart. About 2-3 minutes on one CPU core."""
+    reach the agent apart. About 2-4 minutes on one CPU core."""
     _mujoco_env("InvertedPendulum-v5")
     cfg = rltrain.Config.from_file(configs / "td3_mujoco_paper.yaml")
-    result = rltrain.gym.train("InvertedPendulum-v5", cfg, total_steps=20000, seed=1)
+    result = rltrain.gym.train("InvertedPendulum-v5", cfg, total_steps=30000, seed=1)
     print_curve("td3 InvertedPendulum-v5", result)
-    assert result["env_steps"] == 20000
+    assert result["env_steps"] == 30000
     assert result["best_eval_return"] >= 900.0
     assert result["allocations_after_init"] == 0
