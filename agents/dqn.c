@@ -31,9 +31,9 @@ static int dqn_plan(rlt_agent *ag) {
     d->Bm = d->B / d->N;
     RLT_TRY(qnet_define(&d->net, e, &ag->obs_space, c->network.conv, &c->network.hidden, A));
     d->net_act = d->net;
-    /* An MLP's update runs its three forwards (online on s, online and target on s') side by side, each on
-     * an activation set of its own (dqn_update_ops). A conv torso keeps one set and runs them in turn. */
-    if (d->net.n_conv == 0) d->net.head.n_sets = 3;
+    /* The update runs its three forwards (online on s, online and target on s') side by side, each on an
+     * activation set of its own (dqn_update_ops). */
+    d->net.n_sets = 3;
     /* Reduced precision for the training network's dense head (the conv torso computes in fp32); acting
      * stays on the fp32 masters. */
     d->net.head.dtype = ag->lp;
@@ -106,11 +106,11 @@ static int dqn_init_state(rlt_agent *ag) {
 }
 
 /* The schedule (lanes: see branch/join in engine/backend.h): lane 3 zeroes the gradients and counts the step;
- * lane 0 samples and gathers everything in one op; for an MLP the three forwards run on lanes 1, 2 and 0
- * (online Q(s) on activation set 0, which the backward needs, online Q(s') on set 1, target Q'(s') on set 2);
- * then the target and the TD loss in one op, the backward, and Adam with the gradient clipping folded in.
- * A conv torso has one set of activations and cuDNN runs on lane 0 only, so there the forwards run in turn on
- * lane 0, online Q(s) last. On the CPU the lanes are ignored; every value is the plain sequence's. */
+ * lane 0 samples and gathers everything in one op (u8 frames: then widens s on lane 1 and s' on lane 0); the
+ * three forwards run on lanes 1, 2 and 0 (online Q(s) on activation set 0, which the backward needs, online
+ * Q(s') on set 1, target Q'(s') on set 2, each set with its own conv workspace); then the target and the TD
+ * loss in one op, the backward, and Adam with the gradient clipping folded in. On the CPU the lanes are
+ * ignored; every value is the plain sequence's. */
 static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
     (void)variant;
     rlt_dqn *d = &ag->dqn;
@@ -121,12 +121,7 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
     int64_t *ctr = ag->counters;
     int32_t Bm = d->Bm, A = d->n_actions;
     float delta = strcmp(c->dqn.loss, "huber") == 0 ? 1.0f : 0.0f;
-    int par = d->net.n_conv == 0;
-    rlt_qnet q_on = d->net, q_next = d->net, q_tgt = d->net;
-    if (par) {
-        q_next.head = mlp_view(&d->net.head, 1);
-        q_tgt.head = mlp_view(&d->net.head, 2);
-    }
+    rlt_qnet q_on = qnet_view(&d->net, 0), q_next = qnet_view(&d->net, 1), q_tgt = qnet_view(&d->net, 2);
 
     RLT_TRY(op->branch(bk, 3));
     RLT_TRY(op->fill(bk, d->grads, d->n_params, 0.0f));
@@ -153,7 +148,9 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
             /* Frames are converted from u8 as they are gathered, by their own op; it needs the next slots. */
             f[nf++] = (rlt_gather_field){d->idx_next, 4, rp->f[DQN_F_NEXT].data, 4, NULL, RLT_LP_F32};
             RLT_TRY(op->gather_fields(bk, idx, Bm, sp, nf, f));
+            RLT_TRY(op->branch(bk, 1)); /* s for Q(s), which runs on lane 1 below */
             RLT_TRY(op->gather_u8_f32(bk, d->x, fr->data, (uint64_t)ag->obs_dim, idx, Bm, 1.0f / 255.0f));
+            RLT_TRY(op->branch(bk, 0));
             RLT_TRY(op->gather_u8_f32(bk, d->x2, fr->data, (uint64_t)ag->obs_dim, d->idx_next, Bm, 1.0f / 255.0f));
         } else {
             /* s' is the frame in the slot the `next` field names. fp16 / bf16 frames are widened to the fp32
@@ -171,20 +168,14 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
             RLT_TRY(op->branch(bk, 0));
         }
         /* Target: y = r + gamma (1 - term) Q'(s', argmax_a Q(s', a)) (double) or max_a Q'(s', a). */
-        if (par) {
-            RLT_TRY(op->branch(bk, 1));
-            RLT_TRY(qnet_forward(bk, &q_on, d->params, d->params_lp, d->x, Bm, d->q));
-            if (c->dqn.double_q) {
-                RLT_TRY(op->branch(bk, 2));
-                RLT_TRY(qnet_forward(bk, &q_next, d->params, d->params_lp, d->x2, Bm, d->q_next_o));
-            }
-            RLT_TRY(op->branch(bk, 0));
-            RLT_TRY(qnet_forward(bk, &q_tgt, d->target, d->target_lp, d->x2, Bm, d->q_next_t));
-        } else {
-            if (c->dqn.double_q) RLT_TRY(qnet_forward(bk, &q_on, d->params, d->params_lp, d->x2, Bm, d->q_next_o));
-            RLT_TRY(qnet_forward(bk, &q_on, d->target, d->target_lp, d->x2, Bm, d->q_next_t));
-            RLT_TRY(qnet_forward(bk, &q_on, d->params, d->params_lp, d->x, Bm, d->q));
+        RLT_TRY(op->branch(bk, 1));
+        RLT_TRY(qnet_forward(bk, &q_on, d->params, d->params_lp, d->x, Bm, d->q));
+        if (c->dqn.double_q) {
+            RLT_TRY(op->branch(bk, 2));
+            RLT_TRY(qnet_forward(bk, &q_next, d->params, d->params_lp, d->x2, Bm, d->q_next_o));
         }
+        RLT_TRY(op->branch(bk, 0));
+        RLT_TRY(qnet_forward(bk, &q_tgt, d->target, d->target_lp, d->x2, Bm, d->q_next_t));
         RLT_TRY(op->join(bk));
         /* The target and the TD loss on the taken actions, in one op. */
         RLT_TRY(op->dqn_loss(bk, d->y, d->dq, A, &ag->losses[RLT_LOSS_Q1], d->q, A, d->act_b, d->r, d->term, d->q_next_t,

@@ -46,6 +46,7 @@ int qnet_define(rlt_qnet *q, rlt_err *e, const rlt_space *obs, const char *conv,
         for (int32_t i = 0; i < obs->ndim; i++) features *= obs->shape[i];
     }
     q->n_conv = n;
+    q->n_sets = 1;
     q->in_elems = 1;
     for (int32_t i = 0; i < obs->ndim; i++) q->in_elems *= obs->shape[i];
     return mlp_define(&q->head, e, features, hidden->v, hidden->n, n_actions, RLT_ACT_RELU, RLT_ACT_NONE);
@@ -71,6 +72,8 @@ static uint64_t conv_out_elems(const rlt_qnet *q, int32_t i) {
 
 int qnet_plan(rlt_qnet *q, rlt_backend *bk, rlt_plan *plan, rlt_err *e, const char *name, int32_t batch, int32_t conv_slot0) {
     char key[64];
+    if (q->n_sets < 1 || q->n_sets > RLT_QNET_MAX_SETS)
+        RLT_FAIL(e, RLT_EINVAL, "qnet_plan: %d activation sets (1..%d)", q->n_sets, RLT_QNET_MAX_SETS);
     q->batch = batch;
     q->conv_slot0 = conv_slot0;
     q->conv_ws_bytes = 0;
@@ -78,9 +81,9 @@ int qnet_plan(rlt_qnet *q, rlt_backend *bk, rlt_plan *plan, rlt_err *e, const ch
     int32_t dt = q->head.dtype;
     uint64_t es = rlt_lp_size(dt);
     if (q->n_conv && dt != RLT_LP_F32) q->head.in_dtype = dt;
+    uint64_t in_bytes = q->n_conv && dt != RLT_LP_F32 ? (uint64_t)batch * q->in_elems * es : 0;
     snprintf(key, sizeof key, "%s.conv.input", name);
-    RLT_TRY(plan_add(plan, e, key, "activations", RLT_LOC_DEVICE,
-                     q->n_conv && dt != RLT_LP_F32 ? (uint64_t)batch * q->in_elems * es : 0, &q->conv_in));
+    RLT_TRY(plan_add(plan, e, key, "activations", RLT_LOC_DEVICE, in_bytes, &q->conv_in));
     for (int32_t i = 0; i < q->n_conv; i++) {
         rlt_conv_shape *s = &q->conv[i];
         s->n = batch;
@@ -97,8 +100,39 @@ int qnet_plan(rlt_qnet *q, rlt_backend *bk, rlt_plan *plan, rlt_err *e, const ch
         snprintf(key, sizeof key, "%s.conv.workspace", name);
         RLT_TRY(plan_add(plan, e, key, "workspace", RLT_LOC_DEVICE, q->conv_ws_bytes, &q->conv_ws));
     }
+    /* The forward-only sets. A backend that runs one op at a time (the CPU) lets them share set 0's workspace;
+     * on a GPU the sets' forwards run side by side, so each has its own. */
+    q->ws_shared = bk->device_is_host;
+    for (int32_t k = 1; k < q->n_sets && q->n_conv; k++) {
+        snprintf(key, sizeof key, "%s.set%d.conv.input", name, k);
+        RLT_TRY(plan_add(plan, e, key, "activations", RLT_LOC_DEVICE, in_bytes, &q->set_in[k]));
+        for (int32_t i = 0; i < q->n_conv; i++) {
+            snprintf(key, sizeof key, "%s.set%d.conv%d.act", name, k, i);
+            RLT_TRY(plan_add(plan, e, key, "activations", RLT_LOC_DEVICE, conv_out_elems(q, i) * es, &q->set_y[k][i]));
+        }
+        snprintf(key, sizeof key, "%s.set%d.conv.workspace", name, k);
+        RLT_TRY(plan_add(plan, e, key, "workspace", RLT_LOC_DEVICE, bk->device_is_host ? 0 : q->conv_ws_bytes,
+                         &q->set_ws[k]));
+    }
+    q->head.n_sets = q->n_sets;
     snprintf(key, sizeof key, "%s.head", name);
     return mlp_plan(&q->head, plan, e, key, batch);
+}
+
+rlt_qnet qnet_view(const rlt_qnet *q, int32_t set) {
+    rlt_qnet v = *q;
+    if (set == 0) return v;
+    /* An unplanned set gets NULL buffers, which the ops refuse at their first use. */
+    int ok = set > 0 && set < q->n_sets;
+    for (int32_t i = 0; i < q->n_conv; i++) {
+        v.conv_y[i] = ok ? q->set_y[set][i] : NULL;
+        v.conv_dy[i] = NULL;
+    }
+    v.conv_in = ok ? q->set_in[set] : NULL;
+    /* The arena binds the planned pointers after qnet_plan, so a shared workspace is looked up here. */
+    v.conv_ws = !ok ? NULL : q->ws_shared ? q->conv_ws : q->set_ws[set];
+    v.head = mlp_view(&q->head, set);
+    return v;
 }
 
 void qnet_init_params(const rlt_qnet *q, float *params, rlt_rng *rng) {

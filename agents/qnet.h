@@ -11,6 +11,7 @@
 #include "mlp.h"
 
 #define RLT_QNET_MAX_CONV 4
+#define RLT_QNET_MAX_SETS 3
 
 typedef struct rlt_qnet {
     int32_t n_conv;
@@ -25,6 +26,14 @@ typedef struct rlt_qnet {
     rlt_mlp head;
     int32_t in_elems;          /* elements of one observation */
     int32_t batch;
+    /* Activation sets (as rlt_mlp's; 1 unless the owner raises it between qnet_define and qnet_plan): set 0 is
+     * conv_y/conv_dy/conv_in/conv_ws above, sets 1.. are forward-only copies, each with a conv workspace of its
+     * own where the backend runs lanes at once (qnet_view hands out a copy that uses one). */
+    int32_t n_sets;
+    void *set_y[RLT_QNET_MAX_SETS][RLT_QNET_MAX_CONV];
+    void *set_in[RLT_QNET_MAX_SETS];
+    void *set_ws[RLT_QNET_MAX_SETS];
+    int32_t ws_shared;         /* the sets use conv_ws (a backend that runs one op at a time) */
 } rlt_qnet;
 
 /* obs: the observation shape (ndim 1: [features]; ndim 3: [c, h, w]); conv: "none" | "nature" | "minatar". */
@@ -33,6 +42,8 @@ int qnet_define(rlt_qnet *q, rlt_err *e, const rlt_space *obs, const char *conv,
 uint64_t qnet_param_count(const rlt_qnet *q);
 /* Plans activations for `batch` rows and prepares the backend's conv slots (conv_slot0 ...). */
 int qnet_plan(rlt_qnet *q, rlt_backend *bk, rlt_plan *plan, rlt_err *e, const char *name, int32_t batch, int32_t conv_slot0);
+/* A copy of q that runs on activation set `set` (0 .. n_sets - 1); sets above 0 are forward-only. */
+rlt_qnet qnet_view(const rlt_qnet *q, int32_t set);
 void qnet_init_params(const rlt_qnet *q, float *params, rlt_rng *rng);
 /* out[rows, n_actions] = Q(x); x is [rows, in_elems] floats. params_lp: the 16-bit copy of params when the
  * network runs in reduced precision (head.dtype), else NULL. */

@@ -10,6 +10,9 @@
  * - Compact replay (replay.obs_dtype fp16 and bf16): the GPU's first batch is bit-identical to the CPU's (the
  *   host rounds the observations the same way for both, and the gathers widen them exactly), and 30 updates
  *   keep the trajectory parity above.
+ * - Convolutions on parallel lanes: DQN on MinAtar Breakout (a conv torso) runs its three forwards on three lanes,
+ *   each cuDNN call bound to its lane's stream and each set with its own workspace; 2,000 updates give a final
+ *   checkpoint byte-identical to the run with every op on one lane (RLT_CUDA_LANES=1).
  * - Learning: TD3 on the built-in Pendulum reaches -250 within 20,000 steps and DQN on CartPole 475
  *   within 50,000 steps on the GPU, the CPU tests' thresholds.
  * Skipped without a usable GPU. */
@@ -104,6 +107,20 @@ static void compact_parity(const char *obs_dtype) {
     rlt_agent_free(cpu);
 }
 
+static void conv_lanes(void) {
+    const char *sets[] = {"device=cuda:0", "train.total_steps=3000", "dqn.learning_starts=1000", "train.eval_every=3000",
+                          NULL};
+    rlt_progress a, b;
+    setenv("RLT_CUDA_LANES", "1", 1);
+    test_train_config_sets("dqn_minatar_breakout.yaml", sets, "lanes1", &a);
+    unsetenv("RLT_CUDA_LANES");
+    test_train_config_sets("dqn_minatar_breakout.yaml", sets, "lanes4", &b);
+    long d = test_files_differ("tmp_lanes1/run/final.ckpt", "tmp_lanes4/run/final.ckpt");
+    printf("DQN MinAtar, %lld updates, conv torso on 1 lane vs 3: %ld checkpoint bytes differ\n", (long long)b.updates, d);
+    CHECK(a.updates >= 1000 && a.updates == b.updates, "updates %lld and %lld", (long long)a.updates, (long long)b.updates);
+    CHECK(d == 0, "conv forwards on parallel lanes change the result (%ld bytes differ)", d);
+}
+
 int main(void) {
     setenv("RLT_CUDA_MODULE", RLT_BINARY_DIR "/librltrain_cuda.so", 0);
     rlt_agent *gpu = td3_agent("cuda:0");
@@ -138,6 +155,7 @@ int main(void) {
     rlt_agent_free(gpu2);
     rlt_agent_free(cpu);
 
+    conv_lanes();
     compact_parity("fp16");
     compact_parity("bf16");
     learn("td3_pendulum.yaml", -250.0, 20000);

@@ -106,3 +106,21 @@ rlt_agent *test_td3_synthetic(const char *const *sets, int *rc_out) {
     }
     return ag;
 }
+
+long test_files_differ(const char *a, const char *b) {
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    long diff = -1;
+    if (fa && fb) {
+        diff = 0;
+        int ca, cb;
+        do {
+            ca = fgetc(fa);
+            cb = fgetc(fb);
+            diff += ca != cb;
+        } while (ca != EOF && cb != EOF);
+        if (ca != cb) diff = -1; /* different lengths */
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return diff;
+}

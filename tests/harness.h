@@ -45,6 +45,8 @@ struct rlt_agent *test_td3_synthetic(const char *const *sets, int *rc);
 /* Trains configs/<config> (from the source tree) on `device` (NULL: as configured) into a fresh
  * tmp_<tag> directory, printing each evaluation; fills *out with the final progress. Returns the run's
  * status (init and run failures are CHECKed). */
+/* Bytes that differ between two files, or -1 when one is missing or their lengths differ. */
+long test_files_differ(const char *a, const char *b);
 int test_train_config(const char *config, const char *device, const char *tag, struct rlt_progress *out);
 /* The same with any --set overrides (a NULL-terminated list, e.g. {"device=cuda:0", "precision=bf16", NULL}). */
 int test_train_config_sets(const char *config, const char *const *sets, const char *tag, struct rlt_progress *out);

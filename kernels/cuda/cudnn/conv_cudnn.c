@@ -60,6 +60,7 @@ typedef struct conv_slot {
 
 typedef struct cuda_conv {
     cudnnHandle_t dnn;
+    int32_t lane; /* the lane whose stream the handle is bound to now */
     conv_slot slot[RLT_BACKEND_MAX_CONVS];
 } cuda_conv;
 
@@ -80,7 +81,9 @@ void cuda_conv_close(rlt_backend *bk) {
     cuda_get(bk)->conv = NULL;
 }
 
-/* The handle, bound to the backend's lane-0 stream (convolutions run on lane 0 only), created on first use. */
+/* The handle, created on first use and bound to lane 0's stream; conv_check_call rebinds it to the lane of each
+ * call (as cuda_gemm does with the cuBLAS handle). Convolutions on two lanes at once never share scratch
+ * memory: cuDNN's is the workspace each call passes, and each activation set of a network has its own. */
 static int conv_state(rlt_backend *bk, cuda_conv **out) {
     cuda_impl *c = cuda_get(bk);
     if (!c->conv) {
@@ -317,10 +320,14 @@ static int conv_check_call(rlt_backend *bk, const conv_slot *sl, int32_t act, co
                            const char *op) {
     if (act < RLT_ACT_NONE || act > RLT_ACT_TANH)
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "%s: unknown activation %d", op, (int)act);
-    /* The cuDNN handle is bound to lane 0's stream; on a side lane the op would run out of order. */
-    if (cuda_get(bk)->lane != 0)
-        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "%s on lane %d: convolutions run on lane 0 only",
-                           op, (int)cuda_get(bk)->lane);
+    /* cudnnSetStream is a host-side setting, allowed during a capture: the kernels of this call go to the
+     * current lane's stream. */
+    cuda_impl *c = cuda_get(bk);
+    cuda_conv *cv = conv_get(bk);
+    if (cv->lane != c->lane) {
+        CUDNN_CHECK(bk, cudnnSetStream(cv->dnn, c->streams[c->lane]));
+        cv->lane = c->lane;
+    }
     if (ws_bytes < sl->ws_bytes || (sl->ws_bytes && !ws) || ((uintptr_t)ws & 255u))
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
                            "%s: workspace of %llu bytes at %p, but conv_prepare asked for %llu, 256-byte aligned", op,
