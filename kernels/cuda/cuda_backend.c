@@ -26,7 +26,6 @@ static const char *const k_device_hint =
  * behind our back, which the sealed arena and graph capture both need. Lane 0 gets the recommended size;
  * each side lane gets 4 MiB of its own (two GEMMs running at once on two lanes must never share a
  * workspace). Side lanes rarely call cuBLAS: the dense layers run in our own kernels. */
-#define CUDA_SIDE_WORKSPACE (4ull << 20)
 static uint64_t cuda_lane0_workspace(const cuda_impl *c) { return (c && c->cc_major >= 9) ? 32ull << 20 : 4ull << 20; }
 
 static uint64_t cuda_workspace_bytes(rlt_backend *bk) {
@@ -67,7 +66,8 @@ static cudaError_t cuda_preload_all(void) {
     cudaError_t (*const preload[])(void) = {cuda_preload_bias_act, cuda_preload_fill,   cuda_preload_adam,
                                             cuda_preload_polyak,   cuda_preload_replay, cuda_preload_losses,
                                             cuda_preload_td3,      cuda_preload_dqn,    cuda_preload_conv_bias,
-                                            cuda_preload_linear,   cuda_preload_lowp};
+                                            cuda_preload_linear,   cuda_preload_lowp,
+                                            cuda_preload_conv_gemm};
     for (size_t i = 0; i < sizeof preload / sizeof preload[0]; i++) {
         cudaError_t rc = preload[i]();
         if (rc != cudaSuccess) return rc;

@@ -180,6 +180,16 @@ int cuda_linear_forward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, c
 int cuda_linear_backward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *dy, int32_t lddy,
                          const float *x, int32_t ldx, int32_t act_x, const float *W, float *dW, float *db, float beta,
                          float *dx, int32_t lddx);
+/* y = act(x W^T + b) over images * P rows of x [images * P, fi], stored as NCHW y [images, fo, P] (a
+ * convolution's output pixels as rows; conv_gemm.cu). */
+int cuda_linear_forward_img(rlt_backend *bk, int32_t images, int32_t P, int32_t fi, int32_t fo, const float *x,
+                            const float *W, const float *b, float *y, int32_t act);
+/* fp32 convolutions as im2col + GEMM (conv_gemm.cu; the contract of the backend's conv ops). */
+uint64_t cuda_conv_gemm_ws_bytes(const rlt_conv_shape *s);
+int cuda_conv_gemm_forward(rlt_backend *bk, const rlt_conv_shape *s, float *y, const float *x, const float *w,
+                           const float *b, int32_t act, void *ws, uint64_t ws_bytes);
+int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s, float *dx, float *dw, float *db, float *dy,
+                            const float *y, const float *x, const float *w, int32_t act, void *ws, uint64_t ws_bytes);
 int cuda_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *sample, int32_t n_fields,
                        const rlt_gather_field *fields);
 int cuda_td3_critic_loss(rlt_backend *bk, float *y, float *dq1, float *dq2, float *loss1, float *loss2, const float *q1,
@@ -203,6 +213,11 @@ int cuda_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp);
 int cuda_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
                     int32_t growth_interval);
 /* gemm.c: C = alpha op(A) op(B) + beta C with A, B in ab_dtype (BF16 or F16), C in c_dtype (that or F32). */
+/* cuBLAS workspace of each side lane (lane 0 has more). */
+#define CUDA_SIDE_WORKSPACE (4ull << 20)
+/* cuda_gemm with a workspace of the same size on every lane, so the same bits on any lane (gemm.c). */
+int cuda_gemm_uniform(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha,
+                      const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc);
 int cuda_gemm_lp(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const void *A,
                  int32_t lda, const void *B, int32_t ldb, int32_t ab_dtype, float beta, void *C, int32_t c_dtype,
                  int32_t ldc);
@@ -240,6 +255,7 @@ cudaError_t cuda_preload_td3(void);
 cudaError_t cuda_preload_dqn(void);
 cudaError_t cuda_preload_conv_bias(void);
 cudaError_t cuda_preload_linear(void);
+cudaError_t cuda_preload_conv_gemm(void);
 cudaError_t cuda_preload_lowp(void);
 
 #ifdef __cplusplus

@@ -32,6 +32,21 @@ int cuda_gemm(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int
     return RLT_OK;
 }
 
+/* cuda_gemm with the same workspace size on every lane and with any number of lanes: the side lanes' size.
+ * cuBLAS picks its algorithm (and so its summation order) by shape and workspace, and lane 0's workspace is
+ * larger than the side lanes', so a product that may run on any lane (a forward over one of several
+ * activation sets) would otherwise give other bits on a side lane than on lane 0. */
+int cuda_gemm_uniform(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha,
+                      const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc) {
+    cuda_impl *c = cuda_get(bk);
+    uint64_t ws = c->lane_ws_bytes[c->lane] < CUDA_SIDE_WORKSPACE ? c->lane_ws_bytes[c->lane] : CUDA_SIDE_WORKSPACE;
+    RLT_TRY(cuda_blas_bind(bk));
+    CUBLAS_CHECK(bk, cublasSetWorkspace(c->blas, c->lane_ws[c->lane], (size_t)ws));
+    int rc = cuda_gemm(bk, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    CUBLAS_CHECK(bk, cublasSetWorkspace(c->blas, c->lane_ws[c->lane], (size_t)c->lane_ws_bytes[c->lane]));
+    return rc;
+}
+
 static cudaDataType_t cuda_lp_type(int32_t dtype) {
     return dtype == RLT_LP_BF16 ? CUDA_R_16BF : dtype == RLT_LP_F16 ? CUDA_R_16F : CUDA_R_32F;
 }

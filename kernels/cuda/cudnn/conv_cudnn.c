@@ -1,6 +1,10 @@
 /* conv_cudnn.c: the convolution ops on cuDNN (built when CMake finds cuDNN; kernels/cuda/no_cudnn/ holds
  * the stand-in otherwise). The CUDA twins of kernels/cpu/conv.c.
  *
+ * fp32 slots run on our own im2col + GEMM kernels (conv_gemm.cu), 5-10x faster than cuDNN's fp32 algorithms
+ * at RL batch sizes (bench/GPU_NOTES.md), and never create the cuDNN handle; 16-bit slots use cuDNN's
+ * tensor-core kernels as below. RLT_CUDA_CONV=cudnn (read at prepare) puts fp32 slots on cuDNN too.
+ *
  * Everything that allocates or decides happens in conv_prepare, at init: the cuDNN handle (created at the
  * first prepare, so dense-only agents never pay for cuDNN), the descriptors of the slot, the algorithms,
  * and one warm-up run of every pass on scratch memory, which makes cuDNN and the CUDA runtime load (or
@@ -27,6 +31,7 @@
 #include <cudnn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../cuda_ops.h"
 
@@ -44,6 +49,7 @@
 
 typedef struct conv_slot {
     int32_t ready;
+    int32_t gemm; /* an fp32 slot on our im2col + GEMM kernels (conv_gemm.cu): no cuDNN state */
     int32_t out_h, out_w;
     rlt_conv_shape s;
     cudnnTensorDescriptor_t x_desc, y_desc;
@@ -81,27 +87,33 @@ void cuda_conv_close(rlt_backend *bk) {
     cuda_get(bk)->conv = NULL;
 }
 
-/* The handle, created on first use and bound to lane 0's stream; conv_check_call rebinds it to the lane of each
- * call (as cuda_gemm does with the cuBLAS handle). Convolutions on two lanes at once never share scratch
- * memory: cuDNN's is the workspace each call passes, and each activation set of a network has its own. */
-static int conv_state(rlt_backend *bk, cuda_conv **out) {
+/* The slots' state, created at the first prepare. The cuDNN handle (tens of MiB of device memory) comes
+ * with the first slot that uses cuDNN, bound to lane 0's stream; conv_check_call rebinds it to the lane of
+ * each call (as cuda_gemm does with the cuBLAS handle). Convolutions on two lanes at once never share
+ * scratch memory: cuDNN's is the workspace each call passes, and each activation set of a network has its
+ * own. */
+static int conv_state(rlt_backend *bk, int need_dnn, cuda_conv **out) {
     cuda_impl *c = cuda_get(bk);
     if (!c->conv) {
         cuda_conv *cv = calloc(1, sizeof *cv);
         if (!cv) return rlt_err_set(bk->err, RLT_ENOMEM, __FILE__, __LINE__, "out of host memory for cuDNN state");
+        c->conv = cv; /* from here cuda_conv_close owns it, whatever fails next */
+    }
+    cuda_conv *cv = c->conv;
+    if (need_dnn && !cv->dnn) {
         cudnnStatus_t rc = cudnnCreate(&cv->dnn);
         if (rc != CUDNN_STATUS_SUCCESS) {
-            free(cv); /* nothing half-made stays behind: the next prepare tries again */
+            cv->dnn = NULL; /* nothing half-made stays behind: the next prepare tries again */
             return rlt_err_set(bk->err, RLT_EDEVICE, __FILE__, __LINE__,
                                "cudnnCreate failed: %s; this module was built against cuDNN %d.%d.%d (the library "
                                "loaded is %zu): check the cuDNN installation, or use device: cpu",
                                cudnnGetErrorString(rc), CUDNN_MAJOR, CUDNN_MINOR, CUDNN_PATCHLEVEL,
                                cudnnGetVersion());
         }
-        c->conv = cv; /* from here cuda_conv_close owns it, whatever fails next */
+        cv->lane = 0;
         CUDNN_CHECK(bk, cudnnSetStream(cv->dnn, c->streams[0]));
     }
-    *out = c->conv;
+    *out = cv;
     return RLT_OK;
 }
 
@@ -264,18 +276,27 @@ int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape
                            "conv_prepare during the capture of graph slot %d: prepare every convolution at init",
                            (int)c->capturing);
     CUDA_CHECK(bk, cudaSetDevice(c->device));
+    CUDA_REQUIRE(bk, s->dtype == RLT_LP_F32 || s->dtype == RLT_LP_BF16 || s->dtype == RLT_LP_F16, "conv_prepare");
+    const char *mode = getenv("RLT_CUDA_CONV");
+    int gemm = s->dtype == RLT_LP_F32 && !(mode && !strcmp(mode, "cudnn"));
     cuda_conv *cv = NULL;
-    RLT_TRY(conv_state(bk, &cv));
+    RLT_TRY(conv_state(bk, !gemm, &cv));
     conv_slot *sl = &cv->slot[slot];
     sl->ready = 0;
+    sl->gemm = gemm;
     sl->s = *s;
     sl->out_h = rlt_conv_out_dim(s->h, s->kh, s->stride, s->pad);
     sl->out_w = rlt_conv_out_dim(s->w, s->kw, s->stride, s->pad);
+    if (gemm) {
+        sl->ws_bytes = cuda_conv_gemm_ws_bytes(s);
+        RLT_TRY(conv_warm_up(bk, slot, sl));
+        *ws_bytes = sl->ws_bytes;
+        return RLT_OK;
+    }
     if (!sl->x_desc) CUDNN_CHECK(bk, cudnnCreateTensorDescriptor(&sl->x_desc));
     if (!sl->y_desc) CUDNN_CHECK(bk, cudnnCreateTensorDescriptor(&sl->y_desc));
     if (!sl->w_desc) CUDNN_CHECK(bk, cudnnCreateFilterDescriptor(&sl->w_desc));
     if (!sl->conv_desc) CUDNN_CHECK(bk, cudnnCreateConvolutionDescriptor(&sl->conv_desc));
-    CUDA_REQUIRE(bk, s->dtype == RLT_LP_F32 || s->dtype == RLT_LP_BF16 || s->dtype == RLT_LP_F16, "conv_prepare");
     cudnnDataType_t dt = s->dtype == RLT_LP_BF16 ? CUDNN_DATA_BFLOAT16 : s->dtype == RLT_LP_F16 ? CUDNN_DATA_HALF
                                                                                                  : CUDNN_DATA_FLOAT;
     CUDNN_CHECK(bk, cudnnSetTensor4dDescriptor(sl->x_desc, CUDNN_TENSOR_NCHW, dt, s->n, s->c, s->h, s->w));
@@ -324,7 +345,7 @@ static int conv_check_call(rlt_backend *bk, const conv_slot *sl, int32_t act, co
      * current lane's stream. */
     cuda_impl *c = cuda_get(bk);
     cuda_conv *cv = conv_get(bk);
-    if (cv->lane != c->lane) {
+    if (!sl->gemm && cv->lane != c->lane) {
         CUDNN_CHECK(bk, cudnnSetStream(cv->dnn, c->streams[c->lane]));
         cv->lane = c->lane;
     }
@@ -340,6 +361,7 @@ int cuda_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, con
     conv_slot *sl = NULL;
     RLT_TRY(conv_find_slot(bk, slot, "conv_forward", &sl));
     RLT_TRY(conv_check_call(bk, sl, act, ws, ws_bytes, "conv_forward"));
+    if (sl->gemm) return cuda_conv_gemm_forward(bk, &sl->s, y, x, w, b, act, ws, ws_bytes);
     const float one = 1.0f, zero = 0.0f;
     CUDNN_CHECK(bk, cudnnConvolutionForward(conv_get(bk)->dnn, &one, sl->x_desc, x, sl->w_desc, w, sl->conv_desc, sl->fwd,
                                             ws, (size_t)sl->dnn_ws_bytes, &zero, sl->y_desc, y));
@@ -351,6 +373,7 @@ int cuda_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float
     conv_slot *sl = NULL;
     RLT_TRY(conv_find_slot(bk, slot, "conv_backward", &sl));
     RLT_TRY(conv_check_call(bk, sl, act, ws, ws_bytes, "conv_backward"));
+    if (sl->gemm) return cuda_conv_gemm_backward(bk, &sl->s, dx, dw, db, dy, y, x, w, act, ws, ws_bytes);
     cudnnHandle_t dnn = conv_get(bk)->dnn;
     int32_t P = sl->out_h * sl->out_w, row = sl->s.k * P;
     /* dy becomes the gradient of the pre-activation output, in place (the contract's order). */

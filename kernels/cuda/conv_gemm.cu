@@ -1,0 +1,225 @@
+/* conv_gemm.cu: fp32 convolutions as explicit im2col + our fused dense-layer kernel (linear.cu), the default
+ * for fp32 slots (kernels/cuda/cudnn/conv_cudnn.c dispatches here; RLT_CUDA_CONV=cudnn keeps cuDNN). The
+ * CUDA twin of kernels/cpu/conv.c, which is im2col + GEMM too.
+ *
+ * Why not cuDNN in fp32: at RL batch sizes (32 images) cuDNN's plain-fp32, deterministic algorithms took
+ * 45-85 us per forward and ~250 us per backward of a Nature DQN layer (bench/GPU_NOTES.md), for a few
+ * microseconds of arithmetic. Written as GEMMs the layers are the shapes our dense-layer kernel already runs
+ * well: conv1 of the Nature torso is M = 32*20*20 rows, N = 32, K = 4*8*8.
+ *
+ * With R = n*out_h*out_w output pixels and K = c*kh*kw taps, the workspace holds col [R, K] (row r = one
+ * output pixel, columns in the order of a filter's OIHW row, so w is a [k, K] weight matrix as a dense
+ * layer's) and dyr [R, k]:
+ *   forward   col = im2col(x); y = act(col w^T + b), stored straight into NCHW by the GEMM's epilogue.
+ *   backward  dy = act'(y) dy in place and dyr = the same values as rows (one pass);
+ *             db += per-channel sums of dy (conv_bias.cu, a fixed tree); col = im2col(x) again (the forward's
+ *             col is gone: slots share the workspace); dw += dyr^T col (cuBLAS: its K is R, thousands);
+ *             then col = dyr w (our kernel; col is free once dw is done) and dx = col2im(col), a gather
+ *             that sums each input pixel's taps in a fixed order (no atomics).
+ * Every sum is a sum of products in an order fixed by the shapes, so results are the same bits run to run
+ * and within the GEMM bound of the CPU's (tests/gpu_dqn_parity.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_ops.h"
+
+#define CONV_GEMM_THREADS 256
+
+typedef struct conv_geom {
+    int32_t n, c, h, w, k, kh, kw, stride, pad, oh, ow;
+} conv_geom;
+
+/* col[r, kk], r = (img, oy, ox), kk = (ci, ky, kx); zero where the tap falls in the padding. A block fills
+ * IM2COL_ROWS rows: their (img, oy, ox) are decomposed once into shared memory, each thread decomposes its
+ * columns once, and the copy loop is then an add, two bounds checks, a load and a coalesced store (the
+ * divisions by runtime sizes, ~20 instructions each, are what an element-wise version spends its time on). */
+#define IM2COL_ROWS 8
+__global__ void conv_im2col_kernel(float *__restrict__ col, const float *__restrict__ x, conv_geom g, int32_t R) {
+    __shared__ int32_t base[IM2COL_ROWS], y0[IM2COL_ROWS], x0[IM2COL_ROWS];
+    cuda_pdl_wait();
+    cuda_pdl_trigger();
+    const int32_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, r0 = (int32_t)blockIdx.x * IM2COL_ROWS;
+    const int32_t rows = min(IM2COL_ROWS, R - r0);
+    if ((int32_t)threadIdx.x < rows) {
+        const int32_t r = r0 + (int32_t)threadIdx.x, img = r / P, p = r - img * P, oy = p / g.ow, ox = p - oy * g.ow;
+        y0[threadIdx.x] = oy * g.stride - g.pad;
+        x0[threadIdx.x] = ox * g.stride - g.pad;
+        base[threadIdx.x] = (img * g.c * g.h + y0[threadIdx.x]) * g.w + x0[threadIdx.x];
+    }
+    __syncthreads();
+    for (int32_t kk = (int32_t)threadIdx.x; kk < K; kk += (int32_t)blockDim.x) {
+        const int32_t ci = kk / (g.kh * g.kw), rem = kk - ci * g.kh * g.kw, ky = rem / g.kw, kx = rem - ky * g.kw;
+        const int32_t koff = (ci * g.h + ky) * g.w + kx;
+        float *dst = col + (int64_t)r0 * K + kk;
+#pragma unroll 8
+        for (int32_t i = 0; i < rows; i++) {
+            const int32_t iy = y0[i] + ky, ix = x0[i] + kx;
+            dst[(int64_t)i * K] = (unsigned)iy < (unsigned)g.h && (unsigned)ix < (unsigned)g.w ? x[base[i] + koff] : 0.0f;
+        }
+    }
+}
+
+/* dy (NCHW, in place) *= act'(y), as act_grad_kernel computes it, and dyr[(img, p), o] = the same value. */
+template <int ACT>
+__global__ void conv_dy_rows_kernel(float *__restrict__ dyr, float *__restrict__ dy, const float *__restrict__ y, int32_t k, int32_t P, int64_t total) {
+    cuda_pdl_wait();
+    cuda_pdl_trigger();
+    /* 32-bit indices: the launcher checks n*k*P fits. */
+    for (int32_t e = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); e < (int32_t)total;
+         e += (int32_t)(gridDim.x * blockDim.x)) {
+        float d = dy[e];
+        if (ACT == RLT_ACT_RELU) d = y[e] > 0.0f ? d : 0.0f;
+        else if (ACT == RLT_ACT_TANH) d *= 1.0f - y[e] * y[e];
+        if (ACT != RLT_ACT_NONE) dy[e] = d;
+        const int32_t q = e / P, p = e - q * P, img = q / k, o = q - img * k;
+        dyr[(img * P + p) * k + o] = d;
+    }
+}
+
+/* y[img, o, p] = act(yr[(img, p), o] + b[o]) (NCHW out of the GEMM's rows), as the fused epilogue computes it. */
+template <int ACT>
+__global__ void conv_rows_bias_act_kernel(float *y, const float *yr, const float *b, int32_t k, int32_t P, int64_t total) {
+    cuda_pdl_wait();
+    cuda_pdl_trigger();
+    for (int32_t e = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); e < (int32_t)total;
+         e += (int32_t)(gridDim.x * blockDim.x)) {
+        const int32_t q = e / P, p = e - q * P, img = q / k, o = q - img * k;
+        float z = yr[(img * P + p) * k + o] + (b ? b[o] : 0.0f);
+        if (ACT == RLT_ACT_RELU) z = z > 0.0f ? z : 0.0f;
+        else if (ACT == RLT_ACT_TANH) z = tanhf(z);
+        y[e] = z;
+    }
+}
+
+/* dx[img, ci, iy, ix] = the sum of the dcol entries im2col copied this pixel to: output rows oy (then ox)
+ * ascending, each with its one tap ky = iy + pad - oy stride (likewise kx). A fixed order, no atomics. */
+__global__ void conv_col2im_kernel(float *__restrict__ dx, const float *__restrict__ dcol, conv_geom g, int32_t total) {
+    cuda_pdl_wait();
+    cuda_pdl_trigger();
+    const int32_t K = g.c * g.kh * g.kw, P = g.oh * g.ow;
+    for (int32_t e = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); e < total; e += (int32_t)(gridDim.x * blockDim.x)) {
+        const int32_t q = e / g.w, ix = e - q * g.w, q2 = q / g.h, iy = q - q2 * g.h, img = q2 / g.c, ci = q2 - img * g.c;
+        const int32_t ty = iy + g.pad, tx = ix + g.pad;
+        const int32_t oy_lo = ty >= g.kh ? (ty - g.kh) / g.stride + 1 : 0, oy_hi = min(ty / g.stride, g.oh - 1);
+        const int32_t ox_lo = tx >= g.kw ? (tx - g.kw) / g.stride + 1 : 0, ox_hi = min(tx / g.stride, g.ow - 1);
+        const float *src = dcol + (int64_t)img * P * K + ci * g.kh * g.kw;
+        float acc = 0.0f;
+        for (int32_t oy = oy_lo; oy <= oy_hi; oy++)
+            for (int32_t ox = ox_lo; ox <= ox_hi; ox++)
+                acc += src[(int64_t)(oy * g.ow + ox) * K + (ty - oy * g.stride) * g.kw + (tx - ox * g.stride)];
+        dx[e] = acc;
+    }
+}
+
+/* Developer switch RLT_CUDA_CONV_GEMM=cublas|fused (read at each call, so at capture): the products on
+ * cuBLAS (default) with a separate bias + activation pass, or on our fused dense-layer kernel (linear.cu),
+ * whose 32x32 tiles run these tall products at about half cuBLAS's speed. */
+static int conv_use_cublas(void) {
+    const char *m = getenv("RLT_CUDA_CONV_GEMM");
+    return !(m && !strcmp(m, "fused"));
+}
+
+static conv_geom conv_geom_of(const rlt_conv_shape *s) {
+    conv_geom g = {s->n, s->c, s->h, s->w, s->k, s->kh, s->kw, s->stride, s->pad, 0, 0};
+    g.oh = rlt_conv_out_dim(s->h, s->kh, s->stride, s->pad);
+    g.ow = rlt_conv_out_dim(s->w, s->kw, s->stride, s->pad);
+    return g;
+}
+
+static uint64_t align256(uint64_t b) { return (b + 255) & ~255ull; }
+
+extern "C" uint64_t cuda_conv_gemm_ws_bytes(const rlt_conv_shape *s) {
+    conv_geom g = conv_geom_of(s);
+    uint64_t R = (uint64_t)g.n * g.oh * g.ow, K = (uint64_t)g.c * g.kh * g.kw;
+    return align256(R * K * 4) + align256(R * (uint64_t)g.k * 4);
+}
+
+static int conv_gemm_check(rlt_backend *bk, const rlt_conv_shape *s, const void *ws, uint64_t ws_bytes, const char *op) {
+    conv_geom g = conv_geom_of(s);
+    CUDA_REQUIRE(bk, s->dtype == RLT_LP_F32 && g.oh >= 1 && g.ow >= 1, op);
+    uint64_t R = (uint64_t)g.n * g.oh * g.ow, K = (uint64_t)g.c * g.kh * g.kw;
+    /* 32-bit element indices in the kernels (col's own offsets are 64-bit). */
+    CUDA_REQUIRE(bk, R * g.k <= INT32_MAX && (uint64_t)g.n * g.c * g.h * g.w <= INT32_MAX && K <= INT32_MAX, op);
+    if (!ws || ((uintptr_t)ws & 255u) || ws_bytes < cuda_conv_gemm_ws_bytes(s))
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
+                           "%s: workspace of %llu bytes at %p, but the layer needs %llu, 256-byte aligned", op,
+                           (unsigned long long)ws_bytes, ws, (unsigned long long)cuda_conv_gemm_ws_bytes(s));
+    return RLT_OK;
+}
+
+static int conv_im2col(rlt_backend *bk, float *col, const float *x, const conv_geom &g) {
+    const int32_t R = g.n * g.oh * g.ow;
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_im2col_kernel, dim3((unsigned)((R + IM2COL_ROWS - 1) / IM2COL_ROWS)),
+                                   dim3(CONV_GEMM_THREADS), col, x, g, R));
+    CUDA_CHECK_LAUNCH(bk, "conv_im2col_kernel");
+    return RLT_OK;
+}
+
+extern "C" int cuda_conv_gemm_forward(rlt_backend *bk, const rlt_conv_shape *s, float *y, const float *x,
+                                      const float *w, const float *b, int32_t act, void *ws, uint64_t ws_bytes) {
+    RLT_TRY(conv_gemm_check(bk, s, ws, ws_bytes, "conv_forward"));
+    conv_geom g = conv_geom_of(s);
+    float *col = (float *)ws;
+    RLT_TRY(conv_im2col(bk, col, x, g));
+    if (conv_use_cublas()) {
+        const int32_t P = g.oh * g.ow, R = g.n * P, K = g.c * g.kh * g.kw;
+        float *yr = (float *)((unsigned char *)ws + align256((uint64_t)R * K * 4));
+        RLT_TRY(cuda_gemm_uniform(bk, 0, 1, R, g.k, K, 1.0f, col, K, w, K, 0.0f, yr, g.k));
+        int64_t ny = (int64_t)R * g.k;
+        dim3 grid(cuda_blocks(bk, (uint64_t)ny, CONV_GEMM_THREADS)), block(CONV_GEMM_THREADS);
+        if (act == RLT_ACT_RELU)
+            CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_rows_bias_act_kernel<RLT_ACT_RELU>, grid, block, y, (const float *)yr, b, g.k, P, ny));
+        else if (act == RLT_ACT_TANH)
+            CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_rows_bias_act_kernel<RLT_ACT_TANH>, grid, block, y, (const float *)yr, b, g.k, P, ny));
+        else CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_rows_bias_act_kernel<RLT_ACT_NONE>, grid, block, y, (const float *)yr, b, g.k, P, ny));
+        CUDA_CHECK_LAUNCH(bk, "conv_rows_bias_act_kernel");
+        return RLT_OK;
+    }
+    return cuda_linear_forward_img(bk, g.n, g.oh * g.ow, g.c * g.kh * g.kw, g.k, col, w, b, y, act);
+}
+
+extern "C" int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s, float *dx, float *dw, float *db,
+                                       float *dy, const float *y, const float *x, const float *w, int32_t act, void *ws,
+                                       uint64_t ws_bytes) {
+    RLT_TRY(conv_gemm_check(bk, s, ws, ws_bytes, "conv_backward"));
+    CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "conv_backward");
+    conv_geom g = conv_geom_of(s);
+    const int32_t P = g.oh * g.ow, R = g.n * P, K = g.c * g.kh * g.kw;
+    float *col = (float *)ws;
+    float *dyr = (float *)((unsigned char *)ws + align256((uint64_t)R * K * 4));
+    int64_t ny = (int64_t)R * g.k;
+    dim3 grid(cuda_blocks(bk, (uint64_t)ny, CONV_GEMM_THREADS)), block(CONV_GEMM_THREADS);
+    if (act == RLT_ACT_RELU)
+        CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_dy_rows_kernel<RLT_ACT_RELU>, grid, block, dyr, dy, y, g.k, P, ny));
+    else if (act == RLT_ACT_TANH)
+        CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_dy_rows_kernel<RLT_ACT_TANH>, grid, block, dyr, dy, y, g.k, P, ny));
+    else CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_dy_rows_kernel<RLT_ACT_NONE>, grid, block, dyr, dy, y, g.k, P, ny));
+    CUDA_CHECK_LAUNCH(bk, "conv_dy_rows_kernel");
+    if (db) RLT_TRY(cuda_conv_bias_grad(bk, db, dy, RLT_LP_F32, g.n, g.k, P));
+    RLT_TRY(conv_im2col(bk, col, x, g));
+    /* dw[k, K] += dyr^T col: the sum runs over all R output pixels. */
+    RLT_TRY(cuda_gemm(bk, 1, 0, g.k, K, R, 1.0f, dyr, g.k, col, K, 1.0f, dw, K));
+    if (!dx) return RLT_OK;
+    /* dcol = dyr w into col's place (no activation: the previous layer applies its own derivative). The
+     * epilogue reads its aux operand at the element it writes, so col itself serves. */
+    if (conv_use_cublas()) RLT_TRY(cuda_gemm(bk, 0, 0, R, K, g.k, 1.0f, dyr, g.k, w, K, 0.0f, col, K));
+    else RLT_TRY(cuda_linear_backward(bk, R, K, g.k, dyr, g.k, col, K, RLT_ACT_NONE, w, NULL, NULL, 0.0f, col, K));
+    int64_t nx = (int64_t)g.n * g.c * g.h * g.w;
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_col2im_kernel, dim3(cuda_blocks(bk, (uint64_t)nx, CONV_GEMM_THREADS)),
+                                   dim3(CONV_GEMM_THREADS), dx, (const float *)col, g, (int32_t)nx));
+    CUDA_CHECK_LAUNCH(bk, "conv_col2im_kernel");
+    return RLT_OK;
+}
+
+extern "C" cudaError_t cuda_preload_conv_gemm(void) {
+    cudaFuncAttributes a;
+    cudaError_t rc = cudaFuncGetAttributes(&a, conv_im2col_kernel);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_col2im_kernel);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_dy_rows_kernel<RLT_ACT_NONE>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_dy_rows_kernel<RLT_ACT_RELU>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_dy_rows_kernel<RLT_ACT_TANH>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_rows_bias_act_kernel<RLT_ACT_NONE>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_rows_bias_act_kernel<RLT_ACT_RELU>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_rows_bias_act_kernel<RLT_ACT_TANH>);
+    return rc;
+}
