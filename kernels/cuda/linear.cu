@@ -404,10 +404,11 @@ extern "C" int cuda_linear_backward(rlt_backend *bk, int32_t rows, int32_t fi, i
     CUDA_REQUIRE(bk, act_x >= RLT_ACT_NONE && act_x <= RLT_ACT_TANH, "linear_backward");
     int cublas = cuda_get(bk)->linear_mode == CUDA_LINEAR_CUBLAS;
     /* Each part runs fused unless its K is beyond our kernels; the parts left to cuBLAS run first. */
-    /* A weight gradient wider than LIN_MAX_K inputs (a Nature DQN's 3136-wide head) is thousands of small
-     * tiles here; cuBLAS runs it in a few large ones (the whole update 3% faster, bench/GPU_NOTES.md). */
+    /* A layer wider than LIN_MAX_K inputs (a Nature DQN's 3136-wide head) makes thousands of small tiles
+     * here for its weight gradient and long ones for its input gradient; cuBLAS runs both in a few large ones
+     * (the whole update 3% faster for dW, bench/GPU_NOTES.md). */
     int fuse_w = (dW || db) && !cublas && rows <= LIN_MAX_K && fi <= LIN_MAX_K;
-    int fuse_x = dx && !cublas && fo <= LIN_MAX_K;
+    int fuse_x = dx && !cublas && fo <= LIN_MAX_K && fi <= LIN_MAX_K;
     if (!fuse_w) {
         if (dW) RLT_TRY(cuda_gemm(bk, 1, 0, fo, fi, rows, 1.0f, dy, lddy, x, ldx, beta, dW, fi));
         if (db) RLT_TRY(cuda_bias_grad(bk, db, dy, lddy, rows, fo, beta));
