@@ -35,12 +35,29 @@ CPU_HOT int cpu_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *
     return RLT_OK;
 }
 
+/* Columns are summed BIAS_GRAD_COLS at a time in a local block that stays in registers over all rows (the
+ * compiler cannot keep db there: it may alias dy), so each row costs one vector add per 16 columns instead
+ * of a load, an add and a store. Every column is still beta * db, then row 0, row 1, ... in order: the same
+ * bits as one running sum in memory. */
+#define BIAS_GRAD_COLS 64
+
 CPU_HOT int cpu_bias_grad(rlt_backend *bk, float *db, const float *dy, int32_t lddy, int32_t rows, int32_t cols, float beta) {
     CPU_REQUIRE(bk, rows >= 0 && cols >= 0 && lddy >= cols, "bias_grad");
-    for (int32_t c = 0; c < cols; c++) db[c] = beta == 0.0f ? 0.0f : beta * db[c];
-    for (int32_t r = 0; r < rows; r++) {
+    int32_t c0 = 0;
+    for (; c0 + BIAS_GRAD_COLS <= cols; c0 += BIAS_GRAD_COLS) {
+        float acc[BIAS_GRAD_COLS];
+        for (int32_t c = 0; c < BIAS_GRAD_COLS; c++) acc[c] = beta == 0.0f ? 0.0f : beta * db[c0 + c];
+        for (int32_t r = 0; r < rows; r++) {
+            const float *d = dy + (int64_t)r * lddy + c0;
+            for (int32_t c = 0; c < BIAS_GRAD_COLS; c++) acc[c] += d[c];
+        }
+        for (int32_t c = 0; c < BIAS_GRAD_COLS; c++) db[c0 + c] = acc[c];
+    }
+    /* The last columns (fewer than a block) with the running sum in memory. */
+    for (int32_t c = c0; c < cols; c++) db[c] = beta == 0.0f ? 0.0f : beta * db[c];
+    for (int32_t r = 0; r < rows && c0 < cols; r++) {
         const float *d = dy + (int64_t)r * lddy;
-        for (int32_t c = 0; c < cols; c++) db[c] += d[c];
+        for (int32_t c = c0; c < cols; c++) db[c] += d[c];
     }
     return RLT_OK;
 }
