@@ -29,7 +29,7 @@ static int dqn_plan(rlt_agent *ag) {
     d->B = c->train.batch_size;
     d->N = c->train.grad_accum_steps;
     d->Bm = d->B / d->N;
-    RLT_TRY(qnet_define(&d->net, e, &ag->obs_space, c->network.conv, &c->network.hidden, A));
+    RLT_TRY(qnet_define(&d->net, e, &ag->obs_space, &c->network.conv, &c->network.hidden, A));
     d->net_act = d->net;
     /* The update runs its three forwards (online on s, online and target on s') side by side, each on an
      * activation set of its own (dqn_update_ops). */

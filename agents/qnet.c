@@ -2,45 +2,66 @@
 #include "qnet.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-/* Torso presets: (out channels, kernel, stride), padding 0, ReLU after each. */
-static const int32_t nature_conv[][3] = {{32, 8, 4}, {64, 4, 2}, {64, 3, 1}}; /* Mnih et al. 2015 */
-static const int32_t minatar_conv[][3] = {{16, 3, 1}};                        /* Young and Tian 2019 */
+/* "[4, 10, 10]" */
+static const char *shape_text(const rlt_space *obs, char *buf, size_t cap) {
+    int n = snprintf(buf, cap, "[");
+    for (int32_t i = 0; i < obs->ndim && n > 0 && (size_t)n < cap; i++)
+        n += snprintf(buf + n, cap - (size_t)n, "%s%d", i ? ", " : "", (int)obs->shape[i]);
+    if (n > 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, "]");
+    return buf;
+}
 
-int qnet_define(rlt_qnet *q, rlt_err *e, const rlt_space *obs, const char *conv, const rlt_int_list *hidden,
+int qnet_define(rlt_qnet *q, rlt_err *e, const rlt_space *obs, const rlt_conv_list *conv, const rlt_int_list *hidden,
                 int32_t n_actions) {
     memset(q, 0, sizeof *q);
-    const int32_t(*layers)[3] = NULL;
-    int32_t n = 0;
-    if (strcmp(conv, "nature") == 0) layers = nature_conv, n = 3;
-    else if (strcmp(conv, "minatar") == 0) layers = minatar_conv, n = 1;
-    int32_t features;
+    char shape[64];
+    /* A preset is its list of layers (engine/config_conv.c): there is one path, and its name only labels
+     * the messages. */
+    const char *label = conv->preset[0] ? conv->preset : NULL;
+    int32_t n = conv->n;
+    if (n < 0 || n > RLT_QNET_MAX_CONV)
+        RLT_FAIL(e, RLT_ECONFIG, "network.conv: %d layers; this build holds 0 to %d", (int)n, RLT_QNET_MAX_CONV);
+    int64_t features;
     if (n > 0) {
         if (obs->ndim != 3)
-            RLT_FAIL(e, RLT_ECONFIG, "network.conv: %s needs image observations [c, h, w]; this environment's are %d-D",
-                     conv, obs->ndim);
+            RLT_FAIL(e, RLT_ECONFIG, "network.conv: %s needs image observations [c, h, w]; this environment's are %d-D "
+                     "%s; use network.conv: none for vector observations", label ? label : "a convolutional torso", obs->ndim,
+                     shape_text(obs, shape, sizeof shape));
         int32_t c = obs->shape[0], h = obs->shape[1], w = obs->shape[2];
         for (int32_t i = 0; i < n; i++) {
+            const rlt_conv_layer *l = &conv->layer[i];
             rlt_conv_shape *s = &q->conv[i];
             s->c = c;
             s->h = h;
             s->w = w;
-            s->k = layers[i][0];
-            s->kh = s->kw = layers[i][1];
-            s->stride = layers[i][2];
-            s->pad = 0;
+            s->k = l->out;
+            s->kh = s->kw = l->kernel;
+            s->stride = l->stride;
+            s->pad = l->pad;
             q->conv_oh[i] = rlt_conv_out_dim(h, s->kh, s->stride, s->pad);
             q->conv_ow[i] = rlt_conv_out_dim(w, s->kw, s->stride, s->pad);
             if (q->conv_oh[i] < 1 || q->conv_ow[i] < 1)
-                RLT_FAIL(e, RLT_ECONFIG, "network.conv: %s layer %d (%dx%d kernel) does not fit a %dx%d input", conv, i,
-                         s->kh, s->kw, h, w);
+                RLT_FAIL(e, RLT_ECONFIG,
+                         "network.conv[%d]%s%s%s: kernel %dx%d (stride %d, pad %d) does not fit its input of %d x %d x %d "
+                         "(channels x height x width; the observation is %s): the output would be %d x %d; use a smaller "
+                         "kernel, more padding, or fewer layers", (int)i, label ? " (preset " : "", label ? label : "",
+                         label ? ")" : "", (int)s->kh, (int)s->kw, (int)s->stride, (int)s->pad, (int)c, (int)h, (int)w,
+                         shape_text(obs, shape, sizeof shape), (int)q->conv_oh[i], (int)q->conv_ow[i]);
+            /* Each layer's output, one sample of it, must stay an int32 count (the backends index with it). */
+            int64_t elems = (int64_t)s->k * q->conv_oh[i] * q->conv_ow[i];
+            if (elems > INT32_MAX)
+                RLT_FAIL(e, RLT_ECONFIG, "network.conv[%d]: the output %d x %d x %d has %lld elements per sample, "
+                         "more than 2^31 - 1; use fewer channels, a larger stride or less padding", (int)i,
+                         (int)s->k, (int)q->conv_oh[i], (int)q->conv_ow[i], (long long)elems);
             c = s->k;
             h = q->conv_oh[i];
             w = q->conv_ow[i];
         }
-        features = c * h * w;
+        features = (int64_t)c * h * w;
     } else {
         features = 1;
         for (int32_t i = 0; i < obs->ndim; i++) features *= obs->shape[i];
@@ -49,7 +70,7 @@ int qnet_define(rlt_qnet *q, rlt_err *e, const rlt_space *obs, const char *conv,
     q->n_sets = 1;
     q->in_elems = 1;
     for (int32_t i = 0; i < obs->ndim; i++) q->in_elems *= obs->shape[i];
-    return mlp_define(&q->head, e, features, hidden->v, hidden->n, n_actions, RLT_ACT_RELU, RLT_ACT_NONE);
+    return mlp_define(&q->head, e, (int32_t)features, hidden->v, hidden->n, n_actions, RLT_ACT_RELU, RLT_ACT_NONE);
 }
 
 static uint64_t conv_w_count(const rlt_conv_shape *s) { return (uint64_t)s->k * s->c * s->kh * s->kw; }

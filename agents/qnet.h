@@ -1,17 +1,38 @@
-/* qnet.h: the DQN network: an optional convolutional torso (presets "nature" and "minatar") over NCHW
- * images, flattened into an MLP head that outputs one value per action. Like rlt_mlp, the struct holds
- * shapes and activation pointers for one batch size; parameters are passed to each call, so the online
- * and target networks and Adam's state share one layout: conv layers (W[k,c,r,s], b[k]) then the head.
+/* qnet.h: the DQN network: an optional convolutional torso (network.conv: a preset such as "nature", or
+ * explicit layers, each a convolution and a ReLU) over NCHW images, flattened into an MLP head that
+ * outputs one value per action. Like rlt_mlp, the struct holds shapes and activation pointers for one batch
+ * size; parameters are passed to each call, so the online and target networks and Adam's state share one
+ * layout: conv layers (W[k,c,r,s], b[k]) then the head.
  * Reduced precision (head.dtype set before qnet_plan): the torso computes in the same 16-bit type (cuDNN's
- * tensor cores on the GPU), its activations are 16-bit, and the head takes them as they are. */
+ * tensor cores on the GPU), its activations are 16-bit, and the head takes them as they are.
+ *
+ * Design note, not implemented: several inputs. An agent like StarCraft II's sees a screen image, a minimap
+ * image and a vector of non-spatial features. The config would name each input and give each image its own
+ * torso, the head reading their concatenation:
+ *     network:
+ *       inputs:
+ *         screen:  {conv: [{out: 16, kernel: 5, stride: 1, pad: 2}, {out: 32, kernel: 3, stride: 1, pad: 1}]}
+ *         minimap: {conv: [{out: 16, kernel: 5, stride: 1, pad: 2}]}
+ *         player:  {}            # a vector: no torso, passed through
+ *       hidden: [256]
+ * with the observation a dict space whose keys match. In qnet: n_inputs torsos (rlt_qnet.conv[] becomes one
+ * array per input, each with its own conv slot range), and qnet_forward runs each torso, then writes each
+ * flattened output into its column range of one [batch, sum of features] block (a strided copy, or the last
+ * conv of each torso writing there directly), which is the head's input; qnet_backward splits the head's input
+ * gradient by the same column ranges into each torso's conv_dy. The head, Adam and the checkpoints need no
+ * change: the parameter block is the torsos' layers in input order, then the head. Replay would store each
+ * input as its own field (images as uint8, the vector as fp32). */
 #ifndef RLT_QNET_H
 #define RLT_QNET_H
 
 #include "../engine/config.h"
 #include "mlp.h"
 
-#define RLT_QNET_MAX_CONV 4
+#define RLT_QNET_MAX_CONV 8
 #define RLT_QNET_MAX_SETS 3
+_Static_assert(RLT_CFG_MAX_CONV <= RLT_QNET_MAX_CONV, "network.conv accepts no more layers than a qnet holds");
+/* DQN plans two networks (training and acting), each on its own run of backend conv slots. */
+_Static_assert(2 * RLT_QNET_MAX_CONV <= RLT_BACKEND_MAX_CONVS, "the backends hold both networks' conv slots");
 
 typedef struct rlt_qnet {
     int32_t n_conv;
@@ -36,8 +57,10 @@ typedef struct rlt_qnet {
     int32_t ws_shared;         /* the sets use conv_ws (a backend that runs one op at a time) */
 } rlt_qnet;
 
-/* obs: the observation shape (ndim 1: [features]; ndim 3: [c, h, w]); conv: "none" | "nature" | "minatar". */
-int qnet_define(rlt_qnet *q, rlt_err *e, const rlt_space *obs, const char *conv, const rlt_int_list *hidden,
+/* obs: the observation shape (ndim 1: [features]; ndim 3: [c, h, w]); conv: the torso's layers (network.conv,
+ * a preset already expanded to its layers; n 0: none), each followed by a ReLU. Fails with RLT_ECONFIG naming
+ * the layer and the sizes when a layer's kernel does not fit what the layers before it leave. */
+int qnet_define(rlt_qnet *q, rlt_err *e, const rlt_space *obs, const rlt_conv_list *conv, const rlt_int_list *hidden,
                 int32_t n_actions);
 uint64_t qnet_param_count(const rlt_qnet *q);
 /* Plans activations for `batch` rows and prepares the backend's conv slots (conv_slot0 ...). */

@@ -9,6 +9,14 @@
 
 #include "agent.h"
 #include "checkpoint.h"
+#include "config_conv.h"
+#include "text.h"
+
+/* "agent.network": the network's layout as text, so that a checkpoint made with another network is refused
+ * by name even when the tensor sizes happen to agree (a conv layer's padding or stride can change the
+ * layout and keep the byte count). A preset is written out as its layers: a config that lists the same
+ * layers loads it. */
+#define NETWORK_TEXT_BYTES 1024
 
 /* Host state, saved as raw little-endian int64 words. */
 typedef struct agent_host_state {
@@ -21,6 +29,50 @@ static int is_state_region(const rlt_plan_entry *en) {
     for (size_t i = 0; i < sizeof regions / sizeof regions[0]; i++)
         if (strcmp(en->region, regions[i]) == 0) return 1;
     return 0;
+}
+
+static void int_list_text(rlt_text *o, const char *name, const rlt_int_list *l) {
+    rlt_text_add(o, "%s: [", name);
+    for (int32_t i = 0; i < l->n && i < RLT_CFG_MAX_LAYERS; i++) rlt_text_add(o, "%s%d", i ? ", " : "", (int)l->v[i]);
+    rlt_text_add(o, "]");
+}
+
+static size_t network_text(const rlt_agent *ag, char *buf, size_t cap) {
+    rlt_text o = {buf, cap, 0};
+    if (cap) buf[0] = '\0';
+    if (ag->algo == &rlt_algo_dqn) {
+        rlt_text_add(&o, "conv: ");
+        config_conv_format_layers(&o, &ag->cfg.network.conv);
+        rlt_text_add(&o, "; ");
+        int_list_text(&o, "hidden", &ag->cfg.network.hidden);
+    } else {
+        int_list_text(&o, "actor_hidden", &ag->cfg.td3.actor_hidden);
+        rlt_text_add(&o, "; ");
+        int_list_text(&o, "critic_hidden", &ag->cfg.td3.critic_hidden);
+    }
+    return o.len;
+}
+
+/* Files from before "agent.network" have none: their tensor sizes are all that is checked. */
+static int check_network(rlt_agent *ag, ckpt_reader *r, const char *path) {
+    const ckpt_tensor_info *info;
+    if (ckpt_reader_find(r, "agent.network", &info) != RLT_OK) {
+        rlt_err_clear(&ag->err);
+        return RLT_OK;
+    }
+    char want[NETWORK_TEXT_BYTES], have[NETWORK_TEXT_BYTES];
+    size_t n = network_text(ag, want, sizeof want);
+    if (info->bytes < sizeof have) {
+        RLT_TRY(ckpt_reader_read(r, "agent.network", have, info->bytes));
+        have[info->bytes] = '\0';
+    } else {
+        snprintf(have, sizeof have, "(%llu bytes of text)", (unsigned long long)info->bytes);
+    }
+    if (info->bytes != n || memcmp(have, want, n) != 0)
+        RLT_FAIL(&ag->err, RLT_ECHECKPOINT,
+                 "%s: the checkpoint's network is '%s' but this config builds '%s'; load it with the config it was "
+                 "trained with (the run's out_dir/config.yaml)", path, have, want);
+    return RLT_OK;
 }
 
 static void *entry_ptr(const rlt_agent *ag, const rlt_plan_entry *en) {
@@ -68,6 +120,11 @@ int agent_write_state(rlt_agent *ag, ckpt_writer *w, int include_replay) {
                           ag->dqn.prev_ended, ag->explore_rng.seed, ag->explore_rng.ctr, ag->explore_rng.stream};
     int64_t hs[1] = {(int64_t)(sizeof h / 8)};
     RLT_TRY(ckpt_writer_add(w, "agent.host", RLT_DTYPE_I64, 1, hs, &h, sizeof h));
+    char net[NETWORK_TEXT_BYTES];
+    size_t nl = network_text(ag, net, sizeof net);
+    if (nl >= sizeof net) RLT_FAIL(&ag->err, RLT_EINVAL, "the network's description is longer than %d bytes", NETWORK_TEXT_BYTES);
+    int64_t ns[1] = {(int64_t)nl};
+    RLT_TRY(ckpt_writer_add(w, "agent.network", RLT_DTYPE_U8, 1, ns, net, nl));
     if (!include_replay) return RLT_OK;
     for (int32_t f = 0; f < ag->replay.nf; f++) {
         char name[64];
@@ -83,7 +140,9 @@ int agent_read_state(rlt_agent *ag, ckpt_reader *r, const char *path) {
     rlt_err *e = &ag->err;
     const ckpt_tensor_info *info;
     agent_host_state h;
-    /* Check every tensor first, so a mismatched file changes nothing. */
+    /* Check every tensor first, so a mismatched file changes nothing; the network by its description first,
+     * which names what differs. */
+    RLT_TRY(check_network(ag, r, path));
     for (int32_t i = 0; i < ag->plan.n; i++) {
         const rlt_plan_entry *en = &ag->plan.entries[i];
         if (!is_state_region(en) || !en->bytes) continue;

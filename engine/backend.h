@@ -27,8 +27,9 @@ typedef enum { RLT_ACT_NONE = 0, RLT_ACT_RELU = 1, RLT_ACT_TANH = 2 } rlt_act;
 typedef enum { RLT_COPY_H2D = 0, RLT_COPY_D2H = 1, RLT_COPY_D2D = 2 } rlt_copy_kind;
 
 #define RLT_BACKEND_MAX_GRAPHS 8
-/* Convolution layers a backend can hold prepared at once (conv_prepare's slots): a Nature DQN has three. */
-#define RLT_BACKEND_MAX_CONVS 8
+/* Convolution layers a backend can hold prepared at once (conv_prepare's slots): DQN's training and acting
+ * networks each take one per layer of network.conv (at most RLT_QNET_MAX_CONV, 8). */
+#define RLT_BACKEND_MAX_CONVS 16
 
 /* One 2-D convolution layer in NCHW layout, cross-correlation as every deep-learning framework computes
  * it: input x [n, c, h, w], filters w [k, c, kh, kw] (OIHW), bias [k], output y [n, k, out_h, out_w] with
@@ -348,8 +349,9 @@ typedef struct rlt_backend_ops {
 } rlt_backend_ops;
 
 /* 2: the DQN and convolution ops; 3: lanes, fused layers, fused batch ops; 4: reduced precision;
- * 5: rlt_gather_field.src_dtype (compact replay: fp16/bf16 rows widened to fp32 by gather_fields) */
-#define RLT_BACKEND_ABI 5
+ * 5: rlt_gather_field.src_dtype (compact replay: fp16/bf16 rows widened to fp32 by gather_fields);
+ * 6: 16 conv slots (RLT_BACKEND_MAX_CONVS), for explicit network.conv lists of up to 8 layers */
+#define RLT_BACKEND_ABI 6
 
 struct rlt_backend {
     const rlt_backend_ops *ops;

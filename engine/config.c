@@ -11,11 +11,12 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "config_conv.h"
 #include "config_schema.h"
 #include "mem.h"
 
-/* A config is at most section: key: [list]; deeper nesting is refused before the reader (which recurses
- * once per mapping level) sees it, so a hostile file cannot run it out of stack. */
+/* A config is at most section: key: [list of mappings] (network.conv); deeper nesting is refused before the
+ * reader (which recurses once per mapping level) sees it, so a hostile file cannot run it out of stack. */
 #define CFG_MAX_DEPTH 8
 #define CFG_MAX_PATH 200
 
@@ -100,6 +101,7 @@ static const char *type_text(const cfg_key *k, char *buf, size_t cap) {
     case CFG_ENUM: snprintf(buf, cap, "one of %s", k->choices); return buf;
     case CFG_STRING: return "a string";
     case CFG_INT_LIST: return "a list of integers like [256, 256]";
+    case CFG_CONV_LIST: return "a preset (" CONV_PRESET_NAMES ") or a list of layers";
     }
     return "a value";
 }
@@ -221,6 +223,111 @@ static int read_list(cfg_reader *r, const cfg_key *k, const yaml_event_t *ev) {
     }
 }
 
+/* ---- network.conv: a preset name or a list of layer mappings ------------------------------------------ */
+
+#define CONV_EXAMPLE "[{out: 16, kernel: 3, stride: 1}]"
+
+/* One layer's mapping (ev is its start) into *out; `index` names it in messages: network.conv[1].kernel. */
+static int read_conv_layer(cfg_reader *r, const cfg_key *k, int index, const yaml_event_t *ev, rlt_conv_layer *out) {
+    char key[CFG_MAX_PATH + 64], what[512], hint[512];
+    *out = config_conv_layer_defaults();
+    int seen[CONV_F_COUNT] = {0};
+    for (;;) {
+        yaml_event_t kev, vev;
+        RLT_TRY(next_event(r, &kev));
+        if (kev.type == YAML_MAPPING_END_EVENT) {
+            yaml_event_delete(&kev);
+            break;
+        }
+        int rc = RLT_OK, f = -1;
+        snprintf(key, sizeof key, "%s[%d]", k->key, index);
+        if (kev.type != YAML_SCALAR_EVENT) {
+            snprintf(what, sizeof what, "a layer's key must be a name, not %s", node_kind(&kev));
+            rc = REPORT(r->e, r->src, kev.start_mark, key, what, "write a layer like " CONV_EXAMPLE);
+        } else {
+            const char *name = (const char *)kev.data.scalar.value;
+            size_t nlen = kev.data.scalar.length;
+            f = config_conv_field(name, nlen);
+            snprintf(key, sizeof key, "%s[%d].%.*s", k->key, index, (int)(nlen > 40 ? 40 : nlen), name);
+            if (f < 0) {
+                rc = REPORT(r->e, r->src, kev.start_mark, key, "unknown key",
+                            "expected " CONV_FIELD_NAMES " (a layer is like {out: 64, kernel: 3, stride: 1, pad: 0})");
+            } else if (seen[f]) {
+                snprintf(what, sizeof what, "duplicate key (first given on line %d)", seen[f]);
+                rc = REPORT(r->e, r->src, kev.start_mark, key, what, "give each key of a layer once");
+            } else {
+                seen[f] = (int)kev.start_mark.line + 1;
+            }
+        }
+        yaml_event_delete(&kev);
+        RLT_TRY(rc);
+        RLT_TRY(next_event(r, &vev));
+        if (vev.type != YAML_SCALAR_EVENT) {
+            snprintf(what, sizeof what, "must be an integer, not %s", node_kind(&vev));
+            rc = REPORT(r->e, r->src, vev.start_mark, key, what, "write one number, like {out: 64, kernel: 3, stride: 1}");
+        } else {
+            cfg_why why;
+            if (config_conv_set_field(out, f, (const char *)vev.data.scalar.value, vev.data.scalar.length,
+                                      vev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE, &why) != 0)
+                rc = REPORT(r->e, r->src, vev.start_mark, key, why.what, why.hint);
+        }
+        yaml_event_delete(&vev);
+        RLT_TRY(rc);
+    }
+    for (int f = 0; f < CONV_F_COUNT; f++)
+        if (config_conv_field_required(f) && !seen[f]) {
+            snprintf(key, sizeof key, "%s[%d]", k->key, index);
+            snprintf(what, sizeof what, "is missing '%s'", config_conv_field_name(f));
+            snprintf(hint, sizeof hint, "every layer gives out and kernel; stride (default 1) and pad (default 0) "
+                     "are optional, like {out: 64, kernel: 3, stride: 1}");
+            return REPORT(r->e, r->src, ev->start_mark, key, what, hint);
+        }
+    return RLT_OK;
+}
+
+/* A preset name (a scalar) or a sequence of layer mappings. The list is built aside and stored whole, so
+ * a list replaces the previous value entirely (as network.hidden's does). */
+static int read_conv(cfg_reader *r, const cfg_key *k, const yaml_event_t *ev) {
+    char key[CFG_MAX_PATH + 64], what[256], hint[512];
+    if (ev->type == YAML_SCALAR_EVENT) return read_scalar(r, k, ev);
+    if (ev->type != YAML_SEQUENCE_START_EVENT) {
+        snprintf(what, sizeof what, "expected a preset name or a list of layers, got %s", node_kind(ev));
+        snprintf(hint, sizeof hint, "write one of " CONV_PRESET_NAMES ", or a list like " CONV_EXAMPLE
+                 " (a mapping needs the brackets around it)");
+        return REPORT(r->e, r->src, ev->start_mark, k->key, what, hint);
+    }
+    rlt_conv_list list;
+    memset(&list, 0, sizeof list);
+    for (;;) {
+        yaml_event_t item;
+        RLT_TRY(next_event(r, &item));
+        int rc = RLT_OK, end = item.type == YAML_SEQUENCE_END_EVENT;
+        snprintf(key, sizeof key, "%s[%d]", k->key, (int)list.n);
+        if (end && list.n == 0) {
+            snprintf(hint, sizeof hint, "give 1 to %d layers, like " CONV_EXAMPLE ", or write none for no "
+                     "convolutional torso", RLT_CFG_MAX_CONV);
+            rc = REPORT(r->e, r->src, ev->start_mark, k->key, "is an empty list", hint);
+        } else if (!end && list.n == RLT_CFG_MAX_CONV) {
+            snprintf(what, sizeof what, "has more than %d layers", RLT_CFG_MAX_CONV);
+            snprintf(hint, sizeof hint, "give at most %d layers (RLT_CFG_MAX_CONV)", RLT_CFG_MAX_CONV);
+            rc = REPORT(r->e, r->src, item.start_mark, k->key, what, hint);
+        } else if (!end && item.type != YAML_MAPPING_START_EVENT) {
+            snprintf(what, sizeof what, "expected a layer mapping, got %s", node_kind(&item));
+            rc = REPORT(r->e, r->src, item.start_mark, key, what,
+                        "write each layer as {out: N, kernel: K, stride: S, pad: P} (stride and pad optional), "
+                        "like " CONV_EXAMPLE);
+        } else if (!end) {
+            rc = read_conv_layer(r, k, (int)list.n, &item, &list.layer[list.n]);
+            list.n++;
+        }
+        yaml_event_delete(&item);
+        if (rc != RLT_OK) return rc;
+        if (end) break;
+    }
+    memcpy((char *)r->dst + k->offset, &list, sizeof list);
+    return RLT_OK;
+}
+
 static int read_node(cfg_reader *r, const char *path, size_t len, const yaml_event_t *ev);
 
 /* One "key: value" of the mapping at `path`; kev is the key's event. */
@@ -275,6 +382,7 @@ static int read_entry(cfg_reader *r, const char *path, size_t len, const yaml_ev
 /* The node starting with ev, applied at `path` (len 0: the top level). */
 static int read_node(cfg_reader *r, const char *path, size_t len, const yaml_event_t *ev) {
     const cfg_key *k = len ? config_schema_find(path, len) : NULL;
+    if (k && k->type == CFG_CONV_LIST) return read_conv(r, k, ev);
     if (k) return k->type == CFG_INT_LIST ? read_list(r, k, ev) : read_scalar(r, k, ev);
     /* A section with nothing under it ("train:" with every key commented out) merges nothing. */
     if (len && is_plain_null(ev)) return RLT_OK;
@@ -454,7 +562,14 @@ int rlt_config_set(rlt_config *cfg, const char *assignment) {
         char what[300], hint[1024], near[128], valid[512];
         cfg_src ksrc = {name, (const unsigned char *)assignment, len, 0};
         snprintf(what, sizeof what, "unknown key '%s'", key);
-        if (config_schema_nearest(key, near, sizeof near)) {
+        const char *bracket = strchr(key, '[');
+        const cfg_key *whole = bracket ? config_schema_find(key, (size_t)(bracket - key)) : NULL;
+        if (whole) {
+            /* network.conv[1].kernel=5: --set replaces a list whole; there is no per-entry path. */
+            snprintf(hint, sizeof hint, "--set replaces a list whole: write the entire value, like "
+                     "%s='%s' (a YAML flow list)", whole->key,
+                     whole->type == CFG_CONV_LIST ? "[{out: 16, kernel: 3, stride: 1}]" : whole->def);
+        } else if (config_schema_nearest(key, near, sizeof near)) {
             snprintf(hint, sizeof hint, "did you mean '%s'?", near);
         } else {
             config_schema_children("", valid, sizeof valid);

@@ -16,6 +16,24 @@ typedef struct rlt_int_list {
     int32_t v[RLT_CFG_MAX_LAYERS];
 } rlt_int_list;
 
+/* network.conv: the convolutional torso as a list of layers (engine/config_conv.c reads, checks and
+ * writes it). A preset name ("nature") is stored as its layers plus the name, so every consumer reads the
+ * one list, and the dump writes the name back as it was given. */
+#define RLT_CFG_MAX_CONV 8
+
+typedef struct rlt_conv_layer {
+    int32_t out;    /* output channels */
+    int32_t kernel; /* square kernel, kernel x kernel */
+    int32_t stride; /* default 1 */
+    int32_t pad;    /* zero padding on every side; default 0 */
+} rlt_conv_layer;
+
+typedef struct rlt_conv_list {
+    char preset[16]; /* "none" | "nature" | "minatar" when given by name; "" for an explicit list */
+    int32_t n;       /* layers in use (0: no torso); the unused ones are zero, so equal lists have equal bytes */
+    rlt_conv_layer layer[RLT_CFG_MAX_CONV];
+} rlt_conv_list;
+
 struct rlt_config {
     char algo[16];      /* td3 | dqn */
     struct {
@@ -57,7 +75,7 @@ struct rlt_config {
     } dqn;
     struct {
         rlt_int_list hidden; /* fully connected widths after the torso */
-        char conv[16];       /* none | nature | minatar: the convolutional torso for image observations */
+        rlt_conv_list conv;  /* the convolutional torso for image observations: a preset or explicit layers */
     } network;
     struct {
         double budget_mb;

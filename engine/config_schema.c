@@ -1,6 +1,7 @@
 /* config_schema.c: the table of every configuration key and the typed conversions that read, check and
  * write values through it (see config_schema.h). Defaults live only here, in the table's `def` column. */
 #include "config_schema.h"
+#include "config_conv.h"
 #include "text.h"
 
 #include <locale.h>
@@ -24,6 +25,7 @@
 #define ROW_ENUM(k, f, choices, def, doc) {k, CFG_ENUM, CFG_OFF(f, char *), CFG_SIZE(f), 0, 0, 0, choices, def, doc}
 #define ROW_STR(k, f, def, doc) {k, CFG_STRING, CFG_OFF(f, char *), CFG_SIZE(f), 1, (double)(CFG_SIZE(f) - 1), 0, NULL, def, doc}
 #define ROW_LIST(k, f, lo, hi, def, doc) {k, CFG_INT_LIST, CFG_OFF(f, rlt_int_list), CFG_SIZE(f), lo, hi, 0, NULL, def, doc}
+#define ROW_CONV(k, f, def, doc) {k, CFG_CONV_LIST, CFG_OFF(f, rlt_conv_list), CFG_SIZE(f), 0, 0, 0, NULL, def, doc}
 
 #define BIG_STEPS 1e15 /* far past any run, and exact as a double */
 
@@ -95,9 +97,10 @@ static const cfg_key schema[] = {
     ROW_F64("dqn.eval_epsilon", dqn.eval_epsilon, 0, 1, 0, "0.05", "epsilon of the evaluation policy"),
     ROW_LIST("network.hidden", network.hidden, 1, 65536, "[120, 84]",
              "fully connected hidden widths of the Q-network, after the convolutional torso if any"),
-    ROW_ENUM("network.conv", network.conv, "none|nature|minatar", "none",
-             "convolutional torso for image observations: nature (Mnih et al. 2015: 32@8x8/4, 64@4x4/2, "
-             "64@3x3/1), minatar (Young and Tian 2019: 16@3x3/1), or none"),
+    ROW_CONV("network.conv", network.conv, "none",
+             "convolutional torso for image observations: a preset, nature (Mnih et al. 2015: 32@8x8/4, 64@4x4/2, "
+             "64@3x3/1), minatar (Young and Tian 2019: 16@3x3/1) or none, or a list of layers like "
+             "[{out: 16, kernel: 3, stride: 1, pad: 0}] (stride and pad optional)"),
 
     ROW_F64("memory.budget_mb", memory.budget_mb, 0, 16777216, CFG_LO_OPEN, "512",
             "MiB the run may reserve on its device; init fails fast with a plan table when it does not fit"),
@@ -412,6 +415,8 @@ int config_schema_set_scalar(const cfg_key *k, rlt_config *base, const char *t, 
         if (check_text(k, t, n, why) != 0) return -1;
         store_text(field, k->size, t, n);
         return 0;
+    case CFG_CONV_LIST:
+        return config_conv_set_preset((rlt_conv_list *)(void *)field, t, n, why);
     case CFG_INT_LIST: {
         rlt_int_list *l = (rlt_int_list *)(void *)field;
         char r[96];
@@ -482,6 +487,8 @@ int config_schema_check_value(const cfg_key *k, const rlt_config *base, cfg_why 
         }
         return check_text(k, field, (size_t)(nul - field), why);
     }
+    case CFG_CONV_LIST:
+        return config_conv_check((const rlt_conv_list *)(const void *)field, why);
     case CFG_INT_LIST: {
         const rlt_int_list *l = (const rlt_int_list *)(const void *)field;
         if (l->n < 1 || l->n > RLT_CFG_MAX_LAYERS) {
@@ -556,6 +563,7 @@ size_t config_schema_format(const cfg_key *k, const rlt_config *base, char *buf,
         rlt_text_add(&o, "]");
         break;
     }
+    case CFG_CONV_LIST: config_conv_format(&o, (const rlt_conv_list *)(const void *)field); break;
     }
     return o.len;
 }
@@ -715,6 +723,7 @@ int config_schema_selftest(char *why_buf, size_t cap) {
         int is32 = k->type == CFG_INT32 || k->type == CFG_INT_LIST || k->type == CFG_BOOL;
         if (!(k->lo <= k->hi) || (is32 && (k->lo < -2147483648.0 || k->hi > 2147483647.0)) ||
             (k->type == CFG_INT_LIST && k->size != sizeof(rlt_int_list)) ||
+            (k->type == CFG_CONV_LIST && k->size != sizeof(rlt_conv_list)) ||
             ((k->type == CFG_INT32 || k->type == CFG_BOOL) && k->size != sizeof(int32_t)) ||
             ((k->type == CFG_INT64) && (k->lo < -9007199254740992.0 || k->hi > 9007199254740992.0))) {
             snprintf(why_buf, cap, "key '%s': range [%g, %g] does not fit its field", key, k->lo, k->hi);

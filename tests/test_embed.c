@@ -121,6 +121,15 @@ int main(void) {
     rlt_agent *ag3;
     CHECK(rlt_agent_init(cfg3, &obs_space, &act_space, &ag3) == RLT_OK, "init 3");
     CHECK(rlt_agent_load(ag3, path) == RLT_ECHECKPOINT, "mismatched sizes refused");
+    CHECK(strstr(rlt_agent_errmsg(ag3), "the checkpoint's network is 'actor_hidden: [64, 64]; critic_hidden: [64, 64]' "
+                                        "but this config builds 'actor_hidden: [32, 32];") != NULL,
+          "clear message naming both networks: %s", rlt_agent_errmsg(ag3));
+    rlt_agent_free(ag3);
+    /* The same networks on another observation size: the description agrees, the tensor sizes do not. */
+    rlt_space obs4 = obs_space;
+    obs4.shape[0] = 4;
+    CHECK(rlt_agent_init(cfg, &obs4, &act_space, &ag3) == RLT_OK, "init 4");
+    CHECK(rlt_agent_load(ag3, path) == RLT_ECHECKPOINT, "mismatched sizes refused");
     CHECK(strstr(rlt_agent_errmsg(ag3), "other sizes") != NULL, "clear message: %s", rlt_agent_errmsg(ag3));
     rlt_agent_free(ag3);
     rlt_config_free(cfg3);

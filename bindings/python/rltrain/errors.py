@@ -48,7 +48,7 @@ class DeviceError(RltError):
 
 
 class CheckpointError(RltError):
-    """A checkpoint is invalid, damaged, or made with other sizes (``RLT_ECHECKPOINT``)."""
+    """A checkpoint is invalid, damaged, or made with another network or other sizes (``RLT_ECHECKPOINT``)."""
 
 
 # Subclasses by the C name of the status (names, not numbers, so the table of rltrain.h stays the one
