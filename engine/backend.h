@@ -265,8 +265,10 @@ typedef struct rlt_backend_ops {
      * without waiting. join: lane 0 waits for everything issued on the side lanes, and the following ops
      * run on lane 0. Between a branch and the next join, ops on different lanes must touch disjoint memory
      * (what one lane writes, no other lane reads or writes): the caller's promise, as for any two streams.
-     * graph_end and sync join first. Convolution ops run on lane 0 only. Lanes 0 and 1 are for the critical
-     * path, lanes 2 and 3 for work that can wait: a backend may run them at a lower priority (CUDA does). */
+     * graph_end and sync join first. Lanes 0 and 1 are for the critical path, lanes 2 and 3 for work that can
+     * wait: a backend may run them at a lower priority (CUDA does). An op may also fork inside itself (CUDA's
+     * conv and wide-layer backward run their weight and bias gradients beside the input gradient on the other
+     * lanes) and joins before it returns, so callers see it as one op on their lane. */
     int (*branch)(rlt_backend *bk, int32_t lane);
     int (*join)(rlt_backend *bk);
 

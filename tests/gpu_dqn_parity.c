@@ -499,6 +499,10 @@ static void test_conv(void) {
     test_conv_case(3, (rlt_conv_shape){32, 4, 10, 10, 16, 3, 3, 1, 0, 0}, "minatar conv");
     /* Padding, odd sizes, a rectangular kernel and stride 2. */
     test_conv_case(4, (rlt_conv_shape){3, 3, 7, 9, 5, 3, 2, 2, 1, 0}, "odd padded conv");
+    /* More channels than one tile of the implicit GEMMs (80 outputs, 630 taps), padding 1. */
+    test_conv_case(5, (rlt_conv_shape){2, 70, 6, 6, 80, 3, 3, 1, 1, 0}, "wide padded conv");
+    /* Nature conv1 at batch 128: the weight gradient's pixel chunks reach their cap (conv_igemm.cu). */
+    test_conv_case(7, (rlt_conv_shape){128, 4, 84, 84, 32, 8, 8, 4, 0, 0}, "nature conv1, batch 128");
 }
 
 static void test_errors(void) {

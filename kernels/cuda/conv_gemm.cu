@@ -1,33 +1,32 @@
-/* conv_gemm.cu: fp32 convolutions as explicit im2col + our fused dense-layer kernel (linear.cu), the default
- * for fp32 slots (kernels/cuda/cudnn/conv_cudnn.c dispatches here; RLT_CUDA_CONV=cudnn keeps cuDNN). The
- * CUDA twin of kernels/cpu/conv.c, which is im2col + GEMM too.
+/* conv_gemm.cu: fp32 convolutions in GEMM form, the default for fp32 slots (kernels/cuda/cudnn/conv_cudnn.c
+ * dispatches here; RLT_CUDA_CONV=cudnn keeps cuDNN). The CUDA twin of kernels/cpu/conv.c, which is im2col +
+ * GEMM too.
  *
  * Why not cuDNN in fp32: at RL batch sizes (32 images) cuDNN's plain-fp32, deterministic algorithms took
  * 45-85 us per forward and ~250 us per backward of a Nature DQN layer (bench/GPU_NOTES.md), for a few
- * microseconds of arithmetic. Written as GEMMs the layers are the shapes our dense-layer kernel already runs
- * well: conv1 of the Nature torso is M = 32*20*20 rows, N = 32, K = 4*8*8.
+ * microseconds of arithmetic. Written as GEMMs, conv1 of the Nature torso is M = 32*20*20 rows, N = 32,
+ * K = 4*8*8.
  *
- * With R = n*out_h*out_w output pixels and K = c*kh*kw taps, the workspace holds col [R, K] (row r = one
+ * With R = n*out_h*out_w output pixels and K = c*kh*kw taps, col [R, K] is the im2col matrix (row r = one
  * output pixel, columns in the order of a filter's OIHW row, so w is a [k, K] weight matrix as a dense
- * layer's) and dyr [R, k]:
- *   forward   col = im2col(x); y = act(col w^T + b), stored straight into NCHW by the GEMM's epilogue.
+ * layer's). The workspace holds col (or the weight gradient's split-K partial sums, whichever is larger) and
+ * dyr [R, k]:
+ *   forward   y = act(col w^T + b) as an implicit-GEMM kernel that gathers col from x (conv_igemm.cu); split-K
+ *             partial sums, when it splits, in col's place.
  *   backward  dy = act'(y) dy in place and dyr = the same values as rows (one pass);
- *             db += per-channel sums of dy (conv_bias.cu, a fixed tree); col = im2col(x) again (the forward's
- *             col is gone: slots share the workspace); dw += dyr^T col (cuBLAS: its K is R, thousands);
- *             then col = dyr w (our kernel; col is free once dw is done) and dx = col2im(col), a gather
- *             that sums each input pixel's taps in a fixed order (no atomics).
+ *             db += per-channel sums of dy (conv_bias.cu, a fixed tree); dw += dyr^T col as an implicit GEMM
+ *             split over chunks of pixels, partial sums in col's place, added in chunk order;
+ *             then col = dyr w (cuBLAS) and dx = col2im(col), a gather that sums each input pixel's taps in
+ *             a fixed order (no atomics).
+ * RLT_CUDA_CONV_GEMM=cublas|fused (below) brings back the explicit im2col + GEMM forward and weight gradient.
  * Every sum is a sum of products in an order fixed by the shapes, so results are the same bits run to run
  * and within the GEMM bound of the CPU's (tests/gpu_dqn_parity.c). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_ops.h"
+#include "conv_geom.cuh"
 
 #define CONV_GEMM_THREADS 256
-
-typedef struct conv_geom {
-    int32_t n, c, h, w, k, kh, kw, stride, pad, oh, ow;
-} conv_geom;
 
 /* col[r, kk], r = (img, oy, ox), kk = (ci, ky, kx); zero where the tap falls in the padding. A block fills
  * IM2COL_ROWS rows: their (img, oy, ox) are decomposed once into shared memory, each thread decomposes its
@@ -111,27 +110,31 @@ __global__ void conv_col2im_kernel(float *__restrict__ dx, const float *__restri
     }
 }
 
-/* Developer switch RLT_CUDA_CONV_GEMM=cublas|fused (read at each call, so at capture): the products on
- * cuBLAS (default) with a separate bias + activation pass, or on our fused dense-layer kernel (linear.cu),
- * whose 32x32 tiles run these tall products at about half cuBLAS's speed. */
-static int conv_use_cublas(void) {
+/* Developer switch RLT_CUDA_CONV_GEMM=implicit|cublas|fused (read at each call, so at capture): the forward and
+ * the weight gradient as implicit GEMMs (conv_igemm.cu, the default); or explicit im2col with the products on
+ * cuBLAS and a separate bias + activation pass; or explicit im2col with the forward and dcol products on our
+ * fused dense-layer kernel (linear.cu), whose 32x32 tiles run these tall products at about half cuBLAS's speed. */
+enum { CONV_GEMM_IMPLICIT, CONV_GEMM_CUBLAS, CONV_GEMM_FUSED };
+static int conv_gemm_mode(const conv_geom &g) {
     const char *m = getenv("RLT_CUDA_CONV_GEMM");
-    return !(m && !strcmp(m, "fused"));
+    if (m && !strcmp(m, "fused")) return CONV_GEMM_FUSED;
+    if ((m && !strcmp(m, "cublas")) || !conv_igemm_fits(g)) return CONV_GEMM_CUBLAS;
+    return CONV_GEMM_IMPLICIT;
 }
 
-static conv_geom conv_geom_of(const rlt_conv_shape *s) {
-    conv_geom g = {s->n, s->c, s->h, s->w, s->k, s->kh, s->kw, s->stride, s->pad, 0, 0};
-    g.oh = rlt_conv_out_dim(s->h, s->kh, s->stride, s->pad);
-    g.ow = rlt_conv_out_dim(s->w, s->kw, s->stride, s->pad);
-    return g;
+/* The workspace: col [R, K], the weight gradient's split-K partial sums (their own place: the weight gradient
+ * runs beside dcol, which overwrites col), then dyr [R, k]. Offsets of part and dyr: */
+static uint64_t conv_gemm_part_off(const conv_geom &g) {
+    return conv_align256((uint64_t)g.n * g.oh * g.ow * g.c * g.kh * g.kw * 4);
 }
 
-static uint64_t align256(uint64_t b) { return (b + 255) & ~255ull; }
+static uint64_t conv_gemm_dyr_off(const conv_geom &g) {
+    return conv_gemm_part_off(g) + conv_align256(conv_igemm_part_floats(g) * 4);
+}
 
 extern "C" uint64_t cuda_conv_gemm_ws_bytes(const rlt_conv_shape *s) {
     conv_geom g = conv_geom_of(s);
-    uint64_t R = (uint64_t)g.n * g.oh * g.ow, K = (uint64_t)g.c * g.kh * g.kw;
-    return align256(R * K * 4) + align256(R * (uint64_t)g.k * 4);
+    return conv_gemm_dyr_off(g) + conv_align256((uint64_t)g.n * g.oh * g.ow * g.k * 4);
 }
 
 static int conv_gemm_check(rlt_backend *bk, const rlt_conv_shape *s, const void *ws, uint64_t ws_bytes, const char *op) {
@@ -159,11 +162,13 @@ extern "C" int cuda_conv_gemm_forward(rlt_backend *bk, const rlt_conv_shape *s, 
                                       const float *w, const float *b, int32_t act, void *ws, uint64_t ws_bytes) {
     RLT_TRY(conv_gemm_check(bk, s, ws, ws_bytes, "conv_forward"));
     conv_geom g = conv_geom_of(s);
+    const int mode = conv_gemm_mode(g);
+    if (mode == CONV_GEMM_IMPLICIT) return conv_igemm_forward(bk, g, y, x, w, b, act, (float *)ws);
     float *col = (float *)ws;
     RLT_TRY(conv_im2col(bk, col, x, g));
-    if (conv_use_cublas()) {
+    if (mode == CONV_GEMM_CUBLAS) {
         const int32_t P = g.oh * g.ow, R = g.n * P, K = g.c * g.kh * g.kw;
-        float *yr = (float *)((unsigned char *)ws + align256((uint64_t)R * K * 4));
+        float *yr = (float *)((unsigned char *)ws + conv_gemm_dyr_off(g));
         RLT_TRY(cuda_gemm_uniform(bk, 0, 1, R, g.k, K, 1.0f, col, K, w, K, 0.0f, yr, g.k));
         int64_t ny = (int64_t)R * g.k;
         dim3 grid(cuda_blocks(bk, (uint64_t)ny, CONV_GEMM_THREADS)), block(CONV_GEMM_THREADS);
@@ -178,6 +183,8 @@ extern "C" int cuda_conv_gemm_forward(rlt_backend *bk, const rlt_conv_shape *s, 
     return cuda_linear_forward_img(bk, g.n, g.oh * g.ow, g.c * g.kh * g.kw, g.k, col, w, b, y, act);
 }
 
+static int conv_dx(rlt_backend *bk, const conv_geom &g, int mode, float *dx, const float *dyr, const float *w, float *col);
+
 extern "C" int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s, float *dx, float *dw, float *db,
                                        float *dy, const float *y, const float *x, const float *w, int32_t act, void *ws,
                                        uint64_t ws_bytes) {
@@ -186,7 +193,8 @@ extern "C" int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s,
     conv_geom g = conv_geom_of(s);
     const int32_t P = g.oh * g.ow, R = g.n * P, K = g.c * g.kh * g.kw;
     float *col = (float *)ws;
-    float *dyr = (float *)((unsigned char *)ws + align256((uint64_t)R * K * 4));
+    float *part = (float *)((unsigned char *)ws + conv_gemm_part_off(g));
+    float *dyr = (float *)((unsigned char *)ws + conv_gemm_dyr_off(g));
     int64_t ny = (int64_t)R * g.k;
     dim3 grid(cuda_blocks(bk, (uint64_t)ny, CONV_GEMM_THREADS)), block(CONV_GEMM_THREADS);
     if (act == RLT_ACT_RELU)
@@ -195,14 +203,38 @@ extern "C" int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s,
         CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_dy_rows_kernel<RLT_ACT_TANH>, grid, block, dyr, dy, y, g.k, P, ny));
     else CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_dy_rows_kernel<RLT_ACT_NONE>, grid, block, dyr, dy, y, g.k, P, ny));
     CUDA_CHECK_LAUNCH(bk, "conv_dy_rows_kernel");
-    if (db) RLT_TRY(cuda_conv_bias_grad(bk, db, dy, RLT_LP_F32, g.n, g.k, P));
-    RLT_TRY(conv_im2col(bk, col, x, g));
-    /* dw[k, K] += dyr^T col: the sum runs over all R output pixels. */
-    RLT_TRY(cuda_gemm(bk, 1, 0, g.k, K, R, 1.0f, dyr, g.k, col, K, 1.0f, dw, K));
+    const int mode = conv_gemm_mode(g);
+    if (mode != CONV_GEMM_IMPLICIT) {
+        /* Explicit: everything in order on this lane; col is im2col(x) until dcol overwrites it. */
+        if (db) RLT_TRY(cuda_conv_bias_grad(bk, db, dy, RLT_LP_F32, g.n, g.k, P));
+        RLT_TRY(conv_im2col(bk, col, x, g));
+        RLT_TRY(cuda_gemm(bk, 1, 0, g.k, K, R, 1.0f, dyr, g.k, col, K, 1.0f, dw, K));
+    } else {
+        /* Three independent chains follow dyr: the weight gradient and the bias gradient on two side lanes,
+         * dcol and col2im (which the layer below waits for) on this one (cuda_fork_side). */
+        const int32_t lane = cuda_get(bk)->lane;
+        int32_t side[2];
+        RLT_TRY(cuda_fork_side(bk, side));
+        /* dw[k, K] += dyr^T col(x): the sum runs over all R output pixels. */
+        cuda_get(bk)->lane = side[0];
+        int rc = conv_igemm_weight_grad(bk, g, dw, dyr, x, part);
+        cuda_get(bk)->lane = side[1];
+        if (rc == RLT_OK && db) rc = cuda_conv_bias_grad(bk, db, dy, RLT_LP_F32, g.n, g.k, P);
+        cuda_get(bk)->lane = lane;
+        if (rc == RLT_OK && dx) rc = conv_dx(bk, g, mode, dx, dyr, w, col);
+        int rc2 = cuda_merge_side(bk, lane, side);
+        return rc != RLT_OK ? rc : rc2;
+    }
     if (!dx) return RLT_OK;
+    return conv_dx(bk, g, mode, dx, dyr, w, col);
+}
+
+/* dx = col2im(dyr w), with dcol = dyr w in col's place. */
+static int conv_dx(rlt_backend *bk, const conv_geom &g, int mode, float *dx, const float *dyr, const float *w, float *col) {
+    const int32_t R = g.n * g.oh * g.ow, K = g.c * g.kh * g.kw;
     /* dcol = dyr w into col's place (no activation: the previous layer applies its own derivative). The
      * epilogue reads its aux operand at the element it writes, so col itself serves. */
-    if (conv_use_cublas()) RLT_TRY(cuda_gemm(bk, 0, 0, R, K, g.k, 1.0f, dyr, g.k, w, K, 0.0f, col, K));
+    if (mode != CONV_GEMM_FUSED) RLT_TRY(cuda_gemm(bk, 0, 0, R, K, g.k, 1.0f, dyr, g.k, w, K, 0.0f, col, K));
     else RLT_TRY(cuda_linear_backward(bk, R, K, g.k, dyr, g.k, col, K, RLT_ACT_NONE, w, NULL, NULL, 0.0f, col, K));
     int64_t nx = (int64_t)g.n * g.c * g.h * g.w;
     CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_col2im_kernel, dim3(cuda_blocks(bk, (uint64_t)nx, CONV_GEMM_THREADS)),
@@ -213,7 +245,8 @@ extern "C" int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s,
 
 extern "C" cudaError_t cuda_preload_conv_gemm(void) {
     cudaFuncAttributes a;
-    cudaError_t rc = cudaFuncGetAttributes(&a, conv_im2col_kernel);
+    cudaError_t rc = conv_igemm_preload();
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_im2col_kernel);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_col2im_kernel);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_dy_rows_kernel<RLT_ACT_NONE>);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_dy_rows_kernel<RLT_ACT_RELU>);

@@ -311,6 +311,30 @@ static int cuda_join(rlt_backend *bk) {
     return RLT_OK;
 }
 
+/* A fork and a join inside one op (cuda_ops.h). */
+int cuda_fork_side(rlt_backend *bk, int32_t side[2]) {
+    cuda_impl *c = cuda_get(bk);
+    side[0] = side[1] = c->lane;
+    if (c->n_lanes < 3) return RLT_OK;
+    for (int32_t i = 0, k = 1; i < 2; k++)
+        if (k != c->lane) side[i++] = k;
+    CUDA_CHECK(bk, cudaEventRecord(c->fork_event, c->streams[c->lane]));
+    CUDA_CHECK(bk, cudaStreamWaitEvent(c->streams[side[0]], c->fork_event, 0));
+    CUDA_CHECK(bk, cudaStreamWaitEvent(c->streams[side[1]], c->fork_event, 0));
+    return RLT_OK;
+}
+
+int cuda_merge_side(rlt_backend *bk, int32_t lane, const int32_t side[2]) {
+    cuda_impl *c = cuda_get(bk);
+    c->lane = lane;
+    for (int i = 0; i < 2; i++) {
+        if (side[i] == lane) continue;
+        CUDA_CHECK(bk, cudaEventRecord(c->join_event[side[i]], c->streams[side[i]]));
+        CUDA_CHECK(bk, cudaStreamWaitEvent(c->streams[lane], c->join_event[side[i]], 0));
+    }
+    return RLT_OK;
+}
+
 static int cuda_sync(rlt_backend *bk) {
     RLT_TRY(cuda_join(bk));
     cudaError_t rc = cudaStreamSynchronize(cuda_get(bk)->streams[0]);

@@ -226,6 +226,16 @@ int cuda_gemm_lp(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, 
 #define CUDA_CLIP_BLOCKS 256
 int cuda_sumsq_partial(rlt_backend *bk, const float *g, uint64_t n);
 
+/* A fork and a join inside one op, for its independent chains (a layer's weight and bias gradients beside its
+ * input gradient): cuda_fork_side picks the two lanes after the current one (skipping it), makes them wait for
+ * everything issued on the current lane, and returns them in side; the op sets c->lane to issue on them; then
+ * cuda_merge_side(bk, lane, side) makes `lane` wait for both and makes it current again. A graph capture turns
+ * this into parallel branches. With fewer than 3 lanes (RLT_CUDA_LANES=1) side is the current lane twice and
+ * both calls only restore it: the same kernels in order, so the same bits. Only memory the op owns may be
+ * touched on the side lanes. */
+int cuda_fork_side(rlt_backend *bk, int32_t side[2]);
+int cuda_merge_side(rlt_backend *bk, int32_t lane, const int32_t side[2]);
+
 /* Releases cuda_impl.conv (descriptors, the cuDNN handle); safe when it is NULL. Called by cuda_close. */
 void cuda_conv_close(rlt_backend *bk);
 

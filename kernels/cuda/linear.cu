@@ -409,6 +409,23 @@ extern "C" int cuda_linear_backward(rlt_backend *bk, int32_t rows, int32_t fi, i
      * (the whole update 3% faster for dW, bench/GPU_NOTES.md). */
     int fuse_w = (dW || db) && !cublas && rows <= LIN_MAX_K && fi <= LIN_MAX_K;
     int fuse_x = dx && !cublas && fo <= LIN_MAX_K && fi <= LIN_MAX_K;
+    if (!fuse_w && !fuse_x && !cublas) {
+        /* Both parts on cuBLAS (a wide layer): dW and db on two side lanes beside dx (cuda_fork_side). dW's
+         * product uses the side lanes' workspace size on any lane, so the same algorithm and bits either way. */
+        const int32_t lane = cuda_get(bk)->lane;
+        int32_t side[2];
+        RLT_TRY(cuda_fork_side(bk, side));
+        int rc = RLT_OK;
+        cuda_get(bk)->lane = side[0];
+        if (dW) rc = cuda_gemm_uniform(bk, 1, 0, fo, fi, rows, 1.0f, dy, lddy, x, ldx, beta, dW, fi);
+        cuda_get(bk)->lane = side[1];
+        if (rc == RLT_OK && db) rc = cuda_bias_grad(bk, db, dy, lddy, rows, fo, beta);
+        cuda_get(bk)->lane = lane;
+        if (rc == RLT_OK && dx) rc = cuda_gemm(bk, 0, 0, rows, fi, fo, 1.0f, dy, lddy, W, fi, 0.0f, dx, lddx);
+        if (rc == RLT_OK && dx) rc = cuda_act_grad(bk, dx, lddx, x, ldx, rows, fi, act_x);
+        int rc2 = cuda_merge_side(bk, lane, side);
+        return rc != RLT_OK ? rc : rc2;
+    }
     if (!fuse_w) {
         if (dW) RLT_TRY(cuda_gemm(bk, 1, 0, fo, fi, rows, 1.0f, dy, lddy, x, ldx, beta, dW, fi));
         if (db) RLT_TRY(cuda_bias_grad(bk, db, dy, lddy, rows, fo, beta));

@@ -1,0 +1,401 @@
+/* conv_igemm.cu: fp32 convolutions as implicit GEMMs: the im2col matrix col [R, K] (row = output pixel,
+ * column = filter tap) is never written; each tile loader gathers its entries straight from the NCHW input.
+ *
+ *   forward      y = act(col(x) w^T + b): one kernel per layer, bias and activation in the epilogue, stored
+ *                as NCHW; or, when the layer has too few pixels to fill the GPU, its taps split into S chunks
+ *                whose partial sums a second kernel adds in chunk order before the bias and activation.
+ *   weight grad  dw += dyr^T col(x), a sum over all R output pixels: split into S chunks of pixels (split-K)
+ *                whose partial [k, K] products go to a scratch block, then summed in chunk order and added
+ *                to dw by a second kernel. S depends on the shape alone, so the bits do not depend on the GPU.
+ *
+ * Why: at RL batch sizes the explicit path (im2col into the workspace, a cuBLAS GEMM, a bias/activation
+ * pass; for dw the im2col again and a GEMM whose reduction runs over thousands of pixels in few blocks) costs
+ * three or four dependent graph nodes per layer and pass, each 5-55 us for well under 1 us of arithmetic at the
+ * H100's rate (bench/GPU_NOTES.md). Here a layer's forward is one node and its weight gradient two.
+ *
+ * Tiles: 256 threads as 16 x 16; a thread owns a contiguous TM x TN block of outputs, read from shared memory
+ * with vector loads. IGEMM_BK reduction steps per shared-memory tile; the next tile's loads are issued into
+ * registers before the current one is used. */
+#include <stdlib.h>
+
+#include "conv_geom.cuh"
+
+#define IGEMM_THREADS 256
+#define IGEMM_BK 32
+/* Pixels per split-K chunk at most (the chunk's pixel decompositions are kept in shared memory), and the
+ * blocks the split aims at (about two per SM on an H100; a constant, so S is a function of the shape). */
+#define IGEMM_CHUNK_MAX 512
+#define IGEMM_DW_BLOCKS 256
+/* Taps at most for the forward (its tap table lives in shared memory); wider layers take the explicit path. */
+#define IGEMM_TAPS_MAX 2048
+
+/* Where output pixel r's receptive field starts: the input offset of tap (0, 0, 0) and its row/column. */
+struct igemm_pix {
+    int32_t base, y0, x0;
+};
+
+__device__ __forceinline__ igemm_pix igemm_pixel(const conv_geom &g, int32_t r) {
+    const int32_t P = g.oh * g.ow, img = r / P, p = r - img * P, oy = p / g.ow, ox = p - oy * g.ow;
+    igemm_pix q;
+    q.y0 = oy * g.stride - g.pad;
+    q.x0 = ox * g.stride - g.pad;
+    q.base = (img * g.c * g.h + q.y0) * g.w + q.x0;
+    return q;
+}
+
+/* Tap t = (ci, ky, kx) in the order of a filter's OIHW row: its offset from a pixel's base, and (ky, kx). */
+struct igemm_tap {
+    int32_t off, ky, kx;
+};
+
+__device__ __forceinline__ igemm_tap igemm_tap_of(const conv_geom &g, int32_t t) {
+    const int32_t khw = g.kh * g.kw, ci = t / khw, rem = t - ci * khw;
+    igemm_tap q;
+    q.ky = rem / g.kw;
+    q.kx = rem - q.ky * g.kw;
+    q.off = (ci * g.h + q.ky) * g.w + q.kx;
+    return q;
+}
+
+/* col(x)[pixel, tap]: the input value under the tap, 0 in the padding. */
+__device__ __forceinline__ float igemm_col(const float *__restrict__ x, const conv_geom &g, const igemm_pix &p,
+                                           const igemm_tap &t) {
+    const int32_t iy = p.y0 + t.ky, ix = p.x0 + t.kx;
+    return (unsigned)iy < (unsigned)g.h && (unsigned)ix < (unsigned)g.w ? x[p.base + t.off] : 0.0f;
+}
+
+/* out[0..N-1] = p[0..N-1] from shared memory, as one vector load where N allows (p is N-float aligned). */
+template <int N>
+__device__ __forceinline__ void igemm_lds(float (&out)[N], const float *p) {
+    if (N == 4) {
+        const float4 v = *reinterpret_cast<const float4 *>(p);
+        out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+    } else if (N == 2) {
+        const float2 v = *reinterpret_cast<const float2 *>(p);
+        out[0] = v.x, out[1] = v.y;
+    } else {
+#pragma unroll
+        for (int i = 0; i < N; i++) out[i] = p[i];
+    }
+}
+
+/* acc[i][j] += As[kk][am + i] * Bs[kk][bn + j] for kk = 0..IGEMM_BK-1, in that order. A thread's TM (TN) values
+ * are contiguous, so each step is one or two vector loads from shared memory per operand: with one scalar
+ * load per value, the shared-memory pipe (one 128-byte wavefront per cycle per SM) and not the FMAs would set
+ * the pace. */
+template <int TM, int TN, int LDA, int LDB>
+__device__ __forceinline__ void igemm_tile(float (&acc)[TM][TN], const float (*As)[LDA], const float (*Bs)[LDB],
+                                           int32_t am, int32_t bn) {
+#pragma unroll 8
+    for (int32_t kk = 0; kk < IGEMM_BK; kk++) {
+        float a[TM], b[TN];
+        igemm_lds<TM>(a, &As[kk][am]);
+        igemm_lds<TN>(b, &Bs[kk][bn]);
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+#pragma unroll
+            for (int j = 0; j < TN; j++) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+}
+
+/* Forward: a block computes BM = 16 TM output pixels x BN = 16 TN output channels over the taps of chunk
+ * blockIdx.z ([kb, kb + kchunk), all K when there is one chunk). Thread (tx, ty) owns pixels m0 + TM tx + i and
+ * channels n0 + TN ty + j. A tile: As[tap][pixel]; B tile: Bs[tap][channel] = w[channel, tap] (rows padded by 4
+ * floats: vector-aligned, and the column-wise stores spread over 8 banks). ACT = IGEMM_PARTIAL: the chunk's
+ * sums go to part[chunk, channel, pixel] for conv_igemm_fwd_sum_kernel; otherwise bias, activation, NCHW store.
+ * Chunks exist because one pass over all taps is a chain of K dependent steps per thread: with few blocks (a
+ * layer of 1,568 pixels makes 25) the SMs wait on latency, not arithmetic (ncu: 0.36 instructions per cycle). */
+#define IGEMM_PARTIAL (-1)
+template <int ACT, int TM, int TN>
+__global__ void __launch_bounds__(IGEMM_THREADS)
+    conv_igemm_fwd_kernel(float *__restrict__ y, float *__restrict__ part, const float *__restrict__ x,
+                          const float *__restrict__ w, const float *__restrict__ b, conv_geom g, int32_t kchunk) {
+    constexpr int BM = 16 * TM, BN = 16 * TN;
+    constexpr int ASTEP = IGEMM_THREADS / BM, AQ = IGEMM_BK / ASTEP;        /* A loads per thread per tile */
+    constexpr int BSTEP = IGEMM_THREADS / IGEMM_BK, BQ = BN / BSTEP;        /* B loads per thread per tile */
+    __shared__ __align__(16) float As[IGEMM_BK][BM];
+    __shared__ __align__(16) float Bs[IGEMM_BK][BN + 4];
+    /* The chunk's taps as (offset, ky << 16 | kx), decomposed once per block: the per-element divisions would
+     * otherwise cost more instructions than the FMAs they feed. Taps past the chunk get ky out of range, so
+     * they read as 0. */
+    __shared__ int2 taps[IGEMM_TAPS_MAX];
+    const int32_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, R = g.n * P;
+    const int32_t kb = (int32_t)blockIdx.z * kchunk, ke = min(K, kb + kchunk);
+    const int32_t Kt = (ke - kb + IGEMM_BK - 1) / IGEMM_BK * IGEMM_BK;
+    const int32_t tid = (int32_t)threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    const int32_t m0 = (int32_t)blockIdx.x * BM, n0 = (int32_t)blockIdx.y * BN;
+    for (int32_t i = tid; i < Kt; i += IGEMM_THREADS) {
+        const int32_t t = kb + i;
+        const igemm_tap q = igemm_tap_of(g, t < ke ? t : 0);
+        taps[i] = make_int2(q.off, t < ke ? (q.ky << 16) | q.kx : 0x4000 << 16);
+    }
+    /* This thread always loads the same pixel row of A (BM divides the block) and the same tap column of B; a
+     * row past R gets a receptive field that starts out of range, so it reads as 0 too. */
+    const int32_t am = tid % BM, at = tid / BM, bt = tid % IGEMM_BK, bn = tid / IGEMM_BK;
+    igemm_pix pix = igemm_pixel(g, m0 + am < R ? m0 + am : 0);
+    if (m0 + am >= R) pix.y0 = -0x40000;
+    float ra[AQ], rb[BQ], acc[TM][TN] = {};
+    __syncthreads();
+    cuda_pdl_wait();
+    cuda_pdl_trigger();
+    auto load = [&](int32_t i0) { /* the tile of chunk taps i0 .. i0 + IGEMM_BK - 1 */
+#pragma unroll
+        for (int q = 0; q < AQ; q++) {
+            const int2 tp = taps[i0 + at + q * ASTEP];
+            const int32_t iy = pix.y0 + (tp.y >> 16), ix = pix.x0 + (tp.y & 0xffff);
+            ra[q] = (unsigned)iy < (unsigned)g.h && (unsigned)ix < (unsigned)g.w ? x[pix.base + tp.x] : 0.0f;
+        }
+#pragma unroll
+        for (int q = 0; q < BQ; q++) {
+            const int32_t n = n0 + bn + q * BSTEP, t = kb + i0 + bt;
+            rb[q] = n < g.k && t < ke ? w[(int64_t)n * K + t] : 0.0f;
+        }
+    };
+    load(0);
+    for (int32_t i0 = 0; i0 < Kt; i0 += IGEMM_BK) {
+#pragma unroll
+        for (int q = 0; q < AQ; q++) As[at + q * ASTEP][am] = ra[q];
+#pragma unroll
+        for (int q = 0; q < BQ; q++) Bs[bt][bn + q * BSTEP] = rb[q];
+        __syncthreads();
+        if (i0 + IGEMM_BK < Kt) load(i0 + IGEMM_BK);
+        igemm_tile<TM, TN, BM, BN + 4>(acc, As, Bs, TM * tx, TN * ty);
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+        const int32_t r = m0 + TM * tx + i;
+        if (r >= R) continue;
+        const int32_t img = r / P, p = r - img * P;
+#pragma unroll
+        for (int j = 0; j < TN; j++) {
+            const int32_t o = n0 + TN * ty + j;
+            if (o >= g.k) continue;
+            if (ACT == IGEMM_PARTIAL) {
+                part[((int64_t)blockIdx.z * g.k + o) * R + r] = acc[i][j];
+                continue;
+            }
+            float z = acc[i][j] + (b ? b[o] : 0.0f);
+            if (ACT == RLT_ACT_RELU) z = z > 0.0f ? z : 0.0f;
+            else if (ACT == RLT_ACT_TANH) z = tanhf(z);
+            y[((int64_t)img * g.k + o) * P + p] = z;
+        }
+    }
+}
+
+/* y[img, o, p] = act(part[0, o, r] + ... + part[S-1, o, r] + b[o]) with r = img P + p, chunks in order. */
+template <int ACT>
+__global__ void conv_igemm_fwd_sum_kernel(float *__restrict__ y, const float *__restrict__ part,
+                                          const float *__restrict__ b, int32_t k, int32_t P, int32_t R, int32_t S) {
+    cuda_pdl_wait();
+    cuda_pdl_trigger();
+    const int32_t total = R * k;
+    for (int32_t e = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); e < total; e += (int32_t)(gridDim.x * blockDim.x)) {
+        const int32_t q = e / P, p = e - q * P, img = q / k, o = q - img * k, r = img * P + p;
+        float z = 0.0f;
+#pragma unroll 4
+        for (int32_t s = 0; s < S; s++) z += part[((int64_t)s * k + o) * R + r];
+        z += b ? b[o] : 0.0f;
+        if (ACT == RLT_ACT_RELU) z = z > 0.0f ? z : 0.0f;
+        else if (ACT == RLT_ACT_TANH) z = tanhf(z);
+        y[e] = z;
+    }
+}
+
+/* Weight gradient, one chunk of pixels: part[s, o, t] = sum over pixels r of chunk s (in order) of
+ * dyr[r, o] col(x)[r, t]. A block computes BM = 16 TM channels x 64 taps; thread (tx, ty) owns channels
+ * o0 + TM ty + i and taps t0 + 4 tx + j (a warp's stores cover 64 consecutive taps).
+ * A tile: As[pixel][channel] = dyr rows; B tile: Bs[pixel][tap] gathered from x. */
+template <int TM>
+__global__ void __launch_bounds__(IGEMM_THREADS)
+    conv_igemm_dw_kernel(float *__restrict__ part, const float *__restrict__ dyr, const float *__restrict__ x,
+                         conv_geom g, int32_t chunk) {
+    constexpr int BM = 16 * TM, BN = 64, TN = 4;
+    constexpr int ASTEP = IGEMM_THREADS / BM, AQ = IGEMM_BK / ASTEP;
+    constexpr int BSTEP = IGEMM_THREADS / BN, BQ = IGEMM_BK / BSTEP;
+    __shared__ __align__(16) float As[IGEMM_BK][BM];
+    __shared__ __align__(16) float Bs[IGEMM_BK][BN];
+    __shared__ igemm_pix pixs[IGEMM_CHUNK_MAX];
+    const int32_t K = g.c * g.kh * g.kw, R = g.n * g.oh * g.ow;
+    const int32_t tid = (int32_t)threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    const int32_t t0 = (int32_t)blockIdx.x * BN, o0 = (int32_t)blockIdx.y * BM, s = (int32_t)blockIdx.z;
+    const int32_t r0 = s * chunk, rn = min(chunk, R - r0);
+    const int32_t am = tid % BM, ar = tid / BM, bt = tid % BN, br = tid / BN;
+    for (int32_t i = tid; i < rn; i += IGEMM_THREADS) pixs[i] = igemm_pixel(g, r0 + i);
+    const bool tcol = t0 + bt < K;
+    const igemm_tap tap = igemm_tap_of(g, tcol ? t0 + bt : 0);
+    float ra[AQ], rb[BQ], acc[TM][TN] = {};
+    __syncthreads();
+    cuda_pdl_wait();
+    cuda_pdl_trigger();
+    auto load = [&](int32_t k0) {
+#pragma unroll
+        for (int q = 0; q < AQ; q++) {
+            const int32_t rr = k0 + ar + q * ASTEP;
+            ra[q] = rr < rn && o0 + am < g.k ? dyr[(int64_t)(r0 + rr) * g.k + o0 + am] : 0.0f;
+        }
+#pragma unroll
+        for (int q = 0; q < BQ; q++) {
+            const int32_t rr = k0 + br + q * BSTEP;
+            rb[q] = rr < rn && tcol ? igemm_col(x, g, pixs[rr], tap) : 0.0f;
+        }
+    };
+    load(0);
+    for (int32_t k0 = 0; k0 < rn; k0 += IGEMM_BK) {
+#pragma unroll
+        for (int q = 0; q < AQ; q++) As[ar + q * ASTEP][am] = ra[q];
+#pragma unroll
+        for (int q = 0; q < BQ; q++) Bs[br + q * BSTEP][bt] = rb[q];
+        __syncthreads();
+        if (k0 + IGEMM_BK < rn) load(k0 + IGEMM_BK);
+        igemm_tile<TM, TN, BM, BN>(acc, As, Bs, TM * ty, TN * tx);
+        __syncthreads();
+    }
+    float *dst = part + (int64_t)s * g.k * K;
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+        const int32_t o = o0 + TM * ty + i;
+        if (o >= g.k) continue;
+#pragma unroll
+        for (int j = 0; j < TN; j++) {
+            const int32_t t = t0 + TN * tx + j;
+            if (t < K) dst[(int64_t)o * K + t] = acc[i][j];
+        }
+    }
+}
+
+/* dw[e] += part[0, e] + part[1, e] + ... + part[S-1, e], left to right. */
+__global__ void conv_igemm_dw_sum_kernel(float *__restrict__ dw, const float *__restrict__ part, int32_t n, int32_t S) {
+    cuda_pdl_wait();
+    cuda_pdl_trigger();
+    for (int32_t e = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); e < n; e += (int32_t)(gridDim.x * blockDim.x)) {
+        float acc = 0.0f;
+#pragma unroll 8
+        for (int32_t s = 0; s < S; s++) acc += part[(int64_t)s * n + e];
+        dw[e] += acc;
+    }
+}
+
+/* The split of the weight gradient's R pixels: chunks of a multiple of IGEMM_BK pixels, about IGEMM_DW_BLOCKS
+ * blocks in all. A function of the shape alone. */
+static int32_t igemm_dw_tm(const conv_geom &g) { return g.k <= 32 ? 2 : 4; }
+
+static int32_t igemm_dw_chunk(const conv_geom &g) {
+    const int64_t R = (int64_t)g.n * g.oh * g.ow, K = (int64_t)g.c * g.kh * g.kw;
+    const int64_t tiles = ((K + 63) / 64) * ((g.k + 16 * igemm_dw_tm(g) - 1) / (16 * igemm_dw_tm(g)));
+    const int64_t want = tiles >= IGEMM_DW_BLOCKS ? 1 : IGEMM_DW_BLOCKS / tiles;
+    int64_t chunk = (R + want - 1) / want;
+    chunk = (chunk + IGEMM_BK - 1) / IGEMM_BK * IGEMM_BK;
+    return (int32_t)(chunk > IGEMM_CHUNK_MAX ? IGEMM_CHUNK_MAX : chunk);
+}
+
+int conv_igemm_fits(const conv_geom &g) {
+    /* The tap table, 32-bit offsets into x, and kx within 16 bits. */
+    return (int64_t)g.c * g.kh * g.kw <= IGEMM_TAPS_MAX && g.kw < 0x4000 && g.kh < 0x4000;
+}
+
+uint64_t conv_igemm_part_floats(const conv_geom &g) {
+    const int64_t R = (int64_t)g.n * g.oh * g.ow, chunk = igemm_dw_chunk(g);
+    return (uint64_t)((R + chunk - 1) / chunk) * (uint64_t)g.k * (uint64_t)g.c * g.kh * g.kw;
+}
+
+/* Pixels per forward block: 32, or 64 for layers of many pixels (the Nature torso at batch 32 ran fastest with
+ * 32 on every layer: 3,131 against 3,045 updates/s with 64 on conv1 and 16 on the others), 16 for tiny ones.
+ * The height fixes the tap chunks (below), so it is a function of the shape alone; developer switch
+ * RLT_CUDA_IGEMM_TM=1|2|4 forces it. */
+static int32_t igemm_fwd_tm(const conv_geom &g) {
+    const char *e = getenv("RLT_CUDA_IGEMM_TM");
+    if (e && (atoi(e) == 1 || atoi(e) == 2 || atoi(e) == 4)) return atoi(e);
+    const int64_t R = (int64_t)g.n * g.oh * g.ow;
+    return R >= 64 * 512 ? 4 : R >= 32 * 16 ? 2 : 1;
+}
+
+/* Taps per forward chunk (a multiple of IGEMM_BK): one chunk when the tiles alone make IGEMM_FWD_BLOCKS blocks,
+ * else enough chunks for about that many, with at most K / k of them so their partial sums fit in col's place
+ * (R k S <= R K). A function of the shape alone (the tile height is fixed by the shape too), so the bits do not
+ * depend on the GPU. */
+#define IGEMM_FWD_BLOCKS 384
+static int32_t igemm_fwd_kchunk(const conv_geom &g) {
+    const int64_t R = (int64_t)g.n * g.oh * g.ow, K = (int64_t)g.c * g.kh * g.kw;
+    const int64_t bm = 16 * igemm_fwd_tm(g), bn = g.k <= 32 ? 32 : 64;
+    const int64_t tiles = ((R + bm - 1) / bm) * ((g.k + bn - 1) / bn);
+    int64_t S = tiles >= IGEMM_FWD_BLOCKS ? 1 : (IGEMM_FWD_BLOCKS + tiles - 1) / tiles;
+    if (S > K / g.k) S = K / g.k;
+    if (S > (K + IGEMM_BK - 1) / IGEMM_BK) S = (K + IGEMM_BK - 1) / IGEMM_BK;
+    if (S < 1) S = 1;
+    int64_t kchunk = (K + S - 1) / S;
+    kchunk = (kchunk + IGEMM_BK - 1) / IGEMM_BK * IGEMM_BK;
+    return (int32_t)(kchunk > IGEMM_TAPS_MAX ? IGEMM_TAPS_MAX : kchunk);
+}
+
+template <int ACT>
+static cudaError_t igemm_fwd_act(rlt_backend *bk, int32_t tm, int32_t tn, dim3 grid, float *y, float *part,
+                                 const float *x, const float *w, const float *b, const conv_geom &g, int32_t kchunk) {
+    const dim3 block(IGEMM_THREADS);
+#define IGEMM_FWD(TM_, TN_) \
+    if (tm == TM_ && tn == TN_) return cuda_launch_pdl(bk, conv_igemm_fwd_kernel<ACT, TM_, TN_>, grid, block, y, part, x, w, b, g, kchunk)
+    IGEMM_FWD(4, 2); IGEMM_FWD(2, 2); IGEMM_FWD(1, 2); IGEMM_FWD(4, 4); IGEMM_FWD(2, 4);
+#undef IGEMM_FWD
+    return cuda_launch_pdl(bk, conv_igemm_fwd_kernel<ACT, 1, 4>, grid, block, y, part, x, w, b, g, kchunk);
+}
+
+int conv_igemm_forward(rlt_backend *bk, const conv_geom &g, float *y, const float *x, const float *w, const float *b,
+                       int32_t act, float *part) {
+    CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "conv_forward");
+    const int32_t tm = igemm_fwd_tm(g), tn = g.k <= 32 ? 2 : 4, kchunk = igemm_fwd_kchunk(g);
+    const int32_t R = g.n * g.oh * g.ow, K = g.c * g.kh * g.kw, S = (K + kchunk - 1) / kchunk;
+    dim3 grid((unsigned)((R + 16 * tm - 1) / (16 * tm)), (unsigned)((g.k + 16 * tn - 1) / (16 * tn)), (unsigned)S);
+    cudaError_t rc = S > 1                  ? igemm_fwd_act<IGEMM_PARTIAL>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk)
+                     : act == RLT_ACT_RELU ? igemm_fwd_act<RLT_ACT_RELU>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk)
+                     : act == RLT_ACT_TANH ? igemm_fwd_act<RLT_ACT_TANH>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk)
+                                           : igemm_fwd_act<RLT_ACT_NONE>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk);
+    CUDA_CHECK(bk, rc);
+    CUDA_CHECK_LAUNCH(bk, "conv_igemm_fwd_kernel");
+    if (S == 1) return RLT_OK;
+    const int32_t P = g.oh * g.ow;
+    const dim3 sg(cuda_blocks(bk, (uint64_t)R * g.k, IGEMM_THREADS)), sb(IGEMM_THREADS);
+    rc = act == RLT_ACT_RELU   ? cuda_launch_pdl(bk, conv_igemm_fwd_sum_kernel<RLT_ACT_RELU>, sg, sb, y, (const float *)part, b, g.k, P, R, S)
+         : act == RLT_ACT_TANH ? cuda_launch_pdl(bk, conv_igemm_fwd_sum_kernel<RLT_ACT_TANH>, sg, sb, y, (const float *)part, b, g.k, P, R, S)
+                               : cuda_launch_pdl(bk, conv_igemm_fwd_sum_kernel<RLT_ACT_NONE>, sg, sb, y, (const float *)part, b, g.k, P, R, S);
+    CUDA_CHECK(bk, rc);
+    CUDA_CHECK_LAUNCH(bk, "conv_igemm_fwd_sum_kernel");
+    return RLT_OK;
+}
+
+int conv_igemm_weight_grad(rlt_backend *bk, const conv_geom &g, float *dw, const float *dyr, const float *x, float *part) {
+    const int32_t R = g.n * g.oh * g.ow, K = g.c * g.kh * g.kw, tm = igemm_dw_tm(g), chunk = igemm_dw_chunk(g);
+    const int32_t S = (R + chunk - 1) / chunk;
+    dim3 grid((unsigned)((K + 63) / 64), (unsigned)((g.k + 16 * tm - 1) / (16 * tm)), (unsigned)S);
+    if (tm == 2) CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_kernel<2>, grid, dim3(IGEMM_THREADS), part, dyr, x, g, chunk));
+    else CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_kernel<4>, grid, dim3(IGEMM_THREADS), part, dyr, x, g, chunk));
+    CUDA_CHECK_LAUNCH(bk, "conv_igemm_dw_kernel");
+    const int32_t n = g.k * K;
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_sum_kernel, dim3(cuda_blocks(bk, (uint64_t)n, IGEMM_THREADS)),
+                                   dim3(IGEMM_THREADS), dw, (const float *)part, n, S));
+    CUDA_CHECK_LAUNCH(bk, "conv_igemm_dw_sum_kernel");
+    return RLT_OK;
+}
+
+template <int ACT>
+static cudaError_t igemm_preload_act(void) {
+    cudaFuncAttributes a;
+    void (*k[6])(float *, float *, const float *, const float *, const float *, conv_geom, int32_t) = {
+        conv_igemm_fwd_kernel<ACT, 1, 2>, conv_igemm_fwd_kernel<ACT, 2, 2>, conv_igemm_fwd_kernel<ACT, 4, 2>,
+        conv_igemm_fwd_kernel<ACT, 1, 4>, conv_igemm_fwd_kernel<ACT, 2, 4>, conv_igemm_fwd_kernel<ACT, 4, 4>};
+    cudaError_t rc = cudaSuccess;
+    for (int i = 0; i < 6 && rc == cudaSuccess; i++) rc = cudaFuncGetAttributes(&a, k[i]);
+    if (rc == cudaSuccess && ACT != IGEMM_PARTIAL) rc = cudaFuncGetAttributes(&a, conv_igemm_fwd_sum_kernel<ACT < 0 ? 0 : ACT>);
+    return rc;
+}
+
+cudaError_t conv_igemm_preload(void) {
+    cudaFuncAttributes a;
+    cudaError_t rc = igemm_preload_act<IGEMM_PARTIAL>();
+    if (rc == cudaSuccess) rc = igemm_preload_act<RLT_ACT_NONE>();
+    if (rc == cudaSuccess) rc = igemm_preload_act<RLT_ACT_RELU>();
+    if (rc == cudaSuccess) rc = igemm_preload_act<RLT_ACT_TANH>();
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_dw_kernel<2>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_dw_kernel<4>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_dw_sum_kernel);
+    return rc;
+}
