@@ -23,6 +23,8 @@ fi
   echo "== rltrain DQN update: MLP (CartPole) and Nature CNN"
   build/bench/bench_dqn_update --device cuda:0 --case mlp --updates 20000
   build/bench/bench_dqn_update --device cuda:0 --case nature --updates 3000
+  echo "== the same Nature update with the explicit im2col + cuBLAS convolutions (RLT_CUDA_CONV_GEMM=cublas)"
+  RLT_CUDA_CONV_GEMM=cublas build/bench/bench_dqn_update --device cuda:0 --case nature --updates 3000 | grep -E "updates/s"
   echo "== PyTorch DQN reference (eager), same GPU"
   python3 bench/dqn_torch.py --case mlp --updates 3000
   python3 bench/dqn_torch.py --case nature --updates 1000
@@ -33,6 +35,6 @@ fi
 } 2>&1 | tee "$OUT/bench.log"
 if [ "${2:-0}" != 0 ]; then
   echo "== MinAtar Breakout DQN learning curve on the GPU"
-  timeout 300 bash bench/minatar_curve.sh "$2" /tmp/minatar 2>&1 | tee "$OUT/minatar.log"
+  timeout 330 bash bench/minatar_curve.sh "$2" /tmp/minatar 2>&1 | tee "$OUT/minatar.log"
   cp /tmp/minatar/metrics.csv "$OUT/minatar_metrics.csv" 2>/dev/null
 fi
