@@ -7,7 +7,7 @@ steps=${1:-300000}
 out=${2:-${OUT:-runs}/minatar_curve}
 export RLT_CUDA_MODULE=${RLT_CUDA_MODULE:-$PWD/build/librltrain_cuda.so}
 # Epsilon falls over the first 100,000 steps (MinAtar's schedule) whatever the run's length.
-frac=$(awk -v s="$steps" 'BEGIN { f = 100000 / s; printf "%.6f", f > 1 ? 1 : f }')
+frac=$(awk -v s="$steps" 'BEGIN { f = 100000 / s; printf "%.6f", (f > 1 ? 1 : f) }')
 build/rltrain --config configs/dqn_minatar_breakout.yaml --set device=cuda:0 --set train.total_steps="$steps" \
   --set dqn.eps_fraction="$frac" \
   --set train.eval_every=25000 --set train.eval_episodes=20 --set out_dir="$out" --quiet | tail -3
