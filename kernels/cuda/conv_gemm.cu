@@ -9,21 +9,17 @@
  *
  * With R = n*out_h*out_w output pixels and K = c*kh*kw taps, col [R, K] is the im2col matrix (row r = one
  * output pixel, columns in the order of a filter's OIHW row, so w is a [k, K] weight matrix as a dense
- * layer's). The workspace holds col (or the weight gradient's split-K partial sums, whichever is larger) and
- * dyr [R, k]:
+ * layer's). The workspace holds col, the weight gradient's split-K partial sums and dyr [R, k]:
  *   forward   y = act(col w^T + b) as an implicit-GEMM kernel that gathers col from x (conv_igemm.cu); split-K
  *             partial sums, when it splits, in col's place.
  *   backward  dy = act'(y) dy in place and dyr = the same values as rows (one pass);
- *             db += per-channel sums of dy (conv_bias.cu, a fixed tree); dw += dyr^T col as an implicit GEMM
- *             split over chunks of pixels, partial sums in col's place, added in chunk order;
- *             then col = dyr w (cuBLAS) and dx = col2im(col), a gather that sums each input pixel's taps in
- *             a fixed order (no atomics).
- * RLT_CUDA_CONV_GEMM=cublas|fused (below) brings back the explicit im2col + GEMM forward and weight gradient.
+ *             db += per-channel sums of dy (conv_bias.cu, a fixed tree) and dw += dyr^T col as an implicit
+ *             GEMM split over chunks of pixels, added in chunk order, both on side lanes; on this lane
+ *             col = dyr w (cuBLAS) and dx = col2im(col), a gather that sums each input pixel's taps in a fixed
+ *             order (no atomics).
+ * RLT_CUDA_CONV_GEMM=cublas (cuda_ops.h) brings back the explicit im2col + cuBLAS forward and weight gradient.
  * Every sum is a sum of products in an order fixed by the shapes, so results are the same bits run to run
  * and within the GEMM bound of the CPU's (tests/gpu_dqn_parity.c). */
-#include <stdlib.h>
-#include <string.h>
-
 #include "conv_geom.cuh"
 
 #define CONV_GEMM_THREADS 256
@@ -75,7 +71,8 @@ __global__ void conv_dy_rows_kernel(float *__restrict__ dyr, float *__restrict__
     }
 }
 
-/* y[img, o, p] = act(yr[(img, p), o] + b[o]) (NCHW out of the GEMM's rows), as the fused epilogue computes it. */
+/* y[img, o, p] = act(yr[(img, p), o] + b[o]) (NCHW out of the GEMM's rows), as the implicit GEMM's epilogue
+ * computes it. */
 template <int ACT>
 __global__ void conv_rows_bias_act_kernel(float *y, const float *yr, const float *b, int32_t k, int32_t P, int64_t total) {
     cuda_pdl_wait();
@@ -110,16 +107,9 @@ __global__ void conv_col2im_kernel(float *__restrict__ dx, const float *__restri
     }
 }
 
-/* Developer switch RLT_CUDA_CONV_GEMM=implicit|cublas|fused (read at each call, so at capture): the forward and
- * the weight gradient as implicit GEMMs (conv_igemm.cu, the default); or explicit im2col with the products on
- * cuBLAS and a separate bias + activation pass; or explicit im2col with the forward and dcol products on our
- * fused dense-layer kernel (linear.cu), whose 32x32 tiles run these tall products at about half cuBLAS's speed. */
-enum { CONV_GEMM_IMPLICIT, CONV_GEMM_CUBLAS, CONV_GEMM_FUSED };
-static int conv_gemm_mode(const conv_geom &g) {
-    const char *m = getenv("RLT_CUDA_CONV_GEMM");
-    if (m && !strcmp(m, "fused")) return CONV_GEMM_FUSED;
-    if ((m && !strcmp(m, "cublas")) || !conv_igemm_fits(g)) return CONV_GEMM_CUBLAS;
-    return CONV_GEMM_IMPLICIT;
+/* The explicit path (RLT_CUDA_CONV_GEMM=cublas), or layers too wide for conv_igemm.cu's tap table. */
+static int conv_gemm_explicit(rlt_backend *bk, const conv_geom &g) {
+    return cuda_get(bk)->conv_gemm == CUDA_CONV_CUBLAS || !conv_igemm_fits(g);
 }
 
 /* The workspace: col [R, K], the weight gradient's split-K partial sums (their own place: the weight gradient
@@ -162,28 +152,24 @@ extern "C" int cuda_conv_gemm_forward(rlt_backend *bk, const rlt_conv_shape *s, 
                                       const float *w, const float *b, int32_t act, void *ws, uint64_t ws_bytes) {
     RLT_TRY(conv_gemm_check(bk, s, ws, ws_bytes, "conv_forward"));
     conv_geom g = conv_geom_of(s);
-    const int mode = conv_gemm_mode(g);
-    if (mode == CONV_GEMM_IMPLICIT) return conv_igemm_forward(bk, g, y, x, w, b, act, (float *)ws);
+    if (!conv_gemm_explicit(bk, g)) return conv_igemm_forward(bk, g, y, x, w, b, act, (float *)ws);
     float *col = (float *)ws;
     RLT_TRY(conv_im2col(bk, col, x, g));
-    if (mode == CONV_GEMM_CUBLAS) {
-        const int32_t P = g.oh * g.ow, R = g.n * P, K = g.c * g.kh * g.kw;
-        float *yr = (float *)((unsigned char *)ws + conv_gemm_dyr_off(g));
-        RLT_TRY(cuda_gemm_uniform(bk, 0, 1, R, g.k, K, 1.0f, col, K, w, K, 0.0f, yr, g.k));
-        int64_t ny = (int64_t)R * g.k;
-        dim3 grid(cuda_blocks(bk, (uint64_t)ny, CONV_GEMM_THREADS)), block(CONV_GEMM_THREADS);
-        if (act == RLT_ACT_RELU)
-            CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_rows_bias_act_kernel<RLT_ACT_RELU>, grid, block, y, (const float *)yr, b, g.k, P, ny));
-        else if (act == RLT_ACT_TANH)
-            CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_rows_bias_act_kernel<RLT_ACT_TANH>, grid, block, y, (const float *)yr, b, g.k, P, ny));
-        else CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_rows_bias_act_kernel<RLT_ACT_NONE>, grid, block, y, (const float *)yr, b, g.k, P, ny));
-        CUDA_CHECK_LAUNCH(bk, "conv_rows_bias_act_kernel");
-        return RLT_OK;
-    }
-    return cuda_linear_forward_img(bk, g.n, g.oh * g.ow, g.c * g.kh * g.kw, g.k, col, w, b, y, act);
+    const int32_t P = g.oh * g.ow, R = g.n * P, K = g.c * g.kh * g.kw;
+    float *yr = (float *)((unsigned char *)ws + conv_gemm_dyr_off(g));
+    RLT_TRY(cuda_gemm_uniform(bk, 0, 1, R, g.k, K, 1.0f, col, K, w, K, 0.0f, yr, g.k));
+    int64_t ny = (int64_t)R * g.k;
+    dim3 grid(cuda_blocks(bk, (uint64_t)ny, CONV_GEMM_THREADS)), block(CONV_GEMM_THREADS);
+    if (act == RLT_ACT_RELU)
+        CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_rows_bias_act_kernel<RLT_ACT_RELU>, grid, block, y, (const float *)yr, b, g.k, P, ny));
+    else if (act == RLT_ACT_TANH)
+        CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_rows_bias_act_kernel<RLT_ACT_TANH>, grid, block, y, (const float *)yr, b, g.k, P, ny));
+    else CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_rows_bias_act_kernel<RLT_ACT_NONE>, grid, block, y, (const float *)yr, b, g.k, P, ny));
+    CUDA_CHECK_LAUNCH(bk, "conv_rows_bias_act_kernel");
+    return RLT_OK;
 }
 
-static int conv_dx(rlt_backend *bk, const conv_geom &g, int mode, float *dx, const float *dyr, const float *w, float *col);
+static int conv_dx(rlt_backend *bk, const conv_geom &g, float *dx, const float *dyr, const float *w, float *col);
 
 extern "C" int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s, float *dx, float *dw, float *db,
                                        float *dy, const float *y, const float *x, const float *w, int32_t act, void *ws,
@@ -203,8 +189,7 @@ extern "C" int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s,
         CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_dy_rows_kernel<RLT_ACT_TANH>, grid, block, dyr, dy, y, g.k, P, ny));
     else CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_dy_rows_kernel<RLT_ACT_NONE>, grid, block, dyr, dy, y, g.k, P, ny));
     CUDA_CHECK_LAUNCH(bk, "conv_dy_rows_kernel");
-    const int mode = conv_gemm_mode(g);
-    if (mode != CONV_GEMM_IMPLICIT) {
+    if (conv_gemm_explicit(bk, g)) {
         /* Explicit: everything in order on this lane; col is im2col(x) until dcol overwrites it. */
         if (db) RLT_TRY(cuda_conv_bias_grad(bk, db, dy, RLT_LP_F32, g.n, g.k, P));
         RLT_TRY(conv_im2col(bk, col, x, g));
@@ -221,21 +206,19 @@ extern "C" int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s,
         cuda_get(bk)->lane = side[1];
         if (rc == RLT_OK && db) rc = cuda_conv_bias_grad(bk, db, dy, RLT_LP_F32, g.n, g.k, P);
         cuda_get(bk)->lane = lane;
-        if (rc == RLT_OK && dx) rc = conv_dx(bk, g, mode, dx, dyr, w, col);
+        if (rc == RLT_OK && dx) rc = conv_dx(bk, g, dx, dyr, w, col);
         int rc2 = cuda_merge_side(bk, lane, side);
         return rc != RLT_OK ? rc : rc2;
     }
     if (!dx) return RLT_OK;
-    return conv_dx(bk, g, mode, dx, dyr, w, col);
+    return conv_dx(bk, g, dx, dyr, w, col);
 }
 
 /* dx = col2im(dyr w), with dcol = dyr w in col's place. */
-static int conv_dx(rlt_backend *bk, const conv_geom &g, int mode, float *dx, const float *dyr, const float *w, float *col) {
+static int conv_dx(rlt_backend *bk, const conv_geom &g, float *dx, const float *dyr, const float *w, float *col) {
     const int32_t R = g.n * g.oh * g.ow, K = g.c * g.kh * g.kw;
-    /* dcol = dyr w into col's place (no activation: the previous layer applies its own derivative). The
-     * epilogue reads its aux operand at the element it writes, so col itself serves. */
-    if (mode != CONV_GEMM_FUSED) RLT_TRY(cuda_gemm(bk, 0, 0, R, K, g.k, 1.0f, dyr, g.k, w, K, 0.0f, col, K));
-    else RLT_TRY(cuda_linear_backward(bk, R, K, g.k, dyr, g.k, col, K, RLT_ACT_NONE, w, NULL, NULL, 0.0f, col, K));
+    /* dcol = dyr w into col's place (no activation: the previous layer applies its own derivative). */
+    RLT_TRY(cuda_gemm(bk, 0, 0, R, K, g.k, 1.0f, dyr, g.k, w, K, 0.0f, col, K));
     int64_t nx = (int64_t)g.n * g.c * g.h * g.w;
     CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_col2im_kernel, dim3(cuda_blocks(bk, (uint64_t)nx, CONV_GEMM_THREADS)),
                                    dim3(CONV_GEMM_THREADS), dx, (const float *)col, g, (int32_t)nx));

@@ -16,8 +16,6 @@
  * Tiles: 256 threads as 16 x 16; a thread owns a contiguous TM x TN block of outputs, read from shared memory
  * with vector loads. IGEMM_BK reduction steps per shared-memory tile; the next tile's loads are issued into
  * registers before the current one is used. */
-#include <stdlib.h>
-
 #include "conv_geom.cuh"
 
 #define IGEMM_THREADS 256
@@ -301,11 +299,10 @@ uint64_t conv_igemm_part_floats(const conv_geom &g) {
 
 /* Pixels per forward block: 32, or 64 for layers of many pixels (the Nature torso at batch 32 ran fastest with
  * 32 on every layer: 3,131 against 3,045 updates/s with 64 on conv1 and 16 on the others), 16 for tiny ones.
- * The height fixes the tap chunks (below), so it is a function of the shape alone; developer switch
- * RLT_CUDA_IGEMM_TM=1|2|4 forces it. */
-static int32_t igemm_fwd_tm(const conv_geom &g) {
-    const char *e = getenv("RLT_CUDA_IGEMM_TM");
-    if (e && (atoi(e) == 1 || atoi(e) == 2 || atoi(e) == 4)) return atoi(e);
+ * The height fixes the tap chunks (below), so it is a function of the shape alone unless the developer switch
+ * RLT_CUDA_IGEMM_TM (forced, nonzero `forced`) says otherwise. */
+static int32_t igemm_fwd_tm(const conv_geom &g, int32_t forced) {
+    if (forced) return forced;
     const int64_t R = (int64_t)g.n * g.oh * g.ow;
     return R >= 64 * 512 ? 4 : R >= 32 * 16 ? 2 : 1;
 }
@@ -315,9 +312,9 @@ static int32_t igemm_fwd_tm(const conv_geom &g) {
  * (R k S <= R K). A function of the shape alone (the tile height is fixed by the shape too), so the bits do not
  * depend on the GPU. */
 #define IGEMM_FWD_BLOCKS 384
-static int32_t igemm_fwd_kchunk(const conv_geom &g) {
+static int32_t igemm_fwd_kchunk(const conv_geom &g, int32_t tm) {
     const int64_t R = (int64_t)g.n * g.oh * g.ow, K = (int64_t)g.c * g.kh * g.kw;
-    const int64_t bm = 16 * igemm_fwd_tm(g), bn = g.k <= 32 ? 32 : 64;
+    const int64_t bm = 16 * tm, bn = g.k <= 32 ? 32 : 64;
     const int64_t tiles = ((R + bm - 1) / bm) * ((g.k + bn - 1) / bn);
     int64_t S = tiles >= IGEMM_FWD_BLOCKS ? 1 : (IGEMM_FWD_BLOCKS + tiles - 1) / tiles;
     if (S > K / g.k) S = K / g.k;
@@ -342,7 +339,7 @@ static cudaError_t igemm_fwd_act(rlt_backend *bk, int32_t tm, int32_t tn, dim3 g
 int conv_igemm_forward(rlt_backend *bk, const conv_geom &g, float *y, const float *x, const float *w, const float *b,
                        int32_t act, float *part) {
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "conv_forward");
-    const int32_t tm = igemm_fwd_tm(g), tn = g.k <= 32 ? 2 : 4, kchunk = igemm_fwd_kchunk(g);
+    const int32_t tm = igemm_fwd_tm(g, cuda_get(bk)->igemm_tm), tn = g.k <= 32 ? 2 : 4, kchunk = igemm_fwd_kchunk(g, tm);
     const int32_t R = g.n * g.oh * g.ow, K = g.c * g.kh * g.kw, S = (K + kchunk - 1) / kchunk;
     dim3 grid((unsigned)((R + 16 * tm - 1) / (16 * tm)), (unsigned)((g.k + 16 * tn - 1) / (16 * tn)), (unsigned)S);
     cudaError_t rc = S > 1                  ? igemm_fwd_act<IGEMM_PARTIAL>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk)

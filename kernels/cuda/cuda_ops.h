@@ -35,8 +35,13 @@ extern "C" {
  *   RLT_CUDA_PDL=0          no programmatic dependent launch for the chain kernels (see cuda_launch_pdl);
  *   RLT_CUDA_PRIO=0         no stream priorities;
  *   RLT_CUDA_TILES=16|32    linear.cu's GEMM tile height, instead of the choice by shape;
+ *   RLT_CUDA_CONV_GEMM=cublas  fp32 convolutions as explicit im2col + cuBLAS (session 4's path) instead of the
+ *                           implicit GEMMs of conv_igemm.cu;
+ *   RLT_CUDA_IGEMM_TM=1|2|4 conv_igemm.cu's forward tile height (16, 32 or 64 pixels), instead of the choice by
+ *                           shape (it fixes the tap chunks too, so unlike the others it changes the bits);
  *   RLT_CUDA_GRAPH_STATS=1  graph_end prints each graph's node count and longest dependency chain. */
 enum { CUDA_LINEAR_FUSED = 0, CUDA_LINEAR_CUBLAS = 1 };
+enum { CUDA_CONV_IMPLICIT = 0, CUDA_CONV_CUBLAS = 1 };
 
 typedef struct cuda_impl {
     int32_t device;          /* the CUDA device index this backend was opened on */
@@ -62,6 +67,8 @@ typedef struct cuda_impl {
     int32_t graph_stats;     /* RLT_CUDA_GRAPH_STATS=1: graph_end prints node and critical-path counts to stderr */
     int32_t prio;            /* 1: lanes 0 and 1 at the highest stream priority, graphs honour node priorities */
     int32_t tiles;           /* RLT_CUDA_TILES=16|32 forces linear.cu's GEMM tile height; 0 picks by shape */
+    int32_t conv_gemm;       /* CUDA_CONV_IMPLICIT or CUDA_CONV_CUBLAS (RLT_CUDA_CONV_GEMM) */
+    int32_t igemm_tm;        /* RLT_CUDA_IGEMM_TM=1|2|4 forces conv_igemm.cu's forward tile height; 0 picks by shape */
     int32_t reserved2_;
     cudaEvent_t fork_event;  /* recorded on lane 0, waited for by a side lane at branch */
     cudaEvent_t join_event[RLT_BACKEND_MAX_LANES]; /* recorded on side lane k, waited for by lane 0 at join */
@@ -180,11 +187,7 @@ int cuda_linear_forward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, c
 int cuda_linear_backward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *dy, int32_t lddy,
                          const float *x, int32_t ldx, int32_t act_x, const float *W, float *dW, float *db, float beta,
                          float *dx, int32_t lddx);
-/* y = act(x W^T + b) over images * P rows of x [images * P, fi], stored as NCHW y [images, fo, P] (a
- * convolution's output pixels as rows; conv_gemm.cu). */
-int cuda_linear_forward_img(rlt_backend *bk, int32_t images, int32_t P, int32_t fi, int32_t fo, const float *x,
-                            const float *W, const float *b, float *y, int32_t act);
-/* fp32 convolutions as im2col + GEMM (conv_gemm.cu; the contract of the backend's conv ops). */
+/* fp32 convolutions in GEMM form (conv_gemm.cu; the contract of the backend's conv ops). */
 uint64_t cuda_conv_gemm_ws_bytes(const rlt_conv_shape *s);
 int cuda_conv_gemm_forward(rlt_backend *bk, const rlt_conv_shape *s, float *y, const float *x, const float *w,
                            const float *b, int32_t act, void *ws, uint64_t ws_bytes);

@@ -60,7 +60,6 @@ typedef struct lin_problem {
     int32_t ones, epi, act, path;
     int32_t tiles_n;   /* GEMM: output tiles along n */
     int32_t tiles;     /* blocks this problem takes */
-    int32_t spatial;   /* FWD: 0, or P > 0: row m is pixel m % P of image m / P, stored NCHW (a convolution) */
     float beta;
 } lin_problem;
 
@@ -99,8 +98,7 @@ __device__ __forceinline__ void lin_store(const lin_problem &p, int32_t m, int32
         float z = v + (p.aux ? p.aux[n] : 0.0f);
         if (p.act == RLT_ACT_RELU) z = z > 0.0f ? z : 0.0f;
         else if (p.act == RLT_ACT_TANH) z = tanhf(z);
-        if (p.spatial) p.C[((int64_t)(m / p.spatial) * p.N + n) * p.spatial + m % p.spatial] = z;
-        else p.C[(int64_t)m * p.ldc + n] = z;
+        p.C[(int64_t)m * p.ldc + n] = z;
     } else {
         float x = p.aux[(int64_t)m * p.ld_aux + n];
         if (p.act == RLT_ACT_RELU) v = x > 0.0f ? v : 0.0f;
@@ -377,23 +375,6 @@ extern "C" int cuda_linear_forward(rlt_backend *bk, int32_t rows, int32_t fi, in
     p->M = rows, p->N = fo, p->K = fi;
     p->epi = LIN_EPI_FWD, p->act = act;
     return lin_launch_problems(bk, &L);
-}
-
-extern "C" int cuda_linear_forward_img(rlt_backend *bk, int32_t images, int32_t P, int32_t fi, int32_t fo,
-                                       const float *x, const float *W, const float *b, float *y, int32_t act) {
-    CUDA_REQUIRE(bk, images >= 0 && P >= 1 && fi >= 1 && fo >= 1 && (int64_t)images * P <= INT32_MAX,
-                 "linear_forward_img");
-    CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward_img");
-    if (images == 0) return RLT_OK;
-    lin_launch L;
-    memset(&L, 0, sizeof L);
-    lin_problem *p = &L.p[0];
-    p->A = x, p->lda = fi, p->a_kcont = 1;
-    p->B = W, p->ldb = fi, p->b_kcont = 1;
-    p->C = y, p->ldc = fo, p->aux = b, p->spatial = P;
-    p->M = images * P, p->N = fo, p->K = fi;
-    p->epi = LIN_EPI_FWD, p->act = act;
-    return lin_launch_problems(bk, &L); /* every path stores through lin_store, which knows `spatial` */
 }
 
 extern "C" int cuda_linear_backward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *dy,
