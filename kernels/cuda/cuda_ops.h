@@ -39,6 +39,8 @@ extern "C" {
  *                           implicit GEMMs of conv_igemm.cu;
  *   RLT_CUDA_IGEMM_TM=1|2|4 conv_igemm.cu's forward tile height (16, 32 or 64 pixels), instead of the choice by
  *                           shape (it fixes the tap chunks too, so unlike the others it changes the bits);
+ *   RLT_CUDA_MMA=0          the FFMA tiles instead of the 3xTF32 tensor-core tiles (mma_tf32.cuh) in linear.cu
+ *                           and conv_igemm.cu (the sums' order and bits differ; both within the fp32 bound);
  *   RLT_CUDA_GRAPH_STATS=1  graph_end prints each graph's node count and longest dependency chain. */
 enum { CUDA_LINEAR_FUSED = 0, CUDA_LINEAR_CUBLAS = 1 };
 enum { CUDA_CONV_IMPLICIT = 0, CUDA_CONV_CUBLAS = 1 };
@@ -69,7 +71,9 @@ typedef struct cuda_impl {
     int32_t tiles;           /* RLT_CUDA_TILES=16|32 forces linear.cu's GEMM tile height; 0 picks by shape */
     int32_t conv_gemm;       /* CUDA_CONV_IMPLICIT or CUDA_CONV_CUBLAS (RLT_CUDA_CONV_GEMM) */
     int32_t igemm_tm;        /* RLT_CUDA_IGEMM_TM=1|2|4 forces conv_igemm.cu's forward tile height; 0 picks by shape */
-    int32_t reserved2_;
+    int32_t mma;             /* 1: 3xTF32 tensor-core tiles (sm_80 and later, unless RLT_CUDA_MMA=0) */
+    int32_t lin_stages;      /* linear.cu's chunks in flight: 8, or 4 with RLT_CUDA_LIN_STAGES=4 */
+    int32_t reserved3_;
     cudaEvent_t fork_event;  /* recorded on lane 0, waited for by a side lane at branch */
     cudaEvent_t join_event[RLT_BACKEND_MAX_LANES]; /* recorded on side lane k, waited for by lane 0 at join */
     void *workspace;         /* cuBLAS workspace inside the arena (set_workspace), or NULL */
@@ -297,13 +301,13 @@ __device__ __forceinline__ void cuda_pdl_trigger(void) {
 }
 
 template <typename... Params, typename... Args>
-static inline cudaError_t cuda_launch_pdl(rlt_backend *bk, void (*kernel)(Params...), dim3 grid, dim3 block,
-                                          Args... args) {
+static inline cudaError_t cuda_launch_pdl_smem(rlt_backend *bk, void (*kernel)(Params...), dim3 grid, dim3 block,
+                                               size_t smem, Args... args) {
     cuda_impl *c = cuda_get(bk);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
-    cfg.dynamicSmemBytes = 0;
+    cfg.dynamicSmemBytes = smem;
     cfg.stream = cuda_stream(bk);
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -311,6 +315,12 @@ static inline cudaError_t cuda_launch_pdl(rlt_backend *bk, void (*kernel)(Params
     cfg.attrs = attr;
     cfg.numAttrs = (c->pdl && c->cc_major >= 9) ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
+template <typename... Params, typename... Args>
+static inline cudaError_t cuda_launch_pdl(rlt_backend *bk, void (*kernel)(Params...), dim3 grid, dim3 block,
+                                          Args... args) {
+    return cuda_launch_pdl_smem(bk, kernel, grid, block, 0, args...);
 }
 #endif
 #endif
