@@ -18,14 +18,15 @@ set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 
 find_package(CUDAToolkit REQUIRED)
-# cuDNN is optional: the dense networks need only cuBLAS; convolutional networks need it on the GPU.
+# cuDNN is optional: dense networks and fp32 convolutions run on cuBLAS and our own kernels; 16-bit
+# convolutions (precision bf16/fp16) need cuDNN on the GPU.
 # RLT_CUDNN=OFF builds without it even when it is installed (to test that configuration).
 option(RLT_CUDNN "Use cuDNN for the CUDA backend's convolutions when it is found" ON)
 if(RLT_CUDNN)
   find_package(CUDNN)
 else()
   set(CUDNN_FOUND FALSE)
-  set(CUDNN_SUMMARY "off (-DRLT_CUDNN=OFF): convolutional networks run on the CPU backend only")
+  set(CUDNN_SUMMARY "off (-DRLT_CUDNN=OFF): fp32 convolutions on our own kernels, 16-bit ones refused")
 endif()
 
 file(GLOB RLT_CUDA_SOURCES CONFIGURE_DEPENDS

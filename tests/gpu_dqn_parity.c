@@ -50,10 +50,6 @@
 #define put pair_put
 #define fetch pair_fetch
 static double gamma_n(double m) { return m * U / (1.0 - m * U); }
-/* The implicit-GEMM forward and weight gradient run on the tensor cores on sm_80 and later (3xTF32,
- * kernels/cuda/mma_tf32.cuh): products within 12u of fp32's, three passes of k terms added into fp32
- * accumulators that may truncate (2u per addition). gamma(3 (k + 2)) bounds that (gpu_ops_parity.c says more). */
-static double gamma_tc(double k) { return gamma_n(3.0 * (k + 2)); }
 static void fetch_gpu(void *host, const void *g, uint64_t bytes) {
     die_on(P.gpu.ops->sync(&P.gpu), &P.egpu, "gpu sync before fetch");
     die_on(P.gpu.ops->copy(&P.gpu, host, g, bytes, RLT_COPY_D2H), &P.egpu, "gpu copy back");
@@ -383,12 +379,12 @@ static void test_conv_case(int32_t slot, rlt_conv_shape s, const char *label) {
     char what[128];
     int K = s.c * s.kh * s.kw;
 
-    /* Forward, without and with ReLU. Bound: 2 gamma_tc(K) (|b| + sum |w x|). */
+    /* Forward, without and with ReLU. Bound: 2 gamma(K + 2) (|b| + sum |w x|). */
     for (size_t i = 0; i < d.ny; i++) by[i] = 0;
     FOR_EACH_TAP(&d, by[yi_] += fabs((double)w[wi_] * x[xi_]));
     for (size_t i = 0; i < d.ny; i++) {
         int ko = (int)((i / ((size_t)d.oh * d.ow)) % (size_t)s.k);
-        by[i] = 2.0 * gamma_tc(K) * (by[i] + fabs(b[ko])) + 1e-37;
+        by[i] = 2.0 * gamma_n(K + 2) * (by[i] + fabs(b[ko])) + 1e-37;
     }
     static const int acts[2] = {RLT_ACT_NONE, RLT_ACT_RELU};
     for (int a = 0; a < 2; a++) {
@@ -421,7 +417,7 @@ static void test_conv_case(int32_t slot, rlt_conv_shape s, const char *label) {
         bx[xi_] += dyv * fabs((double)w[wi_]);
     });
     double m_w = (double)s.n * d.oh * d.ow + 2;
-    for (size_t i = 0; i < d.nw; i++) bw[i] = 2.0 * gamma_tc(m_w) * (bw[i] + fabs(dw0[i])) + 1e-37;
+    for (size_t i = 0; i < d.nw; i++) bw[i] = 2.0 * gamma_n(m_w + 1) * (bw[i] + fabs(dw0[i])) + 1e-37;
     for (size_t i = 0; i < d.nx; i++) bx[i] = 2.0 * gamma_n((double)s.k * s.kh * s.kw + 2) * bx[i] + 1e-37;
     for (int ko = 0; ko < s.k; ko++) {
         double acc = fabs(db0[ko]);
@@ -507,8 +503,8 @@ static void test_conv(void) {
     test_conv_case(5, (rlt_conv_shape){2, 70, 6, 6, 80, 3, 3, 1, 1, 0}, "wide padded conv");
     /* Nature conv1 at batch 128: the weight gradient's pixel chunks reach their cap (conv_igemm.cu). */
     test_conv_case(7, (rlt_conv_shape){128, 4, 84, 84, 32, 8, 8, 4, 0, 0}, "nature conv1, batch 128");
-    /* A filter 9 wide with padding 3 at stride 3, 5 outputs: the tap-wise copies of the tensor-core forward
-     * (conv_igemm.cu, filters of 8 or more columns), with taps in the padding and a ragged last tile. */
+    /* A filter 9 wide with padding 3 at stride 3, 5 outputs: taps in the padding on every side, a ragged last
+     * tile of taps and of pixels. */
     test_conv_case(8, (rlt_conv_shape){3, 3, 17, 23, 5, 5, 9, 3, 3, 0}, "wide filter, padded");
 }
 

@@ -14,11 +14,12 @@
  * H100's rate (bench/GPU_NOTES.md). Here a layer's forward is one node and its weight gradient two.
  *
  * Tiles: 256 threads as 16 x 16; a thread owns a contiguous TM x TN block of outputs, read from shared memory
- * with vector loads. IGEMM_BK reduction steps per shared-memory tile; the next tile's loads are issued into
- * registers before the current one is used. */
+ * with vector loads. IGEMM_BK reduction steps per shared-memory tile. The forward's tiles arrive through a
+ * cp.async ring of IGEMM_STAGES stages; the weight gradient's next tile is loaded into registers while the current
+ * one is used. What bounds these tiles now is the latency of their shared-memory loads (ncu: short-scoreboard
+ * stalls, 35% of the samples of the conv1 forward), not the FMAs, L1 or L2 (bench/GPU_NOTES.md, session 6). */
 #include "conv_geom.cuh"
 #include "cp_async.cuh"
-#include "mma_tf32.cuh"
 
 #define IGEMM_THREADS 256
 #define IGEMM_BK 32
@@ -98,84 +99,38 @@ __device__ __forceinline__ void igemm_tile(float (&acc)[TM][TN], const float (*A
     }
 }
 
-/* The tensor-core form of a tile (RLT_CUDA_MMA, mma_tf32.cuh): the BM x BN outputs as m16n8 fragments, NF per
- * warp side by side along n, WPG warps per k-group and KG groups splitting each IGEMM_BK tile's k (their partial
- * sums are added in group order by igemm_mma_sum). Shared-memory rows are padded to 8 mod 32 floats. */
-template <int BM, int BN>
-struct igemm_mma {
-    static constexpr int FR = (BM / 16) * (BN / 8), NF = FR / 8 > 2 ? FR / 8 : 2, WPG = FR / NF;
-    static constexpr int KG = IGEMM_THREADS / 32 / WPG, KPG = IGEMM_BK / KG;
-    static_assert(KG >= 1 && KPG % 8 == 0 && FR % NF == 0, "a warp layout for the tile");
-    int kg, tm, tn, lane;
-    __device__ igemm_mma(int32_t tid) {
-        const int w = tid >> 5, wi = w % WPG;
-        kg = w / WPG, lane = tid & 31;
-        tm = wi % (BM / 16) * 16, tn = wi / (BM / 16) * 8 * NF;
-    }
-    /* acc += this warp's share of one IGEMM_BK tile: A(m, k) = As[m sm + k ska], B(k, n) = Bs[n sn + k skb]. */
-    __device__ __forceinline__ void tile(float (&acc)[NF][4], const float *As, int sm, const float *Bs, int sn, int ska,
-                                         int skb) const {
-#pragma unroll
-        for (int kk = 0; kk < KPG; kk += 8) mma_tf32x3_k8<NF>(acc, As, sm, Bs, sn, ska, skb, tm, tn, kg * KPG + kk, lane);
-    }
-    /* After the last tile (and a barrier): the k-groups' sums into red[kg][m][n]; the caller syncs, then reads
-     * them with sum(). */
-    __device__ __forceinline__ void dump(float *red, const float (&acc)[NF][4]) const {
-        mma_store_c<NF>(red + kg * BM * BN, BN, acc, tm, tn, lane);
-    }
-    static __device__ __forceinline__ float sum(const float *red, int ml, int nl) {
-        float v = red[ml * BN + nl];
-#pragma unroll
-        for (int q = 1; q < KG; q++) v += red[(q * BM + ml) * BN + nl];
-        return v;
-    }
-};
-
 /* Forward: a block computes BM = 16 TM output pixels x BN = 16 TN output channels over the taps of chunk
- * blockIdx.z ([kb, kb + kchunk), all K when there is one chunk). ACT = IGEMM_PARTIAL: the chunk's sums go to
- * part[chunk, channel, pixel] for conv_igemm_fwd_sum_kernel; otherwise bias, activation, NCHW store. MODE:
- *   IGEMM_FFMA    thread (tx, ty) owns pixels m0 + TM tx + i and channels n0 + TN ty + j, FFMA from k-major tiles
- *                 As[tap][pixel], Bs[tap][channel] (rows padded: vector-aligned, stores spread over the banks);
- *                 the lanes of a warp copy consecutive pixels (coalesced when the stride is 1);
- *   IGEMM_MMA     the same tiles on the tensor cores (igemm_mma; rows padded to 8 mod 32);
- *   IGEMM_MMA_KC  tensor cores from k-contiguous tiles As[pixel][tap], Bs[channel][tap] (rows of 4 mod 32), the
- *                 lanes copying consecutive taps: for wide filters at a stride (the Nature torso's 8x8 / 4) a warp
- *                 then reads 4 runs of 8 adjacent input floats instead of 32 floats 16 bytes apart, a quarter of
- *                 the L1 sectors (ncu: the pixel-wise gather kept L1 84% busy using 8 of each sector's 32 bytes).
+ * blockIdx.z ([kb, kb + kchunk), all K when there is one chunk). Thread (tx, ty) owns pixels m0 + TM tx + i and
+ * channels n0 + TN ty + j. A tile: As[tap][pixel]; B tile: Bs[tap][channel] = w[channel, tap] (rows padded by 4
+ * floats: vector-aligned, and the column-wise stores spread over 8 banks). ACT = IGEMM_PARTIAL: the chunk's
+ * sums go to part[chunk, channel, pixel] for conv_igemm_fwd_sum_kernel; otherwise bias, activation, NCHW store.
  * Chunks exist because one pass over all taps is a chain of K dependent steps per thread: with few blocks (a
- * layer of 1,568 pixels makes 25) the SMs wait on latency, not arithmetic (ncu: 0.36 instructions per cycle). */
+ * layer of 1,568 pixels makes 25) the SMs wait on latency, not arithmetic (ncu: 0.36 instructions per cycle).
+ * The tiles stream through a ring of IGEMM_STAGES shared-memory stages filled by cp.async, so a block waits on
+ * one round trip to L2 per IGEMM_STAGES - 1 tiles and holds no prefetch registers (48-64 registers, against 99
+ * with one tile prefetched into registers: up to 5 blocks per SM instead of 2). */
 #define IGEMM_PARTIAL (-1)
-enum { IGEMM_FFMA = 0, IGEMM_MMA = 1, IGEMM_MMA_KC = 2 };
-/* Tiles in flight in the forward's cp.async ring: a block waits on one round trip to L2 per IGEMM_STAGES - 1
- * tiles, not per tile. */
 #define IGEMM_STAGES 4
 
 /* The forward's dynamic shared memory: IGEMM_STAGES tiles, then the chunk's tap table. */
-template <int BM, int BN, int MODE>
+template <int BM, int BN>
 struct igemm_fwd_smem {
-    static constexpr int LDA = MODE == IGEMM_MMA_KC ? IGEMM_BK + 4 : BM + (MODE == IGEMM_MMA ? 8 : 0);
-    static constexpr int LDB = MODE == IGEMM_MMA_KC ? IGEMM_BK + 4 : BN + (MODE == IGEMM_MMA ? 8 : 4);
-    static constexpr int A_FLOATS = MODE == IGEMM_MMA_KC ? BM * LDA : IGEMM_BK * LDA;
-    static constexpr int STAGE = A_FLOATS + (MODE == IGEMM_MMA_KC ? BN * LDB : IGEMM_BK * LDB);
+    static constexpr int LDA = BM, LDB = BN + 4;
+    static constexpr int STAGE = IGEMM_BK * (LDA + LDB);
     static size_t bytes(int32_t kchunk_tiles) {
         return (size_t)IGEMM_STAGES * STAGE * 4 + (size_t)kchunk_tiles * IGEMM_BK * sizeof(int2);
     }
 };
 
-template <int ACT, int TM, int TN, int MODE>
+template <int ACT, int TM, int TN>
 __global__ void __launch_bounds__(IGEMM_THREADS)
     conv_igemm_fwd_kernel(float *__restrict__ y, float *__restrict__ part, const float *__restrict__ x,
                           const float *__restrict__ w, const float *__restrict__ b, conv_geom g, int32_t kchunk) {
     constexpr int BM = 16 * TM, BN = 16 * TN;
-    constexpr bool MMA = MODE != IGEMM_FFMA, KC = MODE == IGEMM_MMA_KC;
-    typedef igemm_fwd_smem<BM, BN, MODE> SM;
+    typedef igemm_fwd_smem<BM, BN> SM;
     constexpr int LDA = SM::LDA, LDB = SM::LDB;
-    /* Copies per thread per tile. Pixel-wise lanes: thread tid copies pixel am, taps at + q ASTEP; channels
-     * n0 + bn + q BSTEP at tap bt. Tap-wise lanes (KC): tap tid % 32 of pixels and channels tid / 32 + 8 q. */
-    constexpr int ASTEP = IGEMM_THREADS / BM, AQ = KC ? BM / 8 : IGEMM_BK / ASTEP;
-    constexpr int BSTEP = IGEMM_THREADS / IGEMM_BK, BQ = BN / BSTEP;
-    typedef igemm_mma<BM, BN> MM;
-    static_assert(!MMA || MM::KG * BM * BN <= IGEMM_STAGES * SM::STAGE, "the k-groups' sums fit the tiles' place");
+    constexpr int ASTEP = IGEMM_THREADS / BM, AQ = IGEMM_BK / ASTEP;        /* A copies per thread per tile */
+    constexpr int BSTEP = IGEMM_THREADS / IGEMM_BK, BQ = BN / BSTEP;        /* B copies per thread per tile */
     extern __shared__ __align__(16) float sm[];
     /* The chunk's taps as (offset, ky << 16 | kx), decomposed once per block: the per-element divisions would
      * otherwise cost more instructions than the FMAs they feed. Taps past the chunk get ky out of range, so
@@ -191,41 +146,30 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
         const igemm_tap q = igemm_tap_of(g, t < ke ? t : 0);
         taps[i] = make_int2(q.off, t < ke ? (q.ky << 16) | q.kx : 0x4000 << 16);
     }
-    /* The pixels this thread copies (the same in every tile); a row past R gets a receptive field that starts
-     * out of range, so it reads as 0 too. */
-    const int32_t am = KC ? tid >> 5 : tid % BM, at = KC ? tid & 31 : tid / BM;
-    const int32_t bt = tid % IGEMM_BK, bn = tid / IGEMM_BK;
-    igemm_pix pix[KC ? AQ : 1];
-#pragma unroll
-    for (int q = 0; q < (KC ? AQ : 1); q++) {
-        const int32_t r = m0 + am + (KC ? 8 * q : 0);
-        pix[q] = igemm_pixel(g, r < R ? r : 0);
-        if (r >= R) pix[q].y0 = -0x40000;
-    }
-    const MM mm(tid);
-    float acc[TM][TN] = {}, frag[MM::NF][4] = {};
+    /* This thread always copies the same pixel row of A (BM divides the block) and the same tap column of B; a
+     * row past R gets a receptive field that starts out of range, so it reads as 0 too. */
+    const int32_t am = tid % BM, at = tid / BM, bt = tid % IGEMM_BK, bn = tid / IGEMM_BK;
+    igemm_pix pix = igemm_pixel(g, m0 + am < R ? m0 + am : 0);
+    if (m0 + am >= R) pix.y0 = -0x40000;
+    float acc[TM][TN] = {};
     __syncthreads();
     cuda_pdl_wait();
     cuda_pdl_trigger();
     auto load = [&](int32_t i) { /* tile i (chunk taps i BK ..) into stage i mod IGEMM_STAGES */
-        float *As = sm + (i % IGEMM_STAGES) * SM::STAGE, *Bs = As + SM::A_FLOATS;
+        float *As = sm + (i % IGEMM_STAGES) * SM::STAGE, *Bs = As + IGEMM_BK * LDA;
         const int32_t i0 = i * IGEMM_BK;
-        const int2 tk = taps[i0 + at]; /* KC: this thread's one tap */
 #pragma unroll
         for (int q = 0; q < AQ; q++) {
-            const int2 tp = KC ? tk : taps[i0 + at + q * ASTEP];
-            const igemm_pix &px = pix[KC ? q : 0];
-            const int32_t iy = px.y0 + (tp.y >> 16), ix = px.x0 + (tp.y & 0xffff);
+            const int2 tp = taps[i0 + at + q * ASTEP];
+            const int32_t iy = pix.y0 + (tp.y >> 16), ix = pix.x0 + (tp.y & 0xffff);
             const bool ok = (unsigned)iy < (unsigned)g.h && (unsigned)ix < (unsigned)g.w;
-            float *dst = KC ? &As[(am + 8 * q) * LDA + at] : &As[(at + q * ASTEP) * LDA + am];
-            cp_async4(dst, ok ? x + px.base + tp.x : x, ok);
+            cp_async4(&As[(at + q * ASTEP) * LDA + am], ok ? x + pix.base + tp.x : x, ok);
         }
 #pragma unroll
         for (int q = 0; q < BQ; q++) {
             const int32_t n = n0 + bn + q * BSTEP, t = kb + i0 + bt;
             const bool ok = n < g.k && t < ke;
-            float *dst = KC ? &Bs[(bn + q * BSTEP) * LDB + bt] : &Bs[bt * LDB + bn + q * BSTEP];
-            cp_async4(dst, ok ? w + (int64_t)n * K + t : w, ok);
+            cp_async4(&Bs[bt * LDB + bn + q * BSTEP], ok ? w + (int64_t)n * K + t : w, ok);
         }
     };
 #pragma unroll
@@ -238,11 +182,9 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
         cp_async_commit();
         cp_async_wait<IGEMM_STAGES - 1>(); /* this thread's copies of tile i have landed */
         __syncthreads();                   /* and everyone else's */
-        const float *As = sm + (i % IGEMM_STAGES) * SM::STAGE, *Bs = As + SM::A_FLOATS;
-        if constexpr (KC) mm.tile(frag, As, LDA, Bs, LDB, 1, 1);
-        else if constexpr (MMA) mm.tile(frag, As, 1, Bs, 1, LDA, LDB);
-        else igemm_tile<TM, TN, LDA, LDB>(acc, reinterpret_cast<const float(*)[LDA]>(As),
-                                          reinterpret_cast<const float(*)[LDB]>(Bs), TM * tx, TN * ty);
+        const float *As = sm + (i % IGEMM_STAGES) * SM::STAGE, *Bs = As + IGEMM_BK * LDA;
+        igemm_tile<TM, TN, LDA, LDB>(acc, reinterpret_cast<const float(*)[LDA]>(As),
+                                     reinterpret_cast<const float(*)[LDB]>(Bs), TM * tx, TN * ty);
         __syncthreads(); /* before a later copy overwrites this stage */
     }
     cp_async_wait<0>();
@@ -257,23 +199,14 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
         else if (ACT == RLT_ACT_TANH) z = tanhf(z);
         y[((int64_t)img * g.k + o) * P + p] = z;
     };
-    if constexpr (MMA) {
-        mm.dump(sm, frag);
-        __syncthreads();
-        for (int32_t e = tid; e < BM * BN; e += IGEMM_THREADS) { /* pixel-major: the stores along r coalesce */
-            const int32_t ml = e % BM, nl = e / BM;
-            if (m0 + ml < R && n0 + nl < g.k) store(m0 + ml, n0 + nl, MM::sum(sm, ml, nl));
-        }
-    } else {
 #pragma unroll
-        for (int i = 0; i < TM; i++) {
-            const int32_t r = m0 + TM * tx + i;
-            if (r >= R) continue;
+    for (int i = 0; i < TM; i++) {
+        const int32_t r = m0 + TM * tx + i;
+        if (r >= R) continue;
 #pragma unroll
-            for (int j = 0; j < TN; j++) {
-                const int32_t o = n0 + TN * ty + j;
-                if (o < g.k) store(r, o, acc[i][j]);
-            }
+        for (int j = 0; j < TN; j++) {
+            const int32_t o = n0 + TN * ty + j;
+            if (o < g.k) store(r, o, acc[i][j]);
         }
     }
 }
@@ -299,20 +232,17 @@ __global__ void conv_igemm_fwd_sum_kernel(float *__restrict__ y, const float *__
 
 /* Weight gradient, one chunk of pixels: part[s, o, t] = sum over pixels r of chunk s (in order) of
  * dyr[r, o] col(x)[r, t]. A block computes BM = 16 TM channels x 64 taps; thread (tx, ty) owns channels
- * o0 + TM ty + i and taps t0 + 4 tx + j (a warp's stores cover 64 consecutive taps; MMA: igemm_mma's warps).
+ * o0 + TM ty + i and taps t0 + 4 tx + j (a warp's stores cover 64 consecutive taps).
  * A tile: As[pixel][channel] = dyr rows; B tile: Bs[pixel][tap] gathered from x. */
-template <int TM, bool MMA>
+template <int TM>
 __global__ void __launch_bounds__(IGEMM_THREADS)
     conv_igemm_dw_kernel(float *__restrict__ part, const float *__restrict__ dyr, const float *__restrict__ x,
                          conv_geom g, int32_t chunk) {
-    constexpr int BM = 16 * TM, BN = 64, TN = 4, LDA = BM + (MMA ? 8 : 0), LDB = BN + (MMA ? 8 : 0);
+    constexpr int BM = 16 * TM, BN = 64, TN = 4;
     constexpr int ASTEP = IGEMM_THREADS / BM, AQ = IGEMM_BK / ASTEP;
     constexpr int BSTEP = IGEMM_THREADS / BN, BQ = IGEMM_BK / BSTEP;
-    typedef igemm_mma<BM, BN> MM;
-    static_assert(!MMA || MM::KG * BM * BN <= IGEMM_BK * (LDA + LDB), "the k-groups' sums fit the tiles' place");
-    __shared__ __align__(16) float sm[IGEMM_BK * (LDA + LDB)];
-    float(*As)[LDA] = reinterpret_cast<float(*)[LDA]>(sm);
-    float(*Bs)[LDB] = reinterpret_cast<float(*)[LDB]>(sm + IGEMM_BK * LDA);
+    __shared__ __align__(16) float As[IGEMM_BK][BM];
+    __shared__ __align__(16) float Bs[IGEMM_BK][BN];
     __shared__ igemm_pix pixs[IGEMM_CHUNK_MAX];
     const int32_t K = g.c * g.kh * g.kw, R = g.n * g.oh * g.ow;
     const int32_t tid = (int32_t)threadIdx.x, tx = tid & 15, ty = tid >> 4;
@@ -322,8 +252,7 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
     for (int32_t i = tid; i < rn; i += IGEMM_THREADS) pixs[i] = igemm_pixel(g, r0 + i);
     const bool tcol = t0 + bt < K;
     const igemm_tap tap = igemm_tap_of(g, tcol ? t0 + bt : 0);
-    const MM mm(tid);
-    float ra[AQ], rb[BQ], acc[TM][TN] = {}, frag[MM::NF][4] = {};
+    float ra[AQ], rb[BQ], acc[TM][TN] = {};
     __syncthreads();
     cuda_pdl_wait();
     cuda_pdl_trigger();
@@ -347,28 +276,18 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
         for (int q = 0; q < BQ; q++) Bs[br + q * BSTEP][bt] = rb[q];
         __syncthreads();
         if (k0 + IGEMM_BK < rn) load(k0 + IGEMM_BK);
-        if constexpr (MMA) mm.tile(frag, sm, 1, sm + IGEMM_BK * LDA, 1, LDA, LDB);
-        else igemm_tile<TM, TN, LDA, LDB>(acc, As, Bs, TM * ty, TN * tx);
+        igemm_tile<TM, TN, BM, BN>(acc, As, Bs, TM * ty, TN * tx);
         __syncthreads();
     }
     float *dst = part + (int64_t)s * g.k * K;
-    if constexpr (MMA) {
-        mm.dump(sm, frag);
-        __syncthreads();
-        for (int32_t e = tid; e < BM * BN; e += IGEMM_THREADS) { /* tap-major: the stores along t coalesce */
-            const int32_t ml = e / BN, nl = e % BN;
-            if (o0 + ml < g.k && t0 + nl < K) dst[(int64_t)(o0 + ml) * K + t0 + nl] = MM::sum(sm, ml, nl);
-        }
-    } else {
 #pragma unroll
-        for (int i = 0; i < TM; i++) {
-            const int32_t o = o0 + TM * ty + i;
-            if (o >= g.k) continue;
+    for (int i = 0; i < TM; i++) {
+        const int32_t o = o0 + TM * ty + i;
+        if (o >= g.k) continue;
 #pragma unroll
-            for (int j = 0; j < TN; j++) {
-                const int32_t t = t0 + TN * tx + j;
-                if (t < K) dst[(int64_t)o * K + t] = acc[i][j];
-            }
+        for (int j = 0; j < TN; j++) {
+            const int32_t t = t0 + TN * tx + j;
+            if (t < K) dst[(int64_t)o * K + t] = acc[i][j];
         }
     }
 }
@@ -436,34 +355,18 @@ static int32_t igemm_fwd_kchunk(const conv_geom &g, int32_t tm) {
     return (int32_t)(kchunk > IGEMM_TAPS_MAX ? IGEMM_TAPS_MAX : kchunk);
 }
 
-template <int ACT, int MODE>
-static cudaError_t igemm_fwd_tile(rlt_backend *bk, int32_t tm, int32_t tn, dim3 grid, float *y, float *part,
-                                  const float *x, const float *w, const float *b, const conv_geom &g, int32_t kchunk) {
+template <int ACT>
+static cudaError_t igemm_fwd_act(rlt_backend *bk, int32_t tm, int32_t tn, dim3 grid, float *y, float *part,
+                                 const float *x, const float *w, const float *b, const conv_geom &g, int32_t kchunk) {
     const dim3 block(IGEMM_THREADS);
     const int32_t kt = (kchunk + IGEMM_BK - 1) / IGEMM_BK;
 #define IGEMM_FWD(TM_, TN_) \
     if (tm == TM_ && tn == TN_) \
-        return cuda_launch_pdl_smem(bk, conv_igemm_fwd_kernel<ACT, TM_, TN_, MODE>, grid, block, \
-                                    igemm_fwd_smem<16 * TM_, 16 * TN_, MODE>::bytes(kt), y, part, x, w, b, g, kchunk)
+        return cuda_launch_pdl_smem(bk, conv_igemm_fwd_kernel<ACT, TM_, TN_>, grid, block, \
+                                    igemm_fwd_smem<16 * TM_, 16 * TN_>::bytes(kt), y, part, x, w, b, g, kchunk)
     IGEMM_FWD(4, 2); IGEMM_FWD(2, 2); IGEMM_FWD(1, 2); IGEMM_FWD(4, 4); IGEMM_FWD(2, 4); IGEMM_FWD(1, 4);
 #undef IGEMM_FWD
     return cudaErrorInvalidValue;
-}
-
-/* The tile mode of a layer: FFMA without the tensor cores; with them, tap-wise copies for filters 8 or more taps
- * wide (a sector's worth of adjacent input floats per filter row), unless the developer switch says not to. */
-static int igemm_fwd_mode(const rlt_backend *bk, const conv_geom &g) {
-    const int32_t mma = cuda_get((rlt_backend *)bk)->mma;
-    return !mma ? IGEMM_FFMA : (mma == 1 && g.kw >= 8) ? IGEMM_MMA_KC : IGEMM_MMA;
-}
-
-template <int ACT>
-static cudaError_t igemm_fwd_act(rlt_backend *bk, int32_t tm, int32_t tn, dim3 grid, float *y, float *part,
-                                 const float *x, const float *w, const float *b, const conv_geom &g, int32_t kchunk) {
-    const int mode = igemm_fwd_mode(bk, g);
-    return mode == IGEMM_MMA_KC ? igemm_fwd_tile<ACT, IGEMM_MMA_KC>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk)
-           : mode == IGEMM_MMA  ? igemm_fwd_tile<ACT, IGEMM_MMA>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk)
-                                : igemm_fwd_tile<ACT, IGEMM_FFMA>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk);
 }
 
 int conv_igemm_forward(rlt_backend *bk, const conv_geom &g, float *y, const float *x, const float *w, const float *b,
@@ -493,12 +396,8 @@ int conv_igemm_weight_grad(rlt_backend *bk, const conv_geom &g, float *dw, const
     const int32_t R = g.n * g.oh * g.ow, K = g.c * g.kh * g.kw, tm = igemm_dw_tm(g), chunk = igemm_dw_chunk(g);
     const int32_t S = (R + chunk - 1) / chunk;
     dim3 grid((unsigned)((K + 63) / 64), (unsigned)((g.k + 16 * tm - 1) / (16 * tm)), (unsigned)S);
-    const dim3 block(IGEMM_THREADS);
-    const int mma = cuda_get(bk)->mma;
-    if (tm == 2 && mma) CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_kernel<2, true>, grid, block, part, dyr, x, g, chunk));
-    else if (tm == 2) CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_kernel<2, false>, grid, block, part, dyr, x, g, chunk));
-    else if (mma) CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_kernel<4, true>, grid, block, part, dyr, x, g, chunk));
-    else CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_kernel<4, false>, grid, block, part, dyr, x, g, chunk));
+    if (tm == 2) CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_kernel<2>, grid, dim3(IGEMM_THREADS), part, dyr, x, g, chunk));
+    else CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_kernel<4>, grid, dim3(IGEMM_THREADS), part, dyr, x, g, chunk));
     CUDA_CHECK_LAUNCH(bk, "conv_igemm_dw_kernel");
     const int32_t n = g.k * K;
     CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_sum_kernel, dim3(cuda_blocks(bk, (uint64_t)n, IGEMM_THREADS)),
@@ -508,18 +407,11 @@ int conv_igemm_weight_grad(rlt_backend *bk, const conv_geom &g, float *dw, const
 }
 
 /* Loads a forward kernel and allows it the dynamic shared memory of the largest tap chunk. */
-template <int ACT, int TM, int TN, int MODE>
-static cudaError_t igemm_fwd_allow_mode(cudaError_t rc) {
-    if (rc != cudaSuccess) return rc;
-    return cudaFuncSetAttribute(conv_igemm_fwd_kernel<ACT, TM, TN, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)igemm_fwd_smem<16 * TM, 16 * TN, MODE>::bytes(IGEMM_TAPS_MAX / IGEMM_BK));
-}
-
 template <int ACT, int TM, int TN>
 static cudaError_t igemm_fwd_allow(cudaError_t rc) {
-    rc = igemm_fwd_allow_mode<ACT, TM, TN, IGEMM_FFMA>(rc);
-    rc = igemm_fwd_allow_mode<ACT, TM, TN, IGEMM_MMA>(rc);
-    return igemm_fwd_allow_mode<ACT, TM, TN, IGEMM_MMA_KC>(rc);
+    if (rc != cudaSuccess) return rc;
+    return cudaFuncSetAttribute(conv_igemm_fwd_kernel<ACT, TM, TN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)igemm_fwd_smem<16 * TM, 16 * TN>::bytes(IGEMM_TAPS_MAX / IGEMM_BK));
 }
 
 template <int ACT>
@@ -541,10 +433,8 @@ cudaError_t conv_igemm_preload(void) {
     if (rc == cudaSuccess) rc = igemm_preload_act<RLT_ACT_NONE>();
     if (rc == cudaSuccess) rc = igemm_preload_act<RLT_ACT_RELU>();
     if (rc == cudaSuccess) rc = igemm_preload_act<RLT_ACT_TANH>();
-    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_dw_kernel<2, false>);
-    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_dw_kernel<4, false>);
-    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_dw_kernel<2, true>);
-    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_dw_kernel<4, true>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_dw_kernel<2>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_dw_kernel<4>);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_dw_sum_kernel);
     return rc;
 }

@@ -84,7 +84,6 @@ static int cuda_open_device(rlt_backend *bk, cuda_impl *c) {
     CUDA_CHECK(bk, cudaFree(0));
     CUDA_CHECK(bk, cudaGetDeviceProperties(&prop, c->device));
     c->cc_major = prop.major;
-    if (prop.major < 8) c->mma = 0; /* mma.sync with TF32 operands starts with sm_80 */
     c->cc_minor = prop.minor;
     c->sm_count = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
     snprintf(bk->device_name, sizeof bk->device_name, "cuda:%d (%.48s)", (int)c->device, prop.name);
@@ -169,7 +168,7 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
     const char *lanes = getenv("RLT_CUDA_LANES"), *linear = getenv("RLT_CUDA_LINEAR");
     const char *stats = getenv("RLT_CUDA_GRAPH_STATS");
     const char *pdl = getenv("RLT_CUDA_PDL"), *prio = getenv("RLT_CUDA_PRIO"), *tiles = getenv("RLT_CUDA_TILES");
-    const char *conv = getenv("RLT_CUDA_CONV_GEMM"), *tm = getenv("RLT_CUDA_IGEMM_TM"), *mma = getenv("RLT_CUDA_MMA");
+    const char *conv = getenv("RLT_CUDA_CONV_GEMM"), *tm = getenv("RLT_CUDA_IGEMM_TM");
     c->n_lanes = lanes && strcmp(lanes, "1") == 0 ? 1 : RLT_BACKEND_MAX_LANES;
     c->linear_mode = linear && strcmp(linear, "cublas") == 0 ? CUDA_LINEAR_CUBLAS : CUDA_LINEAR_FUSED;
     c->graph_stats = stats && strcmp(stats, "1") == 0;
@@ -178,9 +177,6 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
     c->tiles = tiles ? atoi(tiles) : 0;
     c->conv_gemm = conv && strcmp(conv, "cublas") == 0 ? CUDA_CONV_CUBLAS : CUDA_CONV_IMPLICIT;
     c->igemm_tm = tm && (atoi(tm) == 1 || atoi(tm) == 2 || atoi(tm) == 4) ? atoi(tm) : 0;
-    c->mma = mma && strcmp(mma, "0") == 0 ? 0 : mma && strcmp(mma, "2") == 0 ? 2 : 1; /* sm_80+: cuda_open_device */
-    const char *stages = getenv("RLT_CUDA_LIN_STAGES");
-    c->lin_stages = stages && strcmp(stages, "4") == 0 ? 4 : 8;
     bk->impl = c;
     bk->device_is_host = 0;
     bk->device_index = index;

@@ -39,11 +39,17 @@ extern "C" {
  *                           implicit GEMMs of conv_igemm.cu;
  *   RLT_CUDA_IGEMM_TM=1|2|4 conv_igemm.cu's forward tile height (16, 32 or 64 pixels), instead of the choice by
  *                           shape (it fixes the tap chunks too, so unlike the others it changes the bits);
- *   RLT_CUDA_MMA=0          the FFMA tiles instead of the 3xTF32 tensor-core tiles (mma_tf32.cuh) in linear.cu
- *                           and conv_igemm.cu (the sums' order and bits differ; both within the fp32 bound);
  *   RLT_CUDA_GRAPH_STATS=1  graph_end prints each graph's node count and longest dependency chain. */
 enum { CUDA_LINEAR_FUSED = 0, CUDA_LINEAR_CUBLAS = 1 };
 enum { CUDA_CONV_IMPLICIT = 0, CUDA_CONV_CUBLAS = 1 };
+
+/* A prepared convolution slot (conv_ops.c): fp32 slots on our GEMM-form kernels (gemm 1), the others on
+ * cuDNN. */
+typedef struct cuda_conv_slot {
+    int32_t ready, gemm;
+    rlt_conv_shape s;
+    uint64_t ws_bytes;
+} cuda_conv_slot;
 
 typedef struct cuda_impl {
     int32_t device;          /* the CUDA device index this backend was opened on */
@@ -71,9 +77,7 @@ typedef struct cuda_impl {
     int32_t tiles;           /* RLT_CUDA_TILES=16|32 forces linear.cu's GEMM tile height; 0 picks by shape */
     int32_t conv_gemm;       /* CUDA_CONV_IMPLICIT or CUDA_CONV_CUBLAS (RLT_CUDA_CONV_GEMM) */
     int32_t igemm_tm;        /* RLT_CUDA_IGEMM_TM=1|2|4 forces conv_igemm.cu's forward tile height; 0 picks by shape */
-    int32_t mma;             /* 1: 3xTF32 tensor-core tiles (sm_80 and later, unless RLT_CUDA_MMA=0) */
-    int32_t lin_stages;      /* linear.cu's chunks in flight: 8, or 4 with RLT_CUDA_LIN_STAGES=4 */
-    int32_t reserved3_;
+    int32_t reserved2_;
     cudaEvent_t fork_event;  /* recorded on lane 0, waited for by a side lane at branch */
     cudaEvent_t join_event[RLT_BACKEND_MAX_LANES]; /* recorded on side lane k, waited for by lane 0 at join */
     void *workspace;         /* cuBLAS workspace inside the arena (set_workspace), or NULL */
@@ -85,10 +89,11 @@ typedef struct cuda_impl {
      * open, before the seal, and so counted in context_bytes. Only lane 0 uses it (clip_grad_norm and adam_ex
      * with clipping check this), so ops in order on that lane can share it. */
     float *scratch;
-    /* The convolution state (cuDNN handle, per-slot descriptors and algorithms), owned by the file that
-     * implements the conv ops (kernels/cuda/cudnn/ or kernels/cuda/no_cudnn/, chosen by CMake); opaque here
-     * so this header needs no cuDNN header. NULL until the first conv_prepare. */
+    /* The cuDNN state (handle, per-slot descriptors and algorithms), owned by kernels/cuda/cudnn/ (or the
+     * stand-in in kernels/cuda/no_cudnn/, chosen by CMake); opaque here so this header needs no cuDNN header.
+     * NULL until the first slot that uses cuDNN. */
     void *conv;
+    cuda_conv_slot conv_slots[RLT_BACKEND_MAX_CONVS]; /* conv_ops.c */
 } cuda_impl;
 
 /* Floats in cuda_impl.scratch; dqn.cu's reductions use at most this many partial sums. */
@@ -243,8 +248,19 @@ int cuda_sumsq_partial(rlt_backend *bk, const float *g, uint64_t n);
 int cuda_fork_side(rlt_backend *bk, int32_t side[2]);
 int cuda_merge_side(rlt_backend *bk, int32_t lane, const int32_t side[2]);
 
-/* Releases cuda_impl.conv (descriptors, the cuDNN handle); safe when it is NULL. Called by cuda_close. */
+/* Releases the conv slots and cuda_impl.conv (descriptors, the cuDNN handle); safe when nothing was prepared.
+ * Called by cuda_close. */
 void cuda_conv_close(rlt_backend *bk);
+
+/* The cuDNN side of the conv ops (kernels/cuda/cudnn/, or kernels/cuda/no_cudnn/ whose prepare refuses), for the
+ * slots conv_ops.c does not run on its own kernels: 16-bit slots, or all with RLT_CUDA_CONV=cudnn. conv_ops.c has
+ * checked the shape, the slot, the activation and the workspace before each call. */
+int cuda_dnn_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *s, uint64_t *ws_bytes);
+int cuda_dnn_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b,
+                          int32_t act, void *ws, uint64_t ws_bytes);
+int cuda_dnn_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
+                           const void *x, const void *w, int32_t act, void *ws, uint64_t ws_bytes);
+void cuda_dnn_conv_close(rlt_backend *bk);
 
 /* ---- launchers shared by the conv implementations (conv_bias.cu), over NCHW tensors [n, k, hw] ---- */
 /* y[i, c, p] = act(y[i, c, p] + b[c]) (b may be NULL). */

@@ -30,34 +30,24 @@
  * Nature CNN's 3136-wide flatten) goes to cuBLAS, which splits K across blocks. */
 #include <string.h>
 
-#include "cuda_ops.h"
 #include "cp_async.cuh"
-#include "mma_tf32.cuh"
+#include "cuda_ops.h"
 
 enum { LIN_EPI_FWD = 0, LIN_EPI_DW = 1, LIN_EPI_DX = 2 };
-enum { LIN_PATH_GEMM32 = 0, LIN_PATH_GEMM16 = 1, LIN_PATH_ROWDOT = 2, LIN_PATH_COLSUM = 3, LIN_PATH_MMA32 = 4,
-       LIN_PATH_MMA16 = 5 };
+enum { LIN_PATH_GEMM32 = 0, LIN_PATH_GEMM16 = 1, LIN_PATH_ROWDOT = 2, LIN_PATH_COLSUM = 3 };
 
 #define LIN_THREADS 256
 #define LIN_BN 32
 #define LIN_BK 32
-/* Chunks of k in flight (cp.async stages): 8 covers a 256-wide layer's whole K, so a tile waits on one round
- * trip to L2 instead of one per few chunks; RLT_CUDA_LIN_STAGES=4 is the previous depth. */
-#define LIN_STAGES_MAX 8
-/* Floats added to each shared-memory row: keeps 16-byte alignment and spreads the banks (8 on the tensor-core
- * paths, whose fragment loads then hit 32 different banks: mma_tf32.cuh). */
-#define LIN_PAD 4
-#define LIN_PAD_MMA 8
-#define LIN_SMEM_FLOATS(stages) ((stages) * LIN_BK * ((32 + LIN_PAD_MMA) + (LIN_BN + LIN_PAD_MMA)))
+#define LIN_STAGES 4
+#define LIN_PAD 4 /* floats added to each shared-memory row: keeps 16-byte alignment, spreads the banks */
+#define LIN_SMEM_FLOATS (LIN_STAGES * LIN_BK * ((32 + LIN_PAD) + (LIN_BN + LIN_PAD)))
 #define LIN_ROWDOT_MAXN 8
 #define LIN_COLSUM_MAXM 8
 /* Above this K, our kernels (which never split K across blocks) would leave most of the GPU idle. */
 #define LIN_MAX_K 1024
 /* A problem with fewer 32x32 tiles than this uses 16x32 tiles: twice the blocks, half the work each. */
 #define LIN_SMALL_TILES 96
-/* The tensor-core paths take K of at least this: their per-product error (3 * 2^-22, mma_tf32.cuh) is a fixed
- * cost that the fp32 bound of a short dot product (about 2 K u) would not cover with room to spare. */
-#define LIN_MMA_MIN_K 32
 
 typedef struct lin_problem {
     const float *A, *B;
@@ -99,28 +89,23 @@ __device__ __forceinline__ void lin_store(const lin_problem &p, int32_t m, int32
 /* One BM x 32 output tile. Shared memory holds each chunk k-major (As[k][m], Bs[k][n]) so a thread reads its
  * 4 rows and 4 columns of one k as two 16-byte loads. Elements are copied so that the 32 lanes of a warp
  * write 32 different banks: along m (or n) when the operand is contiguous there, else as 4 rows of 8
- * consecutive k (one 32-byte sector of global memory per row).
- * MMA: the same tile on the tensor cores (3xTF32, mma_tf32.cuh): each warp owns a 16 x 16 block of the tile
- * (two m16n8 fragments) and one of KG k-groups; the groups' partial sums are added as on the FFMA path. */
-template <int BM, bool MMA, int LIN_STAGES>
+ * consecutive k (one 32-byte sector of global memory per row). */
+template <int BM>
 __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile, float *smem) {
     constexpr int BN = LIN_BN, BK = LIN_BK;
-    constexpr int SA = BM + (MMA ? LIN_PAD_MMA : LIN_PAD), SB = BN + (MMA ? LIN_PAD_MMA : LIN_PAD);
-    /* FFMA: threads per k-group, each owning a 4x4 block of the tile. MMA: warps per k-group, 16 x 16 each. */
-    constexpr int TPG = MMA ? (BM / 16) * (BN / 16) * 32 : (BM / 4) * (BN / 4);
+    constexpr int SA = BM + LIN_PAD, SB = BN + LIN_PAD;
+    constexpr int TPG = (BM / 4) * (BN / 4); /* threads per k-group, each owning a 4x4 block of the tile */
     constexpr int KG = LIN_THREADS / TPG;     /* k-groups */
     constexpr int KPG = BK / KG;              /* k per group per chunk */
-    static_assert(!MMA || KPG % 8 == 0, "an mma step takes 8 k");
     constexpr int STAGE = BK * (SA + SB);
-    static_assert(LIN_STAGES * STAGE <= LIN_SMEM_FLOATS(LIN_STAGES), "stages must fit the shared buffer");
-    static_assert(KG * BM * BN <= LIN_SMEM_FLOATS(LIN_STAGES), "the partial sums must fit the shared buffer");
+    static_assert(LIN_STAGES * STAGE <= LIN_SMEM_FLOATS, "stages must fit the shared buffer");
+    static_assert(KG * BM * BN <= LIN_SMEM_FLOATS, "the partial sums must fit the shared buffer");
     static_assert((BM * BK) % LIN_THREADS == 0 && (BK * BN) % LIN_THREADS == 0, "whole elements per thread");
     const int t = threadIdx.x;
     const int32_t m0 = (tile / p.tiles_n) * BM, n0 = (tile % p.tiles_n) * BN;
     const int32_t n_out = p.N + p.ones;
     const int g = t / TPG, r = t % TPG;
-    const int tm = MMA ? (r / 32) % (BM / 16) * 16 : (r / (BN / 4)) * 4;
-    const int tn = MMA ? (r / 32) / (BM / 16) * 16 : (r % (BN / 4)) * 4;
+    const int tm = (r / (BN / 4)) * 4, tn = (r % (BN / 4)) * 4;
     const int32_t chunks = (p.K + BK - 1) / BK;
 
     /* Each thread copies the same elements of every chunk: where they go in shared memory and where they
@@ -186,12 +171,11 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
         }
     };
 
-    float acc[4][4]; /* MMA: two fragments of 4 in acc[0..1] */
+    float acc[4][4];
 #pragma unroll
     for (int i = 0; i < 4; i++)
 #pragma unroll
         for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
-    float (&frag)[2][4] = *reinterpret_cast<float (*)[2][4]>(&acc[0][0]);
 
     /* Out-of-range k are zero in both operands, so they add exact zeros. */
     for (int32_t c = 0; c < LIN_STAGES - 1; c++) {
@@ -204,21 +188,16 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
         cp_async_wait<LIN_STAGES - 1>(); /* this thread's copies of chunk c have landed */
         __syncthreads();               /* and everyone else's */
         const float *as = smem + (c % LIN_STAGES) * STAGE, *bs = as + BK * SA;
-        if constexpr (MMA) {
 #pragma unroll
-            for (int kk = 0; kk < KPG; kk += 8) mma_tf32x3_k8<2>(frag, as, 1, bs, 1, SA, SB, tm, tn, g * KPG + kk, t & 31);
-        } else {
+        for (int kk = 0; kk < KPG; kk++) {
+            const int k = g * KPG + kk;
+            const float4 a = *reinterpret_cast<const float4 *>(as + k * SA + tm);
+            const float4 b = *reinterpret_cast<const float4 *>(bs + k * SB + tn);
+            const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
-            for (int kk = 0; kk < KPG; kk++) {
-                const int k = g * KPG + kk;
-                const float4 a = *reinterpret_cast<const float4 *>(as + k * SA + tm);
-                const float4 b = *reinterpret_cast<const float4 *>(bs + k * SB + tn);
-                const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+            for (int i = 0; i < 4; i++)
 #pragma unroll
-                for (int i = 0; i < 4; i++)
-#pragma unroll
-                    for (int j = 0; j < 4; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
-            }
+                for (int j = 0; j < 4; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
         }
         __syncthreads(); /* before a later load overwrites this stage */
     }
@@ -226,14 +205,10 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
 
     /* The k-groups' partial sums, added in group order. */
     float *red = smem;
-    if constexpr (MMA) {
-        mma_store_c<2>(red + g * BM * BN, BN, frag, tm, tn, t & 31);
-    } else {
 #pragma unroll
-        for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 4; i++)
 #pragma unroll
-            for (int j = 0; j < 4; j++) red[(g * BM + tm + i) * BN + tn + j] = acc[i][j];
-    }
+        for (int j = 0; j < 4; j++) red[(g * BM + tm + i) * BN + tn + j] = acc[i][j];
     __syncthreads();
     for (int o = t; o < BM * BN; o += LIN_THREADS) {
         const int ml = o / BN, nl = o % BN;
@@ -302,31 +277,27 @@ __device__ __forceinline__ void lin_colsum_tile(const lin_problem &p, int32_t ti
     }
 }
 
-template <int STAGES>
 __device__ __forceinline__ void lin_run(const lin_problem &p, int32_t tile, float *smem) {
-    if (p.path == LIN_PATH_GEMM32) lin_gemm_tile<32, false, STAGES>(p, tile, smem);
-    else if (p.path == LIN_PATH_GEMM16) lin_gemm_tile<16, false, STAGES>(p, tile, smem);
-    else if (p.path == LIN_PATH_MMA32) lin_gemm_tile<32, true, STAGES>(p, tile, smem);
-    else if (p.path == LIN_PATH_MMA16) lin_gemm_tile<16, true, STAGES>(p, tile, smem);
+    if (p.path == LIN_PATH_GEMM32) lin_gemm_tile<32>(p, tile, smem);
+    else if (p.path == LIN_PATH_GEMM16) lin_gemm_tile<16>(p, tile, smem);
     else if (p.path == LIN_PATH_ROWDOT) lin_rowdot_tile(p, tile);
     else lin_colsum_tile(p, tile, smem);
 }
 
 /* Blocks 0 .. p[0].tiles - 1 run problem 0, the rest problem 1 (the branch is uniform within a block). The
  * descriptors are read in place from parameter space (__grid_constant__), never copied per thread. */
-template <int STAGES>
 __global__ void __launch_bounds__(LIN_THREADS) linear_kernel(const __grid_constant__ lin_launch L) {
-    extern __shared__ __align__(16) float smem[]; /* LIN_SMEM_FLOATS(STAGES) */
+    __shared__ __align__(16) float smem[LIN_SMEM_FLOATS];
     cuda_pdl_wait(); /* launched with cuda_launch_pdl: nothing touches memory before this */
     cuda_pdl_trigger();
     const int32_t b = (int32_t)blockIdx.x;
-    if (b < L.p[0].tiles) lin_run<STAGES>(L.p[0], b, smem);
-    else lin_run<STAGES>(L.p[1], b - L.p[0].tiles, smem);
+    if (b < L.p[0].tiles) lin_run(L.p[0], b, smem);
+    else lin_run(L.p[1], b - L.p[0].tiles, smem);
 }
 
 /* Chooses the path and the block count of a problem from its shape alone (so the summation order, and the
- * bits, depend on nothing else but the developer switches: mma 0 keeps the FFMA tiles). */
-static void lin_choose_path(lin_problem *p, int32_t tiles_pref, int32_t mma) {
+ * bits, depend on nothing else). */
+static void lin_choose_path(lin_problem *p, int32_t tiles_pref) {
     int32_t n_out = p->N + p->ones;
     if (p->M == 0 || n_out == 0) {
         p->tiles = 0;
@@ -344,28 +315,22 @@ static void lin_choose_path(lin_problem *p, int32_t tiles_pref, int32_t mma) {
     }
     p->tiles_n = (n_out + LIN_BN - 1) / LIN_BN;
     int32_t tiles32 = ((p->M + 31) / 32) * p->tiles_n;
-    const int use_mma = mma && p->K >= LIN_MMA_MIN_K;
     if (tiles_pref == 16 || (tiles_pref != 32 && tiles32 < LIN_SMALL_TILES)) {
-        p->path = use_mma ? LIN_PATH_MMA16 : LIN_PATH_GEMM16;
+        p->path = LIN_PATH_GEMM16;
         p->tiles = ((p->M + 15) / 16) * p->tiles_n;
     } else {
-        p->path = use_mma ? LIN_PATH_MMA32 : LIN_PATH_GEMM32;
+        p->path = LIN_PATH_GEMM32;
         p->tiles = tiles32;
     }
 }
 
 static int lin_launch_problems(rlt_backend *bk, lin_launch *L) {
-    const cuda_impl *c = cuda_get(bk);
-    lin_choose_path(&L->p[0], c->tiles, c->mma);
-    lin_choose_path(&L->p[1], c->tiles, c->mma);
+    lin_choose_path(&L->p[0], cuda_get(bk)->tiles);
+    lin_choose_path(&L->p[1], cuda_get(bk)->tiles);
     int64_t blocks = (int64_t)L->p[0].tiles + L->p[1].tiles;
     if (blocks == 0) return RLT_OK;
     CUDA_REQUIRE(bk, blocks <= INT32_MAX, "linear: grid size");
-    const dim3 grid((unsigned)blocks), block(LIN_THREADS);
-    if (c->lin_stages == 4)
-        CUDA_CHECK(bk, cuda_launch_pdl_smem(bk, linear_kernel<4>, grid, block, LIN_SMEM_FLOATS(4) * 4, *L));
-    else
-        CUDA_CHECK(bk, cuda_launch_pdl_smem(bk, linear_kernel<8>, grid, block, LIN_SMEM_FLOATS(8) * 4, *L));
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, linear_kernel, dim3((unsigned)blocks), dim3(LIN_THREADS), *L));
     CUDA_CHECK_LAUNCH(bk, "linear_kernel");
     return RLT_OK;
 }
@@ -454,11 +419,7 @@ extern "C" int cuda_linear_backward(rlt_backend *bk, int32_t rows, int32_t fi, i
     return lin_launch_problems(bk, &L);
 }
 
-/* Loads the kernels and allows them the dynamic shared memory they take (over the default 48 KiB for 8
- * stages). */
 extern "C" cudaError_t cuda_preload_linear(void) {
-    cudaError_t rc = cudaFuncSetAttribute(linear_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, LIN_SMEM_FLOATS(4) * 4);
-    if (rc == cudaSuccess)
-        rc = cudaFuncSetAttribute(linear_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, LIN_SMEM_FLOATS(8) * 4);
-    return rc;
+    cudaFuncAttributes a;
+    return cudaFuncGetAttributes(&a, linear_kernel);
 }

@@ -1,15 +1,10 @@
-/* conv_cudnn.c: the convolution ops on cuDNN (built when CMake finds cuDNN; kernels/cuda/no_cudnn/ holds
- * the stand-in otherwise). The CUDA twins of kernels/cpu/conv.c.
+/* conv_cudnn.c: the cuDNN side of the convolution ops (built when CMake finds cuDNN; kernels/cuda/no_cudnn/
+ * holds the stand-in otherwise): the slots that kernels/cuda/conv_ops.c does not run on our own fp32 kernels,
+ * that is 16-bit slots, or every slot with RLT_CUDA_CONV=cudnn.
  *
- * fp32 slots run on our own im2col + GEMM kernels (conv_gemm.cu), 5-10x faster than cuDNN's fp32 algorithms
- * at RL batch sizes (bench/GPU_NOTES.md), and never create the cuDNN handle; 16-bit slots use cuDNN's
- * tensor-core kernels as below. RLT_CUDA_CONV=cudnn (read at prepare) puts fp32 slots on cuDNN too.
- *
- * Everything that allocates or decides happens in conv_prepare, at init: the cuDNN handle (created at the
- * first prepare, so dense-only agents never pay for cuDNN), the descriptors of the slot, the algorithms,
- * and one warm-up run of every pass on scratch memory, which makes cuDNN and the CUDA runtime load (or
- * compile) their kernels now rather than inside the sealed arena's lifetime or a graph capture, and proves
- * the chosen algorithms run on this GPU. conv_forward and conv_backward then only launch.
+ * Everything that allocates or decides happens in prepare, at init: the cuDNN handle (created at the first
+ * slot that needs it, so fp32 and dense-only agents never pay for cuDNN), the descriptors of the slot and the
+ * algorithms; conv_ops.c then warms the slot up once. Forward and backward only launch.
  *
  * Numerics and determinism. The convolution descriptors ask for CUDNN_FMA_MATH: plain fp32 arithmetic,
  * never TF32 (whose 10-bit mantissa would put the GPU ~1e-3 away from the CPU reference). Only
@@ -48,8 +43,6 @@
     } while (0)
 
 typedef struct conv_slot {
-    int32_t ready;
-    int32_t gemm; /* an fp32 slot on our im2col + GEMM kernels (conv_gemm.cu): no cuDNN state */
     int32_t out_h, out_w;
     rlt_conv_shape s;
     cudnnTensorDescriptor_t x_desc, y_desc;
@@ -72,7 +65,7 @@ typedef struct cuda_conv {
 
 static cuda_conv *conv_get(rlt_backend *bk) { return (cuda_conv *)cuda_get(bk)->conv; }
 
-void cuda_conv_close(rlt_backend *bk) {
+void cuda_dnn_conv_close(rlt_backend *bk) {
     cuda_conv *cv = conv_get(bk);
     if (!cv) return;
     for (int32_t i = 0; i < RLT_BACKEND_MAX_CONVS; i++) {
@@ -87,12 +80,12 @@ void cuda_conv_close(rlt_backend *bk) {
     cuda_get(bk)->conv = NULL;
 }
 
-/* The slots' state, created at the first prepare. The cuDNN handle (tens of MiB of device memory) comes
- * with the first slot that uses cuDNN, bound to lane 0's stream; conv_check_call rebinds it to the lane of
+/* The slots' state and the cuDNN handle (tens of MiB of device memory), created at the first slot that uses
+ * cuDNN, bound to lane 0's stream; conv_bind_lane rebinds it to the lane of
  * each call (as cuda_gemm does with the cuBLAS handle). Convolutions on two lanes at once never share
  * scratch memory: cuDNN's is the workspace each call passes, and each activation set of a network has its
  * own. */
-static int conv_state(rlt_backend *bk, int need_dnn, cuda_conv **out) {
+static int conv_state(rlt_backend *bk, cuda_conv **out) {
     cuda_impl *c = cuda_get(bk);
     if (!c->conv) {
         cuda_conv *cv = calloc(1, sizeof *cv);
@@ -100,7 +93,7 @@ static int conv_state(rlt_backend *bk, int need_dnn, cuda_conv **out) {
         c->conv = cv; /* from here cuda_conv_close owns it, whatever fails next */
     }
     cuda_conv *cv = c->conv;
-    if (need_dnn && !cv->dnn) {
+    if (!cv->dnn) {
         cudnnStatus_t rc = cudnnCreate(&cv->dnn);
         if (rc != CUDNN_STATUS_SUCCESS) {
             cv->dnn = NULL; /* nothing half-made stays behind: the next prepare tries again */
@@ -114,18 +107,6 @@ static int conv_state(rlt_backend *bk, int need_dnn, cuda_conv **out) {
         CUDNN_CHECK(bk, cudnnSetStream(cv->dnn, c->streams[0]));
     }
     *out = cv;
-    return RLT_OK;
-}
-
-static int conv_find_slot(rlt_backend *bk, int32_t slot, const char *op, conv_slot **out) {
-    cuda_conv *cv = conv_get(bk);
-    if (slot < 0 || slot >= RLT_BACKEND_MAX_CONVS)
-        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "%s: convolution slot %d is outside 0..%d", op,
-                           (int)slot, RLT_BACKEND_MAX_CONVS - 1);
-    if (!cv || !cv->slot[slot].ready)
-        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "%s: convolution slot %d was not prepared", op,
-                           (int)slot);
-    *out = &cv->slot[slot];
     return RLT_OK;
 }
 
@@ -214,85 +195,14 @@ static int conv_find(rlt_backend *bk, cudnnHandle_t dnn, conv_slot *sl, int verb
     return RLT_OK;
 }
 
-/* Runs forward (with bias and ReLU) and the full backward once on zeroed scratch buffers, then frees them:
- * see the file comment. Called at init only (it allocates and synchronises). */
-static int conv_warm_up(rlt_backend *bk, int32_t slot, conv_slot *sl) {
-    const rlt_conv_shape *s = &sl->s;
-    uint64_t nx = (uint64_t)s->n * s->c * s->h * s->w, nw = (uint64_t)s->k * s->c * s->kh * s->kw;
-    uint64_t ny = (uint64_t)s->n * s->k * sl->out_h * sl->out_w;
-    /* One block: x, dx, w, dw, y, dy, b, db, then the workspace, each 256-byte aligned. */
-    uint64_t sizes[9] = {nx * 4, nx * 4, nw * 4, nw * 4, ny * 4, ny * 4, (uint64_t)s->k * 4, (uint64_t)s->k * 4,
-                         sl->ws_bytes};
-    uint64_t off[9], total = 0;
-    for (int i = 0; i < 9; i++) {
-        off[i] = total;
-        total += (sizes[i] + 255) & ~255ull;
-    }
-    unsigned char *base = NULL;
-    cudaError_t arc = cudaMalloc((void **)&base, total ? total : 256);
-    if (arc != cudaSuccess) {
-        cudaGetLastError();
-        return rlt_err_set(bk->err, RLT_ENOFIT, __FILE__, __LINE__,
-                           "conv_prepare: no device memory (%.1f MiB) to try slot %d's convolution once: %s",
-                           total / 1048576.0, (int)slot, cudaGetErrorString(arc));
-    }
-    int rc = RLT_OK;
-    cudaError_t mrc = cudaMemsetAsync(base, 0, total, cuda_stream(bk));
-    if (mrc != cudaSuccess)
-        rc = rlt_err_set(bk->err, RLT_ERUNTIME, __FILE__, __LINE__, "cudaMemsetAsync failed: %s",
-                         cudaGetErrorString(mrc));
-    float *x = (float *)(base + off[0]), *dx = (float *)(base + off[1]), *w = (float *)(base + off[2]);
-    float *dw = (float *)(base + off[3]), *y = (float *)(base + off[4]), *dy = (float *)(base + off[5]);
-    float *b = (float *)(base + off[6]), *db = (float *)(base + off[7]);
-    void *ws = sl->ws_bytes ? base + off[8] : NULL;
-    sl->ready = 1; /* the ops below look the slot up */
-    if (rc == RLT_OK) rc = cuda_conv_forward(bk, slot, y, x, w, b, RLT_ACT_RELU, ws, sl->ws_bytes);
-    if (rc == RLT_OK) rc = cuda_conv_backward(bk, slot, dx, dw, db, dy, y, x, w, RLT_ACT_RELU, ws, sl->ws_bytes);
-    if (rc == RLT_OK) {
-        cudaError_t src = cudaStreamSynchronize(cuda_stream(bk));
-        if (src != cudaSuccess)
-            rc = rlt_err_set(bk->err, RLT_ERUNTIME, __FILE__, __LINE__,
-                             "conv_prepare: slot %d's convolution failed on its trial run: %s", (int)slot,
-                             cudaGetErrorString(src));
-    }
-    cudaFree(base); /* synchronises the device, so nothing still uses the block */
-    if (rc != RLT_OK) sl->ready = 0;
-    return rc;
-}
-
-int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes) {
-    cuda_impl *c = cuda_get(bk);
-    CUDA_REQUIRE(bk, shape != NULL && ws_bytes != NULL, "conv_prepare");
-    CUDA_REQUIRE(bk, slot >= 0 && slot < RLT_BACKEND_MAX_CONVS, "conv_prepare");
+int cuda_dnn_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes) {
     const rlt_conv_shape *s = shape;
-    CUDA_REQUIRE(bk, s->n >= 1 && s->c >= 1 && s->h >= 1 && s->w >= 1, "conv_prepare");
-    CUDA_REQUIRE(bk, s->k >= 1 && s->kh >= 1 && s->kw >= 1 && s->stride >= 1 && s->pad >= 0, "conv_prepare");
-    CUDA_REQUIRE(bk, rlt_conv_out_dim(s->h, s->kh, s->stride, s->pad) >= 1, "conv_prepare");
-    CUDA_REQUIRE(bk, rlt_conv_out_dim(s->w, s->kw, s->stride, s->pad) >= 1, "conv_prepare");
-    CUDA_REQUIRE(bk, (uint64_t)s->n * s->c * s->h * s->w <= INT32_MAX && (uint64_t)s->k * s->h * s->w <= INT32_MAX,
-                 "conv_prepare");
-    if (c->capturing >= 0)
-        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__,
-                           "conv_prepare during the capture of graph slot %d: prepare every convolution at init",
-                           (int)c->capturing);
-    CUDA_CHECK(bk, cudaSetDevice(c->device));
-    CUDA_REQUIRE(bk, s->dtype == RLT_LP_F32 || s->dtype == RLT_LP_BF16 || s->dtype == RLT_LP_F16, "conv_prepare");
-    const char *mode = getenv("RLT_CUDA_CONV");
-    int gemm = s->dtype == RLT_LP_F32 && !(mode && !strcmp(mode, "cudnn"));
     cuda_conv *cv = NULL;
-    RLT_TRY(conv_state(bk, !gemm, &cv));
+    RLT_TRY(conv_state(bk, &cv));
     conv_slot *sl = &cv->slot[slot];
-    sl->ready = 0;
-    sl->gemm = gemm;
     sl->s = *s;
     sl->out_h = rlt_conv_out_dim(s->h, s->kh, s->stride, s->pad);
     sl->out_w = rlt_conv_out_dim(s->w, s->kw, s->stride, s->pad);
-    if (gemm) {
-        sl->ws_bytes = cuda_conv_gemm_ws_bytes(s);
-        RLT_TRY(conv_warm_up(bk, slot, sl));
-        *ws_bytes = sl->ws_bytes;
-        return RLT_OK;
-    }
     if (!sl->x_desc) CUDNN_CHECK(bk, cudnnCreateTensorDescriptor(&sl->x_desc));
     if (!sl->y_desc) CUDNN_CHECK(bk, cudnnCreateTensorDescriptor(&sl->y_desc));
     if (!sl->w_desc) CUDNN_CHECK(bk, cudnnCreateFilterDescriptor(&sl->w_desc));
@@ -332,48 +242,38 @@ int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape
     sl->dw_off = sl->dnn_ws_bytes;
     uint64_t nw = (uint64_t)s->k * s->c * s->kh * s->kw;
     sl->ws_bytes = sl->dnn_ws_bytes + (s->dtype != RLT_LP_F32 ? ((nw * 2 + 255) & ~255ull) : 0);
-    RLT_TRY(conv_warm_up(bk, slot, sl));
     *ws_bytes = sl->ws_bytes;
     return RLT_OK;
 }
 
-static int conv_check_call(rlt_backend *bk, const conv_slot *sl, int32_t act, const void *ws, uint64_t ws_bytes,
-                           const char *op) {
-    if (act < RLT_ACT_NONE || act > RLT_ACT_TANH)
-        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "%s: unknown activation %d", op, (int)act);
-    /* cudnnSetStream is a host-side setting, allowed during a capture: the kernels of this call go to the
-     * current lane's stream. */
+/* cudnnSetStream is a host-side setting, allowed during a capture: the kernels of this call go to the current
+ * lane's stream. */
+static int conv_bind_lane(rlt_backend *bk) {
     cuda_impl *c = cuda_get(bk);
     cuda_conv *cv = conv_get(bk);
-    if (!sl->gemm && cv->lane != c->lane) {
+    if (cv->lane != c->lane) {
         CUDNN_CHECK(bk, cudnnSetStream(cv->dnn, c->streams[c->lane]));
         cv->lane = c->lane;
     }
-    if (ws_bytes < sl->ws_bytes || (sl->ws_bytes && !ws) || ((uintptr_t)ws & 255u))
-        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
-                           "%s: workspace of %llu bytes at %p, but conv_prepare asked for %llu, 256-byte aligned", op,
-                           (unsigned long long)ws_bytes, ws, (unsigned long long)sl->ws_bytes);
     return RLT_OK;
 }
 
-int cuda_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b,
-                      int32_t act, void *ws, uint64_t ws_bytes) {
-    conv_slot *sl = NULL;
-    RLT_TRY(conv_find_slot(bk, slot, "conv_forward", &sl));
-    RLT_TRY(conv_check_call(bk, sl, act, ws, ws_bytes, "conv_forward"));
-    if (sl->gemm) return cuda_conv_gemm_forward(bk, &sl->s, y, x, w, b, act, ws, ws_bytes);
+int cuda_dnn_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b,
+                          int32_t act, void *ws, uint64_t ws_bytes) {
+    (void)ws_bytes;
+    conv_slot *sl = &conv_get(bk)->slot[slot];
+    RLT_TRY(conv_bind_lane(bk));
     const float one = 1.0f, zero = 0.0f;
     CUDNN_CHECK(bk, cudnnConvolutionForward(conv_get(bk)->dnn, &one, sl->x_desc, x, sl->w_desc, w, sl->conv_desc, sl->fwd,
                                             ws, (size_t)sl->dnn_ws_bytes, &zero, sl->y_desc, y));
     return cuda_conv_bias_act(bk, y, sl->s.dtype, b, sl->s.n, sl->s.k, sl->out_h * sl->out_w, act);
 }
 
-int cuda_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
-                       const void *x, const void *w, int32_t act, void *ws, uint64_t ws_bytes) {
-    conv_slot *sl = NULL;
-    RLT_TRY(conv_find_slot(bk, slot, "conv_backward", &sl));
-    RLT_TRY(conv_check_call(bk, sl, act, ws, ws_bytes, "conv_backward"));
-    if (sl->gemm) return cuda_conv_gemm_backward(bk, &sl->s, dx, dw, db, dy, y, x, w, act, ws, ws_bytes);
+int cuda_dnn_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
+                           const void *x, const void *w, int32_t act, void *ws, uint64_t ws_bytes) {
+    (void)ws_bytes;
+    conv_slot *sl = &conv_get(bk)->slot[slot];
+    RLT_TRY(conv_bind_lane(bk));
     cudnnHandle_t dnn = conv_get(bk)->dnn;
     int32_t P = sl->out_h * sl->out_w, row = sl->s.k * P;
     /* dy becomes the gradient of the pre-activation output, in place (the contract's order). */

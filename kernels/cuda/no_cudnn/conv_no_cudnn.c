@@ -1,29 +1,28 @@
-/* conv_no_cudnn.c: the convolution ops of a CUDA module built without cuDNN (CMake did not find it, or
- * -DRLT_CUDNN=OFF). CMake compiles this file instead of kernels/cuda/cudnn/conv_cudnn.c, so no source needs
- * an #ifdef. Dense (MLP) agents work as usual; a convolutional network fails at init with a clear message
- * rather than at its first update. */
+/* conv_no_cudnn.c: the cuDNN side of the convolution ops in a CUDA module built without cuDNN (CMake did not
+ * find it, or -DRLT_CUDNN=OFF). CMake compiles this file instead of kernels/cuda/cudnn/conv_cudnn.c, so no source
+ * needs an #ifdef. fp32 convolutions need no cuDNN (kernels/cuda/conv_ops.c runs them on our own kernels); a
+ * 16-bit slot, or RLT_CUDA_CONV=cudnn, fails at init with a clear message rather than at its first update. */
 #include "../cuda_ops.h"
 
-static int conv_unavailable(rlt_backend *bk, const char *op) {
+int cuda_dnn_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes) {
+    (void)ws_bytes;
     return rlt_err_set(bk->err, RLT_EDEVICE, __FILE__, __LINE__,
-                       "%s: this CUDA module was built without cuDNN, which convolutional networks need on the GPU; "
-                       "install cuDNN 9 and rebuild (set CUDNN_ROOT if CMake does not find it), or use device: cpu",
-                       op);
+                       "conv_prepare: slot %d is a %s convolution, which needs cuDNN on the GPU, and this CUDA module "
+                       "was built without it; install cuDNN 9 and rebuild (set CUDNN_ROOT if CMake does not find it), "
+                       "or use fp32 convolutions (precision: fp32), or device: cpu",
+                       (int)slot, shape->dtype == RLT_LP_F32 ? "fp32 (RLT_CUDA_CONV=cudnn)" : "16-bit");
 }
 
-int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes) {
-    return conv_unavailable(bk, "conv_prepare");
+/* Unreachable: no slot is ever prepared on this side. */
+int cuda_dnn_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b,
+                          int32_t act, void *ws, uint64_t ws_bytes) {
+    return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "conv_forward: slot %d has no cuDNN state", (int)slot);
 }
 
-int cuda_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b,
-                      int32_t act, void *ws, uint64_t ws_bytes) {
-    return conv_unavailable(bk, "conv_forward");
-}
-
-int cuda_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
-                       const void *x, const void *w, int32_t act, void *ws, uint64_t ws_bytes) {
-    return conv_unavailable(bk, "conv_backward");
+int cuda_dnn_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
+                           const void *x, const void *w, int32_t act, void *ws, uint64_t ws_bytes) {
+    return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "conv_backward: slot %d has no cuDNN state", (int)slot);
 }
 
 /* Nothing was ever created. */
-void cuda_conv_close(rlt_backend *bk) { (void)bk; }
+void cuda_dnn_conv_close(rlt_backend *bk) { (void)bk; }
