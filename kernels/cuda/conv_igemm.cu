@@ -172,22 +172,11 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
             cp_async4(&Bs[bt * LDB + bn + q * BSTEP], ok ? w + (int64_t)n * K + t : w, ok);
         }
     };
-#pragma unroll
-    for (int32_t i = 0; i < IGEMM_STAGES - 1; i++) {
-        if (i < T) load(i);
-        cp_async_commit();
-    }
-    for (int32_t i = 0; i < T; i++) {
-        if (i + IGEMM_STAGES - 1 < T) load(i + IGEMM_STAGES - 1); /* into the stage computed at i - 1 */
-        cp_async_commit();
-        cp_async_wait<IGEMM_STAGES - 1>(); /* this thread's copies of tile i have landed */
-        __syncthreads();                   /* and everyone else's */
+    cp_async_ring<IGEMM_STAGES>(T, load, [&](int32_t i) {
         const float *As = sm + (i % IGEMM_STAGES) * SM::STAGE, *Bs = As + IGEMM_BK * LDA;
         igemm_tile<TM, TN, LDA, LDB>(acc, reinterpret_cast<const float(*)[LDA]>(As),
                                      reinterpret_cast<const float(*)[LDB]>(Bs), TM * tx, TN * ty);
-        __syncthreads(); /* before a later copy overwrites this stage */
-    }
-    cp_async_wait<0>();
+    });
     auto store = [&](int32_t r, int32_t o, float v) { /* output pixel r, channel o */
         if (ACT == IGEMM_PARTIAL) {
             part[((int64_t)blockIdx.z * g.k + o) * R + r] = v;

@@ -1,9 +1,11 @@
 /* cp_async.cuh: 4-byte asynchronous copies from global to shared memory (sm_80 and later; a plain copy on older
- * GPUs), for the multi-stage tile loaders of linear.cu and conv_igemm.cu: a thread issues the copies of several
- * k-chunks, commits each as a group and waits for the oldest, so a tile waits on one round trip to L2 for many
- * chunks instead of one per chunk. */
+ * GPUs), and the ring of stages they fill, for the tile loaders of linear.cu and conv_igemm.cu: a thread issues
+ * the copies of several tiles, commits each as a group and waits for the oldest, so a block waits on one round
+ * trip to L2 for several tiles instead of one per tile. */
 #ifndef RLT_CP_ASYNC_CUH
 #define RLT_CP_ASYNC_CUH
+
+#include <stdint.h>
 
 /* *dst = ok ? *src : 0 (the zero written by the copy itself: src is not read when !ok, but must be a valid
  * address all the same). */
@@ -28,6 +30,27 @@ __device__ __forceinline__ void cp_async_wait(void) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #endif
+}
+
+/* The ring: tiles 0 .. n - 1 through STAGES shared-memory stages. load(i) issues tile i's copies into stage
+ * i mod STAGES; use(i) reads that stage once every thread's copies have landed. STAGES - 1 tiles are in flight
+ * while one is used; the barrier after use keeps a later load from overwriting a stage still being read. */
+template <int STAGES, typename Load, typename Use>
+__device__ __forceinline__ void cp_async_ring(int32_t n, Load &&load, Use &&use) {
+#pragma unroll
+    for (int32_t i = 0; i < STAGES - 1; i++) {
+        if (i < n) load(i);
+        cp_async_commit();
+    }
+    for (int32_t i = 0; i < n; i++) {
+        if (i + STAGES - 1 < n) load(i + STAGES - 1); /* into the stage used at i - 1 */
+        cp_async_commit();
+        cp_async_wait<STAGES - 1>(); /* this thread's copies of tile i have landed */
+        __syncthreads();             /* and everyone else's */
+        use(i);
+        __syncthreads();
+    }
+    cp_async_wait<0>();
 }
 
 #endif

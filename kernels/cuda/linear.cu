@@ -178,15 +178,7 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
         for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
 
     /* Out-of-range k are zero in both operands, so they add exact zeros. */
-    for (int32_t c = 0; c < LIN_STAGES - 1; c++) {
-        if (c < chunks) load(c);
-        cp_async_commit();
-    }
-    for (int32_t c = 0; c < chunks; c++) {
-        if (c + LIN_STAGES - 1 < chunks) load(c + LIN_STAGES - 1); /* into the stage computed at c - 1 */
-        cp_async_commit();
-        cp_async_wait<LIN_STAGES - 1>(); /* this thread's copies of chunk c have landed */
-        __syncthreads();               /* and everyone else's */
+    cp_async_ring<LIN_STAGES>(chunks, load, [&](int32_t c) {
         const float *as = smem + (c % LIN_STAGES) * STAGE, *bs = as + BK * SA;
 #pragma unroll
         for (int kk = 0; kk < KPG; kk++) {
@@ -199,9 +191,7 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
 #pragma unroll
                 for (int j = 0; j < 4; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
         }
-        __syncthreads(); /* before a later load overwrites this stage */
-    }
-    cp_async_wait<0>();
+    });
 
     /* The k-groups' partial sums, added in group order. */
     float *red = smem;
