@@ -10,6 +10,7 @@
 #include "agent.h"
 #include "checkpoint.h"
 #include "config_conv.h"
+#include "config_schema.h"
 #include "text.h"
 
 /* "agent.network": the network's layout as text, so that a checkpoint made with another network is refused
@@ -31,10 +32,11 @@ static int is_state_region(const rlt_plan_entry *en) {
     return 0;
 }
 
-static void int_list_text(rlt_text *o, const char *name, const rlt_int_list *l) {
-    rlt_text_add(o, "%s: [", name);
-    for (int32_t i = 0; i < l->n && i < RLT_CFG_MAX_LAYERS; i++) rlt_text_add(o, "%s%d", i ? ", " : "", (int)l->v[i]);
-    rlt_text_add(o, "]");
+/* "hidden: [64, 64]": the config key's value as the config dump writes it, under a short label. */
+static void key_text(rlt_text *o, const rlt_agent *ag, const char *label, const char *key) {
+    char v[256];
+    config_schema_format(config_schema_find(key, strlen(key)), &ag->cfg, v, sizeof v);
+    rlt_text_add(o, "%s: %s", label, v);
 }
 
 static size_t network_text(const rlt_agent *ag, char *buf, size_t cap) {
@@ -44,11 +46,11 @@ static size_t network_text(const rlt_agent *ag, char *buf, size_t cap) {
         rlt_text_add(&o, "conv: ");
         config_conv_format_layers(&o, &ag->cfg.network.conv);
         rlt_text_add(&o, "; ");
-        int_list_text(&o, "hidden", &ag->cfg.network.hidden);
+        key_text(&o, ag, "hidden", "network.hidden");
     } else {
-        int_list_text(&o, "actor_hidden", &ag->cfg.td3.actor_hidden);
+        key_text(&o, ag, "actor_hidden", "td3.actor_hidden");
         rlt_text_add(&o, "; ");
-        int_list_text(&o, "critic_hidden", &ag->cfg.td3.critic_hidden);
+        key_text(&o, ag, "critic_hidden", "td3.critic_hidden");
     }
     return o.len;
 }

@@ -122,21 +122,19 @@ static uint64_t conv_gemm_dyr_off(const conv_geom &g) {
     return conv_gemm_part_off(g) + conv_align256(conv_igemm_part_floats(g) * 4);
 }
 
-extern "C" uint64_t cuda_conv_gemm_ws_bytes(const rlt_conv_shape *s) {
-    conv_geom g = conv_geom_of(s);
+static uint64_t conv_gemm_ws_bytes(const conv_geom &g) {
     return conv_gemm_dyr_off(g) + conv_align256((uint64_t)g.n * g.oh * g.ow * g.k * 4);
 }
 
-static int conv_gemm_check(rlt_backend *bk, const rlt_conv_shape *s, const void *ws, uint64_t ws_bytes, const char *op) {
+/* Checks once, at prepare, what the kernels assume beyond conv_ops.c's shape checks: 32-bit element indices
+ * (col's own offsets are 64-bit). conv_ops.c then checks each call's workspace against *ws_bytes. */
+extern "C" int cuda_conv_gemm_prepare(rlt_backend *bk, const rlt_conv_shape *s, uint64_t *ws_bytes) {
     conv_geom g = conv_geom_of(s);
-    CUDA_REQUIRE(bk, s->dtype == RLT_LP_F32 && g.oh >= 1 && g.ow >= 1, op);
     uint64_t R = (uint64_t)g.n * g.oh * g.ow, K = (uint64_t)g.c * g.kh * g.kw;
-    /* 32-bit element indices in the kernels (col's own offsets are 64-bit). */
-    CUDA_REQUIRE(bk, R * g.k <= INT32_MAX && (uint64_t)g.n * g.c * g.h * g.w <= INT32_MAX && K <= INT32_MAX, op);
-    if (!ws || ((uintptr_t)ws & 255u) || ws_bytes < cuda_conv_gemm_ws_bytes(s))
-        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
-                           "%s: workspace of %llu bytes at %p, but the layer needs %llu, 256-byte aligned", op,
-                           (unsigned long long)ws_bytes, ws, (unsigned long long)cuda_conv_gemm_ws_bytes(s));
+    CUDA_REQUIRE(bk, s->dtype == RLT_LP_F32 && g.oh >= 1 && g.ow >= 1, "conv_prepare");
+    CUDA_REQUIRE(bk, R * g.k <= INT32_MAX && (uint64_t)g.n * g.c * g.h * g.w <= INT32_MAX && K <= INT32_MAX,
+                 "conv_prepare");
+    *ws_bytes = conv_gemm_ws_bytes(g);
     return RLT_OK;
 }
 
@@ -149,8 +147,7 @@ static int conv_im2col(rlt_backend *bk, float *col, const float *x, const conv_g
 }
 
 extern "C" int cuda_conv_gemm_forward(rlt_backend *bk, const rlt_conv_shape *s, float *y, const float *x,
-                                      const float *w, const float *b, int32_t act, void *ws, uint64_t ws_bytes) {
-    RLT_TRY(conv_gemm_check(bk, s, ws, ws_bytes, "conv_forward"));
+                                      const float *w, const float *b, int32_t act, void *ws) {
     conv_geom g = conv_geom_of(s);
     if (!conv_gemm_explicit(bk, g)) return conv_igemm_forward(bk, g, y, x, w, b, act, (float *)ws);
     float *col = (float *)ws;
@@ -172,10 +169,7 @@ extern "C" int cuda_conv_gemm_forward(rlt_backend *bk, const rlt_conv_shape *s, 
 static int conv_dx(rlt_backend *bk, const conv_geom &g, float *dx, const float *dyr, const float *w, float *col);
 
 extern "C" int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s, float *dx, float *dw, float *db,
-                                       float *dy, const float *y, const float *x, const float *w, int32_t act, void *ws,
-                                       uint64_t ws_bytes) {
-    RLT_TRY(conv_gemm_check(bk, s, ws, ws_bytes, "conv_backward"));
-    CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "conv_backward");
+                                       float *dy, const float *y, const float *x, const float *w, int32_t act, void *ws) {
     conv_geom g = conv_geom_of(s);
     const int32_t P = g.oh * g.ow, R = g.n * P, K = g.c * g.kh * g.kw;
     float *col = (float *)ws;

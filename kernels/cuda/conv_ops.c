@@ -44,7 +44,7 @@ int cuda_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, con
     cuda_conv_slot *sl = NULL;
     RLT_TRY(conv_find_slot(bk, slot, "conv_forward", &sl));
     RLT_TRY(conv_check_call(bk, sl, act, ws, ws_bytes, "conv_forward"));
-    if (sl->gemm) return cuda_conv_gemm_forward(bk, &sl->s, y, x, w, b, act, ws, ws_bytes);
+    if (sl->gemm) return cuda_conv_gemm_forward(bk, &sl->s, y, x, w, b, act, ws);
     return cuda_dnn_conv_forward(bk, slot, y, x, w, b, act, ws, ws_bytes);
 }
 
@@ -53,7 +53,7 @@ int cuda_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float
     cuda_conv_slot *sl = NULL;
     RLT_TRY(conv_find_slot(bk, slot, "conv_backward", &sl));
     RLT_TRY(conv_check_call(bk, sl, act, ws, ws_bytes, "conv_backward"));
-    if (sl->gemm) return cuda_conv_gemm_backward(bk, &sl->s, dx, dw, db, dy, y, x, w, act, ws, ws_bytes);
+    if (sl->gemm) return cuda_conv_gemm_backward(bk, &sl->s, dx, dw, db, dy, y, x, w, act, ws);
     return cuda_dnn_conv_backward(bk, slot, dx, dw, db, dy, y, x, w, act, ws, ws_bytes);
 }
 
@@ -127,7 +127,7 @@ int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape
     memset(sl, 0, sizeof *sl);
     sl->gemm = s->dtype == RLT_LP_F32 && !(mode && !strcmp(mode, "cudnn"));
     sl->s = *s;
-    if (sl->gemm) sl->ws_bytes = cuda_conv_gemm_ws_bytes(s);
+    if (sl->gemm) RLT_TRY(cuda_conv_gemm_prepare(bk, s, &sl->ws_bytes));
     else RLT_TRY(cuda_dnn_conv_prepare(bk, slot, s, &sl->ws_bytes));
     RLT_TRY(conv_warm_up(bk, slot, sl));
     *ws_bytes = sl->ws_bytes;

@@ -196,12 +196,14 @@ int cuda_linear_forward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, c
 int cuda_linear_backward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *dy, int32_t lddy,
                          const float *x, int32_t ldx, int32_t act_x, const float *W, float *dW, float *db, float beta,
                          float *dx, int32_t lddx);
-/* fp32 convolutions in GEMM form (conv_gemm.cu; the contract of the backend's conv ops). */
-uint64_t cuda_conv_gemm_ws_bytes(const rlt_conv_shape *s);
+/* fp32 convolutions in GEMM form (conv_gemm.cu; the contract of the backend's conv ops): prepare checks the
+ * shape against the kernels' limits and gives the workspace size; forward and backward take a workspace of that
+ * size that conv_ops.c has checked. */
+int cuda_conv_gemm_prepare(rlt_backend *bk, const rlt_conv_shape *s, uint64_t *ws_bytes);
 int cuda_conv_gemm_forward(rlt_backend *bk, const rlt_conv_shape *s, float *y, const float *x, const float *w,
-                           const float *b, int32_t act, void *ws, uint64_t ws_bytes);
+                           const float *b, int32_t act, void *ws);
 int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s, float *dx, float *dw, float *db, float *dy,
-                            const float *y, const float *x, const float *w, int32_t act, void *ws, uint64_t ws_bytes);
+                            const float *y, const float *x, const float *w, int32_t act, void *ws);
 int cuda_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *sample, int32_t n_fields,
                        const rlt_gather_field *fields);
 int cuda_td3_critic_loss(rlt_backend *bk, float *y, float *dq1, float *dq2, float *loss1, float *loss2, const float *q1,
@@ -224,12 +226,12 @@ int cuda_linear_backward_lp(rlt_backend *bk, int32_t dtype, int32_t rows, int32_
 int cuda_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp);
 int cuda_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
                     int32_t growth_interval);
-/* gemm.c: C = alpha op(A) op(B) + beta C with A, B in ab_dtype (BF16 or F16), C in c_dtype (that or F32). */
 /* cuBLAS workspace of each side lane (lane 0 has more). */
 #define CUDA_SIDE_WORKSPACE (4ull << 20)
 /* cuda_gemm with a workspace of the same size on every lane, so the same bits on any lane (gemm.c). */
 int cuda_gemm_uniform(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha,
                       const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc);
+/* gemm.c: C = alpha op(A) op(B) + beta C with A, B in ab_dtype (BF16 or F16), C in c_dtype (that or F32). */
 int cuda_gemm_lp(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const void *A,
                  int32_t lda, const void *B, int32_t ldb, int32_t ab_dtype, float beta, void *C, int32_t c_dtype,
                  int32_t ldc);

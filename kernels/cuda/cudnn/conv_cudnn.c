@@ -51,10 +51,9 @@ typedef struct conv_slot {
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
-    uint64_t ws_bytes;
-    /* A 16-bit slot: cuDNN's own workspace is the first dnn_ws_bytes; the 16-bit weight gradient follows at
-     * dw_off (cuDNN writes dw in the tensors' type; it is then widened and added to the fp32 gradient). */
-    uint64_t dnn_ws_bytes, dw_off;
+    /* cuDNN's own workspace is the first dnn_ws_bytes of the slot's; a 16-bit slot's weight gradient follows it
+     * (cuDNN writes dw in the tensors' type; it is then widened and added to the fp32 gradient). */
+    uint64_t dnn_ws_bytes;
 } conv_slot;
 
 typedef struct cuda_conv {
@@ -239,10 +238,8 @@ int cuda_dnn_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *s
     uint64_t need = f > d ? f : d;
     if (g > need) need = g;
     sl->dnn_ws_bytes = (need + 255) & ~255ull;
-    sl->dw_off = sl->dnn_ws_bytes;
     uint64_t nw = (uint64_t)s->k * s->c * s->kh * s->kw;
-    sl->ws_bytes = sl->dnn_ws_bytes + (s->dtype != RLT_LP_F32 ? ((nw * 2 + 255) & ~255ull) : 0);
-    *ws_bytes = sl->ws_bytes;
+    *ws_bytes = sl->dnn_ws_bytes + (s->dtype != RLT_LP_F32 ? ((nw * 2 + 255) & ~255ull) : 0);
     return RLT_OK;
 }
 
@@ -289,7 +286,7 @@ int cuda_dnn_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, f
                                                        sl->bwd_filter, ws, dnn_ws, &one, sl->w_desc, dw));
     } else {
         /* The 16-bit weight gradient lands beside cuDNN's workspace, then is added to the fp32 gradient. */
-        void *dw_lp = (unsigned char *)ws + sl->dw_off;
+        void *dw_lp = (unsigned char *)ws + sl->dnn_ws_bytes;
         CUDNN_CHECK(bk, cudnnConvolutionBackwardFilter(dnn, &one, sl->x_desc, x, sl->y_desc, dy, sl->conv_desc,
                                                        sl->bwd_filter, ws, dnn_ws, &zero, sl->w_desc, dw_lp));
         RLT_TRY(cuda_lp_add(bk, dw, dw_lp, dt, (uint64_t)sl->s.k * sl->s.c * sl->s.kh * sl->s.kw));
