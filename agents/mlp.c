@@ -145,18 +145,21 @@ int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *
         net->ld_last = ldout;
         return RLT_OK;
     }
-    /* Layer l: y[rows, fo] = act(in[rows, fi] . W^T + b), all layers in one op (one launch on CUDA). */
-    rlt_dense_layer layers[RLT_MLP_MAX_LAYERS];
+    const float *in = x;
+    int32_t ldin = ldx;
     for (int32_t l = 0; l < net->n_layers; l++) {
-        int32_t fo = net->dims[l + 1];
+        int32_t fi = net->dims[l], fo = net->dims[l + 1];
         int last = l == net->n_layers - 1;
-        layers[l] = (rlt_dense_layer){net->dims[l], fo, net->act[l], last && out ? ldout : fo,
-                                      params + mlp_weight_offset(net, l), params + mlp_bias_offset(net, l),
-                                      last && out ? out : (float *)layer_out(net, net->h, l)};
+        float *y = last && out ? out : (float *)layer_out(net, net->h, l);
+        int32_t ldy = last && out ? ldout : fo;
+        /* y[rows, fo] = act(in[rows, fi] . W^T + b): one op (gemm then bias_act on the CPU). */
+        RLT_TRY(op->linear_forward(bk, rows, fi, fo, in, ldin, params + mlp_weight_offset(net, l),
+                                   params + mlp_bias_offset(net, l), y, ldy, net->act[l]));
+        in = y;
+        ldin = ldy;
     }
-    RLT_TRY(op->dense_forward(bk, rows, (const float *)x, ldx, net->n_layers, layers));
-    net->y_last = layers[net->n_layers - 1].y;
-    net->ld_last = layers[net->n_layers - 1].ldy;
+    net->y_last = (float *)in;
+    net->ld_last = ldin;
     return RLT_OK;
 }
 

@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <time.h>
 
-enum { P_DENSE_F, P_LIN_F, P_LIN_B, P_LIN_F_LP, P_LIN_B_LP, P_CONV_F, P_CONV_B, P_GATHER, P_GATHER_U8, P_LOSS_DQN, P_LOSS_TD3,
+enum { P_LIN_F, P_LIN_B, P_LIN_F_LP, P_LIN_B_LP, P_CONV_F, P_CONV_B, P_GATHER, P_GATHER_U8, P_LOSS_DQN, P_LOSS_TD3,
        P_ADAM, P_CAST, P_TD3_NOISE, P_OTHER_FILL, P_COUNT };
-static const char *names[P_COUNT] = {"dense_forward", "linear_forward", "linear_backward", "linear_forward_lp", "linear_backward_lp",
+static const char *names[P_COUNT] = {"linear_forward", "linear_backward", "linear_forward_lp", "linear_backward_lp",
                                      "conv_forward", "conv_backward", "gather_fields", "gather_u8_f32", "dqn_loss",
                                      "td3_critic_loss", "adam_ex", "cast", "td3_target_action", "fill"};
 static double total[P_COUNT];
@@ -32,9 +32,6 @@ static double now(void) {
         return rc_;                        \
     } while (0)
 
-static int w_dense_f(rlt_backend *bk, int32_t rows, const float *x, int32_t ldx, int32_t n, const rlt_dense_layer *l) {
-    TIMED(P_DENSE_F, real->dense_forward(bk, rows, x, ldx, n, l));
-}
 static int w_lin_f(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *x, int32_t ldx, const float *W,
                    const float *b, float *y, int32_t ldy, int32_t act) {
     TIMED(P_LIN_F, real->linear_forward(bk, rows, fi, fo, x, ldx, W, b, y, ldy, act));
@@ -96,7 +93,6 @@ int op_profile_run(rlt_agent *ag, int32_t variant, int reps) {
     static rlt_backend_ops wrapped;
     real = ag->bk.ops;
     wrapped = *real;
-    wrapped.dense_forward = w_dense_f;
     wrapped.linear_forward = w_lin_f;
     wrapped.linear_backward = w_lin_b;
     wrapped.linear_forward_lp = w_lin_f_lp;

@@ -52,15 +52,6 @@ static inline int32_t rlt_conv_out_dim(int32_t in, int32_t kernel, int32_t strid
     return (in + 2 * pad - kernel) / stride + 1;
 }
 
-/* One layer of dense_forward: y[r, o] = act(sum_i x[r, i] W[o, i] + b[o]) as linear_forward, x being the
- * previous layer's y (or the op's input). */
-#define RLT_DENSE_MAX_LAYERS 9
-typedef struct rlt_dense_layer {
-    int32_t fi, fo, act, ldy;
-    const float *W, *b; /* W [fo, fi] row-major; b [fo] or NULL */
-    float *y;           /* [rows, fo], row stride ldy */
-} rlt_dense_layer;
-
 /* Adam hyper-parameters (Kingma and Ba 2015; PyTorch's defaults for beta and eps). */
 typedef struct rlt_adam_hp {
     float lr, beta1, beta2, eps;
@@ -299,15 +290,6 @@ typedef struct rlt_backend_ops {
                            const float *x, int32_t ldx, int32_t act_x, const float *W, float *dW, float *db,
                            float beta, float *dx, int32_t lddx);
 
-    /* A chain of linear_forward ops in one (ABI 7): layer l reads layer l-1's output (layer 0 reads x, row
-     * stride ldx) and writes its own, every layer's output kept (the backward reads them). The same values as
-     * calling linear_forward layer by layer, to the rounding of each layer's sums (a backend may sum in
-     * another fixed order, as linear_forward may). n_layers <= RLT_DENSE_MAX_LAYERS; each layer's fi must be
-     * the fo of the layer before. rlt_dense_forward_layers below is the plain loop; CUDA runs a whole
-     * network in one launch where the shapes allow (kernels/cuda/dense.cu). */
-    int (*dense_forward)(rlt_backend *bk, int32_t rows, const float *x, int32_t ldx, int32_t n_layers,
-                         const rlt_dense_layer *layers);
-
     /* ---- fused batch ops (ABI 3) ---- */
     /* Several gather_rows sharing one index list in one op: for each field f (n_fields <= RLT_GATHER_MAX_FIELDS)
      * and i < n, dst row i (at dst + i*dst_stride bytes) = src row j (row_bytes bytes at src + j*row_bytes),
@@ -370,9 +352,8 @@ typedef struct rlt_backend_ops {
 
 /* 2: the DQN and convolution ops; 3: lanes, fused layers, fused batch ops; 4: reduced precision;
  * 5: rlt_gather_field.src_dtype (compact replay: fp16/bf16 rows widened to fp32 by gather_fields);
- * 6: 16 conv slots (RLT_BACKEND_MAX_CONVS), for explicit network.conv lists of up to 8 layers;
- * 7: dense_forward (a network's dense layers in one op) */
-#define RLT_BACKEND_ABI 7
+ * 6: 16 conv slots (RLT_BACKEND_MAX_CONVS), for explicit network.conv lists of up to 8 layers */
+#define RLT_BACKEND_ABI 6
 
 struct rlt_backend {
     const rlt_backend_ops *ops;
@@ -385,29 +366,6 @@ struct rlt_backend {
     void *module;   /* the dlopen handle of the backend's module (NULL for the built-in CPU backend); owned
                      * by the registry, which closes it in rlt_backend_close */
 };
-
-/* dense_forward as a backend's linear_forward (lf) layer by layer: the CPU backend's op, and CUDA's for shapes
- * its fused kernel does not take. */
-typedef int (*rlt_linear_forward_fn)(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *x, int32_t ldx,
-                                     const float *W, const float *b, float *y, int32_t ldy, int32_t act);
-static inline int rlt_dense_forward_layers(rlt_backend *bk, rlt_linear_forward_fn lf, int32_t rows, const float *x,
-                                           int32_t ldx, int32_t n_layers, const rlt_dense_layer *layers) {
-    if (n_layers < 1 || n_layers > RLT_DENSE_MAX_LAYERS)
-        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "dense_forward: %d layers (1 to %d)", (int)n_layers,
-                           RLT_DENSE_MAX_LAYERS);
-    for (int32_t l = 1; l < n_layers; l++)
-        if (layers[l].fi != layers[l - 1].fo)
-            return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "dense_forward: layer %d takes %d inputs, layer %d gives %d",
-                               (int)l, (int)layers[l].fi, (int)l - 1, (int)layers[l - 1].fo);
-    for (int32_t l = 0; l < n_layers; l++) {
-        const rlt_dense_layer *d = &layers[l];
-        int rc = lf(bk, rows, d->fi, d->fo, x, ldx, d->W, d->b, d->y, d->ldy, d->act);
-        if (rc != RLT_OK) return rc;
-        x = d->y;
-        ldx = d->ldy;
-    }
-    return RLT_OK;
-}
 
 /* The CPU backend's table (always present). */
 const rlt_backend_ops *rlt_cpu_backend_ops(void);

@@ -738,126 +738,6 @@ static void test_linear_forward(void) {
     }
 }
 
-/* dense_forward (one launch for a whole network on sm_90; layer by layer elsewhere, or past its shared-memory
- * limits): every layer's output y_l, which the op keeps, against the CPU's linear_forward applied to the GPU's
- * own y_{l-1}, with linear_forward's bound. So each layer is checked on its own inputs and the bound does
- * not compound. Rows that are not a multiple of the kernel's 16-row slabs, padding past fo that must stay
- * untouched, and a second run that must give the same bits. */
-static void test_dense_forward(void) {
-    static const struct {
-        int rows, n, dims[RLT_DENSE_MAX_LAYERS + 1], px, py, tanh_out;
-    } cases[] = {
-        {256, 3, {23, 256, 256, 1}, 0, 0, 0},      /* TD3 critic, HalfCheetah sizes */
-        {256, 3, {17, 256, 256, 6}, 6, 17, 1},     /* TD3 actor writing into [s, a] rows */
-        {128, 3, {4, 120, 84, 2}, 0, 0, 0},        /* CartPole DQN */
-        {100, 3, {24, 400, 300, 4}, 1, 3, 1},      /* TD3 paper sizes, ragged slabs and columns */
-        {1, 3, {17, 256, 256, 6}, 0, 0, 1},        /* acting on one observation */
-        {37, 9, {5, 9, 7, 33, 12, 3, 64, 8, 16, 2}, 2, 1, 0}, /* deep, narrow, odd */
-        {50, 1, {33, 65}, 0, 0, 0},                /* one layer */
-        {32, 2, {3136, 512, 6}, 0, 0, 0},          /* Nature head: past the fused kernel, layer by layer */
-        {0, 2, {8, 8, 8}, 0, 0, 0},
-    };
-    printf("dense_forward\n");
-    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
-        int rows = cases[t].rows, n = cases[t].n, R = rows ? rows : 1;
-        const int *dims = cases[t].dims;
-        int ldx = dims[0] + cases[t].px;
-        rlt_dense_layer gl[RLT_DENSE_MAX_LAYERS];
-        void *cw[RLT_DENSE_MAX_LAYERS], *gw[RLT_DENSE_MAX_LAYERS], *cb[RLT_DENSE_MAX_LAYERS], *gb[RLT_DENSE_MAX_LAYERS];
-        void *cy[RLT_DENSE_MAX_LAYERS], *gy[RLT_DENSE_MAX_LAYERS];
-        float *hw[RLT_DENSE_MAX_LAYERS], *hb[RLT_DENSE_MAX_LAYERS];
-        void *cx, *gx;
-        size_t nx = (size_t)R * ldx;
-        float *hx = malloc(nx * 4);
-        rnd_fill(hx, nx, -1, 1);
-        take(nx * 4, &cx, &gx);
-        put(cx, gx, hx, nx * 4);
-        for (int l = 0; l < n; l++) {
-            int fi = dims[l], fo = dims[l + 1], last = l == n - 1;
-            int ldy = fo + (last ? cases[t].py : 0);
-            size_t nw = (size_t)fo * fi, ny = (size_t)R * ldy;
-            hw[l] = malloc(nw * 4), hb[l] = malloc((size_t)fo * 4);
-            float *hy = malloc(ny * 4);
-            float sc = 1.0f / sqrtf((float)fi); /* PyTorch's init scale: activations stay of order 1 */
-            rnd_fill(hw[l], nw, -sc, sc);
-            rnd_fill(hb[l], (size_t)fo, -sc, sc);
-            rnd_fill(hy, ny, -9, 9); /* poison */
-            take(nw * 4, &cw[l], &gw[l]);
-            take((size_t)fo * 4, &cb[l], &gb[l]);
-            take(ny * 4, &cy[l], &gy[l]);
-            put(cw[l], gw[l], hw[l], nw * 4);
-            put(cb[l], gb[l], hb[l], (size_t)fo * 4);
-            put(cy[l], gy[l], hy, ny * 4);
-            free(hy);
-            int act = last ? (cases[t].tanh_out ? RLT_ACT_TANH : RLT_ACT_NONE) : RLT_ACT_RELU;
-            gl[l] = (rlt_dense_layer){fi, fo, act, ldy, gw[l], gb[l], gy[l]};
-        }
-        int rg = P.gpu.ops->dense_forward(&P.gpu, rows, gx, ldx, n, gl);
-        CHECK(rg == RLT_OK, "dense_forward case %zu: %d (%s)", t, rg, P.egpu.msg);
-        /* Layer by layer on the CPU, each from the GPU's own input to that layer. */
-        const float *in_h = hx;
-        int ld_in = ldx;
-        float *prev_g = NULL;
-        for (int l = 0; l < n; l++) {
-            int fi = dims[l], fo = gl[l].fo, ldy = gl[l].ldy, act = gl[l].act;
-            size_t ny = (size_t)R * ldy;
-            float *rc = malloc(ny * 4), *rgy = malloc(ny * 4);
-            double *bound = malloc(ny * sizeof *bound);
-            void *cin, *dummy;
-            take((size_t)R * ld_in * 4, &cin, &dummy);
-            put(cin, dummy, in_h, (size_t)R * ld_in * 4);
-            int rc1 = P.cpu.ops->linear_forward(&P.cpu, rows, fi, fo, cin, ld_in, cw[l], cb[l], cy[l], ldy, act);
-            CHECK(rc1 == RLT_OK, "dense_forward case %zu layer %d: cpu %s", t, l, P.ecpu.msg);
-            fetch(rc, rgy, cy[l], gy[l], ny * 4);
-            for (int r = 0; r < R; r++)
-                for (int o = 0; o < ldy; o++) {
-                    size_t at = (size_t)r * ldy + o;
-                    if (o >= fo || rows == 0) {
-                        bound[at] = 0.0; /* untouched: the poison on both sides */
-                        continue;
-                    }
-                    double sum = fabs(hb[l][o]);
-                    for (int i = 0; i < fi; i++) sum += fabs((double)in_h[(size_t)r * ld_in + i] * hw[l][(size_t)o * fi + i]);
-                    bound[at] = 2.0 * gamma_n(fi + 2) * sum + (act == RLT_ACT_TANH ? 8.0 * U * fabs(rc[at]) : 0.0) + 1e-37;
-                }
-            char what[128];
-            snprintf(what, sizeof what, "dense_forward case %zu layer %d: %dx%d->%d ld %d", t, l, rows, fi, fo, ldy);
-            expect_close(what, rgy, rc, ny, bound, 0, 0);
-            free(rc), free(bound), free(prev_g);
-            prev_g = rgy;
-            in_h = rgy;
-            ld_in = ldy;
-        }
-        /* Same inputs, same bits. */
-        if (rows > 0) {
-            int last = n - 1;
-            size_t ny = (size_t)R * gl[last].ldy;
-            float *a = malloc(ny * 4), *b = malloc(ny * 4);
-            fetch_gpu2(a, b, gy[last], gy[last], ny * 4);
-            rg = P.gpu.ops->dense_forward(&P.gpu, rows, gx, ldx, n, gl);
-            CHECK(rg == RLT_OK, "dense_forward case %zu again: %s", t, P.egpu.msg);
-            fetch_gpu2(b, b, gy[last], gy[last], ny * 4);
-            char what[96];
-            snprintf(what, sizeof what, "dense_forward case %zu: second run", t);
-            expect_exact(what, b, a, ny, 4);
-            free(a), free(b);
-        }
-        free(prev_g), free(hx);
-        for (int l = 0; l < n; l++) free(hw[l]), free(hb[l]);
-        reset();
-    }
-    /* Bad chains are refused, not run. */
-    {
-        void *cx, *gx;
-        take(64 * 4, &cx, &gx);
-        rlt_dense_layer bad[2] = {{4, 4, RLT_ACT_RELU, 4, gx, NULL, gx}, {5, 4, RLT_ACT_NONE, 4, gx, NULL, gx}};
-        CHECK(P.gpu.ops->dense_forward(&P.gpu, 4, gx, 4, 2, bad) == RLT_EINVAL, "dense_forward: a 4 -> 5 chain accepted");
-        rlt_dense_layer bad_c[2] = {{4, 4, RLT_ACT_RELU, 4, cx, NULL, cx}, {5, 4, RLT_ACT_NONE, 4, cx, NULL, cx}};
-        CHECK(P.cpu.ops->dense_forward(&P.cpu, 4, cx, 4, 2, bad_c) == RLT_EINVAL, "cpu dense_forward: a 4 -> 5 chain accepted");
-        reset();
-    }
-}
-
 /* linear_backward against the same kind of bound, per output: dW and db are sums over the rows (plus the
  * accumulated beta part), dx a sum over fo multiplied by act'(x), which both sides compute from the same x.
  * beta 0 must overwrite even NaN. */
@@ -1495,7 +1375,6 @@ int main(void) {
     test_td3();
     test_graph();
     test_linear_forward();
-    test_dense_forward();
     test_linear_backward();
     test_gather_fields();
     test_gather_widen();

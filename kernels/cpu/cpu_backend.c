@@ -89,11 +89,6 @@ static int cpu_graph_unsupported(rlt_backend *bk, int32_t slot) {
     return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "the CPU backend does not capture graphs");
 }
 
-static int cpu_dense_forward(rlt_backend *bk, int32_t rows, const float *x, int32_t ldx, int32_t n_layers,
-                             const rlt_dense_layer *layers) {
-    return rlt_dense_forward_layers(bk, cpu_linear_forward_fast, rows, x, ldx, n_layers, layers);
-}
-
 static const rlt_backend_ops cpu_ops = {
     .name = "cpu",
     .abi_version = RLT_BACKEND_ABI,
@@ -137,7 +132,6 @@ static const rlt_backend_ops cpu_ops = {
     .join = cpu_join,
     .linear_forward = cpu_linear_forward_fast,
     .linear_backward = cpu_linear_backward_fast,
-    .dense_forward = cpu_dense_forward,
     .gather_fields = cpu_gather_fields,
     .td3_critic_loss = cpu_td3_critic_loss,
     .dqn_loss = cpu_dqn_loss,

@@ -112,8 +112,6 @@ static int cuda_open_device(rlt_backend *bk, cuda_impl *c) {
      * context): ops must never allocate. */
     CUDA_CHECK(bk, cudaMalloc((void **)&c->scratch, CUDA_SCRATCH_FLOATS * sizeof(float)));
     CUDA_CHECK(bk, cuda_preload_all());
-    const char *dense = getenv("RLT_CUDA_DENSE");
-    CUDA_CHECK(bk, cuda_dense_open(c, !(dense && strcmp(dense, "layers") == 0)));
     CUDA_CHECK(bk, cudaDeviceSynchronize());
 
     /* The context's cost cannot be measured as "free before minus free after": asking the runtime for free
@@ -522,7 +520,6 @@ static const rlt_backend_ops cuda_ops = {
     .join = cuda_join,
     .linear_forward = cuda_linear_forward,
     .linear_backward = cuda_linear_backward,
-    .dense_forward = cuda_dense_forward,
     .gather_fields = cuda_gather_fields,
     .td3_critic_loss = cuda_td3_critic_loss,
     .dqn_loss = cuda_dqn_loss,

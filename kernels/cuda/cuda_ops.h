@@ -39,8 +39,6 @@ extern "C" {
  *                           implicit GEMMs of conv_igemm.cu;
  *   RLT_CUDA_IGEMM_TM=1|2|4 conv_igemm.cu's forward tile height (16, 32 or 64 pixels), instead of the choice by
  *                           shape (it fixes the tap chunks too, so unlike the others it changes the bits);
- *   RLT_CUDA_DENSE=layers   dense_forward as linear_forward layer by layer instead of dense.cu's one launch;
- *   RLT_CUDA_DENSE_ROWS=8   dense.cu's clusters take 8 batch rows each instead of 16 (twice the clusters);
  *   RLT_CUDA_GRAPH_STATS=1  graph_end prints each graph's node count and longest dependency chain. */
 enum { CUDA_LINEAR_FUSED = 0, CUDA_LINEAR_CUBLAS = 1 };
 enum { CUDA_CONV_IMPLICIT = 0, CUDA_CONV_CUBLAS = 1 };
@@ -80,9 +78,6 @@ typedef struct cuda_impl {
     int32_t conv_gemm;       /* CUDA_CONV_IMPLICIT or CUDA_CONV_CUBLAS (RLT_CUDA_CONV_GEMM) */
     int32_t igemm_tm;        /* RLT_CUDA_IGEMM_TM=1|2|4 forces conv_igemm.cu's forward tile height; 0 picks by shape */
     int32_t reserved2_;
-    int32_t dense_slab;      /* dense.cu's batch rows per cluster: 16, or 8 with RLT_CUDA_DENSE_ROWS=8 */
-    size_t dense_smem;       /* shared memory dense.cu's fused kernel may use here; 0: dense_forward goes layer by
-                              * layer (before sm_90, or RLT_CUDA_DENSE=layers) */
     cudaEvent_t fork_event;  /* recorded on lane 0, waited for by a side lane at branch */
     cudaEvent_t join_event[RLT_BACKEND_MAX_LANES]; /* recorded on side lane k, waited for by lane 0 at join */
     void *workspace;         /* cuBLAS workspace inside the arena (set_workspace), or NULL */
@@ -201,11 +196,6 @@ int cuda_linear_forward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, c
 int cuda_linear_backward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *dy, int32_t lddy,
                          const float *x, int32_t ldx, int32_t act_x, const float *W, float *dW, float *db, float beta,
                          float *dx, int32_t lddx);
-/* A network's dense layers in one launch (dense.cu); cuda_dense_open decides at open whether the fused kernel
- * runs on this device (sets dense_smem). */
-int cuda_dense_forward(rlt_backend *bk, int32_t rows, const float *x, int32_t ldx, int32_t n_layers,
-                       const rlt_dense_layer *layers);
-cudaError_t cuda_dense_open(cuda_impl *c, int fused);
 /* fp32 convolutions in GEMM form (conv_gemm.cu; the contract of the backend's conv ops): prepare checks the
  * shape against the kernels' limits and gives the workspace size; forward and backward take a workspace of that
  * size that conv_ops.c has checked. */
@@ -328,35 +318,21 @@ __device__ __forceinline__ void cuda_pdl_trigger(void) {
 #endif
 }
 
-/* cluster > 1: thread-block clusters of that many blocks along x (sm_90 and later; the caller checks). */
 template <typename... Params, typename... Args>
-static inline cudaError_t cuda_launch_pdl_cluster(rlt_backend *bk, void (*kernel)(Params...), dim3 grid, dim3 block,
-                                                  size_t smem, unsigned cluster, Args... args) {
+static inline cudaError_t cuda_launch_pdl_smem(rlt_backend *bk, void (*kernel)(Params...), dim3 grid, dim3 block,
+                                               size_t smem, Args... args) {
     cuda_impl *c = cuda_get(bk);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = cuda_stream(bk);
-    cudaLaunchAttribute attr[2];
-    unsigned n = 0;
-    if (c->pdl && c->cc_major >= 9) {
-        attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[n++].val.programmaticStreamSerializationAllowed = 1;
-    }
-    if (cluster > 1) {
-        attr[n].id = cudaLaunchAttributeClusterDimension;
-        attr[n].val.clusterDim.x = cluster, attr[n].val.clusterDim.y = 1, attr[n++].val.clusterDim.z = 1;
-    }
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = n;
+    cfg.numAttrs = (c->pdl && c->cc_major >= 9) ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, kernel, args...);
-}
-
-template <typename... Params, typename... Args>
-static inline cudaError_t cuda_launch_pdl_smem(rlt_backend *bk, void (*kernel)(Params...), dim3 grid, dim3 block,
-                                               size_t smem, Args... args) {
-    return cuda_launch_pdl_cluster(bk, kernel, grid, block, smem, 1u, args...);
 }
 
 template <typename... Params, typename... Args>
