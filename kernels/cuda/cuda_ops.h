@@ -39,7 +39,6 @@ extern "C" {
  *                           implicit GEMMs of conv_igemm.cu;
  *   RLT_CUDA_IGEMM_TM=1|2|4 conv_igemm.cu's forward tile height (16, 32 or 64 pixels), instead of the choice by
  *                           shape (it fixes the tap chunks too, so unlike the others it changes the bits);
- *   RLT_CUDA_SPLIT=0        a forward with K past linear.cu's limit on cuBLAS instead of split over blocks;
  *   RLT_CUDA_GRAPH_STATS=1  graph_end prints each graph's node count and longest dependency chain. */
 enum { CUDA_LINEAR_FUSED = 0, CUDA_LINEAR_CUBLAS = 1 };
 enum { CUDA_CONV_IMPLICIT = 0, CUDA_CONV_CUBLAS = 1 };
@@ -78,7 +77,7 @@ typedef struct cuda_impl {
     int32_t tiles;           /* RLT_CUDA_TILES=16|32 forces linear.cu's GEMM tile height; 0 picks by shape */
     int32_t conv_gemm;       /* CUDA_CONV_IMPLICIT or CUDA_CONV_CUBLAS (RLT_CUDA_CONV_GEMM) */
     int32_t igemm_tm;        /* RLT_CUDA_IGEMM_TM=1|2|4 forces conv_igemm.cu's forward tile height; 0 picks by shape */
-    int32_t split_k;         /* 1: linear.cu splits a wide forward's K over blocks; 0 (RLT_CUDA_SPLIT=0): cuBLAS */
+    int32_t reserved2_;
     cudaEvent_t fork_event;  /* recorded on lane 0, waited for by a side lane at branch */
     cudaEvent_t join_event[RLT_BACKEND_MAX_LANES]; /* recorded on side lane k, waited for by lane 0 at join */
     void *workspace;         /* cuBLAS workspace inside the arena (set_workspace), or NULL */

@@ -26,16 +26,14 @@
  * Every sum runs in an order fixed by the shapes alone: the same bits on every run. The order differs from
  * OpenBLAS's, so results agree with the CPU to the rounding of a length-K dot product (the parity test's
  * GEMM bound), not bit for bit. The epilogues' expressions are the CPU twins' term for term (no FMA
- * contraction in this module; the products inside the sums are explicit fmaf). A forward with K above
- * LIN_MAX_K (a Nature CNN's 3136-wide flatten) splits K over blocks into partial sums in the lane's workspace,
- * and a second kernel adds them in split order and applies bias and activation; its backward goes to cuBLAS,
- * as does a forward whose partial sums would not fit the workspace. */
+ * contraction in this module; the products inside the sums are explicit fmaf). K above LIN_MAX_K (a
+ * Nature CNN's 3136-wide flatten) goes to cuBLAS, which splits K across blocks. */
 #include <string.h>
 
 #include "cp_async.cuh"
 #include "cuda_ops.h"
 
-enum { LIN_EPI_FWD = 0, LIN_EPI_DW = 1, LIN_EPI_DX = 2, LIN_EPI_PART = 3 };
+enum { LIN_EPI_FWD = 0, LIN_EPI_DW = 1, LIN_EPI_DX = 2 };
 enum { LIN_PATH_GEMM32 = 0, LIN_PATH_GEMM16 = 1, LIN_PATH_ROWDOT = 2, LIN_PATH_COLSUM = 3 };
 
 #define LIN_THREADS 256
@@ -46,10 +44,8 @@ enum { LIN_PATH_GEMM32 = 0, LIN_PATH_GEMM16 = 1, LIN_PATH_ROWDOT = 2, LIN_PATH_C
 #define LIN_SMEM_FLOATS (LIN_STAGES * LIN_BK * ((32 + LIN_PAD) + (LIN_BN + LIN_PAD)))
 #define LIN_ROWDOT_MAXN 8
 #define LIN_COLSUM_MAXM 8
-/* Above this K, one block per output tile would leave most of the GPU idle: a forward splits K over blocks
- * (LIN_SPLIT_K per split, partial sums added in split order by a second kernel); the backward goes to cuBLAS. */
+/* Above this K, our kernels (which never split K across blocks) would leave most of the GPU idle. */
 #define LIN_MAX_K 1024
-#define LIN_SPLIT_K 256
 /* A problem with fewer 32x32 tiles than this uses 16x32 tiles: twice the blocks, half the work each. */
 #define LIN_SMALL_TILES 96
 
@@ -65,7 +61,6 @@ typedef struct lin_problem {
     int32_t ones, epi, act, path;
     int32_t tiles_n;   /* GEMM: output tiles along n */
     int32_t tiles;     /* blocks this problem takes */
-    int32_t splits;    /* PART: K in splits of LIN_SPLIT_K; split s writes C + s M ldc (tiles = splits x tiles per split) */
     float beta;
 } lin_problem;
 
@@ -73,11 +68,9 @@ typedef struct lin_launch {
     lin_problem p[2];
 } lin_launch;
 
-/* The epilogue of one output element (see the file comment); PART stores the raw sum of split `split`. */
-__device__ __forceinline__ void lin_store(const lin_problem &p, int32_t m, int32_t n, float v, int32_t split) {
-    if (p.epi == LIN_EPI_PART) {
-        p.C[((int64_t)split * p.M + m) * p.ldc + n] = v;
-    } else if (p.epi == LIN_EPI_DW) {
+/* The epilogue of one output element (see the file comment). */
+__device__ __forceinline__ void lin_store(const lin_problem &p, int32_t m, int32_t n, float v) {
+    if (p.epi == LIN_EPI_DW) {
         float *d = n == p.N ? p.C2 + m : p.C + (int64_t)m * p.ldc + n;
         *d = p.beta == 0.0f ? v : p.beta * *d + v;
     } else if (p.epi == LIN_EPI_FWD) {
@@ -98,7 +91,7 @@ __device__ __forceinline__ void lin_store(const lin_problem &p, int32_t m, int32
  * write 32 different banks: along m (or n) when the operand is contiguous there, else as 4 rows of 8
  * consecutive k (one 32-byte sector of global memory per row). */
 template <int BM>
-__device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t block, float *smem) {
+__device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile, float *smem) {
     constexpr int BN = LIN_BN, BK = LIN_BK;
     constexpr int SA = BM + LIN_PAD, SB = BN + LIN_PAD;
     constexpr int TPG = (BM / 4) * (BN / 4); /* threads per k-group, each owning a 4x4 block of the tile */
@@ -109,15 +102,11 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t bloc
     static_assert(KG * BM * BN <= LIN_SMEM_FLOATS, "the partial sums must fit the shared buffer");
     static_assert((BM * BK) % LIN_THREADS == 0 && (BK * BN) % LIN_THREADS == 0, "whole elements per thread");
     const int t = threadIdx.x;
-    /* A split problem's blocks take K in ranges [kb, kb + K) of LIN_SPLIT_K; the others the whole of it. */
-    const int32_t per_split = p.tiles / (p.splits > 0 ? p.splits : 1);
-    const int32_t split = block / per_split, tile = block - split * per_split;
-    const int32_t kb = split * LIN_SPLIT_K, K = p.splits > 0 ? min(LIN_SPLIT_K, p.K - kb) : p.K;
     const int32_t m0 = (tile / p.tiles_n) * BM, n0 = (tile % p.tiles_n) * BN;
     const int32_t n_out = p.N + p.ones;
     const int g = t / TPG, r = t % TPG;
     const int tm = (r / (BN / 4)) * 4, tn = (r % (BN / 4)) * 4;
-    const int32_t chunks = (K + BK - 1) / BK;
+    const int32_t chunks = (p.K + BK - 1) / BK;
 
     /* Each thread copies the same elements of every chunk: where they go in shared memory and where they
      * come from at chunk 0 are worked out once; chunk c reads c steps further along k. */
@@ -142,7 +131,7 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t bloc
         a_kl[i] = kl;
         a_ok[i] = m < p.M;
         const int64_t mm = a_ok[i] ? m : 0;
-        a_src[i] = p.a_kcont ? p.A + mm * p.lda + kb + kl : p.A + (int64_t)(kb + kl) * p.lda + mm;
+        a_src[i] = p.a_kcont ? p.A + mm * p.lda + kl : p.A + (int64_t)kl * p.lda + mm;
     }
 #pragma unroll
     for (int i = 0; i < EB; i++) {
@@ -162,7 +151,7 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t bloc
         b_ok[i] = n < p.N;
         b_one[i] = p.ones && n == p.N;
         const int64_t nn = b_ok[i] ? n : 0;
-        b_src[i] = p.b_kcont ? p.B + nn * p.ldb + kb + kl : p.B + (int64_t)(kb + kl) * p.ldb + nn;
+        b_src[i] = p.b_kcont ? p.B + nn * p.ldb + kl : p.B + (int64_t)kl * p.ldb + nn;
     }
     const int64_t a_step = p.a_kcont ? BK : (int64_t)BK * p.lda, b_step = p.b_kcont ? BK : (int64_t)BK * p.ldb;
 
@@ -171,12 +160,12 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t bloc
         const int32_t k0 = c * BK;
 #pragma unroll
         for (int i = 0; i < EA; i++) {
-            if (a_ok[i] && k0 + a_kl[i] < K) cp_async4(as + a_so[i], a_src[i] + c * a_step, true);
+            if (a_ok[i] && k0 + a_kl[i] < p.K) cp_async4(as + a_so[i], a_src[i] + c * a_step, true);
             else as[a_so[i]] = 0.0f;
         }
 #pragma unroll
         for (int i = 0; i < EB; i++) {
-            const bool in_k = k0 + b_kl[i] < K;
+            const bool in_k = k0 + b_kl[i] < p.K;
             if (b_ok[i] && in_k) cp_async4(bs + b_so[i], b_src[i] + c * b_step, true);
             else bs[b_so[i]] = (b_one[i] && in_k) ? 1.0f : 0.0f;
         }
@@ -216,7 +205,7 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t bloc
         float v = red[ml * BN + nl];
         for (int q = 1; q < KG; q++) v += red[(q * BM + ml) * BN + nl];
         const int32_t m = m0 + ml, n = n0 + nl;
-        if (m < p.M && n < n_out) lin_store(p, m, n, v, split);
+        if (m < p.M && n < n_out) lin_store(p, m, n, v);
     }
 }
 
@@ -245,7 +234,7 @@ __device__ __forceinline__ void lin_rowdot_tile(const lin_problem &p, int32_t ti
 #pragma unroll
     for (int j = 1; j < LIN_ROWDOT_MAXN; j++)
         if (lane == j) v = acc[j];
-    if (lane < p.N) lin_store(p, m, lane, v, 0);
+    if (lane < p.N) lin_store(p, m, lane, v);
 }
 
 /* M <= 8 output rows, A contiguous along m, B along n: lanes over 32 columns, the 8 warps over k. */
@@ -274,7 +263,7 @@ __device__ __forceinline__ void lin_colsum_tile(const lin_problem &p, int32_t ti
     if (i < p.M && col < p.N + p.ones) {
         float v = part[i * 32 + lane];
         for (int w = 1; w < WARPS; w++) v += part[(w * LIN_COLSUM_MAXM + i) * 32 + lane];
-        lin_store(p, i, col, v, 0);
+        lin_store(p, i, col, v);
     }
 }
 
@@ -294,24 +283,6 @@ __global__ void __launch_bounds__(LIN_THREADS) linear_kernel(const __grid_consta
     const int32_t b = (int32_t)blockIdx.x;
     if (b < L.p[0].tiles) lin_run(L.p[0], b, smem);
     else lin_run(L.p[1], b - L.p[0].tiles, smem);
-}
-
-/* The second half of a split forward: y = act(sum of the splits' partial sums in split order + bias). */
-__global__ void __launch_bounds__(LIN_THREADS) linear_split_sum_kernel(const float *part, int32_t splits, int32_t rows,
-                                                                       int32_t fo, const float *b, float *y, int32_t ldy,
-                                                                       int32_t act) {
-    cuda_pdl_wait();
-    cuda_pdl_trigger();
-    const int64_t n = (int64_t)rows * fo, plane = n;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        float v = part[i];
-        for (int32_t s = 1; s < splits; s++) v += part[s * plane + i];
-        const int32_t r = (int32_t)(i / fo), o = (int32_t)(i - (int64_t)r * fo);
-        float z = v + (b ? b[o] : 0.0f);
-        if (act == RLT_ACT_RELU) z = z > 0.0f ? z : 0.0f;
-        else if (act == RLT_ACT_TANH) z = tanhf(z);
-        y[(int64_t)r * ldy + o] = z;
-    }
 }
 
 /* Chooses the path and the block count of a problem from its shape alone (so the summation order, and the
@@ -341,7 +312,6 @@ static void lin_choose_path(lin_problem *p, int32_t tiles_pref) {
         p->path = LIN_PATH_GEMM32;
         p->tiles = tiles32;
     }
-    if (p->splits > 0) p->tiles *= p->splits;
 }
 
 static int lin_launch_problems(rlt_backend *bk, lin_launch *L) {
@@ -360,15 +330,7 @@ extern "C" int cuda_linear_forward(rlt_backend *bk, int32_t rows, int32_t fi, in
     CUDA_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && ldx >= fi && ldy >= fo, "linear_forward");
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward");
     if (rows == 0) return RLT_OK;
-    cuda_impl *c = cuda_get(bk);
-    /* A wide layer (a Nature DQN's 3136-wide flatten) splits K over blocks; its partial sums go to this lane's
-     * slice of the workspace. Whether it fits is judged against the side lanes' size on every lane, so the
-     * choice, and the bits, do not depend on the lane. */
-    const int32_t splits = fi > LIN_MAX_K && c->split_k ? (fi + LIN_SPLIT_K - 1) / LIN_SPLIT_K : 0;
-    const uint64_t part_bytes = (uint64_t)splits * rows * fo * sizeof(float);
-    const int split_ok = splits > 0 && c->lane_ws[c->lane] && c->lane_ws_bytes[c->lane] >= CUDA_SIDE_WORKSPACE &&
-                         part_bytes <= CUDA_SIDE_WORKSPACE && (int64_t)splits * rows * fo <= INT32_MAX;
-    if (c->linear_mode == CUDA_LINEAR_CUBLAS || (fi > LIN_MAX_K && !split_ok)) {
+    if (cuda_get(bk)->linear_mode == CUDA_LINEAR_CUBLAS || fi > LIN_MAX_K) {
         /* A forward may run on any lane: the same cuBLAS workspace size on all of them keeps its bits. */
         RLT_TRY(cuda_gemm_uniform(bk, 0, 1, rows, fo, fi, 1.0f, x, ldx, W, fi, 0.0f, y, ldy));
         return cuda_bias_act(bk, y, ldy, b, rows, fo, act);
@@ -381,16 +343,7 @@ extern "C" int cuda_linear_forward(rlt_backend *bk, int32_t rows, int32_t fi, in
     p->C = y, p->ldc = ldy, p->aux = b;
     p->M = rows, p->N = fo, p->K = fi;
     p->epi = LIN_EPI_FWD, p->act = act;
-    if (splits == 0) return lin_launch_problems(bk, &L);
-    float *part = (float *)c->lane_ws[c->lane];
-    p->C = part, p->ldc = fo, p->aux = NULL;
-    p->epi = LIN_EPI_PART, p->splits = splits;
-    RLT_TRY(lin_launch_problems(bk, &L));
-    const unsigned blocks = cuda_blocks(bk, (uint64_t)rows * fo, LIN_THREADS);
-    CUDA_CHECK(bk, cuda_launch_pdl(bk, linear_split_sum_kernel, dim3(blocks), dim3(LIN_THREADS), (const float *)part,
-                                   splits, rows, fo, b, y, ldy, act));
-    CUDA_CHECK_LAUNCH(bk, "linear_split_sum_kernel");
-    return RLT_OK;
+    return lin_launch_problems(bk, &L);
 }
 
 extern "C" int cuda_linear_backward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *dy,
