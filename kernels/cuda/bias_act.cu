@@ -19,10 +19,7 @@ __global__ void bias_act_kernel(float *y, int32_t ldy, const float *b, int32_t r
     for (int32_t r = blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += gridDim.y * blockDim.y) {
         float *row = y + (int64_t)r * ldy;
         for (int32_t c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x) {
-            float z = row[c] + (b ? b[c] : 0.0f);
-            if (ACT == RLT_ACT_RELU) z = z > 0.0f ? z : 0.0f;
-            else if (ACT == RLT_ACT_TANH) z = tanhf(z);
-            row[c] = z;
+            row[c] = cuda_act(row[c] + (b ? b[c] : 0.0f), ACT);
         }
     }
 }

@@ -16,9 +16,7 @@ __global__ void conv_bias_act_kernel(void *y, int32_t dt, const float *b, int32_
     for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (uint64_t)gridDim.x * blockDim.x) {
         float z = lp_load(y, dt, (int64_t)e);
         if (b) z = z + b[(e / (uint64_t)hw) % (uint64_t)k];
-        if (ACT == RLT_ACT_RELU) z = z > 0.0f ? z : 0.0f;
-        else if (ACT == RLT_ACT_TANH) z = tanhf(z);
-        lp_store(y, dt, (int64_t)e, z);
+        lp_store(y, dt, (int64_t)e, cuda_act(z, ACT));
     }
 }
 

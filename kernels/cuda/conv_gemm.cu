@@ -1,5 +1,5 @@
-/* conv_gemm.cu: fp32 convolutions in GEMM form, the default for fp32 slots (kernels/cuda/cudnn/conv_cudnn.c
- * dispatches here; RLT_CUDA_CONV=cudnn keeps cuDNN). The CUDA twin of kernels/cpu/conv.c, which is im2col +
+/* conv_gemm.cu: fp32 convolutions in GEMM form, the default for fp32 slots (kernels/cuda/conv_ops.c
+ * dispatches here; RLT_CUDA_CONV=cudnn puts them on cuDNN). The CUDA twin of kernels/cpu/conv.c, which is im2col +
  * GEMM too.
  *
  * Why not cuDNN in fp32: at RL batch sizes (32 images) cuDNN's plain-fp32, deterministic algorithms took
@@ -80,10 +80,7 @@ __global__ void conv_rows_bias_act_kernel(float *y, const float *yr, const float
     for (int32_t e = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); e < (int32_t)total;
          e += (int32_t)(gridDim.x * blockDim.x)) {
         const int32_t q = e / P, p = e - q * P, img = q / k, o = q - img * k;
-        float z = yr[(img * P + p) * k + o] + (b ? b[o] : 0.0f);
-        if (ACT == RLT_ACT_RELU) z = z > 0.0f ? z : 0.0f;
-        else if (ACT == RLT_ACT_TANH) z = tanhf(z);
-        y[e] = z;
+        y[e] = cuda_act(yr[(img * P + p) * k + o] + (b ? b[o] : 0.0f), ACT);
     }
 }
 

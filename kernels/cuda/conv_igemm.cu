@@ -183,10 +183,7 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
             return;
         }
         const int32_t img = r / P, p = r - img * P;
-        float z = v + (b ? b[o] : 0.0f);
-        if (ACT == RLT_ACT_RELU) z = z > 0.0f ? z : 0.0f;
-        else if (ACT == RLT_ACT_TANH) z = tanhf(z);
-        y[((int64_t)img * g.k + o) * P + p] = z;
+        y[((int64_t)img * g.k + o) * P + p] = cuda_act(v + (b ? b[o] : 0.0f), ACT);
     };
 #pragma unroll
     for (int i = 0; i < TM; i++) {
@@ -213,9 +210,7 @@ __global__ void conv_igemm_fwd_sum_kernel(float *__restrict__ y, const float *__
 #pragma unroll 4
         for (int32_t s = 0; s < S; s++) z += part[((int64_t)s * k + o) * R + r];
         z += b ? b[o] : 0.0f;
-        if (ACT == RLT_ACT_RELU) z = z > 0.0f ? z : 0.0f;
-        else if (ACT == RLT_ACT_TANH) z = tanhf(z);
-        y[e] = z;
+        y[e] = cuda_act(z, ACT);
     }
 }
 

@@ -5,13 +5,12 @@
  * 5-10x faster than cuDNN's fp32 algorithms at RL batch sizes (bench/GPU_NOTES.md), and they need no cuDNN at
  * all. 16-bit slots (shape dtype bf16/fp16) use cuDNN's tensor-core kernels through kernels/cuda/cudnn/, or,
  * in a module built without cuDNN, fail at prepare with a message that says so (kernels/cuda/no_cudnn/).
- * RLT_CUDA_CONV=cudnn (developer switch, read at prepare) puts fp32 slots on cuDNN too.
+ * RLT_CUDA_CONV=cudnn (developer switch, read at open with the others: cuda_ops.h) puts fp32 slots on cuDNN too.
  *
  * Everything that allocates or decides happens in conv_prepare, at init: the implementation's state, and one
  * warm-up run of every pass on scratch memory, which makes the CUDA runtime (and cuDNN) load their kernels now
  * rather than inside the sealed arena's lifetime or a graph capture, and proves the slot runs on this GPU.
  * conv_forward and conv_backward then only launch. */
-#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_ops.h"
@@ -45,7 +44,7 @@ int cuda_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, con
     RLT_TRY(conv_find_slot(bk, slot, "conv_forward", &sl));
     RLT_TRY(conv_check_call(bk, sl, act, ws, ws_bytes, "conv_forward"));
     if (sl->gemm) return cuda_conv_gemm_forward(bk, &sl->s, y, x, w, b, act, ws);
-    return cuda_dnn_conv_forward(bk, slot, y, x, w, b, act, ws, ws_bytes);
+    return cuda_dnn_conv_forward(bk, slot, y, x, w, b, act, ws);
 }
 
 int cuda_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
@@ -54,7 +53,7 @@ int cuda_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float
     RLT_TRY(conv_find_slot(bk, slot, "conv_backward", &sl));
     RLT_TRY(conv_check_call(bk, sl, act, ws, ws_bytes, "conv_backward"));
     if (sl->gemm) return cuda_conv_gemm_backward(bk, &sl->s, dx, dw, db, dy, y, x, w, act, ws);
-    return cuda_dnn_conv_backward(bk, slot, dx, dw, db, dy, y, x, w, act, ws, ws_bytes);
+    return cuda_dnn_conv_backward(bk, slot, dx, dw, db, dy, y, x, w, act, ws);
 }
 
 /* Runs forward (with bias and ReLU) and the full backward once on zeroed scratch buffers, then frees them:
@@ -122,10 +121,9 @@ int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape
                            "conv_prepare during the capture of graph slot %d: prepare every convolution at init",
                            (int)c->capturing);
     CUDA_CHECK(bk, cudaSetDevice(c->device));
-    const char *mode = getenv("RLT_CUDA_CONV");
     cuda_conv_slot *sl = &c->conv_slots[slot];
     memset(sl, 0, sizeof *sl);
-    sl->gemm = s->dtype == RLT_LP_F32 && !(mode && !strcmp(mode, "cudnn"));
+    sl->gemm = s->dtype == RLT_LP_F32 && !c->conv_dnn;
     sl->s = *s;
     if (sl->gemm) RLT_TRY(cuda_conv_gemm_prepare(bk, s, &sl->ws_bytes));
     else RLT_TRY(cuda_dnn_conv_prepare(bk, slot, s, &sl->ws_bytes));

@@ -168,7 +168,7 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
     const char *lanes = getenv("RLT_CUDA_LANES"), *linear = getenv("RLT_CUDA_LINEAR");
     const char *stats = getenv("RLT_CUDA_GRAPH_STATS");
     const char *pdl = getenv("RLT_CUDA_PDL"), *prio = getenv("RLT_CUDA_PRIO"), *tiles = getenv("RLT_CUDA_TILES");
-    const char *conv = getenv("RLT_CUDA_CONV_GEMM"), *tm = getenv("RLT_CUDA_IGEMM_TM");
+    const char *conv = getenv("RLT_CUDA_CONV_GEMM"), *tm = getenv("RLT_CUDA_IGEMM_TM"), *dnn = getenv("RLT_CUDA_CONV");
     c->n_lanes = lanes && strcmp(lanes, "1") == 0 ? 1 : RLT_BACKEND_MAX_LANES;
     c->linear_mode = linear && strcmp(linear, "cublas") == 0 ? CUDA_LINEAR_CUBLAS : CUDA_LINEAR_FUSED;
     c->graph_stats = stats && strcmp(stats, "1") == 0;
@@ -177,6 +177,7 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
     c->tiles = tiles ? atoi(tiles) : 0;
     c->conv_gemm = conv && strcmp(conv, "cublas") == 0 ? CUDA_CONV_CUBLAS : CUDA_CONV_IMPLICIT;
     c->igemm_tm = tm && (atoi(tm) == 1 || atoi(tm) == 2 || atoi(tm) == 4) ? atoi(tm) : 0;
+    c->conv_dnn = dnn && strcmp(dnn, "cudnn") == 0;
     bk->impl = c;
     bk->device_is_host = 0;
     bk->device_index = index;

@@ -37,6 +37,7 @@ extern "C" {
  *   RLT_CUDA_TILES=16|32    linear.cu's GEMM tile height, instead of the choice by shape;
  *   RLT_CUDA_CONV_GEMM=cublas  fp32 convolutions as explicit im2col + cuBLAS (session 4's path) instead of the
  *                           implicit GEMMs of conv_igemm.cu;
+ *   RLT_CUDA_CONV=cudnn     fp32 convolutions on cuDNN's algorithms instead of our GEMM-form kernels;
  *   RLT_CUDA_IGEMM_TM=1|2|4 conv_igemm.cu's forward tile height (16, 32 or 64 pixels), instead of the choice by
  *                           shape (it fixes the tap chunks too, so unlike the others it changes the bits);
  *   RLT_CUDA_GRAPH_STATS=1  graph_end prints each graph's node count and longest dependency chain. */
@@ -77,7 +78,7 @@ typedef struct cuda_impl {
     int32_t tiles;           /* RLT_CUDA_TILES=16|32 forces linear.cu's GEMM tile height; 0 picks by shape */
     int32_t conv_gemm;       /* CUDA_CONV_IMPLICIT or CUDA_CONV_CUBLAS (RLT_CUDA_CONV_GEMM) */
     int32_t igemm_tm;        /* RLT_CUDA_IGEMM_TM=1|2|4 forces conv_igemm.cu's forward tile height; 0 picks by shape */
-    int32_t reserved2_;
+    int32_t conv_dnn;        /* RLT_CUDA_CONV=cudnn: fp32 convolution slots on cuDNN too (conv_ops.c) */
     cudaEvent_t fork_event;  /* recorded on lane 0, waited for by a side lane at branch */
     cudaEvent_t join_event[RLT_BACKEND_MAX_LANES]; /* recorded on side lane k, waited for by lane 0 at join */
     void *workspace;         /* cuBLAS workspace inside the arena (set_workspace), or NULL */
@@ -259,9 +260,9 @@ void cuda_conv_close(rlt_backend *bk);
  * checked the shape, the slot, the activation and the workspace before each call. */
 int cuda_dnn_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *s, uint64_t *ws_bytes);
 int cuda_dnn_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b,
-                          int32_t act, void *ws, uint64_t ws_bytes);
+                          int32_t act, void *ws);
 int cuda_dnn_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
-                           const void *x, const void *w, int32_t act, void *ws, uint64_t ws_bytes);
+                           const void *x, const void *w, int32_t act, void *ws);
 void cuda_dnn_conv_close(rlt_backend *bk);
 
 /* ---- launchers shared by the conv implementations (conv_bias.cu), over NCHW tensors [n, k, hw] ---- */
@@ -294,6 +295,15 @@ cudaError_t cuda_preload_conv_gemm(void);
 cudaError_t cuda_preload_lowp(void);
 
 #ifdef __cplusplus
+}
+
+/* A layer's activation of its pre-activation z, the CPU twins' expression (kernels/cpu/bias_act.c) term for
+ * term, so every kernel's epilogue gives the CPU's bits for the same z. With act a compile-time constant (the
+ * kernels templated on it) the branches fold away. */
+__device__ __forceinline__ float cuda_act(float z, int32_t act) {
+    if (act == RLT_ACT_RELU) return z > 0.0f ? z : 0.0f;
+    if (act == RLT_ACT_TANH) return tanhf(z);
+    return z;
 }
 
 /* ---- programmatic dependent launch (the .cu files only) ----

@@ -74,10 +74,7 @@ __device__ __forceinline__ void lin_store(const lin_problem &p, int32_t m, int32
         float *d = n == p.N ? p.C2 + m : p.C + (int64_t)m * p.ldc + n;
         *d = p.beta == 0.0f ? v : p.beta * *d + v;
     } else if (p.epi == LIN_EPI_FWD) {
-        float z = v + (p.aux ? p.aux[n] : 0.0f);
-        if (p.act == RLT_ACT_RELU) z = z > 0.0f ? z : 0.0f;
-        else if (p.act == RLT_ACT_TANH) z = tanhf(z);
-        p.C[(int64_t)m * p.ldc + n] = z;
+        p.C[(int64_t)m * p.ldc + n] = cuda_act(v + (p.aux ? p.aux[n] : 0.0f), p.act);
     } else {
         float x = p.aux[(int64_t)m * p.ld_aux + n];
         if (p.act == RLT_ACT_RELU) v = x > 0.0f ? v : 0.0f;

@@ -13,12 +13,6 @@
 static int lp_dtype_ok(int32_t dt) { return dt == RLT_LP_F32 || dt == RLT_LP_BF16 || dt == RLT_LP_F16; }
 static int lp_half_ok(int32_t dt) { return dt == RLT_LP_BF16 || dt == RLT_LP_F16; }
 
-__device__ __forceinline__ float lp_act(float z, int32_t act) {
-    if (act == RLT_ACT_RELU) return z > 0.0f ? z : 0.0f;
-    if (act == RLT_ACT_TANH) return tanhf(z);
-    return z;
-}
-
 __device__ __forceinline__ float lp_act_deriv(float y, int32_t act) {
     if (act == RLT_ACT_RELU) return y > 0.0f ? 1.0f : 0.0f;
     if (act == RLT_ACT_TANH) return 1.0f - y * y;
@@ -55,7 +49,7 @@ __global__ void lp_bias_act_kernel(void *y, int32_t yd, int32_t ldy, const float
     for (uint64_t k = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += stride) {
         int64_t r = (int64_t)(k / (uint64_t)cols), c = (int64_t)(k % (uint64_t)cols);
         float z = lp_load(y, yd, r * ldy + c) + (b ? b[c] : 0.0f);
-        lp_store(y, yd, r * ldy + c, lp_act(z, act));
+        lp_store(y, yd, r * ldy + c, cuda_act(z, act));
     }
 }
 

@@ -256,8 +256,7 @@ static int conv_bind_lane(rlt_backend *bk) {
 }
 
 int cuda_dnn_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b,
-                          int32_t act, void *ws, uint64_t ws_bytes) {
-    (void)ws_bytes;
+                          int32_t act, void *ws) {
     conv_slot *sl = &conv_get(bk)->slot[slot];
     RLT_TRY(conv_bind_lane(bk));
     const float one = 1.0f, zero = 0.0f;
@@ -267,8 +266,7 @@ int cuda_dnn_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x,
 }
 
 int cuda_dnn_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
-                           const void *x, const void *w, int32_t act, void *ws, uint64_t ws_bytes) {
-    (void)ws_bytes;
+                           const void *x, const void *w, int32_t act, void *ws) {
     conv_slot *sl = &conv_get(bk)->slot[slot];
     RLT_TRY(conv_bind_lane(bk));
     cudnnHandle_t dnn = conv_get(bk)->dnn;

@@ -15,12 +15,12 @@ int cuda_dnn_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *s
 
 /* Unreachable: no slot is ever prepared on this side. */
 int cuda_dnn_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b,
-                          int32_t act, void *ws, uint64_t ws_bytes) {
+                          int32_t act, void *ws) {
     return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "conv_forward: slot %d has no cuDNN state", (int)slot);
 }
 
 int cuda_dnn_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
-                           const void *x, const void *w, int32_t act, void *ws, uint64_t ws_bytes) {
+                           const void *x, const void *w, int32_t act, void *ws) {
     return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "conv_backward: slot %d has no cuDNN state", (int)slot);
 }
 
