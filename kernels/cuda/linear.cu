@@ -87,17 +87,17 @@ __device__ __forceinline__ void lin_store(const lin_problem &p, int32_t m, int32
  * 4 rows and 4 columns of one k as two 16-byte loads. Elements are copied so that the 32 lanes of a warp
  * write 32 different banks: along m (or n) when the operand is contiguous there, else as 4 rows of 8
  * consecutive k (one 32-byte sector of global memory per row). */
-template <int BM, int BN, int NT>
+template <int BM>
 __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile, float *smem) {
-    constexpr int BK = LIN_BK;
+    constexpr int BN = LIN_BN, BK = LIN_BK;
     constexpr int SA = BM + LIN_PAD, SB = BN + LIN_PAD;
     constexpr int TPG = (BM / 4) * (BN / 4); /* threads per k-group, each owning a 4x4 block of the tile */
-    constexpr int KG = NT / TPG;              /* k-groups */
+    constexpr int KG = LIN_THREADS / TPG;     /* k-groups */
     constexpr int KPG = BK / KG;              /* k per group per chunk */
     constexpr int STAGE = BK * (SA + SB);
     static_assert(LIN_STAGES * STAGE <= LIN_SMEM_FLOATS, "stages must fit the shared buffer");
     static_assert(KG * BM * BN <= LIN_SMEM_FLOATS, "the partial sums must fit the shared buffer");
-    static_assert((BM * BK) % NT == 0 && (BK * BN) % NT == 0, "whole elements per thread");
+    static_assert((BM * BK) % LIN_THREADS == 0 && (BK * BN) % LIN_THREADS == 0, "whole elements per thread");
     const int t = threadIdx.x;
     const int32_t m0 = (tile / p.tiles_n) * BM, n0 = (tile % p.tiles_n) * BN;
     const int32_t n_out = p.N + p.ones;
@@ -107,13 +107,13 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
 
     /* Each thread copies the same elements of every chunk: where they go in shared memory and where they
      * come from at chunk 0 are worked out once; chunk c reads c steps further along k. */
-    constexpr int EA = BM * BK / NT, EB = BK * BN / NT;
+    constexpr int EA = BM * BK / LIN_THREADS, EB = BK * BN / LIN_THREADS;
     int a_so[EA], a_kl[EA], b_so[EB], b_kl[EB];
     bool a_ok[EA], b_ok[EB], b_one[EB];
     const float *a_src[EA], *b_src[EB];
 #pragma unroll
     for (int i = 0; i < EA; i++) {
-        const int e = t + i * NT;
+        const int e = t + i * LIN_THREADS;
         int ml, kl;
         if (p.a_kcont) {
             const int w = e >> 5, l = e & 31;
@@ -132,7 +132,7 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
     }
 #pragma unroll
     for (int i = 0; i < EB; i++) {
-        const int e = t + i * NT;
+        const int e = t + i * LIN_THREADS;
         int nl, kl;
         if (p.b_kcont) {
             const int w = e >> 5, l = e & 31;
@@ -197,7 +197,7 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
 #pragma unroll
         for (int j = 0; j < 4; j++) red[(g * BM + tm + i) * BN + tn + j] = acc[i][j];
     __syncthreads();
-    for (int o = t; o < BM * BN; o += NT) {
+    for (int o = t; o < BM * BN; o += LIN_THREADS) {
         const int ml = o / BN, nl = o % BN;
         float v = red[ml * BN + nl];
         for (int q = 1; q < KG; q++) v += red[(q * BM + ml) * BN + nl];
@@ -264,31 +264,27 @@ __device__ __forceinline__ void lin_colsum_tile(const lin_problem &p, int32_t ti
     }
 }
 
-template <int BN, int NT>
 __device__ __forceinline__ void lin_run(const lin_problem &p, int32_t tile, float *smem) {
-    if (p.path == LIN_PATH_GEMM32) lin_gemm_tile<32, BN, NT>(p, tile, smem);
-    else if (p.path == LIN_PATH_GEMM16) lin_gemm_tile<16, BN, NT>(p, tile, smem);
-    else if constexpr (NT == LIN_THREADS) {
-        if (p.path == LIN_PATH_ROWDOT) lin_rowdot_tile(p, tile);
-        else lin_colsum_tile(p, tile, smem);
-    }
+    if (p.path == LIN_PATH_GEMM32) lin_gemm_tile<32>(p, tile, smem);
+    else if (p.path == LIN_PATH_GEMM16) lin_gemm_tile<16>(p, tile, smem);
+    else if (p.path == LIN_PATH_ROWDOT) lin_rowdot_tile(p, tile);
+    else lin_colsum_tile(p, tile, smem);
 }
 
 /* Blocks 0 .. p[0].tiles - 1 run problem 0, the rest problem 1 (the branch is uniform within a block). The
  * descriptors are read in place from parameter space (__grid_constant__), never copied per thread. */
-template <int BN, int NT>
-__global__ void __launch_bounds__(NT) linear_kernel(const __grid_constant__ lin_launch L) {
+__global__ void __launch_bounds__(LIN_THREADS) linear_kernel(const __grid_constant__ lin_launch L) {
     __shared__ __align__(16) float smem[LIN_SMEM_FLOATS];
     cuda_pdl_wait(); /* launched with cuda_launch_pdl: nothing touches memory before this */
     cuda_pdl_trigger();
     const int32_t b = (int32_t)blockIdx.x;
-    if (b < L.p[0].tiles) lin_run<BN, NT>(L.p[0], b, smem);
-    else lin_run<BN, NT>(L.p[1], b - L.p[0].tiles, smem);
+    if (b < L.p[0].tiles) lin_run(L.p[0], b, smem);
+    else lin_run(L.p[1], b - L.p[0].tiles, smem);
 }
 
 /* Chooses the path and the block count of a problem from its shape alone (so the summation order, and the
  * bits, depend on nothing else). */
-static void lin_choose_path(lin_problem *p, int32_t tiles_pref, int32_t bn) {
+static void lin_choose_path(lin_problem *p, int32_t tiles_pref) {
     int32_t n_out = p->N + p->ones;
     if (p->M == 0 || n_out == 0) {
         p->tiles = 0;
@@ -304,32 +300,24 @@ static void lin_choose_path(lin_problem *p, int32_t tiles_pref, int32_t bn) {
         p->tiles = (n_out + 31) / 32;
         return;
     }
-    int32_t tiles32 = ((p->M + 31) / 32) * ((n_out + LIN_BN - 1) / LIN_BN);
-    p->tiles_n = (n_out + bn - 1) / bn;
+    p->tiles_n = (n_out + LIN_BN - 1) / LIN_BN;
+    int32_t tiles32 = ((p->M + 31) / 32) * p->tiles_n;
     if (tiles_pref == 16 || (tiles_pref != 32 && tiles32 < LIN_SMALL_TILES)) {
         p->path = LIN_PATH_GEMM16;
         p->tiles = ((p->M + 15) / 16) * p->tiles_n;
     } else {
         p->path = LIN_PATH_GEMM32;
-        p->tiles = ((p->M + 31) / 32) * p->tiles_n;
+        p->tiles = tiles32;
     }
 }
 
 static int lin_launch_problems(rlt_backend *bk, lin_launch *L) {
-    const int32_t v = cuda_get(bk)->lin_variant, bn = (v & 2) ? 16 : 32;
-    lin_choose_path(&L->p[0], cuda_get(bk)->tiles, bn);
-    lin_choose_path(&L->p[1], cuda_get(bk)->tiles, bn);
+    lin_choose_path(&L->p[0], cuda_get(bk)->tiles);
+    lin_choose_path(&L->p[1], cuda_get(bk)->tiles);
     int64_t blocks = (int64_t)L->p[0].tiles + L->p[1].tiles;
     if (blocks == 0) return RLT_OK;
     CUDA_REQUIRE(bk, blocks <= INT32_MAX, "linear: grid size");
-    int gemm_only = 1;
-    for (int i = 0; i < 2; i++)
-        if (L->p[i].tiles && L->p[i].path != LIN_PATH_GEMM32 && L->p[i].path != LIN_PATH_GEMM16) gemm_only = 0;
-    const int nt = (v & 1) && gemm_only ? 512 : LIN_THREADS;
-    if (bn == 16 && nt == 512) CUDA_CHECK(bk, cuda_launch_pdl(bk, linear_kernel<16, 512>, dim3((unsigned)blocks), dim3(512), *L));
-    else if (bn == 16) CUDA_CHECK(bk, cuda_launch_pdl(bk, linear_kernel<16, LIN_THREADS>, dim3((unsigned)blocks), dim3(LIN_THREADS), *L));
-    else if (nt == 512) CUDA_CHECK(bk, cuda_launch_pdl(bk, linear_kernel<32, 512>, dim3((unsigned)blocks), dim3(512), *L));
-    else CUDA_CHECK(bk, cuda_launch_pdl(bk, linear_kernel<32, LIN_THREADS>, dim3((unsigned)blocks), dim3(LIN_THREADS), *L));
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, linear_kernel, dim3((unsigned)blocks), dim3(LIN_THREADS), *L));
     CUDA_CHECK_LAUNCH(bk, "linear_kernel");
     return RLT_OK;
 }
@@ -420,5 +408,5 @@ extern "C" int cuda_linear_backward(rlt_backend *bk, int32_t rows, int32_t fi, i
 
 extern "C" cudaError_t cuda_preload_linear(void) {
     cudaFuncAttributes a;
-    return cudaFuncGetAttributes(&a, linear_kernel<32, LIN_THREADS>);
+    return cudaFuncGetAttributes(&a, linear_kernel);
 }
