@@ -29,8 +29,6 @@ static int td3_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_space
     return RLT_OK;
 }
 
-static uint64_t td3_pad4(uint64_t n) { return (n + 3) & ~(uint64_t)3; }
-
 int td3_plan(rlt_agent *ag) {
     rlt_td3 *t = &ag->td3;
     rlt_err *e = &ag->err;
@@ -57,11 +55,9 @@ int td3_plan(rlt_agent *ag) {
     t->actor.dtype = ag->lp;
     t->q1.dtype = ag->lp;
     t->q2 = t->q1;
-    /* Each network's block starts on a 16-byte boundary (up to 3 zero floats after the one before it, which
-     * their zero gradients keep at zero), so the GPU's layer kernels copy weights 4 floats at a time. */
-    t->n_actor = td3_pad4(mlp_param_count(&t->actor));
-    t->n_q1 = td3_pad4(mlp_param_count(&t->q1));
-    t->n_q2 = td3_pad4(mlp_param_count(&t->q2));
+    t->n_actor = mlp_param_count(&t->actor);
+    t->n_q1 = mlp_param_count(&t->q1);
+    t->n_q2 = mlp_param_count(&t->q2);
     t->n_total = t->n_actor + t->n_q1 + t->n_q2;
     uint64_t nb = t->n_total * F32;
 
@@ -120,7 +116,6 @@ int td3_init_state(rlt_agent *ag) {
     rlt_rng rng;
     rlt_rng_init(&rng, ag->cfg.seed, RLT_STREAM_INIT);
     float *h = ag->io_stage;
-    memset(h, 0, t->n_total * F32);
     mlp_init_params(&t->actor, h, &rng);
     mlp_init_params(&t->q1, h + t->n_actor, &rng);
     mlp_init_params(&t->q2, h + t->n_actor + t->n_q1, &rng);
@@ -355,10 +350,7 @@ static int td3_update(rlt_agent *ag, int32_t *done) {
     return RLT_OK;
 }
 
-static uint64_t td3_param_count(const rlt_agent *ag) {
-    const rlt_td3 *t = &ag->td3;
-    return mlp_param_count(&t->actor) + mlp_param_count(&t->q1) + mlp_param_count(&t->q2);
-}
+static uint64_t td3_param_count(const rlt_agent *ag) { return ag->td3.n_total; }
 
 static int td3_update_variant(rlt_agent *ag, int32_t variant) { return td3_update_ops(ag, variant == TD3_GRAPH_CRITIC_ACTOR); }
 

@@ -1,4 +1,4 @@
-/* cp_async.cuh: 4- and 16-byte asynchronous copies from global to shared memory (sm_80 and later; a plain copy on older
+/* cp_async.cuh: 4-byte asynchronous copies from global to shared memory (sm_80 and later; a plain copy on older
  * GPUs), and the ring of stages they fill, for the tile loaders of linear.cu and conv_igemm.cu: a thread issues
  * the copies of several tiles, commits each as a group and waits for the oldest, so a block waits on one round
  * trip to L2 for several tiles instead of one per tile. */
@@ -15,17 +15,6 @@ __device__ __forceinline__ void cp_async4(float *dst, const float *src, bool ok)
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(ok ? 4 : 0) : "memory");
 #else
     *dst = ok ? *src : 0.0f;
-#endif
-}
-
-/* 16 bytes to dst, of which the first src_bytes (0, 4, 8, 12 or 16) come from src and the rest are zeros; dst and
- * src 16-byte aligned, src a valid address even when src_bytes is 0. */
-__device__ __forceinline__ void cp_async16(float *dst, const float *src, int src_bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(src_bytes) : "memory");
-#else
-    for (int j = 0; j < 4; j++) dst[j] = 4 * j < src_bytes ? src[j] : 0.0f;
 #endif
 }
 

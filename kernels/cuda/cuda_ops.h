@@ -35,7 +35,6 @@ extern "C" {
  *   RLT_CUDA_PDL=0          no programmatic dependent launch for the chain kernels (see cuda_launch_pdl);
  *   RLT_CUDA_PRIO=0         no stream priorities;
  *   RLT_CUDA_TILES=16|32    linear.cu's GEMM tile height, instead of the choice by shape;
- *   RLT_CUDA_COPY4=1        linear.cu copies every operand tile 4 bytes at a time (no 16-byte groups);
  *   RLT_CUDA_CONV_GEMM=cublas  fp32 convolutions as explicit im2col + cuBLAS (session 4's path) instead of the
  *                           implicit GEMMs of conv_igemm.cu;
  *   RLT_CUDA_CONV=cudnn     fp32 convolutions on cuDNN's algorithms instead of our GEMM-form kernels;
@@ -77,7 +76,6 @@ typedef struct cuda_impl {
     int32_t graph_stats;     /* RLT_CUDA_GRAPH_STATS=1: graph_end prints node and critical-path counts to stderr */
     int32_t prio;            /* 1: lanes 0 and 1 at the highest stream priority, graphs honour node priorities */
     int32_t tiles;           /* RLT_CUDA_TILES=16|32 forces linear.cu's GEMM tile height; 0 picks by shape */
-    int32_t lin_copy4;       /* RLT_CUDA_COPY4=1: linear.cu copies every operand 4 bytes at a time (no 16-byte groups) */
     int32_t conv_gemm;       /* CUDA_CONV_IMPLICIT or CUDA_CONV_CUBLAS (RLT_CUDA_CONV_GEMM) */
     int32_t igemm_tm;        /* RLT_CUDA_IGEMM_TM=1|2|4 forces conv_igemm.cu's forward tile height; 0 picks by shape */
     int32_t conv_dnn;        /* RLT_CUDA_CONV=cudnn: fp32 convolution slots on cuDNN too (conv_ops.c) */

@@ -41,7 +41,6 @@ enum { LIN_PATH_GEMM32 = 0, LIN_PATH_GEMM16 = 1, LIN_PATH_ROWDOT = 2, LIN_PATH_C
 #define LIN_BK 32
 #define LIN_STAGES 4
 #define LIN_PAD 4 /* floats added to each shared-memory row: keeps 16-byte alignment, spreads the banks */
-#define LIN_SK (LIN_BK + LIN_PAD) /* row stride of a tile stored a row of k per m (n) */
 #define LIN_SMEM_FLOATS (LIN_STAGES * LIN_BK * ((32 + LIN_PAD) + (LIN_BN + LIN_PAD)))
 #define LIN_ROWDOT_MAXN 8
 #define LIN_COLSUM_MAXM 8
@@ -60,7 +59,6 @@ typedef struct lin_problem {
     int32_t a_kcont;   /* A(m, k) = a_kcont ? A[m lda + k] : A[k lda + m] */
     int32_t b_kcont;   /* B(k, n) = b_kcont ? B[n ldb + k] : B[k ldb + n] */
     int32_t ones, epi, act, path;
-    int32_t a_vec, b_vec; /* the operand's rows are 16-byte aligned: copied 4 floats at a time */
     int32_t tiles_n;   /* GEMM: output tiles along n */
     int32_t tiles;     /* blocks this problem takes */
     float beta;
@@ -85,145 +83,89 @@ __device__ __forceinline__ void lin_store(const lin_problem &p, int32_t m, int32
     }
 }
 
-/* The copies of one operand's tiles (R rows of m or n, LIN_BK of k per chunk) into shared memory. An operand
- * contiguous along k (ROWK: x and W in a forward, dy in an input gradient) is stored a row of k per m (n), row
- * stride LIN_SK; one contiguous along m (n) (dy and x in a weight gradient, W in an input gradient) is stored a
- * row of m (n) per k, row stride R + LIN_PAD. Either way the copies follow the contiguous direction, in groups
- * of 4 floats (16-byte copies) when the operand's rows are 16-byte aligned, else float by float. A group past
- * the operand's edge reads only its real floats and zero-fills the rest; the ones column of a weight gradient's
- * x (the bias gradient, see the file comment) is written element by element. The values in shared memory, and
- * so the sums, do not depend on how they were copied. */
-template <int R, bool ROWK>
-struct lin_copier {
-    static constexpr int BK = LIN_BK;
-    static constexpr int E = R * BK / LIN_THREADS;               /* floats per thread per chunk */
-    static constexpr int G = (R * BK / 4 + LIN_THREADS - 1) / LIN_THREADS; /* groups of 4 per thread */
-    static_assert(E >= G && (R * BK) % LIN_THREADS == 0, "whole floats per thread");
-    const float *base;
-    int64_t step;      /* floats from one chunk to the next */
-    int32_t K, vec;
-    int so[E], kl[E], rv[E]; /* smem offset; k in the chunk (BK: nothing to copy); row ok, or floats along r */
-    bool one[E];       /* the element (k-major) or group (vec) holding the ones column */
-    const float *src[E];
-
-    __device__ __forceinline__ void init(const float *X, int32_t ld, int32_t rows, int32_t r0, int32_t K_, int32_t vec_,
-                                         int32_t kcont, int32_t ones_at) {
-        const int t = threadIdx.x;
-        base = X, K = K_, vec = vec_ && (ROWK || !kcont);
-        step = kcont ? BK : (int64_t)BK * ld;
-        if (vec) {
-#pragma unroll
-            for (int i = 0; i < G; i++) {
-                const int e = t + i * LIN_THREADS;
-                int rl, kq;
-                if (ROWK) rl = e / (BK / 4), kq = (e % (BK / 4)) * 4;
-                else kq = e / (R / 4), rl = (e % (R / 4)) * 4;
-                const int32_t r = r0 + rl, left = rows - r;
-                so[i] = ROWK ? rl * LIN_SK + kq : kq * (R + LIN_PAD) + rl;
-                kl[i] = e < R * BK / 4 ? kq : BK;
-                one[i] = !ROWK && ones_at >= 0 && r <= ones_at && ones_at <= r + 3;
-                rv[i] = ROWK ? left > 0 : (left >= 4 ? 4 : (left > 0 ? left : 0));
-                src[i] = (ROWK ? left > 0 : rv[i] > 0) ? X + (ROWK ? (int64_t)r * ld + kq : (int64_t)kq * ld + r) : X;
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < E; i++) {
-                const int e = t + i * LIN_THREADS;
-                int rl, k;
-                if (ROWK) {
-                    rl = e / BK, k = e % BK;
-                } else if (kcont) {
-                    /* Contiguous along k into a k-major tile: a warp copies 4 rows of 8 consecutive k (one 32-byte
-                     * sector each) and writes 32 different banks. */
-                    const int w = e >> 5, l = e & 31;
-                    rl = (w % (R / 4)) * 4 + (l >> 3), k = (w / (R / 4)) * 8 + (l & 7);
-                } else {
-                    k = e / R, rl = e % R;
-                }
-                const int32_t r = r0 + rl;
-                so[i] = ROWK ? rl * LIN_SK + k : k * (R + LIN_PAD) + rl;
-                kl[i] = k;
-                rv[i] = r < rows;
-                one[i] = r == ones_at;
-                src[i] = rv[i] ? X + (kcont ? (int64_t)r * ld + k : (int64_t)k * ld + r) : X;
-            }
-        }
-    }
-
-    __device__ __forceinline__ void load(float *dst, int32_t c) const {
-        const int32_t k0 = c * BK;
-        if (vec) {
-#pragma unroll
-            for (int i = 0; i < G; i++) {
-                if (kl[i] >= BK) continue;
-                int n;
-                if (ROWK) {
-                    const int32_t left = K - (k0 + kl[i]);
-                    n = rv[i] ? (left >= 4 ? 4 : (left > 0 ? left : 0)) : 0;
-                } else {
-                    n = k0 + kl[i] < K ? rv[i] : 0;
-                }
-                if (ROWK || !one[i]) {
-                    cp_async16(dst + so[i], n ? src[i] + c * step : base, 4 * n);
-                    continue;
-                }
-                /* The group holding the ones column: its real floats, the one, zeros past it. */
-                const bool in_k = k0 + kl[i] < K;
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    if (in_k && j < rv[i]) cp_async4(dst + so[i] + j, src[i] + c * step + j, true);
-                    else dst[so[i] + j] = in_k && j == rv[i] ? 1.0f : 0.0f;
-                }
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < E; i++) {
-                const bool in_k = k0 + kl[i] < K;
-                if (rv[i] && in_k) cp_async4(dst + so[i], src[i] + c * step, true);
-                else dst[so[i]] = (one[i] && in_k) ? 1.0f : 0.0f;
-            }
-        }
-    }
-};
-
-/* One BM x 32 output tile; AK (BK): A (B) is contiguous along k, so its tiles are stored a row of k per m (n)
- * (lin_copier). The block's threads form KG k-groups of TPG threads; a thread owns 4 rows and 4 columns of the
- * tile and, in each chunk, KPG consecutive k of its group. It reads them 4 k at a time: from a k-major tile its
- * 4 adjacent rows (columns) of one k in one 16-byte load, from a k-contiguous tile 4 k of one row in one; in the
- * second case its rows (columns) are interleaved (rq, rq + BM/4, ...), which keeps a warp's loads on distinct
- * banks. Every output's sum runs over k in ascending order within each group, whatever the layouts. */
-template <int BM, bool AK, bool BK_>
+/* One BM x 32 output tile. Shared memory holds each chunk k-major (As[k][m], Bs[k][n]) so a thread reads its
+ * 4 rows and 4 columns of one k as two 16-byte loads. Elements are copied so that the 32 lanes of a warp
+ * write 32 different banks: along m (or n) when the operand is contiguous there, else as 4 rows of 8
+ * consecutive k (one 32-byte sector of global memory per row). */
+template <int BM>
 __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile, float *smem) {
     constexpr int BN = LIN_BN, BK = LIN_BK;
     constexpr int SA = BM + LIN_PAD, SB = BN + LIN_PAD;
-    constexpr int A_FLOATS = AK ? BM * LIN_SK : BK * SA, B_FLOATS = BK_ ? BN * LIN_SK : BK * SB;
-    constexpr int TPG = (BM / 4) * (BN / 4); /* threads per k-group */
+    constexpr int TPG = (BM / 4) * (BN / 4); /* threads per k-group, each owning a 4x4 block of the tile */
     constexpr int KG = LIN_THREADS / TPG;     /* k-groups */
     constexpr int KPG = BK / KG;              /* k per group per chunk */
-    constexpr int STAGE = A_FLOATS + B_FLOATS;
+    constexpr int STAGE = BK * (SA + SB);
     static_assert(LIN_STAGES * STAGE <= LIN_SMEM_FLOATS, "stages must fit the shared buffer");
     static_assert(KG * BM * BN <= LIN_SMEM_FLOATS, "the partial sums must fit the shared buffer");
-    static_assert(KPG % 4 == 0, "k read 4 at a time");
+    static_assert((BM * BK) % LIN_THREADS == 0 && (BK * BN) % LIN_THREADS == 0, "whole elements per thread");
     const int t = threadIdx.x;
     const int32_t m0 = (tile / p.tiles_n) * BM, n0 = (tile % p.tiles_n) * BN;
     const int32_t n_out = p.N + p.ones;
     const int g = t / TPG, r = t % TPG;
-    const int rq = r / (BN / 4), cq = r % (BN / 4);
-    int row[4], col[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        row[i] = AK ? rq + (BM / 4) * i : rq * 4 + i;
-        col[i] = BK_ ? cq + (BN / 4) * i : cq * 4 + i;
-    }
+    const int tm = (r / (BN / 4)) * 4, tn = (r % (BN / 4)) * 4;
+    const int32_t chunks = (p.K + BK - 1) / BK;
 
-    lin_copier<BM, AK> ca;
-    lin_copier<BN, BK_> cb;
-    ca.init(p.A, p.lda, p.M, m0, p.K, p.a_vec, p.a_kcont, -1);
-    cb.init(p.B, p.ldb, p.N, n0, p.K, p.b_vec, p.b_kcont, p.ones ? p.N : -1);
+    /* Each thread copies the same elements of every chunk: where they go in shared memory and where they
+     * come from at chunk 0 are worked out once; chunk c reads c steps further along k. */
+    constexpr int EA = BM * BK / LIN_THREADS, EB = BK * BN / LIN_THREADS;
+    int a_so[EA], a_kl[EA], b_so[EB], b_kl[EB];
+    bool a_ok[EA], b_ok[EB], b_one[EB];
+    const float *a_src[EA], *b_src[EB];
+#pragma unroll
+    for (int i = 0; i < EA; i++) {
+        const int e = t + i * LIN_THREADS;
+        int ml, kl;
+        if (p.a_kcont) {
+            const int w = e >> 5, l = e & 31;
+            ml = (w % (BM / 4)) * 4 + (l >> 3);
+            kl = (w / (BM / 4)) * 8 + (l & 7);
+        } else {
+            ml = e % BM;
+            kl = e / BM;
+        }
+        const int32_t m = m0 + ml;
+        a_so[i] = kl * SA + ml;
+        a_kl[i] = kl;
+        a_ok[i] = m < p.M;
+        const int64_t mm = a_ok[i] ? m : 0;
+        a_src[i] = p.a_kcont ? p.A + mm * p.lda + kl : p.A + (int64_t)kl * p.lda + mm;
+    }
+#pragma unroll
+    for (int i = 0; i < EB; i++) {
+        const int e = t + i * LIN_THREADS;
+        int nl, kl;
+        if (p.b_kcont) {
+            const int w = e >> 5, l = e & 31;
+            nl = (w % (BN / 4)) * 4 + (l >> 3);
+            kl = (w / (BN / 4)) * 8 + (l & 7);
+        } else {
+            nl = e % BN;
+            kl = e / BN;
+        }
+        const int32_t n = n0 + nl;
+        b_so[i] = kl * SB + nl;
+        b_kl[i] = kl;
+        b_ok[i] = n < p.N;
+        b_one[i] = p.ones && n == p.N;
+        const int64_t nn = b_ok[i] ? n : 0;
+        b_src[i] = p.b_kcont ? p.B + nn * p.ldb + kl : p.B + (int64_t)kl * p.ldb + nn;
+    }
+    const int64_t a_step = p.a_kcont ? BK : (int64_t)BK * p.lda, b_step = p.b_kcont ? BK : (int64_t)BK * p.ldb;
+
     auto load = [&](int32_t c) {
-        float *as = smem + (c % LIN_STAGES) * STAGE;
-        ca.load(as, c);
-        cb.load(as + A_FLOATS, c);
+        float *as = smem + (c % LIN_STAGES) * STAGE, *bs = as + BK * SA;
+        const int32_t k0 = c * BK;
+#pragma unroll
+        for (int i = 0; i < EA; i++) {
+            if (a_ok[i] && k0 + a_kl[i] < p.K) cp_async4(as + a_so[i], a_src[i] + c * a_step, true);
+            else as[a_so[i]] = 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < EB; i++) {
+            const bool in_k = k0 + b_kl[i] < p.K;
+            if (b_ok[i] && in_k) cp_async4(bs + b_so[i], b_src[i] + c * b_step, true);
+            else bs[b_so[i]] = (b_one[i] && in_k) ? 1.0f : 0.0f;
+        }
     };
 
     float acc[4][4];
@@ -233,28 +175,18 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
         for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
 
     /* Out-of-range k are zero in both operands, so they add exact zeros. */
-    const int32_t chunks = (p.K + BK - 1) / BK;
     cp_async_ring<LIN_STAGES>(chunks, load, [&](int32_t c) {
-        const float *as = smem + (c % LIN_STAGES) * STAGE, *bs = as + A_FLOATS;
+        const float *as = smem + (c % LIN_STAGES) * STAGE, *bs = as + BK * SA;
 #pragma unroll
-        for (int kq = 0; kq < KPG; kq += 4) {
-            const int k = g * KPG + kq;
-            float a[4][4], b[4][4]; /* [row or column][k] */
+        for (int kk = 0; kk < KPG; kk++) {
+            const int k = g * KPG + kk;
+            const float4 a = *reinterpret_cast<const float4 *>(as + k * SA + tm);
+            const float4 b = *reinterpret_cast<const float4 *>(bs + k * SB + tn);
+            const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const float4 v = *reinterpret_cast<const float4 *>(AK ? as + row[i] * LIN_SK + k : as + (k + i) * SA + rq * 4);
-                const float4 w = *reinterpret_cast<const float4 *>(BK_ ? bs + col[i] * LIN_SK + k : bs + (k + i) * SB + cq * 4);
-                if (AK) a[i][0] = v.x, a[i][1] = v.y, a[i][2] = v.z, a[i][3] = v.w;
-                else a[0][i] = v.x, a[1][i] = v.y, a[2][i] = v.z, a[3][i] = v.w;
-                if (BK_) b[i][0] = w.x, b[i][1] = w.y, b[i][2] = w.z, b[i][3] = w.w;
-                else b[0][i] = w.x, b[1][i] = w.y, b[2][i] = w.z, b[3][i] = w.w;
-            }
+            for (int i = 0; i < 4; i++)
 #pragma unroll
-            for (int q = 0; q < 4; q++)
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-#pragma unroll
-                    for (int j = 0; j < 4; j++) acc[i][j] = fmaf(a[i][q], b[j][q], acc[i][j]);
+                for (int j = 0; j < 4; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
         }
     });
 
@@ -263,7 +195,7 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
 #pragma unroll
     for (int i = 0; i < 4; i++)
 #pragma unroll
-        for (int j = 0; j < 4; j++) red[(g * BM + row[i]) * BN + col[j]] = acc[i][j];
+        for (int j = 0; j < 4; j++) red[(g * BM + tm + i) * BN + tn + j] = acc[i][j];
     __syncthreads();
     for (int o = t; o < BM * BN; o += LIN_THREADS) {
         const int ml = o / BN, nl = o % BN;
@@ -333,19 +265,8 @@ __device__ __forceinline__ void lin_colsum_tile(const lin_problem &p, int32_t ti
 }
 
 __device__ __forceinline__ void lin_run(const lin_problem &p, int32_t tile, float *smem) {
-    /* A k-contiguous operand goes into k-rows when it can be copied 4 floats at a time (lin_copier). */
-    const int kk = (p.a_kcont && p.a_vec) * 2 + (p.b_kcont && p.b_vec);
-    if (p.path == LIN_PATH_GEMM32) {
-        if (kk == 3) lin_gemm_tile<32, true, true>(p, tile, smem);        /* forward */
-        else if (kk == 2) lin_gemm_tile<32, true, false>(p, tile, smem);  /* input gradient */
-        else if (kk == 0) lin_gemm_tile<32, false, false>(p, tile, smem); /* weight gradient */
-        else lin_gemm_tile<32, false, true>(p, tile, smem);
-    } else if (p.path == LIN_PATH_GEMM16) {
-        if (kk == 3) lin_gemm_tile<16, true, true>(p, tile, smem);
-        else if (kk == 2) lin_gemm_tile<16, true, false>(p, tile, smem);
-        else if (kk == 0) lin_gemm_tile<16, false, false>(p, tile, smem);
-        else lin_gemm_tile<16, false, true>(p, tile, smem);
-    }
+    if (p.path == LIN_PATH_GEMM32) lin_gemm_tile<32>(p, tile, smem);
+    else if (p.path == LIN_PATH_GEMM16) lin_gemm_tile<16>(p, tile, smem);
     else if (p.path == LIN_PATH_ROWDOT) lin_rowdot_tile(p, tile);
     else lin_colsum_tile(p, tile, smem);
 }
@@ -390,17 +311,9 @@ static void lin_choose_path(lin_problem *p, int32_t tiles_pref) {
     }
 }
 
-/* Whether an operand's rows are 16-byte aligned, so its tiles can be copied in groups of 4 floats (lin_copier). */
-static int32_t lin_vec_ok(const float *x, int32_t ld) { return ((uintptr_t)x & 15) == 0 && ld % 4 == 0; }
-
 static int lin_launch_problems(rlt_backend *bk, lin_launch *L) {
-    for (int i = 0; i < 2; i++) {
-        lin_problem *p = &L->p[i];
-        lin_choose_path(p, cuda_get(bk)->tiles);
-        const int32_t c4 = cuda_get(bk)->lin_copy4;
-        p->a_vec = lin_vec_ok(p->A, p->lda) && !(c4 & (p->a_kcont ? 1 : 2));
-        p->b_vec = lin_vec_ok(p->B, p->ldb) && !(c4 & (p->b_kcont ? 1 : 2));
-    }
+    lin_choose_path(&L->p[0], cuda_get(bk)->tiles);
+    lin_choose_path(&L->p[1], cuda_get(bk)->tiles);
     int64_t blocks = (int64_t)L->p[0].tiles + L->p[1].tiles;
     if (blocks == 0) return RLT_OK;
     CUDA_REQUIRE(bk, blocks <= INT32_MAX, "linear: grid size");
