@@ -4,10 +4,12 @@
  * fills gives the floor every node pays; dense layers at an update's shapes show what the arithmetic adds.
  *
  *   bench_layer_chain [--device cuda:0] [--rows 256] [--fi 256] [--fo 256] [--nodes 32] [--reps 300]
- *                     [--only fill|fwd|bwd]
+ *                     [--only fill|fwd|bwd|bwdw]
  *
  * Prints microseconds per node, replayed from the graph and eagerly, for: fill (1 float), linear_forward
- * (ReLU), linear_backward (dW, db and dx through ReLU). Run with RLT_CUDA_LINEAR=cublas for cuBLAS plus our
+ * (ReLU), linear_backward (dW, db and dx through ReLU) and linear_backward without dx (dW and db only, as for a
+ * network's first layer). Capture follows stream order, so consecutive nodes depend on each other whatever they
+ * read. Run with RLT_CUDA_LINEAR=cublas for cuBLAS plus our
  * elementwise kernels in place of the fused layer kernels (bench/GPU_NOTES.md). */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -32,15 +34,16 @@ static void check(int rc, const char *what) {
     exit(1);
 }
 
-enum { CHAIN_FILL, CHAIN_FWD, CHAIN_BWD, CHAIN_KINDS };
-static const char *const chain_name[CHAIN_KINDS] = {"fill (1 float)", "linear_forward", "linear_backward"};
+enum { CHAIN_FILL, CHAIN_FWD, CHAIN_BWD, CHAIN_BWD_W, CHAIN_KINDS };
+static const char *const chain_name[CHAIN_KINDS] = {"fill (1 float)", "linear_forward", "linear_backward",
+                                                    "backward, no dx"};
 
 typedef struct chain_bufs {
     int32_t rows, fi, fo;
     float *x[2], *W, *b, *dW, *db, *dy;
 } chain_bufs;
 
-/* Node i of a chain: reads buffer i % 2 and writes the other, so each node depends on the one before. */
+/* Node i of a chain: reads buffer i % 2 and writes the other. */
 static int chain_node(int kind, const chain_bufs *c, int i) {
     const rlt_backend_ops *op = bk.ops;
     float *in = c->x[i & 1], *out = c->x[(i + 1) & 1];
@@ -48,6 +51,10 @@ static int chain_node(int kind, const chain_bufs *c, int i) {
     if (kind == CHAIN_FILL) return op->fill(&bk, out, 1, (float)i);
     /* Square layers keep the chain's shapes: fi == fo, or the activations are read at stride w. */
     if (kind == CHAIN_FWD) return op->linear_forward(&bk, c->rows, c->fi, c->fo, in, w, c->W, c->b, out, w, RLT_ACT_RELU);
+    /* Without dx (a network's first layer) each node accumulates into the same dW: stream order chains them. */
+    if (kind == CHAIN_BWD_W)
+        return op->linear_backward(&bk, c->rows, c->fi, c->fo, in, w, c->x[1], w, RLT_ACT_RELU, c->W, c->dW, c->db, 1.0f,
+                                   NULL, w);
     return op->linear_backward(&bk, c->rows, c->fi, c->fo, in, w, c->x[(i + 1) & 1], w, RLT_ACT_RELU, c->W, c->dW, c->db,
                                1.0f, out, w);
 }
@@ -63,7 +70,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--fo")) fo = atoi(v);
         else if (!strcmp(a, "--nodes")) nodes = atoi(v);
         else if (!strcmp(a, "--reps")) reps = atoi(v);
-        else if (!strcmp(a, "--only")) only = !strcmp(v, "fill") ? CHAIN_FILL : !strcmp(v, "fwd") ? CHAIN_FWD : CHAIN_BWD;
+        else if (!strcmp(a, "--only"))
+            only = !strcmp(v, "fill") ? CHAIN_FILL : !strcmp(v, "fwd") ? CHAIN_FWD : !strcmp(v, "bwdw") ? CHAIN_BWD_W : CHAIN_BWD;
         else {
             fprintf(stderr, "unknown option %s\n", a);
             return 2;

@@ -15,7 +15,7 @@
  *   DW   C = beta C + acc, and the bias gradient as an extra column of B equal to 1, so db comes out of the
  *        same sums in the same order                   (A = dy^T, B = x)
  *   DX   C = act'(x) * acc, act' through the activation's output x, as act_grad   (A = dy, B = W)
- * and runs one of three paths:
+ * and runs one of four paths:
  *   GEMM   32x32 (or 16x32) output tiles, 256 threads, the K range of each chunk split over 4 (or 8) groups
  *          of threads whose partial sums are added in a fixed order at the end; operands stream through
  *          shared memory in chunks of 32 k, 4 chunks in flight (cp.async on sm_80 and later).
@@ -23,6 +23,8 @@
  *          over k, a butterfly of shuffles (every lane ends with the same bits) to finish.
  *   COLSUM weight gradients of narrow layers (M <= 8 outputs): lanes over columns, warps over k, partial
  *          sums added in warp order.
+ *   OUTER  forwards and input gradients with K <= 4 (a critic's Q layer seen from its input gradient, a
+ *          CartPole network's first layer): a thread per column and two rows, no shared memory.
  * Every sum runs in an order fixed by the shapes alone: the same bits on every run. The order differs from
  * OpenBLAS's, so results agree with the CPU to the rounding of a length-K dot product (the parity test's
  * GEMM bound), not bit for bit. The epilogues' expressions are the CPU twins' term for term (no FMA
@@ -34,7 +36,7 @@
 #include "cuda_ops.h"
 
 enum { LIN_EPI_FWD = 0, LIN_EPI_DW = 1, LIN_EPI_DX = 2 };
-enum { LIN_PATH_GEMM32 = 0, LIN_PATH_GEMM16 = 1, LIN_PATH_ROWDOT = 2, LIN_PATH_COLSUM = 3 };
+enum { LIN_PATH_GEMM32 = 0, LIN_PATH_GEMM16 = 1, LIN_PATH_ROWDOT = 2, LIN_PATH_COLSUM = 3, LIN_PATH_OUTER = 4 };
 
 #define LIN_THREADS 256
 #define LIN_BN 32
@@ -44,6 +46,8 @@ enum { LIN_PATH_GEMM32 = 0, LIN_PATH_GEMM16 = 1, LIN_PATH_ROWDOT = 2, LIN_PATH_C
 #define LIN_SMEM_FLOATS (LIN_STAGES * LIN_BK * ((32 + LIN_PAD) + (LIN_BN + LIN_PAD)))
 #define LIN_ROWDOT_MAXN 8
 #define LIN_COLSUM_MAXM 8
+#define LIN_OUTER_MAXK 4 /* no more k than one k-group of either GEMM tile holds: see lin_outer_tile */
+#define LIN_OUTER_ROWS 2 /* rows per thread */
 /* Above this K, our kernels (which never split K across blocks) would leave most of the GPU idle. */
 #define LIN_MAX_K 1024
 /* A problem with fewer 32x32 tiles than this uses 16x32 tiles: twice the blocks, half the work each. */
@@ -264,10 +268,38 @@ __device__ __forceinline__ void lin_colsum_tile(const lin_problem &p, int32_t ti
     }
 }
 
+/* K <= LIN_OUTER_MAXK (a critic's Q layer seen from its input gradient, a CartPole network's 4 inputs), A
+ * contiguous along k: each thread one column of LIN_OUTER_ROWS rows, its few products summed in k order.
+ * The GEMM paths would put all of these k in k-group 0 of a tile, whose sum runs in the same order and then
+ * has the other groups' zero partial sums added, so `+ 0.0f` here gives the same bits (it turns -0 into +0,
+ * as they do). */
+__device__ __forceinline__ void lin_outer_tile(const lin_problem &p, int32_t tile) {
+    const int32_t tiles_n = (p.N + LIN_THREADS - 1) / LIN_THREADS;
+    const int32_t n = (tile % tiles_n) * LIN_THREADS + (int32_t)threadIdx.x;
+    const int32_t m0 = (tile / tiles_n) * LIN_OUTER_ROWS;
+    if (n >= p.N) return;
+    float b[LIN_OUTER_MAXK];
+#pragma unroll
+    for (int k = 0; k < LIN_OUTER_MAXK; k++)
+        b[k] = k < p.K ? (p.b_kcont ? p.B[(int64_t)n * p.ldb + k] : p.B[(int64_t)k * p.ldb + n]) : 0.0f;
+#pragma unroll
+    for (int i = 0; i < LIN_OUTER_ROWS; i++) {
+        const int32_t m = m0 + i;
+        if (m >= p.M) break;
+        const float *a = p.A + (int64_t)m * p.lda;
+        float v = 0.0f;
+#pragma unroll
+        for (int k = 0; k < LIN_OUTER_MAXK; k++)
+            if (k < p.K) v = fmaf(a[k], b[k], v);
+        lin_store(p, m, n, v + 0.0f);
+    }
+}
+
 __device__ __forceinline__ void lin_run(const lin_problem &p, int32_t tile, float *smem) {
     if (p.path == LIN_PATH_GEMM32) lin_gemm_tile<32>(p, tile, smem);
     else if (p.path == LIN_PATH_GEMM16) lin_gemm_tile<16>(p, tile, smem);
     else if (p.path == LIN_PATH_ROWDOT) lin_rowdot_tile(p, tile);
+    else if (p.path == LIN_PATH_OUTER) lin_outer_tile(p, tile);
     else lin_colsum_tile(p, tile, smem);
 }
 
@@ -298,6 +330,11 @@ static void lin_choose_path(lin_problem *p, int32_t tiles_pref) {
     if (p->epi == LIN_EPI_DW && p->M <= LIN_COLSUM_MAXM && !p->a_kcont && !p->b_kcont) {
         p->path = LIN_PATH_COLSUM;
         p->tiles = (n_out + 31) / 32;
+        return;
+    }
+    if (p->epi != LIN_EPI_DW && p->K <= LIN_OUTER_MAXK && p->a_kcont) {
+        p->path = LIN_PATH_OUTER;
+        p->tiles = ((p->M + LIN_OUTER_ROWS - 1) / LIN_OUTER_ROWS) * ((p->N + LIN_THREADS - 1) / LIN_THREADS);
         return;
     }
     p->tiles_n = (n_out + LIN_BN - 1) / LIN_BN;
