@@ -50,7 +50,6 @@ static void cuda_close(rlt_backend *bk) {
         if (c->graphs[i]) cudaGraphExecDestroy(c->graphs[i]);
     cuda_conv_close(bk);
     if (c->scratch) cudaFree(c->scratch);
-    if (c->lin_tickets) cudaFree(c->lin_tickets);
     if (c->blas) cublasDestroy(c->blas);
     for (int32_t k = 0; k < RLT_BACKEND_MAX_LANES; k++) {
         if (c->join_event[k]) cudaEventDestroy(c->join_event[k]);
@@ -112,9 +111,6 @@ static int cuda_open_device(rlt_backend *bk, cuda_impl *c) {
     /* Reduction scratch now, before the seal (and before the memory measurement below, so it counts as
      * context): ops must never allocate. */
     CUDA_CHECK(bk, cudaMalloc((void **)&c->scratch, CUDA_SCRATCH_FLOATS * sizeof(float)));
-    const size_t ticket_bytes = (size_t)RLT_BACKEND_MAX_LANES * CUDA_LIN_TICKETS * sizeof(unsigned);
-    CUDA_CHECK(bk, cudaMalloc((void **)&c->lin_tickets, ticket_bytes));
-    CUDA_CHECK(bk, cudaMemset(c->lin_tickets, 0, ticket_bytes));
     CUDA_CHECK(bk, cuda_preload_all());
     CUDA_CHECK(bk, cudaDeviceSynchronize());
 
@@ -179,7 +175,6 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
     c->pdl = !(pdl && strcmp(pdl, "0") == 0);
     c->prio = !(prio && strcmp(prio, "0") == 0);
     c->tiles = tiles ? atoi(tiles) : 0;
-    c->lin_nosplit = getenv("RLT_CUDA_SPLIT") && !strcmp(getenv("RLT_CUDA_SPLIT"), "0");
     c->conv_gemm = conv && strcmp(conv, "cublas") == 0 ? CUDA_CONV_CUBLAS : CUDA_CONV_IMPLICIT;
     c->igemm_tm = tm && (atoi(tm) == 1 || atoi(tm) == 2 || atoi(tm) == 4) ? atoi(tm) : 0;
     c->conv_dnn = dnn && strcmp(dnn, "cudnn") == 0;

@@ -35,8 +35,6 @@ extern "C" {
  *   RLT_CUDA_PDL=0          no programmatic dependent launch for the chain kernels (see cuda_launch_pdl);
  *   RLT_CUDA_PRIO=0         no stream priorities;
  *   RLT_CUDA_TILES=16|32    linear.cu's GEMM tile height, instead of the choice by shape;
- *   RLT_CUDA_SPLIT=0        linear.cu computes every weight gradient tile in one block (no split along K; this
- *                           changes the bits of the split ones);
  *   RLT_CUDA_CONV_GEMM=cublas  fp32 convolutions as explicit im2col + cuBLAS (session 4's path) instead of the
  *                           implicit GEMMs of conv_igemm.cu;
  *   RLT_CUDA_CONV=cudnn     fp32 convolutions on cuDNN's algorithms instead of our GEMM-form kernels;
@@ -78,7 +76,6 @@ typedef struct cuda_impl {
     int32_t graph_stats;     /* RLT_CUDA_GRAPH_STATS=1: graph_end prints node and critical-path counts to stderr */
     int32_t prio;            /* 1: lanes 0 and 1 at the highest stream priority, graphs honour node priorities */
     int32_t tiles;           /* RLT_CUDA_TILES=16|32 forces linear.cu's GEMM tile height; 0 picks by shape */
-    int32_t lin_nosplit;     /* RLT_CUDA_SPLIT=0: linear.cu never splits a weight gradient along K */
     int32_t conv_gemm;       /* CUDA_CONV_IMPLICIT or CUDA_CONV_CUBLAS (RLT_CUDA_CONV_GEMM) */
     int32_t igemm_tm;        /* RLT_CUDA_IGEMM_TM=1|2|4 forces conv_igemm.cu's forward tile height; 0 picks by shape */
     int32_t conv_dnn;        /* RLT_CUDA_CONV=cudnn: fp32 convolution slots on cuDNN too (conv_ops.c) */
@@ -93,9 +90,6 @@ typedef struct cuda_impl {
      * open, before the seal, and so counted in context_bytes. Only lane 0 uses it (clip_grad_norm and adam_ex
      * with clipping check this), so ops in order on that lane can share it. */
     float *scratch;
-    /* linear.cu's split weight gradients: per lane, CUDA_LIN_TICKETS arrival counters (zero between launches:
-     * the last block of each tile resets its own), allocated at open like scratch. */
-    unsigned *lin_tickets;
     /* The cuDNN state (handle, per-slot descriptors and algorithms), owned by kernels/cuda/cudnn/ (or the
      * stand-in in kernels/cuda/no_cudnn/, chosen by CMake); opaque here so this header needs no cuDNN header.
      * NULL until the first slot that uses cuDNN. */
@@ -105,8 +99,6 @@ typedef struct cuda_impl {
 
 /* Floats in cuda_impl.scratch; dqn.cu's reductions use at most this many partial sums. */
 #define CUDA_SCRATCH_FLOATS 1024
-/* Tickets per lane in cuda_impl.lin_tickets: the most tiles a split weight gradient may have. */
-#define CUDA_LIN_TICKETS 256
 
 static inline cuda_impl *cuda_get(rlt_backend *bk) { return (cuda_impl *)bk->impl; }
 /* The stream of the lane ops run on now: every op launches here. */

@@ -65,9 +65,6 @@ typedef struct lin_problem {
     int32_t ones, epi, act, path;
     int32_t tiles_n;   /* GEMM: output tiles along n */
     int32_t tiles;     /* blocks this problem takes */
-    int32_t splits;    /* GEMM weight gradients with few tiles: blocks per tile, each over a range of chunks */
-    float *part;       /* splits > 1: [tile][split][BM * BN] partial sums (the lane's cuBLAS workspace) */
-    unsigned *tickets; /* splits > 1: per tile, how many of its blocks are done (zero between launches) */
     float beta;
 } lin_problem;
 
@@ -106,15 +103,11 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
     static_assert(KG * BM * BN <= LIN_SMEM_FLOATS, "the partial sums must fit the shared buffer");
     static_assert((BM * BK) % LIN_THREADS == 0 && (BK * BN) % LIN_THREADS == 0, "whole elements per thread");
     const int t = threadIdx.x;
-    const int32_t split = tile % p.splits;
-    tile /= p.splits;
     const int32_t m0 = (tile / p.tiles_n) * BM, n0 = (tile % p.tiles_n) * BN;
     const int32_t n_out = p.N + p.ones;
     const int g = t / TPG, r = t % TPG;
     const int tm = (r / (BN / 4)) * 4, tn = (r % (BN / 4)) * 4;
-    /* This block's chunks: all of them, or its split's share. */
-    const int32_t all_chunks = (p.K + BK - 1) / BK, per = (all_chunks + p.splits - 1) / p.splits;
-    const int32_t c0 = split * per, chunks = all_chunks - c0 < per ? all_chunks - c0 : per;
+    const int32_t chunks = (p.K + BK - 1) / BK;
 
     /* Each thread copies the same elements of every chunk: where they go in shared memory and where they
      * come from at chunk 0 are worked out once; chunk c reads c steps further along k. */
@@ -163,9 +156,9 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
     }
     const int64_t a_step = p.a_kcont ? BK : (int64_t)BK * p.lda, b_step = p.b_kcont ? BK : (int64_t)BK * p.ldb;
 
-    auto load = [&](int32_t i) {
-        float *as = smem + (i % LIN_STAGES) * STAGE, *bs = as + BK * SA;
-        const int32_t c = c0 + i, k0 = c * BK;
+    auto load = [&](int32_t c) {
+        float *as = smem + (c % LIN_STAGES) * STAGE, *bs = as + BK * SA;
+        const int32_t k0 = c * BK;
 #pragma unroll
         for (int i = 0; i < EA; i++) {
             if (a_ok[i] && k0 + a_kl[i] < p.K) cp_async4(as + a_so[i], a_src[i] + c * a_step, true);
@@ -186,8 +179,8 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
         for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
 
     /* Out-of-range k are zero in both operands, so they add exact zeros. */
-    cp_async_ring<LIN_STAGES>(chunks, load, [&](int32_t i) {
-        const float *as = smem + (i % LIN_STAGES) * STAGE, *bs = as + BK * SA;
+    cp_async_ring<LIN_STAGES>(chunks, load, [&](int32_t c) {
+        const float *as = smem + (c % LIN_STAGES) * STAGE, *bs = as + BK * SA;
 #pragma unroll
         for (int kk = 0; kk < KPG; kk++) {
             const int k = g * KPG + kk;
@@ -208,39 +201,13 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
 #pragma unroll
         for (int j = 0; j < 4; j++) red[(g * BM + tm + i) * BN + tn + j] = acc[i][j];
     __syncthreads();
-    if (p.splits == 1) {
-        for (int o = t; o < BM * BN; o += LIN_THREADS) {
-            const int ml = o / BN, nl = o % BN;
-            float v = red[ml * BN + nl];
-            for (int q = 1; q < KG; q++) v += red[(q * BM + ml) * BN + nl];
-            const int32_t m = m0 + ml, n = n0 + nl;
-            if (m < p.M && n < n_out) lin_store(p, m, n, v);
-        }
-        return;
-    }
-    /* A split tile: each block leaves its sums in the workspace, and the last of the tile's blocks to finish adds
-     * them in split order (whichever block that is, the same order: the same bits) and resets the ticket. */
-    float *part = p.part + (int64_t)tile * p.splits * (BM * BN);
     for (int o = t; o < BM * BN; o += LIN_THREADS) {
         const int ml = o / BN, nl = o % BN;
         float v = red[ml * BN + nl];
         for (int q = 1; q < KG; q++) v += red[(q * BM + ml) * BN + nl];
-        part[split * (BM * BN) + o] = v;
-    }
-    __threadfence();
-    __syncthreads();
-    __shared__ int last;
-    if (t == 0) last = atomicAdd(&p.tickets[tile], 1u) == (unsigned)p.splits - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    for (int o = t; o < BM * BN; o += LIN_THREADS) {
-        float v = __ldcg(part + o);
-        for (int q = 1; q < p.splits; q++) v += __ldcg(part + q * (BM * BN) + o);
-        const int32_t m = m0 + o / BN, n = n0 + o % BN;
+        const int32_t m = m0 + ml, n = n0 + nl;
         if (m < p.M && n < n_out) lin_store(p, m, n, v);
     }
-    if (t == 0) p.tickets[tile] = 0;
 }
 
 /* N <= 8 outputs per row, A and B contiguous along k: a warp per row. */
@@ -351,7 +318,6 @@ __global__ void __launch_bounds__(LIN_THREADS) linear_kernel(const __grid_consta
  * bits, depend on nothing else). */
 static void lin_choose_path(lin_problem *p, int32_t tiles_pref) {
     int32_t n_out = p->N + p->ones;
-    p->splits = 1;
     if (p->M == 0 || n_out == 0) {
         p->tiles = 0;
         return;
@@ -382,30 +348,9 @@ static void lin_choose_path(lin_problem *p, int32_t tiles_pref) {
     }
 }
 
-/* A weight gradient (K = the batch) with too few tiles to fill the GPU is split along K: up to LIN_SPLIT_BLOCKS
- * blocks, each at least two chunks long. The split count follows from the shape alone; it needs the lane's
- * workspace (every lane's holds 128 tiles of partial sums) and that lane's tickets. */
-#define LIN_SPLIT_BLOCKS 128
-static void lin_choose_splits(rlt_backend *bk, lin_problem *p) {
-    cuda_impl *c = cuda_get(bk);
-    if (p->epi != LIN_EPI_DW || (p->path != LIN_PATH_GEMM16 && p->path != LIN_PATH_GEMM32) || c->lin_nosplit) return;
-    if (!c->lane_ws[c->lane] || !c->lin_tickets || p->tiles > CUDA_LIN_TICKETS) return;
-    int32_t chunks = (p->K + LIN_BK - 1) / LIN_BK, s = chunks / 2;
-    if (s > LIN_SPLIT_BLOCKS / p->tiles) s = LIN_SPLIT_BLOCKS / p->tiles;
-    if (s < 2) return;
-    static_assert((uint64_t)LIN_SPLIT_BLOCKS * 32 * LIN_BN * 4 <= CUDA_SIDE_WORKSPACE, "partial sums fit a lane");
-    p->splits = s;
-    p->tiles *= s;
-    p->part = (float *)c->lane_ws[c->lane];
-    p->tickets = c->lin_tickets + (int64_t)c->lane * CUDA_LIN_TICKETS;
-}
-
 static int lin_launch_problems(rlt_backend *bk, lin_launch *L) {
     lin_choose_path(&L->p[0], cuda_get(bk)->tiles);
     lin_choose_path(&L->p[1], cuda_get(bk)->tiles);
-    /* At most one weight gradient per launch: the tickets of one lane serve one problem. */
-    lin_choose_splits(bk, &L->p[0]);
-    if (L->p[0].splits == 1) lin_choose_splits(bk, &L->p[1]);
     int64_t blocks = (int64_t)L->p[0].tiles + L->p[1].tiles;
     if (blocks == 0) return RLT_OK;
     CUDA_REQUIRE(bk, blocks <= INT32_MAX, "linear: grid size");
