@@ -18,11 +18,16 @@ fi
 {
   echo "== rltrain TD3 update, HalfCheetah sizes, fp32, replay on device"
   for ups in 1 8; do build/bench/bench_td3_update --device cuda:0 --updates 20000 --ups $ups; done
+  echo "== the same update in bf16 (precision: bf16; the target is fp32)"
+  build/bench/bench_td3_update --device cuda:0 --updates 20000 --precision bf16 | grep -E "updates/s|last losses"
+  echo "== one dependent graph node per op kind (bench_layer_chain): the shapes of the TD3 update's layers"
+  for s in "--fi 17" "--fi 23" "" "--fo 6" "--fo 1"; do build/bench/bench_layer_chain $s --reps 200 | tail -n +2; done
   echo "== PyTorch TD3 reference (same update), same GPU"
   for m in eager graphs; do python3 bench/td3_torch.py --device cuda:0 --mode $m --updates 2000 --skip-critic-wgrad; done
   echo "== rltrain DQN update: MLP (CartPole) and Nature CNN"
   build/bench/bench_dqn_update --device cuda:0 --case mlp --updates 20000
   build/bench/bench_dqn_update --device cuda:0 --case nature --updates 3000
+  build/bench/bench_dqn_update --device cuda:0 --case nature --updates 3000 --precision bf16 | grep -E "updates/s|last loss"
   echo "== the same Nature update with the explicit im2col + cuBLAS convolutions (RLT_CUDA_CONV_GEMM=cublas)"
   RLT_CUDA_CONV_GEMM=cublas build/bench/bench_dqn_update --device cuda:0 --case nature --updates 3000 | grep -E "updates/s"
   echo "== PyTorch DQN reference (eager), same GPU"
