@@ -40,7 +40,7 @@ static const char *const chain_name[CHAIN_KINDS] = {"fill (1 float)", "linear_fo
 
 typedef struct chain_bufs {
     int32_t rows, fi, fo;
-    float *x[2], *W, *b, *dW, *db, *dy;
+    float *x[2], *W, *b, *dW, *db, *xin; /* xin: the layer input a backward reads (never written) */
 } chain_bufs;
 
 /* Node i of a chain: reads buffer i % 2 and writes the other. */
@@ -53,10 +53,10 @@ static int chain_node(int kind, const chain_bufs *c, int i) {
     if (kind == CHAIN_FWD) return op->linear_forward(&bk, c->rows, c->fi, c->fo, in, w, c->W, c->b, out, w, RLT_ACT_RELU);
     /* Without dx (a network's first layer) each node accumulates into the same dW: stream order chains them. */
     if (kind == CHAIN_BWD_W)
-        return op->linear_backward(&bk, c->rows, c->fi, c->fo, in, w, c->x[1], w, RLT_ACT_RELU, c->W, c->dW, c->db, 1.0f,
+        return op->linear_backward(&bk, c->rows, c->fi, c->fo, in, w, c->xin, w, RLT_ACT_RELU, c->W, c->dW, c->db, 1.0f,
                                    NULL, w);
-    return op->linear_backward(&bk, c->rows, c->fi, c->fo, in, w, c->x[(i + 1) & 1], w, RLT_ACT_RELU, c->W, c->dW, c->db,
-                               1.0f, out, w);
+    return op->linear_backward(&bk, c->rows, c->fi, c->fo, in, w, c->xin, w, RLT_ACT_RELU, c->W, c->dW, c->db, 1.0f, out,
+                               w);
 }
 
 int main(int argc, char **argv) {
@@ -95,7 +95,7 @@ int main(int argc, char **argv) {
     check(bk.ops->set_workspace(&bk, base, ws), "set_workspace");
     float *p = (float *)((char *)base + ws);
     chain_bufs c = {rows, fi, fo, {NULL, NULL}, NULL, NULL, NULL, NULL, NULL};
-    float **slots[] = {&c.x[0], &c.x[1], &c.dy, &c.W, &c.dW, &c.b, &c.db};
+    float **slots[] = {&c.x[0], &c.x[1], &c.xin, &c.W, &c.dW, &c.b, &c.db};
     uint64_t sizes[] = {n_act, n_act, n_act, n_w, n_w, (uint64_t)w, (uint64_t)w};
     float *host = malloc(4 * (n_act > n_w ? n_act : n_w));
     for (int s = 0; s < 7; s++) {
