@@ -175,7 +175,6 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
     c->pdl = !(pdl && strcmp(pdl, "0") == 0);
     c->prio = !(prio && strcmp(prio, "0") == 0);
     c->tiles = tiles ? atoi(tiles) : 0;
-    c->lin_minb = getenv("RLT_CUDA_MINB") ? atoi(getenv("RLT_CUDA_MINB")) : 1;
     c->conv_gemm = conv && strcmp(conv, "cublas") == 0 ? CUDA_CONV_CUBLAS : CUDA_CONV_IMPLICIT;
     c->igemm_tm = tm && (atoi(tm) == 1 || atoi(tm) == 2 || atoi(tm) == 4) ? atoi(tm) : 0;
     c->conv_dnn = dnn && strcmp(dnn, "cudnn") == 0;

@@ -76,7 +76,6 @@ typedef struct cuda_impl {
     int32_t graph_stats;     /* RLT_CUDA_GRAPH_STATS=1: graph_end prints node and critical-path counts to stderr */
     int32_t prio;            /* 1: lanes 0 and 1 at the highest stream priority, graphs honour node priorities */
     int32_t tiles;           /* RLT_CUDA_TILES=16|32 forces linear.cu's GEMM tile height; 0 picks by shape */
-    int32_t lin_minb;        /* RLT_CUDA_MINB=3|4: experiment, linear_kernel compiled for that many blocks per SM */
     int32_t conv_gemm;       /* CUDA_CONV_IMPLICIT or CUDA_CONV_CUBLAS (RLT_CUDA_CONV_GEMM) */
     int32_t igemm_tm;        /* RLT_CUDA_IGEMM_TM=1|2|4 forces conv_igemm.cu's forward tile height; 0 picks by shape */
     int32_t conv_dnn;        /* RLT_CUDA_CONV=cudnn: fp32 convolution slots on cuDNN too (conv_ops.c) */

@@ -314,16 +314,6 @@ __global__ void __launch_bounds__(LIN_THREADS) linear_kernel(const __grid_consta
     else lin_run(L.p[1], b - L.p[0].tiles, smem);
 }
 
-template <int MINB>
-__global__ void __launch_bounds__(LIN_THREADS, MINB) linear_kernel_mb(const __grid_constant__ lin_launch L) {
-    __shared__ __align__(16) float smem[LIN_SMEM_FLOATS];
-    cuda_pdl_wait(); /* launched with cuda_launch_pdl: nothing touches memory before this */
-    cuda_pdl_trigger();
-    const int32_t b = (int32_t)blockIdx.x;
-    if (b < L.p[0].tiles) lin_run(L.p[0], b, smem);
-    else lin_run(L.p[1], b - L.p[0].tiles, smem);
-}
-
 /* Chooses the path and the block count of a problem from its shape alone (so the summation order, and the
  * bits, depend on nothing else). */
 static void lin_choose_path(lin_problem *p, int32_t tiles_pref) {
@@ -364,10 +354,7 @@ static int lin_launch_problems(rlt_backend *bk, lin_launch *L) {
     int64_t blocks = (int64_t)L->p[0].tiles + L->p[1].tiles;
     if (blocks == 0) return RLT_OK;
     CUDA_REQUIRE(bk, blocks <= INT32_MAX, "linear: grid size");
-    const int32_t mb = cuda_get(bk)->lin_minb;
-    if (mb == 3) CUDA_CHECK(bk, cuda_launch_pdl(bk, linear_kernel_mb<3>, dim3((unsigned)blocks), dim3(LIN_THREADS), *L));
-    else if (mb == 4) CUDA_CHECK(bk, cuda_launch_pdl(bk, linear_kernel_mb<4>, dim3((unsigned)blocks), dim3(LIN_THREADS), *L));
-    else CUDA_CHECK(bk, cuda_launch_pdl(bk, linear_kernel, dim3((unsigned)blocks), dim3(LIN_THREADS), *L));
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, linear_kernel, dim3((unsigned)blocks), dim3(LIN_THREADS), *L));
     CUDA_CHECK_LAUNCH(bk, "linear_kernel");
     return RLT_OK;
 }
