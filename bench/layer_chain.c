@@ -1,16 +1,16 @@
-/* layer_chain.c: the cost of one node on an update's critical path. Captures a chain of N dependent ops of one
- * kind into a backend graph (each op reads what the previous one wrote) and times its replays, so the figure is
- * what a graph pays per dependent node of that kind: launch, dependency and the kernel itself. A chain of 1-float
- * fills gives the floor every node pays; dense layers at an update's shapes show what the arithmetic adds.
+/* layer_chain.c: the cost of one node on an update's critical path. Captures a chain of N ops of one kind into a
+ * backend graph and times its replays; capture follows stream order, so each node depends on the one before
+ * whatever it reads. The figure is what a graph pays per dependent node of that kind: launch, dependency and the
+ * kernel itself. A chain of 1-float fills gives the floor every node pays; dense layers at an update's shapes show
+ * what the arithmetic adds.
  *
  *   bench_layer_chain [--device cuda:0] [--rows 256] [--fi 256] [--fo 256] [--nodes 32] [--reps 300]
  *                     [--only fill|fwd|bwd|bwdw]
  *
  * Prints microseconds per node, replayed from the graph and eagerly, for: fill (1 float), linear_forward
  * (ReLU), linear_backward (dW, db and dx through ReLU) and linear_backward without dx (dW and db only, as for a
- * network's first layer). Capture follows stream order, so consecutive nodes depend on each other whatever they
- * read. Run with RLT_CUDA_LINEAR=cublas for cuBLAS plus our
- * elementwise kernels in place of the fused layer kernels (bench/GPU_NOTES.md). */
+ * network's first layer). Run with RLT_CUDA_LINEAR=cublas for cuBLAS plus our elementwise kernels in place of the
+ * fused layer kernels (bench/GPU_NOTES.md). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +43,7 @@ typedef struct chain_bufs {
     float *x[2], *W, *b, *dW, *db, *xin; /* xin: the layer input a backward reads (never written) */
 } chain_bufs;
 
-/* Node i of a chain: reads buffer i % 2 and writes the other. */
+/* Node i of a chain: reads buffer i % 2 and writes the other (a dW-only backward writes dW). */
 static int chain_node(int kind, const chain_bufs *c, int i) {
     const rlt_backend_ops *op = bk.ops;
     float *in = c->x[i & 1], *out = c->x[(i + 1) & 1];
@@ -70,9 +70,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--fo")) fo = atoi(v);
         else if (!strcmp(a, "--nodes")) nodes = atoi(v);
         else if (!strcmp(a, "--reps")) reps = atoi(v);
-        else if (!strcmp(a, "--only"))
-            only = !strcmp(v, "fill") ? CHAIN_FILL : !strcmp(v, "fwd") ? CHAIN_FWD : !strcmp(v, "bwdw") ? CHAIN_BWD_W : CHAIN_BWD;
-        else {
+        else if (!strcmp(a, "--only")) {
+            static const char *const flag[CHAIN_KINDS] = {"fill", "fwd", "bwd", "bwdw"};
+            for (only = CHAIN_KINDS - 1; only >= 0 && strcmp(v, flag[only]); only--) {}
+            if (only < 0) {
+                fprintf(stderr, "--only takes fill, fwd, bwd or bwdw\n");
+                return 2;
+            }
+        } else {
             fprintf(stderr, "unknown option %s\n", a);
             return 2;
         }

@@ -63,7 +63,7 @@ typedef struct lin_problem {
     int32_t a_kcont;   /* A(m, k) = a_kcont ? A[m lda + k] : A[k lda + m] */
     int32_t b_kcont;   /* B(k, n) = b_kcont ? B[n ldb + k] : B[k ldb + n] */
     int32_t ones, epi, act, path;
-    int32_t tiles_n;   /* GEMM: output tiles along n */
+    int32_t tiles_n;   /* GEMM and OUTER: output tiles along n */
     int32_t tiles;     /* blocks this problem takes */
     float beta;
 } lin_problem;
@@ -274,9 +274,8 @@ __device__ __forceinline__ void lin_colsum_tile(const lin_problem &p, int32_t ti
  * has the other groups' zero partial sums added, so `+ 0.0f` here gives the same bits (it turns -0 into +0,
  * as they do). */
 __device__ __forceinline__ void lin_outer_tile(const lin_problem &p, int32_t tile) {
-    const int32_t tiles_n = (p.N + LIN_THREADS - 1) / LIN_THREADS;
-    const int32_t n = (tile % tiles_n) * LIN_THREADS + (int32_t)threadIdx.x;
-    const int32_t m0 = (tile / tiles_n) * LIN_OUTER_ROWS;
+    const int32_t n = (tile % p.tiles_n) * LIN_THREADS + (int32_t)threadIdx.x;
+    const int32_t m0 = (tile / p.tiles_n) * LIN_OUTER_ROWS;
     if (n >= p.N) return;
     float b[LIN_OUTER_MAXK];
 #pragma unroll
@@ -334,7 +333,8 @@ static void lin_choose_path(lin_problem *p, int32_t tiles_pref) {
     }
     if (p->epi != LIN_EPI_DW && p->K <= LIN_OUTER_MAXK && p->a_kcont) {
         p->path = LIN_PATH_OUTER;
-        p->tiles = ((p->M + LIN_OUTER_ROWS - 1) / LIN_OUTER_ROWS) * ((p->N + LIN_THREADS - 1) / LIN_THREADS);
+        p->tiles_n = (p->N + LIN_THREADS - 1) / LIN_THREADS;
+        p->tiles = ((p->M + LIN_OUTER_ROWS - 1) / LIN_OUTER_ROWS) * p->tiles_n;
         return;
     }
     p->tiles_n = (n_out + LIN_BN - 1) / LIN_BN;
