@@ -3,11 +3,20 @@
 # Installs the build tree into a fresh prefix, checks the installed files, builds examples/ against it
 # through find_package(rltrain) (shared and static targets) and runs them, then compiles the example
 # again with the installed rltrain.pc (cc $(pkg-config --cflags --libs rltrain)) and runs that too.
+# Everything runs with LD_LIBRARY_PATH unset: the installed CLI, the CMake-package programs and the
+# pkg-config program must find librltrain (and it its own dependencies) through their RUNPATHs. Then the
+# prefix is moved and the CLI, the pkg-config build and the CMake-package build are done again from the
+# new place, as the relocatable rltrain.pc and CMake package promise. Last, an install into /usr (under
+# DESTDIR) must get a rltrain.pc without an rpath, since the loader searches /usr/lib anyway.
 foreach(var SRC BIN CC)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "test_install.cmake needs -D${var}=...")
   endif()
 endforeach()
+
+# A program that starts only because LD_LIBRARY_PATH happens to name the library would pass here and
+# fail for a user, so the variable is removed for every command below.
+unset(ENV{LD_LIBRARY_PATH})
 
 set(work "${BIN}/install-test")
 set(prefix "${work}/prefix")
@@ -25,6 +34,18 @@ function(step what)
 endfunction()
 
 step("install" "${CMAKE_COMMAND}" --install "${BIN}" --prefix "${prefix}")
+
+# The installed CLI: librltrain through its RUNPATH ($ORIGIN/../lib), a dry run plans without writing.
+function(check_cli where)
+  step("${where}: rltrain --help" "${where}/bin/rltrain" --help)
+  if(NOT step_output MATCHES "usage: rltrain")
+    message(FATAL_ERROR "${where}/bin/rltrain --help printed no usage:\n${step_output}")
+  endif()
+  step("${where}: rltrain --dry-run" "${where}/bin/rltrain" --config "${SRC}/configs/td3_pendulum.yaml" --dry-run)
+  if(NOT step_output MATCHES "dry run: the plan fits")
+    message(FATAL_ERROR "${where}/bin/rltrain --dry-run did not plan:\n${step_output}")
+  endif()
+endfunction()
 
 # Relative install dirs as the build chose them (GNUInstallDirs may pick lib64 or a multiarch dir).
 file(GLOB_RECURSE pc_files "${prefix}/*/rltrain.pc")
@@ -46,6 +67,16 @@ foreach(f ${expected})
     message(FATAL_ERROR "not installed: ${f}")
   endif()
 endforeach()
+# The CUDA module is only dlopened on a GPU run, so without a GPU this is the check that the installed
+# module finds the CUDA libraries through its own RUNPATH.
+find_program(LDD ldd)
+if(CUDA_MODULE AND LDD)
+  step("ldd librltrain_cuda.so" "${LDD}" "${libdir}/librltrain_cuda.so")
+  if(step_output MATCHES "not found")
+    message(FATAL_ERROR "the installed CUDA module misses libraries without LD_LIBRARY_PATH:\n${step_output}")
+  endif()
+endif()
+check_cli("${prefix}")
 
 # The CMake package: a separate project finds it through CMAKE_PREFIX_PATH only.
 step("configure examples" "${CMAKE_COMMAND}" -S "${SRC}/examples" -B "${work}/examples"
@@ -86,10 +117,12 @@ set(ENV{PKG_CONFIG_PATH} "${libdir}/pkgconfig")
 step("pkg-config" "${PKG_CONFIG}" --cflags --libs rltrain)
 string(STRIP "${step_output}" flags)
 separate_arguments(flags UNIX_COMMAND "${flags}")
-step("pkg-config libdir" "${PKG_CONFIG}" --variable=libdir rltrain)
-string(STRIP "${step_output}" pc_libdir)
+# The prefix is not a system library directory, so Libs carries the rpath that lets the program start.
+if(NOT flags MATCHES "-Wl,-rpath,")
+  message(FATAL_ERROR "pkg-config --libs rltrain gives no rpath for a private prefix: ${flags}")
+endif()
 step("cc with pkg-config" "${CC}" -std=c11 -O2 -Wall -Wextra -Werror "${SRC}/examples/embed_pendulum.c" ${flags} -lm
-  "-Wl,-rpath,${pc_libdir}" -o "${work}/embed_pendulum_pc")
+  -o "${work}/embed_pendulum_pc")
 step("run embed_pendulum_pc" "${work}/embed_pendulum_pc" 2000)
 string(REGEX MATCH "final return [^\n]*" line_pc "${step_output}")
 if(NOT line STREQUAL line_pc)
@@ -103,4 +136,48 @@ separate_arguments(sflags UNIX_COMMAND "${sflags}")
 step("cc static with pkg-config" "${CC}" -std=c11 -O2 "${SRC}/examples/embed_pendulum.c" ${sflags} -lm
   -o "${work}/embed_pendulum_pc_static")
 step("run embed_pendulum_pc_static" "${work}/embed_pendulum_pc_static" 200)
-message(STATUS "install, CMake package, pkg-config (shared and static): all passed")
+
+# Relocation: the prefix moved (so nothing can still load from the old place) serves the CLI and programs
+# built after the move. Programs built before it keep the old path in their RUNPATH, as with any rpath.
+set(moved "${work}/moved/prefix")
+file(MAKE_DIRECTORY "${work}/moved")
+file(RENAME "${prefix}" "${moved}")
+string(REPLACE "${prefix}" "${moved}" moved_libdir "${libdir}")
+check_cli("${moved}")
+set(ENV{PKG_CONFIG_PATH} "${moved_libdir}/pkgconfig")
+step("pkg-config (moved)" "${PKG_CONFIG}" --cflags --libs rltrain)
+string(STRIP "${step_output}" mflags)
+string(FIND "${mflags}" "-Wl,-rpath,${moved}/" at)
+if(at LESS 0)
+  message(FATAL_ERROR "pkg-config --libs rltrain does not follow the moved prefix: ${mflags}")
+endif()
+separate_arguments(mflags UNIX_COMMAND "${mflags}")
+step("cc with pkg-config (moved)" "${CC}" -std=c11 -O2 "${SRC}/examples/embed_pendulum.c" ${mflags} -lm
+  -o "${work}/embed_pendulum_pc_moved")
+step("run embed_pendulum_pc_moved" "${work}/embed_pendulum_pc_moved" 2000)
+string(REGEX MATCH "final return [^\n]*" line_moved "${step_output}")
+if(NOT line STREQUAL line_moved)
+  message(FATAL_ERROR "the pkg-config build from the moved prefix disagrees: '${line}' vs '${line_moved}'")
+endif()
+step("configure examples (moved)" "${CMAKE_COMMAND}" -S "${SRC}/examples" -B "${work}/examples_moved"
+  "-DCMAKE_PREFIX_PATH=${moved}" "-DCMAKE_C_COMPILER=${CC}" -DCMAKE_BUILD_TYPE=Release)
+step("build embed_pendulum (moved)" "${CMAKE_COMMAND}" --build "${work}/examples_moved" --target embed_pendulum)
+step("run embed_pendulum (moved)" "${work}/examples_moved/embed_pendulum" 2000)
+string(REGEX MATCH "final return [^\n]*" line_moved "${step_output}")
+if(NOT line STREQUAL line_moved)
+  message(FATAL_ERROR "the CMake-package build from the moved prefix disagrees: '${line}' vs '${line_moved}'")
+endif()
+
+# A system prefix: the loader searches its library directory anyway, so rltrain.pc sets no rpath there.
+set(ENV{DESTDIR} "${work}/destdir")
+step("install into /usr under DESTDIR" "${CMAKE_COMMAND}" --install "${BIN}" --prefix /usr)
+unset(ENV{DESTDIR})
+file(GLOB_RECURSE sys_pc "${work}/destdir/usr/*/rltrain.pc")
+if(NOT sys_pc)
+  message(FATAL_ERROR "the DESTDIR install wrote no rltrain.pc under ${work}/destdir/usr")
+endif()
+file(READ "${sys_pc}" sys_pc_text)
+if(sys_pc_text MATCHES "\nLibs:[^\n]*rpath")
+  message(FATAL_ERROR "rltrain.pc for prefix /usr sets an rpath:\n${sys_pc_text}")
+endif()
+message(STATUS "install, CLI, CMake package, pkg-config (shared and static), moved prefix, system prefix: all passed")

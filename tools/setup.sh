@@ -8,10 +8,18 @@ missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
   sudo=""
-  [ "$(id -u)" = 0 ] || sudo="sudo"
+  if [ "$(id -u)" != 0 ]; then
+    # -n: fail at once instead of waiting for a password nobody will type (CI, scripts).
+    if ! command -v sudo >/dev/null 2>&1; then
+      echo "setup: missing packages:$missing" >&2
+      echo "setup: not root and no sudo; as root run: apt-get install -y$missing" >&2
+      exit 1
+    fi
+    sudo="sudo -n"
+  fi
   echo "setup: installing$missing"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
 fi
 # nvcc is optional: the CUDA backend module is built when it is found.
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH=/usr/local/cuda/bin:$PATH; fi
