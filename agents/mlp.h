@@ -20,7 +20,7 @@
 
 #include "../engine/backend.h"
 #include "../engine/plan.h"
-#include "../engine/rng.h"
+#include "rng.h"
 
 #define RLT_MLP_MAX_LAYERS 9
 #define RLT_MLP_MAX_SETS 3

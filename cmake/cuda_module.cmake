@@ -41,9 +41,10 @@ else()
   file(GLOB RLT_CUDA_CONV_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cuda/no_cudnn/*.c)
 endif()
 
-add_library(rltrain_cuda MODULE ${RLT_CUDA_SOURCES} ${RLT_CUDA_CONV_SOURCES} ${CMAKE_CURRENT_SOURCE_DIR}/engine/err.c)
+add_library(rltrain_cuda MODULE ${RLT_CUDA_SOURCES} ${RLT_CUDA_CONV_SOURCES} ${CMAKE_CURRENT_SOURCE_DIR}/base/err.c)
 target_include_directories(rltrain_cuda PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/include
+  ${CMAKE_CURRENT_SOURCE_DIR}/base
   ${CMAKE_CURRENT_SOURCE_DIR}/engine
   ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(rltrain_cuda PRIVATE CUDA::cudart CUDA::cublas ${CMAKE_DL_LIBS})

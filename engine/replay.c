@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../kernels/lowp.h"
+#include "lowp.h"
 #include "checkpoint.h"
 
 static int replay_add(rlt_replay *rp, rlt_err *e, const char *name, int32_t dtype, int32_t in_dtype, uint64_t elems,

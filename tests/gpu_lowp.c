@@ -28,7 +28,7 @@
 #include "agent.h"
 #include "backend_pair.h"
 #include "harness.h"
-#include "kernels/lowp.h"
+#include "lowp.h"
 #include "mem.h"
 
 #define U (1.0 / 16777216.0)

@@ -55,7 +55,7 @@
 #include "backend_pair.h"
 #include "backend_registry.h"
 #include "harness.h"
-#include "kernels/philox.h"
+#include "philox.h"
 
 #define U (1.0 / 16777216.0) /* fp32 unit roundoff, 2^-24 */
 #define ARENA_BYTES (96ull << 20)

@@ -18,7 +18,7 @@
 #include "agent.h"
 #include "checkpoint.h"
 #include "harness.h"
-#include "kernels/lowp.h"
+#include "lowp.h"
 
 #define TO 5 /* TD3 observation size: odd, so fp16 rows are not a multiple of 4 bytes */
 #define TA 2

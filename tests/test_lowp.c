@@ -12,7 +12,7 @@
 
 #include "backend_registry.h"
 #include "harness.h"
-#include "kernels/lowp.h"
+#include "lowp.h"
 #include "rltrain.h"
 
 #define U (1.0 / 16777216.0)

@@ -14,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../lowp.h"
+#include "lowp.h"
 #include "cpu_ops.h"
 
 static cpu_impl *cpu_get(rlt_backend *bk) { return (cpu_impl *)bk->impl; }

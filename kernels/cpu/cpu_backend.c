@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/mem.h"
+#include "mem.h"
 #include "cpu_ops.h"
 
 static int cpu_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads) {

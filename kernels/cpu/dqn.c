@@ -3,7 +3,7 @@
  * twins in kernels/cuda/dqn.cu; every loop runs in index order, so results are deterministic. */
 #include <math.h>
 
-#include "../td_loss.h"
+#include "td_loss.h"
 #include "cpu_ops.h"
 
 int cpu_gather_u8_f32(rlt_backend *bk, float *dst, const uint8_t *src, uint64_t row, const int32_t *idx, int32_t n,

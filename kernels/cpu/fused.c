@@ -7,8 +7,8 @@
  * Adam and Polyak as one pass (cpu_adam_polyak); both are checked against these plain sequences. */
 #include <string.h>
 
-#include "../lowp.h"
-#include "../philox.h"
+#include "lowp.h"
+#include "philox.h"
 #include "cpu_ops.h"
 
 /* The CPU runs every op to completion in call order, which satisfies any branch/join schedule. */

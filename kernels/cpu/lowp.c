@@ -4,7 +4,7 @@
  * summed in fp32 in index order, results rounded to nearest even (kernels/lowp.h). */
 #include <math.h>
 
-#include "../lowp.h"
+#include "lowp.h"
 #include "cpu_ops.h"
 
 static int lp_dtype_ok(int32_t dt) { return dt == RLT_LP_F32 || dt == RLT_LP_BF16 || dt == RLT_LP_F16; }

@@ -1,7 +1,7 @@
 /* replay.c: replay sampling: uniform indices from Philox and row gathers. */
 #include <string.h>
 
-#include "../philox.h"
+#include "philox.h"
 #include "cpu_ops.h"
 
 int cpu_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, const uint8_t *valid,

@@ -2,7 +2,7 @@
  * (Fujimoto et al. 2018, eqs. 14-15). Actions are normalised to [-1, 1]; the env scales them. */
 #include <math.h>
 
-#include "../philox.h"
+#include "philox.h"
 #include "cpu_ops.h"
 
 static inline float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }

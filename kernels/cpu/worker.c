@@ -11,7 +11,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "../../engine/mem.h"
+#include "mem.h"
 #include "cpu_ops.h"
 
 #if defined(__x86_64__)

@@ -5,7 +5,7 @@
  * the norm) use the CPU's expressions term for term and the module is built without FMA contraction, so
  * they match the CPU bit for bit. The reductions (the loss, the squared norm) run in fixed-shape trees with
  * no atomics: deterministic on every run and every GPU, equal to the CPU's sums up to rounding. */
-#include "../td_loss.h"
+#include "td_loss.h"
 #include "cuda_ops.h"
 
 #define DQN_REDUCE_THREADS 256

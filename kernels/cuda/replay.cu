@@ -4,8 +4,8 @@
  * arithmetic (kernels/philox.h), so the indices are bit-identical to the CPU's. */
 #include <string.h>
 
-#include "../lowp.h"
-#include "../philox.h"
+#include "lowp.h"
+#include "philox.h"
 #include "cuda_ops.h"
 
 /* The replay size and the RNG counter are read from device memory: they change between updates and a

@@ -1,6 +1,6 @@
 /* td3.cu: the two TD3-specific pieces on the device: target policy smoothing and the clipped double-Q
  * target (Fujimoto et al. 2018, eqs. 14-15); the CUDA twins of kernels/cpu/td3.c. */
-#include "../philox.h"
+#include "philox.h"
 #include "cuda_ops.h"
 
 __device__ __forceinline__ float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }

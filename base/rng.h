@@ -5,7 +5,7 @@
 #define RLT_RNG_H
 
 #include <stdint.h>
-#include "../kernels/philox.h"
+#include "philox.h"
 
 typedef struct rlt_rng {
     uint64_t seed;
