@@ -120,7 +120,7 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
     rlt_replay *rp = &ag->replay;
     int64_t *ctr = ag->counters;
     int32_t Bm = d->Bm, A = d->n_actions;
-    float delta = strcmp(c->dqn.loss, "huber") == 0 ? 1.0f : 0.0f;
+    float delta = c->dqn.loss == RLT_DQN_LOSS_HUBER ? 1.0f : 0.0f;
     rlt_qnet q_on = qnet_view(&d->net, 0), q_next = qnet_view(&d->net, 1), q_tgt = qnet_view(&d->net, 2);
 
     RLT_TRY(op->branch(bk, 3));

@@ -59,6 +59,8 @@ int mlp_plan(rlt_mlp *net, rlt_plan *plan, rlt_err *e, const char *name, int32_t
     net->batch = batch;
     if (net->n_sets < 1 || net->n_sets > RLT_MLP_MAX_SETS)
         RLT_FAIL(e, RLT_EINVAL, "mlp_plan: %d activation sets (1..%d)", net->n_sets, RLT_MLP_MAX_SETS);
+    /* The layers' shapes decide which backend library they call (and its workspace): tell the plan. */
+    for (int32_t l = 0; l < net->n_layers; l++) plan_use_dense(plan, batch, net->dims[l], net->dims[l + 1], net->dtype);
     uint64_t es = mlp_esize(net), set_bytes = (in_slot(net) + act_floats(net, net->n_layers)) * es;
     snprintf(key, sizeof key, "%s.act", name);
     RLT_TRY(plan_add(plan, e, key, "activations", RLT_LOC_DEVICE, set_bytes, &net->h));

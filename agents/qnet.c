@@ -21,7 +21,7 @@ int qnet_define(rlt_qnet *q, rlt_err *e, const rlt_space *obs, const rlt_conv_li
     char shape[64];
     /* A preset is its list of layers (engine/config_conv.c): there is one path, and its name only labels
      * the messages. */
-    const char *label = conv->preset[0] ? conv->preset : NULL;
+    const char *label = conv->preset != RLT_CONV_PRESET_EXPLICIT ? config_conv_preset_name(conv->preset) : NULL;
     int32_t n = conv->n;
     if (n < 0 || n > RLT_QNET_MAX_CONV)
         RLT_FAIL(e, RLT_ECONFIG, "network.conv: %d layers; this build holds 0 to %d", (int)n, RLT_QNET_MAX_CONV);

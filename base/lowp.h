@@ -1,7 +1,7 @@
 /* lowp.h: conversions between fp32 and the 16-bit types (bf16, fp16), rounding to nearest even as the CUDA
  * intrinsics __float2bfloat16_rn and __float2half_rn do, so the CPU twins of the reduced-precision ops
  * produce the same bits as the GPU. Pure integer arithmetic, usable from C and from CUDA device code (as
- * kernels/philox.h): the replay gather widens fp16/bf16 observations with these very functions on both
+ * base/philox.h): the replay gather widens fp16/bf16 observations with these very functions on both
  * backends, so CPU and GPU batches agree bit for bit, NaN payloads included. The compute kernels (lowp.cu)
  * use the intrinsics. */
 #ifndef RLT_LOWP_H
@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* The same definition as kernels/philox.h's (an identical redefinition is allowed). */
+/* The same definition as base/philox.h's (an identical redefinition is allowed). */
 #ifdef __CUDACC__
 #define RLT_HD __host__ __device__ __forceinline__
 #else

@@ -1,4 +1,4 @@
-/* rng.h: host-side random streams over Philox (kernels/philox.h). A stream is (seed, stream id, counter);
+/* rng.h: host-side random streams over Philox (base/philox.h). A stream is (seed, stream id, counter);
  * each draw consumes one counter value, so state is three integers and checkpoints restore it exactly.
  * The trainer owns every stream: there is no global random state. */
 #ifndef RLT_RNG_H

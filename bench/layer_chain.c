@@ -9,8 +9,7 @@
  *
  * Prints microseconds per node, replayed from the graph and eagerly, for: fill (1 float), linear_forward
  * (ReLU), linear_backward (dW, db and dx through ReLU) and linear_backward without dx (dW and db only, as for a
- * network's first layer). Run with RLT_CUDA_LINEAR=cublas for cuBLAS plus our elementwise kernels in place of the
- * fused layer kernels (bench/GPU_NOTES.md). */
+ * network's first layer). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>

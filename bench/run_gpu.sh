@@ -28,8 +28,6 @@ fi
   build/bench/bench_dqn_update --device cuda:0 --case mlp --updates 20000
   build/bench/bench_dqn_update --device cuda:0 --case nature --updates 3000
   build/bench/bench_dqn_update --device cuda:0 --case nature --updates 3000 --precision bf16 | grep -E "updates/s|last loss"
-  echo "== the same Nature update with the explicit im2col + cuBLAS convolutions (RLT_CUDA_CONV_GEMM=cublas)"
-  RLT_CUDA_CONV_GEMM=cublas build/bench/bench_dqn_update --device cuda:0 --case nature --updates 3000 | grep -E "updates/s"
   echo "== PyTorch DQN reference (eager), same GPU"
   python3 bench/dqn_torch.py --case mlp --updates 3000
   python3 bench/dqn_torch.py --case nature --updates 1000

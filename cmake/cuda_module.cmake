@@ -4,7 +4,7 @@
 # The module is never linked into librltrain: engine/backend_registry.c finds it next to librltrain (or
 # through RLT_CUDA_MODULE) and dlopens it only when a CUDA device is asked for, so the library and the CLI
 # start on machines with no GPU, driver or CUDA libraries. The module therefore links the CUDA libraries
-# itself and carries its own copy of engine/err.c: it must not need any symbol of librltrain, since the
+# itself and carries its own copy of base/err.c: it must not need any symbol of librltrain, since the
 # shared and the static library both load it (checked at link time with --no-undefined).
 
 # Turing to Hopper by default (CUDA 13 supports sm_75 and newer), unless the user chose with

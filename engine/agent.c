@@ -92,7 +92,12 @@ static int agent_build_plan(rlt_agent *ag, rlt_location replay_loc) {
                              ? ag->io_stage_bytes
                              : (uint64_t)RLT_OBSERVE_STAGE_ROWS * (ag->act_dim + 1) * 4;
     RLT_TRY(plan_add(p, e, "staging.io", "staging", RLT_LOC_HOST, ag->io_stage_bytes, (void **)&ag->io_stage));
-    RLT_TRY(plan_add(p, e, "backend.workspace", "workspace", RLT_LOC_DEVICE, bk->ops->workspace_bytes(bk), NULL));
+    /* The library workspace from the plan's shapes: none when no op of this plan calls the library (the
+     * backend creates the library handles it needs here too, so the measured context below includes them). */
+    uint64_t ws = bk->ops->workspace_bytes(bk);
+    if (bk->ops->plan_workspace) RLT_TRY(bk->ops->plan_workspace(bk, &p->use, &ws));
+    RLT_TRY(plan_add(p, e, "backend.workspace", "workspace", RLT_LOC_DEVICE, ws, NULL));
+    if (!bk->device_is_host && bk->memory_note[0]) plan_note(p, "%s", bk->memory_note);
     ag->replay.size_dev = NULL; /* points into counters after commit */
     plan_layout(p);
     return RLT_OK;
@@ -108,11 +113,17 @@ static void agent_fill_summary(rlt_agent *ag) {
     s->device_total = ag->bk.device_total;
     s->device_free = ag->bk.device_free;
     s->context_bytes = ag->bk.context_bytes;
+    s->handle_bytes = ag->bk.handle_bytes;
     s->n_entries = p->n;
     uint64_t need = p->device_is_host ? s->host_bytes : s->device_bytes;
-    s->fits = need <= s->budget_bytes && (!s->device_total || need <= s->device_free);
+    /* The process budget: on a GPU the measured context and handles plus the device arena; on the CPU there is
+     * no device context, and the budget caps the host arena (the rest of the process is not counted). */
+    s->process_bytes = s->context_bytes + need;
+    s->process_budget_bytes = (uint64_t)(ag->cfg.memory.process_budget_mb * MIB);
+    s->fits = need <= s->budget_bytes && (!s->device_total || need <= s->device_free) &&
+              (!s->process_budget_bytes || s->process_bytes <= s->process_budget_bytes);
     snprintf(s->device, sizeof s->device, "%s", ag->bk.device_name);
-    snprintf(s->precision, sizeof s->precision, "%s", ag->cfg.precision);
+    snprintf(s->precision, sizeof s->precision, "%s", config_precision_name(ag->cfg.precision));
     if (ag->precision_fallback) snprintf(s->note, sizeof s->note, "reduced precision requested; the CPU computes in fp32");
 }
 
@@ -123,6 +134,9 @@ static void agent_fit_hints(rlt_agent *ag) {
     int loc = p->device_is_host ? RLT_LOC_HOST : RLT_LOC_DEVICE;
     uint64_t need = p->arena_bytes[loc], budget = ag->summary.budget_bytes;
     if (ag->summary.device_total && ag->summary.device_free < budget) budget = ag->summary.device_free;
+    /* Under a process budget the arena has what the context and handles leave of it. */
+    uint64_t pbudget = ag->summary.process_budget_bytes, ctx = ag->summary.context_bytes;
+    if (pbudget && (pbudget > ctx ? pbudget - ctx : 0) < budget) budget = pbudget > ctx ? pbudget - ctx : 0;
     uint64_t replay = plan_region_bytes(p, "replay", loc);
     uint64_t row = replay_row_bytes(&ag->replay);
     char hint[1024];
@@ -144,9 +158,20 @@ static void agent_fit_hints(rlt_agent *ag) {
     if (!p->device_is_host && replay)
         n += (size_t)snprintf(hint + n, sizeof hint - n,
                               "\n  hint: replay.location: host keeps the replay (%.2f MiB) in pinned host memory", replay / MIB);
-    n += (size_t)snprintf(hint + n, sizeof hint - n, "\n  hint: a smaller train.batch_size shrinks activations and batch buffers");
+    /* When the context alone is over the process budget, no change to the plan helps. */
+    if (!pbudget || ctx < pbudget)
+        n += (size_t)snprintf(hint + n, sizeof hint - n, "\n  hint: a smaller train.batch_size shrinks activations and batch buffers");
     if (ag->summary.budget_bytes < need)
-        snprintf(hint + n, sizeof hint - n, "\n  hint: memory.budget_mb: %.0f would fit this plan", ceil(need / MIB));
+        n += (size_t)snprintf(hint + n, sizeof hint - n, "\n  hint: memory.budget_mb: %.0f would fit this plan",
+                              ceil(need / MIB));
+    if (pbudget && ctx >= pbudget)
+        n += (size_t)snprintf(hint + n, sizeof hint - n,
+                              "\n  hint: the CUDA context, its kernels and library handles alone hold %.0f MiB on %s "
+                              "(measured); device: cpu needs no device memory at all",
+                              ctx / MIB, ag->bk.device_name);
+    if (pbudget && ag->summary.process_bytes > pbudget)
+        snprintf(hint + n, sizeof hint - n, "\n  hint: memory.process_budget_mb: %.0f would fit this plan%s",
+                 ceil(ag->summary.process_bytes / MIB), ctx ? " (context and handles included)" : "");
     size_t len = strlen(ag->err.msg);
     snprintf(ag->err.msg + len, sizeof ag->err.msg - len, "%s", hint);
 }
@@ -155,25 +180,26 @@ static void agent_fit_hints(rlt_agent *ag) {
  * be stored as fp32, fp16 or bf16; uint8 images only as uint8 (they are exact there, and any float type would
  * only cost memory: 2 or 4 times the bytes for the same values). */
 static int agent_resolve_obs_dtype(rlt_agent *ag, const rlt_space *obs) {
-    const char *want = ag->cfg.replay.obs_dtype;
+    rlt_obs_dtype want = ag->cfg.replay.obs_dtype;
     int u8 = obs->dtype == RLT_DTYPE_U8;
-    if (strcmp(want, "auto") == 0) {
+    if (want == RLT_OBS_DTYPE_AUTO) {
         ag->replay_obs_dtype = u8 ? RLT_DTYPE_U8 : RLT_DTYPE_F32;
     } else if (u8) {
-        if (strcmp(want, "uint8") != 0)
+        if (want != RLT_OBS_DTYPE_UINT8)
             RLT_FAIL(&ag->err, RLT_ECONFIG,
                      "config: key 'replay.obs_dtype': %s is for float observations, but this environment's observations "
                      "are uint8 images, which replay stores exactly as uint8 (a float type would only take %s the bytes); "
-                     "use replay.obs_dtype: auto or uint8", want, strcmp(want, "fp32") == 0 ? "4 times" : "twice");
+                     "use replay.obs_dtype: auto or uint8", config_obs_dtype_name(want),
+                     want == RLT_OBS_DTYPE_FP32 ? "4 times" : "twice");
         ag->replay_obs_dtype = RLT_DTYPE_U8;
-    } else if (strcmp(want, "uint8") == 0) {
+    } else if (want == RLT_OBS_DTYPE_UINT8) {
         RLT_FAIL(&ag->err, RLT_ECONFIG,
                  "config: key 'replay.obs_dtype': uint8 is only for uint8 (image) observations, but this environment's "
                  "observations are float32 and would not survive the cast; use replay.obs_dtype: fp16 or bf16 to store "
                  "them in half the bytes, or auto (fp32)");
     } else {
-        ag->replay_obs_dtype = strcmp(want, "fp16") == 0 ? RLT_DTYPE_F16
-                               : strcmp(want, "bf16") == 0 ? RLT_DTYPE_BF16 : RLT_DTYPE_F32;
+        ag->replay_obs_dtype = want == RLT_OBS_DTYPE_FP16 ? RLT_DTYPE_F16
+                               : want == RLT_OBS_DTYPE_BF16 ? RLT_DTYPE_BF16 : RLT_DTYPE_F32;
     }
     return RLT_OK;
 }
@@ -200,11 +226,11 @@ static int agent_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_spa
 /* Builds the plan for the current config; replay.location auto moves the replay to pinned host memory
  * when the device arena would not fit otherwise. */
 int agent_plan_current(rlt_agent *ag) {
-    const char *rl = ag->cfg.replay.location;
-    rlt_location replay_loc = strcmp(rl, "host") == 0 ? RLT_LOC_HOST : RLT_LOC_DEVICE;
+    rlt_replay_location rl = ag->cfg.replay.location;
+    rlt_location replay_loc = rl == RLT_REPLAY_LOCATION_HOST ? RLT_LOC_HOST : RLT_LOC_DEVICE;
     RLT_TRY(agent_build_plan(ag, replay_loc));
     agent_fill_summary(ag);
-    if (!ag->summary.fits && strcmp(rl, "auto") == 0 && !ag->bk.device_is_host) {
+    if (!ag->summary.fits && rl == RLT_REPLAY_LOCATION_AUTO && !ag->bk.device_is_host) {
         RLT_TRY(agent_build_plan(ag, RLT_LOC_HOST));
         agent_fill_summary(ag);
     }
@@ -226,17 +252,18 @@ int agent_prepare(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
     else RLT_FAIL(e, RLT_ECONFIG, "algo '%s' is not built in (td3, dqn)", ag->cfg.algo);
     RLT_TRY(agent_check_spaces(ag, obs, act));
     char why[512] = "";
-    RLT_TRY(rlt_backend_open(&ag->bk, e, ag->cfg.device, ag->cfg.cpu.threads, why, sizeof why));
+    RLT_TRY(rlt_backend_open_device(&ag->bk, e, ag->cfg.device, ag->cfg.cpu.threads, why, sizeof why));
     ag->backend_open = 1;
     if (why[0]) rlt_log(RLT_LOG_INFO, "device auto: using the CPU because %s", why);
-    if (strcmp(ag->cfg.precision, "fp32") != 0) {
+    if (ag->cfg.precision != RLT_PRECISION_FP32) {
         /* Reduced precision is a GPU feature (tensor cores); the same config keeps working where `auto`
          * lands on the CPU, which computes in fp32 and says so. */
         if (!ag->bk.device_is_host) {
-            ag->lp = strcmp(ag->cfg.precision, "bf16") == 0 ? RLT_LP_BF16 : RLT_LP_F16;
+            ag->lp = ag->cfg.precision == RLT_PRECISION_BF16 ? RLT_LP_BF16 : RLT_LP_F16;
         } else {
-            rlt_log(RLT_LOG_INFO, "precision %s requested; the CPU backend computes in fp32", ag->cfg.precision);
-            snprintf(ag->cfg.precision, sizeof ag->cfg.precision, "fp32");
+            rlt_log(RLT_LOG_INFO, "precision %s requested; the CPU backend computes in fp32",
+                    config_precision_name(ag->cfg.precision));
+            ag->cfg.precision = RLT_PRECISION_FP32;
             ag->precision_fallback = 1;
         }
     }
@@ -262,6 +289,28 @@ static int agent_auto_fit(rlt_agent *ag) {
     return agent_plan_current(ag);
 }
 
+/* 1 when the process fits memory.process_budget_mb (or there is none); otherwise 0 with ag->err set to RLT_ENOFIT,
+ * its message opening with `what` (the plan's figures, or the measured ones after init), and the hints. */
+static int agent_process_fits(rlt_agent *ag, const char *what) {
+    rlt_plan_summary *s = &ag->summary;
+    if (!s->process_budget_bytes || s->process_bytes <= s->process_budget_bytes) return 1;
+    uint64_t arena = agent_plan_need(ag), over = s->process_bytes - s->process_budget_bytes;
+    if (ag->bk.device_is_host)
+        rlt_err_set(&ag->err, RLT_ENOFIT, __FILE__, __LINE__,
+                    "the host arena needs %.2f MiB but memory.process_budget_mb allows %.2f MiB (%.2f MiB over; on the "
+                    "CPU the process budget caps the host arena)",
+                    arena / MIB, s->process_budget_bytes / MIB, over / MIB);
+    else
+        rlt_err_set(&ag->err, RLT_ENOFIT, __FILE__, __LINE__,
+                    "%s %.2f MiB on %s (CUDA context, kernels and library handles %.2f MiB, measured, + device arena "
+                    "%.2f MiB) but memory.process_budget_mb allows %.2f MiB (%.2f MiB over)",
+                    what, s->process_bytes / MIB, ag->bk.device_name, s->context_bytes / MIB, arena / MIB,
+                    s->process_budget_bytes / MIB, over / MIB);
+    agent_fit_hints(ag);
+    s->fits = 0;
+    return 0;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -274,6 +323,9 @@ static double now_s(void) {
  * "checked free memory" and "allocated". */
 static int agent_reserve(rlt_agent *ag) {
     rlt_err *e = &ag->err;
+    /* The process budget first, before anything is reserved: no waiting and no CPU fallback, since the
+     * context alone may be what does not fit. */
+    if (!agent_process_fits(ag, "the whole process needs")) return RLT_ENOFIT;
     double deadline = now_s() + ag->cfg.memory.wait_s;
     int rc;
     for (int attempt = 0;; attempt++) {
@@ -286,11 +338,11 @@ static int agent_reserve(rlt_agent *ag) {
         struct timespec one = {1, 0};
         nanosleep(&one, NULL);
     }
-    if (rc == RLT_ENOFIT && !ag->bk.device_is_host && strcmp(ag->cfg.memory.on_oom, "cpu") == 0) {
+    if (rc == RLT_ENOFIT && !ag->bk.device_is_host && ag->cfg.memory.on_oom == RLT_ON_OOM_CPU) {
         rlt_log(RLT_LOG_WARN, "memory.on_oom cpu: %s; training on the CPU instead", e->msg);
         rlt_backend_close(&ag->bk);
         ag->backend_open = 0;
-        RLT_TRY(rlt_backend_open(&ag->bk, e, "cpu", ag->cfg.cpu.threads, NULL, 0));
+        RLT_TRY(rlt_backend_open_device(&ag->bk, e, (rlt_device){RLT_DEVICE_CPU, -1}, ag->cfg.cpu.threads, NULL, 0));
         ag->backend_open = 1;
         RLT_TRY(agent_plan_current(ag));
         rc = plan_commit(&ag->plan, e, &ag->bk, ag->summary.budget_bytes);
@@ -307,10 +359,13 @@ static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act
     RLT_TRY(agent_reserve(ag));
     ag->replay.size_dev = &ag->counters[RLT_CTR_REPLAY_SIZE];
     void *ws = NULL;
+    uint64_t ws_bytes = 0;
     for (int32_t i = 0; i < ag->plan.n; i++)
-        if (strcmp(ag->plan.entries[i].name, "backend.workspace") == 0 && ag->plan.entries[i].bytes)
+        if (strcmp(ag->plan.entries[i].name, "backend.workspace") == 0 && ag->plan.entries[i].bytes) {
             ws = (unsigned char *)ag->plan.base[ag->plan.entries[i].location] + ag->plan.entries[i].offset;
-    RLT_TRY(ag->bk.ops->set_workspace(&ag->bk, ws, ws ? ag->bk.ops->workspace_bytes(&ag->bk) : 0));
+            ws_bytes = ag->plan.entries[i].bytes;
+        }
+    RLT_TRY(ag->bk.ops->set_workspace(&ag->bk, ws, ws_bytes));
     memset(ag->counters_host, 0, RLT_CTR_COUNT * sizeof(int64_t));
     RLT_TRY(agent_put(ag, ag->counters, ag->counters_host, RLT_CTR_COUNT * sizeof(int64_t)));
     RLT_TRY(ag->bk.ops->fill(&ag->bk, ag->losses, RLT_LOSS_COUNT, 0.0f));
@@ -334,6 +389,15 @@ static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act
         ag->graphs = 1;
     }
     RLT_TRY(ag->bk.ops->sync(&ag->bk));
+    /* What the process holds now that everything exists (kernels a library loaded at capture, the graphs'
+     * resources): the figure the table prints, held to the process budget once more. */
+    if (ag->bk.ops->measure_memory) {
+        RLT_TRY(ag->bk.ops->measure_memory(&ag->bk));
+        ag->summary.context_bytes = ag->bk.context_bytes;
+        ag->summary.handle_bytes = ag->bk.handle_bytes;
+        ag->summary.process_bytes = ag->summary.context_bytes + agent_plan_need(ag);
+        if (!agent_process_fits(ag, "after init, the whole process holds")) return RLT_ENOFIT;
+    }
     ag->allocs_at_seal = rlt_mem_alloc_count();
     (void)e;
     return RLT_OK;
@@ -367,10 +431,38 @@ int agent_run_update(rlt_agent *ag, int32_t variant) {
     return ag->algo->update_ops(ag, variant);
 }
 
+/* Index of the first non-finite value of n floats, or -1. The first loop tests exponent bits with no early
+ * exit, so it vectorises: refusing bad input costs one quick pass over what the caller hands in. */
+static int64_t first_nonfinite(const float *x, int64_t n) {
+    uint32_t any = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, x + i, sizeof b);
+        any |= (b & 0x7f800000u) == 0x7f800000u;
+    }
+    if (!any) return -1;
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return i;
+    return -1;
+}
+
+/* A NaN or inf that reaches the replay or a forward pass poisons every network it touches (the agent then
+ * acts NaN), so the API refuses it where it enters, naming the argument, row and element. uint8
+ * observations cannot be non-finite. */
+static int agent_check_rows(rlt_agent *ag, const char *fn, const char *arg, const float *x, int32_t rows, int64_t per_row) {
+    int64_t bad = first_nonfinite(x, (int64_t)rows * per_row);
+    if (bad < 0) return RLT_OK;
+    char where[64] = "";
+    if (per_row > 1) snprintf(where, sizeof where, " element %lld", (long long)(bad % per_row));
+    RLT_FAIL(&ag->err, RLT_EINVAL, "%s: %s row %lld%s is %g: inputs must be finite (a NaN or inf would poison the replay "
+             "and the networks; check what the environment returned)", fn, arg, (long long)(bad / per_row), where, x[bad]);
+}
+
 int rlt_agent_act(rlt_agent *ag, const void *obs, int32_t n, int32_t explore, void *actions) {
     if (!ag) return RLT_EINVAL;
     if (!obs || !actions || n < 0) RLT_FAIL(&ag->err, RLT_EINVAL, "rlt_agent_act: obs and actions must be non-NULL, n >= 0");
     if (!ag->plan.sealed) RLT_FAIL(&ag->err, RLT_ESTATE, "rlt_agent_act on an agent whose init failed");
+    if (ag->obs_space.dtype == RLT_DTYPE_F32) RLT_TRY(agent_check_rows(ag, "rlt_agent_act", "obs", obs, n, ag->obs_dim));
     return ag->algo->act(ag, obs, n, explore, actions);
 }
 
@@ -380,6 +472,22 @@ int rlt_agent_observe(rlt_agent *ag, const void *obs, const void *actions, const
     if (!obs || !actions || !rewards || !next_obs || !terminated || n < 0)
         RLT_FAIL(&ag->err, RLT_EINVAL, "rlt_agent_observe: every array but truncated must be non-NULL, n >= 0");
     if (!ag->plan.sealed) RLT_FAIL(&ag->err, RLT_ESTATE, "rlt_agent_observe on an agent whose init failed");
+    /* Every input is checked before any row is stored, so a refused batch leaves the replay as it was. */
+    const char *fn = "rlt_agent_observe";
+    if (ag->obs_space.dtype == RLT_DTYPE_F32) {
+        RLT_TRY(agent_check_rows(ag, fn, "obs", obs, n, ag->obs_dim));
+        RLT_TRY(agent_check_rows(ag, fn, "next_obs", next_obs, n, ag->obs_dim));
+    }
+    RLT_TRY(agent_check_rows(ag, fn, "rewards", rewards, n, 1));
+    if (ag->act_space.kind == RLT_SPACE_DISCRETE) {
+        const int32_t *a = actions;
+        for (int32_t i = 0; i < n; i++)
+            if (a[i] < 0 || a[i] >= ag->act_space.n)
+                RLT_FAIL(&ag->err, RLT_EINVAL, "%s: actions row %d is %d, outside this Discrete space's 0..%d", fn, (int)i,
+                         (int)a[i], (int)ag->act_space.n - 1);
+    } else {
+        RLT_TRY(agent_check_rows(ag, fn, "actions", actions, n, ag->act_dim));
+    }
     RLT_TRY(ag->algo->observe(ag, obs, actions, rewards, next_obs, terminated, truncated, n));
     ag->env_steps += n;
     return RLT_OK;

@@ -4,6 +4,7 @@
  * replay positions) is one small tensor, "agent.host". With replay included, the filled rows of each replay
  * field follow, so a resumed run continues exactly. Device tensors stream through the host staging
  * block, so checkpoints of any size need no memory beyond the plan. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -101,6 +102,236 @@ static int write_device(rlt_agent *ag, ckpt_writer *w, const char *name, int32_t
     return ckpt_writer_end(w);
 }
 
+/* ---- value checks: a checkpoint is untrusted input ---------------------------------------------- */
+/* The CRCs only say that the file is what some writer wrote. Every value is also checked against what the
+ * engine could have written, before anything is loaded: a replay `next` slot or action index out of range
+ * would index memory outside the arena, a NaN parameter or a negative Adam second moment would poison
+ * every update after it, and a negative step counter would turn Adam's bias correction into NaN. The
+ * checks stream each tensor through the first half of io_stage (the second half carries the replay's
+ * `valid` bytes beside the rows they gate), so they need no memory beyond the plan. */
+
+/* Index of the first non-finite float of n, or -1. The first loop has no early exit, so it vectorises. */
+static int64_t first_nonfinite(const float *x, uint64_t n) {
+    uint32_t any = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, x + i, sizeof b);
+        any |= (b & 0x7f800000u) == 0x7f800000u;
+    }
+    if (!any) return -1;
+    for (uint64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return (int64_t)i;
+    return -1;
+}
+
+/* A parameter-shaped fp32 tensor (params, adam_m, adam_v, target): every value finite, and Adam's second
+ * moment (an average of squares) not negative either. */
+static int check_f32_tensor(rlt_agent *ag, ckpt_reader *r, const char *path, const char *name, uint64_t bytes,
+                            int nonneg) {
+    uint64_t per = ag->io_stage_bytes / 2 / 4;
+    const float *x = ag->io_stage;
+    for (uint64_t first = 0; first < bytes / 4; first += per) {
+        uint64_t n = bytes / 4 - first < per ? bytes / 4 - first : per;
+        RLT_TRY(ckpt_reader_read_range(r, name, first * 4, ag->io_stage, n * 4));
+        int64_t bad = first_nonfinite(x, n);
+        if (bad >= 0)
+            RLT_FAIL(&ag->err, RLT_ECHECKPOINT, "%s: tensor '%s' element %llu is %g: a checkpoint holds finite values "
+                     "only (was it written by a run that diverged, or altered?)", path, name,
+                     (unsigned long long)(first + (uint64_t)bad), x[bad]);
+        for (uint64_t i = 0; nonneg && i < n; i++)
+            if (x[i] < 0.0f)
+                RLT_FAIL(&ag->err, RLT_ECHECKPOINT, "%s: tensor '%s' element %llu is %g: Adam's second moment is an "
+                         "average of squares and never negative", path, name, (unsigned long long)(first + i), x[i]);
+    }
+    return RLT_OK;
+}
+
+/* The device counters: no step count is negative (Adam's bias correction raises beta to it), and the
+ * update counter is the host's. */
+static int check_counters(rlt_agent *ag, ckpt_reader *r, const char *path, const agent_host_state *h) {
+    int64_t c[RLT_CTR_COUNT];
+    RLT_TRY(ckpt_reader_read(r, "counters", c, sizeof c));
+    static const char *names[RLT_CTR_COUNT] = {"updates", "critic steps", "actor steps", "replay size", "env steps",
+                                               "unused", "unused", "unused"};
+    for (int i = 0; i < RLT_CTR_COUNT; i++)
+        if (c[i] < 0)
+            RLT_FAIL(&ag->err, RLT_ECHECKPOINT, "%s: tensor 'counters' element %d (%s) is %lld: counters are never "
+                     "negative", path, i, names[i], (long long)c[i]);
+    if (c[RLT_CTR_UPDATE] != h->updates)
+        RLT_FAIL(&ag->err, RLT_ECHECKPOINT, "%s: tensor 'counters' element %d (updates) is %lld but agent.host counts "
+                 "%lld updates", path, RLT_CTR_UPDATE, (long long)c[RLT_CTR_UPDATE], (long long)h->updates);
+    return RLT_OK;
+}
+
+/* fp16's loss scaler: a positive finite scale, flags 0 or 1, counts not negative. */
+static int check_amp(rlt_agent *ag, ckpt_reader *r, const char *path) {
+    rlt_amp_state a;
+    RLT_TRY(ckpt_reader_read(r, "amp", &a, sizeof a));
+    if (!isfinite(a.scale) || !(a.scale > 0.0f))
+        RLT_FAIL(&ag->err, RLT_ECHECKPOINT, "%s: tensor 'amp': the loss scale is %g, expected a positive finite value",
+                 path, a.scale);
+    if (a.good_steps < 0 || (a.found_inf != 0 && a.found_inf != 1) || a.skipped < 0)
+        RLT_FAIL(&ag->err, RLT_ECHECKPOINT, "%s: tensor 'amp': good_steps %d, found_inf %d, skipped %lld: expected "
+                 "counts >= 0 and a flag of 0 or 1", path, (int)a.good_steps, (int)a.found_inf, (long long)a.skipped);
+    return RLT_OK;
+}
+
+/* The replay's `valid` field (DQN's rings have one: agents/dqn.h), or -1. */
+static int32_t replay_valid_field(const rlt_agent *ag) {
+    for (int32_t f = 0; f < ag->replay.nf; f++)
+        if (strcmp(ag->replay.f[f].name, "valid") == 0) return f;
+    return -1;
+}
+
+/* The host words: counters not negative, the exploration stream the agent's own, and the replay positions
+ * consistent with each other (capacity was checked already). */
+static int check_host(rlt_agent *ag, const char *path, const agent_host_state *h, int with_replay) {
+    rlt_err *e = &ag->err;
+    if (h->env_steps < 0 || h->updates < 0)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'agent.host': env_steps %lld, updates %lld: counters are never negative",
+                 path, (long long)h->env_steps, (long long)h->updates);
+    if (h->explore_stream != RLT_STREAM_EXPLORE)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'agent.host': the exploration RNG's stream is %llu, the agent's is %d",
+                 path, (unsigned long long)h->explore_stream, RLT_STREAM_EXPLORE);
+    if (!with_replay) return RLT_OK;
+    if (replay_valid_field(ag) >= 0) {
+        /* DQN's ring (agents/dqn.h): every transition moves the write position 1 slot, or 2 at an episode's end,
+         * and the size is one more than the slots moved over (the last next-frame), up to the capacity. The
+         * position is not tied to `advances` here, since a ring of another capacity may be loaded. */
+        if (h->dqn_advances < 0 || (h->dqn_prev_ended != 0 && h->dqn_prev_ended != 1))
+            RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'agent.host': dqn advances %lld, prev_ended %lld: expected "
+                     "advances >= 0 and prev_ended 0 or 1", path, (long long)h->dqn_advances, (long long)h->dqn_prev_ended);
+        if ((h->replay_size == 0) != (h->dqn_advances == 0) || h->replay_size > h->dqn_advances + 1)
+            RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'agent.host': replay size %lld does not follow from dqn advances "
+                     "%lld (size is advances + 1, up to the capacity, and 0 only before the first transition)", path,
+                     (long long)h->replay_size, (long long)h->dqn_advances);
+        if (h->replay_pos >= h->replay_size && !(h->replay_pos == 0 && h->replay_size == 0))
+            RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'agent.host': replay position %lld is not inside the %lld filled "
+                     "slots", path, (long long)h->replay_pos, (long long)h->replay_size);
+    } else if (h->replay_pos > h->replay_size) {
+        /* A ring filled in order: the position is the size until the ring is full, then anywhere in it. */
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'agent.host': replay position %lld is beyond the %lld filled rows",
+                 path, (long long)h->replay_pos, (long long)h->replay_size);
+    }
+    return RLT_OK;
+}
+
+/* What each replay field may hold. Observations: finite when stored as fp32; fp16 / bf16 only not NaN,
+ * since a finite fp32 observation beyond fp16's range rounds to inf by design; uint8 anything. */
+enum { RULE_NONE, RULE_FINITE, RULE_NOT_NAN, RULE_UNIT, RULE_FLAG, RULE_BYTE01, RULE_INDEX, RULE_NEXT };
+
+static int replay_rule(const rlt_replay_field *fd) {
+    if (fd->is_obs) return fd->dtype == RLT_DTYPE_F32 ? RULE_FINITE : fd->dtype == RLT_DTYPE_U8 ? RULE_NONE : RULE_NOT_NAN;
+    if (strcmp(fd->name, "valid") == 0) return RULE_BYTE01;
+    if (strcmp(fd->name, "next") == 0) return RULE_NEXT;
+    if (strcmp(fd->name, "terminated") == 0) return RULE_FLAG;
+    /* Discrete actions are indices; continuous ones are stored normalised to [-1, 1] (agents/td3.c). */
+    if (strcmp(fd->name, "action") == 0) return fd->dtype == RLT_DTYPE_I32 ? RULE_INDEX : RULE_UNIT;
+    return fd->dtype == RLT_DTYPE_F32 ? RULE_FINITE : RULE_NONE;
+}
+
+static int half_is_nan(uint16_t h, int32_t dtype) {
+    return dtype == RLT_DTYPE_F16 ? (h & 0x7c00u) == 0x7c00u && (h & 0x03ffu) : (h & 0x7f80u) == 0x7f80u && (h & 0x007fu);
+}
+
+/* One replay field's `rows` rows. With a `valid` field (DQN), the per-transition fields are checked only
+ * on rows that start a transition: the others are next-frame slots whose action, reward and `next` were
+ * never written (on a GPU they hold whatever the arena held). Frames are checked on every row, since any
+ * filled row can be a transition's next observation. */
+static int check_replay_field(rlt_agent *ag, ckpt_reader *r, const char *path, int32_t f, int32_t valid_f, int64_t rows) {
+    const rlt_replay_field *fd = &ag->replay.f[f];
+    int rule = replay_rule(fd);
+    if (rule == RULE_NONE || rows == 0 || fd->elems == 0) return RLT_OK;
+    int gated = valid_f >= 0 && f != valid_f && !fd->is_obs;
+    char name[64], vname[64];
+    snprintf(name, sizeof name, "replay.%s", fd->name);
+    if (gated) snprintf(vname, sizeof vname, "replay.%s", ag->replay.f[valid_f].name);
+    uint64_t half = ag->io_stage_bytes / 2, esize = ckpt_dtype_size(fd->dtype), total = (uint64_t)rows * fd->elems;
+    uint64_t per = half / esize;
+    const unsigned char *buf = (const unsigned char *)ag->io_stage, *vbuf = buf + half;
+    int32_t n_actions = ag->act_space.kind == RLT_SPACE_DISCRETE ? ag->act_space.n : 0;
+    for (uint64_t first = 0; first < total; first += per) {
+        uint64_t n = total - first < per ? total - first : per;
+        RLT_TRY(ckpt_reader_read_range(r, name, first * esize, ag->io_stage, n * esize));
+        uint64_t r0 = first / fd->elems;
+        /* The valid bytes of the rows this chunk covers (at most n <= half of them). */
+        if (gated) RLT_TRY(ckpt_reader_read_range(r, vname, r0, (unsigned char *)vbuf, (first + n - 1) / fd->elems + 1 - r0));
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t k = first + i, row = k / fd->elems, el = k % fd->elems;
+            if (gated && vbuf[row - r0] == 0) continue;
+            const char *why = NULL;
+            double v = 0;
+            if (esize == 4 && fd->dtype == RLT_DTYPE_F32) {
+                float x;
+                memcpy(&x, buf + i * 4, 4);
+                v = x;
+                if (!isfinite(x)) why = "not finite";
+                else if (rule == RULE_UNIT && (x < -1.0f || x > 1.0f)) why = "outside [-1, 1], where actions are stored";
+                else if (rule == RULE_FLAG && x != 0.0f && x != 1.0f) why = "not a 0/1 flag";
+            } else if (rule == RULE_NOT_NAN) {
+                uint16_t h;
+                memcpy(&h, buf + i * 2, 2);
+                v = NAN;
+                if (half_is_nan(h, fd->dtype)) why = "NaN";
+            } else if (rule == RULE_BYTE01) {
+                v = buf[i];
+                if (buf[i] > 1) why = "not 0 or 1";
+            } else if (rule == RULE_INDEX || rule == RULE_NEXT) {
+                int32_t x;
+                memcpy(&x, buf + i * 4, 4);
+                v = x;
+                if (rule == RULE_INDEX && (x < 0 || x >= n_actions)) why = "not an action of this Discrete space";
+                /* A transition's next frame is in the following slot, or in slot 0 for the last slot of a full
+                 * ring; either way a filled one. */
+                if (rule == RULE_NEXT && !((int64_t)x == (int64_t)row + 1 && (int64_t)x < rows) &&
+                    !(x == 0 && (int64_t)row == rows - 1))
+                    why = "not the following filled slot";
+            }
+            if (why) {
+                if (rule == RULE_INDEX)
+                    RLT_FAIL(&ag->err, RLT_ECHECKPOINT, "%s: tensor '%s' row %llu is %g: %s (0..%d)", path, name,
+                             (unsigned long long)row, v, why, n_actions - 1);
+                if (fd->elems == 1)
+                    RLT_FAIL(&ag->err, RLT_ECHECKPOINT, "%s: tensor '%s' row %llu is %g: %s", path, name,
+                             (unsigned long long)row, v, why);
+                RLT_FAIL(&ag->err, RLT_ECHECKPOINT, "%s: tensor '%s' row %llu element %llu is %g: %s", path, name,
+                         (unsigned long long)row, (unsigned long long)el, v, why);
+            }
+        }
+    }
+    return RLT_OK;
+}
+
+/* Every value of the state tensors, the host words and (when loaded) the replay's rows. */
+static int check_values(rlt_agent *ag, ckpt_reader *r, const char *path, const agent_host_state *h, int with_replay) {
+    RLT_TRY(check_host(ag, path, h, with_replay));
+    for (int32_t i = 0; i < ag->plan.n; i++) {
+        const rlt_plan_entry *en = &ag->plan.entries[i];
+        if (!is_state_region(en) || !en->bytes) continue;
+        const ckpt_tensor_info *info;
+        if (ckpt_reader_find(r, en->name, &info) != RLT_OK) {
+            rlt_err_clear(&ag->err); /* only an fp16 run's amp may be missing; that was decided above */
+            continue;
+        }
+        if (strcmp(en->name, "counters") == 0) {
+            RLT_TRY(check_counters(ag, r, path, h));
+        } else if (strcmp(en->name, "amp") == 0) {
+            RLT_TRY(check_amp(ag, r, path));
+        } else if (strcmp(en->region, "counters") != 0) {
+            RLT_TRY(check_f32_tensor(ag, r, path, en->name, en->bytes, strcmp(en->region, "adam_v") == 0));
+        }
+        /* The latest losses and gradient norm (region "counters") are only reported, and the next update
+         * overwrites them; with fp16 a skipped step leaves them inf by design. */
+    }
+    if (!with_replay) return RLT_OK;
+    int32_t valid_f = replay_valid_field(ag);
+    /* `valid` first: the other fields' checks rely on its bytes being 0 or 1. */
+    if (valid_f >= 0) RLT_TRY(check_replay_field(ag, r, path, valid_f, valid_f, h->replay_size));
+    for (int32_t f = 0; f < ag->replay.nf; f++)
+        if (f != valid_f) RLT_TRY(check_replay_field(ag, r, path, f, valid_f, h->replay_size));
+    return RLT_OK;
+}
+
 static int read_device(rlt_agent *ag, ckpt_reader *r, const char *name, void *dev, uint64_t bytes) {
     for (uint64_t off = 0; off < bytes; off += ag->io_stage_bytes) {
         uint64_t k = bytes - off < ag->io_stage_bytes ? bytes - off : ag->io_stage_bytes;
@@ -161,8 +392,8 @@ int agent_read_state(rlt_agent *ag, ckpt_reader *r, const char *path) {
     }
     RLT_TRY(ckpt_reader_read(r, "agent.host", &h, sizeof h));
     if (h.replay_size < 0 || h.replay_size > ag->replay.capacity || h.replay_pos < 0 || h.replay_pos >= ag->replay.capacity)
-        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: replay position %lld / size %lld do not fit this config's capacity %lld", path,
-                 (long long)h.replay_pos, (long long)h.replay_size, (long long)ag->replay.capacity);
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'agent.host': replay position %lld / size %lld do not fit this config's "
+                 "capacity %lld", path, (long long)h.replay_pos, (long long)h.replay_size, (long long)ag->replay.capacity);
     char name[64];
     snprintf(name, sizeof name, "replay.%s", ag->replay.f[0].name);
     int with_replay = ckpt_reader_find(r, name, &info) == RLT_OK;
@@ -179,8 +410,8 @@ int agent_read_state(rlt_agent *ag, ckpt_reader *r, const char *path) {
                 RLT_FAIL(e, RLT_ECHECKPOINT,
                          "%s: replay field '%s' holds %s observations but this config stores them as %s "
                          "(replay.obs_dtype: %s); set replay.obs_dtype: %s to resume from this checkpoint", path,
-                         fd->name, replay_dtype_name(info->dtype), replay_dtype_name(fd->dtype), ag->cfg.replay.obs_dtype,
-                         replay_dtype_name(info->dtype));
+                         fd->name, replay_dtype_name(info->dtype), replay_dtype_name(fd->dtype),
+                         config_obs_dtype_name(ag->cfg.replay.obs_dtype), replay_dtype_name(info->dtype));
             RLT_FAIL(e, RLT_ECHECKPOINT, "%s: replay field '%s' has dtype %s but this config stores %s", path, fd->name,
                      ckpt_dtype_name(info->dtype), ckpt_dtype_name(fd->dtype));
         }
@@ -189,6 +420,7 @@ int agent_read_state(rlt_agent *ag, ckpt_reader *r, const char *path) {
                      ag->replay.f[f].name, (unsigned long long)info->bytes, (long long)h.replay_size,
                      (unsigned long long)ag->replay.f[f].row_bytes);
     }
+    RLT_TRY(check_values(ag, r, path, &h, with_replay));
     /* Everything matches: load. */
     for (int32_t i = 0; i < ag->plan.n; i++) {
         const rlt_plan_entry *en = &ag->plan.entries[i];

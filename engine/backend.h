@@ -14,7 +14,7 @@
  *   replay size) are read from device memory, never baked in as arguments, so a captured graph replays
  *   correctly. Constant hyper-parameters (lr, gamma, tau) are plain arguments.
  * - Reductions are deterministic (fixed order, no atomics), so a seed gives the same result run to run.
- * - Random numbers come from Philox4x32-10 (kernels/philox.h) keyed by (seed, stream) with the counter
+ * - Random numbers come from Philox4x32-10 (base/philox.h) keyed by (seed, stream) with the counter
  *   (*counter, element index): the CPU and CUDA backends draw identical integers.
  */
 #ifndef RLT_BACKEND_H
@@ -71,7 +71,7 @@ static inline uint32_t rlt_lp_size(int32_t dtype) { return dtype == RLT_LP_F32 ?
  * src_dtype (ABI 5) says what the source row holds: RLT_LP_F32 (0, what a zero-initialised member gives) copies
  * the row's bytes as they are, whatever they hold (floats, ints, u8 frames); RLT_LP_F16 or RLT_LP_BF16 (a
  * compact replay field) widens each of the row's row_bytes / 2 elements to fp32, so the destination row is
- * 2 * row_bytes bytes of floats (dst_stride >= 2 * row_bytes). Widening is exact (kernels/lowp.h, the same
+ * 2 * row_bytes bytes of floats (dst_stride >= 2 * row_bytes). Widening is exact (base/lowp.h, the same
  * integer arithmetic on every backend), so CPU and GPU batches agree bit for bit. */
 typedef struct rlt_gather_field {
     void *dst;
@@ -125,6 +125,18 @@ typedef struct rlt_amp_state {
     int64_t skipped;    /* updates whose optimiser steps were skipped */
 } rlt_amp_state;
 
+/* What a plan's dense layers will ask of a backend, gathered while planning (plan_use_dense in engine/plan.h), so
+ * that the backend can size its library workspaces and create its library handles from shapes alone, before the
+ * arena is reserved (plan_workspace, ABI 7). Maxima and a flag over the planned layers: a backend's rule is of the
+ * form "some layer is wider than a limit, or runs in 16 bits", which these answer exactly. Convolutions need no
+ * entry: the backend knows the slots conv_prepare gave it. */
+typedef struct rlt_op_use {
+    int32_t dense_rows; /* most rows a dense layer runs forward and backward at (its activation set's batch) */
+    int32_t dense_in;   /* widest dense-layer input */
+    int32_t dense_out;  /* widest dense-layer output */
+    int32_t dense_lp;   /* 1: some dense layer computes in bf16 or fp16 */
+} rlt_op_use;
+
 typedef struct rlt_backend rlt_backend;
 
 typedef struct rlt_backend_ops {
@@ -133,12 +145,16 @@ typedef struct rlt_backend_ops {
 
     /* ---- lifecycle and memory ---- */
     /* Opens device `device_index` (-1 for the backend's default); fills bk->device_name, device_total,
-     * device_free and context_bytes. May allocate its private state (bk->impl): it runs before the seal. */
+     * device_free and context_bytes (and memory_note). May allocate its private state (bk->impl): it runs
+     * before the seal. */
     int (*open)(rlt_backend *bk, int32_t device_index, int32_t cpu_threads);
     void (*close)(rlt_backend *bk);
-    /* Bytes of library workspace the backend wants inside the plan (cuBLAS workspace); 0 on CPU. */
+    /* Bytes of library workspace the backend's ops need inside the arena for any shape (the cuBLAS workspaces;
+     * the CPU's dense-kernel panels): what a caller that runs ops without a plan reserves. An agent asks
+     * plan_workspace instead, which sizes it from the plan's shapes. */
     uint64_t (*workspace_bytes)(rlt_backend *bk);
-    /* Hands the backend its workspace inside the arena (called once after commit). */
+    /* Hands the backend its workspace inside the arena (called once after commit): workspace_bytes or
+     * plan_workspace bytes, or NULL and 0 for none. */
     int (*set_workspace)(rlt_backend *bk, void *ptr, uint64_t bytes);
     /* The one device reservation and its release. Host arenas that need pinning come through
      * host_reserve (pinned on CUDA, page-aligned and touched on CPU). */
@@ -182,7 +198,7 @@ typedef struct rlt_backend_ops {
     int (*counter_add)(rlt_backend *bk, int64_t *c, int64_t v);
 
     /* ---- replay ---- */
-    /* idx[i] = rlt_replay_slot(seed, stream, *counter, i, n, *size, valid) (kernels/philox.h): uniform over
+    /* idx[i] = rlt_replay_slot(seed, stream, *counter, i, n, *size, valid) (base/philox.h): uniform over
      * [0, *size), skipping slots whose valid byte is 0 (valid may be NULL); requires *size >= 1 and at least
      * one valid slot. The CUDA twin cannot check *size without a sync: it clamps instead. */
     int (*sample_indices)(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, const uint8_t *valid,
@@ -348,12 +364,25 @@ typedef struct rlt_backend_ops {
      * decision never costs a host round trip and is captured with the update. */
     int (*amp_update)(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
                       int32_t growth_interval);
+
+    /* ---- memory the plan does not hold (ABI 7); both may be NULL (the CPU: nothing to measure) ---- */
+    /* The library workspace the plan's ops need, from their shapes (*use) and the prepared conv slots, into
+     * *bytes: 0 when none of them calls a library that wants one. Creates the library handles those ops need and
+     * no others (a cuBLAS handle costs tens of MiB of device memory), at plan time, so that nothing is created
+     * later; then refreshes the figures measure_memory refreshes. NULL: workspace_bytes, whatever the shapes.
+     * set_workspace is then given *bytes (or NULL and 0). */
+    int (*plan_workspace)(rlt_backend *bk, const rlt_op_use *use, uint64_t *bytes);
+    /* Measures what this process holds on the device now and refreshes bk->context_bytes (everything but the
+     * reservations of mem_reserve), bk->handle_bytes and bk->memory_note, and, while nothing is reserved,
+     * bk->device_free. No allocation, no sync of the streams. */
+    int (*measure_memory)(rlt_backend *bk);
 } rlt_backend_ops;
 
 /* 2: the DQN and convolution ops; 3: lanes, fused layers, fused batch ops; 4: reduced precision;
  * 5: rlt_gather_field.src_dtype (compact replay: fp16/bf16 rows widened to fp32 by gather_fields);
- * 6: 16 conv slots (RLT_BACKEND_MAX_CONVS), for explicit network.conv lists of up to 8 layers */
-#define RLT_BACKEND_ABI 6
+ * 6: 16 conv slots (RLT_BACKEND_MAX_CONVS), for explicit network.conv lists of up to 8 layers;
+ * 7: plan_workspace, measure_memory, rlt_backend.handle_bytes and memory_note (the process budget) */
+#define RLT_BACKEND_ABI 7
 
 struct rlt_backend {
     const rlt_backend_ops *ops;
@@ -362,7 +391,12 @@ struct rlt_backend {
     int32_t device_is_host; /* 1 on CPU: "device" pointers are host pointers */
     int32_t device_index;
     char device_name[64];   /* "cpu", "cuda:0 (NVIDIA H100 80GB HBM3)" */
-    uint64_t device_total, device_free, context_bytes;
+    uint64_t device_total, device_free;
+    /* Device memory this process holds besides the reservations of mem_reserve: the CUDA context, loaded
+     * kernels, library handles (handle_bytes of it, measured as each was created); 0 on CPU. memory_note says
+     * how it was measured and which handles exist, for the plan table. */
+    uint64_t context_bytes, handle_bytes;
+    char memory_note[160];
     void *module;   /* the dlopen handle of the backend's module (NULL for the built-in CPU backend); owned
                      * by the registry, which closes it in rlt_backend_close */
 };

@@ -1,4 +1,4 @@
-/* backend_registry.c: turns the config's `device` string into an open backend (see backend_registry.h).
+/* backend_registry.c: turns the config's `device` into an open backend (see backend_registry.h).
  *
  * The CPU backend is linked in. The CUDA backend is the module librltrain_cuda.so, loaded with dlopen
  * only when a CUDA device is asked for, so that librltrain and every program linked with it start on
@@ -95,20 +95,6 @@ const rlt_backend_ops *rlt_backend_cuda_ops(char *why, size_t cap) {
     return ops;
 }
 
-/* "cuda" -> 0, "cuda:N" -> N; -1 for anything else ("cuda:", "cuda:x", "cuda:-1", "cuda:1x"). */
-static int32_t parse_cuda_index(const char *device) {
-    if (strcmp(device, "cuda") == 0) return 0;
-    if (strncmp(device, "cuda:", 5) != 0) return -1;
-    const char *p = device + 5;
-    if (!*p) return -1;
-    int32_t v = 0;
-    for (; *p; p++) {
-        if (*p < '0' || *p > '9' || v > 100000) return -1;
-        v = v * 10 + (*p - '0');
-    }
-    return v;
-}
-
 static int open_cpu(rlt_backend *bk, int32_t cpu_threads) {
     bk->ops = rlt_cpu_backend_ops();
     int rc = bk->ops->open(bk, -1, cpu_threads);
@@ -145,18 +131,22 @@ static int open_cuda(rlt_backend *bk, const char *device, int32_t index, int32_t
     return RLT_OK;
 }
 
-int rlt_backend_open(rlt_backend *bk, rlt_err *e, const char *device, int32_t cpu_threads, char *why_cpu, size_t cap) {
+int rlt_backend_open_device(rlt_backend *bk, rlt_err *e, rlt_device device, int32_t cpu_threads, char *why_cpu,
+                            size_t cap) {
     if (why_cpu && cap) why_cpu[0] = '\0';
     if (!bk) return rlt_err_set(e, RLT_EINVAL, __FILE__, __LINE__, "rlt_backend_open: no backend given");
     memset(bk, 0, sizeof *bk);
     bk->err = e;
     bk->device_index = -1;
     if (e) rlt_err_clear(e);
-    if (!device || !device[0]) device = "auto";
+    char name[32];
+    device_format(device, name, sizeof name);
+    if (device_check(device) != 0)
+        return rlt_err_set(e, RLT_EINVAL, __FILE__, __LINE__, "rlt_backend_open_device: %s is not a device value", name);
 
-    if (strcmp(device, "cpu") == 0) return open_cpu(bk, cpu_threads);
+    if (device.kind == RLT_DEVICE_CPU) return open_cpu(bk, cpu_threads);
 
-    if (strcmp(device, "auto") == 0) {
+    if (device.kind == RLT_DEVICE_AUTO) {
         /* Try the first GPU with a scratch error record, so a missing GPU leaves no error behind. */
         rlt_err scratch;
         rlt_err_clear(&scratch);
@@ -170,12 +160,20 @@ int rlt_backend_open(rlt_backend *bk, rlt_err *e, const char *device, int32_t cp
         bk->device_index = -1;
         return open_cpu(bk, cpu_threads);
     }
+    return open_cuda(bk, name, device_cuda_index(device), cpu_threads);
+}
 
-    int32_t index = parse_cuda_index(device);
-    if (index < 0)
+int rlt_backend_open(rlt_backend *bk, rlt_err *e, const char *device, int32_t cpu_threads, char *why_cpu, size_t cap) {
+    rlt_device d = {RLT_DEVICE_AUTO, -1};
+    if (bk && device && device[0] && device_parse(device, strlen(device), &d) != 0) {
+        if (why_cpu && cap) why_cpu[0] = '\0';
+        memset(bk, 0, sizeof *bk);
+        bk->err = e;
+        bk->device_index = -1;
         return rlt_err_set(e, RLT_ECONFIG, __FILE__, __LINE__,
                            "device '%s' is not one of: cpu, cuda, cuda:N (N = 0, 1, ...), auto", device);
-    return open_cuda(bk, device, index, cpu_threads);
+    }
+    return rlt_backend_open_device(bk, e, d, cpu_threads, why_cpu, cap);
 }
 
 void rlt_backend_close(rlt_backend *bk) {

@@ -98,7 +98,13 @@ static const char *type_text(const cfg_key *k, char *buf, size_t cap) {
     case CFG_UINT64: return "an integer";
     case CFG_DOUBLE: return "a number";
     case CFG_BOOL: return "true or false";
-    case CFG_ENUM: snprintf(buf, cap, "one of %s", k->choices); return buf;
+    case CFG_ENUM:
+    case CFG_DEVICE:
+    case CFG_NAME: {
+        char c[160];
+        snprintf(buf, cap, "one of %s", config_schema_choices(k, c, sizeof c));
+        return buf;
+    }
     case CFG_STRING: return "a string";
     case CFG_INT_LIST: return "a list of integers like [256, 256]";
     case CFG_CONV_LIST: return "a preset (" CONV_PRESET_NAMES ") or a list of layers";

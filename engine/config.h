@@ -6,10 +6,56 @@
 
 #include <stdint.h>
 #include "rltrain.h"
+#include "device.h"
 #include "err.h"
 
 #define RLT_CFG_MAX_LAYERS 8
 #define RLT_CFG_STR 256
+
+/* Keys whose value is one name from a fixed list are enums, read once by the schema (config_schema.c) and
+ * compared as enums everywhere else. Each map is the one source of its enum: the constants, in the order
+ * messages list them, with the names configs use; the schema's value tables are made from the same maps.
+ * The device (device.h) is an enum with an index. */
+#define RLT_PRECISION_MAP(X)                    \
+    X(RLT_PRECISION_FP32, "fp32")               \
+    X(RLT_PRECISION_BF16, "bf16")               \
+    X(RLT_PRECISION_FP16, "fp16")
+#define RLT_REPLAY_LOCATION_MAP(X)              \
+    X(RLT_REPLAY_LOCATION_AUTO, "auto")         \
+    X(RLT_REPLAY_LOCATION_DEVICE, "device")     \
+    X(RLT_REPLAY_LOCATION_HOST, "host")
+#define RLT_OBS_DTYPE_MAP(X)                    \
+    X(RLT_OBS_DTYPE_AUTO, "auto")               \
+    X(RLT_OBS_DTYPE_FP32, "fp32")               \
+    X(RLT_OBS_DTYPE_FP16, "fp16")               \
+    X(RLT_OBS_DTYPE_BF16, "bf16")               \
+    X(RLT_OBS_DTYPE_UINT8, "uint8")
+#define RLT_DQN_LOSS_MAP(X)                     \
+    X(RLT_DQN_LOSS_HUBER, "huber")              \
+    X(RLT_DQN_LOSS_MSE, "mse")
+#define RLT_ON_OOM_MAP(X)                       \
+    X(RLT_ON_OOM_FAIL, "fail")                  \
+    X(RLT_ON_OOM_CPU, "cpu")
+/* network.conv's presets; EXPLICIT (no name) is a list of layers written out. */
+#define RLT_CONV_PRESET_MAP(X)                  \
+    X(RLT_CONV_PRESET_EXPLICIT, "")             \
+    X(RLT_CONV_PRESET_NONE, "none")             \
+    X(RLT_CONV_PRESET_NATURE, "nature")         \
+    X(RLT_CONV_PRESET_MINATAR, "minatar")
+
+#define RLT_CFG_ENUM_CONST(c, name) c,
+typedef enum { RLT_PRECISION_MAP(RLT_CFG_ENUM_CONST) } rlt_precision;
+typedef enum { RLT_REPLAY_LOCATION_MAP(RLT_CFG_ENUM_CONST) } rlt_replay_location;
+typedef enum { RLT_OBS_DTYPE_MAP(RLT_CFG_ENUM_CONST) } rlt_obs_dtype;
+typedef enum { RLT_DQN_LOSS_MAP(RLT_CFG_ENUM_CONST) } rlt_dqn_loss;
+typedef enum { RLT_ON_OOM_MAP(RLT_CFG_ENUM_CONST) } rlt_on_oom;
+typedef enum { RLT_CONV_PRESET_MAP(RLT_CFG_ENUM_CONST) } rlt_conv_preset;
+#undef RLT_CFG_ENUM_CONST
+
+/* The name a config uses for a value ("bf16"), for messages; "?" outside the enum ("" for EXPLICIT). */
+const char *config_precision_name(rlt_precision v);
+const char *config_obs_dtype_name(rlt_obs_dtype v);
+const char *config_conv_preset_name(rlt_conv_preset v); /* config_conv.c */
 
 typedef struct rlt_int_list {
     int32_t n;
@@ -17,8 +63,8 @@ typedef struct rlt_int_list {
 } rlt_int_list;
 
 /* network.conv: the convolutional torso as a list of layers (engine/config_conv.c reads, checks and
- * writes it). A preset name ("nature") is stored as its layers plus the name, so every consumer reads the
- * one list, and the dump writes the name back as it was given. */
+ * writes it). A preset ("nature") is stored as its layers plus which preset it was, so every consumer reads
+ * the one list, and the dump writes the name back as it was given. */
 #define RLT_CFG_MAX_CONV 8
 
 typedef struct rlt_conv_layer {
@@ -29,7 +75,7 @@ typedef struct rlt_conv_layer {
 } rlt_conv_layer;
 
 typedef struct rlt_conv_list {
-    char preset[16]; /* "none" | "nature" | "minatar" when given by name; "" for an explicit list */
+    rlt_conv_preset preset; /* the preset it was given by, or EXPLICIT for a list of layers */
     int32_t n;       /* layers in use (0: no torso); the unused ones are zero, so equal lists have equal bytes */
     rlt_conv_layer layer[RLT_CFG_MAX_CONV];
 } rlt_conv_list;
@@ -41,8 +87,8 @@ struct rlt_config {
         int32_t max_episode_steps; /* 0: the environment's own limit */
     } env;
     uint64_t seed;
-    char device[32];    /* auto | cpu | cuda | cuda:N */
-    char precision[8];  /* fp32 | bf16 | fp16 */
+    rlt_device device;  /* auto | cpu | cuda | cuda:N */
+    rlt_precision precision;
     struct {
         int64_t total_steps;
         int64_t start_steps;
@@ -55,8 +101,8 @@ struct rlt_config {
     } train;
     struct {
         int64_t capacity;
-        char location[16]; /* auto | device | host */
-        char obs_dtype[8]; /* auto | fp32 | fp16 | bf16 | uint8: how observations are stored (auto: as they come) */
+        rlt_replay_location location;
+        rlt_obs_dtype obs_dtype; /* how observations are stored (auto: as they come) */
     } replay;
     struct {
         rlt_int_list actor_hidden;
@@ -67,7 +113,7 @@ struct rlt_config {
     struct {
         double lr, gamma, tau, eps_start, eps_end, eps_fraction, max_grad_norm, eval_epsilon;
         int32_t double_q;           /* double DQN (van Hasselt et al. 2016) */
-        char loss[8];               /* huber | mse */
+        rlt_dqn_loss loss;
         int64_t target_update_every; /* env steps between target updates */
         int64_t learning_starts;     /* env steps before the first update */
         int32_t train_freq;          /* env steps between training rounds */
@@ -79,9 +125,10 @@ struct rlt_config {
     } network;
     struct {
         double budget_mb;
+        double process_budget_mb; /* the whole process on its device (context, handles, arena); 0: none */
         int32_t auto_fit; /* pick the largest micro-batch that fits, keeping batch_size through accumulation */
         double wait_s;    /* retry a failed device reservation once a second for this long */
-        char on_oom[8];   /* fail | cpu: what to do when the device arena cannot be reserved */
+        rlt_on_oom on_oom; /* what to do when the device arena cannot be reserved */
     } memory;
     struct {
         int64_t every;          /* env steps between periodic checkpoints; 0: only the final one */

@@ -4,20 +4,24 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The presets as named lists. Padding 0, ReLU after each layer (qnet.c). */
+/* The presets' names (from their map in config.h) and layers, indexed by rlt_conv_preset. Padding 0, ReLU
+ * after each layer (qnet.c). EXPLICIT has no name and no layers of its own: it is a list written out. */
+#define CONV_PRESET_NAME(c, name) [c] = name,
+static const char *const preset_names[] = {RLT_CONV_PRESET_MAP(CONV_PRESET_NAME)};
+#undef CONV_PRESET_NAME
+#define N_PRESETS ((int32_t)(sizeof preset_names / sizeof preset_names[0]))
+
 typedef struct conv_preset {
-    const char *name;
     int32_t n;
     rlt_conv_layer layer[3];
 } conv_preset;
 
-static const conv_preset presets[] = {
-    {"none", 0, {{0, 0, 0, 0}}},
-    {"nature", 3, {{32, 8, 4, 0}, {64, 4, 2, 0}, {64, 3, 1, 0}}}, /* Mnih et al. 2015 */
-    {"minatar", 1, {{16, 3, 1, 0}}},                              /* Young and Tian 2019 */
+static const conv_preset presets[N_PRESETS] = {
+    [RLT_CONV_PRESET_NONE] = {0, {{0, 0, 0, 0}}},
+    [RLT_CONV_PRESET_NATURE] = {3, {{32, 8, 4, 0}, {64, 4, 2, 0}, {64, 3, 1, 0}}}, /* Mnih et al. 2015 */
+    [RLT_CONV_PRESET_MINATAR] = {1, {{16, 3, 1, 0}}},                              /* Young and Tian 2019 */
 };
-#define N_PRESETS (sizeof presets / sizeof presets[0])
-_Static_assert(sizeof(((rlt_conv_list *)0)->preset) > sizeof "minatar", "preset names fit the field");
+_Static_assert(sizeof(rlt_conv_preset) == sizeof(int32_t), "the preset is an int-sized field");
 
 /* One row per layer field: name, accepted range, default (for the optional ones), and what it means. */
 typedef struct conv_field_row {
@@ -102,16 +106,22 @@ int config_conv_set_field(rlt_conv_layer *l, int f, const char *t, size_t n, int
     return 0;
 }
 
-static const conv_preset *preset_find(const char *t, size_t n) {
-    for (size_t i = 0; i < N_PRESETS; i++)
-        if (strlen(presets[i].name) == n && memcmp(presets[i].name, t, n) == 0) return &presets[i];
-    return NULL;
+const char *config_conv_preset_name(rlt_conv_preset p) {
+    return (int32_t)p >= 0 && (int32_t)p < N_PRESETS ? preset_names[p] : "?";
+}
+
+/* The preset called t (n bytes), or -1; EXPLICIT is not a name one can give. */
+static int32_t preset_find(const char *t, size_t n) {
+    for (int32_t i = 0; i < N_PRESETS; i++)
+        if (i != RLT_CONV_PRESET_EXPLICIT && strlen(preset_names[i]) == n && memcmp(preset_names[i], t, n) == 0)
+            return i;
+    return -1;
 }
 
 int config_conv_set_preset(rlt_conv_list *out, const char *t, size_t n, cfg_why *why) {
     char s[64];
-    const conv_preset *p = memchr(t, '\0', n) ? NULL : preset_find(t, n);
-    if (!p) {
+    int32_t id = preset_find(t, n);
+    if (id < 0) {
         snprintf(why->what, sizeof why->what, "'%s' is not one of the presets %s", shown(t, n, s, sizeof s),
                  CONV_PRESET_NAMES);
         snprintf(why->hint, sizeof why->hint,
@@ -119,8 +129,9 @@ int config_conv_set_preset(rlt_conv_list *out, const char *t, size_t n, cfg_why 
                  "(keys " CONV_FIELD_NAMES ")");
         return -1;
     }
+    const conv_preset *p = &presets[id];
     memset(out, 0, sizeof *out);
-    memcpy(out->preset, p->name, strlen(p->name));
+    out->preset = (rlt_conv_preset)id;
     out->n = p->n;
     for (int32_t i = 0; i < p->n; i++) out->layer[i] = p->layer[i];
     return 0;
@@ -136,16 +147,18 @@ static int same_layers(const rlt_conv_list *a, int32_t n, const rlt_conv_layer *
 
 int config_conv_check(const rlt_conv_list *l, cfg_why *why) {
     why->what[0] = why->hint[0] = '\0';
-    const char *nul = memchr(l->preset, '\0', sizeof l->preset);
-    if (!nul) {
-        snprintf(why->what, sizeof why->what, "has a preset name that is not NUL-terminated");
+    int32_t id = (int32_t)l->preset;
+    if (id < 0 || id >= N_PRESETS) {
+        snprintf(why->what, sizeof why->what, "holds preset %d, which is not one of " CONV_PRESET_NAMES " or a list",
+                 (int)id);
         snprintf(why->hint, sizeof why->hint, "code wrote the field directly; set it through rlt_config_set");
         return -1;
     }
-    if (l->preset[0]) {
-        const conv_preset *p = preset_find(l->preset, (size_t)(nul - l->preset));
-        if (!p || !same_layers(l, p->n, p->layer)) {
-            snprintf(why->what, sizeof why->what, "is named '%s' but does not hold that preset's layers", l->preset);
+    if (id != RLT_CONV_PRESET_EXPLICIT) {
+        const conv_preset *p = &presets[id];
+        if (!same_layers(l, p->n, p->layer)) {
+            snprintf(why->what, sizeof why->what, "is named '%s' but does not hold that preset's layers",
+                     preset_names[id]);
             snprintf(why->hint, sizeof why->hint, "code wrote the field directly; set it through rlt_config_set "
                      "(presets: " CONV_PRESET_NAMES ")");
             return -1;
@@ -184,7 +197,7 @@ void config_conv_format_layers(rlt_text *o, const rlt_conv_list *l) {
 }
 
 void config_conv_format(rlt_text *o, const rlt_conv_list *l) {
-    const char *nul = memchr(l->preset, '\0', sizeof l->preset);
-    if (nul && l->preset[0]) rlt_text_add(o, "%s", l->preset);
+    int32_t id = (int32_t)l->preset;
+    if (id > 0 && id < N_PRESETS) rlt_text_add(o, "%s", preset_names[id]);
     else config_conv_format_layers(o, l);
 }

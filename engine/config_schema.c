@@ -17,29 +17,69 @@
 #define CFG_OFF(f, T) (offsetof(rlt_config, f) + 0 * sizeof(char[_Generic(((rlt_config *)0)->f, T: 1)]))
 #define CFG_SIZE(f) sizeof(((rlt_config *)0)->f)
 
-#define ROW_I32(k, f, lo, hi, def, doc) {k, CFG_INT32, CFG_OFF(f, int32_t), CFG_SIZE(f), lo, hi, 0, NULL, def, doc}
-#define ROW_I64(k, f, lo, hi, def, doc) {k, CFG_INT64, CFG_OFF(f, int64_t), CFG_SIZE(f), lo, hi, 0, NULL, def, doc}
-#define ROW_U64(k, f, def, doc) {k, CFG_UINT64, CFG_OFF(f, uint64_t), CFG_SIZE(f), 0, 18446744073709551615.0, 0, NULL, def, doc}
-#define ROW_F64(k, f, lo, hi, flags, def, doc) {k, CFG_DOUBLE, CFG_OFF(f, double), CFG_SIZE(f), lo, hi, flags, NULL, def, doc}
-#define ROW_BOOL(k, f, def, doc) {k, CFG_BOOL, CFG_OFF(f, int32_t), CFG_SIZE(f), 0, 1, 0, NULL, def, doc}
-#define ROW_ENUM(k, f, choices, def, doc) {k, CFG_ENUM, CFG_OFF(f, char *), CFG_SIZE(f), 0, 0, 0, choices, def, doc}
-#define ROW_STR(k, f, def, doc) {k, CFG_STRING, CFG_OFF(f, char *), CFG_SIZE(f), 1, (double)(CFG_SIZE(f) - 1), 0, NULL, def, doc}
-#define ROW_LIST(k, f, lo, hi, def, doc) {k, CFG_INT_LIST, CFG_OFF(f, rlt_int_list), CFG_SIZE(f), lo, hi, 0, NULL, def, doc}
-#define ROW_CONV(k, f, def, doc) {k, CFG_CONV_LIST, CFG_OFF(f, rlt_conv_list), CFG_SIZE(f), 0, 0, 0, NULL, def, doc}
+#define N_OF(a) ((int32_t)(sizeof(a) / sizeof((a)[0])))
+#define ROW_I32(k, f, lo, hi, def, doc) \
+    {k, CFG_INT32, CFG_OFF(f, int32_t), CFG_SIZE(f), lo, hi, 0, NULL, NULL, 0, def, doc}
+#define ROW_I64(k, f, lo, hi, def, doc) \
+    {k, CFG_INT64, CFG_OFF(f, int64_t), CFG_SIZE(f), lo, hi, 0, NULL, NULL, 0, def, doc}
+#define ROW_U64(k, f, def, doc) \
+    {k, CFG_UINT64, CFG_OFF(f, uint64_t), CFG_SIZE(f), 0, 18446744073709551615.0, 0, NULL, NULL, 0, def, doc}
+#define ROW_F64(k, f, lo, hi, flags, def, doc) \
+    {k, CFG_DOUBLE, CFG_OFF(f, double), CFG_SIZE(f), lo, hi, flags, NULL, NULL, 0, def, doc}
+#define ROW_BOOL(k, f, def, doc) {k, CFG_BOOL, CFG_OFF(f, int32_t), CFG_SIZE(f), 0, 1, 0, NULL, NULL, 0, def, doc}
+/* An enum field of type T, read and written through `names`, the value table made from its map (config.h). */
+#define ROW_ENUM(k, f, T, names, def, doc) \
+    {k, CFG_ENUM, CFG_OFF(f, T), CFG_SIZE(f), 0, 0, 0, NULL, names, N_OF(names), def, doc}
+#define ROW_DEVICE(k, f, def, doc) \
+    {k, CFG_DEVICE, CFG_OFF(f, rlt_device), CFG_SIZE(f), 0, 0, 0, NULL, device_names, N_OF(device_names), def, doc}
+#define ROW_NAME(k, f, choices, def, doc) \
+    {k, CFG_NAME, CFG_OFF(f, char *), CFG_SIZE(f), 0, 0, 0, choices, NULL, 0, def, doc}
+#define ROW_STR(k, f, def, doc) \
+    {k, CFG_STRING, CFG_OFF(f, char *), CFG_SIZE(f), 1, (double)(CFG_SIZE(f) - 1), 0, NULL, NULL, 0, def, doc}
+#define ROW_LIST(k, f, lo, hi, def, doc) \
+    {k, CFG_INT_LIST, CFG_OFF(f, rlt_int_list), CFG_SIZE(f), lo, hi, 0, NULL, NULL, 0, def, doc}
+#define ROW_CONV(k, f, def, doc) \
+    {k, CFG_CONV_LIST, CFG_OFF(f, rlt_conv_list), CFG_SIZE(f), 0, 0, 0, NULL, NULL, 0, def, doc}
+
+/* The value tables of the enum keys, from the maps in config.h: names[value] is the value's name. */
+#define CFG_ENUM_NAME(c, name) [c] = name,
+static const char *const precision_names[] = {RLT_PRECISION_MAP(CFG_ENUM_NAME)};
+static const char *const replay_location_names[] = {RLT_REPLAY_LOCATION_MAP(CFG_ENUM_NAME)};
+static const char *const obs_dtype_names[] = {RLT_OBS_DTYPE_MAP(CFG_ENUM_NAME)};
+static const char *const dqn_loss_names[] = {RLT_DQN_LOSS_MAP(CFG_ENUM_NAME)};
+static const char *const on_oom_names[] = {RLT_ON_OOM_MAP(CFG_ENUM_NAME)};
+static const char *const device_names[] = {RLT_DEVICE_MAP(CFG_ENUM_NAME)}; /* the kinds; cuda:N is parsed by device.c */
+#undef CFG_ENUM_NAME
+/* The parser and the writer store enums through int32_t (config_schema_set_scalar). */
+_Static_assert(sizeof(rlt_precision) == sizeof(int32_t) && sizeof(rlt_replay_location) == sizeof(int32_t) &&
+                   sizeof(rlt_obs_dtype) == sizeof(int32_t) && sizeof(rlt_dqn_loss) == sizeof(int32_t) &&
+                   sizeof(rlt_on_oom) == sizeof(int32_t) && sizeof(rlt_device_kind) == sizeof(int32_t),
+               "enum fields are int32_t-sized");
+
+static const char *enum_name(const char *const *names, int32_t n, int32_t v) {
+    return v >= 0 && v < n ? names[v] : "?";
+}
+const char *config_precision_name(rlt_precision v) {
+    return enum_name(precision_names, N_OF(precision_names), (int32_t)v);
+}
+const char *config_obs_dtype_name(rlt_obs_dtype v) {
+    return enum_name(obs_dtype_names, N_OF(obs_dtype_names), (int32_t)v);
+}
 
 #define BIG_STEPS 1e15 /* far past any run, and exact as a double */
 
 /* Rows of one section must be contiguous: the dump opens each section once (config_schema_selftest). */
 static const cfg_key schema[] = {
-    ROW_ENUM("algo", algo, "td3|dqn", "td3", "the algorithm: td3 (continuous actions) or dqn (discrete actions)"),
+    ROW_NAME("algo", algo, "td3|dqn", "td3", "the algorithm: td3 (continuous actions) or dqn (discrete actions)"),
     ROW_STR("env.name", env.name, "pendulum",
             "the built-in environment: pendulum, cartpole or minatar_breakout (reference ids like Pendulum-v1 work too)"),
     ROW_I32("env.max_episode_steps", env.max_episode_steps, 0, 1 << 30, "0",
             "episode time limit in steps; 0 keeps the environment's own (200 for pendulum)"),
     ROW_U64("seed", seed, "1", "seeds every random stream: initialisation, exploration, replay sampling, environments"),
-    ROW_ENUM("device", device, "auto|cpu|cuda|cuda:N", "cpu",
+    ROW_DEVICE("device", device, "cpu",
              "where the networks run: cpu, cuda (GPU 0), cuda:N, or auto (a usable GPU, else the CPU)"),
-    ROW_ENUM("precision", precision, "fp32|bf16|fp16", "fp32", "compute precision of the dense layers: fp32, or bf16 / fp16 on the GPU (16-bit copies, fp32 masters; fp16 adds dynamic loss scaling); the CPU computes fp32"),
+    ROW_ENUM("precision", precision, rlt_precision, precision_names, "fp32",
+             "compute precision of the dense layers: fp32, or bf16 / fp16 on the GPU (16-bit copies, fp32 masters; fp16 adds dynamic loss scaling); the CPU computes fp32"),
 
     ROW_I64("train.total_steps", train.total_steps, 1, BIG_STEPS, "20000", "environment steps to train for"),
     ROW_I64("train.start_steps", train.start_steps, 0, BIG_STEPS, "1000",
@@ -58,9 +98,9 @@ static const cfg_key schema[] = {
 
     ROW_I64("replay.capacity", replay.capacity, 1, 1099511627776.0, "100000",
             "transitions the replay buffer holds; the oldest is overwritten first"),
-    ROW_ENUM("replay.location", replay.location, "auto|device|host", "auto",
+    ROW_ENUM("replay.location", replay.location, rlt_replay_location, replay_location_names, "auto",
              "where replay lives: auto (the device when it fits the budget, else host memory), device, or host"),
-    ROW_ENUM("replay.obs_dtype", replay.obs_dtype, "auto|fp32|fp16|bf16|uint8", "auto",
+    ROW_ENUM("replay.obs_dtype", replay.obs_dtype, rlt_obs_dtype, obs_dtype_names, "auto",
              "how replay stores observations: auto (as the environment gives them), fp16 or bf16 (float observations "
              "in half the bytes, read back as fp32), fp32, or uint8 (image observations only)"),
 
@@ -80,7 +120,8 @@ static const cfg_key schema[] = {
     ROW_F64("dqn.lr", dqn.lr, 0, 1, CFG_LO_OPEN, "2.5e-4", "Adam learning rate of the Q-network"),
     ROW_F64("dqn.gamma", dqn.gamma, 0, 1, 0, "0.99", "discount factor"),
     ROW_BOOL("dqn.double", dqn.double_q, "true", "double DQN: the online network picks the next action, the target rates it"),
-    ROW_ENUM("dqn.loss", dqn.loss, "huber|mse", "huber", "TD loss: huber (smooth L1, delta 1, as Mnih et al. 2015) or mse"),
+    ROW_ENUM("dqn.loss", dqn.loss, rlt_dqn_loss, dqn_loss_names, "huber",
+             "TD loss: huber (smooth L1, delta 1, as Mnih et al. 2015) or mse"),
     ROW_I64("dqn.target_update_every", dqn.target_update_every, 1, BIG_STEPS, "500",
             "env steps between target network updates"),
     ROW_F64("dqn.tau", dqn.tau, 0, 1, CFG_LO_OPEN, "1.0",
@@ -104,11 +145,15 @@ static const cfg_key schema[] = {
 
     ROW_F64("memory.budget_mb", memory.budget_mb, 0, 16777216, CFG_LO_OPEN, "512",
             "MiB the run may reserve on its device; init fails fast with a plan table when it does not fit"),
+    ROW_F64("memory.process_budget_mb", memory.process_budget_mb, 0, 16777216, 0, "0",
+            "MiB the whole process may hold on its GPU: the CUDA context, loaded kernels and library handles "
+            "(measured at init) plus the device arena; init fails fast when it does not fit; 0: no limit. On the "
+            "CPU it caps the host arena, like budget_mb (the rest of the process is not counted)"),
     ROW_BOOL("memory.auto_fit", memory.auto_fit, "false",
              "when the plan does not fit, split the batch into the fewest micro-batches that fit (gradient accumulation)"),
     ROW_F64("memory.wait_s", memory.wait_s, 0, 86400, 0, "0",
             "when another process holds the device memory, retry the reservation once a second for this many seconds"),
-    ROW_ENUM("memory.on_oom", memory.on_oom, "fail|cpu", "fail",
+    ROW_ENUM("memory.on_oom", memory.on_oom, rlt_on_oom, on_oom_names, "fail",
              "when the device arena cannot be reserved: fail (exit 3) or run on the CPU instead"),
     ROW_I64("checkpoint.every", checkpoint.every, 0, BIG_STEPS, "0",
             "env steps between periodic checkpoints (out_dir/ckpt_<step>.ckpt); 0 writes only final.ckpt"),
@@ -314,23 +359,48 @@ static int parse_double(const cfg_key *k, const char *t, size_t n, int plain, do
     return 0;
 }
 
-/* A choice "P:N" stands for P: followed by 1 to 6 digits ("cuda:N" takes cuda:0 .. cuda:999999). */
-static int enum_matches(const char *choices, const char *t, size_t n) {
-    const char *c = choices;
-    while (*c) {
-        const char *bar = strchr(c, '|');
-        size_t cl = bar ? (size_t)(bar - c) : strlen(c);
+/* CFG_NAME: t is one of the '|'-separated choices. */
+static int name_matches(const char *choices, const char *t, size_t n) {
+    for (const char *c = choices;;) {
+        size_t cl = strcspn(c, "|");
         if (cl == n && memcmp(c, t, n) == 0) return 1;
-        if (cl >= 2 && c[cl - 2] == ':' && c[cl - 1] == 'N' && n > cl - 1 && n <= cl - 1 + 6 &&
-            memcmp(c, t, cl - 1) == 0) {
-            size_t i = cl - 1;
-            while (i < n && is_digit(t[i])) i++;
-            if (i == n) return 1;
-        }
-        if (!bar) break;
-        c = bar + 1;
+        if (!c[cl]) return 0;
+        c += cl + 1;
     }
-    return 0;
+}
+
+const char *config_schema_choices(const cfg_key *k, char *buf, size_t cap) {
+    rlt_text o = {buf, cap, 0};
+    if (cap) buf[0] = '\0';
+    if (k->type == CFG_NAME) rlt_text_add(&o, "%s", k->choices);
+    for (int32_t i = 0; i < k->n_names; i++) rlt_text_add(&o, "%s%s", i ? "|" : "", k->names[i]);
+    if (k->type == CFG_DEVICE) rlt_text_add(&o, "|cuda:N");
+    return buf;
+}
+
+/* A value that is none of the row's choices; enums, the device and names say it in the same words. */
+static int choice_error(const cfg_key *k, const char *t, size_t n, cfg_why *why) {
+    char s[80], c[160];
+    config_schema_choices(k, c, sizeof c);
+    snprintf(why->what, sizeof why->what, "'%s' is not one of %s", shown(t, n, s, sizeof s), c);
+    snprintf(why->hint, sizeof why->hint, "use one of %s%s (%s)", c,
+             k->type == CFG_DEVICE ? ", where N is a device index like 0" : "", k->doc);
+    return -1;
+}
+
+/* A stored enum or device that no name reads to: code wrote the field directly. */
+static int stored_choice_error(const cfg_key *k, const char *held, cfg_why *why) {
+    char c[160];
+    snprintf(why->what, sizeof why->what, "holds %s, which is not one of %s", held, config_schema_choices(k, c, sizeof c));
+    snprintf(why->hint, sizeof why->hint, "code wrote the field directly; set it through rlt_config_set");
+    return -1;
+}
+
+/* CFG_ENUM: the value whose name is t, or -1. */
+static int32_t enum_parse(const cfg_key *k, const char *t, size_t n) {
+    for (int32_t v = 0; v < k->n_names; v++)
+        if (strlen(k->names[v]) == n && memcmp(k->names[v], t, n) == 0) return v;
+    return -1;
 }
 
 static void store_text(char *dst, size_t cap, const char *t, size_t n) {
@@ -338,16 +408,10 @@ static void store_text(char *dst, size_t cap, const char *t, size_t n) {
     memcpy(dst, t, n < cap ? n : cap - 1);
 }
 
-/* The checks an enum or string value must pass, shared by the parser and rlt_config_validate. */
+/* The checks a name or string value must pass, shared by the parser and rlt_config_validate. */
 static int check_text(const cfg_key *k, const char *t, size_t n, cfg_why *why) {
-    char s[80];
-    if (k->type == CFG_ENUM) {
-        if (memchr(t, '\0', n) || n >= k->size || !enum_matches(k->choices, t, n)) {
-            snprintf(why->what, sizeof why->what, "'%s' is not one of %s", shown(t, n, s, sizeof s), k->choices);
-            snprintf(why->hint, sizeof why->hint, "use one of %s%s (%s)", k->choices,
-                     strstr(k->choices, ":N") ? ", where N is a device index like 0" : "", k->doc);
-            return -1;
-        }
+    if (k->type == CFG_NAME) {
+        if (memchr(t, '\0', n) || n >= k->size || !name_matches(k->choices, t, n)) return choice_error(k, t, n, why);
         return 0;
     }
     if (memchr(t, '\0', n)) {
@@ -410,7 +474,19 @@ int config_schema_set_scalar(const cfg_key *k, rlt_config *base, const char *t, 
             return -1;
         }
         return 0;
-    case CFG_ENUM:
+    case CFG_ENUM: {
+        int32_t v = enum_parse(k, t, n);
+        if (v < 0) return choice_error(k, t, n, why);
+        *(int32_t *)(void *)field = v;
+        return 0;
+    }
+    case CFG_DEVICE: {
+        rlt_device d;
+        if (device_parse(t, n, &d) != 0) return choice_error(k, t, n, why);
+        memcpy(field, &d, sizeof d);
+        return 0;
+    }
+    case CFG_NAME:
     case CFG_STRING:
         if (check_text(k, t, n, why) != 0) return -1;
         store_text(field, k->size, t, n);
@@ -477,7 +553,18 @@ int config_schema_check_value(const cfg_key *k, const rlt_config *base, cfg_why 
         snprintf(why->hint, sizeof why->hint, "set it to true or false (%s)", k->doc);
         return -1;
     }
-    case CFG_ENUM:
+    case CFG_ENUM: {
+        int32_t v = *(const int32_t *)(const void *)field;
+        snprintf(s, sizeof s, "%d", (int)v);
+        return v >= 0 && v < k->n_names ? 0 : stored_choice_error(k, s, why);
+    }
+    case CFG_DEVICE: {
+        rlt_device d;
+        memcpy(&d, field, sizeof d);
+        snprintf(s, sizeof s, "kind %d, index %d", (int)d.kind, (int)d.index);
+        return device_check(d) == 0 ? 0 : stored_choice_error(k, s, why);
+    }
+    case CFG_NAME:
     case CFG_STRING: {
         const char *nul = memchr(field, '\0', k->size);
         if (!nul) {
@@ -545,7 +632,22 @@ size_t config_schema_format(const cfg_key *k, const rlt_config *base, char *buf,
     case CFG_UINT64: rlt_text_add(&o, "%llu", (unsigned long long)*(const uint64_t *)(const void *)field); break;
     case CFG_DOUBLE: format_double(&o, *(const double *)(const void *)field); break;
     case CFG_BOOL: rlt_text_add(&o, "%s", *(const int32_t *)(const void *)field ? "true" : "false"); break;
-    case CFG_ENUM: rlt_text_add(&o, "%.*s", (int)bounded_len(field, k->size), field); break;
+    case CFG_ENUM: {
+        /* A value outside the table (written by code; validate refuses it) is shown as its number. */
+        int32_t v = *(const int32_t *)(const void *)field;
+        if (v >= 0 && v < k->n_names) rlt_text_add(&o, "%s", k->names[v]);
+        else rlt_text_add(&o, "%d", (int)v);
+        break;
+    }
+    case CFG_DEVICE: {
+        rlt_device d;
+        char name[64];
+        memcpy(&d, field, sizeof d);
+        device_format(d, name, sizeof name);
+        rlt_text_add(&o, "%s", name);
+        break;
+    }
+    case CFG_NAME: rlt_text_add(&o, "%.*s", (int)bounded_len(field, k->size), field); break;
     case CFG_STRING: {
         char tmp[RLT_CFG_STR + 1];
         size_t n = bounded_len(field, k->size);
@@ -658,7 +760,7 @@ void config_schema_children(const char *prefix, char *buf, size_t cap) {
 static int apply_default(const cfg_key *k, rlt_config *cfg, cfg_why *why) {
     const char *d = k->def;
     if (k->type != CFG_INT_LIST)
-        return config_schema_set_scalar(k, cfg, d, strlen(d), k->type != CFG_STRING && k->type != CFG_ENUM, 0, why);
+        return config_schema_set_scalar(k, cfg, d, strlen(d), k->type != CFG_STRING && k->type != CFG_NAME, 0, why);
     const char *p = d + (*d == '[');
     for (int idx = 0;; idx++) {
         while (*p == ' ') p++;
@@ -724,15 +826,24 @@ int config_schema_selftest(char *why_buf, size_t cap) {
         if (!(k->lo <= k->hi) || (is32 && (k->lo < -2147483648.0 || k->hi > 2147483647.0)) ||
             (k->type == CFG_INT_LIST && k->size != sizeof(rlt_int_list)) ||
             (k->type == CFG_CONV_LIST && k->size != sizeof(rlt_conv_list)) ||
-            ((k->type == CFG_INT32 || k->type == CFG_BOOL) && k->size != sizeof(int32_t)) ||
+            ((k->type == CFG_INT32 || k->type == CFG_BOOL || k->type == CFG_ENUM) && k->size != sizeof(int32_t)) ||
+            (k->type == CFG_DEVICE && k->size != sizeof(rlt_device)) ||
             ((k->type == CFG_INT64) && (k->lo < -9007199254740992.0 || k->hi > 9007199254740992.0))) {
             snprintf(why_buf, cap, "key '%s': range [%g, %g] does not fit its field", key, k->lo, k->hi);
             return -1;
         }
-        if ((k->type == CFG_ENUM) != (k->choices != NULL) || !k->def || !k->doc || !k->doc[0]) {
+        if ((k->type == CFG_NAME) != (k->choices != NULL) ||
+            (k->type == CFG_ENUM || k->type == CFG_DEVICE) != (k->names != NULL && k->n_names > 0) || !k->def ||
+            !k->doc || !k->doc[0]) {
             snprintf(why_buf, cap, "key '%s': choices, default or doc missing", key);
             return -1;
         }
+        /* Every value needs a name a config can write: an empty one would dump as no value at all. */
+        for (int32_t v = 0; v < k->n_names; v++)
+            if (!k->names[v] || !k->names[v][0]) {
+                snprintf(why_buf, cap, "key '%s': value %d has no name", key, (int)v);
+                return -1;
+            }
         memset(&scratch, 0, sizeof scratch);
         if (apply_default(k, &scratch, &why) != 0 || config_schema_check_value(k, &scratch, &why) != 0) {
             snprintf(why_buf, cap, "key '%s': default '%s' %s; %s", key, k->def, why.what, why.hint);

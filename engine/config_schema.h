@@ -16,7 +16,9 @@ typedef enum {
     CFG_UINT64,   /* uint64_t, the whole range (seeds) */
     CFG_DOUBLE,   /* double; the only type that takes 2.5 or 1e5 */
     CFG_BOOL,     /* int32_t holding 0 or 1; written true / false */
-    CFG_ENUM,     /* char[]; one of `choices` */
+    CFG_ENUM,     /* an int-sized enum whose values are 0 .. n_names - 1; written as names[value] */
+    CFG_DEVICE,   /* rlt_device: one of names (its kinds) or cuda:N (device.h) */
+    CFG_NAME,     /* char[]; one of `choices`, kept as text because a registry, not an enum, owns the list */
     CFG_STRING,   /* char[]; free text of 1 .. size-1 bytes */
     CFG_INT_LIST, /* rlt_int_list; 1 .. RLT_CFG_MAX_LAYERS entries, each in [lo, hi] */
     CFG_CONV_LIST, /* rlt_conv_list; a preset name or a list of layer mappings (config_conv.h) */
@@ -32,7 +34,9 @@ typedef struct cfg_key {
     size_t size;         /* of the field: string capacity, integer width */
     double lo, hi;       /* numbers and list entries: the range; strings: length; exact below 2^53 */
     unsigned flags;      /* CFG_LO_OPEN | CFG_HI_OPEN */
-    const char *choices; /* CFG_ENUM: "auto|cpu|cuda|cuda:N"; a choice "P:N" matches P: and 1-6 digits */
+    const char *choices; /* CFG_NAME: "td3|dqn" */
+    const char *const *names; /* CFG_ENUM, CFG_DEVICE: the value table, indexed by the enum's value */
+    int32_t n_names;
     const char *def;     /* the default, written as a YAML value */
     const char *doc;     /* one line for hints */
 } cfg_key;
@@ -69,6 +73,8 @@ int config_schema_check_value(const cfg_key *k, const rlt_config *base, cfg_why 
 size_t config_schema_format(const cfg_key *k, const rlt_config *base, char *buf, size_t cap);
 /* "[1, 1048576]", "(0, 1]": the range a row accepts, for messages. */
 void config_schema_range_text(const cfg_key *k, char *buf, size_t cap);
+/* "fp32|bf16|fp16", "auto|cpu|cuda|cuda:N": the values an enum, device or name row accepts, for messages. */
+const char *config_schema_choices(const cfg_key *k, char *buf, size_t cap);
 
 /* The nearest key or section to an unknown dotted path ("did you mean"), or NULL when none is close. */
 const char *config_schema_nearest(const char *path, char *buf, size_t cap);

@@ -4,6 +4,7 @@
 #ifndef RLT_ENV_H
 #define RLT_ENV_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "rltrain.h"
 #include "err.h"
@@ -24,6 +25,11 @@ typedef struct rlt_env_class {
     /* One step. action: float[act dim] within bounds (Box) or int32 (Discrete). The caller handles the
      * time limit: step sets *truncated only for reasons of its own (most never do). */
     int (*step)(rlt_env *env, const void *action, void *obs, float *reward, uint8_t *terminated, uint8_t *truncated);
+    /* Checks an episode state read from a checkpoint (RLT_ENV_STATE_BYTES laid out as this class keeps
+     * env->state) before it is loaded: 0 when every field is one the class can reach within t steps of a
+     * reset, else -1 with the field and its value in why. A checkpoint is untrusted input, and a state out of
+     * range can index memory (a game's grid) or make every later step NaN. NULL: nothing to check. */
+    int (*check_state)(const rlt_env *env, const unsigned char *state, int32_t t, char *why, size_t cap);
 } rlt_env_class;
 
 struct rlt_env {

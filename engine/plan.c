@@ -90,6 +90,14 @@ void plan_release(rlt_plan *p, rlt_backend *bk) {
     p->base[0] = p->base[1] = NULL;
 }
 
+void plan_use_dense(rlt_plan *p, int32_t rows, int32_t in, int32_t out, int32_t dtype) {
+    rlt_op_use *u = &p->use;
+    if (rows > u->dense_rows) u->dense_rows = rows;
+    if (in > u->dense_in) u->dense_in = in;
+    if (out > u->dense_out) u->dense_out = out;
+    if (dtype != RLT_LP_F32) u->dense_lp = 1;
+}
+
 void plan_note(rlt_plan *p, const char *fmt, ...) {
     size_t len = strlen(p->notes);
     if (len + 1 >= sizeof p->notes) return;
@@ -141,16 +149,35 @@ size_t plan_format(const rlt_plan *p, const rlt_plan_summary *s, char *buf, size
     rlt_text_add(&t, "\n");
     plan_bytes_text(a, sizeof a, s->host_bytes);
     plan_bytes_text(b, sizeof b, s->device_bytes);
-    rlt_text_add(&t, "  host arena %s, device arena %s", a, b);
-    if (s->context_bytes) {
-        plan_bytes_text(c, sizeof c, s->context_bytes);
-        rlt_text_add(&t, " (CUDA context and handles ~%s)", c);
-    }
-    rlt_text_add(&t, "\n");
+    rlt_text_add(&t, "  host arena %s, device arena %s\n", a, b);
+    uint64_t need = p->device_is_host ? s->host_bytes : s->device_bytes;
+    /* s->fits covers the process budget too; this line is about the arena alone. */
+    int process_over = s->process_budget_bytes && s->process_bytes > s->process_budget_bytes;
+    int arena_fits = process_over ? need <= s->budget_bytes && (!s->device_total || need <= s->device_free) : s->fits;
     plan_bytes_text(a, sizeof a, s->budget_bytes);
-    plan_bytes_text(b, sizeof b, p->device_is_host ? s->host_bytes : s->device_bytes);
+    plan_bytes_text(b, sizeof b, need);
     rlt_text_add(&t, "  budget %s for the %s arena: needs %s -> %s\n", a, p->device_is_host ? "host" : "device", b,
-        s->fits ? "fits" : "DOES NOT FIT");
+        arena_fits ? "fits" : "DOES NOT FIT");
+    /* The whole process: on a GPU the measured context and handles plus the device arena; on the CPU the
+     * process budget caps the host arena alone. */
+    if (!p->device_is_host) {
+        plan_bytes_text(a, sizeof a, s->context_bytes - s->handle_bytes);
+        plan_bytes_text(b, sizeof b, s->handle_bytes);
+        plan_bytes_text(c, sizeof c, need);
+        rlt_text_add(&t, "  whole process on the device: context and kernels %s + library handles %s + device arena %s", a,
+            b, c);
+        plan_bytes_text(a, sizeof a, s->process_bytes);
+        plan_bytes_text(b, sizeof b, s->process_budget_bytes);
+        if (s->process_budget_bytes)
+            rlt_text_add(&t, " = %s; process budget %s -> %s\n", a, b, process_over ? "DOES NOT FIT" : "fits");
+        else
+            rlt_text_add(&t, " = %s (no memory.process_budget_mb)\n", a);
+    } else if (s->process_budget_bytes) {
+        plan_bytes_text(a, sizeof a, s->process_budget_bytes);
+        plan_bytes_text(b, sizeof b, s->process_bytes);
+        rlt_text_add(&t, "  process budget %s (on the CPU it caps the host arena): needs %s -> %s\n", a, b,
+            process_over ? "DOES NOT FIT" : "fits");
+    }
     if (s->device_total) {
         plan_bytes_text(a, sizeof a, s->device_total);
         plan_bytes_text(b, sizeof b, s->device_free);

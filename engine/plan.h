@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "rltrain.h"
+#include "backend.h"
 #include "err.h"
 
 #define RLT_PLAN_MAX_ENTRIES 128
@@ -24,12 +25,16 @@ typedef struct rlt_plan {
     uint64_t arena_bytes[2]; /* per rlt_location, after alignment */
     void *base[2];
     char notes[384]; /* lines the table prints under the entries ("replay: obs stored as fp16 ..."); plan_note */
+    rlt_op_use use;  /* the planned dense layers' largest shapes (plan_use_dense), for the backend's workspaces */
 } rlt_plan;
 
 void plan_init(rlt_plan *p, int device_is_host);
 /* Adds an entry; fails only when the table is full or the plan is sealed (programming errors). */
 int plan_add(rlt_plan *p, rlt_err *e, const char *name, const char *region, rlt_location loc, uint64_t bytes,
              void **slot);
+/* Records that dense layers of `in` inputs and `out` outputs will run forward and backward at up to `rows`
+ * rows in `dtype` (RLT_LP_*): the backend sizes its library workspaces from these (rlt_op_use). */
+void plan_use_dense(rlt_plan *p, int32_t rows, int32_t in, int32_t out, int32_t dtype);
 /* Appends a line to the plan's notes (a decision the table should show next to the bytes it explains);
  * a note that does not fit is cut short, never an error. */
 void plan_note(rlt_plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

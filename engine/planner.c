@@ -1,7 +1,8 @@
 /* planner.c: answers "what fits?" before a run (rltrain plan): the configured plan, the largest batch
- * size and replay capacity that fit the budget (and the device's free memory), and the fewest
- * micro-batches that make the configured batch fit. Every answer comes from building real plans for the
- * trainer's environment on the configured device; nothing is reserved. */
+ * size and replay capacity that fit the budget (and the device's free memory), the need with both at
+ * their smallest, and the fewest micro-batches that make the configured batch fit; as a struct
+ * (rlt_plan_fit) or a JSON document (rlt_plan_fit_json, written by plan_json.c). Every answer comes from
+ * building real plans for the trainer's environment on the configured device; nothing is reserved. */
 #include <stdio.h>
 #include <string.h>
 
@@ -9,6 +10,13 @@
 #include "backend_registry.h"
 #include "env.h"
 #include "mem.h"
+#include "plan_json.h"
+
+/* The configured plan as the table shows it, kept while the probes rebuild the agent's plan. */
+typedef struct plan_snapshot {
+    rlt_plan plan;
+    rlt_plan_summary summary;
+} plan_snapshot;
 
 /* The plan's need for a modified config; *fits says whether it fits the limit. */
 static int probe(rlt_agent *ag, uint64_t limit, int *fits) {
@@ -17,17 +25,32 @@ static int probe(rlt_agent *ag, uint64_t limit, int *fits) {
     return RLT_OK;
 }
 
+/* The smallest whole-MiB budget that holds need; 0 when the device's free memory does not, as then no
+ * budget helps. */
+static uint64_t budget_to_fit(const rlt_agent *ag, uint64_t need) {
+    if (ag->summary.device_total && need > ag->summary.device_free) return 0;
+    return (need + (1u << 20) - 1) >> 20 << 20;
+}
+
 static int plan_fit(rlt_agent *ag, const rlt_config *cfg, const rlt_env *env, rlt_fit_report *out, char *table,
-                    size_t table_cap) {
+                    size_t table_cap, plan_snapshot *snap) {
     memset(out, 0, sizeof *out);
     ag->cfg = *cfg;
     RLT_TRY(agent_prepare(ag, &env->obs_space, &env->act_space));
     uint64_t limit = ag->summary.budget_bytes;
     if (ag->summary.device_total && ag->summary.device_free < limit) limit = ag->summary.device_free;
+    /* memory.process_budget_mb: the arena gets what the measured context and handles leave of it. */
+    uint64_t pb = ag->summary.process_budget_bytes, ctx = ag->summary.context_bytes;
+    if (pb && (pb > ctx ? pb - ctx : 0) < limit) limit = pb > ctx ? pb - ctx : 0;
     out->limit_bytes = limit;
     out->need_bytes = agent_plan_need(ag);
     out->fits = out->need_bytes <= limit;
     if (table && table_cap) plan_format(&ag->plan, &ag->summary, table, table_cap);
+    /* The probes below rebuild the agent's plan: keep the configured one for the JSON document. */
+    if (snap) {
+        snap->plan = ag->plan;
+        snap->summary = ag->summary;
+    }
     int fits;
 
     /* Largest batch with one micro-batch: the plan grows with the batch, so bisect. */
@@ -55,6 +78,18 @@ static int plan_fit(rlt_agent *ag, const rlt_config *cfg, const rlt_env *env, rl
     }
     out->max_replay_capacity = clo < min_cap ? 0 : clo;
 
+    /* The floor of those two levers: the smallest batch and replay together. When even this does not fit,
+     * only a larger budget or smaller networks help. */
+    ag->cfg = *cfg;
+    ag->cfg.train.grad_accum_steps = 1;
+    ag->cfg.train.batch_size = 1;
+    ag->cfg.replay.capacity = min_cap;
+    RLT_TRY(probe(ag, limit, &fits));
+    out->min_need_bytes = agent_plan_need(ag);
+    out->min_replay_capacity = min_cap;
+    out->fit_budget_bytes = budget_to_fit(ag, out->need_bytes);
+    out->min_fit_budget_bytes = budget_to_fit(ag, out->min_need_bytes);
+
     /* Fewest micro-batches for the configured batch. */
     ag->cfg = *cfg;
     for (int32_t n = 1; n <= cfg->train.batch_size; n++) {
@@ -70,7 +105,8 @@ static int plan_fit(rlt_agent *ag, const rlt_config *cfg, const rlt_env *env, rl
     return RLT_OK;
 }
 
-int rlt_plan_fit(const rlt_config *cfg, rlt_fit_report *out, char *table, size_t table_cap, char *err, size_t err_cap) {
+static int plan_fit_run(const rlt_config *cfg, rlt_fit_report *out, char *table, size_t table_cap, plan_snapshot *snap,
+                        char *err, size_t err_cap) {
     if (!cfg || !out) return RLT_EINVAL;
     if (table && table_cap) table[0] = '\0';
     rlt_agent *ag = rlt_mem_alloc(sizeof *ag, 64);
@@ -79,7 +115,7 @@ int rlt_plan_fit(const rlt_config *cfg, rlt_fit_report *out, char *table, size_t
     if (ag && env) {
         ag->bk.err = &ag->err;
         rc = rlt_env_make(env, &ag->err, cfg->env.name, cfg->seed, RLT_STREAM_ENV, cfg->env.max_episode_steps);
-        if (rc == RLT_OK) rc = plan_fit(ag, cfg, env, out, table, table_cap);
+        if (rc == RLT_OK) rc = plan_fit(ag, cfg, env, out, table, table_cap, snap);
         if (rc != RLT_OK && err && err_cap) snprintf(err, err_cap, "%s", ag->err.msg);
         if (ag->backend_open) rlt_backend_close(&ag->bk);
     } else if (err && err_cap) {
@@ -87,5 +123,36 @@ int rlt_plan_fit(const rlt_config *cfg, rlt_fit_report *out, char *table, size_t
     }
     rlt_mem_free(env);
     rlt_mem_free(ag);
+    return rc;
+}
+
+int rlt_plan_fit(const rlt_config *cfg, rlt_fit_report *out, char *table, size_t table_cap, char *err, size_t err_cap) {
+    return plan_fit_run(cfg, out, table, table_cap, NULL, err, err_cap);
+}
+
+int rlt_plan_fit_json(const rlt_config *cfg, char *buf, size_t cap, size_t *len, int32_t *fits, char *err,
+                      size_t err_cap) {
+    if (len) *len = 0;
+    if (fits) *fits = 0;
+    if (buf && cap) buf[0] = '\0';
+    if (!cfg || (!buf && cap)) return RLT_EINVAL;
+    plan_snapshot *snap = rlt_mem_alloc(sizeof *snap, 64);
+    if (!snap) {
+        if (err && err_cap) snprintf(err, err_cap, "out of host memory");
+        return RLT_ENOMEM;
+    }
+    rlt_fit_report f;
+    int rc = plan_fit_run(cfg, &f, NULL, 0, snap, err, err_cap);
+    if (rc == RLT_OK) {
+        size_t need = plan_json_format(&snap->plan, &snap->summary, &f, cfg, buf, cap);
+        if (len) *len = need;
+        if (fits) *fits = f.fits;
+        if (need >= cap && (buf || cap)) { /* buf NULL and cap 0 only ask for the length */
+            if (buf && cap) buf[0] = '\0';
+            if (err && err_cap) snprintf(err, err_cap, "rlt_plan_fit_json: the document needs %zu bytes, the buffer has %zu", need + 1, cap);
+            rc = RLT_EINVAL;
+        }
+    }
+    rlt_mem_free(snap);
     return rc;
 }

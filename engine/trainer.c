@@ -138,18 +138,21 @@ static int env_call(rlt_trainer *tr, rlt_env *env, int rc) {
     RLT_FAIL(&tr->err, rc, "environment '%s': %s", tr->env_name, rlt_strerror(rc));
 }
 
-/* Mean return of eval_episodes deterministic episodes on the evaluation environment. */
+/* Mean return of eval_episodes deterministic episodes on the evaluation environment. Its observations go
+ * to next_obs, which the loop writes before it reads: tr->obs holds the training environment's current
+ * observation, which the next training step acts on and stores. */
 static int trainer_evaluate(rlt_trainer *tr, double *mean) {
     rlt_env *env = &tr->eval_env;
+    float *obs = tr->next_obs;
     double total = 0.0;
     for (int32_t ep = 0; ep < tr->cfg.train.eval_episodes; ep++) {
-        RLT_TRY(env_call(tr, env, rlt_env_reset(env, tr->obs)));
+        RLT_TRY(env_call(tr, env, rlt_env_reset(env, obs)));
         uint8_t term = 0, trunc = 0;
         double ret = 0.0;
         while (!term && !trunc) {
-            RLT_TRY(agent_call(tr, rlt_agent_act(tr->agent, tr->obs, 1, 0, tr->action)));
+            RLT_TRY(agent_call(tr, rlt_agent_act(tr->agent, obs, 1, 0, tr->action)));
             float r;
-            RLT_TRY(env_call(tr, env, rlt_env_step(env, tr->action, tr->obs, &r, &term, &trunc)));
+            RLT_TRY(env_call(tr, env, rlt_env_step(env, tr->action, obs, &r, &term, &trunc)));
             ret += r;
         }
         total += ret;

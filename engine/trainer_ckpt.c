@@ -4,6 +4,8 @@
  * environment's state is whatever its save_state callback writes; without one, resuming is refused. */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +92,49 @@ int trainer_save(rlt_trainer *tr, const char *path) {
     return from_agent(tr, ckpt_writer_close(w));
 }
 
+/* trainer.state's words against each other and this trainer, before anything is loaded (a checkpoint is
+ * untrusted input): counts not negative and within the run, the episode step within the time limit (a
+ * built-in environment always has one), both environments' random streams their own, and the returns finite
+ * or NaN (none yet). agent_steps is agent.host's env_steps, which the loop keeps equal to its own. */
+static int check_loop_state(rlt_trainer *tr, const char *path, const int64_t *s, int64_t agent_steps) {
+    rlt_err *e = &tr->agent->err;
+    int64_t steps = s[TS_ENV_STEPS], max = s[TS_ENV_MAX_STEPS], t = s[TS_ENV_T];
+    if (steps < 0 || steps > tr->cfg.train.total_steps)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.state': the checkpoint is at step %lld, beyond "
+                 "train.total_steps %lld", path, (long long)steps, (long long)tr->cfg.train.total_steps);
+    if (steps != agent_steps)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.state': env_steps %lld, but agent.host's env_steps is %lld",
+                 path, (long long)steps, (long long)agent_steps);
+    if (s[TS_EPISODES] < 0 || s[TS_EPISODES] > steps)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.state': episodes %lld, expected 0..%lld (env_steps)", path,
+                 (long long)s[TS_EPISODES], (long long)steps);
+    if (s[TS_EP_LEN] < 0 || s[TS_EP_LEN] > steps)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.state': ep_len %lld, expected 0..%lld (env_steps)", path,
+                 (long long)s[TS_EP_LEN], (long long)steps);
+    if (max < (tr->user_env ? 0 : 1) || max > INT32_MAX)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.state': the environment's max_steps is %lld, expected %d..%d",
+                 path, (long long)max, tr->user_env ? 0 : 1, INT32_MAX);
+    if (t < 0 || t > INT32_MAX || (max > 0 && t > max))
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.state': the environment's step env_t is %lld, expected 0..%lld",
+                 path, (long long)t, (long long)(max > 0 ? max : INT32_MAX));
+    if ((uint64_t)s[TS_ENV_STREAM] != tr->env.rng.stream || (uint64_t)s[TS_EVAL_STREAM] != tr->eval_env.rng.stream)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.state': the environments' RNG streams are %llu and %llu, "
+                 "this trainer's are %u and %u", path, (unsigned long long)s[TS_ENV_STREAM],
+                 (unsigned long long)s[TS_EVAL_STREAM], tr->env.rng.stream, tr->eval_env.rng.stream);
+    double ep_ret = bitsd(s[TS_EP_RET]), last = bitsd(s[TS_LAST_EVAL]), best = bitsd(s[TS_BEST_EVAL]);
+    double last_ep = bitsd(s[TS_LAST_EP_RET]);
+    if (!isfinite(ep_ret))
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.state': the episode's return so far (ep_ret) is %g", path, ep_ret);
+    if (!isnan(last_ep) && !isfinite(last_ep))
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.state': last_episode_return is %g, expected a finite value "
+                 "(or NaN before the first episode ends)", path, last_ep);
+    /* The best evaluation is the maximum of all of them, the last one included. */
+    if (isnan(last) != isnan(best) || (!isnan(last) && (!isfinite(last) || !isfinite(best) || best < last)))
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.state': last_eval_return %g and best_eval_return %g: expected "
+                 "both NaN (no evaluation yet) or finite with the best >= the last", path, last, best);
+    return RLT_OK;
+}
+
 static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
     rlt_agent *ag = tr->agent;
     rlt_err *e = &ag->err;
@@ -114,11 +159,28 @@ static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
     RLT_TRY(ckpt_reader_read(r, "trainer.state", s, sizeof s));
     RLT_TRY(ckpt_reader_find(r, "trainer.obs", &info));
     if (info->bytes != (uint64_t)rlt_space_bytes(&tr->env.obs_space))
-        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: observations of %llu bytes, this environment's have %lld", path,
-                 (unsigned long long)info->bytes, (long long)rlt_space_bytes(&tr->env.obs_space));
-    if (s[TS_ENV_STEPS] < 0 || s[TS_ENV_STEPS] > tr->cfg.train.total_steps)
-        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: the checkpoint is at step %lld, beyond train.total_steps %lld", path,
-                 (long long)s[TS_ENV_STEPS], (long long)tr->cfg.train.total_steps);
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.obs': observations of %llu bytes, this environment's have %lld",
+                 path, (unsigned long long)info->bytes, (long long)rlt_space_bytes(&tr->env.obs_space));
+    int64_t agent_steps;
+    RLT_TRY(ckpt_reader_read_range(r, "agent.host", 0, &agent_steps, sizeof agent_steps));
+    RLT_TRY(check_loop_state(tr, path, s, agent_steps));
+    /* The environment's state and the current observation are read and checked here, and copied in only
+     * once the agent has loaded: next_obs is scratch between steps (the loop writes it before reading it). */
+    _Alignas(16) unsigned char env_state[RLT_ENV_STATE_BYTES];
+    if (!tr->user_env) {
+        RLT_TRY(ckpt_reader_read(r, "trainer.env_state", env_state, sizeof env_state));
+        char why[256];
+        if (tr->env.cls->check_state &&
+            tr->env.cls->check_state(&tr->env, env_state, (int32_t)s[TS_ENV_T], why, sizeof why) != 0)
+            RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.env_state' of environment '%s' at episode step %lld: %s",
+                     path, tr->env_name, (long long)s[TS_ENV_T], why);
+    }
+    RLT_TRY(ckpt_reader_read(r, "trainer.obs", tr->next_obs, info->bytes));
+    if (tr->env.obs_space.dtype == RLT_DTYPE_F32)
+        for (uint64_t i = 0; i < info->bytes / 4; i++)
+            if (!isfinite(tr->next_obs[i]))
+                RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.obs' element %llu is %g: observations are finite", path,
+                         (unsigned long long)i, tr->next_obs[i]);
     /* The agent checks all of its tensors before it changes anything. */
     RLT_TRY(agent_read_state(ag, r, path));
     if (tr->user_env) {
@@ -129,9 +191,9 @@ static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
             RLT_FAIL(e, RLT_ERUNTIME, "%s: user environment '%s': load_state returned %d (the agent's state is loaded)", path,
                      name, urc);
     } else {
-        RLT_TRY(ckpt_reader_read(r, "trainer.env_state", tr->env.state, RLT_ENV_STATE_BYTES));
+        memcpy(tr->env.state, env_state, RLT_ENV_STATE_BYTES);
     }
-    RLT_TRY(ckpt_reader_read(r, "trainer.obs", tr->obs, info->bytes));
+    memcpy(tr->obs, tr->next_obs, info->bytes);
     rlt_progress *p = &tr->prog;
     p->env_steps = s[TS_ENV_STEPS];
     p->episodes = s[TS_EPISODES];

@@ -8,6 +8,7 @@
  * only the observation was ever float32.) np.square is x * x. tests/test_envs.c checks the float64 state
  * after every step, not just the float32 observation. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "env.h"
@@ -113,6 +114,27 @@ static int cartpole_step(rlt_env *env, const void *action, void *obs, float *rew
     return RLT_OK;
 }
 
+/* The state must be finite (one NaN makes every later observation NaN), and steps_beyond_terminated counts
+ * steps taken after termination: -1 before it, then at most one more per step. */
+static int cartpole_check_state(const rlt_env *env, const unsigned char *state, int32_t t, char *why, size_t cap) {
+    (void)env;
+    static const char *names[4] = {"x (the cart position)", "x_dot (the cart velocity)", "theta (the pole angle)",
+                                   "theta_dot (the pole's angular velocity)"};
+    cartpole_state c;
+    memcpy(&c, state, sizeof c);
+    for (int i = 0; i < 4; i++)
+        if (!isfinite(c.s[i])) {
+            snprintf(why, cap, "%s is %g", names[i], c.s[i]);
+            return -1;
+        }
+    if (c.steps_beyond_terminated < -1 || c.steps_beyond_terminated > t) {
+        snprintf(why, cap, "steps_beyond_terminated is %d; %d steps after a reset it is -1..%d",
+                 (int)c.steps_beyond_terminated, (int)t, (int)t);
+        return -1;
+    }
+    return 0;
+}
+
 void rlt_cartpole_set_state(rlt_env *env, const double state[4], float *obs) {
     cartpole_state *c = state_of(env);
     memcpy(c->s, state, sizeof c->s);
@@ -131,4 +153,5 @@ const rlt_env_class rlt_env_class_cartpole = {
     .setup = cartpole_setup,
     .reset = cartpole_reset,
     .step = cartpole_step,
+    .check_state = cartpole_check_state,
 };

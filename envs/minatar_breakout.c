@@ -13,6 +13,7 @@
  *     game can run forever (a paddle that always returns the ball sees the wall refilled endlessly). We
  *     truncate at 10,000 steps as a safety cap far beyond ordinary episodes. (gymnax's port ends episodes
  *     at 1,000 steps, as a termination; we keep truncation so that bootstrapping stays correct.) */
+#include <stdio.h>
 #include <string.h>
 
 #include "env.h"
@@ -159,6 +160,47 @@ static int breakout_step(rlt_env *env, const void *action, void *obs, float *rew
     return RLT_OK;
 }
 
+/* Every position indexes the 10x10 grid (observe writes there, breakout_act reads the brick map one row
+ * beyond the ball), so each must be in range; the ball reaches row 9 only as the game ends. */
+static int breakout_check_state(const rlt_env *env, const unsigned char *state, int32_t t, char *why, size_t cap) {
+    (void)env;
+    (void)t;
+    breakout_state s;
+    memcpy(&s, state, sizeof s);
+    const rlt_breakout_game *g = &s.g;
+    const struct { const char *name; int32_t v, lo, hi; } f[] = {
+        {"ball_x", g->ball_x, 0, GRID - 1}, {"ball_y", g->ball_y, 0, GRID - 1}, {"ball_dir", g->ball_dir, 0, 3},
+        {"pos", g->pos, 0, GRID - 1},       {"last_x", g->last_x, 0, GRID - 1}, {"last_y", g->last_y, 0, GRID - 1},
+        {"strike", g->strike, 0, 1},        {"terminal", g->terminal, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].v < f[i].lo || f[i].v > f[i].hi) {
+            snprintf(why, cap, "%s is %d, expected %d..%d", f[i].name, (int)f[i].v, (int)f[i].lo, (int)f[i].hi);
+            return -1;
+        }
+    if (g->ball_y == GRID - 1 && !g->terminal) {
+        snprintf(why, cap, "ball_y is %d but terminal is 0: the ball reaches the bottom row only as the game ends",
+                 (int)g->ball_y);
+        return -1;
+    }
+    if (g->last_action != ACT_N && g->last_action != ACT_L && g->last_action != ACT_R) {
+        snprintf(why, cap, "last_action is %d, expected %d, %d or %d (no-op, left, right)", (int)g->last_action, ACT_N,
+                 ACT_L, ACT_R);
+        return -1;
+    }
+    for (int y = 0; y < GRID; y++)
+        for (int x = 0; x < GRID; x++)
+            if (g->brick_map[y][x] > 1) {
+                snprintf(why, cap, "brick_map[%d][%d] is %d, expected 0 or 1", y, x, g->brick_map[y][x]);
+                return -1;
+            }
+    if (!(s.sticky_action_prob >= 0.0 && s.sticky_action_prob <= 1.0)) {
+        snprintf(why, cap, "sticky_action_prob is %g, expected a probability", s.sticky_action_prob);
+        return -1;
+    }
+    return 0;
+}
+
 void rlt_breakout_set_game(rlt_env *env, const rlt_breakout_game *game, uint8_t *obs) {
     state_of(env)->g = *game;
     if (obs) observe(game, obs);
@@ -177,4 +219,5 @@ const rlt_env_class rlt_env_class_minatar_breakout = {
     .setup = breakout_setup,
     .reset = breakout_reset,
     .step = breakout_step,
+    .check_state = breakout_check_state,
 };

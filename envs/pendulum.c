@@ -11,6 +11,8 @@
  *   - the observation [cos th, sin th, thdot] is computed in float64 and rounded to float32.
  * tests/test_envs.c checks the float64 state after every step, not just the float32 observation. */
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "env.h"
 #include "envs_internal.h"
@@ -118,6 +120,24 @@ static int pendulum_step(rlt_env *env, const void *action, void *obs, float *rew
     return RLT_OK;
 }
 
+/* A reset draws th in [-pi, pi] and thdot in [-1, 1]; a step clips thdot to [-MAX_SPEED, MAX_SPEED] and moves
+ * th by thdot * DT, so t steps reach |th| <= pi + t * MAX_SPEED * DT (th is not wrapped, as in Gymnasium). */
+static int pendulum_check_state(const rlt_env *env, const unsigned char *state, int32_t t, char *why, size_t cap) {
+    (void)env;
+    pendulum_state s;
+    memcpy(&s, state, sizeof s);
+    double th_max = (PENDULUM_PI + MAX_SPEED * DT * (double)t) * (1.0 + 1e-12);
+    if (!isfinite(s.th) || fabs(s.th) > th_max) {
+        snprintf(why, cap, "th (the angle) is %g; %d steps after a reset it is within +-%g", s.th, (int)t, th_max);
+        return -1;
+    }
+    if (!isfinite(s.thdot) || fabs(s.thdot) > MAX_SPEED) {
+        snprintf(why, cap, "thdot (the angular velocity) is %g; it is clipped to +-%g", s.thdot, MAX_SPEED);
+        return -1;
+    }
+    return 0;
+}
+
 void rlt_pendulum_set_state(rlt_env *env, double th, double thdot, float *obs) {
     pendulum_state *s = state_of(env);
     s->th = th;
@@ -138,4 +158,5 @@ const rlt_env_class rlt_env_class_pendulum = {
     .setup = pendulum_setup,
     .reset = pendulum_reset,
     .step = pendulum_step,
+    .check_state = pendulum_check_state,
 };

@@ -4,6 +4,7 @@
  * state, so creating one allocates nothing. */
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "env.h"
@@ -15,8 +16,9 @@
 typedef struct user_env_state {
     rlt_env_callbacks cb;
     int32_t instance;
-    int32_t last_rc;    /* what the failing callback returned */
-    const char *failed; /* "reset" or "step" after a failure, else NULL */
+    int32_t last_rc; /* what the failing callback returned */
+    int32_t failed;  /* 1 after a failure, described in what */
+    char what[120];  /* "reset", "step", or what was wrong with the values a callback returned */
 } user_env_state;
 
 _Static_assert(sizeof(user_env_state) <= RLT_ENV_STATE_BYTES, "user env state must fit in rlt_env.state");
@@ -25,9 +27,25 @@ static user_env_state *user_of(rlt_env *env) { return (user_env_state *)(void *)
 
 static int user_fail(rlt_env *env, const char *what, int rc) {
     user_env_state *u = user_of(env);
-    u->failed = what;
+    u->failed = 1;
+    snprintf(u->what, sizeof u->what, "%s", what);
     u->last_rc = rc;
     return RLT_ERUNTIME;
+}
+
+/* A NaN or inf observation would poison the agent's replay and networks, so it stops where it appears,
+ * named by callback and element. uint8 observations cannot be non-finite. */
+static int user_check_obs(rlt_env *env, const char *callback, const void *obs) {
+    if (env->obs_space.dtype != RLT_DTYPE_F32) return RLT_OK;
+    const float *x = obs;
+    int64_t n = rlt_space_elems(&env->obs_space);
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) {
+            char what[120];
+            snprintf(what, sizeof what, "%s (observation element %lld is %g, not finite)", callback, (long long)i, x[i]);
+            return user_fail(env, what, 0);
+        }
+    return RLT_OK;
 }
 
 static int user_setup(rlt_env *env) {
@@ -41,7 +59,7 @@ static int user_reset(rlt_env *env, void *obs) {
     rlt_u32x4 x = rlt_philox4x32(env->rng.seed, env->rng.stream, env->rng.ctr++, 0);
     uint64_t seed = ((uint64_t)x.v[0] << 32) | x.v[1];
     int rc = u->cb.reset(u->cb.user, u->instance, seed, obs);
-    return rc == 0 ? RLT_OK : user_fail(env, "reset", rc);
+    return rc == 0 ? user_check_obs(env, "reset", obs) : user_fail(env, "reset", rc);
 }
 
 static int user_step(rlt_env *env, const void *action, void *obs, float *reward, uint8_t *terminated,
@@ -51,6 +69,7 @@ static int user_step(rlt_env *env, const void *action, void *obs, float *reward,
     if (rc != 0) return user_fail(env, "step", rc);
     /* A NaN reward would poison every critic it reaches; stop where it appears instead. */
     if (!isfinite(*reward)) return user_fail(env, "step (non-finite reward)", 0);
+    RLT_TRY(user_check_obs(env, "step", obs));
     *terminated = *terminated ? 1 : 0;
     *truncated = *truncated ? 1 : 0;
     return RLT_OK;
@@ -140,5 +159,5 @@ const char *rlt_env_user_failure(const rlt_env *env, int *user_rc) {
     if (!env || env->cls != &user_env_class) return NULL;
     const user_env_state *u = (const user_env_state *)(const void *)env->state;
     if (user_rc) *user_rc = u->last_rc;
-    return u->failed;
+    return u->failed ? u->what : NULL;
 }

@@ -108,12 +108,17 @@ typedef struct rlt_plan_summary {
     uint64_t budget_bytes;   /* memory.budget_mb in bytes */
     uint64_t device_total;   /* total device memory, 0 when unknown */
     uint64_t device_free;    /* free device memory before the reservation, 0 when unknown */
-    uint64_t context_bytes;  /* measured cost of the CUDA context and library handles, 0 on CPU */
+    uint64_t context_bytes;  /* device memory the process holds besides the arena, measured (the CUDA context,
+                              * loaded kernels, library handles), 0 on CPU */
     int32_t n_entries;
-    int32_t fits;            /* 1 when the budgeted arena fits */
+    int32_t fits;            /* 1 when the budgeted arena fits, and the process fits memory.process_budget_mb */
     char device[64];         /* "cpu", "cuda:0 (NVIDIA H100 80GB HBM3)" */
     char precision[8];       /* the compute precision the plan uses */
     char note[120];          /* a decision the plan made that the user should see (or empty) */
+    uint64_t handle_bytes;   /* of context_bytes: the library handles the plan needs (cuBLAS, cuDNN); 0 if none */
+    uint64_t process_bytes;  /* the whole process on its device: context_bytes + the device arena (on the CPU:
+                              * the host arena) */
+    uint64_t process_budget_bytes; /* memory.process_budget_mb in bytes; 0: no process budget */
 } rlt_plan_summary;
 
 /* What fits: the answers `rltrain plan` prints. Sizes are found by building plans (no memory is
@@ -126,11 +131,28 @@ typedef struct rlt_fit_report {
     int32_t max_batch_size;       /* largest train.batch_size that fits with one micro-batch (0: none) */
     int32_t min_grad_accum_steps; /* fewest micro-batches (a divisor of batch_size) that fit (0: none) */
     int32_t micro_batch;          /* batch_size / min_grad_accum_steps */
+    uint64_t min_need_bytes;      /* the plan with train.batch_size 1 (one micro-batch) and replay.capacity
+                                   * min_replay_capacity: the least that changing those two can reach */
+    int64_t min_replay_capacity;  /* the smallest replay.capacity the algorithm accepts */
+    uint64_t fit_budget_bytes;    /* the smallest memory.budget_mb (whole MiB, here in bytes) that fits the
+                                   * configured plan; 0 when no budget does (the device lacks the memory) */
+    uint64_t min_fit_budget_bytes; /* the same for the plan at min_need_bytes */
 } rlt_fit_report;
 
 /* Fills *out for cfg. Status as rlt_trainer_init's (RLT_ECONFIG, RLT_EDEVICE); the message goes to
  * err (cap bytes, may be NULL). Also returns the configured plan's table in table (may be NULL). */
 RLT_API int rlt_plan_fit(const rlt_config *cfg, rlt_fit_report *out, char *table, size_t table_cap, char *err, size_t err_cap);
+
+/* The same answers as one JSON document for scripts and regression tests (`rltrain plan --json`): the
+ * configured plan's entries, region totals, totals, device, budget, fits, the largest sizes that fit and
+ * hints. The schema is docs/plan_json.md; its "schema_version" is RLT_PLAN_JSON_SCHEMA_VERSION, and
+ * within one version fields are only ever added. Writes the document into buf (NUL-terminated) and its
+ * length, without the NUL, into *len (len may be NULL); buf NULL and cap 0 ask for the length only. A
+ * buffer too small for the whole document is RLT_EINVAL with buf empty (a partial document is never a
+ * success); other statuses as rlt_plan_fit's. *fits (may be NULL) gets 1 when the configured plan fits. */
+#define RLT_PLAN_JSON_SCHEMA_VERSION 1
+RLT_API int rlt_plan_fit_json(const rlt_config *cfg, char *buf, size_t cap, size_t *len, int32_t *fits, char *err,
+                              size_t err_cap);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Spaces and the agent API (for simulators that drive their own loop)                            */

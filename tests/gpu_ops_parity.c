@@ -38,7 +38,7 @@
  *   Outputs not asked for, padding columns and rows = 0 must stay untouched: bound 0.
  * - gather_fields (indices drawn or given, direct and indirect fields): exact, as gather_rows; with fp16/bf16
  *   sources (compact replay) exact too: widening to fp32 is exact and both backends do it with the same
- *   integer arithmetic (kernels/lowp.h), NaN payloads included.
+ *   integer arithmetic (base/lowp.h), NaN payloads included.
  * - td3_critic_loss, dqn_loss: targets and gradients exact (the plain ops' expressions); losses within
  *   the reduction bounds of mse_grad and q_loss_grad.
  * - adam_ex: bit for bit the GPU's own clip_grad_norm + adam + polyak (it promises the same bits); against
@@ -926,7 +926,7 @@ static void test_gather_fields(void) {
  * through the 4-elements-a-word path (aligned rows of 20 and 32 elements) and the one-element path (rows of 3
  * and 17 elements, unaligned strides), with an indirect field, a raw field beside them, the sampling folded in
  * (mode 1), and guard bytes after every destination row and buffer. Widening is exact integer arithmetic on
- * both backends (kernels/lowp.h), so anything but equality is a bug. */
+ * both backends (base/lowp.h), so anything but equality is a bug. */
 static void test_gather_widen(void) {
     printf("gather_fields (fp16/bf16 sources)\n");
     enum { R = 4096, NF = 5, NR = 1500, ROW0 = 300, NB = 2000 };

@@ -11,7 +11,7 @@
  *   host rounds the observations the same way for both, and the gathers widen them exactly), and 30 updates
  *   keep the trajectory parity above.
  * - Convolutions on parallel lanes: DQN on MinAtar Breakout (a conv torso) runs its three forwards on three lanes,
- *   each cuDNN call bound to its lane's stream and each set with its own workspace; 2,000 updates give a final
+ *   each convolution's kernels on its lane's stream and each set with its own workspace; 2,000 updates give a final
  *   checkpoint byte-identical to the run with every op on one lane (RLT_CUDA_LANES=1).
  * - Learning: TD3 on the built-in Pendulum reaches -250 within 20,000 steps and DQN on CartPole 475
  *   within 50,000 steps on the GPU, the CPU tests' thresholds.

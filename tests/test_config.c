@@ -1,8 +1,9 @@
 /* test_config.c: the strict YAML configuration: the schema table's own consistency, the defaults, a full
  * valid file, a table of bad inputs (each with its exact status and the file:line:column, key and hint
  * its message must carry), that a failed load or --set changes nothing, --set, validate's cross-field
- * checks, the dump reading back to identical bits, the 1 MiB limit, file errors, and every shipped file
- * in configs/. */
+ * checks, the dump reading back to identical bits, the 1 MiB limit, file errors, every shipped file
+ * in configs/, and the enum keys (each value parsed once into its enum, written back as the same text, and
+ * every bad value refused with file:line:column and the allowed values). */
 #include <dirent.h>
 #include <locale.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "config_conv.h"
 #include "config_schema.h"
 #include "harness.h"
 #include "mem.h"
@@ -64,14 +66,17 @@ static void check_defaults(void) {
     CHECK(!strcmp(c->env.name, "pendulum"), "env.name %s", c->env.name);
     CHECK(c->env.max_episode_steps == 0, "max_episode_steps");
     CHECK(c->seed == 1, "seed");
-    CHECK(!strcmp(c->device, "cpu"), "device %s", c->device);
-    CHECK(!strcmp(c->precision, "fp32"), "precision %s", c->precision);
+    CHECK(c->device.kind == RLT_DEVICE_CPU && c->device.index == -1, "device %d:%d", (int)c->device.kind,
+          (int)c->device.index);
+    CHECK(c->precision == RLT_PRECISION_FP32, "precision %d", (int)c->precision);
     CHECK(c->train.total_steps == 20000 && c->train.start_steps == 1000, "steps");
     CHECK(c->train.batch_size == 256 && c->train.grad_accum_steps == 1 && c->train.updates_per_step == 1, "batch");
     CHECK(c->train.eval_every == 2000 && c->train.eval_episodes == 10, "eval");
     CHECK(c->train.progress_every_s == 2.0, "progress_every_s");
-    CHECK(c->replay.capacity == 100000 && !strcmp(c->replay.location, "auto") && !strcmp(c->replay.obs_dtype, "auto"),
-          "replay");
+    CHECK(c->replay.capacity == 100000 && c->replay.location == RLT_REPLAY_LOCATION_AUTO &&
+              c->replay.obs_dtype == RLT_OBS_DTYPE_AUTO, "replay");
+    CHECK(c->dqn.loss == RLT_DQN_LOSS_HUBER && c->memory.on_oom == RLT_ON_OOM_FAIL, "dqn.loss, memory.on_oom");
+    CHECK(c->network.conv.preset == RLT_CONV_PRESET_NONE && c->network.conv.n == 0, "network.conv");
     CHECK(c->td3.actor_hidden.n == 2 && c->td3.actor_hidden.v[0] == 256 && c->td3.actor_hidden.v[1] == 256, "actor");
     CHECK(c->td3.critic_hidden.n == 2 && c->td3.critic_hidden.v[0] == 256 && c->td3.critic_hidden.v[1] == 256, "critic");
     CHECK(c->td3.actor_lr == 3e-4 && c->td3.critic_lr == 3e-4, "lr");
@@ -143,11 +148,11 @@ static void check_full_config(void) {
     CHECK(!strcmp(c->source, "full.yaml"), "source %s", c->source);
     CHECK(!strcmp(c->env.name, "cartpole") && c->env.max_episode_steps == 500, "env");
     CHECK(c->seed == UINT64_MAX, "seed");
-    CHECK(!strcmp(c->device, "cuda:3"), "device");
+    CHECK(c->device.kind == RLT_DEVICE_CUDA && c->device.index == 3, "device");
     CHECK(c->train.total_steps == 1000000 && c->train.start_steps == 25000, "steps");
     CHECK(c->train.batch_size == 128 && c->train.updates_per_step == 2, "batch");
     CHECK(c->train.eval_every == 5000 && c->train.eval_episodes == 5 && c->train.progress_every_s == 0.5, "eval");
-    CHECK(c->replay.capacity == 1000000 && !strcmp(c->replay.location, "host"), "replay");
+    CHECK(c->replay.capacity == 1000000 && c->replay.location == RLT_REPLAY_LOCATION_HOST, "replay");
     CHECK(c->td3.actor_hidden.n == 2 && c->td3.actor_hidden.v[0] == 400 && c->td3.actor_hidden.v[1] == 300, "actor");
     CHECK(c->td3.critic_hidden.n == 3 && c->td3.critic_hidden.v[2] == 7, "block list");
     CHECK(c->td3.actor_lr == 1e-3 && c->td3.critic_lr == 0.001 && c->td3.gamma == 1.0 && c->td3.tau == 0.01, "td3");
@@ -321,8 +326,10 @@ static void check_set(void) {
     CHECK(rlt_config_set(c, "train.batch_size=100") == RLT_OK && c->train.batch_size == 100, "int");
     CHECK(rlt_config_set(c, " td3.gamma = 0.95") == RLT_OK && c->td3.gamma == 0.95, "spaces around: %s",
           rlt_config_errmsg(c));
-    CHECK(rlt_config_set(c, "device=cuda:1") == RLT_OK && !strcmp(c->device, "cuda:1"), "cuda:N");
-    CHECK(rlt_config_set(c, "device=auto") == RLT_OK && !strcmp(c->device, "auto"), "auto");
+    CHECK(rlt_config_set(c, "device=cuda:1") == RLT_OK && c->device.kind == RLT_DEVICE_CUDA && c->device.index == 1,
+          "cuda:N");
+    CHECK(rlt_config_set(c, "device=auto") == RLT_OK && c->device.kind == RLT_DEVICE_AUTO && c->device.index == -1,
+          "auto");
     CHECK(rlt_config_set(c, "out_dir=tmp_x/run one") == RLT_OK && !strcmp(c->out_dir, "tmp_x/run one"), "path");
     CHECK(rlt_config_set(c, "memory.budget_mb=1") == RLT_OK && c->memory.budget_mb == 1.0, "budget");
     CHECK(rlt_config_set(c, "td3={tau: 0.01, policy_delay: 4}") == RLT_OK && c->td3.tau == 0.01 &&
@@ -617,6 +624,254 @@ static void check_get_clone(void) {
     rlt_config_free(c);
 }
 
+/* ---- enum keys ----------------------------------------------------------------------------------------- */
+
+/* The enum the config holds for key, read from the typed field itself (not through the schema's offset). */
+static int32_t stored_enum(const rlt_config *c, const char *key) {
+    if (!strcmp(key, "precision")) return (int32_t)c->precision;
+    if (!strcmp(key, "replay.location")) return (int32_t)c->replay.location;
+    if (!strcmp(key, "replay.obs_dtype")) return (int32_t)c->replay.obs_dtype;
+    if (!strcmp(key, "dqn.loss")) return (int32_t)c->dqn.loss;
+    if (!strcmp(key, "memory.on_oom")) return (int32_t)c->memory.on_oom;
+    if (!strcmp(key, "network.conv")) return (int32_t)c->network.conv.preset;
+    return -100;
+}
+
+typedef struct enum_case {
+    const char *key, *text; /* a valid value, as a config writes it */
+    int32_t value;          /* the enum it is stored as */
+} enum_case;
+
+static const enum_case enum_cases[] = {
+    {"precision", "fp32", RLT_PRECISION_FP32},
+    {"precision", "bf16", RLT_PRECISION_BF16},
+    {"precision", "fp16", RLT_PRECISION_FP16},
+    {"replay.location", "auto", RLT_REPLAY_LOCATION_AUTO},
+    {"replay.location", "device", RLT_REPLAY_LOCATION_DEVICE},
+    {"replay.location", "host", RLT_REPLAY_LOCATION_HOST},
+    {"replay.obs_dtype", "auto", RLT_OBS_DTYPE_AUTO},
+    {"replay.obs_dtype", "fp32", RLT_OBS_DTYPE_FP32},
+    {"replay.obs_dtype", "fp16", RLT_OBS_DTYPE_FP16},
+    {"replay.obs_dtype", "bf16", RLT_OBS_DTYPE_BF16},
+    {"replay.obs_dtype", "uint8", RLT_OBS_DTYPE_UINT8},
+    {"dqn.loss", "huber", RLT_DQN_LOSS_HUBER},
+    {"dqn.loss", "mse", RLT_DQN_LOSS_MSE},
+    {"memory.on_oom", "fail", RLT_ON_OOM_FAIL},
+    {"memory.on_oom", "cpu", RLT_ON_OOM_CPU},
+    {"network.conv", "none", RLT_CONV_PRESET_NONE},
+    {"network.conv", "nature", RLT_CONV_PRESET_NATURE},
+    {"network.conv", "minatar", RLT_CONV_PRESET_MINATAR},
+};
+
+typedef struct device_case {
+    const char *text, *dumped; /* dumped: how the dump writes it back */
+    rlt_device_kind kind;
+    int32_t index;
+} device_case;
+
+static const device_case device_cases[] = {
+    {"auto", "auto", RLT_DEVICE_AUTO, -1},
+    {"cpu", "cpu", RLT_DEVICE_CPU, -1},
+    {"cuda", "cuda", RLT_DEVICE_CUDA, -1}, /* GPU 0, but written back as given */
+    {"cuda:0", "cuda:0", RLT_DEVICE_CUDA, 0},
+    {"cuda:3", "cuda:3", RLT_DEVICE_CUDA, 3},
+    {"cuda:999999", "cuda:999999", RLT_DEVICE_CUDA, 999999},
+    {"cuda:007", "cuda:7", RLT_DEVICE_CUDA, 7}, /* the index is a number: leading zeros are not kept */
+};
+
+/* "leaf: text" on a line of its own, indented under its section, as the dump writes it. */
+static int dump_has(const char *dump, const char *key, const char *text) {
+    char line[160];
+    const char *leaf = strrchr(key, '.');
+    snprintf(line, sizeof line, "\n%s%s: %s\n", leaf ? "  " : "", leaf ? leaf + 1 : key, text);
+    return strstr(dump, line) != NULL;
+}
+
+/* The dump of c reads back to the same values, and the reread config dumps to the same bytes. */
+static void check_dump_stable(const rlt_config *c, const char *what) {
+    static char text[16384], again[16384];
+    rlt_config *d;
+    const char *which;
+    rlt_config_dump(c, text, sizeof text);
+    CHECK(rlt_config_init(&d) == RLT_OK, "init");
+    if (!d) return;
+    CHECK(rlt_config_load_string(d, text, "dump.yaml") == RLT_OK, "%s: the dump reads back: %s", what,
+          rlt_config_errmsg(d));
+    CHECK(same_values(c, d, &which), "%s: round trip differs at %s", what, which);
+    rlt_config_dump(d, again, sizeof again);
+    CHECK(!strcmp(text, again), "%s: the dump of the reread config differs", what);
+    rlt_config_free(d);
+}
+
+static void check_enum_values(void) {
+    static char dump[16384];
+    char buf[64], set[128], yaml[160];
+    for (size_t i = 0; i < sizeof enum_cases / sizeof enum_cases[0]; i++) {
+        const enum_case *ec = &enum_cases[i];
+        rlt_config *c, *f;
+        CHECK(rlt_config_init(&c) == RLT_OK && rlt_config_init(&f) == RLT_OK, "init");
+        if (!c || !f) return;
+        snprintf(set, sizeof set, "%s=%s", ec->key, ec->text);
+        CHECK(rlt_config_set(c, set) == RLT_OK, "%s: %s", set, rlt_config_errmsg(c));
+        CHECK(stored_enum(c, ec->key) == ec->value, "%s stores %d, want %d", set, (int)stored_enum(c, ec->key),
+              (int)ec->value);
+        CHECK(rlt_config_get(c, ec->key, buf, sizeof buf) == strlen(ec->text) && !strcmp(buf, ec->text),
+              "get %s: '%s', want '%s'", ec->key, buf, ec->text);
+        rlt_config_dump(c, dump, sizeof dump);
+        CHECK(dump_has(dump, ec->key, ec->text), "the dump writes %s as '%s':\n%s", ec->key, ec->text, dump);
+        CHECK(rlt_config_validate(c) == RLT_OK, "%s validates: %s", set, rlt_config_errmsg(c));
+        check_dump_stable(c, set);
+        /* The nested file form stores the same value. */
+        const char *dot = strchr(ec->key, '.');
+        if (dot) snprintf(yaml, sizeof yaml, "%.*s:\n  %s: %s\n", (int)(dot - ec->key), ec->key, dot + 1, ec->text);
+        else snprintf(yaml, sizeof yaml, "%s: %s\n", ec->key, ec->text);
+        CHECK(rlt_config_load_string(f, yaml, "e.yaml") == RLT_OK && stored_enum(f, ec->key) == ec->value,
+              "file form of %s: %s", set, rlt_config_errmsg(f));
+        rlt_config_free(f);
+        rlt_config_free(c);
+    }
+    for (size_t i = 0; i < sizeof device_cases / sizeof device_cases[0]; i++) {
+        const device_case *dc = &device_cases[i];
+        rlt_config *c;
+        CHECK(rlt_config_init(&c) == RLT_OK, "init");
+        if (!c) return;
+        snprintf(yaml, sizeof yaml, "device: %s\n", dc->text);
+        CHECK(rlt_config_load_string(c, yaml, "d.yaml") == RLT_OK, "%s: %s", yaml, rlt_config_errmsg(c));
+        CHECK(c->device.kind == dc->kind && c->device.index == dc->index, "device %s stores %d:%d", dc->text,
+              (int)c->device.kind, (int)c->device.index);
+        rlt_config_get(c, "device", buf, sizeof buf);
+        CHECK(!strcmp(buf, dc->dumped), "get device: '%s', want '%s'", buf, dc->dumped);
+        rlt_config_dump(c, dump, sizeof dump);
+        CHECK(dump_has(dump, "device", dc->dumped), "the dump writes device %s as %s", dc->text, dc->dumped);
+        check_dump_stable(c, dc->text);
+        rlt_config_free(c);
+    }
+    /* Every enum key at once, away from its default: the lines the dump writes (config.yaml, checkpoints). */
+    rlt_config *c;
+    CHECK(rlt_config_init(&c) == RLT_OK, "init");
+    if (!c) return;
+    CHECK(rlt_config_load_string(c, "device: cuda:2\nprecision: bf16\nreplay: {location: host, obs_dtype: fp16}\n"
+                                    "dqn: {loss: mse}\nnetwork: {conv: nature}\nmemory: {on_oom: cpu}\n", "all.yaml") == RLT_OK,
+          "all: %s", rlt_config_errmsg(c));
+    rlt_config_dump(c, dump, sizeof dump);
+    CHECK(!strncmp(dump, "algo: td3\nenv:\n", 15) && strstr(dump, "\ndevice: cuda:2\nprecision: bf16\ntrain:\n") &&
+              strstr(dump, "\nreplay:\n  capacity: 100000\n  location: host\n  obs_dtype: fp16\ntd3:\n") &&
+              strstr(dump, "\n  double: true\n  loss: mse\n  target_update_every: 500\n") &&
+              strstr(dump, "\n  conv: nature\nmemory:\n") && strstr(dump, "\n  on_oom: cpu\ncheckpoint:\n"),
+          "enum lines of the dump:\n%s", dump);
+    check_dump_stable(c, "all enums");
+    rlt_config_free(c);
+    /* The preset names messages list are the table's. */
+    char names[64];
+    snprintf(names, sizeof names, "%s|%s|%s", config_conv_preset_name(RLT_CONV_PRESET_NONE),
+             config_conv_preset_name(RLT_CONV_PRESET_NATURE), config_conv_preset_name(RLT_CONV_PRESET_MINATAR));
+    CHECK(!strcmp(names, CONV_PRESET_NAMES) && !strcmp(config_conv_preset_name(RLT_CONV_PRESET_EXPLICIT), ""),
+          "CONV_PRESET_NAMES is %s, the table says %s", CONV_PRESET_NAMES, names);
+    CHECK(!strcmp(config_precision_name(RLT_PRECISION_BF16), "bf16") &&
+              !strcmp(config_obs_dtype_name(RLT_OBS_DTYPE_UINT8), "uint8") &&
+              !strcmp(config_precision_name((rlt_precision)7), "?"), "name functions");
+}
+
+typedef struct enum_bad {
+    const char *key, *bad;
+    const char *choices; /* as the message lists them */
+} enum_bad;
+
+static const enum_bad enum_bads[] = {
+    {"device", "gpu", "auto|cpu|cuda|cuda:N"},
+    {"device", "CPU", "auto|cpu|cuda|cuda:N"},
+    {"device", "cuda:x", "auto|cpu|cuda|cuda:N"},
+    {"device", "cuda:-1", "auto|cpu|cuda|cuda:N"},
+    {"device", "cuda:1x", "auto|cpu|cuda|cuda:N"},
+    {"device", "cuda:1234567", "auto|cpu|cuda|cuda:N"},
+    {"device", "cudaa", "auto|cpu|cuda|cuda:N"},
+    {"precision", "fp64", "fp32|bf16|fp16"},
+    {"precision", "FP32", "fp32|bf16|fp16"},
+    {"replay.location", "hots", "auto|device|host"},
+    {"replay.location", "1", "auto|device|host"},
+    {"replay.obs_dtype", "int8", "auto|fp32|fp16|bf16|uint8"},
+    {"dqn.loss", "l1", "huber|mse"},
+    {"memory.on_oom", "true", "fail|cpu"},
+    {"memory.on_oom", "gpu", "fail|cpu"},
+};
+
+static void check_enum_errors(const char *dir) {
+    rlt_config *c, *ref;
+    const char *which;
+    char yaml[200], want[800], set[160];
+    CHECK(rlt_config_init(&c) == RLT_OK && rlt_config_init(&ref) == RLT_OK, "init");
+    if (!c || !ref) return;
+    for (size_t i = 0; i < sizeof enum_bads / sizeof enum_bads[0]; i++) {
+        const enum_bad *b = &enum_bads[i];
+        /* In a file, on line 3 under its section: file:line:column, the key, the value and the allowed values. */
+        const char *dot = strchr(b->key, '.');
+        size_t col;
+        if (dot) {
+            snprintf(yaml, sizeof yaml, "seed: 3\n%.*s:\n  %s: %s\n", (int)(dot - b->key), b->key, dot + 1, b->bad);
+            col = 2 + strlen(dot + 1) + 2 + 1;
+        } else {
+            snprintf(yaml, sizeof yaml, "seed: 3\n\n%s: %s\n", b->key, b->bad);
+            col = strlen(b->key) + 2 + 1;
+        }
+        snprintf(want, sizeof want, "e.yaml:3:%zu: key '%s': '%s' is not one of %s; use one of %s%s (", col, b->key,
+                 b->bad, b->choices, b->choices, strstr(b->choices, ":N") ? ", where N is a device index like 0" : "");
+        CHECK(rlt_config_load_string(c, yaml, "e.yaml") == RLT_ECONFIG && strstr(rlt_config_errmsg(c), want),
+              "%s=%s in a file:\n  got  %s\n  want %s", b->key, b->bad, rlt_config_errmsg(c), want);
+        CHECK(same_values(c, ref, &which), "%s=%s changed %s", b->key, b->bad, which);
+        /* From --set: the column counts from the start of the assignment. */
+        snprintf(set, sizeof set, "%s=%s", b->key, b->bad);
+        snprintf(want, sizeof want, "--set %s:1:%zu: key '%s': '%s' is not one of %s", set, strlen(b->key) + 2, b->key,
+                 b->bad, b->choices);
+        CHECK(rlt_config_set(c, set) == RLT_ECONFIG && strstr(rlt_config_errmsg(c), want), "--set %s:\n  got  %s\n  want %s",
+              set, rlt_config_errmsg(c), want);
+        CHECK(same_values(c, ref, &which), "--set %s changed %s", set, which);
+    }
+    /* A preset that does not exist, and a value of the wrong shape. */
+    CHECK(rlt_config_load_string(c, "network:\n  conv: natur\n", "e.yaml") == RLT_ECONFIG &&
+              strstr(rlt_config_errmsg(c), "e.yaml:2:9: key 'network.conv': 'natur' is not one of the presets "
+                                            "none|nature|minatar"), "preset: %s", rlt_config_errmsg(c));
+    CHECK(rlt_config_load_string(c, "dqn:\n  loss: [huber]\n", "e.yaml") == RLT_ECONFIG &&
+              strstr(rlt_config_errmsg(c), "e.yaml:2:9: key 'dqn.loss': expected one of huber|mse, got a list"),
+          "list for an enum: %s", rlt_config_errmsg(c));
+    /* From a file on disk, as rltrain --config reads it. */
+    char path[600];
+    snprintf(path, sizeof path, "%s/enum.yaml", dir ? dir : ".");
+    FILE *fp = fopen(path, "wb");
+    CHECK(fp != NULL, "write %s", path);
+    if (fp) {
+        fputs("algo: dqn\nprecision: half\n", fp);
+        fclose(fp);
+        snprintf(want, sizeof want, "%s:2:12: key 'precision': 'half' is not one of fp32|bf16|fp16", path);
+        CHECK(rlt_config_load_file(c, path) == RLT_ECONFIG && strstr(rlt_config_errmsg(c), want), "file: %s",
+              rlt_config_errmsg(c));
+        CHECK(same_values(c, ref, &which), "failed file changed %s", which);
+    }
+    /* Values written by code that no name reads to are refused by validate. */
+    c->precision = (rlt_precision)7;
+    CHECK(rlt_config_validate(c) == RLT_ECONFIG &&
+              strstr(rlt_config_errmsg(c), "key 'precision': holds 7, which is not one of fp32|bf16|fp16"),
+          "stored precision 7: %s", rlt_config_errmsg(c));
+    c->precision = RLT_PRECISION_FP32;
+    c->memory.on_oom = (rlt_on_oom)-1;
+    CHECK(rlt_config_validate(c) == RLT_ECONFIG && strstr(rlt_config_errmsg(c), "key 'memory.on_oom': holds -1"),
+          "stored on_oom -1: %s", rlt_config_errmsg(c));
+    c->memory.on_oom = RLT_ON_OOM_FAIL;
+    c->device = (rlt_device){RLT_DEVICE_CPU, 2};
+    CHECK(rlt_config_validate(c) == RLT_ECONFIG &&
+              strstr(rlt_config_errmsg(c), "key 'device': holds kind 1, index 2, which is not one of auto|cpu|cuda|cuda:N"),
+          "cpu with an index: %s", rlt_config_errmsg(c));
+    c->device = (rlt_device){RLT_DEVICE_CUDA, 1000000};
+    CHECK(rlt_config_validate(c) == RLT_ECONFIG, "cuda:1000000 written by code");
+    c->device = (rlt_device){RLT_DEVICE_CUDA, -1};
+    c->network.conv.preset = (rlt_conv_preset)9;
+    CHECK(rlt_config_validate(c) == RLT_ECONFIG && strstr(rlt_config_errmsg(c), "key 'network.conv': holds preset 9"),
+          "stored preset 9: %s", rlt_config_errmsg(c));
+    c->network.conv.preset = RLT_CONV_PRESET_NONE;
+    CHECK(rlt_config_validate(c) == RLT_OK, "restored: %s", rlt_config_errmsg(c));
+    rlt_config_free(ref);
+    rlt_config_free(c);
+}
+
 int main(void) {
     check_get_clone();
     const char *dir = test_tmpdir("config");
@@ -634,5 +889,7 @@ int main(void) {
     check_configs_dir();
     check_comma_locale();
     check_shipped_values();
+    check_enum_values();
+    check_enum_errors(dir);
     return test_summary("test_config");
 }

@@ -41,12 +41,12 @@ static void check_layer(const rlt_conv_layer *l, int out, int kernel, int stride
 static void check_parse(void) {
     rlt_config *c = new_config();
     if (!c) return;
-    CHECK(c->network.conv.n == 0 && !strcmp(c->network.conv.preset, "none"), "default is none");
+    CHECK(c->network.conv.n == 0 && c->network.conv.preset == RLT_CONV_PRESET_NONE, "default is none");
     const char *flow = "network:\n  conv: [{out: 32, kernel: 8, stride: 4}, {out: 64, kernel: 4, stride: 2},"
                        " {out: 64, kernel: 3, stride: 1}]\n  hidden: [512]\n";
     CHECK(rlt_config_load_string(c, flow, "flow.yaml") == RLT_OK, "flow: %s", rlt_config_errmsg(c));
-    CHECK(c->network.conv.n == 3 && c->network.conv.preset[0] == '\0', "flow list: %d layers, preset '%s'",
-          (int)c->network.conv.n, c->network.conv.preset);
+    CHECK(c->network.conv.n == 3 && c->network.conv.preset == RLT_CONV_PRESET_EXPLICIT, "flow list: %d layers, preset %d",
+          (int)c->network.conv.n, (int)c->network.conv.preset);
     check_layer(&c->network.conv.layer[0], 32, 8, 4, 0, "flow [0]");
     check_layer(&c->network.conv.layer[1], 64, 4, 2, 0, "flow [1]");
     check_layer(&c->network.conv.layer[2], 64, 3, 1, 0, "flow [2]");
@@ -79,7 +79,7 @@ static void check_parse(void) {
         CHECK(!strcmp(text, again), "the dump of the reread config is the same text");
         /* A preset dumps as its name and reads back to the same bytes. */
         CHECK(rlt_config_set(d, "network.conv=nature") == RLT_OK, "--set preset: %s", rlt_config_errmsg(d));
-        CHECK(d->network.conv.n == 3 && !strcmp(d->network.conv.preset, "nature"), "preset stored with its layers");
+        CHECK(d->network.conv.n == 3 && d->network.conv.preset == RLT_CONV_PRESET_NATURE, "preset stored with its layers");
         check_layer(&d->network.conv.layer[1], 64, 4, 2, 0, "nature [1]");
         char val[512];
         rlt_config_get(d, "network.conv", val, sizeof val);
@@ -91,7 +91,7 @@ static void check_parse(void) {
         /* --set with a flow list, then the canonical layers of a preset and of the same list agree. */
         CHECK(rlt_config_set(d, "network.conv=[{out: 32, kernel: 8, stride: 4}, {out: 64, kernel: 4, stride: 2}, "
                                 "{out: 64, kernel: 3}]") == RLT_OK, "--set list: %s", rlt_config_errmsg(d));
-        CHECK(d->network.conv.n == 3 && d->network.conv.preset[0] == '\0', "--set list stored");
+        CHECK(d->network.conv.n == 3 && d->network.conv.preset == RLT_CONV_PRESET_EXPLICIT, "--set list stored");
         char la[512], lb[512];
         rlt_text ta = {la, sizeof la, 0}, tb = {lb, sizeof lb, 0};
         config_conv_format_layers(&ta, &c->network.conv);
@@ -123,9 +123,9 @@ static void check_shipped_comment(void) {
     snprintf(set, sizeof set, "network.conv=%s", list);
     CHECK(rlt_config_load_file(a, path) == RLT_OK && rlt_config_load_file(b, path) == RLT_OK, "load: %s",
           rlt_config_errmsg(a));
-    CHECK(!strcmp(a->network.conv.preset, "minatar"), "the file uses the preset");
+    CHECK(a->network.conv.preset == RLT_CONV_PRESET_MINATAR, "the file uses the preset");
     CHECK(rlt_config_set(b, set) == RLT_OK, "%s: %s", set, rlt_config_errmsg(b));
-    CHECK(b->network.conv.preset[0] == '\0' && a->network.conv.n == b->network.conv.n &&
+    CHECK(b->network.conv.preset == RLT_CONV_PRESET_EXPLICIT && a->network.conv.n == b->network.conv.n &&
               !memcmp(a->network.conv.layer, b->network.conv.layer, sizeof a->network.conv.layer),
           "the commented list (%s) holds the preset's layers", list);
     rlt_config_free(a);
@@ -207,7 +207,7 @@ static void check_validate(void) {
     CHECK(rlt_config_validate(c) == RLT_ECONFIG &&
               strstr(rlt_config_errmsg(c), "key 'network.conv': is named 'nature' but does not hold that preset's layers"),
           "altered preset: %s", rlt_config_errmsg(c));
-    c->network.conv.preset[0] = '\0';
+    c->network.conv.preset = RLT_CONV_PRESET_EXPLICIT;
     CHECK(rlt_config_validate(c) == RLT_OK, "the same layers as a list: %s", rlt_config_errmsg(c));
     c->network.conv.layer[1].stride = 0;
     CHECK(rlt_config_validate(c) == RLT_ECONFIG && strstr(rlt_config_errmsg(c), "layer [1] stride is 0"), "stride 0: %s",

@@ -54,7 +54,8 @@ int main(void) {
     printf("fail-fast exit 3 after %.1f ms\n", wall * 1000);
 
     /* The capacity the hint proposes fits. */
-    const char *h = strstr(out_text, "-> ");
+    const char *h = strstr(out_text, "hint: replay.capacity");
+    if (h) h = strstr(h, "-> ");
     long cap = h ? strtol(h + 3, NULL, 10) : 0;
     CHECK(cap > 0, "hint has a number");
     snprintf(args, sizeof args, "--config %s/configs/td3_pendulum.yaml --set memory.budget_mb=10 --set replay.capacity=%ld "

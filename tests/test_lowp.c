@@ -1,5 +1,5 @@
 /* test_lowp.c: the reduced-precision pieces on the CPU.
- * - Conversions (kernels/lowp.h): every 16-bit pattern of bf16 and fp16 widens to fp32 and rounds back to
+ * - Conversions (base/lowp.h): every 16-bit pattern of bf16 and fp16 widens to fp32 and rounds back to
  *   itself (NaNs stay NaN); fp32 values round to nearest with ties to even, checked against the neighbours
  *   at and around each halfway point; fp16 overflows to inf at 65520 and keeps 65504 below; subnormals.
  * - The CPU twins: linear_forward_lp with fp32 output on inputs that are exact in the 16-bit type equals the

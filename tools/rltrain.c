@@ -1,9 +1,15 @@
 /* rltrain.c: the command-line tool, a thin client of include/rltrain.h. It is the only place that exits:
  * 0 success, 1 runtime failure, 2 usage or config error, 3 the memory plan does not fit, 4 the requested
- * device is not usable. */
+ * device is not usable.
+ *
+ * Output order: tables and progress go to stdout, errors and the library's log lines to stderr. Both often
+ * end up in one pipe or log file (2>&1), where a buffered stdout would be written after a later error, in
+ * the middle of a table row. So stdout is line-buffered and everything written to stderr goes through
+ * say_error or log_to_stderr, which flush stdout first: lines come out in the order they were printed. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,11 +20,12 @@ enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_NOFIT = 3, EXIT_DEVIC
 
 static const char *usage_text =
     "usage: rltrain --config FILE [--set key.path=value]... [--resume CKPT] [--dry-run] [--quiet]\n"
-    "       rltrain plan --config FILE [--set key.path=value]... [--budget-mb N] [--device D]\n"
+    "       rltrain plan --config FILE [--set key.path=value]... [--budget-mb N] [--device D] [--json]\n"
     "\n"
-    "Trains a TD3 agent on a built-in environment as the YAML config says. Every byte the run will use is\n"
-    "planned, printed and reserved at startup; if it does not fit, rltrain says what to change and exits 3\n"
-    "before writing anything.\n"
+    "Trains a TD3 agent (algo: td3, continuous actions) or a DQN agent (algo: dqn, discrete actions, MLP or\n"
+    "convolutional networks) on a built-in environment (env.name) as the YAML config says. Every byte the\n"
+    "run will use is planned, printed and reserved at startup; if it does not fit, rltrain says what to\n"
+    "change and exits 3 before writing anything.\n"
     "\n"
     "options:\n"
     "  --config FILE         the YAML config (see configs/)\n"
@@ -27,7 +34,8 @@ static const char *usage_text =
     "  --dry-run             print the resolved config and the memory plan, then exit (0, or 3 if it does not fit)\n"
     "  --quiet               no progress lines\n"
     "  --help, --version\n"
-    "  plan                  the memory plan only (same as --dry-run); --budget-mb and --device override those keys\n"
+    "  plan                  the memory plan only (same as --dry-run) and what fits; --budget-mb and --device\n"
+    "                        override those keys; --json prints one JSON document instead (docs/plan_json.md)\n"
     "\n"
     "SIGINT or SIGTERM finishes the current step, writes the outputs and final.ckpt, and exits 5.\n"
     "\n"
@@ -45,10 +53,21 @@ static int exit_code_for(int status) {
     }
 }
 
+/* Every write to stderr: stdout first, so a pipe or file holding both gets them in order. */
+static void say_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say_error(const char *fmt, ...) {
+    fflush(stdout);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fflush(stderr);
+}
+
 static void log_to_stderr(void *user, int level, const char *msg) {
     static const char *names[] = {"error", "warning", "info", "debug"};
     (void)user;
-    if (level <= RLT_LOG_INFO) fprintf(stderr, "rltrain: %s: %s\n", names[level & 3], msg);
+    if (level <= RLT_LOG_INFO) say_error("rltrain: %s: %s\n", names[level & 3], msg);
 }
 
 static void fmt_time(char *out, size_t cap, double s) {
@@ -81,7 +100,7 @@ static void on_signal(int sig) {
 static char *text_buffer(size_t n) {
     char *b = malloc(n);
     if (!b) {
-        fprintf(stderr, "rltrain: out of memory\n");
+        say_error("rltrain: out of memory\n");
         exit(EXIT_RUNTIME);
     }
     return b;
@@ -95,29 +114,76 @@ static int plan_command(rlt_config *cfg, char *text, size_t cap) {
     char err[2048];
     int rc = rlt_plan_fit(cfg, &f, text, cap, err, sizeof err);
     if (rc != RLT_OK) {
-        fprintf(stderr, "rltrain: %s: %s\n", rlt_strerror(rc), err);
+        say_error("rltrain: %s: %s\n", rlt_strerror(rc), err);
         rlt_config_free(cfg);
         free(text);
         return exit_code_for(rc);
     }
+    char batch[32], capacity[32];
+    rlt_config_get(cfg, "train.batch_size", batch, sizeof batch);
+    rlt_config_get(cfg, "replay.capacity", capacity, sizeof capacity);
     printf("%s\n", text);
     printf("what fits in %.2f MiB (memory.budget_mb, or the device's free memory if smaller):\n", mib(f.limit_bytes));
     printf("  this config needs        %.2f MiB -> %s\n", mib(f.need_bytes), f.fits ? "fits" : "DOES NOT FIT");
-    printf("  largest train.batch_size %d (one micro-batch)\n", f.max_batch_size);
-    printf("  largest replay.capacity  %lld (with this batch)\n", (long long)f.max_replay_capacity);
+    /* 0 means that not even the smallest value fits: say so instead of proposing 0. */
+    if (f.max_batch_size > 0) printf("  largest train.batch_size %d (one micro-batch)\n", f.max_batch_size);
+    else printf("  largest train.batch_size none: not even 1 fits (with replay.capacity %s)\n", capacity);
+    if (f.max_replay_capacity > 0) printf("  largest replay.capacity  %lld (with this batch)\n", (long long)f.max_replay_capacity);
+    else printf("  largest replay.capacity  none: not even %lld fits (with train.batch_size %s)\n",
+                (long long)f.min_replay_capacity, batch);
     if (f.min_grad_accum_steps)
         printf("  train.grad_accum_steps   %d (micro-batches of %d) makes this batch fit; memory.auto_fit: true picks it\n",
                f.min_grad_accum_steps, f.micro_batch);
     else
         printf("  no micro-batch size makes this batch fit: shrink the replay or the networks\n");
+    if (!f.fits) {
+        /* Nothing to shrink alone: the need at the smallest sizes says whether shrinking both is enough. */
+        if (f.max_batch_size <= 0 && f.max_replay_capacity <= 0 && !f.min_grad_accum_steps)
+            printf("  nothing fits by changing train.batch_size or replay.capacity alone: with train.batch_size 1 and "
+                   "replay.capacity %lld the plan needs %.2f MiB%s\n",
+                   (long long)f.min_replay_capacity, mib(f.min_need_bytes),
+                   f.min_need_bytes <= f.limit_bytes ? " and fits" : "");
+        /* The smallest budget that fits: the config as given, and the least that batch and replay can reach. */
+        if (f.fit_budget_bytes) {
+            printf("  memory.budget_mb         %.0f fits this config as given", mib(f.fit_budget_bytes));
+            if (f.min_need_bytes > f.limit_bytes && f.min_fit_budget_bytes)
+                printf(" (%.0f with train.batch_size 1 and replay.capacity %lld)", mib(f.min_fit_budget_bytes),
+                       (long long)f.min_replay_capacity);
+            printf("\n");
+        } else {
+            printf("  no memory.budget_mb fits: the device's free memory is the limit; free some or use another device\n");
+        }
+    }
     rlt_config_free(cfg);
     free(text);
     return f.fits ? EXIT_OK : EXIT_NOFIT;
 }
 
+/* `rltrain plan --json`: the same answers as one JSON document on stdout (docs/plan_json.md), nothing else
+ * there; exit 0 when the configured plan fits, 3 when not. */
+static int plan_json_command(rlt_config *cfg) {
+    char err[2048];
+    size_t cap = 1 << 16, len = 0;
+    int32_t fits = 0;
+    char *json = text_buffer(cap);
+    int rc = rlt_plan_fit_json(cfg, json, cap, &len, &fits, err, sizeof err);
+    if (rc == RLT_EINVAL && len >= cap) { /* a larger plan than usual: once more with the size it needs */
+        free(json);
+        cap = len + 1;
+        json = text_buffer(cap);
+        rc = rlt_plan_fit_json(cfg, json, cap, &len, &fits, err, sizeof err);
+    }
+    if (rc != RLT_OK) say_error("rltrain: %s: %s\n", rlt_strerror(rc), err);
+    else fputs(json, stdout);
+    free(json);
+    rlt_config_free(cfg);
+    return rc != RLT_OK ? exit_code_for(rc) : fits ? EXIT_OK : EXIT_NOFIT;
+}
+
 int main(int argc, char **argv) {
     const char *config_path = NULL, *resume_path = NULL;
-    int dry_run = 0, quiet = 0, argi = 1;
+    int dry_run = 0, quiet = 0, json = 0, argi = 1;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* whole lines, in order with stderr (see the top of this file) */
     if (argc > 1 && strcmp(argv[1], "plan") == 0) {
         dry_run = 1;
         argi = 2;
@@ -125,7 +191,7 @@ int main(int argc, char **argv) {
     rlt_log_set_callback(log_to_stderr, NULL);
     rlt_config *cfg = NULL;
     if (rlt_config_init(&cfg) != RLT_OK) {
-        fprintf(stderr, "rltrain: out of memory\n");
+        say_error("rltrain: out of memory\n");
         return EXIT_RUNTIME;
     }
     /* First pass: options that do not depend on the config file. */
@@ -144,7 +210,7 @@ int main(int argc, char **argv) {
             resume_path = argv[++i];
         } else if (!strcmp(argv[i], "--set") || !strcmp(argv[i], "--budget-mb") || !strcmp(argv[i], "--device")) {
             if (i + 1 >= argc) {
-                fprintf(stderr, "rltrain: %s needs a value\n\n%s", argv[i], usage_text);
+                say_error("rltrain: %s needs a value\n\n%s", argv[i], usage_text);
                 rlt_config_free(cfg);
                 return EXIT_USAGE;
             }
@@ -153,14 +219,20 @@ int main(int argc, char **argv) {
             dry_run = 1;
         } else if (!strcmp(argv[i], "--quiet")) {
             quiet = 1;
+        } else if (!strcmp(argv[i], "--json") && argi == 2) {
+            json = 1;
+        } else if (!strcmp(argv[i], "--json")) {
+            say_error("rltrain: --json is an option of `rltrain plan`\n\n%s", usage_text);
+            rlt_config_free(cfg);
+            return EXIT_USAGE;
         } else {
-            fprintf(stderr, "rltrain: unknown argument '%s'\n\n%s", argv[i], usage_text);
+            say_error("rltrain: unknown argument '%s'\n\n%s", argv[i], usage_text);
             rlt_config_free(cfg);
             return EXIT_USAGE;
         }
     }
     if (!config_path) {
-        fprintf(stderr, "rltrain: --config FILE is required\n\n%s", usage_text);
+        say_error("rltrain: --config FILE is required\n\n%s", usage_text);
         rlt_config_free(cfg);
         return EXIT_USAGE;
     }
@@ -176,10 +248,11 @@ int main(int argc, char **argv) {
     }
     if (rc == RLT_OK) rc = rlt_config_validate(cfg);
     if (rc != RLT_OK) {
-        fprintf(stderr, "rltrain: %s\n", rlt_config_errmsg(cfg));
+        say_error("rltrain: %s\n", rlt_config_errmsg(cfg));
         rlt_config_free(cfg);
         return exit_code_for(rc == RLT_EIO ? RLT_ECONFIG : rc);
     }
+    if (json) return plan_json_command(cfg);
     size_t cap = 1 << 16;
     char *text = text_buffer(cap);
     rlt_config_dump(cfg, text, cap);
@@ -194,7 +267,7 @@ int main(int argc, char **argv) {
         printf("%s\n", text);
     }
     if (rc != RLT_OK) {
-        fprintf(stderr, "rltrain: %s: %s\n", rlt_strerror(rc), tr ? rlt_trainer_errmsg(tr) : "out of memory");
+        say_error("rltrain: %s: %s\n", rlt_strerror(rc), tr ? rlt_trainer_errmsg(tr) : "out of memory");
         rlt_trainer_free(tr);
         rlt_config_free(cfg);
         free(text);
@@ -210,7 +283,7 @@ int main(int argc, char **argv) {
     if (resume_path) {
         rc = rlt_trainer_resume(tr, resume_path);
         if (rc != RLT_OK) {
-            fprintf(stderr, "rltrain: %s: %s\n", rlt_strerror(rc), rlt_trainer_errmsg(tr));
+            say_error("rltrain: %s: %s\n", rlt_strerror(rc), rlt_trainer_errmsg(tr));
             rlt_trainer_free(tr);
             rlt_config_free(cfg);
             free(text);
@@ -226,7 +299,7 @@ int main(int argc, char **argv) {
     rc = rlt_trainer_run(tr, quiet ? NULL : print_progress, NULL);
     rlt_progress p;
     rlt_trainer_progress(tr, &p);
-    if (rc != RLT_OK) fprintf(stderr, "rltrain: %s: %s\n", rlt_strerror(rc), rlt_trainer_errmsg(tr));
+    if (rc != RLT_OK) say_error("rltrain: %s: %s\n", rlt_strerror(rc), rlt_trainer_errmsg(tr));
     printf("finished: %lld env steps, %lld updates in %.1fs (%.0f updates/s); final eval %.1f, best %.1f\n",
            (long long)p.env_steps, (long long)p.updates, p.elapsed_s, p.updates_per_s, p.last_eval_return, p.best_eval_return);
     printf("outputs written to %s/ (config.yaml, metrics.csv, summary.json, final.ckpt)\n", rlt_trainer_out_dir(tr));

@@ -2,7 +2,6 @@
  * puts every entry in one host arena; copies are memmove and there is nothing to synchronise. */
 #include <cblas.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "mem.h"
@@ -20,16 +19,9 @@ static int cpu_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads) 
      * seal, so allocation-failure tests reach it too. */
     cpu_impl *impl = rlt_mem_alloc(sizeof(cpu_impl), 64);
     if (!impl) return rlt_err_set(bk->err, RLT_ENOMEM, __FILE__, __LINE__, "out of host memory for the CPU backend");
-    /* The dense layers run on the fastest kernels this CPU has; RLT_CPU_KERNELS=reference|avx2|avx512
-     * asks for one (benchmarks and tests compare them). */
-    const char *want = getenv("RLT_CPU_KERNELS");
-    impl->dense = cpu_dense_select(want);
-    if (want && *want && strcmp(want, "reference") && !impl->dense) {
-        rlt_mem_free(impl);
-        return rlt_err_set(bk->err, RLT_EDEVICE, __FILE__, __LINE__,
-                           "RLT_CPU_KERNELS=%s: this CPU cannot run those kernels (use reference, avx2 or avx512)",
-                           want);
-    }
+    /* The dense layers run on the fastest kernels this CPU has (tests/test_dense.c checks each against the
+     * reference ops through cpu_dense_select). */
+    impl->dense = cpu_dense_select(NULL);
     openblas_set_num_threads(impl->dense || cpu_threads < 1 ? 1 : cpu_threads);
     if (impl->dense && cpu_threads >= 2 && cpu_worker_start(&impl->worker) != RLT_OK) {
         rlt_mem_free(impl);
@@ -41,7 +33,8 @@ static int cpu_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads) 
     bk->device_is_host = 1;
     bk->device_index = -1;
     snprintf(bk->device_name, sizeof bk->device_name, "cpu");
-    bk->device_total = bk->device_free = bk->context_bytes = 0;
+    bk->device_total = bk->device_free = bk->context_bytes = bk->handle_bytes = 0;
+    bk->memory_note[0] = '\0';
     return RLT_OK;
 }
 

@@ -109,8 +109,8 @@ CPU_HOT int cpu_adam_polyak(rlt_backend *bk, float *p, const float *g, float *m,
     /* The moments of parameters whose gradient stays 0 (a dead ReLU unit) decay geometrically into subnormal
      * numbers within a few hundred steps (m by 0.9 a step), and every operation on a subnormal takes a
      * microcode assist: that made this pass a sixth of a 64-64 TD3 update. The fast pass flushes them to
-     * zero (MXCSR FTZ and DAZ, restored on the way out); the reference selection (RLT_CPU_KERNELS=reference)
-     * keeps IEEE subnormals. */
+     * zero (MXCSR FTZ and DAZ, restored on the way out); the reference ops (a CPU without AVX2) keep IEEE
+     * subnormals. */
     cpu_impl *im = bk->impl;
     int fast = !im || im->dense;
     unsigned csr = _mm_getcsr();

@@ -1,9 +1,8 @@
-/* conv_gemm.cu: fp32 convolutions in GEMM form, the default for fp32 slots (kernels/cuda/conv_ops.c
- * dispatches here; RLT_CUDA_CONV=cudnn puts them on cuDNN). The CUDA twin of kernels/cpu/conv.c, which is im2col +
- * GEMM too.
+/* conv_gemm.cu: fp32 convolutions in GEMM form, what every fp32 slot runs (kernels/cuda/conv_ops.c dispatches
+ * here). The CUDA twin of kernels/cpu/conv.c, which is im2col + GEMM too.
  *
  * Why not cuDNN in fp32: at RL batch sizes (32 images) cuDNN's plain-fp32, deterministic algorithms took
- * 45-85 us per forward and ~250 us per backward of a Nature DQN layer (bench/GPU_NOTES.md), for a few
+ * 45-85 us per forward and ~250 us per backward of a Nature DQN layer (docs/gpu_kernels.md), for a few
  * microseconds of arithmetic. Written as GEMMs, conv1 of the Nature torso is M = 32*20*20 rows, N = 32,
  * K = 4*8*8.
  *
@@ -17,7 +16,8 @@
  *             GEMM split over chunks of pixels, added in chunk order, both on side lanes; on this lane
  *             col = dyr w (cuBLAS) and dx = col2im(col), a gather that sums each input pixel's taps in a fixed
  *             order (no atomics).
- * RLT_CUDA_CONV_GEMM=cublas (cuda_ops.h) brings back the explicit im2col + cuBLAS forward and weight gradient.
+ * A layer with more taps than conv_igemm.cu's tap table holds (conv_igemm_fits) takes the explicit path instead:
+ * im2col into col, then cuBLAS for the forward product and for the weight gradient, all on this lane.
  * Every sum is a sum of products in an order fixed by the shapes, so results are the same bits run to run
  * and within the GEMM bound of the CPU's (tests/gpu_dqn_parity.c). */
 #include "conv_geom.cuh"
@@ -104,11 +104,6 @@ __global__ void conv_col2im_kernel(float *__restrict__ dx, const float *__restri
     }
 }
 
-/* The explicit path (RLT_CUDA_CONV_GEMM=cublas), or layers too wide for conv_igemm.cu's tap table. */
-static int conv_gemm_explicit(rlt_backend *bk, const conv_geom &g) {
-    return cuda_get(bk)->conv_gemm == CUDA_CONV_CUBLAS || !conv_igemm_fits(g);
-}
-
 /* The workspace: col [R, K], the weight gradient's split-K partial sums (their own place: the weight gradient
  * runs beside dcol, which overwrites col), then dyr [R, k]. Offsets of part and dyr: */
 static uint64_t conv_gemm_part_off(const conv_geom &g) {
@@ -146,7 +141,7 @@ static int conv_im2col(rlt_backend *bk, float *col, const float *x, const conv_g
 extern "C" int cuda_conv_gemm_forward(rlt_backend *bk, const rlt_conv_shape *s, float *y, const float *x,
                                       const float *w, const float *b, int32_t act, void *ws) {
     conv_geom g = conv_geom_of(s);
-    if (!conv_gemm_explicit(bk, g)) return conv_igemm_forward(bk, g, y, x, w, b, act, (float *)ws);
+    if (conv_igemm_fits(g)) return conv_igemm_forward(bk, g, y, x, w, b, act, (float *)ws);
     float *col = (float *)ws;
     RLT_TRY(conv_im2col(bk, col, x, g));
     const int32_t P = g.oh * g.ow, R = g.n * P, K = g.c * g.kh * g.kw;
@@ -180,8 +175,9 @@ extern "C" int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s,
         CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_dy_rows_kernel<RLT_ACT_TANH>, grid, block, dyr, dy, y, g.k, P, ny));
     else CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_dy_rows_kernel<RLT_ACT_NONE>, grid, block, dyr, dy, y, g.k, P, ny));
     CUDA_CHECK_LAUNCH(bk, "conv_dy_rows_kernel");
-    if (conv_gemm_explicit(bk, g)) {
-        /* Explicit: everything in order on this lane; col is im2col(x) until dcol overwrites it. */
+    if (!conv_igemm_fits(g)) {
+        /* Explicit (a layer too wide for the implicit GEMMs): everything in order on this lane; col is im2col(x)
+         * until dcol overwrites it. */
         if (db) RLT_TRY(cuda_conv_bias_grad(bk, db, dy, RLT_LP_F32, g.n, g.k, P));
         RLT_TRY(conv_im2col(bk, col, x, g));
         RLT_TRY(cuda_gemm(bk, 1, 0, g.k, K, R, 1.0f, dyr, g.k, col, K, 1.0f, dw, K));

@@ -11,13 +11,13 @@
  * Why: at RL batch sizes the explicit path (im2col into the workspace, a cuBLAS GEMM, a bias/activation
  * pass; for dw the im2col again and a GEMM whose reduction runs over thousands of pixels in few blocks) costs
  * three or four dependent graph nodes per layer and pass, each 5-55 us for well under 1 us of arithmetic at the
- * H100's rate (bench/GPU_NOTES.md). Here a layer's forward is one node and its weight gradient two.
+ * H100's rate (docs/gpu_kernels.md). Here a layer's forward is one node and its weight gradient two.
  *
  * Tiles: 256 threads as 16 x 16; a thread owns a contiguous TM x TN block of outputs, read from shared memory
  * with vector loads. IGEMM_BK reduction steps per shared-memory tile. The forward's tiles arrive through a
  * cp.async ring of IGEMM_STAGES stages; the weight gradient's next tile is loaded into registers while the current
  * one is used. What bounds these tiles now is the latency of their shared-memory loads (ncu: short-scoreboard
- * stalls, 35% of the samples of the conv1 forward), not the FMAs, L1 or L2 (bench/GPU_NOTES.md, session 6). */
+ * stalls, 35% of the samples of the conv1 forward), not the FMAs, L1 or L2 (docs/gpu_kernels.md). */
 #include "conv_geom.cuh"
 #include "cp_async.cuh"
 
@@ -313,10 +313,8 @@ uint64_t conv_igemm_part_floats(const conv_geom &g) {
 
 /* Pixels per forward block: 32, or 64 for layers of many pixels (the Nature torso at batch 32 ran fastest with
  * 32 on every layer: 3,131 against 3,045 updates/s with 64 on conv1 and 16 on the others), 16 for tiny ones.
- * The height fixes the tap chunks (below), so it is a function of the shape alone unless the developer switch
- * RLT_CUDA_IGEMM_TM (forced, nonzero `forced`) says otherwise. */
-static int32_t igemm_fwd_tm(const conv_geom &g, int32_t forced) {
-    if (forced) return forced;
+ * The height fixes the tap chunks (below), so it is a function of the shape alone. */
+static int32_t igemm_fwd_tm(const conv_geom &g) {
     const int64_t R = (int64_t)g.n * g.oh * g.ow;
     return R >= 64 * 512 ? 4 : R >= 32 * 16 ? 2 : 1;
 }
@@ -356,7 +354,7 @@ static cudaError_t igemm_fwd_act(rlt_backend *bk, int32_t tm, int32_t tn, dim3 g
 int conv_igemm_forward(rlt_backend *bk, const conv_geom &g, float *y, const float *x, const float *w, const float *b,
                        int32_t act, float *part) {
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "conv_forward");
-    const int32_t tm = igemm_fwd_tm(g, cuda_get(bk)->igemm_tm), tn = g.k <= 32 ? 2 : 4, kchunk = igemm_fwd_kchunk(g, tm);
+    const int32_t tm = igemm_fwd_tm(g), tn = g.k <= 32 ? 2 : 4, kchunk = igemm_fwd_kchunk(g, tm);
     const int32_t R = g.n * g.oh * g.ow, K = g.c * g.kh * g.kw, S = (K + kchunk - 1) / kchunk;
     dim3 grid((unsigned)((R + 16 * tm - 1) / (16 * tm)), (unsigned)((g.k + 16 * tn - 1) / (16 * tn)), (unsigned)S);
     cudaError_t rc = S > 1                  ? igemm_fwd_act<IGEMM_PARTIAL>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk)

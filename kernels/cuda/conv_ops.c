@@ -2,10 +2,9 @@
  * the warm-up at prepare, and the choice of implementation per slot.
  *
  * fp32 slots run on our own GEMM-form kernels (conv_gemm.cu, conv_igemm.cu), in every build of the module:
- * 5-10x faster than cuDNN's fp32 algorithms at RL batch sizes (bench/GPU_NOTES.md), and they need no cuDNN at
+ * 5-10x faster than cuDNN's fp32 algorithms at RL batch sizes (docs/gpu_kernels.md), and they need no cuDNN at
  * all. 16-bit slots (shape dtype bf16/fp16) use cuDNN's tensor-core kernels through kernels/cuda/cudnn/, or,
  * in a module built without cuDNN, fail at prepare with a message that says so (kernels/cuda/no_cudnn/).
- * RLT_CUDA_CONV=cudnn (developer switch, read at open with the others: cuda_ops.h) puts fp32 slots on cuDNN too.
  *
  * Everything that allocates or decides happens in conv_prepare, at init: the implementation's state, and one
  * warm-up run of every pass on scratch memory, which makes the CUDA runtime (and cuDNN) load their kernels now
@@ -123,10 +122,23 @@ int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape
     CUDA_CHECK(bk, cudaSetDevice(c->device));
     cuda_conv_slot *sl = &c->conv_slots[slot];
     memset(sl, 0, sizeof *sl);
-    sl->gemm = s->dtype == RLT_LP_F32 && !c->conv_dnn;
+    sl->gemm = s->dtype == RLT_LP_F32;
     sl->s = *s;
-    if (sl->gemm) RLT_TRY(cuda_conv_gemm_prepare(bk, s, &sl->ws_bytes));
-    else RLT_TRY(cuda_dnn_conv_prepare(bk, slot, s, &sl->ws_bytes));
+    if (sl->gemm) {
+        RLT_TRY(cuda_conv_gemm_prepare(bk, s, &sl->ws_bytes));
+        /* The input gradient is a cuBLAS GEMM (conv_gemm.cu), and the trial run below computes one. */
+        RLT_TRY(cuda_blas_ensure(bk));
+    } else {
+        /* The first cuDNN slot creates cuDNN's handle: its cost is a library handle's (measure_memory). */
+        int first = c->conv == NULL;
+        uint64_t before = 0, after = 0;
+        if (first) RLT_TRY(cuda_procmem_now(bk, &before));
+        RLT_TRY(cuda_dnn_conv_prepare(bk, slot, s, &sl->ws_bytes));
+        if (first && c->conv) {
+            RLT_TRY(cuda_procmem_now(bk, &after));
+            c->handle_bytes += after > before ? after - before : 0;
+        }
+    }
     RLT_TRY(conv_warm_up(bk, slot, sl));
     *ws_bytes = sl->ws_bytes;
     return RLT_OK;

@@ -1,7 +1,7 @@
 /* cuda_backend.c: the CUDA backend's table and lifecycle (device selection, the lanes' streams and cuBLAS
  * handles, the one device reservation, pinned host memory, copies, branch/join and graph capture). This file and the
  * kernels beside it build librltrain_cuda.so, which engine/backend_registry.c loads with dlopen, so
- * librltrain itself never links CUDA. The module carries its own copy of engine/err.c and depends on no
+ * librltrain itself never links CUDA. The module carries its own copy of base/err.c and depends on no
  * symbol of librltrain (it is linked with --no-undefined), because it is loaded by the shared and the
  * static library alike.
  *
@@ -25,7 +25,9 @@ static const char *const k_device_hint =
  * (compute capability 9.x) and later, 4 MiB before. With a workspace of our own, cuBLAS never allocates
  * behind our back, which the sealed arena and graph capture both need. Lane 0 gets the recommended size;
  * each side lane gets 4 MiB of its own (two GEMMs running at once on two lanes must never share a
- * workspace). Side lanes rarely call cuBLAS: the dense layers run in our own kernels. */
+ * workspace). Side lanes rarely call cuBLAS: the dense layers run in our own kernels. That is the workspace
+ * for ops of any shape (workspace_bytes); an agent's plan has one only when some op of it calls cuBLAS
+ * (plan_workspace), and no cuBLAS handle at all otherwise. */
 static uint64_t cuda_lane0_workspace(const cuda_impl *c) { return (c && c->cc_major >= 9) ? 32ull << 20 : 4ull << 20; }
 
 static uint64_t cuda_workspace_bytes(rlt_backend *bk) {
@@ -33,6 +35,8 @@ static uint64_t cuda_workspace_bytes(rlt_backend *bk) {
     int32_t lanes = c ? c->n_lanes : 1;
     return cuda_lane0_workspace(c) + (uint64_t)(lanes - 1) * CUDA_SIDE_WORKSPACE;
 }
+
+static int cuda_measure_memory(rlt_backend *bk);
 
 static void cuda_close(rlt_backend *bk) {
     cuda_impl *c = cuda_get(bk);
@@ -57,6 +61,7 @@ static void cuda_close(rlt_backend *bk) {
     }
     if (c->fork_event) cudaEventDestroy(c->fork_event);
     cudaGetLastError(); /* leave no stale error for whoever uses the runtime next */
+    cuda_procmem_close(c);
     free(c);
     bk->impl = NULL;
 }
@@ -78,10 +83,13 @@ static cudaError_t cuda_preload_all(void) {
 /* Everything after the device checks; a failure leaves cleanup to cuda_open. */
 static int cuda_open_device(rlt_backend *bk, cuda_impl *c) {
     struct cudaDeviceProp prop;
+    /* NVML's figures before the context exists: the context's cost is what they show afterwards. */
+    cuda_procmem_open(c);
     CUDA_CHECK(bk, cudaSetDevice(c->device));
     /* cudaFree(0) is the customary way to make the runtime create the primary context now rather than
      * at some later call, so that failures (device busy in exclusive mode, out of memory) surface here. */
     CUDA_CHECK(bk, cudaFree(0));
+    cuda_procmem_context_made(c);
     CUDA_CHECK(bk, cudaGetDeviceProperties(&prop, c->device));
     c->cc_major = prop.major;
     c->cc_minor = prop.minor;
@@ -95,35 +103,102 @@ static int cuda_open_device(rlt_backend *bk, cuda_impl *c) {
     int prio_lo = 0, prio_hi = 0;
     CUDA_CHECK(bk, cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi));
     for (int32_t k = 0; k < c->n_lanes; k++) {
-        int prio = (k < 2 && c->prio) ? prio_hi : prio_lo;
+        int prio = k < 2 ? prio_hi : prio_lo;
         CUDA_CHECK(bk, cudaStreamCreateWithPriority(&c->streams[k], cudaStreamNonBlocking, prio));
         CUDA_CHECK(bk, cudaEventCreateWithFlags(&c->join_event[k], cudaEventDisableTiming));
     }
     CUDA_CHECK(bk, cudaEventCreateWithFlags(&c->fork_event, cudaEventDisableTiming));
-    CUBLAS_CHECK(bk, cublasCreate(&c->blas));
-    CUBLAS_CHECK(bk, cublasSetStream(c->blas, c->streams[0]));
-    c->blas_lane = 0;
-    /* alpha and beta are host floats (constants of each call, captured by value in a graph). */
-    CUBLAS_CHECK(bk, cublasSetPointerMode(c->blas, CUBLAS_POINTER_MODE_HOST));
-    /* Pure fp32: CUBLAS_DEFAULT_MATH never uses TF32 for SGEMM, whose 10-bit mantissa would break parity
-     * with the CPU backend (about 1e-3 relative instead of 1e-7). A faster mode belongs behind an option. */
-    CUBLAS_CHECK(bk, cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
+    /* No cuBLAS handle yet: it costs tens of MiB of device memory (64 MiB on an H100), and a plan whose ops
+     * never call cuBLAS (every dense layer within linear.cu's kernels) never creates one (cuda_blas_ensure). */
     /* Reduction scratch now, before the seal (and before the memory measurement below, so it counts as
      * context): ops must never allocate. */
     CUDA_CHECK(bk, cudaMalloc((void **)&c->scratch, CUDA_SCRATCH_FLOATS * sizeof(float)));
     CUDA_CHECK(bk, cuda_preload_all());
     CUDA_CHECK(bk, cudaDeviceSynchronize());
 
-    /* The context's cost cannot be measured as "free before minus free after": asking the runtime for free
-     * memory creates the context. What we record is total minus free right after our context, stream,
-     * cuBLAS handle and kernels exist. That counts memory used by other processes on the same GPU as ours
-     * (unknowable from here); on a GPU of our own it is the context's cost. cuBLAS still loads its GEMM
-     * kernels lazily on first use (a few MiB), so the plan should keep some headroom above this figure. */
+    /* What the context, streams, scratch and our kernels hold, by the best measure this machine has (see
+     * process_memory.c); a library handle created later adds its own cost. */
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(bk, cudaMemGetInfo(&free_b, &total_b));
     bk->device_total = total_b;
-    bk->device_free = free_b;
-    bk->context_bytes = total_b - free_b;
+    return cuda_measure_memory(bk);
+}
+
+int cuda_blas_ensure(rlt_backend *bk) {
+    cuda_impl *c = cuda_get(bk);
+    if (c->blas) return RLT_OK;
+    if (c->capturing >= 0)
+        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__,
+                           "an op needs cuBLAS during the capture of graph slot %d, but the plan did not ask for it "
+                           "(plan_workspace's rule missed this op's shape: a bug)",
+                           (int)c->capturing);
+    CUDA_CHECK(bk, cudaSetDevice(c->device));
+    uint64_t before = 0, after = 0;
+    RLT_TRY(cuda_procmem_now(bk, &before));
+    CUBLAS_CHECK(bk, cublasCreate(&c->blas));
+    CUBLAS_CHECK(bk, cublasSetStream(c->blas, c->streams[0]));
+    c->blas_lane = 0;
+    /* Set even when there is none yet (NULL, 0): cuBLAS then picks algorithms that need no workspace rather than
+     * allocating a pool of its own. */
+    CUBLAS_CHECK(bk, cublasSetWorkspace(c->blas, c->lane_ws[0], (size_t)c->lane_ws_bytes[0]));
+    /* alpha and beta are host floats (constants of each call, captured by value in a graph). */
+    CUBLAS_CHECK(bk, cublasSetPointerMode(c->blas, CUBLAS_POINTER_MODE_HOST));
+    /* Pure fp32: CUBLAS_DEFAULT_MATH never uses TF32 for SGEMM, whose 10-bit mantissa would break parity
+     * with the CPU backend (about 1e-3 relative instead of 1e-7). A faster mode belongs behind an option. */
+    CUBLAS_CHECK(bk, cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
+    CUDA_CHECK(bk, cudaDeviceSynchronize());
+    RLT_TRY(cuda_procmem_now(bk, &after));
+    c->blas_bytes = after > before ? after - before : 0;
+    c->handle_bytes += c->blas_bytes;
+    return RLT_OK;
+}
+
+/* Which ops call cuBLAS, decided from shapes and types alone: a 16-bit dense layer (its products are cuBLAS
+ * GEMMs, gemm.c), a dense layer beyond linear.cu's kernels, and an fp32 convolution (its input gradient is a
+ * cuBLAS GEMM, conv_gemm.cu; the first layer needs none, but conv_prepare's trial run computes one). 16-bit
+ * convolutions run on cuDNN, which has its own handle and its workspace in the conv slots'. */
+static int cuda_plan_calls_blas(const cuda_impl *c, const rlt_op_use *use) {
+    if (use->dense_lp) return 1;
+    if (use->dense_rows > 0 && cuda_linear_calls_blas(use->dense_rows, use->dense_in, use->dense_out)) return 1;
+    for (int32_t i = 0; i < RLT_BACKEND_MAX_CONVS; i++)
+        if (c->conv_slots[i].ready && c->conv_slots[i].gemm) return 1;
+    return 0;
+}
+
+static int cuda_plan_workspace(rlt_backend *bk, const rlt_op_use *use, uint64_t *bytes) {
+    cuda_impl *c = cuda_get(bk);
+    *bytes = 0;
+    if (cuda_plan_calls_blas(c, use)) {
+        RLT_TRY(cuda_blas_ensure(bk));
+        *bytes = cuda_workspace_bytes(bk);
+    } else if (c->blas && c->capturing < 0 && !c->workspace) {
+        /* An earlier plan of this backend needed cuBLAS (memory.auto_fit or `rltrain plan` trying a larger batch)
+         * and this one does not: give the handle back. What it leaves behind (loaded kernels) is measured as
+         * context from here on. */
+        cublasDestroy(c->blas);
+        c->blas = NULL;
+        c->handle_bytes -= c->blas_bytes;
+        c->blas_bytes = 0;
+    }
+    return cuda_measure_memory(bk);
+}
+
+static int cuda_measure_memory(rlt_backend *bk) {
+    cuda_impl *c = cuda_get(bk);
+    CUDA_CHECK(bk, cudaSetDevice(c->device));
+    uint64_t held = 0;
+    RLT_TRY(cuda_procmem_now(bk, &held));
+    if (!c->reserved_bytes) {
+        size_t free_b = 0, total_b = 0;
+        CUDA_CHECK(bk, cudaMemGetInfo(&free_b, &total_b));
+        bk->device_free = free_b;
+    }
+    /* cudaMalloc rounds the arena up to its page size: what the rounding takes counts as context. */
+    bk->context_bytes = held > c->reserved_bytes ? held - c->reserved_bytes : 0;
+    bk->handle_bytes = c->handle_bytes < bk->context_bytes ? c->handle_bytes : bk->context_bytes;
+    const char *handles = c->blas && c->conv ? "cuBLAS, cuDNN" : c->blas ? "cuBLAS" : c->conv ? "cuDNN" : NULL;
+    snprintf(bk->memory_note, sizeof bk->memory_note, "process memory measured %s; library handles: %s",
+             cuda_procmem_method(c), handles ? handles : "none (no op of this plan calls cuBLAS or cuDNN)");
     return RLT_OK;
 }
 
@@ -164,20 +239,9 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
     if (!c) return rlt_err_set(bk->err, RLT_ENOMEM, __FILE__, __LINE__, "out of host memory for the CUDA backend");
     c->device = index;
     c->capturing = -1;
-    /* Developer switches, read once here (see cuda_ops.h): they change speed, never results' meaning. */
-    const char *lanes = getenv("RLT_CUDA_LANES"), *linear = getenv("RLT_CUDA_LINEAR");
-    const char *stats = getenv("RLT_CUDA_GRAPH_STATS");
-    const char *pdl = getenv("RLT_CUDA_PDL"), *prio = getenv("RLT_CUDA_PRIO"), *tiles = getenv("RLT_CUDA_TILES");
-    const char *conv = getenv("RLT_CUDA_CONV_GEMM"), *tm = getenv("RLT_CUDA_IGEMM_TM"), *dnn = getenv("RLT_CUDA_CONV");
+    /* The one developer switch, read once here (see cuda_ops.h): it changes the schedule, never the results. */
+    const char *lanes = getenv("RLT_CUDA_LANES");
     c->n_lanes = lanes && strcmp(lanes, "1") == 0 ? 1 : RLT_BACKEND_MAX_LANES;
-    c->linear_mode = linear && strcmp(linear, "cublas") == 0 ? CUDA_LINEAR_CUBLAS : CUDA_LINEAR_FUSED;
-    c->graph_stats = stats && strcmp(stats, "1") == 0;
-    c->pdl = !(pdl && strcmp(pdl, "0") == 0);
-    c->prio = !(prio && strcmp(prio, "0") == 0);
-    c->tiles = tiles ? atoi(tiles) : 0;
-    c->conv_gemm = conv && strcmp(conv, "cublas") == 0 ? CUDA_CONV_CUBLAS : CUDA_CONV_IMPLICIT;
-    c->igemm_tm = tm && (atoi(tm) == 1 || atoi(tm) == 2 || atoi(tm) == 4) ? atoi(tm) : 0;
-    c->conv_dnn = dnn && strcmp(dnn, "cudnn") == 0;
     bk->impl = c;
     bk->device_is_host = 0;
     bk->device_index = index;
@@ -203,10 +267,12 @@ static int cuda_set_workspace(rlt_backend *bk, void *ptr, uint64_t bytes) {
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
                            "cuBLAS workspace of %llu bytes, but workspace_bytes asked for %llu", (unsigned long long)bytes,
                            (unsigned long long)cuda_workspace_bytes(bk));
-    /* NULL/0 means no workspace: cuBLAS then picks algorithms that need none (and allocates nothing). Each
-     * handle keeps its one stream for its whole life; should that ever change, cublasSetStream resets the
-     * workspace to cuBLAS's own pool and this call must be repeated after it. Lane 0's slice comes first,
-     * then the side lanes' (each a multiple of 256 bytes, so every slice stays aligned). */
+    /* A caller that runs ops without a plan hands over workspace_bytes: its ops may call cuBLAS. */
+    if (ptr) RLT_TRY(cuda_blas_ensure(bk));
+    /* NULL/0 means no workspace: cuBLAS then picks algorithms that need none (and allocates nothing), and a
+     * plan without cuBLAS has no handle to tell. cuda_blas_bind (gemm.c) sets the lane's slice again after each
+     * cublasSetStream, which resets it to cuBLAS's own pool. Lane 0's slice comes first, then the side lanes'
+     * (each a multiple of 256 bytes, so every slice stays aligned). */
     unsigned char *at = ptr;
     for (int32_t k = 0; k < c->n_lanes; k++) {
         uint64_t part = k == 0 ? cuda_lane0_workspace(c) : CUDA_SIDE_WORKSPACE;
@@ -214,7 +280,8 @@ static int cuda_set_workspace(rlt_backend *bk, void *ptr, uint64_t bytes) {
         c->lane_ws_bytes[k] = at ? part : 0;
         if (at) at += part;
     }
-    CUBLAS_CHECK(bk, cublasSetWorkspace(c->blas, c->lane_ws[c->blas_lane], (size_t)c->lane_ws_bytes[c->blas_lane]));
+    if (c->blas)
+        CUBLAS_CHECK(bk, cublasSetWorkspace(c->blas, c->lane_ws[c->blas_lane], (size_t)c->lane_ws_bytes[c->blas_lane]));
     c->workspace = ptr;
     c->workspace_bytes = ptr ? bytes : 0;
     return RLT_OK;
@@ -236,6 +303,10 @@ static int cuda_mem_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
                            "now; lower memory.budget_mb or replay.capacity, or free the GPU",
                            bytes / MIB, bk->device_name, cudaGetErrorString(rc), free_b / MIB, total_b / MIB);
     }
+    /* What the process holds beyond these reservations is context (measure_memory). */
+    c->reserved_bytes += bytes;
+    c->reserved_last = *base;
+    c->reserved_last_bytes = bytes;
     /* Zeroed like the CPU backend's arena, so both start from the same bits. */
     CUDA_CHECK(bk, cudaMemsetAsync(*base, 0, bytes, c->streams[0]));
     CUDA_CHECK(bk, cudaStreamSynchronize(c->streams[0]));
@@ -244,7 +315,14 @@ static int cuda_mem_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
 
 static void cuda_mem_release(rlt_backend *bk, void *base) {
     if (!base) return;
-    cudaSetDevice(cuda_get(bk)->device);
+    cuda_impl *c = cuda_get(bk);
+    /* The arena is the one reservation released before close (plan_commit's rollback): it is the last one. */
+    if (base == c->reserved_last) {
+        c->reserved_bytes -= c->reserved_last_bytes;
+        c->reserved_last = NULL;
+        c->reserved_last_bytes = 0;
+    }
+    cudaSetDevice(c->device);
     cudaFree(base); /* synchronises the device: no op still running can touch the block afterwards */
 }
 
@@ -362,61 +440,6 @@ static int cuda_check_slot(rlt_backend *bk, int32_t slot, const char *what) {
     return RLT_OK;
 }
 
-/* RLT_CUDA_GRAPH_STATS=1: the captured graph's size and the length of its longest dependency chain, in nodes
- * (what bounds an update's latency when each node costs a few microseconds). Nodes are numbered by
- * cudaGraphGetNodes; the longest path is found by relaxing edges until nothing changes (a graph of a few
- * hundred nodes: host time at capture only). */
-static void cuda_graph_print_stats(cudaGraph_t graph, int32_t slot) {
-    enum { MAXN = 1024, MAXE = 4096 };
-    static cudaGraphNode_t nodes[MAXN], from[MAXE], to[MAXE];
-    static int32_t depth[MAXN];
-    size_t nn = MAXN, ne = MAXE;
-    if (cudaGraphGetNodes(graph, nodes, &nn) != cudaSuccess || nn > MAXN) {
-        cudaGetLastError();
-        fprintf(stderr, "graph slot %d: could not read its nodes\n", (int)slot);
-        return;
-    }
-#if CUDART_VERSION >= 13000
-    /* Edge data must be asked for: programmatic (PDL) edges carry some, and a NULL array would be refused. */
-    static cudaGraphEdgeData edata[MAXE];
-    cudaError_t erc = cudaGraphGetEdges(graph, from, to, edata, &ne);
-#else
-    cudaError_t erc = cudaGraphGetEdges(graph, from, to, &ne);
-#endif
-    if (erc != cudaSuccess || ne > MAXE) {
-        cudaGetLastError();
-        fprintf(stderr, "graph slot %d: %zu nodes (edges unreadable)\n", (int)slot, nn);
-        return;
-    }
-    size_t kernels = 0;
-    for (size_t i = 0; i < nn; i++) {
-        depth[i] = 1;
-        enum cudaGraphNodeType t;
-        if (cudaGraphNodeGetType(nodes[i], &t) == cudaSuccess && t == cudaGraphNodeTypeKernel) kernels++;
-    }
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (size_t e = 0; e < ne; e++) {
-            size_t a = 0, b = 0;
-            while (a < nn && nodes[a] != from[e]) a++;
-            while (b < nn && nodes[b] != to[e]) b++;
-            if (a < nn && b < nn && depth[b] < depth[a] + 1) {
-                depth[b] = depth[a] + 1;
-                changed = 1;
-            }
-        }
-    }
-    int32_t longest = 0;
-    for (size_t i = 0; i < nn; i++)
-        if (depth[i] > longest) longest = depth[i];
-    size_t programmatic = 0;
-#if CUDART_VERSION >= 13000
-    for (size_t e = 0; e < ne; e++) programmatic += edata[e].type == cudaGraphDependencyTypeProgrammatic;
-#endif
-    fprintf(stderr, "graph slot %d: %zu nodes (%zu kernels), %zu edges (%zu programmatic), longest chain %d nodes\n",
-            (int)slot, nn, kernels, ne, programmatic, (int)longest);
-}
-
 static int cuda_graph_begin(rlt_backend *bk, int32_t slot) {
     cuda_impl *c = cuda_get(bk);
     RLT_TRY(cuda_check_slot(bk, slot, "graph_begin"));
@@ -449,14 +472,12 @@ static int cuda_graph_end(rlt_backend *bk, int32_t slot) {
         cudaGraphDestroy(graph);
         return jrc;
     }
-    if (c->graph_stats) cuda_graph_print_stats(graph, slot);
     if (c->graphs[slot]) {
         cudaGraphExecDestroy(c->graphs[slot]);
         c->graphs[slot] = NULL;
     }
-    /* With priorities on, kernel nodes keep the priority of the lane they were captured on. */
-    cudaError_t rc = cudaGraphInstantiateWithFlags(&c->graphs[slot], graph,
-                                                   c->prio ? cudaGraphInstantiateFlagUseNodePriority : 0);
+    /* Kernel nodes keep the priority of the lane they were captured on. */
+    cudaError_t rc = cudaGraphInstantiateWithFlags(&c->graphs[slot], graph, cudaGraphInstantiateFlagUseNodePriority);
     cudaGraphDestroy(graph); /* the executable graph keeps its own copy */
     if (rc != cudaSuccess) {
         c->graphs[slot] = NULL;
@@ -530,6 +551,8 @@ static const rlt_backend_ops cuda_ops = {
     .linear_backward_lp = cuda_linear_backward_lp,
     .amp_unscale = cuda_amp_unscale,
     .amp_update = cuda_amp_update,
+    .plan_workspace = cuda_plan_workspace,
+    .measure_memory = cuda_measure_memory,
 };
 
 /* The module's one exported symbol (everything else is hidden; see cuda_module.cmake), resolved by the

@@ -27,22 +27,9 @@ extern "C" {
  * the summation order must not depend on the device. */
 #define CUDA_THREADS 256
 
-/* Developer switches, read from the environment at open, for measuring one choice against another and for
- * ruling a mechanism out when hunting a bug; none changes what an op computes:
- *   RLT_CUDA_LINEAR=cublas  linear_forward / linear_backward through cuBLAS and the elementwise ops (as before
- *                           the fused kernels of linear.cu existed) instead of the fused kernels;
- *   RLT_CUDA_LANES=1        branch is a no-op: every op on lane 0, in call order;
- *   RLT_CUDA_PDL=0          no programmatic dependent launch for the chain kernels (see cuda_launch_pdl);
- *   RLT_CUDA_PRIO=0         no stream priorities;
- *   RLT_CUDA_TILES=16|32    linear.cu's GEMM tile height, instead of the choice by shape;
- *   RLT_CUDA_CONV_GEMM=cublas  fp32 convolutions as explicit im2col + cuBLAS (session 4's path) instead of the
- *                           implicit GEMMs of conv_igemm.cu;
- *   RLT_CUDA_CONV=cudnn     fp32 convolutions on cuDNN's algorithms instead of our GEMM-form kernels;
- *   RLT_CUDA_IGEMM_TM=1|2|4 conv_igemm.cu's forward tile height (16, 32 or 64 pixels), instead of the choice by
- *                           shape (it fixes the tap chunks too, so unlike the others it changes the bits);
- *   RLT_CUDA_GRAPH_STATS=1  graph_end prints each graph's node count and longest dependency chain. */
-enum { CUDA_LINEAR_FUSED = 0, CUDA_LINEAR_CUBLAS = 1 };
-enum { CUDA_CONV_IMPLICIT = 0, CUDA_CONV_CUBLAS = 1 };
+/* One developer switch, read from the environment at open: RLT_CUDA_LANES=1 makes branch a no-op, so every op
+ * runs on lane 0 in call order. tests/gpu_train.c runs a conv network with it and without it and requires the
+ * same checkpoint bytes, which is how a missing dependency between lanes would show; it changes no result. */
 
 /* A prepared convolution slot (conv_ops.c): fp32 slots on our GEMM-form kernels (gemm 1), the others on
  * cuDNN. */
@@ -58,31 +45,32 @@ typedef struct cuda_impl {
     int32_t sm_count;
     /* One stream per lane (branch/join). streams[0] is the main stream, where copies, syncs and graph capture
      * happen; all are non-blocking (no syncs with the legacy default stream). Lanes 0 and 1 have the
-     * device's highest priority (they carry an update's critical path), unless RLT_CUDA_PRIO=0. */
+     * device's highest priority (they carry an update's critical path). */
     cudaStream_t streams[RLT_BACKEND_MAX_LANES];
     /* One cuBLAS handle for every lane (a handle costs device memory: tens of MiB each on Hopper): cuda_gemm
      * rebinds it to the current lane's stream and that lane's slice of the workspace when the lane changes
      * (host-side calls, allowed during capture). Each lane keeps its own slice, so GEMMs running at once on
-     * two lanes never share scratch memory. */
+     * two lanes never share scratch memory. The handle exists only once an op of the plan calls cuBLAS
+     * (cuda_blas_ensure: plan_workspace, conv_prepare of an fp32 slot, or a caller's workspace); NULL otherwise. */
     cublasHandle_t blas;
     int32_t blas_lane;       /* the lane the handle is bound to now */
-    int32_t pdl;             /* 1: chain kernels launch with programmatic dependent launch (RLT_CUDA_PDL=0: off) */
     void *lane_ws[RLT_BACKEND_MAX_LANES];
     uint64_t lane_ws_bytes[RLT_BACKEND_MAX_LANES];
     int32_t lane;            /* the lane ops run on now */
     int32_t pending;         /* bit k: side lane k has work that lane 0 has not joined yet */
     int32_t n_lanes;         /* lanes in use: RLT_BACKEND_MAX_LANES, or 1 with RLT_CUDA_LANES=1 (branch is a no-op) */
-    int32_t linear_mode;     /* CUDA_LINEAR_FUSED or CUDA_LINEAR_CUBLAS (RLT_CUDA_LINEAR) */
-    int32_t graph_stats;     /* RLT_CUDA_GRAPH_STATS=1: graph_end prints node and critical-path counts to stderr */
-    int32_t prio;            /* 1: lanes 0 and 1 at the highest stream priority, graphs honour node priorities */
-    int32_t tiles;           /* RLT_CUDA_TILES=16|32 forces linear.cu's GEMM tile height; 0 picks by shape */
-    int32_t conv_gemm;       /* CUDA_CONV_IMPLICIT or CUDA_CONV_CUBLAS (RLT_CUDA_CONV_GEMM) */
-    int32_t igemm_tm;        /* RLT_CUDA_IGEMM_TM=1|2|4 forces conv_igemm.cu's forward tile height; 0 picks by shape */
-    int32_t conv_dnn;        /* RLT_CUDA_CONV=cudnn: fp32 convolution slots on cuDNN too (conv_ops.c) */
     cudaEvent_t fork_event;  /* recorded on lane 0, waited for by a side lane at branch */
     cudaEvent_t join_event[RLT_BACKEND_MAX_LANES]; /* recorded on side lane k, waited for by lane 0 at join */
     void *workspace;         /* cuBLAS workspace inside the arena (set_workspace), or NULL */
     uint64_t workspace_bytes;
+    /* The process budget's accounting (process_memory.c): NVML's state (NULL without NVML), the bytes held
+     * through mem_reserve (the arena: the rest of what the process holds is context), and what creating the
+     * library handles took, measured around each creation. */
+    struct cuda_procmem *procmem;
+    uint64_t reserved_bytes;
+    void *reserved_last;
+    uint64_t reserved_last_bytes;
+    uint64_t handle_bytes, blas_bytes; /* all library handles; the cuBLAS handle's part */
     int32_t capturing;       /* the slot being captured, or -1 */
     int32_t reserved_;
     cudaGraphExec_t graphs[RLT_BACKEND_MAX_GRAPHS];
@@ -227,6 +215,20 @@ int cuda_linear_backward_lp(rlt_backend *bk, int32_t dtype, int32_t rows, int32_
 int cuda_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp);
 int cuda_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
                     int32_t growth_interval);
+/* Creates the cuBLAS handle on first need (at init, before the seal): bound to lane 0 with the lanes' workspace
+ * (none until set_workspace), so cuBLAS never takes a workspace of its own. Its cost goes to handle_bytes. */
+int cuda_blas_ensure(rlt_backend *bk);
+/* 1 when linear_forward or linear_backward of this shape may call cuBLAS (linear.cu: layers beyond its
+ * kernels' K). */
+int cuda_linear_calls_blas(int32_t rows, int32_t fi, int32_t fo);
+/* process_memory.c: open reads NVML's figures before the context exists (call it before cudaSetDevice);
+ * context_made picks the method once the context exists; now gives what this process holds on the device; method
+ * says how, for the plan; close unloads NVML. None of them allocates device memory. */
+void cuda_procmem_open(cuda_impl *c);
+void cuda_procmem_context_made(cuda_impl *c);
+int cuda_procmem_now(rlt_backend *bk, uint64_t *bytes);
+const char *cuda_procmem_method(const cuda_impl *c);
+void cuda_procmem_close(cuda_impl *c);
 /* cuBLAS workspace of each side lane (lane 0 has more). */
 #define CUDA_SIDE_WORKSPACE (4ull << 20)
 /* cuda_gemm with a workspace of the same size on every lane, so the same bits on any lane (gemm.c). */
@@ -256,8 +258,8 @@ int cuda_merge_side(rlt_backend *bk, int32_t lane, const int32_t side[2]);
 void cuda_conv_close(rlt_backend *bk);
 
 /* The cuDNN side of the conv ops (kernels/cuda/cudnn/, or kernels/cuda/no_cudnn/ whose prepare refuses), for the
- * slots conv_ops.c does not run on its own kernels: 16-bit slots, or all with RLT_CUDA_CONV=cudnn. conv_ops.c has
- * checked the shape, the slot, the activation and the workspace before each call. */
+ * slots conv_ops.c does not run on its own kernels: the 16-bit ones. conv_ops.c has checked the shape, the slot,
+ * the activation and the workspace before each call. */
 int cuda_dnn_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *s, uint64_t *ws_bytes);
 int cuda_dnn_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b,
                           int32_t act, void *ws);
@@ -315,7 +317,7 @@ __device__ __forceinline__ float cuda_act(float z, int32_t act) {
  * launched through cuda_launch_pdl calls cuda_pdl_wait before its first global memory access (read or
  * write). cuda_pdl_trigger (griddepcontrol.launch_dependents) lets the next kernel launch as soon as every
  * block of this one has started; the next kernel still waits for this one to finish before it touches
- * memory. On older GPUs, or with RLT_CUDA_PDL=0, both are no-ops and launches are ordinary. */
+ * memory. On older GPUs both are no-ops and launches are ordinary. */
 __device__ __forceinline__ void cuda_pdl_wait(void) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -341,7 +343,7 @@ static inline cudaError_t cuda_launch_pdl_smem(rlt_backend *bk, void (*kernel)(P
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = (c->pdl && c->cc_major >= 9) ? 1 : 0;
+    cfg.numAttrs = c->cc_major >= 9 ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 

@@ -11,6 +11,12 @@
 /* The one handle follows the lane: its stream, then (cublasSetStream resets it) that lane's workspace. */
 static int cuda_blas_bind(rlt_backend *bk) {
     cuda_impl *c = cuda_get(bk);
+    /* The handle exists when the plan said some op calls cuBLAS (cuda_blas_ensure); creating it here, inside
+     * the sealed arena's lifetime or a capture, would allocate behind the plan's back. */
+    if (!c->blas)
+        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__,
+                           "a GEMM needs cuBLAS, but the plan created no cuBLAS handle: plan_workspace's rule of which "
+                           "shapes call cuBLAS missed this op (a bug), or the backend runs ops without set_workspace");
     if (c->blas_lane != c->lane) {
         CUBLAS_CHECK(bk, cublasSetStream(c->blas, c->streams[c->lane]));
         CUBLAS_CHECK(bk, cublasSetWorkspace(c->blas, c->lane_ws[c->lane], (size_t)c->lane_ws_bytes[c->lane]));

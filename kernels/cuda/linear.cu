@@ -315,7 +315,7 @@ __global__ void __launch_bounds__(LIN_THREADS) linear_kernel(const __grid_consta
 
 /* Chooses the path and the block count of a problem from its shape alone (so the summation order, and the
  * bits, depend on nothing else). */
-static void lin_choose_path(lin_problem *p, int32_t tiles_pref) {
+static void lin_choose_path(lin_problem *p) {
     int32_t n_out = p->N + p->ones;
     if (p->M == 0 || n_out == 0) {
         p->tiles = 0;
@@ -339,7 +339,7 @@ static void lin_choose_path(lin_problem *p, int32_t tiles_pref) {
     }
     p->tiles_n = (n_out + LIN_BN - 1) / LIN_BN;
     int32_t tiles32 = ((p->M + 31) / 32) * p->tiles_n;
-    if (tiles_pref == 16 || (tiles_pref != 32 && tiles32 < LIN_SMALL_TILES)) {
+    if (tiles32 < LIN_SMALL_TILES) {
         p->path = LIN_PATH_GEMM16;
         p->tiles = ((p->M + 15) / 16) * p->tiles_n;
     } else {
@@ -349,8 +349,8 @@ static void lin_choose_path(lin_problem *p, int32_t tiles_pref) {
 }
 
 static int lin_launch_problems(rlt_backend *bk, lin_launch *L) {
-    lin_choose_path(&L->p[0], cuda_get(bk)->tiles);
-    lin_choose_path(&L->p[1], cuda_get(bk)->tiles);
+    lin_choose_path(&L->p[0]);
+    lin_choose_path(&L->p[1]);
     int64_t blocks = (int64_t)L->p[0].tiles + L->p[1].tiles;
     if (blocks == 0) return RLT_OK;
     CUDA_REQUIRE(bk, blocks <= INT32_MAX, "linear: grid size");
@@ -364,7 +364,7 @@ extern "C" int cuda_linear_forward(rlt_backend *bk, int32_t rows, int32_t fi, in
     CUDA_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && ldx >= fi && ldy >= fo, "linear_forward");
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward");
     if (rows == 0) return RLT_OK;
-    if (cuda_get(bk)->linear_mode == CUDA_LINEAR_CUBLAS || fi > LIN_MAX_K) {
+    if (fi > LIN_MAX_K) {
         /* A forward may run on any lane: the same cuBLAS workspace size on all of them keeps its bits. */
         RLT_TRY(cuda_gemm_uniform(bk, 0, 1, rows, fo, fi, 1.0f, x, ldx, W, fi, 0.0f, y, ldy));
         return cuda_bias_act(bk, y, ldy, b, rows, fo, act);
@@ -386,14 +386,13 @@ extern "C" int cuda_linear_backward(rlt_backend *bk, int32_t rows, int32_t fi, i
     CUDA_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && lddy >= fo && ldx >= fi, "linear_backward");
     CUDA_REQUIRE(bk, !dx || lddx >= fi, "linear_backward");
     CUDA_REQUIRE(bk, act_x >= RLT_ACT_NONE && act_x <= RLT_ACT_TANH, "linear_backward");
-    int cublas = cuda_get(bk)->linear_mode == CUDA_LINEAR_CUBLAS;
     /* Each part runs fused unless its K is beyond our kernels; the parts left to cuBLAS run first. */
     /* A layer wider than LIN_MAX_K inputs (a Nature DQN's 3136-wide head) makes thousands of small tiles
      * here for its weight gradient and long ones for its input gradient; cuBLAS runs both in a few large ones
-     * (the whole update 3% faster for dW, bench/GPU_NOTES.md). */
-    int fuse_w = (dW || db) && !cublas && rows <= LIN_MAX_K && fi <= LIN_MAX_K;
-    int fuse_x = dx && !cublas && fo <= LIN_MAX_K && fi <= LIN_MAX_K;
-    if (!fuse_w && !fuse_x && !cublas) {
+     * (the whole update 3% faster for dW, commit 18adc9c). */
+    int fuse_w = (dW || db) && rows <= LIN_MAX_K && fi <= LIN_MAX_K;
+    int fuse_x = dx && fo <= LIN_MAX_K && fi <= LIN_MAX_K;
+    if (!fuse_w && !fuse_x) {
         /* Both parts on cuBLAS (a wide layer): dW and db on two side lanes beside dx (cuda_fork_side). dW's
          * product uses the side lanes' workspace size on any lane, so the same algorithm and bits either way. */
         const int32_t lane = cuda_get(bk)->lane;
@@ -418,7 +417,6 @@ extern "C" int cuda_linear_backward(rlt_backend *bk, int32_t rows, int32_t fi, i
         RLT_TRY(cuda_gemm(bk, 0, 0, rows, fi, fo, 1.0f, dy, lddy, W, fi, 0.0f, dx, lddx));
         RLT_TRY(cuda_act_grad(bk, dx, lddx, x, ldx, rows, fi, act_x));
     }
-    if (!fuse_w && !fuse_x) return RLT_OK;
     lin_launch L;
     memset(&L, 0, sizeof L);
     int np = 0;
@@ -446,4 +444,11 @@ extern "C" int cuda_linear_backward(rlt_backend *bk, int32_t rows, int32_t fi, i
 extern "C" cudaError_t cuda_preload_linear(void) {
     cudaFuncAttributes a;
     return cudaFuncGetAttributes(&a, linear_kernel);
+}
+
+/* The rule cuda_linear_forward and cuda_linear_backward follow above, for the plan (cuda_backend.c): the forward
+ * calls cuBLAS when fi > LIN_MAX_K, the backward when a part of it is beyond the fused kernels (rows or fi for
+ * dW, fo or fi for dx; dx may not be asked for, which the rule does not know, so it says yes then too). */
+extern "C" int cuda_linear_calls_blas(int32_t rows, int32_t fi, int32_t fo) {
+    return rows > LIN_MAX_K || fi > LIN_MAX_K || fo > LIN_MAX_K;
 }

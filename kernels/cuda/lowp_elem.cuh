@@ -1,5 +1,5 @@
 /* lowp_elem.cuh: loads and stores of one element of an fp32, bf16 or fp16 buffer (dtype RLT_LP_*), for the
- * reduced-precision kernels (lowp.cu, adam.cu). Stores round to nearest even, like kernels/lowp.h on the
+ * reduced-precision kernels (lowp.cu, adam.cu). Stores round to nearest even, like base/lowp.h on the
  * host, so the GPU and the CPU twins produce the same bits for the same float. */
 #ifndef RLT_LOWP_ELEM_CUH
 #define RLT_LOWP_ELEM_CUH

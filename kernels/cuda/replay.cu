@@ -1,7 +1,7 @@
 /* replay.cu: replay sampling on the device: uniform indices from Philox and the row gather that copies
  * the sampled transitions into the batch (widening compact fp16/bf16 observations to fp32); the CUDA twins
  * of kernels/cpu/replay.c and of gather_fields in kernels/cpu/fused.c. Philox is pure integer
- * arithmetic (kernels/philox.h), so the indices are bit-identical to the CPU's. */
+ * arithmetic (base/philox.h), so the indices are bit-identical to the CPU's. */
 #include <string.h>
 
 #include "lowp.h"
@@ -80,7 +80,7 @@ extern "C" int cuda_gather_rows(rlt_backend *bk, void *dst, uint64_t dst_stride,
  * field 0 stores it: no launch, and no dependency between threads, for the sampling.
  * A compact replay field (fp16 or bf16 source) is widened to fp32 as it is copied: a "word" is then 4
  * elements (an 8-byte load, a 16-byte store) when both sides are aligned for it, else one element. The
- * widening is kernels/lowp.h's integer arithmetic, the CPU twin's very functions, so the batches agree bit
+ * widening is base/lowp.h's integer arithmetic, the CPU twin's very functions, so the batches agree bit
  * for bit (NaN payloads included, which a hardware conversion need not keep). */
 enum { GATHER_RAW = 0, GATHER_F16 = RLT_LP_F16, GATHER_BF16 = RLT_LP_BF16 };
 

@@ -120,6 +120,9 @@ class rlt_plan_summary(ctypes.Structure):
         ("device", ctypes.c_char * 64),
         ("precision", ctypes.c_char * 8),
         ("note", ctypes.c_char * 120),
+        ("handle_bytes", ctypes.c_uint64),
+        ("process_bytes", ctypes.c_uint64),
+        ("process_budget_bytes", ctypes.c_uint64),
     ]
 
 
@@ -134,6 +137,10 @@ class rlt_fit_report(ctypes.Structure):
         ("max_batch_size", ctypes.c_int32),
         ("min_grad_accum_steps", ctypes.c_int32),
         ("micro_batch", ctypes.c_int32),
+        ("min_need_bytes", ctypes.c_uint64),
+        ("min_replay_capacity", ctypes.c_int64),
+        ("fit_budget_bytes", ctypes.c_uint64),
+        ("min_fit_budget_bytes", ctypes.c_uint64),
     ]
 
 
@@ -164,6 +171,31 @@ LOC_HOST, LOC_DEVICE = 0, 1
 
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
 PROGRESS_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(rlt_progress))
+# rlt_env_callbacks' reset and step. Pointers arrive as plain addresses (c_void_p): the Gymnasium adapter
+# reads and writes them through numpy views it keeps per address, which costs less per step than ctypes
+# pointer objects.
+ENV_RESET_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int32, ctypes.c_uint64, ctypes.c_void_p)
+ENV_STEP_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
+                               ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+
+class rlt_env_callbacks(ctypes.Structure):
+    """``rlt_env_callbacks``: an environment the trainer drives through callbacks (``rlt_trainer_init_env``)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("reserved_", ctypes.c_uint32),
+        ("name", ctypes.c_char_p),
+        ("obs", rlt_space),
+        ("act", rlt_space),
+        ("max_episode_steps", ctypes.c_int32),
+        ("state_bytes", ctypes.c_int32),
+        ("user", ctypes.c_void_p),
+        ("reset", ENV_RESET_FN),
+        ("step", ENV_STEP_FN),
+        ("save_state", ctypes.c_void_p),  # not used by the bindings (NULL: checkpoints are not resumable)
+        ("load_state", ctypes.c_void_p),
+    ]
 
 # ---------------------------------------------------------------------------------------------------
 # Functions. Handles are opaque pointers (c_void_p); out-parameters are pointers to them.
@@ -213,6 +245,9 @@ _declare("rlt_agent_allocations_after_init", ctypes.c_uint64, _P)
 _declare("rlt_agent_errmsg", _S, _P)
 
 _declare("rlt_trainer_init", _I, _P, _PP)
+_declare("rlt_trainer_init_env", _I, _P, ctypes.POINTER(rlt_env_callbacks), _PP)
+_declare("rlt_trainer_agent", _P, _P)
+_declare("rlt_trainer_request_stop", None, _P)
 _declare("rlt_trainer_free", None, _P)
 _declare("rlt_trainer_memory_plan", _I, _P, _SUMMARY_P, _ENTRIES_PP)
 _declare("rlt_trainer_plan_format", _SZ, _P, ctypes.c_char_p, _SZ)

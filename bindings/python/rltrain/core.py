@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import os
 from dataclasses import dataclass, fields
 from typing import Any, Callable
@@ -385,19 +386,42 @@ class Progress:
         values["is_eval"] = bool(values["is_eval"])
         return cls(**values)
 
+    def line(self) -> str:
+        """The progress line the native ``rltrain`` CLI prints for these figures (tools/rltrain.c), so that
+        ``python -m rltrain.gym`` prints the same; a test compares the two."""
+
+        def duration(s: float) -> str:
+            if math.isnan(s) or s < 0:
+                return "?"
+            return f"{s:.1f}s" if s < 120 else f"{int(s / 60)}m{int(math.fmod(s, 60)):02d}s"
+
+        if math.isnan(self.last_eval_return):
+            ev = "-"
+        else:
+            ev = f"{self.last_eval_return:.1f} (best {self.best_eval_return:.1f})"
+        last = 0.0 if math.isnan(self.last_episode_return) else self.last_episode_return
+        return (f"{'[eval]' if self.is_eval else '      '} step {self.env_steps}/{self.total_steps} | "
+                f"episodes {self.episodes} | last return {last:.1f} | eval {ev} | {self.updates_per_s:.0f} updates/s | "
+                f"{self.env_steps_per_s:.0f} steps/s | {duration(self.elapsed_s)} | ETA {duration(self.eta_s)}")
+
 
 class Trainer:
     """A built-in environment, an agent and the training loop with its outputs (``rlt_trainer``).
 
     The environment is ``env.name`` of the config (pendulum, cartpole, minatar-breakout); outputs go to
     ``out_dir`` (config.yaml, metrics.csv, summary.json, final.ckpt). For Gymnasium environments use
-    :func:`rltrain.gym.train` instead.
+    :func:`rltrain.gym.train` instead (it runs this trainer with the environment given as callbacks).
     """
 
-    def __init__(self, config: "Config | str | os.PathLike"):
+    def __init__(self, config: "Config | str | os.PathLike", *, _env: "_native.rlt_env_callbacks | None" = None):
+        # _env: callbacks for rlt_trainer_init_env (the Gymnasium adapter's); they must outlive the trainer.
         self.config = _as_config(config)
+        self._stop_requested = False
         h = ctypes.c_void_p()
-        rc = lib.rlt_trainer_init(self.config._handle, ctypes.byref(h))
+        if _env is None:
+            rc = lib.rlt_trainer_init(self.config._handle, ctypes.byref(h))
+        else:
+            rc = lib.rlt_trainer_init_env(self.config._handle, ctypes.byref(_env), ctypes.byref(h))
         self._h = h
         if rc != 0:
             msg = _native.text(lib.rlt_trainer_errmsg(h)) if h else ""
@@ -431,9 +455,28 @@ class Trainer:
         rc = lib.rlt_trainer_run(self._handle, callback, None)
         if raised:
             raise raised[0]
-        if rc != 0 and not (stopped and _native.status_name(rc) == "RLT_EINTERRUPTED"):
+        asked = stopped or self._stop_requested
+        if rc != 0 and not (asked and _native.status_name(rc) == "RLT_EINTERRUPTED"):
             raise error_for(rc, self.errmsg)
         return self.progress()
+
+    def request_stop(self) -> None:
+        """Asks a running :meth:`run` (of this thread, e.g. from an environment callback) to stop after the
+        current step; it then writes its outputs and returns without raising."""
+        self._stop_requested = True
+        lib.rlt_trainer_request_stop(self._handle)
+
+    def save_agent(self, path: str | os.PathLike) -> None:
+        """Writes the agent's checkpoint (as :meth:`Agent.save`; final.ckpt in ``out_dir`` is the trainer's)."""
+        agent = lib.rlt_trainer_agent(self._handle)
+        rc = lib.rlt_agent_save(agent, os.fsencode(path))
+        if rc != 0:
+            raise error_for(rc, _native.text(lib.rlt_agent_errmsg(agent)))
+
+    @property
+    def allocations_after_init(self) -> int:
+        """Allocations through the engine's allocator since the agent's arena was sealed (expected 0)."""
+        return int(lib.rlt_agent_allocations_after_init(lib.rlt_trainer_agent(self._handle)))
 
     def progress(self) -> Progress:
         """The latest progress figures (final after :meth:`run`)."""

@@ -1,8 +1,10 @@
 """The Gymnasium adapter: trains an rltrain agent on any Gymnasium environment.
 
-:func:`train` drives an environment with Box observations (1-D float, or uint8 images in (C, H, W)
-layout) and Box or Discrete actions through :class:`rltrain.Agent`, evaluates the deterministic policy on
-a separate environment instance every ``train.eval_every`` steps, and returns the results.
+:func:`train` hands a Gymnasium environment with Box observations (1-D float, or uint8 images in (C, H, W)
+layout) and Box or Discrete actions to the native trainer as callbacks (``rlt_trainer_init_env``). The
+trainer runs the loop, evaluates the deterministic policy on a second environment instance every
+``train.eval_every`` steps, and writes the run directory the native CLI writes: ``out_dir`` with
+config.yaml, metrics.csv, summary.json and final.ckpt (one implementation of those formats, in C).
 
 From the shell (the native ``rltrain`` CLI runs only the built-in environments)::
 
@@ -11,27 +13,32 @@ From the shell (the native ``rltrain`` CLI runs only the built-in environments):
 
 Episode ends follow Gymnasium's API: ``terminated`` (a terminal state: no bootstrapping) and
 ``truncated`` (a time limit: the agent still bootstraps from the real final observation, which
-``env.step`` returns). The environment must not reset itself (no autoreset wrapper): the adapter resets
+``env.step`` returns). The environment must not reset itself (no autoreset wrapper): the trainer resets
 it after each episode end.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import logging
 import math
 import os
 import sys
-import time
 from typing import Any, Callable
 
 import numpy as np
 
-from .core import Agent, Config, _as_config
+from . import _native
+from .core import Agent, Config, Progress, Trainer, _as_config
 from .errors import ConfigError, DeviceError, NoFitError, RltError
+from .spaces import Space
 
 log = logging.getLogger("rltrain.gym")
+
+# The CLI's exit code for a run stopped by SIGINT (tools/rltrain.c): outputs and final.ckpt are written.
+EXIT_INTERRUPTED = 5
 
 
 def _make(env_or_id, what: str):
@@ -55,6 +62,7 @@ def _env_action(action, space, discrete: bool):
 def evaluate(agent: Agent, env, episodes: int, discrete: bool, seed: int | None = None) -> float:
     """Mean return of ``episodes`` episodes of the deterministic policy (``explore=False``) on ``env``.
 
+    For an :class:`rltrain.Agent` driven by hand; :func:`train` evaluates inside the native trainer.
     ``seed`` seeds the first reset only; later episodes continue the environment's own generator.
     """
     total = 0.0
@@ -70,6 +78,102 @@ def evaluate(agent: Agent, env, episodes: int, discrete: bool, seed: int | None 
     return total / episodes
 
 
+class _GymCallbacks:
+    """Two Gymnasium environments (instance 0 trains, 1 evaluates) as ``rlt_env_callbacks``.
+
+    The trainer passes the addresses of its own observation and action buffers; numpy views of them are
+    made once per address. An exception in a callback is kept in ``raised`` and the callback returns 1,
+    which stops the run; :func:`train` raises the exception again. ``on_episode`` is called at each reset
+    of the training instance that follows an episode end (the trainer has counted the episode by then).
+    """
+
+    def __init__(self, envs, obs_space: Space, act_space: Space, seed: int, name: str):
+        self.envs = envs
+        self.obs_space, self.act_space = obs_space, act_space
+        self.discrete = act_space.kind == "discrete"
+        # Each instance's first reset is seeded (training: seed, evaluation: seed + 100); later resets
+        # continue the environment's own generator. The trainer's per-episode seeds are not used, so a
+        # run draws the same episodes as an environment seeded once, as Gymnasium users expect.
+        self.first_seed: list[int | None] = [seed, seed + 100]
+        self.resets = [0, 0]
+        self.raised: list[BaseException] = []
+        self.on_episode: Callable[[], None] | None = None
+        self._views: dict[tuple[int, str], np.ndarray] = {}
+        self._obs_ctype = ctypes.c_uint8 if obs_space.dtype == np.uint8 else ctypes.c_float
+        self._reset_fn = _native.ENV_RESET_FN(self._reset)  # alive as long as this object
+        self._step_fn = _native.ENV_STEP_FN(self._step)
+        self._name = name.encode()[:63]
+        obs_c, self._keep_obs = obs_space.to_c()
+        act_c, self._keep_act = act_space.to_c()
+        cb = _native.rlt_env_callbacks()
+        cb.struct_size = ctypes.sizeof(cb)
+        cb.name = self._name
+        cb.obs, cb.act = obs_c, act_c
+        # Gymnasium's TimeLimit ends episodes (as truncation); a positive env.max_episode_steps in the
+        # config adds the trainer's own limit on top.
+        cb.max_episode_steps = 0
+        cb.reset, cb.step = self._reset_fn, self._step_fn
+        self.struct = cb
+
+    def _view(self, address: int, kind: str) -> np.ndarray:
+        """A numpy array over the trainer's buffer at ``address`` (observation or action)."""
+        key = (address, kind)
+        view = self._views.get(key)
+        if view is None:
+            if kind == "obs":
+                raw = (self._obs_ctype * self.obs_space.size).from_address(address)
+                view = np.ctypeslib.as_array(raw).reshape(self.obs_space.shape)
+            else:
+                ctype = ctypes.c_int32 if self.discrete else ctypes.c_float
+                view = np.ctypeslib.as_array((ctype * self.act_space.size).from_address(address))
+            self._views[key] = view
+        return view
+
+    def _write_obs(self, address: int, obs) -> None:
+        o = np.asarray(obs)
+        if o.shape != self.obs_space.shape:
+            raise ValueError(f"the environment returned an observation of shape {o.shape}: expected {self.obs_space.shape}")
+        np.copyto(self._view(address, "obs"), o, casting="unsafe")  # float64 -> float32 as Agent.act does
+
+    def _reset(self, user, instance: int, seed: int, obs: int) -> int:
+        try:
+            seed0, self.first_seed[instance] = self.first_seed[instance], None
+            o, _ = self.envs[instance].reset(seed=seed0)
+            self._write_obs(obs, o)
+            self.resets[instance] += 1
+            if instance == 0 and self.resets[0] > 1 and self.on_episode is not None:
+                self.on_episode()
+            return 0
+        except BaseException as exc:  # noqa: BLE001 - carried across the C frames and raised by train()
+            self.raised.append(exc)
+            return 1
+
+    def _step(self, user, instance: int, action: int, obs: int, reward: int, terminated: int, truncated: int) -> int:
+        try:
+            env = self.envs[instance]
+            a = self._view(action, "act")
+            if self.discrete:
+                env_action = int(a[0]) + self.act_space.start
+            else:  # a copy: the trainer reuses its buffer for the next action
+                env_action = np.array(a, dtype=env.action_space.dtype).reshape(env.action_space.shape)
+            o, r, term, trunc, _ = env.step(env_action)
+            # The real next observation, also at the end of an episode: the agent bootstraps from it.
+            self._write_obs(obs, o)
+            ctypes.c_float.from_address(reward).value = float(r)
+            ctypes.c_uint8.from_address(terminated).value = 1 if term else 0
+            ctypes.c_uint8.from_address(truncated).value = 1 if trunc else 0
+            return 0
+        except BaseException as exc:  # noqa: BLE001
+            self.raised.append(exc)
+            return 1
+
+
+def _env_name(env) -> str:
+    """The name for summary.json and logs: the Gymnasium id when there is one."""
+    spec = getattr(env, "spec", None)
+    return spec.id if spec is not None and spec.id else type(getattr(env, "unwrapped", env)).__name__
+
+
 def train(
     env: Any,
     config: "Config | str | os.PathLike",
@@ -81,8 +185,9 @@ def train(
     eval_every: int | None = None,
     eval_episodes: int | None = None,
     save_path: str | os.PathLike | None = None,
+    out_dir: str | os.PathLike | None = None,
 ) -> dict:
-    """Trains an agent on a Gymnasium environment and returns its results.
+    """Trains an agent on a Gymnasium environment, writes the run directory, and returns the results.
 
     Args:
         env: a Gymnasium id (``"Pendulum-v1"``), an ``EnvSpec``, or an environment instance. The
@@ -91,31 +196,38 @@ def train(
         total_steps: environment steps (default: the config's ``train.total_steps``). It also sets the
             config's value, which DQN's epsilon schedule is relative to.
         seed: seeds the agent (the config's ``seed``), the first ``env.reset``, ``env.action_space`` and,
-            with ``seed + 100``, the evaluation environment. Default: the config's ``seed``.
-        callback: called with a dict after each episode (``kind="episode"``) and each evaluation
-            (``kind="eval"``), with ``step``, ``episodes``, ``updates``, ``return``,
-            ``best_eval_return`` and ``elapsed_s``; returning a true value stops training.
+            with ``seed + 100``, the evaluation environment's first reset. Default: the config's ``seed``.
+        callback: called with a dict after each episode (``kind="episode"``), after each evaluation
+            (``kind="eval"``) and every ``train.progress_every_s`` seconds (``kind="progress"``), with
+            ``step``, ``episodes``, ``updates``, ``return`` (of that episode or evaluation; the last
+            episode's for ``progress``), ``best_eval_return``, ``elapsed_s`` and ``progress`` (a
+            :class:`rltrain.Progress`); returning a true value stops training after the current step.
         eval_env: the environment for evaluations; default: a new one from ``env``'s id or spec.
         eval_every: steps between evaluations (default ``train.eval_every``; 0 evaluates only at the end).
         eval_episodes: episodes per evaluation (default ``train.eval_episodes``).
-        save_path: where to save the agent's checkpoint at the end, if given.
+        save_path: where to save the agent's checkpoint at the end, if given (``out_dir/final.ckpt`` is
+            the trainer's checkpoint, written always).
+        out_dir: the run directory (default: the config's ``out_dir``). It gets what ``rltrain --config``
+            writes: config.yaml (the resolved config), metrics.csv, summary.json and final.ckpt.
 
     Returns:
         A dict with ``final_eval_return``, ``best_eval_return``, ``evaluations`` (a list of
         ``(step, mean_return)``), ``env_steps``, ``episodes``, ``updates``, ``last_episode_return``,
-        ``wall_s``, ``stopped`` (True when the callback stopped the run) and
-        ``allocations_after_init``.
+        ``wall_s``, ``stopped`` (True when the callback stopped the run), ``allocations_after_init`` and
+        ``out_dir``.
     """
     cfg = _as_config(config).copy()
     if total_steps is not None:
         cfg.set("train.total_steps", int(total_steps))
     if seed is not None:
         cfg.set("seed", int(seed))
-    values = cfg.to_dict()
-    steps = int(values["train"]["total_steps"])
-    seed = int(values["seed"])
-    every = int(values["train"]["eval_every"] if eval_every is None else eval_every)
-    episodes_per_eval = int(values["train"]["eval_episodes"] if eval_episodes is None else eval_episodes)
+    if eval_every is not None:
+        cfg.set("train.eval_every", int(eval_every))
+    if eval_episodes is not None:
+        cfg.set("train.eval_episodes", int(eval_episodes))
+    if out_dir is not None:
+        cfg.set("out_dir", os.fspath(out_dir))
+    seed = int(cfg.get("seed"))
 
     env, own_env = _make(env, "training")
     if eval_env is None:
@@ -123,68 +235,67 @@ def train(
             raise ValueError("pass eval_env: the environment has no spec to make an evaluation copy from")
         eval_env = env.spec
     eval_env, own_eval = _make(eval_env, "evaluation")
-    agent = None
+    trainer = None
     try:
-        agent = Agent(cfg, env.observation_space, env.action_space)
-        log.info("memory plan:\n%s", agent.plan_table().rstrip())
-        discrete = agent.act_space.kind == "discrete"
+        obs_space = Space.from_gym(env.observation_space)
+        act_space = Space.from_gym(env.action_space, actions=True)
+        bridge = _GymCallbacks((env, eval_env), obs_space, act_space, seed, _env_name(env))
+        trainer = Trainer(cfg, _env=bridge.struct)
+        log.info("memory plan:\n%s", trainer.plan_table().rstrip())
         env.action_space.seed(seed)
-        obs, _ = env.reset(seed=seed)
-        eval_seed: int | None = seed + 100
-        t0 = time.perf_counter()
         evaluations: list[tuple[int, float]] = []
-        best = -math.inf
-        episodes = updates = 0
-        ep_return, last_return = 0.0, math.nan
         stopped = False
 
-        def report(kind: str, step: int, ret: float) -> bool:
+        def report(kind: str, p: Progress) -> bool:
             if callback is None:
                 return False
+            ret = p.last_eval_return if kind == "eval" else p.last_episode_return
             return bool(callback({
-                "kind": kind, "step": step, "episodes": episodes, "updates": updates, "return": ret,
-                "best_eval_return": best if evaluations else math.nan,
-                "elapsed_s": time.perf_counter() - t0,
+                "kind": kind, "step": p.env_steps, "episodes": p.episodes, "updates": p.updates, "return": ret,
+                "best_eval_return": p.best_eval_return, "elapsed_s": p.elapsed_s, "progress": p,
             }))
 
-        for step in range(1, steps + 1):
-            action = agent.act(obs, explore=True)
-            next_obs, reward, terminated, truncated, _ = env.step(_env_action(action, env.action_space, discrete))
-            # next_obs is the real final observation also on truncation: the agent bootstraps from it.
-            agent.observe(obs, action, reward, next_obs, terminated, truncated)
-            updates += agent.update()
-            ep_return += float(reward)
-            obs = next_obs
-            if terminated or truncated:
-                episodes += 1
-                last_return, ep_return = ep_return, 0.0
-                obs, _ = env.reset()
-                stopped = report("episode", step, last_return)
-            if (every > 0 and step % every == 0) or step == steps:
-                mean = evaluate(agent, eval_env, episodes_per_eval, discrete, eval_seed)
-                eval_seed = None  # seeded once; later evaluations continue its generator
-                evaluations.append((step, mean))
-                best = max(best, mean)
-                stopped = report("eval", step, mean) or stopped
-            if stopped:
-                break
+        def on_episode() -> None:
+            nonlocal stopped
+            if report("episode", trainer.progress()):
+                stopped = True
+                trainer.request_stop()  # after this step, as the loop would have broken here
+
+        def on_progress(p: Progress) -> bool:
+            nonlocal stopped
+            if p.is_eval:
+                evaluations.append((p.env_steps, p.last_eval_return))
+            if report("eval" if p.is_eval else "progress", p):
+                stopped = True
+            return stopped
+
+        bridge.on_episode = on_episode
+        try:
+            final = trainer.run(progress=on_progress)
+        except RltError:
+            if bridge.raised:  # the environment's (or the callback's) own exception says more
+                raise bridge.raised[0] from None
+            raise
+        if bridge.raised:
+            raise bridge.raised[0]
         if save_path is not None:
-            agent.save(save_path)
+            trainer.save_agent(save_path)
         return {
-            "final_eval_return": evaluations[-1][1] if evaluations else math.nan,
-            "best_eval_return": best if evaluations else math.nan,
+            "final_eval_return": final.last_eval_return,
+            "best_eval_return": final.best_eval_return,
             "evaluations": evaluations,
-            "env_steps": step if steps > 0 else 0,
-            "episodes": episodes,
-            "updates": updates,
-            "last_episode_return": last_return,
-            "wall_s": time.perf_counter() - t0,
+            "env_steps": final.env_steps,
+            "episodes": final.episodes,
+            "updates": final.updates,
+            "last_episode_return": final.last_episode_return,
+            "wall_s": final.elapsed_s,
             "stopped": stopped,
-            "allocations_after_init": agent.allocations_after_init,
+            "allocations_after_init": trainer.allocations_after_init,
+            "out_dir": trainer.out_dir,
         }
     finally:
-        if agent is not None:
-            agent.close()
+        if trainer is not None:
+            trainer.close()
         if own_env:
             env.close()
         if own_eval:
@@ -194,8 +305,10 @@ def train(
 def main(argv: list[str] | None = None) -> int:
     """``python -m rltrain.gym``: train on a Gymnasium environment from the shell.
 
-    Exit codes as the native CLI: 0 success, 1 runtime failure, 2 config error, 3 the plan does not fit,
-    4 the device is not usable.
+    Prints the native CLI's progress lines and its closing lines (where the outputs went); ``--json``
+    prints the results as one JSON object instead. Exit codes as the native CLI: 0 success, 1 runtime
+    failure, 2 config error, 3 the plan does not fit, 4 the device is not usable, 5 interrupted (Ctrl-C;
+    the outputs are written).
     """
     ap = argparse.ArgumentParser(prog="python -m rltrain.gym", description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", required=True, help="YAML config (algo td3 for Box actions, dqn for Discrete)")
@@ -203,20 +316,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)")
     ap.add_argument("--steps", type=int, help="environment steps (default: train.total_steps)")
     ap.add_argument("--seed", type=int, help="seed (default: the config's seed)")
-    ap.add_argument("--save", help="write the agent's checkpoint here at the end")
-    ap.add_argument("--quiet", action="store_true", help="print only the final summary")
+    ap.add_argument("--save", help="also write the agent's checkpoint here at the end")
+    ap.add_argument("--quiet", action="store_true", help="no progress lines (and no memory plan on stderr)")
+    ap.add_argument("--json", action="store_true", help="print only the results, as one JSON object")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="rltrain: %(message)s")
+    quiet = args.quiet or args.json
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="rltrain: %(message)s")
 
     def progress(ev: dict) -> None:
-        if ev["kind"] == "eval" and not args.quiet:
-            print(f"step {ev['step']:8d}  eval {ev['return']:9.2f}  best {ev['best_eval_return']:9.2f}  "
-                  f"episodes {ev['episodes']:6d}  updates {ev['updates']:8d}  {ev['elapsed_s']:7.1f} s", flush=True)
+        if ev["kind"] != "episode" and not quiet:
+            print(ev["progress"].line(), flush=True)
 
+    out_dir = None
     try:
         cfg = Config.from_file(args.config)
         for s in args.set:
             cfg.set(s)
+        out_dir = cfg.get("out_dir")
         result = train(args.env, cfg, total_steps=args.steps, seed=args.seed, callback=progress, save_path=args.save)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
@@ -230,12 +346,24 @@ def main(argv: list[str] | None = None) -> int:
     except RltError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"interrupted: outputs written to {out_dir}/", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (ValueError, TypeError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    # JSON has no NaN: a value that does not exist yet is null.
-    clean = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in result.items()}
-    print(json.dumps(clean, indent=2))
+    if args.json:
+        # JSON has no NaN: a value that does not exist yet is null.
+        clean = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in result.items()}
+        print(json.dumps(clean))
+        return 0
+    # The native CLI's closing lines.
+    print(f"finished: {result['env_steps']} env steps, {result['updates']} updates in {result['wall_s']:.1f}s "
+          f"({result['updates'] / result['wall_s'] if result['wall_s'] > 0 else 0.0:.0f} updates/s); "
+          f"final eval {result['final_eval_return']:.1f}, best {result['best_eval_return']:.1f}")
+    print(f"outputs written to {result['out_dir']}/ (config.yaml, metrics.csv, summary.json, final.ckpt)")
+    if args.save:
+        print(f"agent checkpoint written to {args.save}")
     return 0
 
 

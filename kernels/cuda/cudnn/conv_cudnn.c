@@ -1,30 +1,18 @@
 /* conv_cudnn.c: the cuDNN side of the convolution ops (built when CMake finds cuDNN; kernels/cuda/no_cudnn/
  * holds the stand-in otherwise): the slots that kernels/cuda/conv_ops.c does not run on our own fp32 kernels,
- * that is 16-bit slots, or every slot with RLT_CUDA_CONV=cudnn.
+ * that is the 16-bit ones (shape dtype bf16/fp16).
  *
  * Everything that allocates or decides happens in prepare, at init: the cuDNN handle (created at the first
  * slot that needs it, so fp32 and dense-only agents never pay for cuDNN), the descriptors of the slot and the
  * algorithms; conv_ops.c then warms the slot up once. Forward and backward only launch.
  *
- * Numerics and determinism. The convolution descriptors ask for CUDNN_FMA_MATH: plain fp32 arithmetic,
- * never TF32 (whose 10-bit mantissa would put the GPU ~1e-3 away from the CPU reference). Only
- * algorithms that compute the convolution as plain sums of products (the GEMM family) are used: their
- * error is bounded like a GEMM's, which is what the parity test checks, whereas FFT and Winograd
- * transforms add errors of their own. Backward data and backward filter use ALGO_1, which cuDNN documents
- * as deterministic (ALGO_0 and filter ALGO_3 accumulate with atomics), so a seed gives the same bits run
- * to run. Bias and activation are our kernels (conv_bias.cu), for the same reason.
- *
- * A 16-bit slot (shape dtype bf16/fp16) describes its tensors in that type with fp32 accumulation and lets
- * cuDNN use tensor-core math (CUDNN_TENSOR_OP_MATH); its algorithms come from cuDNN's heuristic ranking, the
- * first deterministic one within the workspace cap.
- *
- * Developer switch RLT_CUDNN_FIND=1 (read at prepare): instead of those fixed choices, time every
- * algorithm with cuDNN's Find calls at init and take the fastest that is deterministic and within the
- * workspace cap (=2 also prints the choices and their times); for measuring what the fixed choice costs.
- * RLT_CUDNN_TF32=1 additionally lets cuDNN use TF32 tensor cores (numerics change: parity tests assume
- * neither). */
+ * Numerics and determinism. A slot describes its tensors in its 16-bit type with fp32 accumulation and lets
+ * cuDNN use tensor-core math (CUDNN_TENSOR_OP_MATH). Its algorithms come from cuDNN's heuristic ranking: the
+ * first deterministic one of each pass within the workspace cap (for the forward, of the GEMM family: plain
+ * sums of products, whose error is bounded like a GEMM's, whereas FFT and Winograd transforms add errors of
+ * their own), so a seed gives the same bits run to run. Bias and activation are our kernels (conv_bias.cu),
+ * for the same reason. */
 #include <cudnn.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,7 +39,7 @@ typedef struct conv_slot {
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
-    /* cuDNN's own workspace is the first dnn_ws_bytes of the slot's; a 16-bit slot's weight gradient follows it
+    /* cuDNN's own workspace is the first dnn_ws_bytes of the slot's; the slot's 16-bit weight gradient follows it
      * (cuDNN writes dw in the tensors' type; it is then widened and added to the fp32 gradient). */
     uint64_t dnn_ws_bytes;
 } conv_slot;
@@ -121,9 +109,8 @@ static int conv_pick_forward(rlt_backend *bk, cudnnHandle_t dnn, conv_slot *sl) 
         cudnnConvolutionFwdAlgo_t a = perf[i].algo;
         int gemm_family = a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
                           a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM || a == CUDNN_CONVOLUTION_FWD_ALGO_GEMM;
-        int fp32_math = perf[i].mathType != CUDNN_TENSOR_OP_MATH && perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
         if (perf[i].status == CUDNN_STATUS_SUCCESS && gemm_family && perf[i].determinism == CUDNN_DETERMINISTIC &&
-            (fp32_math || sl->s.dtype != RLT_LP_F32) && perf[i].memory <= CONV_MAX_WS_BYTES) {
+            perf[i].memory <= CONV_MAX_WS_BYTES) {
             sl->fwd = a;
             break;
         }
@@ -131,9 +118,12 @@ static int conv_pick_forward(rlt_backend *bk, cudnnHandle_t dnn, conv_slot *sl) 
     return RLT_OK;
 }
 
-/* A 16-bit slot's backward algorithms: the first deterministic ones of cuDNN's heuristic ranking. */
-static int conv_pick_backward_lp(rlt_backend *bk, cudnnHandle_t dnn, conv_slot *sl) {
+/* The backward algorithms: the first deterministic ones of cuDNN's heuristic ranking; ALGO_1 of each pass
+ * (documented as deterministic) when the ranking offers none. */
+static int conv_pick_backward(rlt_backend *bk, cudnnHandle_t dnn, conv_slot *sl) {
     int got = 0;
+    sl->bwd_data = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+    sl->bwd_filter = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
     cudnnConvolutionBwdDataAlgoPerf_t pd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     CUDNN_CHECK(bk, cudnnGetConvolutionBackwardDataAlgorithm_v7(dnn, sl->w_desc, sl->y_desc, sl->conv_desc, sl->x_desc,
                                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, pd));
@@ -155,47 +145,9 @@ static int conv_pick_backward_lp(rlt_backend *bk, cudnnHandle_t dnn, conv_slot *
     return RLT_OK;
 }
 
-/* RLT_CUDNN_FIND: the fastest deterministic algorithm of each pass, timed by cuDNN at init (its Find calls
- * allocate their own scratch; this runs before the seal). */
-static int conv_find(rlt_backend *bk, cudnnHandle_t dnn, conv_slot *sl, int verbose) {
-    const char *tf32 = getenv("RLT_CUDNN_TF32");
-    if (tf32 && atoi(tf32) > 0) CUDNN_CHECK(bk, cudnnSetConvolutionMathType(sl->conv_desc, CUDNN_DEFAULT_MATH));
-    int got = 0;
-    cudnnConvolutionFwdAlgoPerf_t pf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    CUDNN_CHECK(bk, cudnnFindConvolutionForwardAlgorithm(dnn, sl->x_desc, sl->w_desc, sl->conv_desc, sl->y_desc,
-                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, pf));
-    for (int i = 0; i < got; i++)
-        if (pf[i].status == CUDNN_STATUS_SUCCESS && pf[i].determinism == CUDNN_DETERMINISTIC &&
-            pf[i].memory <= CONV_MAX_WS_BYTES) {
-            sl->fwd = pf[i].algo;
-            if (verbose) fprintf(stderr, "cudnn find: fwd algo %d %.1f us\n", (int)pf[i].algo, 1e3 * pf[i].time);
-            break;
-        }
-    cudnnConvolutionBwdDataAlgoPerf_t pd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    CUDNN_CHECK(bk, cudnnFindConvolutionBackwardDataAlgorithm(dnn, sl->w_desc, sl->y_desc, sl->conv_desc, sl->x_desc,
-                                                              CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, pd));
-    for (int i = 0; i < got; i++)
-        if (pd[i].status == CUDNN_STATUS_SUCCESS && pd[i].determinism == CUDNN_DETERMINISTIC &&
-            pd[i].memory <= CONV_MAX_WS_BYTES) {
-            sl->bwd_data = pd[i].algo;
-            if (verbose) fprintf(stderr, "cudnn find: bwd data algo %d %.1f us\n", (int)pd[i].algo, 1e3 * pd[i].time);
-            break;
-        }
-    cudnnConvolutionBwdFilterAlgoPerf_t pg[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    CUDNN_CHECK(bk, cudnnFindConvolutionBackwardFilterAlgorithm(dnn, sl->x_desc, sl->y_desc, sl->conv_desc, sl->w_desc,
-                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, pg));
-    for (int i = 0; i < got; i++)
-        if (pg[i].status == CUDNN_STATUS_SUCCESS && pg[i].determinism == CUDNN_DETERMINISTIC &&
-            pg[i].memory <= CONV_MAX_WS_BYTES) {
-            sl->bwd_filter = pg[i].algo;
-            if (verbose) fprintf(stderr, "cudnn find: bwd filter algo %d %.1f us\n", (int)pg[i].algo, 1e3 * pg[i].time);
-            break;
-        }
-    return RLT_OK;
-}
-
 int cuda_dnn_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes) {
     const rlt_conv_shape *s = shape;
+    CUDA_REQUIRE(bk, s->dtype == RLT_LP_BF16 || s->dtype == RLT_LP_F16, "conv_prepare");
     cuda_conv *cv = NULL;
     RLT_TRY(conv_state(bk, &cv));
     conv_slot *sl = &cv->slot[slot];
@@ -206,14 +158,13 @@ int cuda_dnn_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *s
     if (!sl->y_desc) CUDNN_CHECK(bk, cudnnCreateTensorDescriptor(&sl->y_desc));
     if (!sl->w_desc) CUDNN_CHECK(bk, cudnnCreateFilterDescriptor(&sl->w_desc));
     if (!sl->conv_desc) CUDNN_CHECK(bk, cudnnCreateConvolutionDescriptor(&sl->conv_desc));
-    cudnnDataType_t dt = s->dtype == RLT_LP_BF16 ? CUDNN_DATA_BFLOAT16 : s->dtype == RLT_LP_F16 ? CUDNN_DATA_HALF
-                                                                                                 : CUDNN_DATA_FLOAT;
+    cudnnDataType_t dt = s->dtype == RLT_LP_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
     CUDNN_CHECK(bk, cudnnSetTensor4dDescriptor(sl->x_desc, CUDNN_TENSOR_NCHW, dt, s->n, s->c, s->h, s->w));
     CUDNN_CHECK(bk, cudnnSetFilter4dDescriptor(sl->w_desc, dt, CUDNN_TENSOR_NCHW, s->k, s->c, s->kh, s->kw));
-    /* Sums in fp32 in every precision. */
+    /* Sums in fp32. */
     CUDNN_CHECK(bk, cudnnSetConvolution2dDescriptor(sl->conv_desc, s->pad, s->pad, s->stride, s->stride, 1, 1,
                                                     CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    CUDNN_CHECK(bk, cudnnSetConvolutionMathType(sl->conv_desc, s->dtype == RLT_LP_F32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
+    CUDNN_CHECK(bk, cudnnSetConvolutionMathType(sl->conv_desc, CUDNN_TENSOR_OP_MATH));
     int on = 0, ok = 0, oh = 0, ow = 0;
     CUDNN_CHECK(bk, cudnnGetConvolution2dForwardOutputDim(sl->conv_desc, sl->x_desc, sl->w_desc, &on, &ok, &oh, &ow));
     if (on != s->n || ok != s->k || oh != sl->out_h || ow != sl->out_w)
@@ -223,11 +174,7 @@ int cuda_dnn_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *s
     CUDNN_CHECK(bk, cudnnSetTensor4dDescriptor(sl->y_desc, CUDNN_TENSOR_NCHW, dt, s->n, s->k, oh, ow));
 
     RLT_TRY(conv_pick_forward(bk, cv->dnn, sl));
-    sl->bwd_data = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
-    sl->bwd_filter = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
-    const char *find = getenv("RLT_CUDNN_FIND");
-    if (s->dtype != RLT_LP_F32) RLT_TRY(conv_pick_backward_lp(bk, cv->dnn, sl));
-    if (find && atoi(find) > 0) RLT_TRY(conv_find(bk, cv->dnn, sl, atoi(find) > 1));
+    RLT_TRY(conv_pick_backward(bk, cv->dnn, sl));
     size_t f = 0, d = 0, g = 0;
     CUDNN_CHECK(bk, cudnnGetConvolutionForwardWorkspaceSize(cv->dnn, sl->x_desc, sl->w_desc, sl->conv_desc, sl->y_desc,
                                                             sl->fwd, &f));
@@ -239,7 +186,7 @@ int cuda_dnn_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *s
     if (g > need) need = g;
     sl->dnn_ws_bytes = (need + 255) & ~255ull;
     uint64_t nw = (uint64_t)s->k * s->c * s->kh * s->kw;
-    *ws_bytes = sl->dnn_ws_bytes + (s->dtype != RLT_LP_F32 ? ((nw * 2 + 255) & ~255ull) : 0);
+    *ws_bytes = sl->dnn_ws_bytes + ((nw * 2 + 255) & ~255ull);
     return RLT_OK;
 }
 
@@ -273,22 +220,16 @@ int cuda_dnn_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, f
     int32_t P = sl->out_h * sl->out_w, row = sl->s.k * P;
     /* dy becomes the gradient of the pre-activation output, in place (the contract's order). */
     int32_t dt = sl->s.dtype;
-    if (dt == RLT_LP_F32) RLT_TRY(cuda_act_grad(bk, dy, row, y, row, sl->s.n, row, act));
-    else RLT_TRY(cuda_lp_act_grad(bk, dy, dt, row, y, dt, row, sl->s.n, row, act));
+    RLT_TRY(cuda_lp_act_grad(bk, dy, dt, row, y, dt, row, sl->s.n, row, act));
     if (db) RLT_TRY(cuda_conv_bias_grad(bk, db, dy, dt, sl->s.n, sl->s.k, P));
     const float one = 1.0f, zero = 0.0f;
     size_t dnn_ws = (size_t)sl->dnn_ws_bytes;
-    if (dt == RLT_LP_F32) {
-        /* beta = 1: dw accumulates, as the contract says (zero-grad is one flat fill per update). */
-        CUDNN_CHECK(bk, cudnnConvolutionBackwardFilter(dnn, &one, sl->x_desc, x, sl->y_desc, dy, sl->conv_desc,
-                                                       sl->bwd_filter, ws, dnn_ws, &one, sl->w_desc, dw));
-    } else {
-        /* The 16-bit weight gradient lands beside cuDNN's workspace, then is added to the fp32 gradient. */
-        void *dw_lp = (unsigned char *)ws + sl->dnn_ws_bytes;
-        CUDNN_CHECK(bk, cudnnConvolutionBackwardFilter(dnn, &one, sl->x_desc, x, sl->y_desc, dy, sl->conv_desc,
-                                                       sl->bwd_filter, ws, dnn_ws, &zero, sl->w_desc, dw_lp));
-        RLT_TRY(cuda_lp_add(bk, dw, dw_lp, dt, (uint64_t)sl->s.k * sl->s.c * sl->s.kh * sl->s.kw));
-    }
+    /* The 16-bit weight gradient lands beside cuDNN's workspace, then is added to the fp32 gradient (dw
+     * accumulates, as the contract says). */
+    void *dw_lp = (unsigned char *)ws + sl->dnn_ws_bytes;
+    CUDNN_CHECK(bk, cudnnConvolutionBackwardFilter(dnn, &one, sl->x_desc, x, sl->y_desc, dy, sl->conv_desc,
+                                                   sl->bwd_filter, ws, dnn_ws, &zero, sl->w_desc, dw_lp));
+    RLT_TRY(cuda_lp_add(bk, dw, dw_lp, dt, (uint64_t)sl->s.k * sl->s.c * sl->s.kh * sl->s.kw));
     if (dx)
         CUDNN_CHECK(bk, cudnnConvolutionBackwardData(dnn, &one, sl->w_desc, w, sl->y_desc, dy, sl->conv_desc,
                                                      sl->bwd_data, ws, dnn_ws, &zero, sl->x_desc, dx));

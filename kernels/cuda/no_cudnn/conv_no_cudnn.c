@@ -1,16 +1,17 @@
 /* conv_no_cudnn.c: the cuDNN side of the convolution ops in a CUDA module built without cuDNN (CMake did not
  * find it, or -DRLT_CUDNN=OFF). CMake compiles this file instead of kernels/cuda/cudnn/conv_cudnn.c, so no source
  * needs an #ifdef. fp32 convolutions need no cuDNN (kernels/cuda/conv_ops.c runs them on our own kernels); a
- * 16-bit slot, or RLT_CUDA_CONV=cudnn, fails at init with a clear message rather than at its first update. */
+ * 16-bit slot fails at init with a clear message rather than at its first update. */
 #include "../cuda_ops.h"
 
 int cuda_dnn_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes) {
+    (void)shape;
     (void)ws_bytes;
     return rlt_err_set(bk->err, RLT_EDEVICE, __FILE__, __LINE__,
-                       "conv_prepare: slot %d is a %s convolution, which needs cuDNN on the GPU, and this CUDA module "
+                       "conv_prepare: slot %d is a 16-bit convolution, which needs cuDNN on the GPU, and this CUDA module "
                        "was built without it; install cuDNN 9 and rebuild (set CUDNN_ROOT if CMake does not find it), "
                        "or use fp32 convolutions (precision: fp32), or device: cpu",
-                       (int)slot, shape->dtype == RLT_LP_F32 ? "fp32 (RLT_CUDA_CONV=cudnn)" : "16-bit");
+                       (int)slot);
 }
 
 /* Unreachable: no slot is ever prepared on this side. */
