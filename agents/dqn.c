@@ -3,25 +3,29 @@
 
 #include <string.h>
 
-#include "../engine/agent.h"
+#include "../engine/algo.h"
+#include "../engine/config_conv.h"
 
 #define F32 4u
 
+rlt_dqn *dqn_state(const rlt_agent *ag) { return agent_algo_state(ag); }
+
 static int dqn_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
+    rlt_dqn *d = dqn_state(ag);
     rlt_err *e = &ag->err;
     if (act->kind != RLT_SPACE_DISCRETE || act->n < 2)
         RLT_FAIL(e, RLT_EINVAL, "dqn needs a Discrete action space with at least 2 actions");
     if (obs->kind != RLT_SPACE_BOX || (obs->dtype != RLT_DTYPE_F32 && obs->dtype != RLT_DTYPE_U8))
         RLT_FAIL(e, RLT_EINVAL, "dqn needs float32 or uint8 Box observations");
     ag->act_dim = 1;
-    ag->dqn.n_actions = act->n;
-    ag->dqn.obs_u8 = obs->dtype == RLT_DTYPE_U8;
+    d->n_actions = act->n;
+    d->obs_u8 = obs->dtype == RLT_DTYPE_U8;
     if (ag->cfg.replay.capacity < 3) RLT_FAIL(e, RLT_ECONFIG, "replay.capacity must be at least 3 for dqn");
     return RLT_OK;
 }
 
 static int dqn_plan(rlt_agent *ag) {
-    rlt_dqn *d = &ag->dqn;
+    rlt_dqn *d = dqn_state(ag);
     rlt_err *e = &ag->err;
     rlt_plan *p = &ag->plan;
     const rlt_config *c = &ag->cfg;
@@ -88,7 +92,7 @@ static int dqn_plan(rlt_agent *ag) {
 }
 
 static int dqn_init_state(rlt_agent *ag) {
-    rlt_dqn *d = &ag->dqn;
+    rlt_dqn *d = dqn_state(ag);
     rlt_backend *bk = &ag->bk;
     rlt_rng rng;
     rlt_rng_init(&rng, ag->cfg.seed, RLT_STREAM_INIT);
@@ -113,7 +117,7 @@ static int dqn_init_state(rlt_agent *ag) {
  * ignored; every value is the plain sequence's. */
 static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
     (void)variant;
-    rlt_dqn *d = &ag->dqn;
+    rlt_dqn *d = dqn_state(ag);
     rlt_backend *bk = &ag->bk;
     const rlt_backend_ops *op = bk->ops;
     const rlt_config *c = &ag->cfg;
@@ -133,8 +137,7 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
     rlt_sample_spec smp = {&ctr[RLT_CTR_REPLAY_SIZE], rp->f[DQN_F_VALID].data, c->seed, RLT_STREAM_SAMPLE, 0, d->B,
                            &ctr[RLT_CTR_UPDATE]};
     if (d->N > 1)
-        RLT_TRY(op->sample_indices(bk, d->idx, d->B, &ctr[RLT_CTR_REPLAY_SIZE], rp->f[DQN_F_VALID].data, c->seed,
-                                   RLT_STREAM_SAMPLE, &ctr[RLT_CTR_UPDATE]));
+        RLT_TRY(op->sample_indices(bk, d->idx, d->B, &smp));
     for (int32_t m = 0; m < d->N; m++) {
         int32_t *idx = d->idx + (int64_t)m * Bm;
         const rlt_sample_spec *sp = d->N == 1 ? &smp : NULL;
@@ -178,17 +181,21 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
         RLT_TRY(qnet_forward(bk, &q_tgt, d->target, d->target_lp, d->x2, Bm, d->q_next_t));
         RLT_TRY(op->join(bk));
         /* The target and the TD loss on the taken actions, in one op. */
-        RLT_TRY(op->dqn_loss(bk, d->y, d->dq, A, &ag->losses[RLT_LOSS_Q1], d->q, A, d->act_b, d->r, d->term, d->q_next_t,
-                             c->dqn.double_q ? d->q_next_o : NULL, A, Bm, A, (float)c->dqn.gamma, delta,
-                             1.0f / (float)d->N));
+        rlt_q_loss ql = {.y = d->y, .dq = d->dq, .lddq = A, .loss = &ag->losses[RLT_LOSS_Q1], .q = d->q, .ldq = A,
+                         .act = d->act_b, .r = d->r, .term = d->term, .q_next_target = d->q_next_t,
+                         .q_next_online = c->dqn.double_q ? d->q_next_o : NULL, .ldqn = A, .n = Bm, .n_act = A,
+                         .gamma = (float)c->dqn.gamma, .huber_delta = delta, .grad_scale = 1.0f / (float)d->N};
+        RLT_TRY(op->dqn_loss(bk, &ql));
         RLT_TRY(qnet_backward(bk, &q_on, d->params, d->params_lp, d->grads, d->x, Bm, d->dq, agent_loss_scale(ag)));
     }
     rlt_adam_hp hp = {(float)c->dqn.lr, 0.9f, 0.999f, 1e-8f};
     /* fp16: unscale and check the gradients first; a non-finite one skips the step on the device. */
     RLT_TRY(agent_amp_unscale(ag, d->grads, d->n_params));
-    rlt_adam_extra x = {c->dqn.max_grad_norm > 0 ? (float)c->dqn.max_grad_norm : 0.0f, d->grad_norm, NULL, 0.0f,
-                        d->params_lp, NULL, ag->lp, agent_amp_skip(ag)};
-    RLT_TRY(op->adam_ex(bk, d->params, d->grads, d->adam_m, d->adam_v, d->n_params, hp, &ctr[RLT_CTR_CRITIC_STEP], &x));
+    rlt_adam_step st = {.p = d->params, .g = d->grads, .m = d->adam_m, .v = d->adam_v, .n = d->n_params, .hp = hp,
+                        .step = &ctr[RLT_CTR_CRITIC_STEP],
+                        .max_grad_norm = c->dqn.max_grad_norm > 0 ? (float)c->dqn.max_grad_norm : 0.0f,
+                        .norm = d->grad_norm, .p_lp = d->params_lp, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag)};
+    RLT_TRY(op->adam(bk, &st));
     RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
     return op->join(bk);
 }
@@ -201,7 +208,7 @@ double dqn_epsilon(const rlt_dqn *d, double eps_start, double eps_end, double fr
 }
 
 static int dqn_act(rlt_agent *ag, const void *obs, int32_t n, int32_t explore, void *actions) {
-    rlt_dqn *d = &ag->dqn;
+    rlt_dqn *d = dqn_state(ag);
     rlt_backend *bk = &ag->bk;
     const rlt_config *c = &ag->cfg;
     int32_t *out = actions, A = d->n_actions, O = ag->obs_dim;
@@ -236,7 +243,7 @@ static int dqn_act(rlt_agent *ag, const void *obs, int32_t n, int32_t explore, v
 
 static int dqn_observe(rlt_agent *ag, const void *obs, const void *actions, const float *rewards, const void *next_obs,
                        const uint8_t *terminated, const uint8_t *truncated, int32_t n) {
-    rlt_dqn *d = &ag->dqn;
+    rlt_dqn *d = dqn_state(ag);
     rlt_replay *rp = &ag->replay;
     rlt_backend *bk = &ag->bk;
     const int32_t *act = actions;
@@ -273,7 +280,7 @@ static int dqn_observe(rlt_agent *ag, const void *obs, const void *actions, cons
 
 static int dqn_update(rlt_agent *ag, int32_t *done) {
     const rlt_config *c = &ag->cfg;
-    rlt_dqn *d = &ag->dqn;
+    rlt_dqn *d = dqn_state(ag);
     rlt_backend *bk = &ag->bk;
     /* CleanRL's and SB3's schedule, in env steps: train every train_freq steps after learning_starts, and
      * update the target every target_update_every steps. */
@@ -288,18 +295,77 @@ static int dqn_update(rlt_agent *ag, int32_t *done) {
     if (ag->env_steps % c->dqn.target_update_every == 0) {
         if (c->dqn.tau >= 1.0) RLT_TRY(bk->ops->copy_f32(bk, d->target, d->params, d->n_params));
         else RLT_TRY(bk->ops->polyak(bk, d->target, d->params, d->n_params, (float)c->dqn.tau));
-        if (d->target_lp)
-            RLT_TRY(bk->ops->cast(bk, 1, (int64_t)d->n_params, d->target_lp, ag->lp, (int64_t)d->n_params, d->target,
-                                  RLT_LP_F32, (int64_t)d->n_params, NULL));
+        rlt_cast cp = {.rows = 1, .cols = (int64_t)d->n_params, .dst = d->target_lp, .dst_dtype = ag->lp,
+                       .ldd = (int64_t)d->n_params, .src = d->target, .src_dtype = RLT_LP_F32,
+                       .lds = (int64_t)d->n_params};
+        if (d->target_lp) RLT_TRY(bk->ops->cast(bk, &cp));
     }
     return RLT_OK;
 }
 
-static uint64_t dqn_param_count(const rlt_agent *ag) { return ag->dqn.n_params; }
+static uint64_t dqn_param_count(const rlt_agent *ag) { return dqn_state(ag)->n_params; }
+
+/* One network: its TD loss is the critic column; there is no actor (its loss stays 0). */
+static void dqn_loss_values(const float losses[RLT_LOSS_COUNT], double *out) {
+    out[0] = losses[RLT_LOSS_Q1];
+    out[1] = losses[RLT_LOSS_ACTOR];
+}
+
+static void dqn_network_text(const rlt_agent *ag, rlt_text *o) {
+    rlt_text_add(o, "conv: ");
+    config_conv_format_layers(o, &ag->cfg.network.conv);
+    rlt_text_add(o, "; ");
+    agent_key_text(o, ag, "hidden", "network.hidden");
+}
+
+static int dqn_after_load(rlt_agent *ag) {
+    rlt_dqn *d = dqn_state(ag);
+    return agent_refresh_lp(ag, d->params, d->params_lp, d->target, d->target_lp, d->n_params);
+}
+
+/* agent.host words 4 and 5: the ring's advances and whether the last transition ended an episode. */
+static void dqn_host_save(const rlt_agent *ag, int64_t w[RLT_ALGO_HOST_WORDS]) {
+    const rlt_dqn *d = dqn_state(ag);
+    w[0] = d->advances;
+    w[1] = d->prev_ended;
+}
+
+/* Every transition moves the write position 1 slot, or 2 at an episode's end, and the size is one more
+ * than the slots moved over (the last next-frame), up to the capacity. The position is not tied to
+ * `advances` here, since a ring of another capacity may be loaded. */
+static int dqn_host_check(rlt_agent *ag, const char *path, const int64_t w[RLT_ALGO_HOST_WORDS], int64_t pos,
+                          int64_t size, int with_replay) {
+    rlt_err *e = &ag->err;
+    if (!with_replay) return RLT_OK;
+    if (w[0] < 0 || (w[1] != 0 && w[1] != 1))
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'agent.host': dqn advances %lld, prev_ended %lld: expected "
+                 "advances >= 0 and prev_ended 0 or 1", path, (long long)w[0], (long long)w[1]);
+    if ((size == 0) != (w[0] == 0) || size > w[0] + 1)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'agent.host': replay size %lld does not follow from dqn advances "
+                 "%lld (size is advances + 1, up to the capacity, and 0 only before the first transition)", path,
+                 (long long)size, (long long)w[0]);
+    if (pos >= size && !(pos == 0 && size == 0))
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'agent.host': replay position %lld is not inside the %lld filled "
+                 "slots", path, (long long)pos, (long long)size);
+    return RLT_OK;
+}
+
+/* The ring's bookkeeping belongs to the replay contents: without them it stays as it is. */
+static void dqn_host_load(rlt_agent *ag, const int64_t w[RLT_ALGO_HOST_WORDS], int with_replay) {
+    if (!with_replay) return;
+    rlt_dqn *d = dqn_state(ag);
+    d->advances = w[0];
+    d->prev_ended = (int32_t)w[1];
+}
 
 const rlt_algo rlt_algo_dqn = {
     .name = "dqn",
+    .state_bytes = sizeof(rlt_dqn),
     .n_variants = 1,
+    .min_replay_capacity = 3, /* a transition, its next frame and the slot after an episode's end */
+    .n_loss_columns = 2,
+    .loss_columns = {"critic_loss", "actor_loss"},
+    .loss_values = dqn_loss_values,
     .check_spaces = dqn_check_spaces,
     .plan = dqn_plan,
     .init_state = dqn_init_state,
@@ -308,4 +374,9 @@ const rlt_algo rlt_algo_dqn = {
     .observe = dqn_observe,
     .update = dqn_update,
     .param_count = dqn_param_count,
+    .network_text = dqn_network_text,
+    .after_load = dqn_after_load,
+    .host_save = dqn_host_save,
+    .host_check = dqn_host_check,
+    .host_load = dqn_host_load,
 };

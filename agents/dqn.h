@@ -28,6 +28,11 @@ typedef struct rlt_dqn {
     int32_t prev_ended;
 } rlt_dqn;
 
+struct rlt_agent;
+
+/* The agent's DQN state (the algorithm's state block; see engine/algo.h). */
+rlt_dqn *dqn_state(const struct rlt_agent *ag);
+
 /* Replay field order of DQN. */
 enum { DQN_F_FRAME = 0, DQN_F_VALID, DQN_F_NEXT, DQN_F_ACTION, DQN_F_REWARD, DQN_F_TERM, DQN_F_COUNT };
 

@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 int mlp_define(rlt_mlp *net, rlt_err *e, int32_t in, const int32_t *hidden, int32_t n_hidden, int32_t out,
-               int32_t hidden_act, int32_t out_act) {
+               rlt_act hidden_act, rlt_act out_act) {
     if (n_hidden < 0 || n_hidden + 1 > RLT_MLP_MAX_LAYERS)
         RLT_FAIL(e, RLT_ECONFIG, "an MLP has at most %d hidden layers (got %d)", RLT_MLP_MAX_LAYERS - 1, n_hidden);
     net->n_layers = n_hidden + 1;
@@ -124,11 +124,13 @@ int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *
     if (mlp_lowp(net)) {
         /* The input's 16-bit copy (unless it arrives in 16 bits), then one op per layer on the 16-bit weights;
          * the last layer writes fp32. */
-        int32_t dt = net->dtype;
+        rlt_lp dt = net->dtype;
         const void *in = x;
         int32_t ldin = ldx;
         if (net->in_dtype == RLT_LP_F32) {
-            RLT_TRY(op->cast(bk, rows, net->dims[0], net->h, dt, net->dims[0], x, RLT_LP_F32, ldx, NULL));
+            rlt_cast c = {.rows = rows, .cols = net->dims[0], .dst = net->h, .dst_dtype = dt, .ldd = net->dims[0],
+                          .src = x, .src_dtype = RLT_LP_F32, .lds = ldx};
+            RLT_TRY(op->cast(bk, &c));
             in = net->h;
             ldin = net->dims[0];
         }
@@ -137,9 +139,11 @@ int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *
             int last = l == net->n_layers - 1;
             void *y = last ? (void *)out : layer_out(net, net->h, l);
             int32_t ldy = last ? ldout : fo;
-            RLT_TRY(op->linear_forward_lp(bk, dt, rows, fi, fo, in, ldin,
-                                          (const char *)params_lp + mlp_weight_offset(net, l) * 2,
-                                          params + mlp_bias_offset(net, l), y, last ? RLT_LP_F32 : dt, ldy, net->act[l]));
+            rlt_linear_fwd f = {.rows = rows, .fi = fi, .fo = fo, .dtype = dt, .x = in, .ldx = ldin,
+                                .W = (const char *)params_lp + mlp_weight_offset(net, l) * 2,
+                                .b = params + mlp_bias_offset(net, l), .y = y, .ldy = ldy,
+                                .y_dtype = last ? RLT_LP_F32 : dt, .act = net->act[l]};
+            RLT_TRY(op->linear_forward(bk, &f));
             in = y;
             ldin = ldy;
         }
@@ -154,9 +158,11 @@ int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *
         int last = l == net->n_layers - 1;
         float *y = last && out ? out : (float *)layer_out(net, net->h, l);
         int32_t ldy = last && out ? ldout : fo;
-        /* y[rows, fo] = act(in[rows, fi] . W^T + b): one op (gemm then bias_act on the CPU). */
-        RLT_TRY(op->linear_forward(bk, rows, fi, fo, in, ldin, params + mlp_weight_offset(net, l),
-                                   params + mlp_bias_offset(net, l), y, ldy, net->act[l]));
+        /* y[rows, fo] = act(in[rows, fi] . W^T + b): one op. */
+        rlt_linear_fwd f = {.rows = rows, .fi = fi, .fo = fo, .x = in, .ldx = ldin,
+                            .W = params + mlp_weight_offset(net, l), .b = params + mlp_bias_offset(net, l), .y = y,
+                            .ldy = ldy, .act = net->act[l]};
+        RLT_TRY(op->linear_forward(bk, &f));
         in = y;
         ldin = ldy;
     }
@@ -171,10 +177,13 @@ static int mlp_backward_lp(rlt_backend *bk, rlt_mlp *net, const float *params, c
                            const void *x, int32_t ldx, int32_t rows, const float *dout, int32_t lddout,
                            const float *dout_scale, void *dx, int32_t lddx) {
     const rlt_backend_ops *op = bk->ops;
-    int32_t L = net->n_layers, dt = net->dtype;
+    int32_t L = net->n_layers;
+    rlt_lp dt = net->dtype;
     void *dy = net->dh;
     int32_t lddy = net->dims[L];
-    RLT_TRY(op->cast(bk, rows, net->dims[L], dy, dt, lddy, dout, RLT_LP_F32, lddout, dout_scale));
+    rlt_cast c = {.rows = rows, .cols = net->dims[L], .dst = dy, .dst_dtype = dt, .ldd = lddy, .src = dout,
+                  .src_dtype = RLT_LP_F32, .lds = lddout, .scale = dout_scale};
+    RLT_TRY(op->cast(bk, &c));
     for (int32_t l = L - 1; l >= 0; l--) {
         int32_t fi = net->dims[l], fo = net->dims[l + 1];
         /* Layer 0's input: the 16-bit copy made by the forward, or the caller's 16-bit x. */
@@ -183,12 +192,13 @@ static int mlp_backward_lp(rlt_backend *bk, rlt_mlp *net, const float *params, c
         int32_t ldin = l > 0 || !x16 ? fi : ldx;
         void *dnext = l > 0 ? layer_grad(net, net->dh, l - 1) : dx;
         int32_t lddn = l > 0 ? fi : lddx;
-        if (grads || dnext)
-            RLT_TRY(op->linear_backward_lp(bk, dt, rows, fi, fo, dy, lddy, in, ldin, l > 0 ? net->act[l - 1] : RLT_ACT_NONE,
-                                           (const char *)params_lp + mlp_weight_offset(net, l) * 2,
-                                           grads ? grads + mlp_weight_offset(net, l) : NULL,
-                                           grads ? grads + mlp_bias_offset(net, l) : NULL, 1.0f, dnext,
-                                           l > 0 ? dt : net->in_dtype, lddn));
+        rlt_linear_bwd b = {.rows = rows, .fi = fi, .fo = fo, .dtype = dt, .dy = dy, .lddy = lddy, .x = in,
+                            .ldx = ldin, .act_x = l > 0 ? net->act[l - 1] : RLT_ACT_NONE,
+                            .W = (const char *)params_lp + mlp_weight_offset(net, l) * 2,
+                            .dW = grads ? grads + mlp_weight_offset(net, l) : NULL,
+                            .db = grads ? grads + mlp_bias_offset(net, l) : NULL, .beta = 1.0f, .dx = dnext,
+                            .lddx = lddn, .dx_dtype = l > 0 ? dt : net->in_dtype};
+        if (grads || dnext) RLT_TRY(op->linear_backward(bk, &b));
         dy = dnext;
         lddy = lddn;
     }
@@ -220,10 +230,12 @@ int mlp_backward(rlt_backend *bk, rlt_mlp *net, const float *params, const void 
         float *dnext = l > 0 ? (float *)layer_grad(net, net->dh, l - 1) : (float *)dx;
         int32_t lddn = l > 0 ? fi : lddx;
         /* dW[fo, fi] += dy^T . in;  db[fo] += column sums of dy;  dnext = (dy . W) * act'(in). */
-        if (grads || dnext)
-            RLT_TRY(op->linear_backward(bk, rows, fi, fo, dy, lddy, in, ldin, l > 0 ? net->act[l - 1] : RLT_ACT_NONE,
-                                        params + mlp_weight_offset(net, l), grads ? grads + mlp_weight_offset(net, l) : NULL,
-                                        grads ? grads + mlp_bias_offset(net, l) : NULL, 1.0f, dnext, lddn));
+        rlt_linear_bwd b = {.rows = rows, .fi = fi, .fo = fo, .dy = dy, .lddy = lddy, .x = in, .ldx = ldin,
+                            .act_x = l > 0 ? net->act[l - 1] : RLT_ACT_NONE, .W = params + mlp_weight_offset(net, l),
+                            .dW = grads ? grads + mlp_weight_offset(net, l) : NULL,
+                            .db = grads ? grads + mlp_bias_offset(net, l) : NULL, .beta = 1.0f, .dx = dnext,
+                            .lddx = lddn};
+        if (grads || dnext) RLT_TRY(op->linear_backward(bk, &b));
         dy = dnext;
         lddy = lddn;
     }

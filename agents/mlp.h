@@ -28,13 +28,13 @@
 typedef struct rlt_mlp {
     int32_t n_layers;
     int32_t dims[RLT_MLP_MAX_LAYERS + 1]; /* dims[0] input, dims[n_layers] output */
-    int32_t act[RLT_MLP_MAX_LAYERS];      /* activation after each layer */
+    rlt_act act[RLT_MLP_MAX_LAYERS];      /* activation after each layer */
     int32_t batch;                        /* rows the activation buffers hold */
-    int32_t dtype;                        /* RLT_LP_F32 (default), RLT_LP_BF16 or RLT_LP_F16 */
+    rlt_lp dtype;                         /* RLT_LP_F32 (default), RLT_LP_BF16 or RLT_LP_F16 */
     /* The type of the input x and of dx (reduced precision only): RLT_LP_F32 (default: cast in, fp32 dx out),
      * or dtype when the caller hands over 16-bit activations (a 16-bit conv torso's output) and wants a
      * 16-bit dx back. Set between mlp_define and mlp_plan. */
-    int32_t in_dtype;
+    rlt_lp in_dtype;
     /* Every layer's output, [batch, dims[i+1]] one after another (reduced precision: preceded by the
      * input's 16-bit copy, [batch, dims[0]]), in dtype. */
     void *h;
@@ -52,7 +52,7 @@ typedef struct rlt_mlp {
 
 /* hidden: hidden widths; hidden layers use hidden_act, the output layer out_act. */
 int mlp_define(rlt_mlp *net, rlt_err *e, int32_t in, const int32_t *hidden, int32_t n_hidden, int32_t out,
-               int32_t hidden_act, int32_t out_act);
+               rlt_act hidden_act, rlt_act out_act);
 uint64_t mlp_param_count(const rlt_mlp *net);
 /* Offsets (in floats, from the start of the net's parameters) of layer i's W and b. */
 uint64_t mlp_weight_offset(const rlt_mlp *net, int32_t layer);

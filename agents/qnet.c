@@ -99,7 +99,7 @@ int qnet_plan(rlt_qnet *q, rlt_backend *bk, rlt_plan *plan, rlt_err *e, const ch
     q->conv_slot0 = conv_slot0;
     q->conv_ws_bytes = 0;
     /* The torso computes in the head's type; a 16-bit torso hands the head 16-bit activations. */
-    int32_t dt = q->head.dtype;
+    rlt_lp dt = q->head.dtype;
     uint64_t es = rlt_lp_size(dt);
     if (q->n_conv && dt != RLT_LP_F32) q->head.in_dtype = dt;
     uint64_t in_bytes = q->n_conv && dt != RLT_LP_F32 ? (uint64_t)batch * q->in_elems * es : 0;
@@ -182,15 +182,18 @@ int qnet_forward(rlt_backend *bk, rlt_qnet *q, const float *params, const void *
     int lp = q->n_conv && q->head.dtype != RLT_LP_F32;
     const void *in = x;
     if (lp) {
-        RLT_TRY(bk->ops->cast(bk, rows, q->in_elems, q->conv_in, q->head.dtype, q->in_elems, x, RLT_LP_F32, q->in_elems,
-                              NULL));
+        rlt_cast c = {.rows = rows, .cols = q->in_elems, .dst = q->conv_in, .dst_dtype = q->head.dtype,
+                      .ldd = q->in_elems, .src = x, .src_dtype = RLT_LP_F32, .lds = q->in_elems};
+        RLT_TRY(bk->ops->cast(bk, &c));
         in = q->conv_in;
     }
     for (int32_t i = 0; i < q->n_conv; i++) {
         const float *w = params + conv_offset(q, i);
         const void *wt = lp ? (const void *)((const char *)params_lp + conv_offset(q, i) * 2) : (const void *)w;
-        RLT_TRY(bk->ops->conv_forward(bk, q->conv_slot0 + i, q->conv_y[i], in, wt, w + conv_w_count(&q->conv[i]),
-                                      RLT_ACT_RELU, q->conv_ws, q->conv_ws_bytes));
+        rlt_conv_fwd f = {.slot = q->conv_slot0 + i, .y = q->conv_y[i], .x = in, .w = wt,
+                          .b = w + conv_w_count(&q->conv[i]), .act = RLT_ACT_RELU, .ws = q->conv_ws,
+                          .ws_bytes = q->conv_ws_bytes};
+        RLT_TRY(bk->ops->conv_forward(bk, &f));
         in = q->conv_y[i];
     }
     int32_t nf = q->head.dims[0], na = q->head.dims[q->head.n_layers];
@@ -213,9 +216,10 @@ int qnet_backward(rlt_backend *bk, rlt_qnet *q, const float *params, const void 
         uint64_t wo = conv_offset(q, i);
         const void *wt = lp ? (const void *)((const char *)params_lp + wo * 2) : (const void *)(params + wo);
         /* conv_backward applies the ReLU's derivative itself, through the layer's output. */
-        RLT_TRY(bk->ops->conv_backward(bk, q->conv_slot0 + i, i ? q->conv_dy[i - 1] : NULL, grads + wo,
-                                       grads + wo + conv_w_count(s), q->conv_dy[i], q->conv_y[i], in, wt, RLT_ACT_RELU,
-                                       q->conv_ws, q->conv_ws_bytes));
+        rlt_conv_bwd b = {.slot = q->conv_slot0 + i, .dx = i ? q->conv_dy[i - 1] : NULL, .dw = grads + wo,
+                          .db = grads + wo + conv_w_count(s), .dy = q->conv_dy[i], .y = q->conv_y[i], .x = in, .w = wt,
+                          .act = RLT_ACT_RELU, .ws = q->conv_ws, .ws_bytes = q->conv_ws_bytes};
+        RLT_TRY(bk->ops->conv_backward(bk, &b));
     }
     return RLT_OK;
 }

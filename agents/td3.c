@@ -4,11 +4,13 @@
 #include <math.h>
 #include <string.h>
 
-#include "../engine/agent.h"
+#include "../engine/algo.h"
 
 #define F32 4u
 
 enum { TD3_GRAPH_CRITIC = 0, TD3_GRAPH_CRITIC_ACTOR = 1 };
+
+rlt_td3 *td3_state(const rlt_agent *ag) { return agent_algo_state(ag); }
 
 static int td3_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
     rlt_err *e = &ag->err;
@@ -30,7 +32,7 @@ static int td3_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_space
 }
 
 int td3_plan(rlt_agent *ag) {
-    rlt_td3 *t = &ag->td3;
+    rlt_td3 *t = td3_state(ag);
     rlt_err *e = &ag->err;
     rlt_plan *p = &ag->plan;
     const rlt_config *c = &ag->cfg;
@@ -111,7 +113,7 @@ int td3_plan(rlt_agent *ag) {
 }
 
 int td3_init_state(rlt_agent *ag) {
-    rlt_td3 *t = &ag->td3;
+    rlt_td3 *t = td3_state(ag);
     rlt_backend *bk = &ag->bk;
     rlt_rng rng;
     rlt_rng_init(&rng, ag->cfg.seed, RLT_STREAM_INIT);
@@ -133,7 +135,7 @@ int td3_init_state(rlt_agent *ag) {
  * r and term; with `actor_obs`, the observations into s_pi too. With one micro-batch the replay indices are
  * drawn by the same op (sample spec); with several they were drawn for the whole batch beforehand. */
 static int td3_gather(rlt_agent *ag, int32_t m, int critic, int actor_obs) {
-    rlt_td3 *t = &ag->td3;
+    rlt_td3 *t = td3_state(ag);
     rlt_backend *bk = &ag->bk;
     rlt_replay *rp = &ag->replay;
     const rlt_config *c = &ag->cfg;
@@ -171,7 +173,7 @@ static int td3_gather(rlt_agent *ag, int32_t m, int critic, int actor_obs) {
  * On the CPU the lanes are ignored and the ops run in this order, each value the same as in the plain
  * sequence (sample, gather, targets, critics, critic Adam, actor, actor Adam, Polyak). */
 int td3_update_ops(rlt_agent *ag, int actor_step) {
-    rlt_td3 *t = &ag->td3;
+    rlt_td3 *t = td3_state(ag);
     rlt_backend *bk = &ag->bk;
     const rlt_backend_ops *op = bk->ops;
     const rlt_config *c = &ag->cfg;
@@ -205,9 +207,9 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
     RLT_TRY(op->branch(bk, 0));
     /* One draw of the whole batch's indices; micro-batch m uses rows m*Bm .. (m+1)*Bm - 1 (with one
      * micro-batch the gather draws them itself). */
-    if (N > 1)
-        RLT_TRY(op->sample_indices(bk, t->idx, t->B, &ctr[RLT_CTR_REPLAY_SIZE], NULL, c->seed, RLT_STREAM_SAMPLE,
-                                   &ctr[RLT_CTR_UPDATE]));
+    rlt_sample_spec all = {.size = &ctr[RLT_CTR_REPLAY_SIZE], .seed = c->seed, .stream = RLT_STREAM_SAMPLE,
+                           .batch = t->B, .counter = &ctr[RLT_CTR_UPDATE]};
+    if (N > 1) RLT_TRY(op->sample_indices(bk, t->idx, t->B, &all));
     for (int32_t m = 0; m < N; m++) {
         RLT_TRY(td3_gather(ag, m, 1, early_pi));
         RLT_TRY(op->branch(bk, 3));
@@ -218,16 +220,20 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
         /* Target: y = r + gamma (1 - term) min(Q1'(s', a'), Q2'(s', a')), a' = clip(pi'(s') + clip(noise)). */
         RLT_TRY(op->branch(bk, 0));
         RLT_TRY(mlp_forward(bk, &pi_tg, actor_tp, actor_tl, t->s2_a2, ld, Bm, t->s2_a2 + O, ld));
-        RLT_TRY(op->td3_target_action(bk, t->s2_a2 + O, ld, Bm, A, (float)c->td3.policy_noise, (float)c->td3.noise_clip,
-                                      c->seed, RLT_STREAM_TARGET, &ctr[RLT_CTR_UPDATE], m * Bm));
+        rlt_target_noise tn = {.a = t->s2_a2 + O, .lda = ld, .rows = Bm, .cols = A, .std = (float)c->td3.policy_noise,
+                               .clip = (float)c->td3.noise_clip, .seed = c->seed, .stream = RLT_STREAM_TARGET,
+                               .counter = &ctr[RLT_CTR_UPDATE], .row0 = m * Bm};
+        RLT_TRY(op->td3_target_action(bk, &tn));
         RLT_TRY(op->branch(bk, 1));
         RLT_TRY(mlp_forward(bk, &q1_tg, q1_tp, q1_tl, t->s2_a2, ld, Bm, t->qt1, 1));
         RLT_TRY(op->branch(bk, 0));
         RLT_TRY(mlp_forward(bk, &q2_tg, q2_tp, q2_tl, t->s2_a2, ld, Bm, t->qt2, 1));
         RLT_TRY(op->join(bk));
         /* Critic gradients of MSE(Q1, y) + MSE(Q2, y), accumulated over micro-batches. */
-        RLT_TRY(op->td3_critic_loss(bk, t->y, t->dq1, t->dq2, &ag->losses[RLT_LOSS_Q1], &ag->losses[RLT_LOSS_Q2], t->q1o,
-                                    t->q2o, t->qt1, t->qt2, t->r, t->term, Bm, (float)c->td3.gamma, scale));
+        rlt_td3_loss tl = {.y = t->y, .dq1 = t->dq1, .dq2 = t->dq2, .loss1 = &ag->losses[RLT_LOSS_Q1],
+                           .loss2 = &ag->losses[RLT_LOSS_Q2], .q1 = t->q1o, .q2 = t->q2o, .qt1 = t->qt1, .qt2 = t->qt2,
+                           .r = t->r, .term = t->term, .n = Bm, .gamma = (float)c->td3.gamma, .grad_scale = scale};
+        RLT_TRY(op->td3_critic_loss(bk, &tl));
         if (m == N - 1) {
             /* Every reader of the update counter (sampling, target noise) is behind us. */
             RLT_TRY(op->branch(bk, 3));
@@ -245,10 +251,11 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
     /* fp16: the gradients come out multiplied by the loss scale; unscale and check them first, and skip the
      * step (and the target update riding on it) on the device when one is not finite. */
     RLT_TRY(agent_amp_unscale(ag, q1_g, t->n_q1 + t->n_q2));
-    rlt_adam_extra critic_x = {0.0f, NULL, actor_step ? q1_tp : NULL, (float)c->td3.tau, q1_pl, q1_tl, ag->lp,
-                               agent_amp_skip(ag)};
-    RLT_TRY(op->adam_ex(bk, q1_p, q1_g, t->adam_m + t->n_actor, t->adam_v + t->n_actor, t->n_q1 + t->n_q2, critic_hp,
-                        &ctr[RLT_CTR_CRITIC_STEP], &critic_x));
+    rlt_adam_step critic_st = {.p = q1_p, .g = q1_g, .m = t->adam_m + t->n_actor, .v = t->adam_v + t->n_actor,
+                               .n = t->n_q1 + t->n_q2, .hp = critic_hp, .step = &ctr[RLT_CTR_CRITIC_STEP],
+                               .target = actor_step ? q1_tp : NULL, .tau = (float)c->td3.tau, .p_lp = q1_pl,
+                               .target_lp = q1_tl, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag)};
+    RLT_TRY(op->adam(bk, &critic_st));
     RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
 
     if (actor_step) {
@@ -268,16 +275,18 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
         }
         rlt_adam_hp actor_hp = {(float)c->td3.actor_lr, 0.9f, 0.999f, 1e-8f};
         RLT_TRY(agent_amp_unscale(ag, actor_g, t->n_actor));
-        rlt_adam_extra actor_x = {0.0f, NULL, actor_tp, (float)c->td3.tau, actor_pl, actor_tl, ag->lp, agent_amp_skip(ag)};
-        RLT_TRY(op->adam_ex(bk, actor_p, actor_g, t->adam_m, t->adam_v, t->n_actor, actor_hp, &ctr[RLT_CTR_ACTOR_STEP],
-                            &actor_x));
+        rlt_adam_step actor_st = {.p = actor_p, .g = actor_g, .m = t->adam_m, .v = t->adam_v, .n = t->n_actor,
+                                  .hp = actor_hp, .step = &ctr[RLT_CTR_ACTOR_STEP], .target = actor_tp,
+                                  .tau = (float)c->td3.tau, .p_lp = actor_pl, .target_lp = actor_tl, .lp_dtype = ag->lp,
+                                  .skip = agent_amp_skip(ag)};
+        RLT_TRY(op->adam(bk, &actor_st));
         RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_ACTOR_STEP]));
     }
     return op->join(bk);
 }
 
 int td3_policy(rlt_agent *ag, int32_t n) {
-    rlt_td3 *t = &ag->td3;
+    rlt_td3 *t = td3_state(ag);
     return mlp_forward(&ag->bk, &t->actor_act, t->params, NULL, t->act_in, t->O, n, t->act_out, t->A);
 }
 
@@ -286,7 +295,7 @@ static float scale_action(const rlt_agent *ag, int32_t i, float a) {
 }
 
 static int td3_act(rlt_agent *ag, const void *obs, int32_t n, int32_t explore, void *actions) {
-    rlt_td3 *t = &ag->td3;
+    rlt_td3 *t = td3_state(ag);
     rlt_backend *bk = &ag->bk;
     float *out = actions;
     const float *in = obs;
@@ -350,13 +359,35 @@ static int td3_update(rlt_agent *ag, int32_t *done) {
     return RLT_OK;
 }
 
-static uint64_t td3_param_count(const rlt_agent *ag) { return ag->td3.n_total; }
+static uint64_t td3_param_count(const rlt_agent *ag) { return td3_state(ag)->n_total; }
+
+/* The critic loss is the twin critics' mean. */
+static void td3_loss_values(const float losses[RLT_LOSS_COUNT], double *out) {
+    out[0] = 0.5 * (losses[RLT_LOSS_Q1] + losses[RLT_LOSS_Q2]);
+    out[1] = losses[RLT_LOSS_ACTOR];
+}
+
+static void td3_network_text(const rlt_agent *ag, rlt_text *o) {
+    agent_key_text(o, ag, "actor_hidden", "td3.actor_hidden");
+    rlt_text_add(o, "; ");
+    agent_key_text(o, ag, "critic_hidden", "td3.critic_hidden");
+}
+
+static int td3_after_load(rlt_agent *ag) {
+    rlt_td3 *t = td3_state(ag);
+    return agent_refresh_lp(ag, t->params, t->params_lp, t->target, t->target_lp, t->n_total);
+}
 
 static int td3_update_variant(rlt_agent *ag, int32_t variant) { return td3_update_ops(ag, variant == TD3_GRAPH_CRITIC_ACTOR); }
 
 const rlt_algo rlt_algo_td3 = {
     .name = "td3",
+    .state_bytes = sizeof(rlt_td3),
     .n_variants = 2,
+    .min_replay_capacity = 1,
+    .n_loss_columns = 2,
+    .loss_columns = {"critic_loss", "actor_loss"},
+    .loss_values = td3_loss_values,
     .check_spaces = td3_check_spaces,
     .plan = td3_plan,
     .init_state = td3_init_state,
@@ -365,4 +396,6 @@ const rlt_algo rlt_algo_td3 = {
     .observe = td3_observe,
     .update = td3_update,
     .param_count = td3_param_count,
+    .network_text = td3_network_text,
+    .after_load = td3_after_load,
 };

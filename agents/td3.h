@@ -29,6 +29,8 @@ typedef struct rlt_td3 {
     float *act_in, *act_out; /* acting: [act_batch, O] -> [act_batch, A] */
 } rlt_td3;
 
+/* The agent's TD3 state (the algorithm's state block; see engine/algo.h). */
+rlt_td3 *td3_state(const struct rlt_agent *ag);
 int td3_plan(struct rlt_agent *ag);
 int td3_init_state(struct rlt_agent *ag);
 /* The ops of one update; actor_step selects the delayed actor and target update. Runs eagerly, or inside

@@ -34,14 +34,15 @@ static double time_pass(rlt_backend *bk, int pass, shape s, float *x, float *W, 
     double best = 1e30;
     for (int t = 0; t < 7; t++) {
         double t0 = now_s();
+        rlt_linear_fwd f = {.rows = s.rows, .fi = s.fi, .fo = s.fo, .x = x, .ldx = s.fi, .W = W, .b = b, .y = y,
+                            .ldy = s.fo, .act = RLT_ACT_RELU};
+        /* dW and db alone (PASS_DW), or dx alone. */
+        rlt_linear_bwd g = {.rows = s.rows, .fi = s.fi, .fo = s.fo, .dy = y, .lddy = s.fo, .x = x, .ldx = s.fi,
+                            .act_x = RLT_ACT_RELU, .W = W, .beta = 1.0f};
+        if (pass == PASS_DW) g.dW = dW, g.db = db;
+        else g.dx = dx, g.lddx = s.fi;
         for (int i = 0; i < reps; i++) {
-            int rc = RLT_OK;
-            if (pass == PASS_FWD) rc = op->linear_forward(bk, s.rows, s.fi, s.fo, x, s.fi, W, b, y, s.fo, RLT_ACT_RELU);
-            else if (pass == PASS_DW)
-                rc = op->linear_backward(bk, s.rows, s.fi, s.fo, y, s.fo, x, s.fi, RLT_ACT_RELU, W, dW, db, 1.0f, NULL, 0);
-            else
-                rc = op->linear_backward(bk, s.rows, s.fi, s.fo, y, s.fo, x, s.fi, RLT_ACT_RELU, W, NULL, NULL, 1.0f, dx,
-                                         s.fi);
+            int rc = pass == PASS_FWD ? op->linear_forward(bk, &f) : op->linear_backward(bk, &g);
             if (rc != RLT_OK) return -1.0;
         }
         double dt = (now_s() - t0) / reps;

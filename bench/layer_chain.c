@@ -49,13 +49,14 @@ static int chain_node(int kind, const chain_bufs *c, int i) {
     int32_t w = c->fi > c->fo ? c->fi : c->fo;
     if (kind == CHAIN_FILL) return op->fill(&bk, out, 1, (float)i);
     /* Square layers keep the chain's shapes: fi == fo, or the activations are read at stride w. */
-    if (kind == CHAIN_FWD) return op->linear_forward(&bk, c->rows, c->fi, c->fo, in, w, c->W, c->b, out, w, RLT_ACT_RELU);
+    rlt_linear_fwd f = {.rows = c->rows, .fi = c->fi, .fo = c->fo, .x = in, .ldx = w, .W = c->W, .b = c->b, .y = out,
+                        .ldy = w, .act = RLT_ACT_RELU};
+    if (kind == CHAIN_FWD) return op->linear_forward(&bk, &f);
     /* Without dx (a network's first layer) each node accumulates into the same dW: stream order chains them. */
-    if (kind == CHAIN_BWD_W)
-        return op->linear_backward(&bk, c->rows, c->fi, c->fo, in, w, c->xin, w, RLT_ACT_RELU, c->W, c->dW, c->db, 1.0f,
-                                   NULL, w);
-    return op->linear_backward(&bk, c->rows, c->fi, c->fo, in, w, c->xin, w, RLT_ACT_RELU, c->W, c->dW, c->db, 1.0f, out,
-                               w);
+    rlt_linear_bwd g = {.rows = c->rows, .fi = c->fi, .fo = c->fo, .dy = in, .lddy = w, .x = c->xin, .ldx = w,
+                        .act_x = RLT_ACT_RELU, .W = c->W, .dW = c->dW, .db = c->db, .beta = 1.0f,
+                        .dx = kind == CHAIN_BWD_W ? NULL : out, .lddx = w};
+    return op->linear_backward(&bk, &g);
 }
 
 int main(int argc, char **argv) {

@@ -7,6 +7,7 @@
 
 #include "agent.h"
 #include "backend_registry.h"
+#include "config_schema.h"
 #include "mem.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -53,8 +54,18 @@ int agent_amp_update(rlt_agent *ag, int64_t *step) {
 int agent_refresh_lp(rlt_agent *ag, const float *p, void *p_lp, const float *t, void *t_lp, uint64_t n) {
     if (ag->lp == RLT_LP_F32) return RLT_OK;
     rlt_backend *bk = &ag->bk;
-    RLT_TRY(bk->ops->cast(bk, 1, (int64_t)n, p_lp, ag->lp, (int64_t)n, p, RLT_LP_F32, (int64_t)n, NULL));
-    return bk->ops->cast(bk, 1, (int64_t)n, t_lp, ag->lp, (int64_t)n, t, RLT_LP_F32, (int64_t)n, NULL);
+    rlt_cast c = {.rows = 1, .cols = (int64_t)n, .dst = p_lp, .dst_dtype = ag->lp, .ldd = (int64_t)n, .src = p,
+                  .src_dtype = RLT_LP_F32, .lds = (int64_t)n};
+    RLT_TRY(bk->ops->cast(bk, &c));
+    c.dst = t_lp;
+    c.src = t;
+    return bk->ops->cast(bk, &c);
+}
+
+void agent_key_text(rlt_text *o, const rlt_agent *ag, const char *label, const char *key) {
+    char v[256];
+    config_schema_format(config_schema_find(key, strlen(key)), &ag->cfg, v, sizeof v);
+    rlt_text_add(o, "%s: %s", label, v);
 }
 
 int agent_read_amp(rlt_agent *ag, rlt_amp_state *out) {
@@ -247,9 +258,9 @@ int agent_prepare(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
         rlt_err_copy(e, &ag->cfg.err);
         return e->status;
     }
-    if (strcmp(ag->cfg.algo, "td3") == 0) ag->algo = &rlt_algo_td3;
-    else if (strcmp(ag->cfg.algo, "dqn") == 0) ag->algo = &rlt_algo_dqn;
-    else RLT_FAIL(e, RLT_ECONFIG, "algo '%s' is not built in (td3, dqn)", ag->cfg.algo);
+    RLT_TRY(algo_registry_lookup(ag->cfg.algo, &ag->algo, e));
+    if (ag->algo->state_bytes > ag->algo_state_cap)
+        RLT_FAIL(e, RLT_ESTATE, "this agent was allocated for another algorithm than '%s'", ag->cfg.algo);
     RLT_TRY(agent_check_spaces(ag, obs, act));
     char why[512] = "";
     RLT_TRY(rlt_backend_open_device(&ag->bk, e, ag->cfg.device, ag->cfg.cpu.threads, why, sizeof why));
@@ -403,16 +414,38 @@ static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act
     return RLT_OK;
 }
 
+/* One allocation: [agent | checkpoint writer | checkpoint reader | the algorithm's state], each 64-aligned. */
+static uint64_t align64(uint64_t n) { return (n + 63) / 64 * 64; }
+
+rlt_agent *agent_alloc(const rlt_config *cfg) {
+    /* The name is bounded here, before validation: a field written directly may lack its NUL. */
+    char name[sizeof cfg->algo + 1];
+    memcpy(name, cfg->algo, sizeof cfg->algo);
+    name[sizeof cfg->algo] = '\0';
+    const rlt_algo *a = algo_registry_find(name);
+    uint64_t state = a ? align64(a->state_bytes) : 0;
+    uint64_t w_off = align64(sizeof(rlt_agent)), r_off = w_off + align64(sizeof(ckpt_writer));
+    uint64_t s_off = r_off + align64(sizeof(ckpt_reader));
+    unsigned char *base = rlt_mem_alloc(s_off + state, 64);
+    if (!base) return NULL;
+    rlt_agent *ag = (rlt_agent *)(void *)base;
+    ag->ckpt_w = (ckpt_writer *)(void *)(base + w_off);
+    ag->ckpt_r = (ckpt_reader *)(void *)(base + r_off);
+    ag->algo_state = state ? base + s_off : NULL;
+    ag->algo_state_cap = state;
+    rlt_err_clear(&ag->err);
+    ag->bk.err = &ag->err;
+    return ag;
+}
+
 int rlt_agent_init(const rlt_config *cfg, const rlt_space *obs, const rlt_space *act, rlt_agent **out) {
     if (!out) return RLT_EINVAL;
     *out = NULL;
     if (!cfg) return RLT_EINVAL;
-    rlt_agent *ag = rlt_mem_alloc(sizeof *ag, 64);
+    rlt_agent *ag = agent_alloc(cfg);
     if (!ag) return RLT_ENOMEM;
     *out = ag;
     ag->cfg = *cfg;
-    rlt_err_clear(&ag->err);
-    ag->bk.err = &ag->err;
     return agent_setup(ag, obs, act);
 }
 

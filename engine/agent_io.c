@@ -10,8 +10,6 @@
 
 #include "agent.h"
 #include "checkpoint.h"
-#include "config_conv.h"
-#include "config_schema.h"
 #include "text.h"
 
 /* "agent.network": the network's layout as text, so that a checkpoint made with another network is refused
@@ -20,9 +18,9 @@
  * layers loads it. */
 #define NETWORK_TEXT_BYTES 1024
 
-/* Host state, saved as raw little-endian int64 words. */
+/* Host state, saved as raw little-endian int64 words; words 4 and 5 are the algorithm's (host_save). */
 typedef struct agent_host_state {
-    int64_t env_steps, updates, replay_pos, replay_size, dqn_advances, dqn_prev_ended;
+    int64_t env_steps, updates, replay_pos, replay_size, algo[RLT_ALGO_HOST_WORDS];
     uint64_t explore_seed, explore_ctr, explore_stream;
 } agent_host_state;
 
@@ -33,26 +31,11 @@ static int is_state_region(const rlt_plan_entry *en) {
     return 0;
 }
 
-/* "hidden: [64, 64]": the config key's value as the config dump writes it, under a short label. */
-static void key_text(rlt_text *o, const rlt_agent *ag, const char *label, const char *key) {
-    char v[256];
-    config_schema_format(config_schema_find(key, strlen(key)), &ag->cfg, v, sizeof v);
-    rlt_text_add(o, "%s: %s", label, v);
-}
-
+/* The algorithm describes its networks (rlt_algo.network_text). */
 static size_t network_text(const rlt_agent *ag, char *buf, size_t cap) {
     rlt_text o = {buf, cap, 0};
     if (cap) buf[0] = '\0';
-    if (ag->algo == &rlt_algo_dqn) {
-        rlt_text_add(&o, "conv: ");
-        config_conv_format_layers(&o, &ag->cfg.network.conv);
-        rlt_text_add(&o, "; ");
-        key_text(&o, ag, "hidden", "network.hidden");
-    } else {
-        key_text(&o, ag, "actor_hidden", "td3.actor_hidden");
-        rlt_text_add(&o, "; ");
-        key_text(&o, ag, "critic_hidden", "td3.critic_hidden");
-    }
+    ag->algo->network_text(ag, &o);
     return o.len;
 }
 
@@ -176,7 +159,7 @@ static int check_amp(rlt_agent *ag, ckpt_reader *r, const char *path) {
     return RLT_OK;
 }
 
-/* The replay's `valid` field (DQN's rings have one: agents/dqn.h), or -1. */
+/* The replay's `valid` field (a ring of frames has one, e.g. agents/dqn.h), or -1. */
 static int32_t replay_valid_field(const rlt_agent *ag) {
     for (int32_t f = 0; f < ag->replay.nf; f++)
         if (strcmp(ag->replay.f[f].name, "valid") == 0) return f;
@@ -193,22 +176,10 @@ static int check_host(rlt_agent *ag, const char *path, const agent_host_state *h
     if (h->explore_stream != RLT_STREAM_EXPLORE)
         RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'agent.host': the exploration RNG's stream is %llu, the agent's is %d",
                  path, (unsigned long long)h->explore_stream, RLT_STREAM_EXPLORE);
+    /* The algorithm's own words, and its replay's positions, are its to check (rlt_algo.host_check). */
+    if (ag->algo->host_check) return ag->algo->host_check(ag, path, h->algo, h->replay_pos, h->replay_size, with_replay);
     if (!with_replay) return RLT_OK;
-    if (replay_valid_field(ag) >= 0) {
-        /* DQN's ring (agents/dqn.h): every transition moves the write position 1 slot, or 2 at an episode's end,
-         * and the size is one more than the slots moved over (the last next-frame), up to the capacity. The
-         * position is not tied to `advances` here, since a ring of another capacity may be loaded. */
-        if (h->dqn_advances < 0 || (h->dqn_prev_ended != 0 && h->dqn_prev_ended != 1))
-            RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'agent.host': dqn advances %lld, prev_ended %lld: expected "
-                     "advances >= 0 and prev_ended 0 or 1", path, (long long)h->dqn_advances, (long long)h->dqn_prev_ended);
-        if ((h->replay_size == 0) != (h->dqn_advances == 0) || h->replay_size > h->dqn_advances + 1)
-            RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'agent.host': replay size %lld does not follow from dqn advances "
-                     "%lld (size is advances + 1, up to the capacity, and 0 only before the first transition)", path,
-                     (long long)h->replay_size, (long long)h->dqn_advances);
-        if (h->replay_pos >= h->replay_size && !(h->replay_pos == 0 && h->replay_size == 0))
-            RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'agent.host': replay position %lld is not inside the %lld filled "
-                     "slots", path, (long long)h->replay_pos, (long long)h->replay_size);
-    } else if (h->replay_pos > h->replay_size) {
+    if (h->replay_pos > h->replay_size) {
         /* A ring filled in order: the position is the size until the ring is full, then anywhere in it. */
         RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'agent.host': replay position %lld is beyond the %lld filled rows",
                  path, (long long)h->replay_pos, (long long)h->replay_size);
@@ -349,8 +320,9 @@ int agent_write_state(rlt_agent *ag, ckpt_writer *w, int include_replay) {
         int dt = strcmp(en->name, "counters") == 0 ? RLT_DTYPE_I64 : strcmp(en->name, "amp") == 0 ? RLT_DTYPE_U8 : RLT_DTYPE_F32;
         RLT_TRY(write_device(ag, w, en->name, dt, entry_ptr(ag, en), en->bytes, 1));
     }
-    agent_host_state h = {ag->env_steps, ag->updates, ag->replay.pos, ag->replay.size, ag->dqn.advances,
-                          ag->dqn.prev_ended, ag->explore_rng.seed, ag->explore_rng.ctr, ag->explore_rng.stream};
+    agent_host_state h = {ag->env_steps, ag->updates, ag->replay.pos, ag->replay.size, {0, 0},
+                          ag->explore_rng.seed, ag->explore_rng.ctr, ag->explore_rng.stream};
+    if (ag->algo->host_save) ag->algo->host_save(ag, h.algo);
     int64_t hs[1] = {(int64_t)(sizeof h / 8)};
     RLT_TRY(ckpt_writer_add(w, "agent.host", RLT_DTYPE_I64, 1, hs, &h, sizeof h));
     char net[NETWORK_TEXT_BYTES];
@@ -431,24 +403,20 @@ int agent_read_state(rlt_agent *ag, ckpt_reader *r, const char *path) {
         }
         RLT_TRY(read_device(ag, r, en->name, entry_ptr(ag, en), en->bytes));
     }
-    /* The 16-bit compute copies are not saved: they follow from the masters just loaded. */
-    if (ag->algo == &rlt_algo_td3)
-        RLT_TRY(agent_refresh_lp(ag, ag->td3.params, ag->td3.params_lp, ag->td3.target, ag->td3.target_lp, ag->td3.n_total));
-    else
-        RLT_TRY(agent_refresh_lp(ag, ag->dqn.params, ag->dqn.params_lp, ag->dqn.target, ag->dqn.target_lp, ag->dqn.n_params));
+    /* What is not saved (the 16-bit compute copies) follows from the tensors just loaded. */
+    RLT_TRY(ag->algo->after_load(ag));
     ag->env_steps = h.env_steps;
     ag->updates = h.updates;
     ag->explore_rng.seed = h.explore_seed;
     ag->explore_rng.ctr = h.explore_ctr;
     ag->explore_rng.stream = (uint32_t)h.explore_stream;
+    if (ag->algo->host_load) ag->algo->host_load(ag, h.algo, with_replay);
     if (with_replay) {
         for (int32_t f = 0; f < ag->replay.nf; f++) {
             snprintf(name, sizeof name, "replay.%s", ag->replay.f[f].name);
             RLT_TRY(read_device(ag, r, name, ag->replay.f[f].data, (uint64_t)h.replay_size * ag->replay.f[f].row_bytes));
         }
         ag->replay.pos = h.replay_pos;
-        ag->dqn.advances = h.dqn_advances;
-        ag->dqn.prev_ended = (int32_t)h.dqn_prev_ended;
         RLT_TRY(replay_set_size(&ag->replay, &ag->bk, h.replay_size));
     } else {
         /* Without replay contents the device's replay size must stay the host's. */
@@ -462,7 +430,7 @@ int rlt_agent_save(rlt_agent *ag, const char *path) {
     if (!ag->plan.sealed) RLT_FAIL(&ag->err, RLT_ESTATE, "rlt_agent_save on an agent whose init failed");
     char meta[512];
     int mlen = agent_meta(ag, meta, sizeof meta);
-    ckpt_writer *w = &ag->ckpt_w;
+    ckpt_writer *w = ag->ckpt_w;
     RLT_TRY(ckpt_writer_open(w, &ag->err, path, meta, (size_t)mlen));
     int rc = agent_write_state(ag, w, ag->cfg.checkpoint.include_replay);
     if (rc != RLT_OK) {
@@ -475,7 +443,7 @@ int rlt_agent_save(rlt_agent *ag, const char *path) {
 int rlt_agent_load(rlt_agent *ag, const char *path) {
     if (!ag || !path) return RLT_EINVAL;
     if (!ag->plan.sealed) RLT_FAIL(&ag->err, RLT_ESTATE, "rlt_agent_load on an agent whose init failed");
-    ckpt_reader *r = &ag->ckpt_r;
+    ckpt_reader *r = ag->ckpt_r;
     RLT_TRY(ckpt_reader_open(r, &ag->err, path));
     int rc = agent_read_state(ag, r, path);
     ckpt_reader_close(r);

@@ -12,7 +12,9 @@
  *   (negative sizes, leading dimensions smaller than rows) and fail with RLT_EINVAL.
  * - Ops never allocate. Values that change from one update to the next (Adam's step, RNG counters, the
  *   replay size) are read from device memory, never baked in as arguments, so a captured graph replays
- *   correctly. Constant hyper-parameters (lr, gamma, tau) are plain arguments.
+ *   correctly. Constant hyper-parameters (lr, gamma, tau) are plain values.
+ * - Ops with many operands take one descriptor struct (rlt_linear_fwd, rlt_adam_step, ...), read during the
+ *   call only: a captured graph keeps the values, not the struct.
  * - Reductions are deterministic (fixed order, no atomics), so a seed gives the same result run to run.
  * - Random numbers come from Philox4x32-10 (base/philox.h) keyed by (seed, stream) with the counter
  *   (*counter, element index): the CPU and CUDA backends draw identical integers.
@@ -21,15 +23,28 @@
 #define RLT_BACKEND_H
 
 #include <stdint.h>
+#include "adam.h"
 #include "err.h"
 
-typedef enum { RLT_ACT_NONE = 0, RLT_ACT_RELU = 1, RLT_ACT_TANH = 2 } rlt_act;
-typedef enum { RLT_COPY_H2D = 0, RLT_COPY_D2H = 1, RLT_COPY_D2D = 2 } rlt_copy_kind;
+typedef enum rlt_act { RLT_ACT_NONE = 0, RLT_ACT_RELU = 1, RLT_ACT_TANH = 2 } rlt_act;
+typedef enum rlt_copy_kind { RLT_COPY_H2D = 0, RLT_COPY_D2H = 1, RLT_COPY_D2D = 2 } rlt_copy_kind;
+/* Element types of the ops' tensors: fp32, or a 16-bit compute type (the values of rlt_dtype in
+ * include/rltrain.h). RLT_LP_F32 is 0, so a zero-initialised descriptor field means fp32. */
+typedef enum rlt_lp { RLT_LP_F32 = 0, RLT_LP_F16 = 3, RLT_LP_BF16 = 4 } rlt_lp;
+static inline uint32_t rlt_lp_size(rlt_lp dtype) { return dtype == RLT_LP_F32 ? 4u : 2u; }
 
 #define RLT_BACKEND_MAX_GRAPHS 8
 /* Convolution layers a backend can hold prepared at once (conv_prepare's slots): DQN's training and acting
  * networks each take one per layer of network.conv (at most RLT_QNET_MAX_CONV, 8). */
 #define RLT_BACKEND_MAX_CONVS 16
+/* Lanes an update may use at once (branch/join): lane 0 and up to three side lanes. */
+#define RLT_BACKEND_MAX_LANES 4
+/* Fields one gather_fields call moves. */
+#define RLT_GATHER_MAX_FIELDS 8
+
+/* ---- descriptors: what the ops with many operands take, one struct each ----
+ * Callers fill them with designated initialisers; a member left out is 0 or NULL, which every descriptor
+ * reads as "fp32", "none" or "skipped" as its comments say. */
 
 /* One 2-D convolution layer in NCHW layout, cross-correlation as every deep-learning framework computes
  * it: input x [n, c, h, w], filters w [k, c, kh, kw] (OIHW), bias [k], output y [n, k, out_h, out_w] with
@@ -39,11 +54,11 @@ typedef struct rlt_conv_shape {
     int32_t n, c, h, w; /* input: batch, channels, height, width */
     int32_t k, kh, kw;  /* filters: output channels, kernel height and width */
     int32_t stride, pad;
-    /* Element type of x, y, w, dy and dx (ABI 4): RLT_LP_F32 (0), or RLT_LP_BF16 / RLT_LP_F16 for a
-     * reduced-precision layer, whose products are summed in fp32 (tensor cores on CUDA) and rounded to the
-     * type, then bias and activation applied in fp32 and rounded again (as linear_forward_lp). The bias, dw
-     * and db stay fp32: dw is the 16-bit weight gradient widened and added. */
-    int32_t dtype;
+    /* Element type of x, y, w, dy and dx: RLT_LP_F32, or RLT_LP_BF16 / RLT_LP_F16 for a reduced-precision
+     * layer, whose products are summed in fp32 (tensor cores on CUDA) and rounded to the type, then bias and
+     * activation applied in fp32 and rounded again (as a 16-bit linear_forward). The bias, dw and db stay
+     * fp32: dw is the 16-bit weight gradient widened and added. */
+    rlt_lp dtype;
 } rlt_conv_shape;
 
 /* Output size along one axis, or 0 when the kernel does not fit (padding included). */
@@ -52,25 +67,75 @@ static inline int32_t rlt_conv_out_dim(int32_t in, int32_t kernel, int32_t strid
     return (in + 2 * pad - kernel) / stride + 1;
 }
 
-/* Adam hyper-parameters (Kingma and Ba 2015; PyTorch's defaults for beta and eps). */
-typedef struct rlt_adam_hp {
-    float lr, beta1, beta2, eps;
-} rlt_adam_hp;
+/* conv_forward: y = act(conv(x, w) + b) with the prepared slot's shape (see conv_forward). */
+typedef struct rlt_conv_fwd {
+    int32_t slot;
+    void *y;          /* [n, k, out_h, out_w], the slot's dtype */
+    const void *x;    /* [n, c, h, w] */
+    const void *w;    /* [k, c, kh, kw] */
+    const float *b;   /* [k], fp32; NULL: no bias */
+    rlt_act act;
+    void *ws;         /* workspace: 256-byte aligned, at least what conv_prepare returned */
+    uint64_t ws_bytes;
+} rlt_conv_fwd;
 
-/* Element types of the reduced-precision ops (the values of rlt_dtype in include/rltrain.h). */
-enum { RLT_LP_F32 = 0, RLT_LP_F16 = 3, RLT_LP_BF16 = 4 };
-static inline uint32_t rlt_lp_size(int32_t dtype) { return dtype == RLT_LP_F32 ? 4u : 2u; }
+/* conv_backward: the backward of conv_forward through its output y (see conv_backward). */
+typedef struct rlt_conv_bwd {
+    int32_t slot;
+    void *dx;         /* dL/dx (overwritten); NULL: skipped (the first layer) */
+    float *dw, *db;   /* accumulated (+=), fp32; db NULL: skipped */
+    void *dy;         /* dL/dy in, and overwritten with dL/d(pre-activation) */
+    const void *y, *x, *w;
+    rlt_act act;
+    void *ws;
+    uint64_t ws_bytes;
+} rlt_conv_bwd;
 
-/* Lanes an update may use at once (branch/join): lane 0 and up to three side lanes. */
-#define RLT_BACKEND_MAX_LANES 4
-/* Fields one gather_fields call moves. */
-#define RLT_GATHER_MAX_FIELDS 8
+/* linear_forward: one dense layer, y[r, o] = act(sum_i x[r, i] W[o, i] + b[o]) for r < rows, o < fo, i < fi. */
+typedef struct rlt_linear_fwd {
+    int32_t rows, fi, fo;
+    /* Type of x and W: RLT_LP_F32, or RLT_LP_BF16 / RLT_LP_F16 (the products summed in fp32, tensor cores on
+     * CUDA, the sum rounded to y_dtype, then act(y + b) computed in fp32 and rounded to y_dtype again). */
+    rlt_lp dtype;
+    const void *x;    /* [rows, fi], row stride ldx */
+    int32_t ldx;
+    const void *W;    /* [fo, fi] row-major (as stored, used transposed) */
+    const float *b;   /* [fo], fp32; NULL: no bias */
+    void *y;          /* [rows, fo], row stride ldy */
+    int32_t ldy;
+    rlt_lp y_dtype;   /* RLT_LP_F32 (the only choice for an fp32 layer), or dtype */
+    rlt_act act;
+} rlt_linear_fwd;
+
+/* linear_backward: the backward of linear_forward given dy = dL/d(pre-activation output) [rows, fo], read only:
+ *   dW[o, i] = beta dW[o, i] + sum_r dy[r, o] x[r, i]   (dW NULL: skipped; W's layout, [fo, fi])
+ *   db[o]    = beta db[o]    + sum_r dy[r, o]           (db NULL: skipped)
+ *   dx[r, i] = act_x'(x[r, i]) * sum_o dy[r, o] W[o, i] (dx NULL: skipped; [rows, fi], row stride lddx)
+ * where act_x is the activation that produced x, its derivative expressed through its output as in act_grad
+ * (NONE for a network's input). */
+typedef struct rlt_linear_bwd {
+    int32_t rows, fi, fo;
+    rlt_lp dtype;     /* type of dy, x and W (as linear_forward's dtype) */
+    const void *dy;
+    int32_t lddy;
+    const void *x;
+    int32_t ldx;
+    rlt_act act_x;
+    const void *W;
+    float *dW, *db;   /* fp32, sums in fp32 */
+    float beta;       /* 0 overwrites (the old values are never read) */
+    void *dx;
+    int32_t lddx;
+    /* RLT_LP_F32 (the only choice for an fp32 layer), or dtype: the product dy W rounded to it, then multiplied
+     * by act_x'(x) in fp32. */
+    rlt_lp dx_dtype;
+} rlt_linear_bwd;
 
 /* One field of gather_fields: rows of row_bytes bytes from src (row j at src + j*row_bytes) to dst (row i at
  * dst + i*dst_stride bytes); via non-NULL: the source row is via[idx[i]] instead of idx[i].
- * src_dtype (ABI 5) says what the source row holds: RLT_LP_F32 (0, what a zero-initialised member gives) copies
- * the row's bytes as they are, whatever they hold (floats, ints, u8 frames); RLT_LP_F16 or RLT_LP_BF16 (a
- * compact replay field) widens each of the row's row_bytes / 2 elements to fp32, so the destination row is
+ * src_dtype says what the source row holds: RLT_LP_F32 (0, what a zero-initialised member gives) copies the
+ * row's bytes as they are, whatever they hold (floats, ints, u8 frames); RLT_LP_F16 or RLT_LP_BF16 (a compact
+ * replay field) widens each of the row's row_bytes / 2 elements to fp32, so the destination row is
  * 2 * row_bytes bytes of floats (dst_stride >= 2 * row_bytes). Widening is exact (base/lowp.h, the same
  * integer arithmetic on every backend), so CPU and GPU batches agree bit for bit. */
 typedef struct rlt_gather_field {
@@ -79,7 +144,7 @@ typedef struct rlt_gather_field {
     const void *src;
     uint64_t row_bytes;
     const int32_t *via;
-    int32_t src_dtype;
+    rlt_lp src_dtype;
 } rlt_gather_field;
 
 /* Bytes one gathered row of field f takes at its destination. */
@@ -87,8 +152,11 @@ static inline uint64_t rlt_gather_dst_bytes(const rlt_gather_field *f) {
     return f->src_dtype == RLT_LP_F16 || f->src_dtype == RLT_LP_BF16 ? 2 * f->row_bytes : f->row_bytes;
 }
 
-/* Replay sampling folded into gather_fields: the arguments of sample_indices, plus where the n rows sit in
- * the batch of `batch` rows whose draw they are (micro-batch m of size n: row0 = m n). */
+/* Replay sampling (sample_indices, and folded into gather_fields): n rows are drawn, rows row0 .. row0+n-1 of
+ * the draw of a batch of `batch` rows (micro-batch m of size n: row0 = m n; a whole batch: row0 0, batch n).
+ * Row i's index is rlt_replay_slot(seed, stream, *counter, row0 + i, batch, *size, valid) (base/philox.h):
+ * uniform over [0, *size), skipping slots whose valid byte is 0 (valid may be NULL); requires *size >= 1 and
+ * at least one valid slot. size and counter are device values (read when the op runs). */
 typedef struct rlt_sample_spec {
     const int64_t *size;
     const uint8_t *valid;
@@ -98,23 +166,93 @@ typedef struct rlt_sample_spec {
     const int64_t *counter;
 } rlt_sample_spec;
 
-/* What adam_ex does besides the step: max_grad_norm > 0 clips g first (norm, a device float, receives the
- * norm before clipping); target non-NULL takes a Polyak step toward the updated parameters. */
-typedef struct rlt_adam_extra {
-    float max_grad_norm;
-    float *norm;
-    float *target;
-    float tau;
-    /* Reduced precision (ABI 4). lp_dtype RLT_LP_BF16 or RLT_LP_F16 with p_lp non-NULL: after the step,
-     * p_lp[i] = p[i] rounded to lp_dtype (the compute copy), and target_lp[i] likewise from target[i] when
-     * both are non-NULL. skip non-NULL (a device int): when *skip != 0 the op changes nothing at all (an
-     * fp16 step whose gradients were not finite; see amp_unscale). */
-    void *p_lp;
-    void *target_lp;
-    int32_t lp_dtype;
-    const int32_t *skip;
-} rlt_adam_extra;
+/* td3_target_action: target policy smoothing in place on a[r, c] (row stride lda), r < rows, c < cols:
+ * a = clamp(a + clamp(std * N(0,1), -clip, clip), -1, 1), the normal drawn by Box-Muller from
+ * philox(seed, stream, *counter, (row0 + r) * cols + c). row0 is the first row's index in the whole batch, so
+ * micro-batches draw what one full batch would. */
+typedef struct rlt_target_noise {
+    float *a;
+    int32_t lda, rows, cols;
+    float std, clip;
+    uint64_t seed;
+    uint32_t stream;
+    const int64_t *counter;
+    int32_t row0;
+} rlt_target_noise;
 
+/* td3_critic_loss: both TD3 critic losses. y[i] = r[i] + gamma (1 - term[i]) min(qt1[i], qt2[i]) (the clipped
+ * double-Q target, Fujimoto et al. 2018), then for k = 1, 2: dqk[i] = grad_scale * 2 (qk[i] - y[i]) / n and
+ * *lossk = mean (qk - y)^2, summed in a fixed order (loss1 and loss2 may be NULL). */
+typedef struct rlt_td3_loss {
+    float *y, *dq1, *dq2, *loss1, *loss2;
+    const float *q1, *q2, *qt1, *qt2, *r, *term;
+    int32_t n;
+    float gamma, grad_scale;
+} rlt_td3_loss;
+
+/* dqn_loss: the (double) DQN target and the TD loss on the taken actions. a[i] = argmax_{j < n_act}
+ * sel[i * ldqn + j], the lowest j among tied maxima, where sel = q_next_online (double DQN, van Hasselt et al.
+ * 2016) or, when that is NULL, q_next_target (vanilla DQN, Mnih et al. 2015: the max of the target network);
+ * y[i] = r[i] + gamma (1 - term[i]) q_next_target[i * ldqn + a[i]] (gamma: the transition's discount).
+ * Then d_i = q[i * ldq + act[i]] - y[i] and
+ *   huber_delta > 0: l(d) = d^2 / 2 for |d| <= delta, delta (|d| - delta / 2) beyond (Huber; delta = 1 is
+ *                    PyTorch's smooth_l1_loss and the Nature DQN's error clipping);
+ *   huber_delta == 0: l(d) = d^2.
+ * dq[i * lddq + j] = grad_scale * l'(d_i) / n for j == act[i] and 0 for the other j < n_act: full rows, ready
+ * for the output layer's backward. *loss (if non-NULL) = mean_i l(d_i), summed in a fixed order. An act[i]
+ * outside 0..n_act-1 is the caller's bug; the op cannot report it without a sync, so that row gets a zero
+ * gradient and adds 0 to the loss (never an out-of-bounds read). */
+typedef struct rlt_q_loss {
+    float *y;                                  /* [n]: receives the target */
+    float *dq;
+    int32_t lddq;
+    float *loss;
+    const float *q;                            /* Q(s, .) of the online network, row stride ldq */
+    int32_t ldq;
+    const int32_t *act;
+    const float *r, *term;
+    const float *q_next_target, *q_next_online; /* Q'(s', .) and Q(s', .), row stride ldqn */
+    int32_t ldqn;
+    int32_t n, n_act;
+    float gamma, huber_delta, grad_scale;
+} rlt_q_loss;
+
+/* adam: one optimiser step over a flat block of n parameters, with its neighbours fused.
+ * t = *step (already incremented, >= 1); m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+ * p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) (PyTorch's Adam, eps outside the sqrt). Before it,
+ * max_grad_norm > 0 clips g in place as PyTorch's clip_grad_norm_ does: *norm (a device float, needed then)
+ * = ||g||_2 summed in a fixed order, then g *= min(1, max_grad_norm / (*norm + 1e-6)). After it, target
+ * non-NULL takes a Polyak step toward the new p: target = tau p + (1 - tau) target. Reduced precision: with
+ * p_lp non-NULL, p_lp[i] = p[i] rounded to lp_dtype (the compute copy), and target_lp[i] likewise from
+ * target[i] when both are non-NULL. skip non-NULL (a device int): when *skip != 0 the op changes nothing at all
+ * (an fp16 step whose gradients were not finite; see amp_unscale). */
+typedef struct rlt_adam_step {
+    float *p, *g, *m, *v;
+    uint64_t n;
+    rlt_adam_hp hp;
+    const int64_t *step;
+    float max_grad_norm; /* 0: no clipping */
+    float *norm;
+    float *target;       /* NULL: no Polyak step */
+    float tau;
+    void *p_lp, *target_lp;
+    rlt_lp lp_dtype;     /* RLT_LP_BF16 or RLT_LP_F16 when p_lp is set */
+    const int32_t *skip;
+} rlt_adam_step;
+
+/* cast: dst[r, c] = (dst_dtype)(src[r, c] * s), s = *scale (scale NULL: 1), r < rows, c < cols; row strides in
+ * elements. Conversions to a 16-bit type round to nearest even (fp16 overflow gives inf). */
+typedef struct rlt_cast {
+    int32_t rows;
+    int64_t cols;
+    void *dst;
+    rlt_lp dst_dtype;
+    int64_t ldd;
+    const void *src;
+    rlt_lp src_dtype;
+    int64_t lds;
+    const float *scale;
+} rlt_cast;
 
 /* Dynamic loss scaling state for fp16 (device memory; see amp_unscale and amp_update). */
 typedef struct rlt_amp_state {
@@ -127,7 +265,7 @@ typedef struct rlt_amp_state {
 
 /* What a plan's dense layers will ask of a backend, gathered while planning (plan_use_dense in engine/plan.h), so
  * that the backend can size its library workspaces and create its library handles from shapes alone, before the
- * arena is reserved (plan_workspace, ABI 7). Maxima and a flag over the planned layers: a backend's rule is of the
+ * arena is reserved (plan_workspace). Maxima and a flag over the planned layers: a backend's rule is of the
  * form "some layer is wider than a limit, or runs in 16 bits", which these answer exactly. Convolutions need no
  * entry: the backend knows the slots conv_prepare gave it. */
 typedef struct rlt_op_use {
@@ -139,6 +277,8 @@ typedef struct rlt_op_use {
 
 typedef struct rlt_backend rlt_backend;
 
+/* The table. Only what the engine and the agents call is here; the readable references the tests compare
+ * against (plain GEMM, the unfused losses and Adam) are functions of the CPU backend (kernels/cpu/cpu_ops.h). */
 typedef struct rlt_backend_ops {
     const char *name; /* "cpu", "cuda" */
     int32_t abi_version; /* RLT_BACKEND_ABI: the registry refuses a module built against another */
@@ -163,7 +303,7 @@ typedef struct rlt_backend_ops {
     int (*host_reserve)(rlt_backend *bk, uint64_t bytes, void **base);
     void (*host_release)(rlt_backend *bk, void *base);
     /* Asynchronous copy on the stream (host side must be host_reserve memory for true asynchrony). */
-    int (*copy)(rlt_backend *bk, void *dst, const void *src, uint64_t bytes, int32_t kind);
+    int (*copy)(rlt_backend *bk, void *dst, const void *src, uint64_t bytes, rlt_copy_kind kind);
     int (*sync)(rlt_backend *bk);
     /* Graph capture of a sequence of ops into slot (0..RLT_BACKEND_MAX_GRAPHS-1) and replay of it.
      * On CPU, capture is not supported (graph_supported returns 0) and callers run ops directly. */
@@ -172,107 +312,75 @@ typedef struct rlt_backend_ops {
     int (*graph_end)(rlt_backend *bk, int32_t slot);
     int (*graph_launch)(rlt_backend *bk, int32_t slot);
 
-    /* ---- dense ops ---- */
-    /* C[m,n] = alpha * op(A) * op(B) + beta * C, row-major; op(X) = X^T when tX != 0.
-     * A is m x k (k x m when ta), B is k x n (n x k when tb). */
-    int (*gemm)(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha,
-                const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc);
-    /* y[r, c] = act(y[r, c] + b[c]) for r < rows, c < cols (b may be NULL). */
-    int (*bias_act)(rlt_backend *bk, float *y, int32_t ldy, const float *b, int32_t rows, int32_t cols, int32_t act);
-    /* dy[r, c] *= act'(.) expressed through the activation's output y: relu: y > 0; tanh: 1 - y^2. */
-    int (*act_grad)(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows,
-                    int32_t cols, int32_t act);
-    /* db[c] = beta * db[c] + sum_r dy[r, c], summed in row order. */
-    int (*bias_grad)(rlt_backend *bk, float *db, const float *dy, int32_t lddy, int32_t rows, int32_t cols, float beta);
-
-    /* ---- flat ops over contiguous blocks (zero-grad, Adam, Polyak: one launch each) ---- */
+    /* ---- flat ops over contiguous blocks (zero-grad, target copy, Polyak: one launch each) ---- */
     int (*fill)(rlt_backend *bk, float *x, uint64_t n, float value);
     int (*copy_f32)(rlt_backend *bk, float *dst, const float *src, uint64_t n);
-    /* t = *step (already incremented, >= 1); m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-     * p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps). (PyTorch's Adam, eps outside the sqrt.) */
-    int (*adam)(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
-                const int64_t *step);
     /* target = tau * src + (1 - tau) * target. */
     int (*polyak)(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau);
     /* *c += v (device-side counters, one thread). */
     int (*counter_add)(rlt_backend *bk, int64_t *c, int64_t v);
+    /* One optimiser step (see rlt_adam_step): gradient clipping, Adam, the Polyak target update, the 16-bit
+     * copies and the fp16 skip in one pass over the block. Every result (g clipped in place, *norm, p, m, v,
+     * target) is what clipping, then Adam, then Polyak compute one after the other. */
+    int (*adam)(rlt_backend *bk, const rlt_adam_step *d);
+
+    /* ---- dense layers: one op per layer and pass, so an MLP layer is one graph node ---- */
+    /* See rlt_linear_fwd; fp32 or 16-bit by d->dtype. */
+    int (*linear_forward)(rlt_backend *bk, const rlt_linear_fwd *d);
+    /* See rlt_linear_bwd. dx is already the previous layer's dL/d(pre-activation), so a backward pass through
+     * an MLP is one op per layer. Sums over r and o run in a fixed order on every backend (deterministic), not
+     * necessarily the CPU's order. */
+    int (*linear_backward)(rlt_backend *bk, const rlt_linear_bwd *d);
+    /* dy[r, c] *= act'(.) expressed through the activation's output y: relu: y > 0; tanh: 1 - y^2 (a network's
+     * output activation, which no layer above applies). */
+    int (*act_grad)(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows,
+                    int32_t cols, rlt_act act);
+
+    /* ---- 2-D convolution, NCHW (see rlt_conv_shape) ---- */
+    /* Describes convolution slot `slot` (0..RLT_BACKEND_MAX_CONVS-1) at init, before the seal: it may
+     * create library descriptors, choose algorithms and run each pass once on scratch memory so that no
+     * kernel is loaded later. Preparing a slot again replaces it. *ws_bytes = the workspace the slot's
+     * conv_forward and conv_backward need; the caller plans one workspace of the largest size over its
+     * slots and hands it to every call (ops run in order on the one stream, so slots can share it). */
+    int (*conv_prepare)(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes);
+    /* y = act(conv(x, w) + b) with the slot's shape (see rlt_conv_fwd); act NONE, RELU or TANH. */
+    int (*conv_forward)(rlt_backend *bk, const rlt_conv_fwd *d);
+    /* Backward of conv_forward through its output y (see rlt_conv_bwd). dy is first multiplied by act'
+     * expressed through y, as act_grad does; then dw += dL/dw, db += dL/db (each channel summed over n, out_h,
+     * out_w in a fixed order) and dx = dL/dx. x, y, w, dy, dx are in the slot's dtype. */
+    int (*conv_backward)(rlt_backend *bk, const rlt_conv_bwd *d);
 
     /* ---- replay ---- */
-    /* idx[i] = rlt_replay_slot(seed, stream, *counter, i, n, *size, valid) (base/philox.h): uniform over
-     * [0, *size), skipping slots whose valid byte is 0 (valid may be NULL); requires *size >= 1 and at least
-     * one valid slot. The CUDA twin cannot check *size without a sync: it clamps instead. */
-    int (*sample_indices)(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, const uint8_t *valid,
-                          uint64_t seed, uint32_t stream, const int64_t *counter);
-    /* dst row i (at dst + i*dst_stride bytes) = src row idx[i] (row_bytes bytes at src + idx[i]*row_bytes). */
-    int (*gather_rows)(rlt_backend *bk, void *dst, uint64_t dst_stride, const void *src, uint64_t row_bytes,
-                       const int32_t *idx, int32_t n);
-
-    /* ---- losses and TD3 pieces ---- */
-    /* dq[i] = grad_scale * 2 (q[i] - y[i]) / n; *loss (if non-NULL) = mean (q - y)^2, summed in order. */
-    int (*mse_grad)(rlt_backend *bk, float *dq, float *loss, const float *q, const float *y, int32_t n,
-                    float grad_scale);
-    /* *out = scale * sum_i x[i * ldx], summed in order (losses for the log). */
-    int (*sum)(rlt_backend *bk, float *out, const float *x, int32_t ldx, int32_t n, float scale);
-    /* In place on a[r, c] (row stride lda): a = clamp(a + clamp(std * N(0,1), -clip, clip), -1, 1), the
-     * normal drawn by Box-Muller from philox(seed, stream, *counter, (row0 + r) * cols + c). row0 is the
-     * first row's index in the whole batch, so micro-batches draw what one full batch would. */
-    int (*td3_target_action)(rlt_backend *bk, float *a, int32_t lda, int32_t rows, int32_t cols, float std,
-                             float clip, uint64_t seed, uint32_t stream, const int64_t *counter, int32_t row0);
-    /* y[i] = r[i] + gamma * (1 - term[i]) * min(q1[i * ldq], q2[i * ldq]). */
-    int (*td3_target)(rlt_backend *bk, float *y, const float *r, const float *term, const float *q1,
-                      const float *q2, int32_t ldq, int32_t n, float gamma);
-
-    /* ---- DQN pieces ---- */
+    /* idx[i] for i < n: rows row0 .. row0+n-1 of the draw that *s describes (rlt_sample_spec). The CUDA twin
+     * cannot check *size without a sync: it clamps instead. */
+    int (*sample_indices)(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *s);
+    /* Several fields sharing one index list in one op: for each field f (n_fields <= RLT_GATHER_MAX_FIELDS)
+     * and i < n, dst row i (at dst + i*dst_stride bytes) = src row j (row_bytes bytes at src + j*row_bytes),
+     * j = idx[i], or j = via[idx[i]] when the field's via is non-NULL (one indirection: DQN's next slot);
+     * a field with an fp16 or bf16 src_dtype is widened to fp32 on the way (see rlt_gather_field). A 16-bit
+     * field with an odd row_bytes or source address, a destination or dst_stride that is not a multiple of 4, a
+     * dst_stride below rlt_gather_dst_bytes, or another src_dtype is refused with RLT_EINVAL.
+     * With sample non-NULL, idx is first drawn as sample_indices draws it (and written to idx), in the same op. */
+    int (*gather_fields)(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *sample,
+                         int32_t n_fields, const rlt_gather_field *fields);
     /* dst[i * row + j] = scale * (float)src[idx[i] * row + j] for i < n, j < row: sampled u8 observations
      * (frames) gathered out of the replay ring and converted in one pass (scale = 1/255 for pixels). dst is
      * n x row and contiguous: an NCHW batch when row = c*h*w. idx NULL means row i itself (acting on a batch
      * of fresh observations). */
     int (*gather_u8_f32)(rlt_backend *bk, float *dst, const uint8_t *src, uint64_t row, const int32_t *idx,
                          int32_t n, float scale);
-    /* The (double) DQN target. a[i] = argmax_{j < n_act} sel[i * ldq + j], the lowest j among tied maxima,
-     * where sel = q_online_next (double DQN, van Hasselt et al. 2016) or, when q_online_next is NULL,
-     * sel = q_target_next (vanilla DQN, Mnih et al. 2015: the max of the target network). Then
-     * y[i] = r[i] + gamma * (1 - term[i]) * q_target_next[i * ldq + a[i]]; a_next (may be NULL) receives
-     * a[i]. gamma is the transition's discount (gamma^k for k-step returns). */
-    int (*dqn_target)(rlt_backend *bk, float *y, int32_t *a_next, const float *r, const float *term,
-                      const float *q_target_next, const float *q_online_next, int32_t ldq, int32_t n,
-                      int32_t n_act, float gamma);
-    /* TD loss on the taken actions: d_i = q[i * ldq + act[i]] - y[i] and
-     * huber_delta > 0: l(d) = d^2 / 2 for |d| <= delta, delta (|d| - delta / 2) beyond (Huber; delta = 1
-     *                  is PyTorch's smooth_l1_loss and the Nature DQN's error clipping);
-     * huber_delta == 0: l(d) = d^2 (as mse_grad).
-     * dq[i * lddq + j] = grad_scale * l'(d_i) / n for j == act[i] and 0 for the other j < n_act: full rows,
-     * ready for the output layer's backward. *loss (if non-NULL) = mean_i l(d_i), summed in a fixed order.
-     * An act[i] outside 0..n_act-1 is the caller's bug; the op cannot report it without a sync, so that
-     * row gets a zero gradient and adds 0 to the loss (never an out-of-bounds read). */
-    int (*q_loss_grad)(rlt_backend *bk, float *dq, int32_t lddq, float *loss, const float *q, int32_t ldq,
-                       const int32_t *act, const float *y, int32_t n, int32_t n_act, float huber_delta,
-                       float grad_scale);
-    /* Global L2 clipping of one flat gradient block (PyTorch's clip_grad_norm_): *norm = ||g||_2 summed in
-     * a fixed order, then g *= min(1, max_norm / (*norm + 1e-6)). norm is a device float: the scaling reads
-     * it on the device (no host sync, capturable) and it holds the norm before clipping, for the log. */
-    int (*clip_grad_norm)(rlt_backend *bk, float *g, uint64_t n, float max_norm, float *norm);
 
-    /* ---- 2-D convolution, NCHW fp32 (see rlt_conv_shape) ---- */
-    /* Describes convolution slot `slot` (0..RLT_BACKEND_MAX_CONVS-1) at init, before the seal: it may
-     * create library descriptors, choose algorithms and run each pass once on scratch memory so that no
-     * kernel is loaded later. Preparing a slot again replaces it. *ws_bytes = the workspace the slot's
-     * conv_forward and conv_backward need; the caller plans one workspace of the largest size over its
-     * slots and hands it to every call (ops run in order on the one stream, so slots can share it). */
-    int (*conv_prepare)(rlt_backend *bk, int32_t slot, const struct rlt_conv_shape *shape, uint64_t *ws_bytes);
-    /* y = act(conv(x, w) + b) with the slot's shape: x [n, c, h, w], w [k, c, kh, kw], b [k] (NULL: no
-     * bias), y [n, k, out_h, out_w]. act: NONE, RELU or TANH. ws: 256-byte aligned, at least the bytes
-     * conv_prepare returned. */
-    int (*conv_forward)(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b,
-                        int32_t act, void *ws, uint64_t ws_bytes);
-    /* Backward of conv_forward through its output y. dy (in, and overwritten) is first multiplied by act'
-     * expressed through y, as act_grad does; then dw += dL/dw, db += dL/db (db NULL: skipped; each channel
-     * summed over n, out_h, out_w in a fixed order) and dx = dL/dx (overwritten; dx NULL: skipped, as for
-     * the first layer, whose input needs no gradient). x, y, w, dy, dx are in the slot's dtype. */
-    int (*conv_backward)(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
-                         const void *x, const void *w, int32_t act, void *ws, uint64_t ws_bytes);
+    /* ---- losses ---- */
+    /* *out = scale * sum_i x[i * ldx], summed in order (losses for the log). */
+    int (*sum)(rlt_backend *bk, float *out, const float *x, int32_t ldx, int32_t n, float scale);
+    /* TD3's target policy smoothing (see rlt_target_noise). */
+    int (*td3_target_action)(rlt_backend *bk, const rlt_target_noise *d);
+    /* Both TD3 critic losses and gradients in one op (see rlt_td3_loss). */
+    int (*td3_critic_loss)(rlt_backend *bk, const rlt_td3_loss *d);
+    /* The DQN target and TD loss in one op (see rlt_q_loss). */
+    int (*dqn_loss)(rlt_backend *bk, const rlt_q_loss *d);
 
-    /* ---- concurrency inside one update (ABI 3) ----
+    /* ---- concurrency inside one update ----
      * An update is a chain of small dependent ops; where two chains are independent (the twin critics, the
      * online and target forwards) they can run side by side. On CUDA a lane is a stream, and a captured
      * graph turns lanes into parallel branches; on the CPU both ops are no-ops and ops run in call order.
@@ -284,80 +392,18 @@ typedef struct rlt_backend_ops {
      * graph_end and sync join first. Lanes 0 and 1 are for the critical path, lanes 2 and 3 for work that can
      * wait: a backend may run them at a lower priority (CUDA does). An op may also fork inside itself (CUDA's
      * conv and wide-layer backward run their weight and bias gradients beside the input gradient on the other
-     * lanes) and joins before it returns, so callers see it as one op on their lane. */
+     * lanes) and joins before it returns, so callers see it as one op on their lane. adam with clipping runs
+     * on lane 0 only (CUDA's reduction scratch is lane 0's). */
     int (*branch)(rlt_backend *bk, int32_t lane);
     int (*join)(rlt_backend *bk);
 
-    /* ---- fused dense layers (ABI 3): one op per layer and pass, so an MLP layer is one graph node ---- */
-    /* y[r, o] = act(sum_i x[r, i] W[o, i] + b[o]) for r < rows, o < fo, i < fi: gemm (W as stored, [fo, fi]
-     * row-major, transposed) then bias_act, in one op. b may be NULL. */
-    int (*linear_forward)(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *x, int32_t ldx,
-                          const float *W, const float *b, float *y, int32_t ldy, int32_t act);
-    /* The backward of linear_forward given dy = dL/d(pre-activation output) [rows, fo] (read only):
-     *   dW[o, i] = beta dW[o, i] + sum_r dy[r, o] x[r, i]   (dW NULL: skipped; W's layout, [fo, fi])
-     *   db[o]    = beta db[o]    + sum_r dy[r, o]           (db NULL: skipped)
-     *   dx[r, i] = act_x'(x[r, i]) * sum_o dy[r, o] W[o, i] (dx NULL: skipped; [rows, fi], row stride lddx)
-     * where act_x is the activation that produced x, its derivative expressed through its output as in
-     * act_grad (NONE for a network's input). So dx is already the previous layer's dL/d(pre-activation),
-     * and a backward pass through an MLP is one op per layer. beta 0 overwrites (the old values are never
-     * read). Sums over r and o run in a fixed order on every backend (deterministic), not necessarily the
-     * CPU's order. */
-    int (*linear_backward)(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *dy, int32_t lddy,
-                           const float *x, int32_t ldx, int32_t act_x, const float *W, float *dW, float *db,
-                           float beta, float *dx, int32_t lddx);
-
-    /* ---- fused batch ops (ABI 3) ---- */
-    /* Several gather_rows sharing one index list in one op: for each field f (n_fields <= RLT_GATHER_MAX_FIELDS)
-     * and i < n, dst row i (at dst + i*dst_stride bytes) = src row j (row_bytes bytes at src + j*row_bytes),
-     * j = idx[i], or j = via[idx[i]] when the field's via is non-NULL (one indirection: DQN's next slot);
-     * a field with an fp16 or bf16 src_dtype is widened to fp32 on the way (see rlt_gather_field). A 16-bit
-     * field with an odd row_bytes or source address, a destination or dst_stride that is not a multiple of 4, a
-     * dst_stride below rlt_gather_dst_bytes, or another src_dtype is refused with RLT_EINVAL.
-     * With sample non-NULL, idx is first drawn as sample_indices would draw rows row0 .. row0+n-1 of a
-     * batch of sample->batch (and written to idx), in the same op. */
-    int (*gather_fields)(rlt_backend *bk, int32_t *idx, int32_t n, const struct rlt_sample_spec *sample,
-                         int32_t n_fields, const struct rlt_gather_field *fields);
-    /* Both TD3 critic losses in one op: y[i] = r[i] + gamma (1 - term[i]) min(qt1[i], qt2[i]) (td3_target,
-     * ldq 1), then mse_grad(dq1, loss1, q1, y, n, grad_scale) and mse_grad(dq2, loss2, q2, y, n, grad_scale).
-     * loss1 and loss2 may be NULL. */
-    int (*td3_critic_loss)(rlt_backend *bk, float *y, float *dq1, float *dq2, float *loss1, float *loss2,
-                           const float *q1, const float *q2, const float *qt1, const float *qt2, const float *r,
-                           const float *term, int32_t n, float gamma, float grad_scale);
-    /* dqn_target then q_loss_grad in one op: y (n floats) receives the target; the other arguments are
-     * those two ops' (q_next_target, q_next_online and ldqn are dqn_target's q_target_next,
-     * q_online_next and ldq; a_next is not produced). */
-    int (*dqn_loss)(rlt_backend *bk, float *y, float *dq, int32_t lddq, float *loss, const float *q, int32_t ldq,
-                    const int32_t *act, const float *r, const float *term, const float *q_next_target,
-                    const float *q_next_online, int32_t ldqn, int32_t n, int32_t n_act, float gamma,
-                    float huber_delta, float grad_scale);
-    /* adam with its neighbours fused (see rlt_adam_extra): clip_grad_norm(g, n, max_grad_norm, norm) first
-     * when max_grad_norm > 0, then adam, then polyak(target, p, n, tau) when target is non-NULL. Every
-     * result (g clipped in place, *norm, p, m, v, target) is what that sequence of ops produces. */
-    int (*adam_ex)(rlt_backend *bk, float *p, float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
-                   const int64_t *step, const struct rlt_adam_extra *extra);
-
-    /* ---- reduced precision (ABI 4): bf16/fp16 compute copies with fp32 masters ----
-     * dtypes are RLT_LP_F32, RLT_LP_BF16 or RLT_LP_F16; conversions to a 16-bit type round to nearest even
-     * (fp16 overflow gives inf). */
-    /* dst[r, c] = (dst_dtype)(src[r, c] * s), s = *scale (scale NULL: 1), r < rows, c < cols; row strides in
-     * elements. */
-    int (*cast)(rlt_backend *bk, int32_t rows, int64_t cols, void *dst, int32_t dst_dtype, int64_t ldd,
-                const void *src, int32_t src_dtype, int64_t lds, const float *scale);
-    /* linear_forward with x [rows, fi] and W [fo, fi] in dtype (BF16 or F16), b fp32 (may be NULL): the
-     * products are summed in fp32 (tensor cores on CUDA), the sum rounded to y_dtype (dtype or F32), then
-     * y = act(y + b) computed in fp32 and rounded to y_dtype again. */
-    int (*linear_forward_lp)(rlt_backend *bk, int32_t dtype, int32_t rows, int32_t fi, int32_t fo, const void *x,
-                             int32_t ldx, const void *W, const float *b, void *y, int32_t y_dtype, int32_t ldy,
-                             int32_t act);
-    /* linear_backward with dy, x and W in dtype; dW and db fp32 (sums in fp32; beta as there); dx in dx_dtype
-     * (dtype or F32): the product dy W rounded to dx_dtype, then multiplied by act_x'(x) in fp32. */
-    int (*linear_backward_lp)(rlt_backend *bk, int32_t dtype, int32_t rows, int32_t fi, int32_t fo, const void *dy,
-                              int32_t lddy, const void *x, int32_t ldx, int32_t act_x, const void *W, float *dW,
-                              float *db, float beta, void *dx, int32_t dx_dtype, int32_t lddx);
+    /* ---- reduced precision: bf16/fp16 compute copies with fp32 masters ---- */
+    /* See rlt_cast; dtypes RLT_LP_F32, RLT_LP_BF16 or RLT_LP_F16. */
+    int (*cast)(rlt_backend *bk, const rlt_cast *d);
     /* Loss scaling, first half: g *= 1 / amp->scale over the flat block, and amp->found_inf = 1 when any
      * element of g is not finite (before or after). Nothing else changes; found_inf is only ever set here. */
     int (*amp_unscale)(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp);
-    /* Second half, after each optimiser step that was given &amp->found_inf as its skip flag (adam_ex): when
+    /* Second half, after each optimiser step that was given &amp->found_inf as its skip flag (adam): when
      * found_inf, scale *= backoff, good_steps = 0, skipped += 1 and *step -= 1 (step non-NULL: the skipped
      * step does not count for Adam's bias correction); otherwise good_steps += 1, and when it reaches
      * growth_interval, scale *= growth and good_steps = 0. Then found_inf = 0. One thread, on the device: the
@@ -365,7 +411,7 @@ typedef struct rlt_backend_ops {
     int (*amp_update)(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
                       int32_t growth_interval);
 
-    /* ---- memory the plan does not hold (ABI 7); both may be NULL (the CPU: nothing to measure) ---- */
+    /* ---- memory the plan does not hold; both may be NULL (the CPU: nothing to measure) ---- */
     /* The library workspace the plan's ops need, from their shapes (*use) and the prepared conv slots, into
      * *bytes: 0 when none of them calls a library that wants one. Creates the library handles those ops need and
      * no others (a cuBLAS handle costs tens of MiB of device memory), at plan time, so that nothing is created
@@ -378,11 +424,10 @@ typedef struct rlt_backend_ops {
     int (*measure_memory)(rlt_backend *bk);
 } rlt_backend_ops;
 
-/* 2: the DQN and convolution ops; 3: lanes, fused layers, fused batch ops; 4: reduced precision;
- * 5: rlt_gather_field.src_dtype (compact replay: fp16/bf16 rows widened to fp32 by gather_fields);
- * 6: 16 conv slots (RLT_BACKEND_MAX_CONVS), for explicit network.conv lists of up to 8 layers;
- * 7: plan_workspace, measure_memory, rlt_backend.handle_bytes and memory_note (the process budget) */
-#define RLT_BACKEND_ABI 7
+/* The version of this interface, bumped whenever this table or a struct it uses changes: librltrain and
+ * librltrain_cuda.so are built together, and the registry refuses a module built against another. */
+#define RLT_BACKEND_ABI 8
+
 
 struct rlt_backend {
     const rlt_backend_ops *ops;

@@ -68,7 +68,7 @@ static int plan_fit(rlt_agent *ag, const rlt_config *cfg, const rlt_env *env, rl
     /* Largest replay capacity with the configured batch and accumulation. */
     ag->cfg = *cfg;
     int64_t clo = 0, chi = (int64_t)1 << 40;
-    int64_t min_cap = strcmp(cfg->algo, "dqn") == 0 ? 3 : 1;
+    int64_t min_cap = ag->algo->min_replay_capacity > 1 ? ag->algo->min_replay_capacity : 1;
     while (clo < chi) {
         int64_t mid = clo + (chi - clo + 1) / 2;
         ag->cfg.replay.capacity = mid < min_cap ? min_cap : mid;
@@ -109,11 +109,10 @@ static int plan_fit_run(const rlt_config *cfg, rlt_fit_report *out, char *table,
                         char *err, size_t err_cap) {
     if (!cfg || !out) return RLT_EINVAL;
     if (table && table_cap) table[0] = '\0';
-    rlt_agent *ag = rlt_mem_alloc(sizeof *ag, 64);
+    rlt_agent *ag = agent_alloc(cfg);
     rlt_env *env = rlt_mem_alloc(sizeof *env, 64);
     int rc = RLT_ENOMEM;
     if (ag && env) {
-        ag->bk.err = &ag->err;
         rc = rlt_env_make(env, &ag->err, cfg->env.name, cfg->seed, RLT_STREAM_ENV, cfg->env.max_episode_steps);
         if (rc == RLT_OK) rc = plan_fit(ag, cfg, env, out, table, table_cap, snap);
         if (rc != RLT_OK && err && err_cap) snprintf(err, err_cap, "%s", ag->err.msg);

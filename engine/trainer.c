@@ -235,9 +235,13 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
             p->episodes++;
             p->last_episode_return = tr->ep_ret;
             trainer_tick(tr);
-            RLT_TRY(out_writer_printf(&tr->metrics, e, "episode,%lld,%lld,%.6f,%lld,%lld,%.4f,,,,\n", (long long)p->env_steps,
+            /* The loss, loss_scale and amp_skipped columns stay empty on an episode row. */
+            RLT_TRY(out_writer_printf(&tr->metrics, e, "episode,%lld,%lld,%.6f,%lld,%lld,%.4f", (long long)p->env_steps,
                                       (long long)p->episodes, tr->ep_ret, (long long)tr->ep_len, (long long)p->updates,
                                       p->elapsed_s));
+            for (int32_t k = 0; k < tr->agent->algo->n_loss_columns + 2; k++)
+                RLT_TRY(out_writer_printf(&tr->metrics, e, ","));
+            RLT_TRY(out_writer_printf(&tr->metrics, e, "\n"));
             tr->ep_ret = 0.0;
             tr->ep_len = 0;
             RLT_TRY(env_call(tr, env, rlt_env_reset(env, tr->obs)));
@@ -250,11 +254,14 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
             if (isnan(p->best_eval_return) || mean > p->best_eval_return) p->best_eval_return = mean;
             RLT_TRY(agent_call(tr, agent_read_losses(tr->agent, losses)));
             trainer_tick(tr);
-            RLT_TRY(out_writer_printf(&tr->metrics, e, "eval,%lld,%lld,%.6f,,%lld,%.4f,%.6g,%.6g,", (long long)p->env_steps,
-                                      (long long)p->episodes, mean, (long long)p->updates, p->elapsed_s,
-                                      strcmp(c->algo, "td3") == 0 ? 0.5 * (losses[RLT_LOSS_Q1] + losses[RLT_LOSS_Q2])
-                                                                  : losses[RLT_LOSS_Q1],
-                                      losses[RLT_LOSS_ACTOR]));
+            RLT_TRY(out_writer_printf(&tr->metrics, e, "eval,%lld,%lld,%.6f,,%lld,%.4f,", (long long)p->env_steps,
+                                      (long long)p->episodes, mean, (long long)p->updates, p->elapsed_s));
+            /* The algorithm's loss columns (engine/algo.h), as it computes them from the device losses. */
+            const rlt_algo *algo = tr->agent->algo;
+            double cols[RLT_ALGO_MAX_LOSS_COLUMNS];
+            algo->loss_values(losses, cols);
+            for (int32_t k = 0; k < algo->n_loss_columns; k++)
+                RLT_TRY(out_writer_printf(&tr->metrics, e, "%.6g,", cols[k]));
             /* fp16's loss scaler: its scale and the optimiser steps it skipped (empty in other precisions). */
             rlt_amp_state amp;
             RLT_TRY(agent_call(tr, agent_read_amp(tr->agent, &amp)));
@@ -293,7 +300,10 @@ int rlt_trainer_run(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
     RLT_TRY(out_write_atomic(e, path, tr->dump, strlen(tr->dump)));
     snprintf(path, sizeof path, "%s/metrics.csv", c->out_dir);
     RLT_TRY(out_writer_open(&tr->metrics, e, path));
-    RLT_TRY(out_writer_printf(&tr->metrics, e, "kind,env_step,episode,return,length,updates,wall_s,critic_loss,actor_loss,loss_scale,amp_skipped\n"));
+    RLT_TRY(out_writer_printf(&tr->metrics, e, "kind,env_step,episode,return,length,updates,wall_s,"));
+    for (int32_t k = 0; k < tr->agent->algo->n_loss_columns; k++)
+        RLT_TRY(out_writer_printf(&tr->metrics, e, "%s,", tr->agent->algo->loss_columns[k]));
+    RLT_TRY(out_writer_printf(&tr->metrics, e, "loss_scale,amp_skipped\n"));
     if (tr->resumed) RLT_TRY(trainer_copy_metrics(tr));
     int rc = trainer_loop(tr, fn, user);
     trainer_tick(tr);

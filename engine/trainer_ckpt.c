@@ -41,7 +41,7 @@ int trainer_save(rlt_trainer *tr, const char *path) {
     char meta[1024];
     int n = agent_meta(ag, meta, sizeof meta);
     n += snprintf(meta + n, sizeof meta - (size_t)n, "env: %s\nepisodes: %lld\n", tr->env_name, (long long)p->episodes);
-    ckpt_writer *w = &ag->ckpt_w;
+    ckpt_writer *w = ag->ckpt_w;
     RLT_TRY(from_agent(tr, ckpt_writer_open(w, &ag->err, path, meta, (size_t)n)));
     int64_t s[TS_COUNT] = {0};
     s[TS_ENV_STEPS] = p->env_steps;
@@ -219,7 +219,7 @@ static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
 int rlt_trainer_resume(rlt_trainer *tr, const char *path) {
     if (!tr || !path) return RLT_EINVAL;
     if (!tr->agent || !tr->agent->plan.sealed) RLT_FAIL(&tr->err, RLT_ESTATE, "rlt_trainer_resume after a failed init");
-    ckpt_reader *r = &tr->agent->ckpt_r;
+    ckpt_reader *r = tr->agent->ckpt_r;
     RLT_TRY(from_agent(tr, ckpt_reader_open(r, &tr->agent->err, path)));
     int rc = resume_checked(tr, r, path);
     ckpt_reader_close(r);

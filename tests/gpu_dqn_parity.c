@@ -1,19 +1,16 @@
 /* gpu_dqn_parity.c: the DQN and convolution ops of the CUDA backend against their CPU twins (the
- * readable reference) on fresh random inputs: gather_u8_f32, dqn_target, q_loss_grad, clip_grad_norm
- * (eagerly and replayed from a captured graph), and conv_prepare/forward/backward for the Nature DQN
- * torso (batch 32, 4x84x84 -> 32@8x8/4 -> 64@4x4/2 -> 64@3x3/1), the MinAtar torso (4x10x10 -> 16@3x3/1)
- * and a small padded, odd-sized case; plus run-to-run determinism of the GPU convolution, a captured
- * forward + backward replayed against the eager result, and the refused calls. Skipped (exit 77) when no
- * CUDA device can be opened.
+ * readable reference) on fresh random inputs: gather_u8_f32, the optimiser's gradient clipping (adam with
+ * max_grad_norm, against the clip_grad_norm oracle; eagerly and replayed from a captured graph), and
+ * conv_prepare/forward/backward for the Nature DQN torso (batch 32, 4x84x84 -> 32@8x8/4 -> 64@4x4/2 ->
+ * 64@3x3/1), the MinAtar torso (4x10x10 -> 16@3x3/1) and a small padded, odd-sized case; plus run-to-run
+ * determinism of the GPU convolution, a captured forward + backward replayed against the eager result, and
+ * the refused calls. The DQN loss (target and TD loss in one op) is compared in gpu_ops_parity. Skipped
+ * (exit 77) when no CUDA device can be opened.
  *
  * Tolerances (u = 2^-24, the fp32 unit roundoff; gamma(m) = m u / (1 - m u)):
- * - Exact (bit for bit): gather_u8_f32 (one multiply), dqn_target's chosen actions and targets (the same
- *   comparisons and the same three float operations; the module is built without FMA contraction),
- *   q_loss_grad's gradients, and clip_grad_norm when the norm is under max_norm (nothing is scaled).
- *   The argmax choices are integers: any difference is a bug, so inputs include many exact ties.
- * - q_loss_grad's loss: the GPU sums in a tree, the CPU left to right; both within gamma(n) sum l of the
- *   exact sum, so they differ by at most 2 gamma(n) sum l (+ 2u for the division by n).
- * - clip_grad_norm's norm: the CPU sums squares in double (exact to ~1e-16); the GPU's fp32 sum runs
+ * - Exact (bit for bit): gather_u8_f32 (one multiply; the module is built without FMA contraction), and
+ *   the clipped gradients when the norm is under max_norm (nothing is scaled).
+ * - The clipping's norm: the CPU sums squares in double (exact to ~1e-16); the GPU's fp32 sum runs
  *   ceil(n / 65536) terms per thread and two 256-way trees, so it is within gamma(n/65536 + 17) of the
  *   exact sum of squares (all terms positive), and the square root halves that (+ u for its rounding).
  *   The scaled gradients inherit the norm's relative error through max_norm / (norm + 1e-6), plus two
@@ -36,6 +33,7 @@
 #include "backend_pair.h"
 #include "backend_registry.h"
 #include "harness.h"
+#include "kernels/cpu/cpu_ops.h"
 
 #define U (1.0 / 16777216.0)
 #define ARENA_BYTES (320ull << 20)
@@ -135,119 +133,23 @@ static void test_gather_u8(void) {
     }
 }
 
-static void test_dqn_target(void) {
-    printf("dqn_target\n");
-    static const struct {
-        int n, n_act, ldq;
-    } cases[] = {{32, 3, 3}, {1, 1, 1}, {256, 18, 20}, {1000, 6, 6}, {77, 4, 5}};
-    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
-        int n = cases[t].n, A = cases[t].n_act, ld = cases[t].ldq;
-        size_t nq = (size_t)n * ld;
-        float *qt = malloc(nq * 4), *qo = malloc(nq * 4), *r = malloc((size_t)n * 4), *term = malloc((size_t)n * 4);
-        /* Values on a coarse grid (multiples of 0.5 in [-2, 2]): with several actions, ties are common, and
-         * the first of tied maxima must win on both backends. */
-        for (size_t i = 0; i < nq; i++) {
-            qt[i] = (float)((int)(rnd_u64() % 9) - 4) * 0.5f;
-            qo[i] = (float)((int)(rnd_u64() % 9) - 4) * 0.5f;
-        }
-        rnd_fill(r, (size_t)n, -1, 1);
-        for (int i = 0; i < n; i++) term[i] = (rnd_u64() & 3) == 0 ? 1.0f : 0.0f;
-        void *cqt, *gqt, *cqo, *gqo, *cr, *gr, *ct, *gt, *cy, *gy, *ca, *ga;
-        take(nq * 4, &cqt, &gqt);
-        take(nq * 4, &cqo, &gqo);
-        take((size_t)n * 4, &cr, &gr);
-        take((size_t)n * 4, &ct, &gt);
-        take((size_t)n * 4, &cy, &gy);
-        take((size_t)n * 4, &ca, &ga);
-        put(cqt, gqt, qt, nq * 4);
-        put(cqo, gqo, qo, nq * 4);
-        put(cr, gr, r, (size_t)n * 4);
-        put(ct, gt, term, (size_t)n * 4);
-        float *yc = malloc((size_t)n * 4), *yg = malloc((size_t)n * 4);
-        int32_t *ac = malloc((size_t)n * 4), *ag = malloc((size_t)n * 4);
-        for (int dbl = 0; dbl < 2; dbl++) {
-            int r1 = P.cpu.ops->dqn_target(&P.cpu, cy, ca, cr, ct, cqt, dbl ? cqo : NULL, ld, n, A, 0.99f);
-            int r2 = P.gpu.ops->dqn_target(&P.gpu, gy, ga, gr, gt, gqt, dbl ? gqo : NULL, ld, n, A, 0.99f);
-            CHECK(r1 == RLT_OK && r2 == RLT_OK, "dqn_target: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
-            fetch(ac, ag, ca, ga, (size_t)n * 4);
-            fetch(yc, yg, cy, gy, (size_t)n * 4);
-            int ties = 0;
-            const float *sel = dbl ? qo : qt;
-            for (int i = 0; i < n; i++)
-                for (int j = 0; j < A; j++)
-                    if (j != ac[i] && sel[(size_t)i * ld + j] == sel[(size_t)i * ld + ac[i]]) {
-                        ties++;
-                        CHECK(j > ac[i], "row %d: a tied maximum at %d comes before the chosen %d", i, j, ac[i]);
-                        break;
-                    }
-            char what[96];
-            snprintf(what, sizeof what, "dqn_target %s n=%d A=%d ldq=%d: actions (%d tied rows)",
-                     dbl ? "double" : "vanilla", n, A, ld, ties);
-            expect_exact(what, ag, ac, (size_t)n, 4);
-            snprintf(what, sizeof what, "dqn_target %s n=%d A=%d ldq=%d: targets", dbl ? "double" : "vanilla", n, A, ld);
-            expect_exact(what, yg, yc, (size_t)n, 4);
-        }
-        free(qt), free(qo), free(r), free(term), free(yc), free(yg), free(ac), free(ag);
-        reset();
-    }
-}
-
-static void test_q_loss_grad(void) {
-    printf("q_loss_grad\n");
-    static const struct {
-        int n, n_act, ld;
-        float delta;
-    } cases[] = {{32, 3, 3, 1.0f}, {32, 3, 3, 0.0f}, {512, 18, 19, 1.0f}, {1000, 6, 6, 0.5f}, {1, 1, 1, 0.0f}};
-    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
-        int n = cases[t].n, A = cases[t].n_act, ld = cases[t].ld;
-        size_t nq = (size_t)n * ld;
-        float *q = malloc(nq * 4), *y = malloc((size_t)n * 4), *dc = malloc(nq * 4), *dg = malloc(nq * 4);
-        int32_t *act = malloc((size_t)n * 4);
-        rnd_fill(q, nq, -3, 3);
-        rnd_fill(y, (size_t)n, -3, 3); /* |d| up to 6: both Huber regions */
-        for (int i = 0; i < n; i++) act[i] = (int32_t)(rnd_u64() % (uint64_t)A);
-        if (n > 10) act[5] = A, act[7] = -1; /* out of range: zero gradient and no loss on both */
-        void *cq, *gq, *cy, *gy, *ca, *ga, *cd, *gd, *cl, *gl;
-        take(nq * 4, &cq, &gq);
-        take((size_t)n * 4, &cy, &gy);
-        take((size_t)n * 4, &ca, &ga);
-        take(nq * 4, &cd, &gd);
-        take(4, &cl, &gl);
-        put(cq, gq, q, nq * 4);
-        put(cy, gy, y, (size_t)n * 4);
-        put(ca, ga, act, (size_t)n * 4);
-        rnd_fill(dc, nq, -1, 1);
-        put(cd, gd, dc, nq * 4); /* the padding columns must survive */
-        int r1 = P.cpu.ops->q_loss_grad(&P.cpu, cd, ld, cl, cq, ld, ca, cy, n, A, cases[t].delta, 0.5f);
-        int r2 = P.gpu.ops->q_loss_grad(&P.gpu, gd, ld, gl, gq, ld, ga, gy, n, A, cases[t].delta, 0.5f);
-        CHECK(r1 == RLT_OK && r2 == RLT_OK, "q_loss_grad: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
-        fetch(dc, dg, cd, gd, nq * 4);
-        char what[96];
-        snprintf(what, sizeof what, "q_loss_grad n=%d A=%d ld=%d delta=%g: dq", n, A, ld, cases[t].delta);
-        expect_exact(what, dg, dc, nq, 4);
-        float lc, lg;
-        fetch(&lc, &lg, cl, gl, 4);
-        double sum_l = 0;
-        for (int i = 0; i < n; i++) {
-            if (act[i] < 0 || act[i] >= A) continue;
-            double d = fabs((double)q[(size_t)i * ld + act[i]] - y[i]), dl = cases[t].delta;
-            sum_l += dl == 0 ? d * d : (d <= dl ? 0.5 * d * d : dl * (d - 0.5 * dl));
-        }
-        double bound = 2.0 * gamma_n(n) * sum_l / n + 4.0 * U * fabs(lc);
-        snprintf(what, sizeof what, "q_loss_grad n=%d delta=%g: loss", n, cases[t].delta);
-        expect_close(what, &lg, &lc, 1, &bound, 0, 0);
-        free(q), free(y), free(dc), free(dg), free(act);
-        reset();
-    }
-}
-
-/* One clip on both backends; the GPU's either eagerly or replayed from graph slot `graph` (>= 0). */
+/* One clip: the CPU's oracle (cpu_clip_grad_norm) against the GPU's optimiser step with clipping (adam, which
+ * leaves g clipped in place and the norm in *norm), either eagerly or replayed from graph slot `graph` (>= 0).
+ * Adam's own results are not looked at here (gpu_ops_parity checks them). */
 static void clip_case(uint64_t n, float max_norm, int graph) {
     float *h = malloc(n * 4 + 4), *rc = malloc(n * 4 + 4), *rg = malloc(n * 4 + 4);
     rnd_fill(h, n + 1, -1, 1);
-    void *cg, *gg, *cn, *gn;
+    void *cg, *gg, *cn, *gn, *cp, *gp, *cs, *gs;
     take(n * 4 + 4, &cg, &gg);
     take(4, &cn, &gn);
+    take(3 * n * 4 + 4, &cp, &gp); /* p, m, v */
+    take(8, &cs, &gs);
+    die_on(P.gpu.ops->fill(&P.gpu, gp, 3 * n + 1, 0.0f), &P.egpu, "fill");
+    int64_t one = 1;
+    put(cs, gs, &one, 8);
+    float *p = gp;
+    rlt_adam_step st = {.p = p, .g = gg, .m = p + n, .v = p + 2 * n, .n = n, .hp = {1e-3f, 0.9f, 0.999f, 1e-8f},
+                        .step = gs, .max_grad_norm = max_norm, .norm = gn};
     int r2;
     if (graph >= 0) {
         /* Capture on stale data, then load the real gradients and replay: the scaling must read the norm
@@ -255,26 +157,26 @@ static void clip_case(uint64_t n, float max_norm, int graph) {
         rnd_fill(rc, n + 1, -1, 1);
         put(cg, gg, rc, n * 4 + 4);
         die_on(P.gpu.ops->graph_begin(&P.gpu, graph), &P.egpu, "graph_begin");
-        r2 = P.gpu.ops->clip_grad_norm(&P.gpu, gg, n, max_norm, gn);
+        r2 = P.gpu.ops->adam(&P.gpu, &st);
         die_on(P.gpu.ops->graph_end(&P.gpu, graph), &P.egpu, "graph_end");
         put(cg, gg, h, n * 4 + 4);
         die_on(P.gpu.ops->graph_launch(&P.gpu, graph), &P.egpu, "graph_launch");
     } else {
         put(cg, gg, h, n * 4 + 4);
-        r2 = P.gpu.ops->clip_grad_norm(&P.gpu, gg, n, max_norm, gn);
+        r2 = P.gpu.ops->adam(&P.gpu, &st);
     }
-    int r1 = P.cpu.ops->clip_grad_norm(&P.cpu, cg, n, max_norm, cn);
-    CHECK(r1 == RLT_OK && r2 == RLT_OK, "clip_grad_norm: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+    int r1 = cpu_clip_grad_norm(&P.cpu, cg, n, max_norm, cn);
+    CHECK(r1 == RLT_OK && r2 == RLT_OK, "clipping: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
     float nc, ng;
     fetch(&nc, &ng, cn, gn, 4);
     fetch(rc, rg, cg, gg, n * 4 + 4);
     double rel = 0.5 * gamma_n((double)((n + 65535) / 65536) + 17.0) + 2.0 * U;
     double nb = rel * fabs(nc) + 1e-37;
     char what[96];
-    snprintf(what, sizeof what, "clip_grad_norm n=%llu max=%g%s: norm", (unsigned long long)n, max_norm,
+    snprintf(what, sizeof what, "adam's clipping n=%llu max=%g%s: norm", (unsigned long long)n, max_norm,
              graph >= 0 ? " (graph)" : "");
     expect_close(what, &ng, &nc, 1, &nb, 0, 0);
-    snprintf(what, sizeof what, "clip_grad_norm n=%llu max=%g%s: g (+guard)", (unsigned long long)n, max_norm,
+    snprintf(what, sizeof what, "adam's clipping n=%llu max=%g%s: g (+guard)", (unsigned long long)n, max_norm,
              graph >= 0 ? " (graph)" : "");
     if (max_norm / (nc + 1e-6f) >= 1.0f && max_norm / (ng + 1e-6f) >= 1.0f) {
         expect_exact(what, rg, rc, n + 1, 4);
@@ -290,7 +192,7 @@ static void clip_case(uint64_t n, float max_norm, int graph) {
 }
 
 static void test_clip(void) {
-    printf("clip_grad_norm\n");
+    printf("gradient clipping (adam) vs clip_grad_norm\n");
     /* Norms: about sqrt(n / 3) for uniform [-1, 1] entries. */
     clip_case(1, 10.0f, -1);
     clip_case(1000, 1.0f, -1);
@@ -302,6 +204,20 @@ static void test_clip(void) {
 }
 
 /* ---- convolution ---- */
+
+/* The conv ops with their operands in a call's order. */
+static int conv_fwd(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b, int act,
+                    void *ws, uint64_t ws_bytes) {
+    rlt_conv_fwd d = {.slot = slot, .y = y, .x = x, .w = w, .b = b, .act = act, .ws = ws, .ws_bytes = ws_bytes};
+    return bk->ops->conv_forward(bk, &d);
+}
+
+static int conv_bwd(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
+                    const void *x, const void *w, int act, void *ws, uint64_t ws_bytes) {
+    rlt_conv_bwd d = {.slot = slot, .dx = dx, .dw = dw, .db = db, .dy = dy, .y = y, .x = x, .w = w, .act = act, .ws = ws,
+                      .ws_bytes = ws_bytes};
+    return bk->ops->conv_backward(bk, &d);
+}
 
 typedef struct conv_dims {
     rlt_conv_shape s;
@@ -388,8 +304,8 @@ static void test_conv_case(int32_t slot, rlt_conv_shape s, const char *label) {
     }
     static const int acts[2] = {RLT_ACT_NONE, RLT_ACT_RELU};
     for (int a = 0; a < 2; a++) {
-        r1 = P.cpu.ops->conv_forward(&P.cpu, slot, cy, cx, cw, cb, acts[a], cws, wsb);
-        r2 = P.gpu.ops->conv_forward(&P.gpu, slot, gy, gx, gw, gb, acts[a], gws, wsb);
+        r1 = conv_fwd(&P.cpu, slot, cy, cx, cw, cb, acts[a], cws, wsb);
+        r2 = conv_fwd(&P.gpu, slot, gy, gx, gw, gb, acts[a], gws, wsb);
         CHECK(r1 == RLT_OK && r2 == RLT_OK, "%s forward: cpu %d gpu %d (%s)", label, r1, r2, P.egpu.msg);
         fetch(yc, yg, cy, gy, d.ny * 4);
         snprintf(what, sizeof what, "%s forward act=%s", label, acts[a] ? "relu" : "none");
@@ -408,8 +324,8 @@ static void test_conv_case(int32_t slot, rlt_conv_shape s, const char *label) {
     put(cdb, gdb, db0, (size_t)s.k * 4);
     rnd_fill(dxc, d.nx, -1, 1);
     put(cdx, gdx, dxc, d.nx * 4);
-    r1 = P.cpu.ops->conv_backward(&P.cpu, slot, cdx, cdw, cdb, cdy, cy, cx, cw, RLT_ACT_RELU, cws, wsb);
-    r2 = P.gpu.ops->conv_backward(&P.gpu, slot, gdx, gdw, gdb, gdy, gy, gx, gw, RLT_ACT_RELU, gws, wsb);
+    r1 = conv_bwd(&P.cpu, slot, cdx, cdw, cdb, cdy, cy, cx, cw, RLT_ACT_RELU, cws, wsb);
+    r2 = conv_bwd(&P.gpu, slot, gdx, gdw, gdb, gdy, gy, gx, gw, RLT_ACT_RELU, gws, wsb);
     CHECK(r1 == RLT_OK && r2 == RLT_OK, "%s backward: cpu %d gpu %d (%s)", label, r1, r2, P.egpu.msg);
     FOR_EACH_TAP(&d, {
         double dyv = fabs((double)dy_pre[yi_]);
@@ -448,15 +364,15 @@ static void test_conv_case(int32_t slot, rlt_conv_shape s, const char *label) {
         put(cdw, gdw, dw0, d.nw * 4);
         put(cdb, gdb, db0, (size_t)s.k * 4);
         if (run < 2) {
-            die_on(P.gpu.ops->conv_forward(&P.gpu, slot, gy, gx, gw, gb, RLT_ACT_RELU, gws, wsb), &P.egpu, "forward");
-            die_on(P.gpu.ops->conv_backward(&P.gpu, slot, gdx, gdw, gdb, gdy, gy, gx, gw, RLT_ACT_RELU, gws, wsb),
+            die_on(conv_fwd(&P.gpu, slot, gy, gx, gw, gb, RLT_ACT_RELU, gws, wsb), &P.egpu, "forward");
+            die_on(conv_bwd(&P.gpu, slot, gdx, gdw, gdb, gdy, gy, gx, gw, RLT_ACT_RELU, gws, wsb),
                    &P.egpu, "backward");
         } else {
             int rc = P.gpu.ops->graph_begin(&P.gpu, 1);
             CHECK(rc == RLT_OK, "%s: graph_begin: %s", label, P.egpu.msg);
             if (rc != RLT_OK) break;
-            int f1 = P.gpu.ops->conv_forward(&P.gpu, slot, gy, gx, gw, gb, RLT_ACT_RELU, gws, wsb);
-            int f2 = P.gpu.ops->conv_backward(&P.gpu, slot, gdx, gdw, gdb, gdy, gy, gx, gw, RLT_ACT_RELU, gws, wsb);
+            int f1 = conv_fwd(&P.gpu, slot, gy, gx, gw, gb, RLT_ACT_RELU, gws, wsb);
+            int f2 = conv_bwd(&P.gpu, slot, gdx, gdw, gdb, gdy, gy, gx, gw, RLT_ACT_RELU, gws, wsb);
             rc = P.gpu.ops->graph_end(&P.gpu, 1);
             CHECK(f1 == RLT_OK && f2 == RLT_OK && rc == RLT_OK, "%s: capture of the conv ops: %d %d %d (%s)", label, f1,
                   f2, rc, P.egpu.msg);
@@ -514,7 +430,7 @@ static void test_errors(void) {
     take(4096, &ca, &ga);
     rlt_err_clear(&P.egpu);
     uint64_t ws = 0;
-    int rc = P.gpu.ops->conv_forward(&P.gpu, 6, ga, ga, ga, NULL, RLT_ACT_NONE, ga, 4096);
+    int rc = conv_fwd(&P.gpu, 6, ga, ga, ga, NULL, RLT_ACT_NONE, ga, 4096);
     CHECK(rc == RLT_ESTATE, "forward on an unprepared slot: %d (%s)", rc, P.egpu.msg);
     rlt_conv_shape bad = {1, 1, 3, 3, 1, 5, 5, 1, 0, 0};
     rc = P.gpu.ops->conv_prepare(&P.gpu, 6, &bad, &ws);
@@ -524,16 +440,20 @@ static void test_errors(void) {
     rlt_conv_shape ok = {2, 1, 5, 5, 2, 3, 3, 1, 0, 0};
     rc = P.gpu.ops->conv_prepare(&P.gpu, 6, &ok, &ws);
     CHECK(rc == RLT_OK, "prepare: %s", P.egpu.msg);
-    rc = P.gpu.ops->conv_forward(&P.gpu, 6, ga, ga, ga, NULL, 7, ga, 4096);
+    rc = conv_fwd(&P.gpu, 6, ga, ga, ga, NULL, 7, ga, 4096);
     CHECK(rc == RLT_EINVAL, "unknown activation: %d", rc);
-    rc = P.gpu.ops->conv_forward(&P.gpu, 6, ga, ga, ga, NULL, RLT_ACT_NONE, (unsigned char *)ga + 8, 4096);
+    rc = conv_fwd(&P.gpu, 6, ga, ga, ga, NULL, RLT_ACT_NONE, (unsigned char *)ga + 8, 4096);
     CHECK(rc == RLT_EINVAL || ws == 0, "misaligned workspace: %d", rc);
-    rc = P.gpu.ops->q_loss_grad(&P.gpu, ga, 2, NULL, ga, 3, ga, ga, 4, 3, 1.0f, 1.0f);
-    CHECK(rc == RLT_EINVAL, "q_loss_grad lddq < n_act: %d", rc);
-    rc = P.gpu.ops->dqn_target(&P.gpu, ga, NULL, ga, ga, ga, NULL, 2, 4, 3, 0.99f);
-    CHECK(rc == RLT_EINVAL, "dqn_target ldq < n_act: %d", rc);
-    rc = P.gpu.ops->clip_grad_norm(&P.gpu, ga, 4, -1.0f, ga);
-    CHECK(rc == RLT_EINVAL, "clip_grad_norm max_norm < 0: %d", rc);
+    rlt_q_loss ql = {.y = ga, .dq = ga, .lddq = 2, .q = ga, .ldq = 3, .act = ga, .r = ga, .term = ga, .q_next_target = ga,
+                     .ldqn = 3, .n = 4, .n_act = 3, .gamma = 0.99f, .huber_delta = 1.0f, .grad_scale = 1.0f};
+    rc = P.gpu.ops->dqn_loss(&P.gpu, &ql);
+    CHECK(rc == RLT_EINVAL, "dqn_loss lddq < n_act: %d", rc);
+    ql.lddq = 3, ql.ldqn = 2;
+    rc = P.gpu.ops->dqn_loss(&P.gpu, &ql);
+    CHECK(rc == RLT_EINVAL, "dqn_loss ldqn < n_act: %d", rc);
+    rlt_adam_step st = {.p = ga, .g = ga, .m = ga, .v = ga, .n = 4, .step = ga, .max_grad_norm = 1.0f};
+    rc = P.gpu.ops->adam(&P.gpu, &st);
+    CHECK(rc == RLT_EINVAL, "adam with clipping but no norm: %d", rc);
     CHECK(P.gpu.ops->sync(&P.gpu) == RLT_OK, "sync after rejected ops: %s", P.egpu.msg);
     reset();
 }
@@ -543,8 +463,6 @@ int main(void) {
     printf("device %s: context_bytes %.1f MiB\n", P.gpu.device_name, P.gpu.context_bytes / 1048576.0);
 
     test_gather_u8();
-    test_dqn_target();
-    test_q_loss_grad();
     test_clip();
     test_conv();
     test_errors();

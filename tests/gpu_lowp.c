@@ -1,14 +1,14 @@
 /* gpu_lowp.c: reduced precision on the GPU (precision: bf16 | fp16).
  * - Op parity against the CPU twins (kernels/cpu/lowp.c), on random inputs:
  *   cast: exact (both round to nearest even from the same float; fp16 overflow to inf on both).
- *   linear_forward_lp / linear_backward_lp: cuBLAS sums the 16-bit products in fp32 on the tensor cores in
+ *   16-bit linear_forward / linear_backward: cuBLAS sums the 16-bit products in fp32 on the tensor cores in
  *   its own order, the twin left to right. Each fp32 sum is within gamma(k+2) S of the exact value (S the
  *   sum of the terms' magnitudes; Higham 3.5), so the two differ by at most 2 gamma(k+2) S before rounding;
  *   a 16-bit result may then round to the neighbouring value, once after the product and once after bias
  *   and activation: 2 ulp = 4 u_lp (|y| + S), with u_lp = 2^-8 (bf16) or 2^-11 (fp16). tanh adds its
  *   library error (8 u |y|, as in gpu_ops_parity). Wrong strides, transposes or types give order-1 errors.
  *   The bias gradient sums in the CPU's row order: exact.
- *   amp_unscale, amp_update, adam_ex's skip: exact (the same IEEE operations, or nothing at all).
+ *   amp_unscale, amp_update, adam's skip: exact (the same IEEE operations, or nothing at all).
  *   conv_forward / conv_backward on 16-bit slots (cuDNN's tensor cores against the widened fp32 im2col twin):
  *   the same two roundings as a dense layer, checked as a normalised error ||gpu - cpu|| / ||cpu|| <= 4 u_lp
  *   for y, dx and dw (one 16-bit ulp is 2 u_lp; an indexing or layout bug gives order 1), db within 1e-5.
@@ -25,6 +25,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "../agents/td3.h"
+#include "../agents/dqn.h"
 #include "agent.h"
 #include "backend_pair.h"
 #include "harness.h"
@@ -83,8 +85,12 @@ static void test_cast(void) {
             pair_put(csc, gsc, &scale, 4);
             for (int with_scale = 0; with_scale < 2; with_scale++) {
                 const float *sc = with_scale ? csc : NULL, *sg = with_scale ? gsc : NULL;
-                int r1 = P.cpu.ops->cast(&P.cpu, (int32_t)rows, (int64_t)cols, cd, dd, (int64_t)ld, cs, sd, (int64_t)ld, sc);
-                int r2 = P.gpu.ops->cast(&P.gpu, (int32_t)rows, (int64_t)cols, gd, dd, (int64_t)ld, gs, sd, (int64_t)ld, sg);
+                rlt_cast kc = {.rows = (int32_t)rows, .cols = (int64_t)cols, .dst = cd, .dst_dtype = dd,
+                               .ldd = (int64_t)ld, .src = cs, .src_dtype = sd, .lds = (int64_t)ld, .scale = sc};
+                rlt_cast kg = kc;
+                kg.dst = gd, kg.src = gs, kg.scale = sg;
+                int r1 = P.cpu.ops->cast(&P.cpu, &kc);
+                int r2 = P.gpu.ops->cast(&P.gpu, &kg);
                 CHECK(r1 == RLT_OK && r2 == RLT_OK, "cast %s->%s: %s", dt_name(sd), dt_name(dd), P.egpu.msg);
                 fetch_as_float(hc, hg, cd, gd, dd, n);
                 size_t bad = 0;
@@ -113,9 +119,13 @@ static void linear_case(int32_t dt, int32_t y_dt, int32_t rows, int32_t fi, int3
     put_lp(cw, gw, dt, wv, (size_t)fo * fi, -0.2f, 0.2f);
     pair_rnd_fill(bv, (size_t)fo, -0.5f, 0.5f);
     pair_put(cb, gb, bv, (uint64_t)fo * 4);
-    int r1 = P.cpu.ops->linear_forward_lp(&P.cpu, dt, rows, fi, fo, cx, fi, cw, cb, cy, y_dt, fo, act);
-    int r2 = P.gpu.ops->linear_forward_lp(&P.gpu, dt, rows, fi, fo, gx, fi, gw, gb, gy, y_dt, fo, act);
-    CHECK(r1 == RLT_OK && r2 == RLT_OK, "linear_forward_lp: %s", P.egpu.msg);
+    rlt_linear_fwd fc = {.rows = rows, .fi = fi, .fo = fo, .dtype = dt, .x = cx, .ldx = fi, .W = cw, .b = cb, .y = cy,
+                         .ldy = fo, .y_dtype = y_dt, .act = act};
+    rlt_linear_fwd fg = fc;
+    fg.x = gx, fg.W = gw, fg.b = gb, fg.y = gy;
+    int r1 = P.cpu.ops->linear_forward(&P.cpu, &fc);
+    int r2 = P.gpu.ops->linear_forward(&P.gpu, &fg);
+    CHECK(r1 == RLT_OK && r2 == RLT_OK, "16-bit linear_forward: %s", P.egpu.msg);
     fetch_as_float(hc, hg, cy, gy, y_dt, (size_t)rows * fo);
     double worst = 0;
     size_t bad = 0;
@@ -129,9 +139,9 @@ static void linear_case(int32_t dt, int32_t y_dt, int32_t rows, int32_t fi, int3
             if (!(err <= bound)) bad++;
             if (S > 0 && err / S > worst) worst = err / S;
         }
-    printf("linear_forward_lp %s->%s %dx%dx%d act %d: worst |gpu-cpu|/S %.2e\n", dt_name(dt), dt_name(y_dt), rows, fi, fo,
+    printf("linear_forward %s->%s %dx%dx%d act %d: worst |gpu-cpu|/S %.2e\n", dt_name(dt), dt_name(y_dt), rows, fi, fo,
            act, worst);
-    CHECK(bad == 0, "linear_forward_lp %s->%s %dx%dx%d: %zu elements beyond the bound", dt_name(dt), dt_name(y_dt), rows,
+    CHECK(bad == 0, "linear_forward %s->%s %dx%dx%d: %zu elements beyond the bound", dt_name(dt), dt_name(y_dt), rows,
           fi, fo, bad);
     pair_reset();
 }
@@ -160,9 +170,14 @@ static void linear_backward_case(int32_t dt, int32_t dx_dt, int32_t rows, int32_
     pair_put(cdw, gdw, dw0, (uint64_t)fo * fi * 4);
     pair_rnd_fill(db0, (size_t)fo, -1.0f, 1.0f);
     pair_put(cdb, gdb, db0, (uint64_t)fo * 4);
-    int r1 = P.cpu.ops->linear_backward_lp(&P.cpu, dt, rows, fi, fo, cdy, fo, cx, fi, act_x, cw, cdw, cdb, 1.0f, cdx, dx_dt, fi);
-    int r2 = P.gpu.ops->linear_backward_lp(&P.gpu, dt, rows, fi, fo, gdy, fo, gx, fi, act_x, gw, gdw, gdb, 1.0f, gdx, dx_dt, fi);
-    CHECK(r1 == RLT_OK && r2 == RLT_OK, "linear_backward_lp: %s", P.egpu.msg);
+    rlt_linear_bwd bc = {.rows = rows, .fi = fi, .fo = fo, .dtype = dt, .dy = cdy, .lddy = fo, .x = cx, .ldx = fi,
+                         .act_x = act_x, .W = cw, .dW = cdw, .db = cdb, .beta = 1.0f, .dx = cdx, .lddx = fi,
+                         .dx_dtype = dx_dt};
+    rlt_linear_bwd bg = bc;
+    bg.dy = gdy, bg.x = gx, bg.W = gw, bg.dW = gdw, bg.db = gdb, bg.dx = gdx;
+    int r1 = P.cpu.ops->linear_backward(&P.cpu, &bc);
+    int r2 = P.gpu.ops->linear_backward(&P.gpu, &bg);
+    CHECK(r1 == RLT_OK && r2 == RLT_OK, "16-bit linear_backward: %s", P.egpu.msg);
     size_t bad_w = 0, bad_b = 0, bad_x = 0;
     pair_fetch(hc, hg, cdw, gdw, (uint64_t)fo * fi * 4);
     for (int32_t o = 0; o < fo; o++)
@@ -185,9 +200,9 @@ static void linear_backward_case(int32_t dt, int32_t dx_dt, int32_t rows, int32_
                                       4 * U * fabs(c) + 1e-30;
             if (!(fabs((double)hg[k] - c) <= bound)) bad_x++;
         }
-    printf("linear_backward_lp %s->%s %dx%dx%d act_x %d: dW %zu, db %zu, dx %zu beyond the bounds\n", dt_name(dt),
+    printf("linear_backward %s->%s %dx%dx%d act_x %d: dW %zu, db %zu, dx %zu beyond the bounds\n", dt_name(dt),
            dt_name(dx_dt), rows, fi, fo, act_x, bad_w, bad_b, bad_x);
-    CHECK(bad_w == 0 && bad_b == 0 && bad_x == 0, "linear_backward_lp %s %dx%dx%d: dW %zu, db %zu, dx %zu", dt_name(dt), rows,
+    CHECK(bad_w == 0 && bad_b == 0 && bad_x == 0, "linear_backward %s %dx%dx%d: dW %zu, db %zu, dx %zu", dt_name(dt), rows,
           fi, fo, bad_w, bad_b, bad_x);
     pair_reset();
 }
@@ -241,8 +256,10 @@ static void conv_case(int32_t slot, rlt_conv_shape s, int32_t dt, const char *la
     put_lp(cw, gw, dt, v, nw, -0.1f, 0.1f);
     pair_rnd_fill(v, (size_t)s.k, -0.2f, 0.2f);
     pair_put(cb, gb, v, (uint64_t)s.k * 4);
-    r1 = P.cpu.ops->conv_forward(&P.cpu, slot, cy, cx, cw, cb, RLT_ACT_RELU, cws, wc);
-    r2 = P.gpu.ops->conv_forward(&P.gpu, slot, gy, gx, gw, gb, RLT_ACT_RELU, gws, wg);
+    rlt_conv_fwd kfc = {.slot = slot, .y = cy, .x = cx, .w = cw, .b = cb, .act = RLT_ACT_RELU, .ws = cws, .ws_bytes = wc};
+    rlt_conv_fwd kfg = {.slot = slot, .y = gy, .x = gx, .w = gw, .b = gb, .act = RLT_ACT_RELU, .ws = gws, .ws_bytes = wg};
+    r1 = P.cpu.ops->conv_forward(&P.cpu, &kfc);
+    r2 = P.gpu.ops->conv_forward(&P.gpu, &kfg);
     CHECK(r1 == RLT_OK && r2 == RLT_OK, "%s conv_forward: %s", label, P.egpu.msg);
     fetch_as_float(hc, hg, cy, gy, dt, ny);
     double ey = nerr(hg, hc, ny);
@@ -251,8 +268,12 @@ static void conv_case(int32_t slot, rlt_conv_shape s, int32_t dt, const char *la
     pair_put(cdw, gdw, v, nw * 4);
     pair_rnd_fill(v, (size_t)s.k, -0.01f, 0.01f);
     pair_put(cdb, gdb, v, (uint64_t)s.k * 4);
-    r1 = P.cpu.ops->conv_backward(&P.cpu, slot, cdx, cdw, cdb, cdy, cy, cx, cw, RLT_ACT_RELU, cws, wc);
-    r2 = P.gpu.ops->conv_backward(&P.gpu, slot, gdx, gdw, gdb, gdy, gy, gx, gw, RLT_ACT_RELU, gws, wg);
+    rlt_conv_bwd kbc = {.slot = slot, .dx = cdx, .dw = cdw, .db = cdb, .dy = cdy, .y = cy, .x = cx, .w = cw,
+                        .act = RLT_ACT_RELU, .ws = cws, .ws_bytes = wc};
+    rlt_conv_bwd kbg = {.slot = slot, .dx = gdx, .dw = gdw, .db = gdb, .dy = gdy, .y = gy, .x = gx, .w = gw,
+                        .act = RLT_ACT_RELU, .ws = gws, .ws_bytes = wg};
+    r1 = P.cpu.ops->conv_backward(&P.cpu, &kbc);
+    r2 = P.gpu.ops->conv_backward(&P.gpu, &kbg);
     CHECK(r1 == RLT_OK && r2 == RLT_OK, "%s conv_backward: %s", label, P.egpu.msg);
     fetch_as_float(hc, hg, cdx, gdx, dt, nx);
     double edx = nerr(hg, hc, nx);
@@ -329,7 +350,7 @@ static rlt_agent *td3_agent(const char *precision) {
 
 /* Every state tensor of a TD3 agent, fp32 masters and 16-bit copies, in one host buffer. */
 static uint64_t snapshot(rlt_agent *ag, unsigned char *out) {
-    rlt_td3 *t = &ag->td3;
+    rlt_td3 *t = td3_state(ag);
     uint64_t nb = t->n_total * 4, off = 0;
     const void *f32[] = {t->params, t->target, t->adam_m, t->adam_v};
     for (int i = 0; i < 4; i++, off += nb) CHECK(agent_fetch(ag, out + off, f32[i], nb) == RLT_OK, "fetch");
@@ -368,7 +389,7 @@ static void test_overflow_skip(void) {
     CHECK(agent_put(ag, ag->amp, ag->amp_host, sizeof a) == RLT_OK, "reset the scale");
     for (int k = 0; k < 10; k++) CHECK(rlt_agent_update(ag, &done) == RLT_OK, "update");
     snapshot(ag, snap_b);
-    CHECK(memcmp(snap_a, snap_b, ag->td3.n_total * 4) != 0, "the weights move again");
+    CHECK(memcmp(snap_a, snap_b, td3_state(ag)->n_total * 4) != 0, "the weights move again");
     CHECK(agent_read_amp(ag, &a) == RLT_OK && a.skipped == 1 && a.scale == 1024.0f && a.good_steps == 15,
           "10 finite updates (15 optimiser steps): scale %g skipped %lld good %d", a.scale, (long long)a.skipped,
           a.good_steps);
@@ -385,8 +406,8 @@ static void test_agreement(void) {
         CHECK(rlt_agent_update(lp, &done) == RLT_OK, "bf16 update: %s", rlt_agent_errmsg(lp));
         CHECK(rlt_agent_update(f32, &done) == RLT_OK, "fp32 update");
     }
-    uint64_t n = lp->td3.n_total;
-    CHECK(agent_fetch(lp, pa, lp->td3.params, n * 4) == RLT_OK && agent_fetch(f32, pb, f32->td3.params, n * 4) == RLT_OK,
+    uint64_t n = td3_state(lp)->n_total;
+    CHECK(agent_fetch(lp, pa, td3_state(lp)->params, n * 4) == RLT_OK && agent_fetch(f32, pb, td3_state(f32)->params, n * 4) == RLT_OK,
           "fetch");
     double num = 0, den = 0;
     for (uint64_t i = 0; i < n; i++) {
@@ -437,14 +458,14 @@ static void test_nature_agreement(void) {
     rlt_agent *f32 = nature_agent("fp32");
     int32_t done;
     for (int k = 0; k < 20; k++) CHECK(rlt_agent_update(f32, &done) == RLT_OK, "fp32 update");
-    uint64_t n = f32->dqn.n_params;
+    uint64_t n = dqn_state(f32)->n_params;
     static float p32[4 << 20], plp[4 << 20];
-    CHECK(n <= (4u << 20) && agent_fetch(f32, p32, f32->dqn.params, n * 4) == RLT_OK, "fetch");
+    CHECK(n <= (4u << 20) && agent_fetch(f32, p32, dqn_state(f32)->params, n * 4) == RLT_OK, "fetch");
     const char *precs[] = {"bf16", "fp16"};
     for (int i = 0; i < 2; i++) {
         rlt_agent *lp = nature_agent(precs[i]);
         for (int k = 0; k < 20; k++) CHECK(rlt_agent_update(lp, &done) == RLT_OK, "%s update: %s", precs[i], rlt_agent_errmsg(lp));
-        CHECK(agent_fetch(lp, plp, lp->dqn.params, n * 4) == RLT_OK, "fetch");
+        CHECK(agent_fetch(lp, plp, dqn_state(lp)->params, n * 4) == RLT_OK, "fetch");
         double d = nerr(plp, p32, n);
         rlt_amp_state a;
         agent_read_amp(lp, &a);

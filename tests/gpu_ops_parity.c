@@ -1,49 +1,47 @@
-/* gpu_ops_parity.c: every op of the CUDA backend against its CPU twin (the readable reference), on fresh
- * random inputs and several shapes (odd sizes, leading dimensions larger than the row, both transposes),
- * plus Adam over several steps with the step counter on the device, a captured graph replayed three
- * times against the same ops run eagerly on the CPU, the fused ops (dense layers on every kernel path,
- * the multi-field gather, the fused losses, Adam with clipping and Polyak) and the lanes (branch/join).
- * Skipped (exit 77) when no CUDA device can be opened.
+/* gpu_ops_parity.c: every op of the CUDA backend's table against the CPU (its CPU twin, or the CPU's oracles,
+ * the readable references of kernels/cpu/cpu_ops.h), on fresh random inputs and several shapes (odd sizes,
+ * leading dimensions larger than the row): the flat ops, the optimiser step (plain Adam over several steps with
+ * the step counter on the device; with clipping and the Polyak target), act_grad, sampling and the gathers,
+ * sum, TD3's target smoothing and critic loss, the DQN loss, the dense layers on every kernel path, a captured
+ * graph of a small training step replayed three times against the same ops run eagerly on the CPU, and the
+ * lanes (branch/join). The convolutions, u8 gathers and the clipping's edge cases are in gpu_dqn_parity, the
+ * 16-bit ops in gpu_lowp. Skipped (exit 77) when no CUDA device can be opened.
  *
  * Tolerances (u = 2^-24, the unit roundoff of fp32):
- * - Exact (bit for bit): the integer ops (sample_indices, gather_rows, counter_add), stores (fill,
- *   copy_f32), and the elementwise arithmetic ops (bias + relu/none, act_grad, bias_grad, polyak,
- *   td3_target, the MSE gradient, Adam's m and v). Their expressions are term for term the CPU's, the
- *   module is built without FMA contraction, IEEE +,-,*,/ and sqrt round identically on both, and
- *   bias_grad sums in the same row order. A mismatch here is a bug, not rounding.
- * - GEMM: a rigorous per-element bound instead of a guessed constant. Any summation order of k products
- *   is within gamma(k+2) * S of the exact value, S = |alpha| sum_l |a_il||b_lj| + |beta||c_ij| and
- *   gamma(n) = n u / (1 - n u) (Higham, Accuracy and Stability, 3.5), so cuBLAS and OpenBLAS differ by at
- *   most 2 gamma(k+2) S. It holds only in true fp32 (TF32 would exceed it: the backend disables it).
- *   The normalised error |gpu - cpu| / |cpu| is printed; it is typically ~1e-7.
+ * - Exact (bit for bit): the integer ops (sample_indices, gather_fields, counter_add), stores (fill,
+ *   copy_f32), and the elementwise arithmetic (act_grad, polyak, Adam's m and v, the TD3 and DQN targets and
+ *   loss gradients). Their expressions are term for term the CPU's, the module is built without FMA
+ *   contraction, and IEEE +,-,*,/ and sqrt round identically on both. A mismatch here is a bug, not rounding.
+ * - Dot products: a rigorous per-element bound instead of a guessed constant. Any summation order of k
+ *   products is within gamma(k+2) * S of the exact value, S the sum of the terms' magnitudes and
+ *   gamma(n) = n u / (1 - n u) (Higham, Accuracy and Stability, 3.5), so two orders differ by at most
+ *   2 gamma(k+2) S. It holds only in true fp32 (TF32 would exceed it: the backend disables it). The normalised
+ *   error |gpu - cpu| / |cpu| is printed; it is typically ~1e-7.
  * - tanh: CUDA's tanhf is within 2 ulp, glibc's within 2 ulp: 4 ulp = 4 * 2^-23 relative.
- * - Reductions (MSE loss, sum): the GPU adds in a tree, the CPU left to right; each is within
+ * - Reductions (the losses, sum): the GPU adds in a tree, the CPU left to right; each is within
  *   gamma(n) sum|x| of the exact sum, so they differ by at most 2 gamma(n) sum|x| (+ 2u for the final
  *   scaling).
  * - Adam's parameters: the bias corrections use powf (CUDA: up to 4 ulp; glibc: under 1), and
  *   1 - beta2^t cancels, amplifying that error by about 1 / (1 - beta2^t) ~ 1000 / t; that reaches the
  *   update (about lr in size) as ~2e-4 relative, and the subtraction from p may round to a neighbouring
- *   float. Per step: 2^-22 |p| + 2e-4 lr.
+ *   float. Per step: 2^-22 |p| + 2e-4 lr. With clipping, see test_adam_clip_polyak.
  * - td3_target_action: the normal uses logf (1 ulp on CUDA) and cosf (2 ulp), so it differs by under
  *   ~8 ulp relative, and |N| < 5.8 for 24-bit uniforms: 5.8 * 8 u * std < 3e-6 std, plus one ulp of the
  *   result (|a| <= 1) when the sum rounds the other way: 1e-5 std + 2^-22.
  * - The graph test chains ten ops over three steps: per-op bounds compound, so it uses 1e-5 absolute and
  *   relative; ordering or replay bugs (stale counters, missed ops) give differences of order 1.
  * - linear_forward / linear_backward (our fused kernels, or cuBLAS past K = 1024): each output is a dot
- *   product plus at most one more term (the bias, or beta times the old gradient), so the GEMM bound
+ *   product plus at most one more term (the bias, or beta times the old gradient), so the bound
  *   2 gamma(k+2) S applies per element, S the sum of the terms' magnitudes; ReLU and its derivative are
  *   exact and 1-Lipschitz; tanh adds 8u |y| (both libraries' 2 ulp); the input gradient's factor act'(x)
  *   is computed from the same x on both, so it scales the bound by |act'(x)| (+ 4u |dx| for its roundings).
- *   The bias gradient is now a sum in the kernel's order, not the CPU's: the same bound with the row count.
+ *   The bias gradient is a sum in the kernel's order, not the CPU's: the same bound with the row count.
  *   Outputs not asked for, padding columns and rows = 0 must stay untouched: bound 0.
- * - gather_fields (indices drawn or given, direct and indirect fields): exact, as gather_rows; with fp16/bf16
- *   sources (compact replay) exact too: widening to fp32 is exact and both backends do it with the same
- *   integer arithmetic (base/lowp.h), NaN payloads included.
- * - td3_critic_loss, dqn_loss: targets and gradients exact (the plain ops' expressions); losses within
- *   the reduction bounds of mse_grad and q_loss_grad.
- * - adam_ex: bit for bit the GPU's own clip_grad_norm + adam + polyak (it promises the same bits); against
- *   the CPU, one step from identical state with Adam's bound for p (and the Polyak target, tau <= 1) and
- *   clip_grad_norm's bound for the norm.
+ * - gather_fields (indices drawn or given, direct and indirect fields, 16-, 4- and 1-byte words): exact; with
+ *   fp16/bf16 sources (compact replay) exact too: widening to fp32 is exact and both backends do it with the
+ *   same integer arithmetic (base/lowp.h), NaN payloads included.
+ * - td3_critic_loss, dqn_loss: targets and gradients exact (the oracles' expressions); losses within the
+ *   reduction bound.
  * - Lanes: a chain of forwards on side lanes, joins and a dependency between steps, run eagerly twice and
  *   replayed from a graph four times: a missing fork or join edge reads stale data (order-1 errors); the
  *   chained fp32 ops stay within 1e-5 absolute and relative. */
@@ -55,6 +53,7 @@
 #include "backend_pair.h"
 #include "backend_registry.h"
 #include "harness.h"
+#include "kernels/cpu/cpu_ops.h"
 #include "philox.h"
 
 #define U (1.0 / 16777216.0) /* fp32 unit roundoff, 2^-24 */
@@ -70,13 +69,6 @@
 #define put pair_put
 #define fetch pair_fetch
 static double gamma_n(double n) { return n * U / (1.0 - n * U); }
-
-/* Two GPU buffers back to host (both from the GPU arena, unlike fetch). */
-static void fetch_gpu2(void *host_a, void *host_b, const void *ga, const void *gb, uint64_t bytes) {
-    die_on(P.gpu.ops->copy(&P.gpu, host_a, ga, bytes, RLT_COPY_D2H), &P.egpu, "gpu copy back");
-    die_on(P.gpu.ops->copy(&P.gpu, host_b, gb, bytes, RLT_COPY_D2H), &P.egpu, "gpu copy back");
-    die_on(P.gpu.ops->sync(&P.gpu), &P.egpu, "gpu sync after fetch");
-}
 
 /* Byte-exact comparison; reports the first differing element. */
 static void expect_exact(const char *what, const void *gpu, const void *cpu, size_t n, size_t elem) {
@@ -125,125 +117,35 @@ static void expect_close(const char *what, const float *g, const float *c, size_
 
 /* ---------------------------------------------------------------------------------------------- */
 
-static void test_gemm(void) {
+/* act_grad on both backends through the same activation outputs y (made by the CPU's bias_act oracle from
+ * random pre-activations, so relu's zeros and tanh's range are real): exact. */
+static void test_act_grad(void) {
     static const struct {
-        int ta, tb, m, n, k, pa, pb, pc;
-        float alpha, beta;
-    } cases[] = {
-        {0, 0, 64, 128, 33, 0, 0, 0, 1.0f, 0.0f},   {0, 1, 17, 31, 257, 3, 5, 7, 1.0f, 1.0f},
-        {1, 0, 256, 64, 100, 1, 2, 3, 0.5f, -0.25f}, {1, 1, 5, 3, 1, 2, 0, 4, -1.0f, 0.5f},
-        {0, 0, 1, 1, 1000, 0, 0, 0, 1.0f, 0.0f},     {0, 0, 256, 256, 256, 0, 0, 0, 1.0f, 0.0f},
-        {1, 1, 33, 65, 17, 0, 1, 0, 2.0f, 1.0f},     {0, 0, 4, 5, 0, 1, 0, 2, 1.0f, 0.5f},
-    };
-    printf("gemm\n");
-    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
-        int ta = cases[t].ta, tb = cases[t].tb, m = cases[t].m, n = cases[t].n, k = cases[t].k;
-        int ar = ta ? k : m, ac = ta ? m : k; /* A as stored: ar rows of ac */
-        int br = tb ? n : k, bc = tb ? k : n;
-        int lda = (ac > 1 ? ac : 1) + cases[t].pa, ldb = bc + cases[t].pb, ldc = n + cases[t].pc;
-        size_t na = (size_t)(ar ? ar : 1) * lda, nb = (size_t)(br ? br : 1) * ldb, nc = (size_t)m * ldc;
-        float *ha = malloc(na * 4), *hb = malloc(nb * 4), *hc = malloc(nc * 4), *rc = malloc(nc * 4),
-              *rg = malloc(nc * 4);
-        double *bound = malloc(nc * sizeof *bound);
-        rnd_fill(ha, na, -1, 1);
-        rnd_fill(hb, nb, -1, 1);
-        rnd_fill(hc, nc, -1, 1);
-        void *ca, *ga, *cb, *gb, *cc, *gc;
-        take(na * 4, &ca, &ga);
-        take(nb * 4, &cb, &gb);
-        take(nc * 4, &cc, &gc);
-        put(ca, ga, ha, na * 4);
-        put(cb, gb, hb, nb * 4);
-        put(cc, gc, hc, nc * 4);
-        float al = cases[t].alpha, be = cases[t].beta;
-        int r1 = P.cpu.ops->gemm(&P.cpu, ta, tb, m, n, k, al, ca, lda, cb, ldb, be, cc, ldc);
-        int r2 = P.gpu.ops->gemm(&P.gpu, ta, tb, m, n, k, al, ga, lda, gb, ldb, be, gc, ldc);
-        CHECK(r1 == RLT_OK && r2 == RLT_OK, "gemm case %zu: cpu %d gpu %d (%s)", t, r1, r2, P.egpu.msg);
-        fetch(rc, rg, cc, gc, nc * 4);
-        for (int i = 0; i < m; i++) {
-            for (int j = 0; j < ldc; j++) {
-                double s = 0;
-                if (j < n) {
-                    for (int l = 0; l < k; l++) {
-                        double a = ta ? ha[(size_t)l * lda + i] : ha[(size_t)i * lda + l];
-                        double b = tb ? hb[(size_t)j * ldb + l] : hb[(size_t)l * ldb + j];
-                        s += fabs(a * b);
-                    }
-                    s = fabs(al) * s + fabs(be) * fabs(hc[(size_t)i * ldc + j]);
-                }
-                /* Padding columns (j >= n) must be untouched on both: bound 0. */
-                bound[(size_t)i * ldc + j] = j < n ? 2.0 * gamma_n(k + 2) * s + 1e-37 : 0.0;
-            }
-        }
-        char what[96];
-        snprintf(what, sizeof what, "gemm %c%c m=%d n=%d k=%d lda=%d ldb=%d ldc=%d", ta ? 'T' : 'N', tb ? 'T' : 'N', m,
-                 n, k, lda, ldb, ldc);
-        expect_close(what, rg, rc, nc, bound, 0, 0);
-        free(ha), free(hb), free(hc), free(rc), free(rg), free(bound);
-        reset();
-    }
-}
-
-static void test_bias_act_grad(void) {
-    static const struct {
-        int rows, cols, pad, bias;
-    } cases[] = {{1, 1, 0, 1}, {7, 33, 5, 1}, {256, 64, 0, 1}, {300, 17, 3, 0}, {1000, 257, 1, 1}, {3, 1000, 0, 1}};
-    printf("bias_act / act_grad / bias_grad\n");
+        int rows, cols, pad;
+    } cases[] = {{1, 1, 0}, {7, 33, 5}, {256, 64, 0}, {300, 17, 3}, {1000, 257, 1}, {3, 1000, 0}};
+    printf("act_grad\n");
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         int rows = cases[t].rows, cols = cases[t].cols, ld = cols + cases[t].pad;
         size_t ny = (size_t)rows * ld;
-        float *hy = malloc(ny * 4), *hb = malloc((size_t)cols * 4), *hd = malloc(ny * 4), *rc = malloc(ny * 4),
-              *rg = malloc(ny * 4);
-        void *cy, *gy, *cb, *gb, *cd, *gd, *cdb, *gdb;
+        float *hy = malloc(ny * 4), *hd = malloc(ny * 4), *rc = malloc(ny * 4), *rg = malloc(ny * 4);
+        void *cy, *gy, *cd, *gd;
         take(ny * 4, &cy, &gy);
-        take((size_t)cols * 4, &cb, &gb);
         take(ny * 4, &cd, &gd);
-        take((size_t)cols * 4, &cdb, &gdb);
         for (int act = RLT_ACT_NONE; act <= RLT_ACT_TANH; act++) {
             char what[96];
             rnd_fill(hy, ny, -3, 3);
-            rnd_fill(hb, (size_t)cols, -1, 1);
+            CHECK(cpu_bias_act(&P.cpu, hy, ld, NULL, rows, cols, act) == RLT_OK, "bias_act oracle");
             put(cy, gy, hy, ny * 4);
-            put(cb, gb, hb, (size_t)cols * 4);
-            const float *bc = cases[t].bias ? cb : NULL, *bg = cases[t].bias ? gb : NULL;
-            int r1 = P.cpu.ops->bias_act(&P.cpu, cy, ld, bc, rows, cols, act);
-            int r2 = P.gpu.ops->bias_act(&P.gpu, gy, ld, bg, rows, cols, act);
-            CHECK(r1 == RLT_OK && r2 == RLT_OK, "bias_act: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
-            fetch(rc, rg, cy, gy, ny * 4);
-            snprintf(what, sizeof what, "bias_act act=%d %dx%d ld=%d bias=%d", act, rows, cols, ld, cases[t].bias);
-            if (act == RLT_ACT_TANH) expect_close(what, rg, rc, ny, NULL, 1e-30, 4.0 * 2.0 * U);
-            else expect_exact(what, rg, rc, ny, 4);
-
-            /* act_grad through the CPU's outputs (the same y on both sides, so only the op differs). */
-            put(cy, gy, rc, ny * 4);
             rnd_fill(hd, ny, -1, 1);
             put(cd, gd, hd, ny * 4);
-            r1 = P.cpu.ops->act_grad(&P.cpu, cd, ld, cy, ld, rows, cols, act);
-            r2 = P.gpu.ops->act_grad(&P.gpu, gd, ld, gy, ld, rows, cols, act);
+            int r1 = P.cpu.ops->act_grad(&P.cpu, cd, ld, cy, ld, rows, cols, act);
+            int r2 = P.gpu.ops->act_grad(&P.gpu, gd, ld, gy, ld, rows, cols, act);
             CHECK(r1 == RLT_OK && r2 == RLT_OK, "act_grad: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
             fetch(rc, rg, cd, gd, ny * 4);
-            snprintf(what, sizeof what, "act_grad act=%d %dx%d", act, rows, cols);
+            snprintf(what, sizeof what, "act_grad act=%d %dx%d ld=%d", act, rows, cols, ld);
             expect_exact(what, rg, rc, ny, 4);
         }
-        /* bias_grad: beta = 0 must overwrite (even NaN), beta = 1 and 0.5 accumulate. */
-        static const float betas[] = {0.0f, 1.0f, 0.5f};
-        for (int bi = 0; bi < 3; bi++) {
-            float *hdb = malloc((size_t)cols * 4), *dc = malloc((size_t)cols * 4), *dg = malloc((size_t)cols * 4);
-            rnd_fill(hdb, (size_t)cols, -1, 1);
-            if (betas[bi] == 0.0f) hdb[0] = NAN;
-            put(cdb, gdb, hdb, (size_t)cols * 4);
-            rnd_fill(hd, ny, -1, 1);
-            put(cd, gd, hd, ny * 4);
-            int r1 = P.cpu.ops->bias_grad(&P.cpu, cdb, cd, ld, rows, cols, betas[bi]);
-            int r2 = P.gpu.ops->bias_grad(&P.gpu, gdb, gd, ld, rows, cols, betas[bi]);
-            CHECK(r1 == RLT_OK && r2 == RLT_OK, "bias_grad: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
-            fetch(dc, dg, cdb, gdb, (size_t)cols * 4);
-            char what[96];
-            snprintf(what, sizeof what, "bias_grad %dx%d beta=%g", rows, cols, betas[bi]);
-            expect_exact(what, dg, dc, (size_t)cols, 4);
-            free(hdb), free(dc), free(dg);
-        }
-        free(hy), free(hb), free(hd), free(rc), free(rg);
+        free(hy), free(hd), free(rc), free(rg);
         reset();
     }
 }
@@ -312,8 +214,10 @@ static void test_flat(void) {
     reset();
 }
 
+/* The optimiser op without its extras on the GPU against the plain Adam oracle on the CPU, over several steps
+ * with the step counter on the device. */
 static void test_adam(void) {
-    printf("adam (step counter on the device)\n");
+    printf("adam (step counter on the device) vs the plain Adam oracle\n");
     static const uint64_t sizes[] = {1, 100003};
     for (size_t t = 0; t < 2; t++) {
         uint64_t n = sizes[t];
@@ -339,8 +243,9 @@ static void test_adam(void) {
             put(cg, gg, hg, n * 4);
             CHECK(P.cpu.ops->counter_add(&P.cpu, (int64_t *)cs, 1) == RLT_OK, "cpu step");
             CHECK(P.gpu.ops->counter_add(&P.gpu, (int64_t *)gs, 1) == RLT_OK, "gpu step");
-            int r1 = P.cpu.ops->adam(&P.cpu, cp, cg, cm, cv, n, hp, (const int64_t *)cs);
-            int r2 = P.gpu.ops->adam(&P.gpu, gp, gg, gm, gv, n, hp, (const int64_t *)gs);
+            int r1 = cpu_adam_plain(&P.cpu, cp, cg, cm, cv, n, hp, (const int64_t *)cs);
+            rlt_adam_step st = {.p = gp, .g = gg, .m = gm, .v = gv, .n = n, .hp = hp, .step = gs};
+            int r2 = P.gpu.ops->adam(&P.gpu, &st);
             CHECK(r1 == RLT_OK && r2 == RLT_OK, "adam: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
         }
         char what[64];
@@ -359,7 +264,7 @@ static void test_adam(void) {
 }
 
 static void test_replay(void) {
-    printf("sample_indices / gather_rows\n");
+    printf("sample_indices / one-field gather_fields vs gather_rows\n");
     static const int32_t ns[] = {1, 256, 1000};
     static const int64_t sizes[] = {1, 7, 1000000, INT32_MAX};
     static const int64_t ctrs[] = {0, 12345, 1ll << 40};
@@ -374,8 +279,12 @@ static void test_replay(void) {
                 put(cz, gz, &sizes[b], 8);
                 put(cc, gc, &ctrs[c], 8);
                 uint64_t seed = rnd_u64();
-                int r1 = P.cpu.ops->sample_indices(&P.cpu, ci, ns[a], cz, NULL, seed, RLT_STREAM_SAMPLE, cc);
-                int r2 = P.gpu.ops->sample_indices(&P.gpu, gi, ns[a], gz, NULL, seed, RLT_STREAM_SAMPLE, gc);
+                rlt_sample_spec sc = {.size = cz, .seed = seed, .stream = RLT_STREAM_SAMPLE, .batch = ns[a],
+                                      .counter = cc};
+                rlt_sample_spec sg = sc;
+                sg.size = gz, sg.counter = gc;
+                int r1 = P.cpu.ops->sample_indices(&P.cpu, ci, ns[a], &sc);
+                int r2 = P.gpu.ops->sample_indices(&P.gpu, gi, ns[a], &sg);
                 CHECK(r1 == RLT_OK && r2 == RLT_OK, "sample_indices: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
                 fetch(ic, ig, ci, gi, (size_t)ns[a] * 4);
                 char what[96];
@@ -390,8 +299,9 @@ static void test_replay(void) {
     }
     reset();
 
-    /* Rows of 16-byte multiples (the uint4 path), of 4-byte multiples (uint32), and odd byte rows (u8
-     * observations), with strides larger than the row and, for bytes, an unaligned destination. */
+    /* One field at a time, given indices, against the gather_rows oracle: rows of 16-byte multiples (the uint4
+     * path), of 4-byte multiples (uint32), and odd byte rows (u8 observations), with strides larger than the
+     * row and, for bytes, an unaligned destination. */
     static const struct {
         uint64_t row_bytes, dst_stride, dst_off;
         int32_t n, src_rows;
@@ -414,12 +324,13 @@ static void test_replay(void) {
         put(cs, gs, hs, src_bytes);
         put(cd, gd, hd, dst_bytes);
         put(cx, gx, hi, (size_t)n * 4);
-        int r1 = P.cpu.ops->gather_rows(&P.cpu, (unsigned char *)cd + off, ds, cs, rb, cx, n);
-        int r2 = P.gpu.ops->gather_rows(&P.gpu, (unsigned char *)gd + off, ds, gs, rb, gx, n);
-        CHECK(r1 == RLT_OK && r2 == RLT_OK, "gather_rows: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+        rlt_gather_field fg = {.dst = (unsigned char *)gd + off, .dst_stride = ds, .src = gs, .row_bytes = rb};
+        int r1 = cpu_gather_rows(&P.cpu, (unsigned char *)cd + off, ds, cs, rb, cx, n);
+        int r2 = P.gpu.ops->gather_fields(&P.gpu, gx, n, NULL, 1, &fg);
+        CHECK(r1 == RLT_OK && r2 == RLT_OK, "gather_fields (one field): cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
         fetch(oc, og, cd, gd, dst_bytes);
         char what[96];
-        snprintf(what, sizeof what, "gather_rows row=%llu stride=%llu off=%llu n=%d", (unsigned long long)rb,
+        snprintf(what, sizeof what, "gather_fields row=%llu stride=%llu off=%llu n=%d", (unsigned long long)rb,
                  (unsigned long long)ds, (unsigned long long)off, n);
         expect_exact(what, og, oc, dst_bytes, 1);
         printf("  %-44s exact\n", what);
@@ -428,50 +339,24 @@ static void test_replay(void) {
     }
 }
 
-static void test_losses(void) {
-    printf("mse_grad / sum\n");
+static void test_sum(void) {
+    printf("sum\n");
     static const int32_t ns[] = {1, 2, 255, 256, 257, 1000, 4096};
     for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
         int32_t n = ns[t];
-        float *hq = malloc((size_t)n * 4), *hy = malloc((size_t)n * 4), *rc = malloc((size_t)n * 4),
-              *rg = malloc((size_t)n * 4);
-        void *cq, *gq, *cy, *gy, *cd, *gd, *cl, *gl;
+        float *hq = malloc((size_t)n * 4);
+        void *cq, *gq, *cl, *gl;
         take((size_t)n * 4, &cq, &gq);
-        take((size_t)n * 4, &cy, &gy);
-        take((size_t)n * 4, &cd, &gd);
         take(4, &cl, &gl);
         rnd_fill(hq, (size_t)n, -10, 10);
-        rnd_fill(hy, (size_t)n, -10, 10);
         put(cq, gq, hq, (size_t)n * 4);
-        put(cy, gy, hy, (size_t)n * 4);
-        float gs = (t % 2) ? 0.5f : 1.0f;
-        int r1 = P.cpu.ops->mse_grad(&P.cpu, cd, cl, cq, cy, n, gs);
-        int r2 = P.gpu.ops->mse_grad(&P.gpu, gd, gl, gq, gy, n, gs);
-        CHECK(r1 == RLT_OK && r2 == RLT_OK, "mse_grad: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
-        fetch(rc, rg, cd, gd, (size_t)n * 4);
-        char what[64];
-        snprintf(what, sizeof what, "mse_grad dq n=%d", n);
-        expect_exact(what, rg, rc, (size_t)n, 4);
-        float lc, lg;
-        fetch(&lc, &lg, cl, gl, 4);
-        double sq = 0;
-        for (int32_t i = 0; i < n; i++) {
-            float d = hq[i] - hy[i];
-            sq += (double)(d * d);
-        }
-        double bound = 2.0 * gamma_n(n) * sq / n + 2.0 * U * fabs(lc);
-        snprintf(what, sizeof what, "mse_grad loss n=%d", n);
-        expect_close(what, &lg, &lc, 1, &bound, 0, 0);
-        /* A NULL loss is allowed (the gradient alone). */
-        r2 = P.gpu.ops->mse_grad(&P.gpu, gd, NULL, gq, gy, n, gs);
-        CHECK(r2 == RLT_OK && P.gpu.ops->sync(&P.gpu) == RLT_OK, "mse_grad with loss NULL: %s", P.egpu.msg);
-
         for (int32_t ldx = 1; ldx <= 3; ldx += 2) {
             int32_t m = n / ldx;
             float scale = m ? 1.0f / (float)m : 1.0f;
             float oc, og;
-            r1 = P.cpu.ops->sum(&P.cpu, cl, cq, ldx, m, scale);
-            r2 = P.gpu.ops->sum(&P.gpu, gl, gq, ldx, m, scale);
+            char what[64];
+            int r1 = P.cpu.ops->sum(&P.cpu, cl, cq, ldx, m, scale);
+            int r2 = P.gpu.ops->sum(&P.gpu, gl, gq, ldx, m, scale);
             CHECK(r1 == RLT_OK && r2 == RLT_OK, "sum: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
             fetch(&oc, &og, cl, gl, 4);
             double sa = 0;
@@ -480,7 +365,7 @@ static void test_losses(void) {
             snprintf(what, sizeof what, "sum n=%d ldx=%d", m, ldx);
             expect_close(what, &og, &oc, 1, &b2, 0, 0);
         }
-        free(hq), free(hy), free(rc), free(rg);
+        free(hq);
         reset();
     }
     /* sum over nothing is 0 on both. */
@@ -495,7 +380,7 @@ static void test_losses(void) {
 }
 
 static void test_td3(void) {
-    printf("td3_target_action / td3_target\n");
+    printf("td3_target_action\n");
     static const struct {
         int rows, cols, pad;
         float std, clip;
@@ -515,10 +400,12 @@ static void test_td3(void) {
         put(ca, ga, ha, na * 4);
         put(cc, gc, &cases[t].ctr, 8);
         uint64_t seed = rnd_u64();
-        int r1 = P.cpu.ops->td3_target_action(&P.cpu, ca, ld, rows, cols, cases[t].std, cases[t].clip, seed,
-                                              RLT_STREAM_TARGET, cc, (int32_t)(t * 37));
-        int r2 = P.gpu.ops->td3_target_action(&P.gpu, ga, ld, rows, cols, cases[t].std, cases[t].clip, seed,
-                                              RLT_STREAM_TARGET, gc, (int32_t)(t * 37));
+        rlt_target_noise nc = {.a = ca, .lda = ld, .rows = rows, .cols = cols, .std = cases[t].std, .clip = cases[t].clip,
+                               .seed = seed, .stream = RLT_STREAM_TARGET, .counter = cc, .row0 = (int32_t)(t * 37)};
+        rlt_target_noise ng = nc;
+        ng.a = ga, ng.counter = gc;
+        int r1 = P.cpu.ops->td3_target_action(&P.cpu, &nc);
+        int r2 = P.gpu.ops->td3_target_action(&P.gpu, &ng);
         CHECK(r1 == RLT_OK && r2 == RLT_OK, "td3_target_action: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
         fetch(rc, rg, ca, ga, na * 4);
         char what[96];
@@ -528,38 +415,6 @@ static void test_td3(void) {
         free(ha), free(rc), free(rg);
         reset();
     }
-    static const struct {
-        int n, ldq;
-    } tc[] = {{1, 1}, {257, 1}, {1000, 2}};
-    for (size_t t = 0; t < 3; t++) {
-        int n = tc[t].n, ldq = tc[t].ldq;
-        size_t nq = (size_t)n * ldq;
-        float *hr = malloc((size_t)n * 4), *ht = malloc((size_t)n * 4), *h1 = malloc(nq * 4), *h2 = malloc(nq * 4),
-              *rc = malloc((size_t)n * 4), *rg = malloc((size_t)n * 4);
-        rnd_fill(hr, (size_t)n, -1, 1);
-        for (int i = 0; i < n; i++) ht[i] = (rnd_u64() & 3) == 0 ? 1.0f : 0.0f;
-        rnd_fill(h1, nq, -50, 50);
-        rnd_fill(h2, nq, -50, 50);
-        void *cr, *gr, *ct, *gt, *c1, *g1, *c2, *g2, *cy, *gy;
-        take((size_t)n * 4, &cr, &gr);
-        take((size_t)n * 4, &ct, &gt);
-        take(nq * 4, &c1, &g1);
-        take(nq * 4, &c2, &g2);
-        take((size_t)n * 4, &cy, &gy);
-        put(cr, gr, hr, (size_t)n * 4);
-        put(ct, gt, ht, (size_t)n * 4);
-        put(c1, g1, h1, nq * 4);
-        put(c2, g2, h2, nq * 4);
-        int r1 = P.cpu.ops->td3_target(&P.cpu, cy, cr, ct, c1, c2, ldq, n, 0.99f);
-        int r2 = P.gpu.ops->td3_target(&P.gpu, gy, gr, gt, g1, g2, ldq, n, 0.99f);
-        CHECK(r1 == RLT_OK && r2 == RLT_OK, "td3_target: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
-        fetch(rc, rg, cy, gy, (size_t)n * 4);
-        char what[64];
-        snprintf(what, sizeof what, "td3_target n=%d ldq=%d", n, ldq);
-        expect_exact(what, rg, rc, (size_t)n, 4);
-        free(hr), free(ht), free(h1), free(h2), free(rc), free(rg);
-        reset();
-    }
 }
 
 /* ---- a small training step: sample, gather, forward, loss, backward, Adam ---- */
@@ -567,26 +422,37 @@ static void test_td3(void) {
 enum { G_ROWS = 500, G_IN = 12, G_OUT = 8, G_B = 64 };
 
 typedef struct gstep {
-    float *replay, *x, *w, *b, *h, *target, *dh, *gw, *gb, *mw, *vw, *mb, *vb, *loss;
+    float *replay, *x, *w, *b, *h, *target, *y, *zero, *dh, *dh2, *gw, *gb, *mw, *vw, *mb, *vb, *loss;
     int32_t *idx;
     int64_t *ctr, *step, *size;
 } gstep;
 
+/* A tanh layer fitted to targets by MSE: the MSE gradient is td3_critic_loss's with gamma 0 (its target y is then
+ * r, here the targets, exactly). */
 static int run_step(rlt_backend *bk, const gstep *s) {
     const rlt_backend_ops *o = bk->ops;
     rlt_adam_hp hp = {1e-3f, 0.9f, 0.999f, 1e-8f};
     RLT_TRY(o->counter_add(bk, s->ctr, 1));
-    RLT_TRY(o->sample_indices(bk, s->idx, G_B, s->size, NULL, 7, RLT_STREAM_SAMPLE, s->ctr));
-    RLT_TRY(o->gather_rows(bk, s->x, G_IN * 4, s->replay, G_IN * 4, s->idx, G_B));
-    RLT_TRY(o->gemm(bk, 0, 0, G_B, G_OUT, G_IN, 1.0f, s->x, G_IN, s->w, G_OUT, 0.0f, s->h, G_OUT));
-    RLT_TRY(o->bias_act(bk, s->h, G_OUT, s->b, G_B, G_OUT, RLT_ACT_TANH));
-    RLT_TRY(o->mse_grad(bk, s->dh, s->loss, s->h, s->target, G_B * G_OUT, 1.0f));
+    rlt_sample_spec smp = {.size = s->size, .seed = 7, .stream = RLT_STREAM_SAMPLE, .batch = G_B, .counter = s->ctr};
+    RLT_TRY(o->sample_indices(bk, s->idx, G_B, &smp));
+    rlt_gather_field f = {.dst = s->x, .dst_stride = G_IN * 4, .src = s->replay, .row_bytes = G_IN * 4};
+    RLT_TRY(o->gather_fields(bk, s->idx, G_B, NULL, 1, &f));
+    rlt_linear_fwd fw = {.rows = G_B, .fi = G_IN, .fo = G_OUT, .x = s->x, .ldx = G_IN, .W = s->w, .b = s->b, .y = s->h,
+                         .ldy = G_OUT, .act = RLT_ACT_TANH};
+    RLT_TRY(o->linear_forward(bk, &fw));
+    rlt_td3_loss l = {.y = s->y, .dq1 = s->dh, .dq2 = s->dh2, .loss1 = s->loss, .q1 = s->h, .q2 = s->h,
+                      .qt1 = s->target, .qt2 = s->target, .r = s->target, .term = s->zero, .n = G_B * G_OUT,
+                      .gamma = 0.0f, .grad_scale = 1.0f};
+    RLT_TRY(o->td3_critic_loss(bk, &l));
     RLT_TRY(o->act_grad(bk, s->dh, G_OUT, s->h, G_OUT, G_B, G_OUT, RLT_ACT_TANH));
-    RLT_TRY(o->gemm(bk, 1, 0, G_IN, G_OUT, G_B, 1.0f, s->x, G_IN, s->dh, G_OUT, 0.0f, s->gw, G_OUT));
-    RLT_TRY(o->bias_grad(bk, s->gb, s->dh, G_OUT, G_B, G_OUT, 0.0f));
+    rlt_linear_bwd bw = {.rows = G_B, .fi = G_IN, .fo = G_OUT, .dy = s->dh, .lddy = G_OUT, .x = s->x, .ldx = G_IN,
+                         .W = s->w, .dW = s->gw, .db = s->gb, .beta = 0.0f};
+    RLT_TRY(o->linear_backward(bk, &bw));
     RLT_TRY(o->counter_add(bk, s->step, 1));
-    RLT_TRY(o->adam(bk, s->w, s->gw, s->mw, s->vw, G_IN * G_OUT, hp, s->step));
-    RLT_TRY(o->adam(bk, s->b, s->gb, s->mb, s->vb, G_OUT, hp, s->step));
+    rlt_adam_step aw = {.p = s->w, .g = s->gw, .m = s->mw, .v = s->vw, .n = G_IN * G_OUT, .hp = hp, .step = s->step};
+    rlt_adam_step ab = {.p = s->b, .g = s->gb, .m = s->mb, .v = s->vb, .n = G_OUT, .hp = hp, .step = s->step};
+    RLT_TRY(o->adam(bk, &aw));
+    RLT_TRY(o->adam(bk, &ab));
     return RLT_OK;
 }
 
@@ -606,7 +472,10 @@ static void test_graph(void) {
     TAKE(b, G_OUT, float);
     TAKE(h, G_B * G_OUT, float);
     TAKE(target, G_B * G_OUT, float);
+    TAKE(y, G_B * G_OUT, float);
+    TAKE(zero, G_B * G_OUT, float);
     TAKE(dh, G_B * G_OUT, float);
+    TAKE(dh2, G_B * G_OUT, float);
     TAKE(gw, G_IN * G_OUT, float);
     TAKE(gb, G_OUT, float);
     TAKE(mw, G_IN * G_OUT, float);
@@ -628,8 +497,10 @@ static void test_graph(void) {
     put(c.b, g.b, hbuf, G_OUT * 4);
     rnd_fill(hbuf, G_B * G_OUT, -0.9f, 0.9f);
     put(c.target, g.target, hbuf, G_B * G_OUT * 4);
-    /* Adam's moments start at zero (the arena is reused between tests, so it is not zero here). */
-    memset(hbuf, 0, G_IN * G_OUT * 4);
+    /* Adam's moments and the terminal flags start at zero (the arena is reused between tests, so it is not zero
+     * here). */
+    memset(hbuf, 0, G_B * G_OUT * 4);
+    put(c.zero, g.zero, hbuf, G_B * G_OUT * 4);
     put(c.mw, g.mw, hbuf, G_IN * G_OUT * 4);
     put(c.vw, g.vw, hbuf, G_IN * G_OUT * 4);
     put(c.mb, g.mb, hbuf, G_OUT * 4);
@@ -674,7 +545,7 @@ static void test_graph(void) {
     reset();
 }
 
-/* ---- fused ops (ABI 3) ---- */
+/* ---- fused ops ---- */
 
 /* linear_forward on both backends against the GEMM bound: each output is a dot product of length fi plus the
  * bias, so the two differ by at most 2 gamma(fi + 2) S, S = sum |x w| + |b| (ReLU is 1-Lipschitz and exact;
@@ -715,8 +586,12 @@ static void test_linear_forward(void) {
         put(cw, gw, hw, nw * 4);
         put(cb, gb, hb, (size_t)fo * 4);
         put(cy, gy, hy, ny * 4);
-        int r1 = P.cpu.ops->linear_forward(&P.cpu, rows, fi, fo, cx, ldx, cw, cases[t].bias ? cb : NULL, cy, ldy, act);
-        int r2 = P.gpu.ops->linear_forward(&P.gpu, rows, fi, fo, gx, ldx, gw, cases[t].bias ? gb : NULL, gy, ldy, act);
+        rlt_linear_fwd fc = {.rows = rows, .fi = fi, .fo = fo, .x = cx, .ldx = ldx, .W = cw,
+                             .b = cases[t].bias ? cb : NULL, .y = cy, .ldy = ldy, .act = act};
+        rlt_linear_fwd fg = fc;
+        fg.x = gx, fg.W = gw, fg.b = cases[t].bias ? gb : NULL, fg.y = gy;
+        int r1 = P.cpu.ops->linear_forward(&P.cpu, &fc);
+        int r2 = P.gpu.ops->linear_forward(&P.gpu, &fg);
         CHECK(r1 == RLT_OK && r2 == RLT_OK, "linear_forward case %zu: cpu %d gpu %d (%s)", t, r1, r2, P.egpu.msg);
         fetch(rc, rg, cy, gy, ny * 4);
         for (int r = 0; r < (rows ? rows : 1); r++)
@@ -788,10 +663,13 @@ static void test_linear_backward(void) {
         put(cdb, gdb, hdb, (size_t)fo * 4);
         put(cdx, gdx, hdx, ndx * 4);
         int ww = cases[t].want_w, wb = cases[t].want_b, wx = cases[t].want_x;
-        int r1 = P.cpu.ops->linear_backward(&P.cpu, rows, fi, fo, cdy, lddy, cx, ldx, act, cw, ww ? cdw : NULL,
-                                            wb ? cdb : NULL, beta, wx ? cdx : NULL, lddx);
-        int r2 = P.gpu.ops->linear_backward(&P.gpu, rows, fi, fo, gdy, lddy, gx, ldx, act, gw, ww ? gdw : NULL,
-                                            wb ? gdb : NULL, beta, wx ? gdx : NULL, lddx);
+        rlt_linear_bwd bc = {.rows = rows, .fi = fi, .fo = fo, .dy = cdy, .lddy = lddy, .x = cx, .ldx = ldx, .act_x = act,
+                             .W = cw, .dW = ww ? cdw : NULL, .db = wb ? cdb : NULL, .beta = beta, .dx = wx ? cdx : NULL,
+                             .lddx = lddx};
+        rlt_linear_bwd bg = bc;
+        bg.dy = gdy, bg.x = gx, bg.W = gw, bg.dW = ww ? gdw : NULL, bg.db = wb ? gdb : NULL, bg.dx = wx ? gdx : NULL;
+        int r1 = P.cpu.ops->linear_backward(&P.cpu, &bc);
+        int r2 = P.gpu.ops->linear_backward(&P.gpu, &bg);
         CHECK(r1 == RLT_OK && r2 == RLT_OK, "linear_backward case %zu: cpu %d gpu %d (%s)", t, r1, r2, P.egpu.msg);
         char what[112];
         /* dW (untouched when not asked for: bound 0) */
@@ -901,7 +779,8 @@ static void test_gather_fields(void) {
             int32_t full[NB];
             void *cf, *gf;
             take(NB * 4, &cf, &gf);
-            CHECK(P.cpu.ops->sample_indices(&P.cpu, cf, NB, csz, cvalid, 99, RLT_STREAM_SAMPLE, cctr) == RLT_OK, "sample");
+            rlt_sample_spec whole = {csz, cvalid, 99, RLT_STREAM_SAMPLE, 0, NB, cctr};
+            CHECK(P.cpu.ops->sample_indices(&P.cpu, cf, NB, &whole) == RLT_OK, "sample");
             memcpy(full, cf, sizeof full);
             CHECK(memcmp(full + ROW0, ic, NR * 4) == 0, "gather_fields: drawn indices are sample_indices' rows %d..", ROW0);
             int ok = 1;
@@ -921,7 +800,7 @@ static void test_gather_fields(void) {
     reset();
 }
 
-/* gather_fields with compact replay sources (src_dtype fp16 / bf16, ABI 5): the widened fp32 rows byte for byte
+/* gather_fields with compact replay sources (src_dtype fp16 / bf16): the widened fp32 rows byte for byte
  * the CPU twin's. Every 16-bit pattern is gathered (zeros, subnormals, normals, inf, NaNs with every payload),
  * through the 4-elements-a-word path (aligned rows of 20 and 32 elements) and the one-element path (rows of 3
  * and 17 elements, unaligned strides), with an indirect field, a raw field beside them, the sampling folded in
@@ -1016,8 +895,8 @@ static void test_gather_widen(void) {
     reset();
 }
 
-/* td3_critic_loss: y, dq1 and dq2 bit for bit (the CPU's expressions); the losses within the reduction bound
- * of mse_grad's. */
+/* td3_critic_loss: y, dq1 and dq2 bit for bit (the CPU oracles' expressions); each loss within the bound of a
+ * reduction of n squares (2 gamma(n) sum d^2 / n). */
 static void test_td3_critic_loss(void) {
     printf("td3_critic_loss\n");
     static const int ns[] = {1, 256, 1000};
@@ -1034,10 +913,12 @@ static void test_td3_critic_loss(void) {
         for (int k = 0; k < 6; k++) put(c[k], g[k], h[k], (size_t)n * 4);
         /* inputs: q1 q2 qt1 qt2 r term; outputs: y dq1 dq2 loss1 loss2 */
         float gs = t == 1 ? 0.5f : 1.0f;
-        int r1 = P.cpu.ops->td3_critic_loss(&P.cpu, c[6], c[7], c[8], c[9], c[10], c[0], c[1], c[2], c[3], c[4], c[5],
-                                            n, 0.99f, gs);
-        int r2 = P.gpu.ops->td3_critic_loss(&P.gpu, g[6], g[7], g[8], g[9], g[10], g[0], g[1], g[2], g[3], g[4], g[5],
-                                            n, 0.99f, gs);
+        rlt_td3_loss lc = {.y = c[6], .dq1 = c[7], .dq2 = c[8], .loss1 = c[9], .loss2 = c[10], .q1 = c[0], .q2 = c[1],
+                           .qt1 = c[2], .qt2 = c[3], .r = c[4], .term = c[5], .n = n, .gamma = 0.99f, .grad_scale = gs};
+        rlt_td3_loss lg = {.y = g[6], .dq1 = g[7], .dq2 = g[8], .loss1 = g[9], .loss2 = g[10], .q1 = g[0], .q2 = g[1],
+                           .qt1 = g[2], .qt2 = g[3], .r = g[4], .term = g[5], .n = n, .gamma = 0.99f, .grad_scale = gs};
+        int r1 = P.cpu.ops->td3_critic_loss(&P.cpu, &lc);
+        int r2 = P.gpu.ops->td3_critic_loss(&P.gpu, &lg);
         CHECK(r1 == RLT_OK && r2 == RLT_OK, "td3_critic_loss: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
         float *rc = malloc((size_t)n * 4), *rg = malloc((size_t)n * 4);
         const char *names[3] = {"y", "dq1", "dq2"};
@@ -1067,8 +948,9 @@ static void test_td3_critic_loss(void) {
     }
 }
 
-/* dqn_loss: the targets and gradients bit for bit, the loss within q_loss_grad's bound; double and vanilla,
- * Huber and squared, with exact ties in the argmax and out-of-range actions. */
+/* dqn_loss: the targets and gradients bit for bit, the loss within the reduction bound (as for the CPU oracle
+ * q_loss_grad's sum); double and vanilla, Huber and squared, with exact ties in the argmax, out-of-range actions,
+ * and three different row strides (q, dq and the next-state values). */
 static void test_dqn_loss(void) {
     printf("dqn_loss\n");
     static const struct {
@@ -1076,14 +958,14 @@ static void test_dqn_loss(void) {
         float delta;
     } cases[] = {{128, 2, 1, 1.0f}, {32, 6, 0, 0.0f}, {300, 5, 1, 0.0f}, {1, 2, 0, 1.0f}};
     for (size_t t = 0; t < 4; t++) {
-        int n = cases[t].n, A = cases[t].n_act, ldq = A + 1, ldd = A + 2;
-        size_t nq = (size_t)n * ldq, nd = (size_t)n * ldd;
-        float *hq = malloc(nq * 4), *ht = malloc(nq * 4), *ho = malloc(nq * 4), *hr = malloc((size_t)n * 4),
+        int n = cases[t].n, A = cases[t].n_act, ldq = A + 1, ldd = A + 2, ldqn = A + 3;
+        size_t nq = (size_t)n * ldq, nd = (size_t)n * ldd, nn = (size_t)n * ldqn;
+        float *hq = malloc(nq * 4), *ht = malloc(nn * 4), *ho = malloc(nn * 4), *hr = malloc((size_t)n * 4),
               *hterm = malloc((size_t)n * 4), *hd = malloc(nd * 4), *oc = malloc(nd * 4), *og = malloc(nd * 4);
         int32_t *ha = malloc((size_t)n * 4);
         rnd_fill(hq, nq, -5, 5);
-        rnd_fill(ht, nq, -5, 5);
-        for (size_t i = 0; i < nq; i++) ho[i] = (float)(int)rnd_f(-3, 3); /* many ties */
+        rnd_fill(ht, nn, -5, 5);
+        for (size_t i = 0; i < nn; i++) ho[i] = (float)(int)rnd_f(-3, 3); /* many ties */
         rnd_fill(hr, (size_t)n, -1, 1);
         rnd_fill(hd, nd, -9, 9);
         for (int i = 0; i < n; i++) {
@@ -1092,8 +974,8 @@ static void test_dqn_loss(void) {
         }
         void *cq, *gq, *ct, *gt, *co, *go, *cr, *gr, *cterm, *gterm, *cd, *gd, *ca, *ga, *cy, *gy, *cl, *gl;
         take(nq * 4, &cq, &gq);
-        take(nq * 4, &ct, &gt);
-        take(nq * 4, &co, &go);
+        take(nn * 4, &ct, &gt);
+        take(nn * 4, &co, &go);
         take((size_t)n * 4, &cr, &gr);
         take((size_t)n * 4, &cterm, &gterm);
         take(nd * 4, &cd, &gd);
@@ -1101,17 +983,21 @@ static void test_dqn_loss(void) {
         take((size_t)n * 4, &cy, &gy);
         take(4, &cl, &gl);
         put(cq, gq, hq, nq * 4);
-        put(ct, gt, ht, nq * 4);
-        put(co, go, ho, nq * 4);
+        put(ct, gt, ht, nn * 4);
+        put(co, go, ho, nn * 4);
         put(cr, gr, hr, (size_t)n * 4);
         put(cterm, gterm, hterm, (size_t)n * 4);
         put(cd, gd, hd, nd * 4);
         put(ca, ga, ha, (size_t)n * 4);
         int dbl = cases[t].dbl;
-        int r1 = P.cpu.ops->dqn_loss(&P.cpu, cy, cd, ldd, cl, cq, ldq, ca, cr, cterm, ct, dbl ? co : NULL, ldq, n, A, 0.97f,
-                                     cases[t].delta, 0.5f);
-        int r2 = P.gpu.ops->dqn_loss(&P.gpu, gy, gd, ldd, gl, gq, ldq, ga, gr, gterm, gt, dbl ? go : NULL, ldq, n, A, 0.97f,
-                                     cases[t].delta, 0.5f);
+        rlt_q_loss qc = {.y = cy, .dq = cd, .lddq = ldd, .loss = cl, .q = cq, .ldq = ldq, .act = ca, .r = cr,
+                         .term = cterm, .q_next_target = ct, .q_next_online = dbl ? co : NULL, .ldqn = ldqn, .n = n,
+                         .n_act = A, .gamma = 0.97f, .huber_delta = cases[t].delta, .grad_scale = 0.5f};
+        rlt_q_loss qg = {.y = gy, .dq = gd, .lddq = ldd, .loss = gl, .q = gq, .ldq = ldq, .act = ga, .r = gr,
+                         .term = gterm, .q_next_target = gt, .q_next_online = dbl ? go : NULL, .ldqn = ldqn, .n = n,
+                         .n_act = A, .gamma = 0.97f, .huber_delta = cases[t].delta, .grad_scale = 0.5f};
+        int r1 = P.cpu.ops->dqn_loss(&P.cpu, &qc);
+        int r2 = P.gpu.ops->dqn_loss(&P.gpu, &qg);
         CHECK(r1 == RLT_OK && r2 == RLT_OK, "dqn_loss: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
         char what[96];
         fetch(oc, og, cy, gy, (size_t)n * 4);
@@ -1139,82 +1025,103 @@ static void test_dqn_loss(void) {
     }
 }
 
-/* adam_ex. Against the CPU without clipping (m, v and the norm as for adam and clip_grad_norm; p and the
- * Polyak target within Adam's bound, tau <= 1 passes p's error on unamplified). With clipping, against the
- * GPU's own clip_grad_norm + adam + polyak, which it must reproduce bit for bit. */
-static void test_adam_ex(void) {
-    printf("adam_ex (clipping, Polyak)\n");
+/* The optimiser op with clipping and the Polyak target (its 16-bit copies and skip flag are gpu_lowp's) on the
+ * GPU against the CPU oracles clip_grad_norm, plain Adam and polyak in sequence, one step at a time from
+ * identical state: before each step the GPU's state is put into both arenas. Six steps with the step counter on
+ * the device; even steps are not clipped (max_grad_norm far above the norm), odd steps are (0.01).
+ * - Not clipped: g untouched on both and m, v bit for bit (the same expressions of the same g); p and the
+ *   target within Adam's bound (the file comment; tau <= 1 passes p's error on unamplified, the mix adds
+ *   roundings). The norm within the clipping's bound below.
+ * - Clipped: the norm within rel |norm|, rel = gamma(ceil(n / 65536) + 17) / 2 + 2u (the GPU's fp32 sum in a
+ *   strided pass and two 256-way trees against the CPU's sum in double; gpu_dqn_parity explains it); the
+ *   clipped g inherits it through max_norm / (norm + 1e-6): |g| (rel + 4u). m = b1 m + (1 - b1) g then differs
+ *   by (1 - b1) times g's bound plus a few roundings, v = b2 v + (1 - b2) g^2 by (1 - b2) (2|g| + dg) dg plus
+ *   roundings. A relative change e of this step's gradients moves an Adam step of these six by at most
+ *   ~3.3 lr e (the m term by lr (1 - b1) sqrt(1 - b2^t) / (sqrt(1 - b2) (1 - b1^t)) e <= lr e, the v term by
+ *   the step's size, at most ~2.3 lr here, times e): p and the target get 20 lr (rel + 4u) on top of Adam's
+ *   bound. */
+static void test_adam_clip_polyak(void) {
+    printf("adam with clipping and Polyak vs clip_grad_norm + adam + polyak\n");
     static const uint64_t sizes[] = {1, 100003};
     for (size_t t = 0; t < 2; t++) {
         uint64_t n = sizes[t];
         rlt_adam_hp hp = {1e-3f, 0.9f, 0.999f, 1e-8f};
-        float *h = malloc(n * 4), *hg = malloc(n * 4), *rc = malloc(n * 4), *rg = malloc(n * 4);
-        /* Buffers: p m v target g for the CPU/GPU pair A, and a second GPU-only set B. */
-        void *c[5], *g[5], *cB[5], *gB[5], *cs, *gs, *cn, *gn, *cnB, *gnB;
-        for (int k = 0; k < 5; k++) {
+        const float tau = 0.3f;
+        enum { BP, BM, BV, BT, BG, NB };
+        static const char *names[NB] = {"p", "m", "v", "target", "g"};
+        float *h[NB], *rc = malloc(n * 4), *rg = malloc(n * 4);
+        double *bound = malloc(n * sizeof *bound);
+        void *c[NB], *g[NB], *cs, *gs, *cn, *gn;
+        for (int k = 0; k < NB; k++) {
+            h[k] = malloc(n * 4);
             take(n * 4, &c[k], &g[k]);
-            take(n * 4, &cB[k], &gB[k]);
         }
         take(8, &cs, &gs);
         take(4, &cn, &gn);
-        take(4, &cnB, &gnB);
-        rnd_fill(h, n, -1, 1);
-        for (int k = 0; k < 4; k++) {
-            if (k == 1 || k == 2) memset(h, 0, n * 4);
-            else rnd_fill(h, n, -1, 1);
-            put(c[k], g[k], h, n * 4);
-            put(cB[k], gB[k], h, n * 4);
-        }
+        rnd_fill(h[BP], n, -1, 1);
+        rnd_fill(h[BT], n, -1, 1);
+        memset(h[BM], 0, n * 4);
+        memset(h[BV], 0, n * 4);
         int64_t zero = 0;
         put(cs, gs, &zero, 8);
-        int steps = 5;
-        for (int s = 0; s < steps; s++) {
-            rnd_fill(hg, n, -0.5f, 0.5f);
-            put(c[4], g[4], hg, n * 4);
-            put(cB[4], gB[4], hg, n * 4);
+        double rel = 0.5 * gamma_n((double)((n + 65535) / 65536) + 17.0) + 2.0 * U;
+        for (int s = 0; s < 6; s++) {
+            int clip = s % 2;
+            float max_norm = clip ? 0.01f : 1e6f;
+            rnd_fill(h[BG], n, -0.5f, 0.5f);
+            for (int k = 0; k < NB; k++) put(c[k], g[k], h[k], n * 4);
             CHECK(P.cpu.ops->counter_add(&P.cpu, (int64_t *)cs, 1) == RLT_OK, "cpu step");
             CHECK(P.gpu.ops->counter_add(&P.gpu, (int64_t *)gs, 1) == RLT_OK, "gpu step");
-            /* Even steps: no clipping happens (max norm far above); odd steps: it does (max norm 0.01). */
-            float max_norm = (s % 2) ? 0.01f : 1e6f;
-            rlt_adam_extra xc = {.max_grad_norm = max_norm, .norm = cn, .target = c[3], .tau = 0.3f};
-            rlt_adam_extra xg = {.max_grad_norm = max_norm, .norm = gn, .target = g[3], .tau = 0.3f};
-            int r1 = P.cpu.ops->adam_ex(&P.cpu, c[0], c[4], c[1], c[2], n, hp, cs, &xc);
-            int r2 = P.gpu.ops->adam_ex(&P.gpu, g[0], g[4], g[1], g[2], n, hp, gs, &xg);
-            CHECK(r1 == RLT_OK && r2 == RLT_OK, "adam_ex: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
-            /* The same step as three plain GPU ops on set B. */
-            int r3 = P.gpu.ops->clip_grad_norm(&P.gpu, gB[4], n, max_norm, gnB);
-            int r4 = P.gpu.ops->adam(&P.gpu, gB[0], gB[4], gB[1], gB[2], n, hp, gs);
-            int r5 = P.gpu.ops->polyak(&P.gpu, gB[3], gB[0], n, 0.3f);
-            CHECK(r3 == RLT_OK && r4 == RLT_OK && r5 == RLT_OK, "plain ops: %s", P.egpu.msg);
-            static const char *names[5] = {"p", "m", "v", "target", "g (clipped)"};
-            for (int k = 0; k < 5; k++) {
-                char what[80];
-                fetch_gpu2(rc, rg, gB[k], g[k], n * 4); /* rc: plain GPU ops (set B), rg: adam_ex */
-                snprintf(what, sizeof what, "adam_ex %s n=%llu step %d vs plain GPU ops", names[k], (unsigned long long)n, s + 1);
-                expect_exact(what, rg, rc, n, 4);
+            rlt_adam_step st = {.p = g[BP], .g = g[BG], .m = g[BM], .v = g[BV], .n = n, .hp = hp, .step = gs,
+                                .max_grad_norm = max_norm, .norm = gn, .target = g[BT], .tau = tau};
+            int r2 = P.gpu.ops->adam(&P.gpu, &st);
+            int r1 = cpu_clip_grad_norm(&P.cpu, c[BG], n, max_norm, cn);
+            if (r1 == RLT_OK) r1 = cpu_adam_plain(&P.cpu, c[BP], c[BG], c[BM], c[BV], n, hp, cs);
+            if (r1 == RLT_OK) r1 = cpu_polyak(&P.cpu, c[BT], c[BP], n, tau);
+            CHECK(r1 == RLT_OK && r2 == RLT_OK, "adam: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+            char what[112];
+            float nc, ng;
+            fetch(&nc, &ng, cn, gn, 4);
+            double nb = rel * fabs(nc) + 1e-37;
+            snprintf(what, sizeof what, "adam n=%llu step %d: norm", (unsigned long long)n, s + 1);
+            expect_close(what, &ng, &nc, 1, &nb, 0, 0);
+            /* The clipped gradients first: m and v's bounds build on them. */
+            float *gc = malloc(n * 4), *gg = malloc(n * 4);
+            double *bg = malloc(n * sizeof *bg);
+            fetch(gc, gg, c[BG], g[BG], n * 4);
+            for (uint64_t i = 0; i < n; i++) bg[i] = fabs((double)h[BG][i]) * (rel + 4.0 * U) + 1e-37;
+            snprintf(what, sizeof what, "adam n=%llu step %d%s: g", (unsigned long long)n, s + 1,
+                     clip ? " (clipped)" : "");
+            if (clip) expect_close(what, gg, gc, n, bg, 0, 0);
+            else expect_exact(what, gg, gc, n, 4);
+            for (int k = BP; k <= BT; k++) {
+                fetch(rc, rg, c[k], g[k], n * 4);
+                snprintf(what, sizeof what, "adam n=%llu step %d%s: %s", (unsigned long long)n, s + 1,
+                         clip ? " (clipped)" : "", names[k]);
+                if (!clip && (k == BM || k == BV)) {
+                    expect_exact(what, rg, rc, n, 4);
+                    continue;
+                }
+                double extra = clip ? 20.0 * hp.lr * (rel + 4.0 * U) : 0.0;
+                for (uint64_t i = 0; i < n; i++) {
+                    double gv = fabs((double)gc[i]), ac = fabs((double)rc[i]);
+                    if (k == BM) bound[i] = (1.0 - hp.beta1) * bg[i] + 4.0 * U * ((1.0 - hp.beta1) * gv + ac) + 1e-37;
+                    else if (k == BV)
+                        bound[i] = (1.0 - hp.beta2) * (2.0 * gv + bg[i]) * bg[i] +
+                                   4.0 * U * ((1.0 - hp.beta2) * gv * gv + ac) + 1e-37;
+                    else bound[i] = 2e-4 * hp.lr + extra + (k == BP ? 2.0 : 4.0) * 2.0 * U * ac;
+                }
+                expect_close(what, rg, rc, n, bound, 0, 0);
             }
-            float nb, ng;
-            fetch_gpu2(&nb, &ng, gnB, gn, 4);
-            CHECK(memcmp(&nb, &ng, 4) == 0, "adam_ex norm %.9g vs clip_grad_norm %.9g", ng, nb);
-            if (s == 0) {
-                /* The first step, unclipped, from identical state: against the CPU. */
-                char what[80];
-                fetch(rc, rg, c[1], g[1], n * 4);
-                expect_exact("adam_ex m vs cpu (step 1)", rg, rc, n, 4);
-                fetch(rc, rg, c[2], g[2], n * 4);
-                expect_exact("adam_ex v vs cpu (step 1)", rg, rc, n, 4);
-                fetch(rc, rg, c[0], g[0], n * 4);
-                snprintf(what, sizeof what, "adam_ex p vs cpu n=%llu (step 1)", (unsigned long long)n);
-                expect_close(what, rg, rc, n, NULL, 2e-4 * hp.lr, 2.0 * 2.0 * U);
-                fetch(rc, rg, c[3], g[3], n * 4);
-                expect_close("adam_ex target vs cpu (step 1)", rg, rc, n, NULL, 2e-4 * hp.lr, 4.0 * 2.0 * U);
-                float lc, lg;
-                fetch(&lc, &lg, cn, gn, 4);
-                double bound = (gamma_n((double)n / 65536.0 + 17.0) / 2.0 + U) * fabs(lc) + 1e-37;
-                expect_close("adam_ex norm vs cpu (step 1)", &lg, &lc, 1, &bound, 0, 0);
+            free(gc), free(gg), free(bg);
+            /* The next step starts from the GPU's state. */
+            for (int k = BP; k <= BT; k++) {
+                fetch(rc, rg, c[k], g[k], n * 4);
+                memcpy(h[k], rg, n * 4);
             }
         }
-        free(h), free(hg), free(rc), free(rg);
+        for (int k = 0; k < NB; k++) free(h[k]);
+        free(rc), free(rg), free(bound);
         reset();
     }
 }
@@ -1233,10 +1140,14 @@ static int lane_step(rlt_backend *bk, const lane_bufs *s) {
     RLT_TRY(o->branch(bk, 3));
     RLT_TRY(o->counter_add(bk, s->ctr, 1));
     RLT_TRY(o->branch(bk, 1));
-    RLT_TRY(o->linear_forward(bk, L_ROWS, L_IN, L_H, s->x, L_IN, s->w1, s->b1, s->h1, L_H, RLT_ACT_RELU));
+    rlt_linear_fwd f1 = {.rows = L_ROWS, .fi = L_IN, .fo = L_H, .x = s->x, .ldx = L_IN, .W = s->w1, .b = s->b1,
+                         .y = s->h1, .ldy = L_H, .act = RLT_ACT_RELU};
+    rlt_linear_fwd f2 = {.rows = L_ROWS, .fi = L_IN, .fo = L_H, .x = s->x, .ldx = L_IN, .W = s->w2, .b = s->b2,
+                         .y = s->h2, .ldy = L_H, .act = RLT_ACT_TANH};
+    RLT_TRY(o->linear_forward(bk, &f1));
     RLT_TRY(o->sum(bk, s->sum1, s->h1, L_H, L_ROWS, 1.0f / L_ROWS));
     RLT_TRY(o->branch(bk, 2));
-    RLT_TRY(o->linear_forward(bk, L_ROWS, L_IN, L_H, s->x, L_IN, s->w2, s->b2, s->h2, L_H, RLT_ACT_TANH));
+    RLT_TRY(o->linear_forward(bk, &f2));
     RLT_TRY(o->sum(bk, s->sum2, s->h2, L_H, L_ROWS, 1.0f / L_ROWS));
     RLT_TRY(o->join(bk));
     /* Lane 0 reads both side lanes' results (out moves halfway to h1, then halfway to h2) ... */
@@ -1312,14 +1223,16 @@ static void test_lanes(void) {
     fetch(&sc, &sg, c.sum2, g.sum2, 4);
     expect_close("lanes: lane 2's reduction", &sg, &sc, 1, NULL, 1e-5, 1e-5);
 
-    /* Refusals: lanes out of range; clip_grad_norm (lane 0's scratch) on a side lane; a graph_end with a
+    /* Refusals: lanes out of range; adam with clipping (lane 0's scratch) on a side lane; a graph_end with a
      * lane left open still joins it (the capture ends cleanly). */
     CHECK(P.gpu.ops->branch(&P.gpu, -1) == RLT_EINVAL && P.gpu.ops->branch(&P.gpu, RLT_BACKEND_MAX_LANES) == RLT_EINVAL,
           "branch out of range refused");
     CHECK(P.cpu.ops->branch(&P.cpu, RLT_BACKEND_MAX_LANES) == RLT_EINVAL, "cpu branch out of range refused");
     CHECK(P.gpu.ops->branch(&P.gpu, 1) == RLT_OK, "branch 1");
-    int rc = P.gpu.ops->clip_grad_norm(&P.gpu, g.h1, 16, 1.0f, g.sum1);
-    CHECK(rc == RLT_ESTATE, "clip_grad_norm on a side lane: %d", rc);
+    rlt_adam_step st = {.p = g.h1, .g = g.h2, .m = g.out, .v = g.out, .n = 16, .hp = {1e-3f, 0.9f, 0.999f, 1e-8f},
+                        .step = g.ctr, .max_grad_norm = 1.0f, .norm = g.sum1};
+    int rc = P.gpu.ops->adam(&P.gpu, &st);
+    CHECK(rc == RLT_ESTATE, "adam with clipping on a side lane: %d", rc);
     CHECK(P.gpu.ops->join(&P.gpu) == RLT_OK, "join");
     rb = P.gpu.ops->graph_begin(&P.gpu, 6);
     int ro = rb == RLT_OK ? P.gpu.ops->branch(&P.gpu, 2) : rb;
@@ -1338,14 +1251,17 @@ static void test_errors(void) {
     void *ca, *ga;
     take(1024, &ca, &ga);
     rlt_err_clear(&P.egpu);
-    int rc = P.gpu.ops->gemm(&P.gpu, 0, 0, 4, 4, 8, 1.0f, ga, 4 /* < k */, ga, 4, 0.0f, ga, 4);
-    CHECK(rc == RLT_EINVAL && strstr(P.egpu.msg, "gemm"), "gemm with lda < k: %d (%s)", rc, P.egpu.msg);
-    rc = P.gpu.ops->bias_act(&P.gpu, ga, 3, NULL, 2, 4, RLT_ACT_RELU);
-    CHECK(rc == RLT_EINVAL, "bias_act with ldy < cols: %d", rc);
+    rlt_linear_fwd f = {.rows = 4, .fi = 8, .fo = 4, .x = ga, .ldx = 4 /* < fi */, .W = ga, .y = ga, .ldy = 4};
+    int rc = P.gpu.ops->linear_forward(&P.gpu, &f);
+    CHECK(rc == RLT_EINVAL && strstr(P.egpu.msg, "linear_forward"), "linear_forward with ldx < fi: %d (%s)", rc,
+          P.egpu.msg);
+    rc = P.gpu.ops->act_grad(&P.gpu, ga, 3, ga, 4, 2, 4, RLT_ACT_RELU);
+    CHECK(rc == RLT_EINVAL, "act_grad with lddy < cols: %d", rc);
     rc = P.gpu.ops->polyak(&P.gpu, ga, ga, 4, 1.5f);
     CHECK(rc == RLT_EINVAL, "polyak with tau > 1: %d", rc);
-    rc = P.gpu.ops->mse_grad(&P.gpu, ga, NULL, ga, ga, 0, 1.0f);
-    CHECK(rc == RLT_EINVAL, "mse_grad with n = 0: %d", rc);
+    rlt_td3_loss l = {.y = ga, .dq1 = ga, .dq2 = ga, .q1 = ga, .q2 = ga, .qt1 = ga, .qt2 = ga, .r = ga, .term = ga};
+    rc = P.gpu.ops->td3_critic_loss(&P.gpu, &l);
+    CHECK(rc == RLT_EINVAL, "td3_critic_loss with n = 0: %d", rc);
     rc = P.gpu.ops->graph_launch(&P.gpu, 5);
     CHECK(rc == RLT_ESTATE, "graph_launch of an empty slot: %d", rc);
     rc = P.gpu.ops->graph_begin(&P.gpu, RLT_BACKEND_MAX_GRAPHS);
@@ -1366,12 +1282,11 @@ int main(void) {
            (unsigned long long)P.gpu.context_bytes, P.gpu.context_bytes / 1048576.0,
            (unsigned long long)P.gpu.ops->workspace_bytes(&P.gpu));
 
-    test_gemm();
-    test_bias_act_grad();
+    test_act_grad();
     test_flat();
     test_adam();
     test_replay();
-    test_losses();
+    test_sum();
     test_td3();
     test_graph();
     test_linear_forward();
@@ -1380,7 +1295,7 @@ int main(void) {
     test_gather_widen();
     test_td3_critic_loss();
     test_dqn_loss();
-    test_adam_ex();
+    test_adam_clip_polyak();
     test_lanes();
     test_errors();
     die_on(P.gpu.ops->set_workspace(&P.gpu, P.gbase, P.gpu.ops->workspace_bytes(&P.gpu)), &P.egpu, "set_workspace again");

@@ -19,6 +19,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../agents/td3.h"
 #include "agent.h"
 #include "backend_registry.h"
 #include "harness.h"
@@ -37,9 +38,9 @@ static rlt_agent *td3_agent(const char *device) {
 static float params_a[1 << 20], params_b[1 << 20];
 
 static double param_distance(rlt_agent *a, rlt_agent *b) {
-    uint64_t n = a->td3.n_total;
-    CHECK(n <= (1 << 20) && agent_fetch(a, params_a, a->td3.params, n * 4) == RLT_OK &&
-              agent_fetch(b, params_b, b->td3.params, n * 4) == RLT_OK, "fetch");
+    uint64_t n = td3_state(a)->n_total;
+    CHECK(n <= (1 << 20) && agent_fetch(a, params_a, td3_state(a)->params, n * 4) == RLT_OK &&
+              agent_fetch(b, params_b, td3_state(b)->params, n * 4) == RLT_OK, "fetch");
     double num = 0, den = 0;
     for (uint64_t i = 0; i < n; i++) {
         num += ((double)params_a[i] - params_b[i]) * ((double)params_a[i] - params_b[i]);
@@ -83,16 +84,16 @@ static void compact_parity(const char *obs_dtype) {
     int32_t done;
     CHECK(rlt_agent_update(cpu, &done) == RLT_OK && rlt_agent_update(gpu, &done) == RLT_OK, "first update: %s",
           rlt_agent_errmsg(gpu));
-    int32_t O = cpu->td3.O, ld = cpu->td3.O + cpu->td3.A, B = cpu->td3.Bm;
+    int32_t O = td3_state(cpu)->O, ld = td3_state(cpu)->O + td3_state(cpu)->A, B = td3_state(cpu)->Bm;
     CHECK(B * ld <= 256 * 23, "batch fits the test's buffers");
     uint64_t bytes = (uint64_t)B * ld * 4;
     int bad = 0;
-    CHECK(agent_fetch(gpu, batch_g, gpu->td3.s_a, bytes) == RLT_OK, "fetch s_a");
-    memcpy(batch_c, cpu->td3.s_a, bytes);
+    CHECK(agent_fetch(gpu, batch_g, td3_state(gpu)->s_a, bytes) == RLT_OK, "fetch s_a");
+    memcpy(batch_c, td3_state(cpu)->s_a, bytes);
     bad += memcmp(batch_c, batch_g, bytes) != 0;
     /* s2_a2's action columns hold pi'(s') by now (GEMM order differs); its observation columns are the gather's. */
-    CHECK(agent_fetch(gpu, batch_g, gpu->td3.s2_a2, bytes) == RLT_OK, "fetch s2_a2");
-    memcpy(batch_c, cpu->td3.s2_a2, bytes);
+    CHECK(agent_fetch(gpu, batch_g, td3_state(gpu)->s2_a2, bytes) == RLT_OK, "fetch s2_a2");
+    memcpy(batch_c, td3_state(cpu)->s2_a2, bytes);
     for (int32_t i = 0; i < B; i++) bad += memcmp(batch_c + i * ld, batch_g + i * ld, (size_t)O * 4) != 0;
     CHECK(bad == 0, "obs_dtype %s: the GPU's gathered batch differs from the CPU's (%d)", obs_dtype, bad);
     for (int k = 1; k < 30; k++) {

@@ -15,6 +15,8 @@
 #include <float.h>
 #include <string.h>
 
+#include "../agents/td3.h"
+#include "../agents/dqn.h"
 #include "agent.h"
 #include "checkpoint.h"
 #include "harness.h"
@@ -177,7 +179,7 @@ static void td3_check_roundtrip(const char *obs_dtype, int32_t dtype) {
     /* The agent's own gather: after an update the batch rows are the sampled slots' rows, widened. */
     int32_t done = 0;
     CHECK(rlt_agent_update(ag, &done) == RLT_OK && done == 1, "update: %s", rlt_agent_errmsg(ag));
-    rlt_td3 *t = &ag->td3;
+    rlt_td3 *t = td3_state(ag);
     int mism = 0;
     for (int i = 0; i < t->B; i++) {
         int32_t s = t->idx[i];
@@ -265,7 +267,7 @@ static void dqn_check(int u8, const char *obs_dtype, int32_t dtype) {
     }
     int32_t done = 0;
     CHECK(rlt_agent_update(ag, &done) == RLT_OK && done == 1, "dqn update: %s", rlt_agent_errmsg(ag));
-    rlt_dqn *d = &ag->dqn;
+    rlt_dqn *d = dqn_state(ag);
     const int32_t *next = (const int32_t *)rp->f[DQN_F_NEXT].data;
     int bm = 0;
     for (int i = 0; i < d->Bm; i++) {

@@ -3,8 +3,9 @@
  * - conv_backward's dw, db and dx against central finite differences of conv_forward, with and without
  *   ReLU, for strides 1-3, padding 0 and 1, batches 2-3 and 1-4 channels; accumulation into dw and db,
  *   the NULL (skipped) outputs, and the refused calls;
- * - dqn_target (double and vanilla, ties, terminals), q_loss_grad (Huber in both regions, MSE) against
- *   their formulas and finite differences, clip_grad_norm and gather_u8_f32 against their formulas.
+ * - the oracles dqn_target (double and vanilla, ties, terminals), q_loss_grad (Huber in both regions, MSE)
+ *   against their formulas and finite differences, clip_grad_norm and gather_u8_f32 against their formulas;
+ *   the table's dqn_loss and adam (clipping) against those oracles, bit for bit.
  *
  * Tolerances (u = 2^-24, the fp32 unit roundoff):
  * - Forward vs the double 7-loop: a sum of K = c*kh*kw products plus the bias, in any order, is within
@@ -26,6 +27,7 @@
 
 #include "backend_registry.h"
 #include "harness.h"
+#include "kernels/cpu/cpu_ops.h"
 
 #define U (1.0 / 16777216.0)
 
@@ -50,6 +52,20 @@ static void rnd_fill_q(float *x, size_t n, float lo, float hi) {
 }
 
 /* ---- convolution ---- */
+
+/* The conv ops with their operands in a call's order. */
+static int conv_fwd(int32_t slot, void *y, const void *x, const void *w, const float *b, int act, void *ws,
+                    uint64_t ws_bytes) {
+    rlt_conv_fwd d = {.slot = slot, .y = y, .x = x, .w = w, .b = b, .act = act, .ws = ws, .ws_bytes = ws_bytes};
+    return bk.ops->conv_forward(&bk, &d);
+}
+
+static int conv_bwd(int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y, const void *x, const void *w,
+                    int act, void *ws, uint64_t ws_bytes) {
+    rlt_conv_bwd d = {.slot = slot, .dx = dx, .dw = dw, .db = db, .dy = dy, .y = y, .x = x, .w = w, .act = act, .ws = ws,
+                      .ws_bytes = ws_bytes};
+    return bk.ops->conv_backward(&bk, &d);
+}
 
 typedef struct conv_case {
     rlt_conv_shape s;
@@ -101,7 +117,7 @@ static void check_forward_vs_naive(const conv_case *cc, int32_t slot, void *ws, 
     rnd_fill(b, (size_t)cc->s.k, -1, 1);
     for (int with_bias = 0; with_bias < 2; with_bias++) {
         const float *bb = with_bias ? b : NULL;
-        CHECK(bk.ops->conv_forward(&bk, slot, y, x, w, bb, act, ws, ws_bytes) == RLT_OK, "%s forward: %s", name, err.msg);
+        CHECK(conv_fwd(slot, y, x, w, bb, act, ws, ws_bytes) == RLT_OK, "%s forward: %s", name, err.msg);
         naive_conv(cc, x, w, bb, ref, mag);
         int K = cc->s.c * cc->s.kh * cc->s.kw, bad = 0;
         double worst = 0;
@@ -120,7 +136,7 @@ static void check_forward_vs_naive(const conv_case *cc, int32_t slot, void *ws, 
 /* L = sum_i p_i y_i in double, y from the op under test. */
 static double conv_loss(const conv_case *cc, int32_t slot, void *ws, uint64_t ws_bytes, const float *x, const float *w,
                         const float *b, int act, const float *p, float *y) {
-    CHECK(bk.ops->conv_forward(&bk, slot, y, x, w, b, act, ws, ws_bytes) == RLT_OK, "forward: %s", err.msg);
+    CHECK(conv_fwd(slot, y, x, w, b, act, ws, ws_bytes) == RLT_OK, "forward: %s", err.msg);
     double L = 0;
     for (size_t i = 0; i < cc->ny; i++) L += (double)p[i] * y[i];
     return L;
@@ -163,7 +179,7 @@ static void check_gradients(const conv_case *cc, int32_t slot, void *ws, uint64_
     for (int i = 0; i < s->k; i++) db[i] = 0.5f;
     for (size_t i = 0; i < cc->nx; i++) dx[i] = 1e30f; /* must be overwritten, not accumulated */
     memcpy(dy, p, cc->ny * 4);
-    CHECK(bk.ops->conv_backward(&bk, slot, dx, dw, db, dy, y0, x, w, act, ws, ws_bytes) == RLT_OK, "%s backward: %s",
+    CHECK(conv_bwd(slot, dx, dw, db, dy, y0, x, w, act, ws, ws_bytes) == RLT_OK, "%s backward: %s",
           name, err.msg);
     const double h = 1.0 / 64.0;
     int checked = 0, total = 0, bad = 0;
@@ -196,7 +212,7 @@ static void check_gradients(const conv_case *cc, int32_t slot, void *ws, uint64_
     for (size_t i = 0; i < cc->nw; i++) dw2[i] = dw[i];
     for (int i = 0; i < s->k; i++) db2[i] = db[i];
     memcpy(dy2, p, cc->ny * 4);
-    CHECK(bk.ops->conv_backward(&bk, slot, NULL, dw2, NULL, dy2, y0, x, w, act, ws, ws_bytes) == RLT_OK,
+    CHECK(conv_bwd(slot, NULL, dw2, NULL, dy2, y0, x, w, act, ws, ws_bytes) == RLT_OK,
           "%s backward without dx, db: %s", name, err.msg);
     CHECK(memcmp(dy2, dy, cc->ny * 4) == 0, "%s: dy is rewritten to the pre-activation gradient the same way", name);
     int acc_bad = 0;
@@ -246,11 +262,11 @@ static void check_conv(void) {
     rlt_conv_shape too_big = {1, 1, 3, 3, 1, 5, 5, 1, 0, 0};
     CHECK(bk.ops->conv_prepare(&bk, 7, &too_big, &got) == RLT_EINVAL, "a kernel larger than the padded input");
     CHECK(bk.ops->conv_prepare(&bk, RLT_BACKEND_MAX_CONVS, &shapes[0], &got) == RLT_EINVAL, "slot out of range");
-    CHECK(bk.ops->conv_forward(&bk, 7, f, f, f, NULL, RLT_ACT_NONE, ws, ws_max) == RLT_ESTATE,
+    CHECK(conv_fwd(7, f, f, f, NULL, RLT_ACT_NONE, ws, ws_max) == RLT_ESTATE,
           "an unprepared slot: %s", err.msg);
-    CHECK(bk.ops->conv_forward(&bk, 0, f, f, f, NULL, RLT_ACT_NONE, ws, ws_bytes[0] - 4) == RLT_EINVAL,
+    CHECK(conv_fwd(0, f, f, f, NULL, RLT_ACT_NONE, ws, ws_bytes[0] - 4) == RLT_EINVAL,
           "a workspace smaller than prepare asked for");
-    CHECK(bk.ops->conv_backward(&bk, 0, NULL, f, NULL, f, f, f, f, 9, ws, ws_max) == RLT_EINVAL, "an unknown activation");
+    CHECK(conv_bwd(0, NULL, f, NULL, f, f, f, f, 9, ws, ws_max) == RLT_EINVAL, "an unknown activation");
     free(ws);
 }
 
@@ -267,7 +283,7 @@ static void check_dqn_target(void) {
     float r[4] = {0.5f, -1.0f, 0.25f, 2.0f}, term[4] = {0, 1, 0, 0}, y[4], gamma = 0.99f;
     int32_t a[4];
     static const int32_t want_double[4] = {1, 0, 0, 2}, want_vanilla[4] = {2, 1, 2, 0};
-    CHECK(bk.ops->dqn_target(&bk, y, a, r, term, qt, qo, 4, 4, 3, gamma) == RLT_OK, "double dqn_target: %s", err.msg);
+    CHECK(cpu_dqn_target(&bk, y, a, r, term, qt, qo, 4, 4, 3, gamma) == RLT_OK, "double dqn_target: %s", err.msg);
     for (int i = 0; i < 4; i++) {
         CHECK(a[i] == want_double[i], "double DQN row %d chose %d, want %d (first of tied maxima)", i, a[i],
               want_double[i]);
@@ -275,14 +291,14 @@ static void check_dqn_target(void) {
         CHECK(y[i] == want, "double DQN y[%d] = %.9g, want %.9g", i, y[i], want);
     }
     CHECK(y[1] == r[1], "a terminal transition does not bootstrap: %g", y[1]);
-    CHECK(bk.ops->dqn_target(&bk, y, a, r, term, qt, NULL, 4, 4, 3, gamma) == RLT_OK, "vanilla dqn_target");
+    CHECK(cpu_dqn_target(&bk, y, a, r, term, qt, NULL, 4, 4, 3, gamma) == RLT_OK, "vanilla dqn_target");
     for (int i = 0; i < 4; i++) {
         CHECK(a[i] == want_vanilla[i], "vanilla DQN row %d chose %d, want %d", i, a[i], want_vanilla[i]);
         float want = r[i] + gamma * (1.0f - term[i]) * qt[i * 4 + want_vanilla[i]];
         CHECK(y[i] == want, "vanilla DQN y[%d] = %.9g, want %.9g", i, y[i], want);
     }
-    CHECK(bk.ops->dqn_target(&bk, y, NULL, r, term, qt, qo, 4, 4, 3, gamma) == RLT_OK, "a_next may be NULL");
-    CHECK(bk.ops->dqn_target(&bk, y, a, r, term, qt, qo, 2, 4, 3, gamma) == RLT_EINVAL, "ldq < n_act refused");
+    CHECK(cpu_dqn_target(&bk, y, NULL, r, term, qt, qo, 4, 4, 3, gamma) == RLT_OK, "a_next may be NULL");
+    CHECK(cpu_dqn_target(&bk, y, a, r, term, qt, qo, 2, 4, 3, gamma) == RLT_EINVAL, "ldq < n_act refused");
 }
 
 /* The loss by its definition, in double. */
@@ -310,7 +326,7 @@ static void check_q_loss(void) {
     for (int k = 0; k < 2; k++) {
         float delta = deltas[k], scale = 0.5f;
         for (int i = 0; i < N * LD; i++) dq[i] = 1e30f;
-        CHECK(bk.ops->q_loss_grad(&bk, dq, LD, &loss, q, LD, act, y, N, A, delta, scale) == RLT_OK, "q_loss_grad: %s",
+        CHECK(cpu_q_loss_grad(&bk, dq, LD, &loss, q, LD, act, y, N, A, delta, scale) == RLT_OK, "q_loss_grad: %s",
               err.msg);
         double L = loss_def(q, LD, act, y, N, A, delta);
         CHECK_NEAR(loss, L, 1e-7, 8 * N * U, delta > 0 ? "Huber loss" : "MSE loss");
@@ -337,15 +353,15 @@ static void check_q_loss(void) {
         /* The Huber gradient is clipped to +-delta * scale / n beyond the kink. */
         if (delta > 0) CHECK(fabsf(dq[3 * LD + 0]) == scale / N, "clipped gradient %g", dq[3 * LD + 0]);
     }
-    CHECK(bk.ops->q_loss_grad(&bk, dq, LD, NULL, q, LD, act, y, N, A, 1.0f, 1.0f) == RLT_OK, "loss may be NULL");
-    CHECK(bk.ops->q_loss_grad(&bk, dq, LD, &loss, q, LD, act, y, 0, A, 1.0f, 1.0f) == RLT_EINVAL, "n = 0 refused");
+    CHECK(cpu_q_loss_grad(&bk, dq, LD, NULL, q, LD, act, y, N, A, 1.0f, 1.0f) == RLT_OK, "loss may be NULL");
+    CHECK(cpu_q_loss_grad(&bk, dq, LD, &loss, q, LD, act, y, 0, A, 1.0f, 1.0f) == RLT_EINVAL, "n = 0 refused");
 }
 
 static void check_clip(void) {
     float g[3] = {3.0f, 0.0f, -4.0f}, norm = 0;
-    CHECK(bk.ops->clip_grad_norm(&bk, g, 3, 10.0f, &norm) == RLT_OK, "clip: %s", err.msg);
+    CHECK(cpu_clip_grad_norm(&bk, g, 3, 10.0f, &norm) == RLT_OK, "clip: %s", err.msg);
     CHECK(norm == 5.0f && g[0] == 3.0f && g[1] == 0.0f && g[2] == -4.0f, "under max_norm: unchanged, norm %g", norm);
-    CHECK(bk.ops->clip_grad_norm(&bk, g, 3, 1.0f, &norm) == RLT_OK, "clip");
+    CHECK(cpu_clip_grad_norm(&bk, g, 3, 1.0f, &norm) == RLT_OK, "clip");
     double coef = 1.0 / (5.0 + 1e-6);
     CHECK(norm == 5.0f, "norm before clipping %g", norm);
     CHECK_NEAR(g[0], 3.0 * coef, 0, 4 * U, "clipped g[0]");
@@ -357,15 +373,47 @@ static void check_clip(void) {
     memcpy(v0, v, N * 4);
     double s = 0;
     for (int i = 0; i < N; i++) s += (double)v[i] * v[i];
-    CHECK(bk.ops->clip_grad_norm(&bk, v, N, 2.0f, &norm) == RLT_OK, "clip long");
+    CHECK(cpu_clip_grad_norm(&bk, v, N, 2.0f, &norm) == RLT_OK, "clip long");
     CHECK_NEAR(norm, sqrt(s), 0, 2 * U, "norm of a long block");
     double after = 0;
     for (int i = 0; i < N; i++) after += (double)v[i] * v[i];
     CHECK_NEAR(sqrt(after), 2.0, 0, 1e-6, "norm after clipping");
     CHECK_NEAR(v[123] / v0[123], 2.0 / (sqrt(s) + 1e-6), 0, 4 * U, "every element scaled alike");
     free(v), free(v0);
-    CHECK(bk.ops->clip_grad_norm(&bk, g, 3, 0.0f, &norm) == RLT_EINVAL, "max_norm 0 refused");
-    CHECK(bk.ops->clip_grad_norm(&bk, g, 0, 1.0f, &norm) == RLT_OK && norm == 0.0f, "an empty block has norm 0");
+    CHECK(cpu_clip_grad_norm(&bk, g, 3, 0.0f, &norm) == RLT_EINVAL, "max_norm 0 refused");
+    CHECK(cpu_clip_grad_norm(&bk, g, 0, 1.0f, &norm) == RLT_OK && norm == 0.0f, "an empty block has norm 0");
+}
+
+/* The table's fused ops are these oracles in sequence: dqn_loss is dqn_target then q_loss_grad with the same
+ * operands, and adam with max_grad_norm clips g as clip_grad_norm does. Both compared bit for bit (the CPU
+ * twins call the very same functions; this checks that every descriptor field reaches its place). */
+static void check_fused(void) {
+    enum { N = 4, A = 3, LDQ = 4, LDD = 5 };
+    float qo[N * LDQ] = {1, 3, 3, 99, 5, 2, 5, 99, -1, -2, -3, 99, 0, 0, 7, 99};
+    float qt[N * LDQ] = {10, 20, 30, 99, 4, 8, 6, 99, 1, 2, 3, 99, 9, 9, 1, 99};
+    float q[N * A] = {0.5f, 1.5f, -2.0f, 3.0f, 0.25f, 1.0f, -1.0f, 2.0f, 4.0f, 0.0f, 1.0f, -0.5f};
+    float r[N] = {0.5f, -1.0f, 0.25f, 2.0f}, term[N] = {0, 1, 0, 0};
+    int32_t act[N] = {2, 0, 1, 7}; /* the last out of range */
+    for (int dbl = 0; dbl < 2; dbl++) {
+        float y1[N], y2[N], dq1[N * LDD], dq2[N * LDD], l1 = 0, l2 = 0;
+        for (int i = 0; i < N * LDD; i++) dq1[i] = dq2[i] = 7.0f;
+        CHECK(cpu_dqn_target(&bk, y1, NULL, r, term, qt, dbl ? qo : NULL, LDQ, N, A, 0.9f) == RLT_OK, "dqn_target");
+        CHECK(cpu_q_loss_grad(&bk, dq1, LDD, &l1, q, A, act, y1, N, A, 1.0f, 0.5f) == RLT_OK, "q_loss_grad");
+        rlt_q_loss d = {.y = y2, .dq = dq2, .lddq = LDD, .loss = &l2, .q = q, .ldq = A, .act = act, .r = r,
+                        .term = term, .q_next_target = qt, .q_next_online = dbl ? qo : NULL, .ldqn = LDQ, .n = N,
+                        .n_act = A, .gamma = 0.9f, .huber_delta = 1.0f, .grad_scale = 0.5f};
+        CHECK(bk.ops->dqn_loss(&bk, &d) == RLT_OK, "dqn_loss: %s", err.msg);
+        CHECK(memcmp(y1, y2, sizeof y1) == 0 && memcmp(dq1, dq2, sizeof dq1) == 0 && memcmp(&l1, &l2, 4) == 0,
+              "dqn_loss (double %d) is dqn_target then q_loss_grad", dbl);
+    }
+    float g1[5] = {3.0f, 0.0f, -4.0f, 1.0f, 2.0f}, g2[5], p[5] = {0}, m[5] = {0}, v[5] = {0}, n1 = 0, n2 = 0;
+    memcpy(g2, g1, sizeof g1);
+    int64_t step = 1;
+    CHECK(cpu_clip_grad_norm(&bk, g1, 5, 1.0f, &n1) == RLT_OK, "clip");
+    rlt_adam_step st = {.p = p, .g = g2, .m = m, .v = v, .n = 5, .hp = {1e-3f, 0.9f, 0.999f, 1e-8f}, .step = &step,
+                        .max_grad_norm = 1.0f, .norm = &n2};
+    CHECK(bk.ops->adam(&bk, &st) == RLT_OK, "adam with clipping: %s", err.msg);
+    CHECK(memcmp(g1, g2, sizeof g1) == 0 && n1 == n2, "adam clips g as clip_grad_norm does (norm %g vs %g)", n2, n1);
 }
 
 static void check_gather(void) {
@@ -388,6 +436,7 @@ int main(void) {
     check_dqn_target();
     check_q_loss();
     check_clip();
+    check_fused();
     check_gather();
     rlt_backend_close(&bk);
     return test_summary("test_conv");

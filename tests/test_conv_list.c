@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../agents/dqn.h"
 #include "agent.h"
 #include "config.h"
 #include "config_conv.h"
@@ -245,7 +246,7 @@ static rlt_agent *dqn_agent(const char *conv, const rlt_space *obs, int *rc) {
 static void first_q(rlt_agent *ag, const uint8_t *obs, float q[6]) {
     int32_t action;
     CHECK(rlt_agent_act(ag, obs, 1, 0, &action) == RLT_OK, "act: %s", rlt_agent_errmsg(ag));
-    memcpy(q, ag->dqn.act_q, 6 * sizeof(float));
+    memcpy(q, dqn_state(ag)->act_q, 6 * sizeof(float));
 }
 
 static void check_nature_equivalence(const char *dir) {
@@ -267,10 +268,10 @@ static void check_nature_equivalence(const char *dir) {
     rlt_agent_memory_plan(l, &sl, &el);
     CHECK(sa.n_entries == sb.n_entries && !memcmp(ea, eb, (size_t)sa.n_entries * sizeof *ea) &&
               sa.host_bytes == sb.host_bytes, "the list's plan is the preset's, byte for byte");
-    CHECK(a->dqn.n_params == b->dqn.n_params && a->dqn.n_params == 1 * (32 * 4 * 64 + 32) + (64 * 32 * 16 + 64) +
+    CHECK(dqn_state(a)->n_params == dqn_state(b)->n_params && dqn_state(a)->n_params == 1 * (32 * 4 * 64 + 32) + (64 * 32 * 16 + 64) +
                                                                          (64 * 64 * 9 + 64) + (3136 * 32 + 32) + (32 * 6 + 6),
-          "parameter count %llu", (unsigned long long)a->dqn.n_params);
-    CHECK(!memcmp(a->dqn.params, b->dqn.params, a->dqn.n_params * sizeof(float)), "same initial parameters");
+          "parameter count %llu", (unsigned long long)dqn_state(a)->n_params);
+    CHECK(!memcmp(dqn_state(a)->params, dqn_state(b)->params, dqn_state(a)->n_params * sizeof(float)), "same initial parameters");
     static uint8_t obs[4 * 84 * 84];
     uint32_t lcg = 99;
     for (size_t i = 0; i < sizeof obs; i++) lcg = lcg * 1664525u + 1013904223u, obs[i] = (uint8_t)(lcg >> 24);
@@ -283,7 +284,7 @@ static void check_nature_equivalence(const char *dir) {
     for (int i = 0; i < 6; i++) spread += fabs(qa[i] - qa[0]) + (isfinite(qa[i]) ? 0 : 1e9);
     CHECK(spread > 0 && spread < 1e9, "Q values are finite and not all equal");
     /* The look-alike: same plan sizes and parameter count, but it is another function. */
-    CHECK(sl.host_bytes == sa.host_bytes && l->dqn.n_params == a->dqn.n_params, "look-alike has the same sizes");
+    CHECK(sl.host_bytes == sa.host_bytes && dqn_state(l)->n_params == dqn_state(a)->n_params, "look-alike has the same sizes");
     CHECK(memcmp(qa, ql, sizeof qa) != 0, "look-alike computes other Q values");
     /* Checkpoints: the preset's loads into the list; the look-alike is refused by name and left unchanged. */
     char path[512];
@@ -347,7 +348,7 @@ static void check_max_layers(void) {
     int rc;
     rlt_space obs = {RLT_SPACE_BOX, RLT_DTYPE_U8, 3, {4, 10, 10, 0}, 0, NULL, NULL};
     rlt_agent *ag = dqn_agent(list, &obs, &rc);
-    CHECK(rc == RLT_OK && ag && ag->dqn.net.n_conv == 8 && ag->dqn.net_act.conv_slot0 == 8, "8 layers: %s",
+    CHECK(rc == RLT_OK && ag && dqn_state(ag)->net.n_conv == 8 && dqn_state(ag)->net_act.conv_slot0 == 8, "8 layers: %s",
           rlt_agent_errmsg(ag));
     if (rc == RLT_OK) {
         static uint8_t o[400];
@@ -388,13 +389,13 @@ static void check_training(const char *dir) {
         return;
     }
     rlt_agent *ag = rlt_trainer_agent(tr);
-    CHECK(ag->dqn.net.n_conv == 2 && ag->dqn.net.conv[0].pad == 1 && ag->dqn.net.conv[1].stride == 2 &&
-              ag->dqn.net.conv_oh[1] == 5 && ag->dqn.net.head.dims[0] == 8 * 5 * 5, "the listed torso was built");
-    uint64_t n = ag->dqn.n_params;
+    CHECK(dqn_state(ag)->net.n_conv == 2 && dqn_state(ag)->net.conv[0].pad == 1 && dqn_state(ag)->net.conv[1].stride == 2 &&
+              dqn_state(ag)->net.conv_oh[1] == 5 && dqn_state(ag)->net.head.dims[0] == 8 * 5 * 5, "the listed torso was built");
+    uint64_t n = dqn_state(ag)->n_params;
     static float before[1 << 16];
     CHECK(n <= sizeof before / sizeof before[0], "%llu parameters", (unsigned long long)n);
     if (n > sizeof before / sizeof before[0]) n = sizeof before / sizeof before[0];
-    memcpy(before, ag->dqn.params, n * sizeof(float));
+    memcpy(before, dqn_state(ag)->params, n * sizeof(float));
     CHECK(rlt_trainer_run(tr, NULL, NULL) == RLT_OK, "run: %s", rlt_trainer_errmsg(tr));
     int64_t steps = 0, updates = 0;
     rlt_agent_counters(ag, &steps, &updates);
@@ -409,8 +410,8 @@ static void check_training(const char *dir) {
     uint64_t changed[3] = {0, 0, 0}, finite = 1;
     for (int g = 0; g < 3; g++)
         for (uint64_t i = bounds[g]; i < bounds[g + 1]; i++) {
-            changed[g] += ag->dqn.params[i] != before[i];
-            finite &= isfinite(ag->dqn.params[i]) != 0;
+            changed[g] += dqn_state(ag)->params[i] != before[i];
+            finite &= isfinite(dqn_state(ag)->params[i]) != 0;
         }
     CHECK(finite, "parameters finite");
     for (int g = 0; g < 3; g++)

@@ -3,8 +3,8 @@
  * random shapes, edge sizes included: 0, 1 and a few rows, widths below, at and just past a vector and a
  * register tile, inputs narrower than a vector (the transposed dW path), strided rows, every activation,
  * beta 0, 1 and 0.5. Also: results are the same bits when repeated, the kernels touch nothing outside
- * the outputs' rows, adam_ex's one-pass Adam + Polyak matches the plain adam then polyak, and two threads
- * (cpu.threads: 2, ops split with the worker) give exactly one thread's bits.
+ * the outputs' rows, the adam op's one-pass Adam + Polyak matches the plain Adam step then polyak, and two
+ * threads (cpu.threads: 2, ops split with the worker) give exactly one thread's bits.
  *
  * Tolerance. Both sides compute each output as a sum of k products in fp32 in different orders (the
  * reference through OpenBLAS, without FMA; the fast path one FMA chain per element). Each side's error is
@@ -36,6 +36,22 @@ static int irand(int n) {
 typedef struct bufs {
     float *x, *W, *b, *y_ref, *y_fast, *dy, *dW_ref, *dW_fast, *db_ref, *db_fast, *dx_ref, *dx_fast;
 } bufs;
+
+/* The backend's dense-layer ops with their operands in a call's order. */
+static int lin_fwd(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *x, int32_t ldx, const float *W,
+                   const float *b, float *y, int32_t ldy, int32_t act) {
+    rlt_linear_fwd d = {.rows = rows, .fi = fi, .fo = fo, .x = x, .ldx = ldx, .W = W, .b = b, .y = y, .ldy = ldy,
+                        .act = act};
+    return bk->ops->linear_forward(bk, &d);
+}
+
+static int lin_bwd(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *dy, int32_t lddy, const float *x,
+                   int32_t ldx, int32_t act_x, const float *W, float *dW, float *db, float beta, float *dx,
+                   int32_t lddx) {
+    rlt_linear_bwd d = {.rows = rows, .fi = fi, .fo = fo, .dy = dy, .lddy = lddy, .x = x, .ldx = ldx, .act_x = act_x,
+                        .W = W, .dW = dW, .db = db, .beta = beta, .dx = dx, .lddx = lddx};
+    return bk->ops->linear_backward(bk, &d);
+}
 
 /* Canary around every output: the kernels must not write past their rows or columns. */
 #define CANARY 1234.5f
@@ -81,8 +97,8 @@ static void one_case(rlt_backend *ref, rlt_backend *fast, int32_t rows, int32_t 
     for (int64_t i = 0; i < nx; i++) dx1[i] = dx2[i] = CANARY;
 
     /* Forward. */
-    CHECK(ref->ops->linear_forward(ref, rows, fi, fo, x, ldx, W, b, y1, ldy, act) == RLT_OK, "%s: ref fwd", what);
-    CHECK(fast->ops->linear_forward(fast, rows, fi, fo, x, ldx, W, b, y2, ldy, act) == RLT_OK, "%s: fast fwd", what);
+    CHECK(lin_fwd(ref, rows, fi, fo, x, ldx, W, b, y1, ldy, act) == RLT_OK, "%s: ref fwd", what);
+    CHECK(lin_fwd(fast, rows, fi, fo, x, ldx, W, b, y2, ldy, act) == RLT_OK, "%s: fast fwd", what);
     for (int32_t r = 0; r <= rows; r++)
         for (int32_t o = 0; o < ldy; o++) {
             int64_t at = (int64_t)r * ldy + o;
@@ -97,9 +113,9 @@ static void one_case(rlt_backend *ref, rlt_backend *fast, int32_t rows, int32_t 
     CHECK(check_close(y2, y1, bound, ny, what) == 0, "%s: forward differs", what);
 
     /* Backward: dW (beta), db (beta), dx through act (x plays the previous layer's activation output). */
-    CHECK(ref->ops->linear_backward(ref, rows, fi, fo, dy, ldy, x, ldx, act, W, dW1, db1, beta, dx1, ldx) == RLT_OK,
+    CHECK(lin_bwd(ref, rows, fi, fo, dy, ldy, x, ldx, act, W, dW1, db1, beta, dx1, ldx) == RLT_OK,
           "%s: ref bwd", what);
-    CHECK(fast->ops->linear_backward(fast, rows, fi, fo, dy, ldy, x, ldx, act, W, dW2, db2, beta, dx2, ldx) == RLT_OK,
+    CHECK(lin_bwd(fast, rows, fi, fo, dy, ldy, x, ldx, act, W, dW2, db2, beta, dx2, ldx) == RLT_OK,
           "%s: fast bwd", what);
     for (int32_t o = 0; o < fo; o++)
         for (int32_t i = 0; i < fi; i++) {
@@ -125,11 +141,11 @@ static void one_case(rlt_backend *ref, rlt_backend *fast, int32_t rows, int32_t 
 
     /* Repeatable: the same call gives the same bits. */
     memcpy(dx1, dx2, nx * 4);
-    CHECK(fast->ops->linear_backward(fast, rows, fi, fo, dy, ldy, x, ldx, act, W, NULL, NULL, beta, dx2, ldx) == RLT_OK,
+    CHECK(lin_bwd(fast, rows, fi, fo, dy, ldy, x, ldx, act, W, NULL, NULL, beta, dx2, ldx) == RLT_OK,
           "%s: fast bwd again", what);
     CHECK(memcmp(dx1, dx2, nx * 4) == 0, "%s: dx not repeatable", what);
     memcpy(y1, y2, ny * 4);
-    CHECK(fast->ops->linear_forward(fast, rows, fi, fo, x, ldx, W, b, y2, ldy, act) == RLT_OK, "%s: fast fwd again",
+    CHECK(lin_fwd(fast, rows, fi, fo, x, ldx, W, b, y2, ldy, act) == RLT_OK, "%s: fast fwd again",
           what);
     CHECK(memcmp(y1, y2, ny * 4) == 0, "%s: forward not repeatable", what);
 
@@ -138,9 +154,8 @@ static void one_case(rlt_backend *ref, rlt_backend *fast, int32_t rows, int32_t 
     rlt_mem_free(dx2); rlt_mem_free(bound);
 }
 
-/* adam_ex's one-pass Adam + Polyak against the plain adam then polyak: m and v bit for bit (no subnormals
- * arise here, which the fast pass would flush to zero); p and the
- * target within 8 ulp of the step plus 4 ulp of the value. The step differs by the way 1 / (sqrt(v) c + eps)
+/* The optimiser op's one-pass Adam + Polyak against the plain Adam step then polyak (the oracles): m and v bit
+ * for bit (no subnormals arise here, which the fast pass would flush to zero); p and the target within 8 ulp of the step plus 4 ulp of the value. The step differs by the way 1 / (sqrt(v) c + eps)
  * is formed: with AVX-512, reciprocal and reciprocal square root estimates (relative error 2^-14) each refined
  * by one Newton step, which leaves (3/2) 2^-28 plus the rounding of the step's ~4 operations, about 3 ulp
  * each; elsewhere one division instead of two (an ulp). p - step and the Polyak mix add an ulp of p. */
@@ -159,10 +174,11 @@ static void check_adam_polyak(rlt_backend *bk) {
         for (int i = 0; i < N; i++) g[i] = i % 7 == 0 ? 0.0f : frand() * (float)(i % 5);
         float keep[N];
         memcpy(keep, p1, sizeof keep);
-        CHECK(cpu_adam(bk, p1, g, m1, v1, N, hp, &step) == RLT_OK && cpu_polyak(bk, t1, p1, N, 0.005f) == RLT_OK,
+        CHECK(cpu_adam_plain(bk, p1, g, m1, v1, N, hp, &step) == RLT_OK && cpu_polyak(bk, t1, p1, N, 0.005f) == RLT_OK,
               "plain adam + polyak");
-        rlt_adam_extra x = {.target = t2, .tau = 0.005f};
-        CHECK(bk->ops->adam_ex(bk, p2, g, m2, v2, N, hp, &step, &x) == RLT_OK, "adam_ex");
+        rlt_adam_step st = {.p = p2, .g = g, .m = m2, .v = v2, .n = N, .hp = hp, .step = &step, .target = t2,
+                            .tau = 0.005f};
+        CHECK(bk->ops->adam(bk, &st) == RLT_OK, "adam");
         for (int i = 0; i < N; i++) {
             double stepsz = fabs((double)p1[i] - keep[i]);
             bad += m1[i] != m2[i] || v1[i] != v2[i];
@@ -172,7 +188,7 @@ static void check_adam_polyak(rlt_backend *bk) {
             t2[i] = t1[i];
         }
     }
-    CHECK(bad == 0, "adam_ex one pass vs adam + polyak: %d elements outside the bound", bad);
+    CHECK(bad == 0, "adam (one pass) vs plain adam + polyak: %d elements outside the bound", bad);
 }
 
 /* Two threads (cpu.threads: 2): the worker takes half of each large op; every element is computed by the same
@@ -194,16 +210,16 @@ static void check_two_threads(rlt_backend *one, rlt_backend *two) {
         for (size_t i = 0; i < nw; i++) dW1[i] = dW2[i] = frand();
         for (int32_t i = 0; i < fo; i++) db1[i] = db2[i] = frand();
         for (int act = RLT_ACT_NONE; act <= RLT_ACT_TANH; act++) {
-            CHECK(one->ops->linear_forward(one, rows, fi, fo, x, fi, W, b, y1, fo, act) == RLT_OK, "fwd 1");
-            CHECK(two->ops->linear_forward(two, rows, fi, fo, x, fi, W, b, y2, fo, act) == RLT_OK, "fwd 2");
+            CHECK(lin_fwd(one, rows, fi, fo, x, fi, W, b, y1, fo, act) == RLT_OK, "fwd 1");
+            CHECK(lin_fwd(two, rows, fi, fo, x, fi, W, b, y2, fo, act) == RLT_OK, "fwd 2");
             CHECK(memcmp(y1, y2, ny * 4) == 0, "two threads: forward %dx%dx%d act %d differs", rows, fi, fo, act);
-            CHECK(one->ops->linear_backward(one, rows, fi, fo, dy, fo, x, fi, act, W, dW1, db1, 1.0f, dx1, fi) == RLT_OK,
+            CHECK(lin_bwd(one, rows, fi, fo, dy, fo, x, fi, act, W, dW1, db1, 1.0f, dx1, fi) == RLT_OK,
                   "bwd 1");
-            CHECK(two->ops->linear_backward(two, rows, fi, fo, dy, fo, x, fi, act, W, dW2, db2, 1.0f, dx2, fi) == RLT_OK,
+            CHECK(lin_bwd(two, rows, fi, fo, dy, fo, x, fi, act, W, dW2, db2, 1.0f, dx2, fi) == RLT_OK,
                   "bwd 2");
             CHECK(memcmp(dW1, dW2, nw * 4) == 0 && memcmp(db1, db2, fo * 4) == 0 && memcmp(dx1, dx2, nx * 4) == 0,
                   "two threads: backward %dx%dx%d act %d differs", rows, fi, fo, act);
-            CHECK(two->ops->linear_backward(two, rows, fi, fo, dy, fo, x, fi, act, W, NULL, NULL, 1.0f, dx2, fi) ==
+            CHECK(lin_bwd(two, rows, fi, fo, dy, fo, x, fi, act, W, NULL, NULL, 1.0f, dx2, fi) ==
                       RLT_OK && memcmp(dx1, dx2, nx * 4) == 0,
                   "two threads: dx alone %dx%dx%d differs", rows, fi, fo);
         }

@@ -8,6 +8,7 @@
  * with float32 and uint8 observations. */
 #include <string.h>
 
+#include "../agents/dqn.h"
 #include "agent.h"
 #include "backend_registry.h"
 #include "harness.h"
@@ -102,7 +103,9 @@ static void check_run(int u8, int capacity, int steps) {
     /* Sampling never returns a slot that starts no transition. */
     int32_t idx[512];
     for (int64_t c = 0; c < 50; c++) {
-        CHECK(ag->bk.ops->sample_indices(&ag->bk, idx, 512, &rp->size, rp->f[DQN_F_VALID].data, 9, 2, &c) == RLT_OK, "sample");
+        rlt_sample_spec s = {.size = &rp->size, .valid = rp->f[DQN_F_VALID].data, .seed = 9, .stream = 2, .batch = 512,
+                             .counter = &c};
+        CHECK(ag->bk.ops->sample_indices(&ag->bk, idx, 512, &s) == RLT_OK, "sample");
         for (int i = 0; i < 512; i++) CHECK(rp->f[DQN_F_VALID].data[idx[i]], "sampled slot %d is valid", idx[i]);
     }
     /* And updates run on it. */
@@ -123,7 +126,8 @@ static void check_sampling_uniform(void) {
     int64_t size = 30, ctr = 0;
     static int32_t idx[20000];
     int count[30] = {0};
-    CHECK(bk.ops->sample_indices(&bk, idx, 20000, &size, valid, 5, 2, &ctr) == RLT_OK, "sample");
+    rlt_sample_spec s = {.size = &size, .valid = valid, .seed = 5, .stream = 2, .batch = 20000, .counter = &ctr};
+    CHECK(bk.ops->sample_indices(&bk, idx, 20000, &s) == RLT_OK, "sample");
     for (int i = 0; i < 20000; i++) count[idx[i]]++;
     for (int s = 0; s < 30; s++) {
         if (!valid[s]) CHECK(count[s] == 0, "invalid slot %d sampled %d times", s, count[s]);

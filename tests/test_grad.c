@@ -1,11 +1,13 @@
 /* test_grad.c: gradients of every layer and loss against central finite differences (in double, from
- * float parameters), Adam against values computed by hand from its definition, Polyak averaging, and the
- * TD3 target pieces against their formulas. All on the CPU reference backend. */
+ * float parameters), the optimiser step (adam) against values computed by hand from Adam's definition, Polyak
+ * averaging, and the TD3 pieces (target smoothing, the critic loss's target and gradients) against their
+ * formulas. All on the CPU backend; the MSE gradient and the refused GEMM through its oracles (cpu_ops.h). */
 #include <string.h>
 
 #include "../agents/mlp.h"
 #include "backend_registry.h"
 #include "harness.h"
+#include "kernels/cpu/cpu_ops.h"
 #include "mem.h"
 
 static rlt_backend bk;
@@ -71,7 +73,7 @@ static void check_mlp(int act_hidden, int act_out, const char *what) {
 
 static void check_mse(void) {
     float q[5] = {0.5f, -1.0f, 2.0f, 0.0f, 3.0f}, y[5] = {1.0f, -1.5f, 2.5f, 0.25f, -1.0f}, dq[5], loss;
-    CHECK(bk.ops->mse_grad(&bk, dq, &loss, q, y, 5, 1.0f) == RLT_OK, "mse");
+    CHECK(cpu_mse_grad(&bk, dq, &loss, q, y, 5, 1.0f) == RLT_OK, "mse");
     double want = 0;
     for (int i = 0; i < 5; i++) want += (double)(q[i] - y[i]) * (q[i] - y[i]) / 5;
     CHECK_NEAR(loss, want, 1e-6, 1e-6, "mse loss");
@@ -95,21 +97,21 @@ static void check_adam(void) {
      *      p = 0.9 - 0.1 * 0.105263 / (0.395225 + 1e-8) = 0.873366... */
     float p = 1.0f, g = 0.5f, m = 0.0f, v = 0.0f;
     int64_t step = 1;
-    rlt_adam_hp hp = {0.1f, 0.9f, 0.999f, 1e-8f};
-    CHECK(bk.ops->adam(&bk, &p, &g, &m, &v, 1, hp, &step) == RLT_OK, "adam");
+    rlt_adam_step st = {.p = &p, .g = &g, .m = &m, .v = &v, .n = 1, .hp = {0.1f, 0.9f, 0.999f, 1e-8f}, .step = &step};
+    CHECK(bk.ops->adam(&bk, &st) == RLT_OK, "adam");
     CHECK_NEAR(m, 0.05, 1e-7, 1e-6, "adam m1");
     CHECK_NEAR(v, 0.00025, 1e-9, 1e-5, "adam v1");
     CHECK_NEAR(p, 0.9, 1e-6, 1e-6, "adam p1");
     g = -0.25f;
     step = 2;
-    CHECK(bk.ops->adam(&bk, &p, &g, &m, &v, 1, hp, &step) == RLT_OK, "adam");
+    CHECK(bk.ops->adam(&bk, &st) == RLT_OK, "adam");
     double mhat = 0.02 / 0.19, vhat = 0.00031225 / (1 - 0.999 * 0.999);
     double want = 0.9 - 0.1 * mhat / (sqrt(vhat) + 1e-8);
     CHECK_NEAR(m, 0.02, 1e-7, 1e-5, "adam m2");
     CHECK_NEAR(v, 0.00031225, 1e-9, 1e-5, "adam v2");
     CHECK_NEAR(p, want, 1e-6, 1e-5, "adam p2");
     step = 0;
-    CHECK(bk.ops->adam(&bk, &p, &g, &m, &v, 1, hp, &step) == RLT_EINVAL, "adam refuses step 0");
+    CHECK(bk.ops->adam(&bk, &st) == RLT_EINVAL, "adam refuses step 0");
 }
 
 static void check_polyak_and_td3(void) {
@@ -118,15 +120,25 @@ static void check_polyak_and_td3(void) {
     CHECK_NEAR(t[0], 1.5, 1e-7, 0, "polyak 0");
     CHECK_NEAR(t[1], 2.0, 1e-7, 0, "polyak 1");
     CHECK_NEAR(t[2], 2.5, 1e-7, 0, "polyak 2");
+    /* The critic loss's target: y = r + gamma (1 - term) min(Q1', Q2'); the gradients are mse's. */
     float r[2] = {1.0f, -2.0f}, term[2] = {0.0f, 1.0f}, q1[2] = {5.0f, 7.0f}, q2[2] = {4.0f, 9.0f}, y[2];
-    CHECK(bk.ops->td3_target(&bk, y, r, term, q1, q2, 1, 2, 0.5f) == RLT_OK, "td3_target");
+    float qo[2] = {2.5f, -1.0f}, dq1[2], dq2[2], l1, l2;
+    rlt_td3_loss tl = {.y = y, .dq1 = dq1, .dq2 = dq2, .loss1 = &l1, .loss2 = &l2, .q1 = qo, .q2 = q1, .qt1 = q1,
+                       .qt2 = q2, .r = r, .term = term, .n = 2, .gamma = 0.5f, .grad_scale = 1.0f};
+    CHECK(bk.ops->td3_critic_loss(&bk, &tl) == RLT_OK, "td3_critic_loss");
     CHECK_NEAR(y[0], 1.0 + 0.5 * 4.0, 1e-6, 0, "clipped double-Q uses the min");
     CHECK_NEAR(y[1], -2.0, 1e-6, 0, "terminal transitions do not bootstrap");
+    CHECK_NEAR(dq1[0], 2.0 * (2.5 - 3.0) / 2, 1e-6, 0, "dq1 = 2 (q1 - y) / n");
+    CHECK_NEAR(dq2[1], 2.0 * (7.0 + 2.0) / 2, 1e-6, 0, "dq2 = 2 (q2 - y) / n");
+    CHECK_NEAR(l1, (0.25 + 1.0) / 2, 1e-6, 0, "loss1 = mean (q1 - y)^2");
+    CHECK_NEAR(l2, (4.0 + 81.0) / 2, 1e-6, 0, "loss2 = mean (q2 - y)^2");
     /* Target smoothing: noise is clipped to +-clip and the action to [-1, 1]. */
     float a[200];
     int64_t ctr = 3;
     for (int i = 0; i < 200; i++) a[i] = 0.0f;
-    CHECK(bk.ops->td3_target_action(&bk, a, 2, 100, 2, 0.2f, 0.5f, 7, 3, &ctr, 0) == RLT_OK, "target action");
+    rlt_target_noise tn = {.a = a, .lda = 2, .rows = 100, .cols = 2, .std = 0.2f, .clip = 0.5f, .seed = 7, .stream = 3,
+                           .counter = &ctr};
+    CHECK(bk.ops->td3_target_action(&bk, &tn) == RLT_OK, "target action");
     double mean = 0, var = 0;
     int clipped = 0;
     for (int i = 0; i < 200; i++) {
@@ -138,15 +150,18 @@ static void check_polyak_and_td3(void) {
     CHECK(fabs(mean) < 0.05, "noise mean %g", mean);
     CHECK(sqrt(var) > 0.15 && sqrt(var) < 0.25, "noise std %g (0.2 before clipping)", sqrt(var));
     for (int i = 0; i < 200; i++) a[i] = 0.95f;
-    CHECK(bk.ops->td3_target_action(&bk, a, 2, 100, 2, 0.2f, 0.5f, 7, 3, &ctr, 0) == RLT_OK, "target action");
+    CHECK(bk.ops->td3_target_action(&bk, &tn) == RLT_OK, "target action");
     for (int i = 0; i < 200; i++) CHECK(a[i] <= 1.0f && a[i] >= 0.45f, "action clipped to [-1, 1]: %g", a[i]);
 }
 
 static void check_shapes_refused(void) {
     float x[4];
-    CHECK(bk.ops->gemm(&bk, 0, 0, 2, 2, 2, 1.0f, x, 1, x, 2, 0.0f, x, 2) == RLT_EINVAL, "gemm lda < k refused");
-    CHECK(strstr(err.msg, "gemm") != NULL, "message names the op: %s", err.msg);
-    CHECK(bk.ops->bias_act(&bk, x, 1, NULL, 2, 2, RLT_ACT_RELU) == RLT_EINVAL, "bias_act ld < cols refused");
+    rlt_linear_fwd f = {.rows = 2, .fi = 2, .fo = 2, .x = x, .ldx = 1, .W = x, .y = x, .ldy = 2, .act = RLT_ACT_RELU};
+    CHECK(bk.ops->linear_forward(&bk, &f) == RLT_EINVAL, "linear_forward ldx < fi refused");
+    CHECK(strstr(err.msg, "linear_forward") != NULL, "message names the op: %s", err.msg);
+    CHECK(bk.ops->act_grad(&bk, x, 1, x, 2, 2, 2, RLT_ACT_RELU) == RLT_EINVAL, "act_grad ld < cols refused");
+    CHECK(cpu_gemm(&bk, 0, 0, 2, 2, 2, 1.0f, x, 1, x, 2, 0.0f, x, 2) == RLT_EINVAL, "gemm lda < k refused");
+    CHECK(strstr(err.msg, "gemm") != NULL, "message names the oracle: %s", err.msg);
 }
 
 int main(void) {

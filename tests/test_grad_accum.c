@@ -10,6 +10,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "../agents/td3.h"
+#include "../agents/dqn.h"
 #include "agent.h"
 #include "harness.h"
 #include "mem.h"
@@ -75,8 +77,8 @@ static void check(const char *algo) {
     for (int k = 0; k < 3; k++) {
         CHECK(one->algo->update_ops(one, variant) == RLT_OK, "update N=1: %s", rlt_agent_errmsg(one));
         CHECK(four->algo->update_ops(four, variant) == RLT_OK, "update N=4: %s", rlt_agent_errmsg(four));
-        uint64_t n = dqn ? one->dqn.n_params : one->td3.n_total;
-        const float *g1 = dqn ? one->dqn.grads : one->td3.grads, *g4 = dqn ? four->dqn.grads : four->td3.grads;
+        uint64_t n = dqn ? dqn_state(one)->n_params : td3_state(one)->n_total;
+        const float *g1 = dqn ? dqn_state(one)->grads : td3_state(one)->grads, *g4 = dqn ? dqn_state(four)->grads : td3_state(four)->grads;
         double e = rel_err(g4, g1, n);
         printf("%s update %d: gradient relative error N=4 vs N=1: %.3g\n", algo, k, e);
         CHECK(e < 1e-5, "%s update %d: accumulated gradients differ: %.3g", algo, k, e);
@@ -85,7 +87,7 @@ static void check(const char *algo) {
         CHECK(norm > 1e-6, "%s: the gradients are not trivially zero", algo);
         if (!dqn) {
             /* The actor's part alone (it is formed after the critic's step). */
-            double ea = rel_err(four->td3.grads, one->td3.grads, one->td3.n_actor);
+            double ea = rel_err(td3_state(four)->grads, td3_state(one)->grads, td3_state(one)->n_actor);
             CHECK(ea < 1e-5, "td3 actor gradients differ: %.3g", ea);
         }
     }

@@ -2,9 +2,9 @@
  * - Conversions (base/lowp.h): every 16-bit pattern of bf16 and fp16 widens to fp32 and rounds back to
  *   itself (NaNs stay NaN); fp32 values round to nearest with ties to even, checked against the neighbours
  *   at and around each halfway point; fp16 overflows to inf at 65520 and keeps 65504 below; subnormals.
- * - The CPU twins: linear_forward_lp with fp32 output on inputs that are exact in the 16-bit type equals the
- *   fp32 linear_forward up to fp32 summation order (2 gamma(k+2) S); linear_backward_lp likewise against
- *   linear_backward; cast with a scale; amp_unscale / amp_update semantics; adam_ex with its skip flag set
+ * - The CPU twins: a 16-bit linear_forward with fp32 output on inputs that are exact in the 16-bit type equals
+ *   the fp32 linear_forward up to fp32 summation order (2 gamma(k+2) S); the 16-bit linear_backward likewise
+ *   against the fp32 one; cast with a scale; amp_unscale / amp_update semantics; adam with its skip flag set
  *   leaves every buffer bit-identical, and writes p's 16-bit copy when it steps.
  * - A reduced-precision config on the CPU trains in fp32 and says so in the plan. */
 #include <math.h>
@@ -83,9 +83,12 @@ static void test_twins(int32_t dt) {
     round_to(dt, x, x16, (size_t)R * FI);
     round_to(dt, w, w16, (size_t)FO * FI);
     round_to(dt, dy, dy16, (size_t)R * FO);
-    CHECK(bk.ops->linear_forward(&bk, R, FI, FO, x, FI, w, b, y32, FO, RLT_ACT_TANH) == RLT_OK, "fp32 forward");
-    CHECK(bk.ops->linear_forward_lp(&bk, dt, R, FI, FO, x16, FI, w16, b, ylp, RLT_LP_F32, FO, RLT_ACT_TANH) == RLT_OK,
-          "lp forward: %s", err.msg);
+    rlt_linear_fwd f32 = {.rows = R, .fi = FI, .fo = FO, .x = x, .ldx = FI, .W = w, .b = b, .y = y32, .ldy = FO,
+                          .act = RLT_ACT_TANH};
+    rlt_linear_fwd flp = {.rows = R, .fi = FI, .fo = FO, .dtype = dt, .x = x16, .ldx = FI, .W = w16, .b = b, .y = ylp,
+                          .ldy = FO, .y_dtype = RLT_LP_F32, .act = RLT_ACT_TANH};
+    CHECK(bk.ops->linear_forward(&bk, &f32) == RLT_OK, "fp32 forward");
+    CHECK(bk.ops->linear_forward(&bk, &flp) == RLT_OK, "lp forward: %s", err.msg);
     int bad = 0;
     for (int r = 0; r < R; r++)
         for (int o = 0; o < FO; o++) {
@@ -93,7 +96,7 @@ static void test_twins(int32_t dt) {
             for (int i = 0; i < FI; i++) S += fabs((double)x[r * FI + i] * w[o * FI + i]);
             if (fabs((double)ylp[r * FO + o] - y32[r * FO + o]) > 2 * (FI + 2) * U * S + 8 * U) bad++;
         }
-    CHECK(bad == 0, "linear_forward_lp (fp32 out) equals linear_forward on 16-bit-exact inputs: %d off", bad);
+    CHECK(bad == 0, "16-bit linear_forward (fp32 out) equals fp32 on 16-bit-exact inputs: %d off", bad);
     memset(dw32, 0, sizeof dw32);
     memset(dwlp, 0, sizeof dwlp);
     memset(db32, 0, sizeof db32);
@@ -101,24 +104,32 @@ static void test_twins(int32_t dt) {
     /* x as a ReLU output for act_x: clamp at 0 (still exact in the 16-bit type). */
     for (int i = 0; i < R * FI; i++) x[i] = x[i] > 0 ? x[i] : 0.0f;
     round_to(dt, x, x16, (size_t)R * FI);
-    CHECK(bk.ops->linear_backward(&bk, R, FI, FO, dy, FO, x, FI, RLT_ACT_RELU, w, dw32, db32, 1.0f, dx32, FI) == RLT_OK,
-          "fp32 backward");
-    CHECK(bk.ops->linear_backward_lp(&bk, dt, R, FI, FO, dy16, FO, x16, FI, RLT_ACT_RELU, w16, dwlp, dblp, 1.0f, dxlp,
-                                     RLT_LP_F32, FI) == RLT_OK, "lp backward: %s", err.msg);
+    rlt_linear_bwd b32 = {.rows = R, .fi = FI, .fo = FO, .dy = dy, .lddy = FO, .x = x, .ldx = FI, .act_x = RLT_ACT_RELU,
+                          .W = w, .dW = dw32, .db = db32, .beta = 1.0f, .dx = dx32, .lddx = FI};
+    rlt_linear_bwd blp = {.rows = R, .fi = FI, .fo = FO, .dtype = dt, .dy = dy16, .lddy = FO, .x = x16, .ldx = FI,
+                          .act_x = RLT_ACT_RELU, .W = w16, .dW = dwlp, .db = dblp, .beta = 1.0f, .dx = dxlp, .lddx = FI,
+                          .dx_dtype = RLT_LP_F32};
+    CHECK(bk.ops->linear_backward(&bk, &b32) == RLT_OK, "fp32 backward");
+    CHECK(bk.ops->linear_backward(&bk, &blp) == RLT_OK, "lp backward: %s", err.msg);
     bad = 0;
     for (int i = 0; i < FO * FI; i++) bad += fabs((double)dwlp[i] - dw32[i]) > 2 * (R + 2) * U * R * 0.5 * 0.5;
     for (int i = 0; i < FO; i++) bad += fabs((double)dblp[i] - db32[i]) > 2 * (R + 2) * U * R * 0.5;
     for (int i = 0; i < R * FI; i++) bad += fabs((double)dxlp[i] - dx32[i]) > 2 * (FO + 2) * U * FO * 0.5 * 0.1 + 1e-7;
-    CHECK(bad == 0, "linear_backward_lp equals linear_backward on 16-bit-exact inputs: %d off", bad);
+    CHECK(bad == 0, "16-bit linear_backward equals fp32 on 16-bit-exact inputs: %d off", bad);
     /* 16-bit dx: the fp32 value rounded (the act' factor is 0 or 1 for ReLU, exact). */
-    CHECK(bk.ops->linear_backward_lp(&bk, dt, R, FI, FO, dy16, FO, x16, FI, RLT_ACT_RELU, w16, NULL, NULL, 0.0f, dx16, dt,
-                                     FI) == RLT_OK, "lp backward, 16-bit dx");
+    blp.dW = blp.db = NULL;
+    blp.beta = 0.0f;
+    blp.dx = dx16;
+    blp.dx_dtype = dt;
+    CHECK(bk.ops->linear_backward(&bk, &blp) == RLT_OK, "lp backward, 16-bit dx");
     bad = 0;
     for (int i = 0; i < R * FI; i++) bad += dx16[i] != (dt == RLT_LP_BF16 ? rlt_f32_to_bf16(dxlp[i]) : rlt_f32_to_f16(dxlp[i]));
     CHECK(bad == 0, "16-bit dx is the fp32 dx rounded: %d off", bad);
     /* cast with a scale: the product rounded. */
     float three = 3.0f;
-    CHECK(bk.ops->cast(&bk, R, FI, dx16, dt, FI, x, RLT_LP_F32, FI, &three) == RLT_OK, "cast");
+    rlt_cast c = {.rows = R, .cols = FI, .dst = dx16, .dst_dtype = dt, .ldd = FI, .src = x, .src_dtype = RLT_LP_F32,
+                  .lds = FI, .scale = &three};
+    CHECK(bk.ops->cast(&bk, &c) == RLT_OK, "cast");
     bad = 0;
     for (int i = 0; i < R * FI; i++) bad += rlt_lp_load(dx16, dt, i) != rlt_lp_load((uint16_t[]){dt == RLT_LP_BF16 ? rlt_f32_to_bf16(3.0f * x[i]) : rlt_f32_to_f16(3.0f * x[i])}, dt, 0);
     CHECK(bad == 0, "cast with scale: %d off", bad);
@@ -144,8 +155,10 @@ static void test_conv_twin(int32_t dt) {
     round_to(dt, xs, xl, NX);
     round_to(dt, ws, wl, NW);
     CHECK(w16 <= sizeof wsp, "workspace fits the test's buffer");
-    CHECK(bk.ops->conv_forward(&bk, 0, y32, xs, ws, bs, RLT_ACT_RELU, wsp, w32) == RLT_OK, "fp32 conv");
-    CHECK(bk.ops->conv_forward(&bk, 1, yl, xl, wl, bs, RLT_ACT_RELU, wsp, w16) == RLT_OK, "16-bit conv: %s", err.msg);
+    rlt_conv_fwd c32 = {.slot = 0, .y = y32, .x = xs, .w = ws, .b = bs, .act = RLT_ACT_RELU, .ws = wsp, .ws_bytes = w32};
+    rlt_conv_fwd c16 = {.slot = 1, .y = yl, .x = xl, .w = wl, .b = bs, .act = RLT_ACT_RELU, .ws = wsp, .ws_bytes = w16};
+    CHECK(bk.ops->conv_forward(&bk, &c32) == RLT_OK, "fp32 conv");
+    CHECK(bk.ops->conv_forward(&bk, &c16) == RLT_OK, "16-bit conv: %s", err.msg);
     double u = dt == RLT_LP_BF16 ? 1.0 / 256 : 1.0 / 2048;
     int bad = 0;
     /* The product is rounded before the bias: its rounding is relative to the product (|s| < 1 here), not y. */
@@ -161,8 +174,12 @@ static void test_conv_twin(int32_t dt) {
     memset(dwl, 0, sizeof dwl);
     memset(db32, 0, sizeof db32);
     memset(dbl, 0, sizeof dbl);
-    CHECK(bk.ops->conv_backward(&bk, 0, dx32, dw32, db32, dy32, y32, xs, ws, RLT_ACT_RELU, wsp, w32) == RLT_OK, "fp32 bwd");
-    CHECK(bk.ops->conv_backward(&bk, 1, dxl, dwl, dbl, dyl, yl, xl, wl, RLT_ACT_RELU, wsp, w16) == RLT_OK, "16-bit bwd");
+    rlt_conv_bwd g32 = {.slot = 0, .dx = dx32, .dw = dw32, .db = db32, .dy = dy32, .y = y32, .x = xs, .w = ws,
+                        .act = RLT_ACT_RELU, .ws = wsp, .ws_bytes = w32};
+    rlt_conv_bwd g16 = {.slot = 1, .dx = dxl, .dw = dwl, .db = dbl, .dy = dyl, .y = yl, .x = xl, .w = wl,
+                        .act = RLT_ACT_RELU, .ws = wsp, .ws_bytes = w16};
+    CHECK(bk.ops->conv_backward(&bk, &g32) == RLT_OK, "fp32 bwd");
+    CHECK(bk.ops->conv_backward(&bk, &g16) == RLT_OK, "16-bit bwd");
     bad = 0;
     for (int i = 0; i < NW; i++) bad += dwl[i] != rlt_lp_round(dw32[i], dt);
     for (int i = 0; i < 4; i++) bad += dbl[i] != db32[i];
@@ -183,16 +200,16 @@ static void test_amp_and_skip(void) {
     memcpy(m0, m, sizeof m);
     memcpy(v0, v, sizeof v);
     memcpy(t0, t, sizeof t);
-    rlt_adam_hp hp = {1e-3f, 0.9f, 0.999f, 1e-8f};
-    rlt_adam_extra x = {0.0f, NULL, t, 0.5f, plp, NULL, RLT_LP_BF16, &a.found_inf};
-    CHECK(bk.ops->adam_ex(&bk, p, g, m, v, 5, hp, &step, &x) == RLT_OK, "adam_ex skip");
+    rlt_adam_step st = {.p = p, .g = g, .m = m, .v = v, .n = 5, .hp = {1e-3f, 0.9f, 0.999f, 1e-8f}, .step = &step,
+                        .target = t, .tau = 0.5f, .p_lp = plp, .lp_dtype = RLT_LP_BF16, .skip = &a.found_inf};
+    CHECK(bk.ops->adam(&bk, &st) == RLT_OK, "adam skip");
     CHECK(!memcmp(p, p0, sizeof p) && !memcmp(m, m0, sizeof m) && !memcmp(v, v0, sizeof v) && !memcmp(t, t0, sizeof t) &&
               plp[0] == 0, "a skipped step changes nothing");
     CHECK(bk.ops->amp_update(&bk, &a, &step, 2.0f, 0.5f, 2000) == RLT_OK && a.scale == 512.0f && a.skipped == 1 &&
               step == 0 && a.found_inf == 0, "amp_update after an overflow");
     g[2] = 0.25f;
     step = 1;
-    CHECK(bk.ops->adam_ex(&bk, p, g, m, v, 5, hp, &step, &x) == RLT_OK && p[0] != p0[0] && plp[0] == rlt_f32_to_bf16(p[0]) &&
+    CHECK(bk.ops->adam(&bk, &st) == RLT_OK && p[0] != p0[0] && plp[0] == rlt_f32_to_bf16(p[0]) &&
               plp[4] == rlt_f32_to_bf16(p[4]), "a step writes the 16-bit copy");
 }
 

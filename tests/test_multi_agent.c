@@ -3,6 +3,8 @@
  * driven alone, which fails if any state (RNG, buffers, counters, BLAS scratch) were global. */
 #include <string.h>
 
+#include "../agents/td3.h"
+#include "../agents/dqn.h"
 #include "agent.h"
 #include "harness.h"
 
@@ -44,7 +46,7 @@ static void step(rlt_agent *ag, int which, int t) {
 
 static const float *params(rlt_agent *ag, uint64_t *n) {
     *n = ag->algo->param_count(ag) * 4;
-    return ag->cfg.algo[0] == 'd' ? ag->dqn.params : ag->td3.params;
+    return ag->cfg.algo[0] == 'd' ? dqn_state(ag)->params : td3_state(ag)->params;
 }
 
 int main(void) {

@@ -4,7 +4,7 @@
 
 #include "cpu_ops.h"
 
-CPU_HOT int cpu_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float *b, int32_t rows, int32_t cols, int32_t act) {
+CPU_HOT int cpu_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float *b, int32_t rows, int32_t cols, rlt_act act) {
     CPU_REQUIRE(bk, rows >= 0 && cols >= 0 && ldy >= cols, "bias_act");
     CPU_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "bias_act");
     for (int32_t r = 0; r < rows; r++) {
@@ -20,7 +20,7 @@ CPU_HOT int cpu_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float *b,
 }
 
 CPU_HOT int cpu_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows, int32_t cols,
-                 int32_t act) {
+                 rlt_act act) {
     CPU_REQUIRE(bk, rows >= 0 && cols >= 0 && lddy >= cols && ldy >= cols, "act_grad");
     CPU_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "act_grad");
     if (act == RLT_ACT_NONE) return RLT_OK;

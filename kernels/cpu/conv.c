@@ -112,7 +112,7 @@ static void col2im(const rlt_conv_shape *s, int32_t oh, int32_t ow, const float 
             }
 }
 
-static int check_act_ws(rlt_backend *bk, const rlt_conv_shape *s, int32_t act, void *ws, uint64_t ws_bytes,
+static int check_act_ws(rlt_backend *bk, const rlt_conv_shape *s, rlt_act act, void *ws, uint64_t ws_bytes,
                         const char *op) {
     if (act < RLT_ACT_NONE || act > RLT_ACT_TANH)
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "%s: unknown activation %d", op, (int)act);
@@ -124,7 +124,7 @@ static int check_act_ws(rlt_backend *bk, const rlt_conv_shape *s, int32_t act, v
 }
 
 static int conv_forward_f32(rlt_backend *bk, const rlt_conv_shape *s, float *y, const float *x, const float *w,
-                            const float *b, int32_t act, float *ws) {
+                            const float *b, rlt_act act, float *ws) {
     int32_t oh = rlt_conv_out_dim(s->h, s->kh, s->stride, s->pad), ow = rlt_conv_out_dim(s->w, s->kw, s->stride, s->pad);
     int32_t K = s->c * s->kh * s->kw, P = oh * ow;
     float *col = ws;
@@ -145,24 +145,29 @@ static int conv_forward_f32(rlt_backend *bk, const rlt_conv_shape *s, float *y, 
     return RLT_OK;
 }
 
-static void widen(float *dst, const void *src, int32_t dt, uint64_t n) {
+static void widen(float *dst, const void *src, rlt_lp dt, uint64_t n) {
     for (uint64_t i = 0; i < n; i++) dst[i] = rlt_lp_load(src, dt, (int64_t)i);
 }
 
-static float act_of(float z, int32_t act) {
+static float act_of(float z, rlt_act act) {
     if (act == RLT_ACT_RELU) return z > 0.0f ? z : 0.0f;
     if (act == RLT_ACT_TANH) return tanhf(z);
     return z;
 }
 
-int cpu_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b,
-                     int32_t act, void *ws, uint64_t ws_bytes) {
+int cpu_conv_forward(rlt_backend *bk, const rlt_conv_fwd *desc) {
+    void *y = desc->y, *ws = desc->ws;
+    const void *x = desc->x, *w = desc->w;
+    const float *b = desc->b;
+    rlt_act act = desc->act;
+    uint64_t ws_bytes = desc->ws_bytes;
+    int32_t slot = desc->slot;
     const rlt_conv_shape *s;
     RLT_TRY(conv_slot(bk, slot, "conv_forward", &s));
     RLT_TRY(check_act_ws(bk, s, act, ws, ws_bytes, "conv_forward"));
     if (s->dtype == RLT_LP_F32) return conv_forward_f32(bk, s, y, x, w, b, act, ws);
     /* 16-bit: widen, convolve in fp32 without bias, round; then bias and activation in fp32, round again. */
-    int32_t dt = s->dtype;
+    rlt_lp dt = s->dtype;
     float *xf = (float *)ws + col_floats(s), *wf = xf + nx_of(s), *yf = wf + nw_of(s);
     widen(xf, x, dt, nx_of(s));
     widen(wf, w, dt, nw_of(s));
@@ -177,7 +182,7 @@ int cpu_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, cons
 }
 
 static int conv_backward_f32(rlt_backend *bk, const rlt_conv_shape *s, float *dx, float *dw, float *db, float *dy,
-                             const float *y, const float *x, const float *w, int32_t act, float *ws) {
+                             const float *y, const float *x, const float *w, rlt_act act, float *ws) {
     int32_t oh = rlt_conv_out_dim(s->h, s->kh, s->stride, s->pad), ow = rlt_conv_out_dim(s->w, s->kw, s->stride, s->pad);
     int32_t K = s->c * s->kh * s->kw, P = oh * ow;
     float *col = ws;
@@ -208,15 +213,20 @@ static int conv_backward_f32(rlt_backend *bk, const rlt_conv_shape *s, float *dx
     return RLT_OK;
 }
 
-int cpu_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
-                      const void *x, const void *w, int32_t act, void *ws, uint64_t ws_bytes) {
+int cpu_conv_backward(rlt_backend *bk, const rlt_conv_bwd *desc) {
+    void *dx = desc->dx, *dy = desc->dy, *ws = desc->ws;
+    float *dw = desc->dw, *db = desc->db;
+    const void *y = desc->y, *x = desc->x, *w = desc->w;
+    rlt_act act = desc->act;
+    uint64_t ws_bytes = desc->ws_bytes;
+    int32_t slot = desc->slot;
     const rlt_conv_shape *s;
     RLT_TRY(conv_slot(bk, slot, "conv_backward", &s));
     RLT_TRY(check_act_ws(bk, s, act, ws, ws_bytes, "conv_backward"));
     if (s->dtype == RLT_LP_F32) return conv_backward_f32(bk, s, dx, dw, db, dy, y, x, w, act, ws);
     /* 16-bit: dy *= act'(y) in place (rounded), widen, the fp32 backward with dw into a zeroed fp32 copy, then
      * dw += (that rounded to the type) and dx rounded to the type. */
-    int32_t dt = s->dtype;
+    rlt_lp dt = s->dtype;
     uint64_t nx = nx_of(s), nw = nw_of(s), ny = ny_of(s);
     float *xf = (float *)ws + col_floats(s), *wf = xf + nx, *dyf = wf + nw, *dxf = dyf + ny, *dwf = dxf + nx;
     for (uint64_t e = 0; e < ny; e++) {

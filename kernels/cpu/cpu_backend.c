@@ -70,7 +70,7 @@ static int cpu_host_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
 
 static void cpu_host_release(rlt_backend *bk, void *base) { rlt_mem_free(base); }
 
-static int cpu_copy(rlt_backend *bk, void *dst, const void *src, uint64_t bytes, int32_t kind) {
+static int cpu_copy(rlt_backend *bk, void *dst, const void *src, uint64_t bytes, rlt_copy_kind kind) {
     if (bytes) memmove(dst, src, bytes);
     return RLT_OK;
 }
@@ -99,39 +99,27 @@ static const rlt_backend_ops cpu_ops = {
     .graph_begin = cpu_graph_unsupported,
     .graph_end = cpu_graph_unsupported,
     .graph_launch = cpu_graph_unsupported,
-    .gemm = cpu_gemm,
-    .bias_act = cpu_bias_act,
-    .act_grad = cpu_act_grad,
-    .bias_grad = cpu_bias_grad,
     .fill = cpu_fill,
     .copy_f32 = cpu_copy_f32,
-    .adam = cpu_adam,
     .polyak = cpu_polyak,
     .counter_add = cpu_counter_add,
-    .sample_indices = cpu_sample_indices,
-    .gather_rows = cpu_gather_rows,
-    .mse_grad = cpu_mse_grad,
-    .sum = cpu_sum,
-    .td3_target_action = cpu_td3_target_action,
-    .td3_target = cpu_td3_target,
-    .gather_u8_f32 = cpu_gather_u8_f32,
-    .dqn_target = cpu_dqn_target,
-    .q_loss_grad = cpu_q_loss_grad,
-    .clip_grad_norm = cpu_clip_grad_norm,
+    .adam = cpu_adam,
+    .linear_forward = cpu_linear_forward,
+    .linear_backward = cpu_linear_backward,
+    .act_grad = cpu_act_grad,
     .conv_prepare = cpu_conv_prepare,
     .conv_forward = cpu_conv_forward,
     .conv_backward = cpu_conv_backward,
-    .branch = cpu_branch,
-    .join = cpu_join,
-    .linear_forward = cpu_linear_forward_fast,
-    .linear_backward = cpu_linear_backward_fast,
+    .sample_indices = cpu_sample_indices,
     .gather_fields = cpu_gather_fields,
+    .gather_u8_f32 = cpu_gather_u8_f32,
+    .sum = cpu_sum,
+    .td3_target_action = cpu_td3_target_action,
     .td3_critic_loss = cpu_td3_critic_loss,
     .dqn_loss = cpu_dqn_loss,
-    .adam_ex = cpu_adam_ex,
+    .branch = cpu_branch,
+    .join = cpu_join,
     .cast = cpu_cast,
-    .linear_forward_lp = cpu_linear_forward_lp,
-    .linear_backward_lp = cpu_linear_backward_lp,
     .amp_unscale = cpu_amp_unscale,
     .amp_update = cpu_amp_update,
 };

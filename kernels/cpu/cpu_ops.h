@@ -1,80 +1,92 @@
-/* cpu_ops.h: the CPU backend's ops, one per backend table entry (see engine/backend.h for semantics).
- * Each has a CUDA twin of the same name in kernels/cuda/. These are the readable reference: tests use
- * them as the oracle for the CUDA backend and for any faster CPU path. */
+/* cpu_ops.h: the CPU backend's ops and its readable references.
+ * - The table ops, one per backend table entry (semantics in engine/backend.h). Each has a CUDA twin of the
+ *   same name in kernels/cuda/ (cpu_linear_forward <-> cuda_linear_forward).
+ * - The oracles: plain, unfused references (GEMM through CBLAS, bias and activation, the MSE and TD losses,
+ *   the clipped double-Q and DQN targets, gradient-norm clipping, one Adam step, the row gather) that the
+ *   fused table ops are written in terms of, and that tests compare the table ops of both backends against.
+ *   The engine never calls them; they are not in the table. */
 #ifndef RLT_CPU_OPS_H
 #define RLT_CPU_OPS_H
 
 #include "../../engine/backend.h"
 
-int cpu_gemm(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const float *A,
-             int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc);
-int cpu_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float *b, int32_t rows, int32_t cols, int32_t act);
-int cpu_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows, int32_t cols,
-                 int32_t act);
-int cpu_bias_grad(rlt_backend *bk, float *db, const float *dy, int32_t lddy, int32_t rows, int32_t cols, float beta);
+/* ---- table ops ---- */
 int cpu_fill(rlt_backend *bk, float *x, uint64_t n, float value);
 int cpu_copy_f32(rlt_backend *bk, float *dst, const float *src, uint64_t n);
-int cpu_counter_add(rlt_backend *bk, int64_t *c, int64_t v);
-int cpu_adam(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
-             const int64_t *step);
 int cpu_polyak(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau);
-/* adam then polyak (target NULL: none) in one pass, one division per element fewer than cpu_adam (flat.c). */
-int cpu_adam_polyak(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
-                    const int64_t *step, float *target, float tau);
-int cpu_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, const uint8_t *valid,
-                       uint64_t seed, uint32_t stream, const int64_t *counter);
-int cpu_gather_rows(rlt_backend *bk, void *dst, uint64_t dst_stride, const void *src, uint64_t row_bytes,
-                    const int32_t *idx, int32_t n);
-int cpu_mse_grad(rlt_backend *bk, float *dq, float *loss, const float *q, const float *y, int32_t n, float grad_scale);
-int cpu_sum(rlt_backend *bk, float *out, const float *x, int32_t ldx, int32_t n, float scale);
-int cpu_td3_target_action(rlt_backend *bk, float *a, int32_t lda, int32_t rows, int32_t cols, float std, float clip,
-                          uint64_t seed, uint32_t stream, const int64_t *counter, int32_t row0);
-int cpu_td3_target(rlt_backend *bk, float *y, const float *r, const float *term, const float *q1, const float *q2,
-                   int32_t ldq, int32_t n, float gamma);
-
-int cpu_gather_u8_f32(rlt_backend *bk, float *dst, const uint8_t *src, uint64_t row, const int32_t *idx, int32_t n,
-                      float scale);
-int cpu_dqn_target(rlt_backend *bk, float *y, int32_t *a_next, const float *r, const float *term,
-                   const float *q_target_next, const float *q_online_next, int32_t ldq, int32_t n, int32_t n_act,
-                   float gamma);
-int cpu_q_loss_grad(rlt_backend *bk, float *dq, int32_t lddq, float *loss, const float *q, int32_t ldq,
-                    const int32_t *act, const float *y, int32_t n, int32_t n_act, float huber_delta, float grad_scale);
-int cpu_clip_grad_norm(rlt_backend *bk, float *g, uint64_t n, float max_norm, float *norm);
+int cpu_counter_add(rlt_backend *bk, int64_t *c, int64_t v);
+/* Clipping, then Adam and Polyak in one pass (cpu_adam_polyak), then the 16-bit copies (fused.c). */
+int cpu_adam(rlt_backend *bk, const rlt_adam_step *d);
+/* The dense layers (dense.c): fp32 on the fast kernels of dense_kernel.h where this CPU has them (the
+ * reference below elsewhere); 16-bit layers on the reference. */
+int cpu_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d);
+int cpu_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d);
+int cpu_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows, int32_t cols,
+                 rlt_act act);
 int cpu_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes);
-int cpu_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b,
-                     int32_t act, void *ws, uint64_t ws_bytes);
-int cpu_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
-                      const void *x, const void *w, int32_t act, void *ws, uint64_t ws_bytes);
-/* The fused ops (fused.c): each is the sequence of plain ops it stands for (see engine/backend.h). */
-int cpu_branch(rlt_backend *bk, int32_t lane);
-int cpu_join(rlt_backend *bk);
-int cpu_linear_forward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *x, int32_t ldx,
-                       const float *W, const float *b, float *y, int32_t ldy, int32_t act);
-int cpu_linear_backward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *dy, int32_t lddy,
-                        const float *x, int32_t ldx, int32_t act_x, const float *W, float *dW, float *db, float beta,
-                        float *dx, int32_t lddx);
+int cpu_conv_forward(rlt_backend *bk, const rlt_conv_fwd *d);
+int cpu_conv_backward(rlt_backend *bk, const rlt_conv_bwd *d);
+int cpu_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *s);
 int cpu_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *sample, int32_t n_fields,
                       const rlt_gather_field *fields);
-int cpu_td3_critic_loss(rlt_backend *bk, float *y, float *dq1, float *dq2, float *loss1, float *loss2, const float *q1,
-                        const float *q2, const float *qt1, const float *qt2, const float *r, const float *term, int32_t n,
-                        float gamma, float grad_scale);
-int cpu_dqn_loss(rlt_backend *bk, float *y, float *dq, int32_t lddq, float *loss, const float *q, int32_t ldq,
-                 const int32_t *act, const float *r, const float *term, const float *q_next_target,
-                 const float *q_next_online, int32_t ldqn, int32_t n, int32_t n_act, float gamma, float huber_delta,
-                 float grad_scale);
-int cpu_adam_ex(rlt_backend *bk, float *p, float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
-                const int64_t *step, const rlt_adam_extra *extra);
+int cpu_gather_u8_f32(rlt_backend *bk, float *dst, const uint8_t *src, uint64_t row, const int32_t *idx, int32_t n,
+                      float scale);
+int cpu_sum(rlt_backend *bk, float *out, const float *x, int32_t ldx, int32_t n, float scale);
+int cpu_td3_target_action(rlt_backend *bk, const rlt_target_noise *d);
+/* The fused losses (fused.c): each is the sequence of oracles it stands for, called in the same order with the
+ * same arguments, so a CPU run through the fused ops produces exactly the oracles' bits. */
+int cpu_td3_critic_loss(rlt_backend *bk, const rlt_td3_loss *d);
+int cpu_dqn_loss(rlt_backend *bk, const rlt_q_loss *d);
+int cpu_branch(rlt_backend *bk, int32_t lane);
+int cpu_join(rlt_backend *bk);
 /* Reduced precision and fp16 loss scaling (lowp.c). */
-int cpu_cast(rlt_backend *bk, int32_t rows, int64_t cols, void *dst, int32_t dst_dtype, int64_t ldd, const void *src,
-             int32_t src_dtype, int64_t lds, const float *scale);
-int cpu_linear_forward_lp(rlt_backend *bk, int32_t dtype, int32_t rows, int32_t fi, int32_t fo, const void *x,
-                          int32_t ldx, const void *W, const float *b, void *y, int32_t y_dtype, int32_t ldy, int32_t act);
-int cpu_linear_backward_lp(rlt_backend *bk, int32_t dtype, int32_t rows, int32_t fi, int32_t fo, const void *dy,
-                           int32_t lddy, const void *x, int32_t ldx, int32_t act_x, const void *W, float *dW,
-                           float *db, float beta, void *dx, int32_t dx_dtype, int32_t lddx);
+int cpu_cast(rlt_backend *bk, const rlt_cast *d);
 int cpu_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp);
 int cpu_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
                    int32_t growth_interval);
+
+/* ---- oracles (not in the table) ---- */
+/* C[m,n] = alpha * op(A) * op(B) + beta * C, row-major; op(X) = X^T when tX != 0. A is m x k (k x m when ta),
+ * B is k x n (n x k when tb). */
+int cpu_gemm(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const float *A,
+             int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc);
+/* y[r, c] = act(y[r, c] + b[c]) for r < rows, c < cols (b may be NULL). */
+int cpu_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float *b, int32_t rows, int32_t cols, rlt_act act);
+/* db[c] = beta * db[c] + sum_r dy[r, c], summed in row order. */
+int cpu_bias_grad(rlt_backend *bk, float *db, const float *dy, int32_t lddy, int32_t rows, int32_t cols, float beta);
+/* The dense layers as the plain ops they stand for (fused.c): fp32 is cpu_gemm, then cpu_bias_act (forward) or
+ * cpu_bias_grad and cpu_act_grad (backward); 16-bit is lowp.c's loops (inputs widened exactly, products summed
+ * in fp32 in index order, results rounded to nearest even). */
+int cpu_linear_forward_ref(rlt_backend *bk, const rlt_linear_fwd *d);
+int cpu_linear_backward_ref(rlt_backend *bk, const rlt_linear_bwd *d);
+/* Their 16-bit halves (lowp.c). */
+int cpu_linear_forward_lp(rlt_backend *bk, const rlt_linear_fwd *d);
+int cpu_linear_backward_lp(rlt_backend *bk, const rlt_linear_bwd *d);
+/* One plain Adam step (rlt_adam_step's formula, no clipping, Polyak or copies), step = *step >= 1. */
+int cpu_adam_plain(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
+                   const int64_t *step);
+/* adam then polyak (target NULL: none) in one pass, one division per element fewer than cpu_adam_plain
+ * (flat.c): the fast path of cpu_adam. */
+int cpu_adam_polyak(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
+                    const int64_t *step, float *target, float tau);
+/* Global L2 clipping of one flat gradient block (PyTorch's clip_grad_norm_): *norm = ||g||_2 (summed in double),
+ * then g *= min(1, max_norm / (*norm + 1e-6)). */
+int cpu_clip_grad_norm(rlt_backend *bk, float *g, uint64_t n, float max_norm, float *norm);
+/* dst row i (at dst + i*dst_stride bytes) = src row idx[i] (row_bytes bytes at src + idx[i]*row_bytes). */
+int cpu_gather_rows(rlt_backend *bk, void *dst, uint64_t dst_stride, const void *src, uint64_t row_bytes,
+                    const int32_t *idx, int32_t n);
+/* dq[i] = grad_scale * 2 (q[i] - y[i]) / n; *loss (if non-NULL) = mean (q - y)^2, summed in order. */
+int cpu_mse_grad(rlt_backend *bk, float *dq, float *loss, const float *q, const float *y, int32_t n, float grad_scale);
+/* y[i] = r[i] + gamma * (1 - term[i]) * min(q1[i * ldq], q2[i * ldq]). */
+int cpu_td3_target(rlt_backend *bk, float *y, const float *r, const float *term, const float *q1, const float *q2,
+                   int32_t ldq, int32_t n, float gamma);
+/* rlt_q_loss's target: y[i] and (a_next non-NULL) the chosen action a[i], rows of stride ldq. */
+int cpu_dqn_target(rlt_backend *bk, float *y, int32_t *a_next, const float *r, const float *term,
+                   const float *q_target_next, const float *q_online_next, int32_t ldq, int32_t n, int32_t n_act,
+                   float gamma);
+/* rlt_q_loss's TD loss and gradient given the target y. */
+int cpu_q_loss_grad(rlt_backend *bk, float *dq, int32_t lddq, float *loss, const float *q, int32_t ldq,
+                    const int32_t *act, const float *y, int32_t n, int32_t n_act, float huber_delta, float grad_scale);
 
 /* The fast dense-layer kernels (dense_kernel.h), one table per instruction set; the backend's
  * linear_forward and linear_backward use the best one the CPU runs and fall back to the reference ops
@@ -97,11 +109,6 @@ extern const cpu_dense_kernels cpu_dense512_kernels, cpu_dense256_kernels;
 /* The kernels to use: `want` is "reference" (none: the reference ops), "avx2", "avx512" or NULL/"" for
  * the best this CPU runs. NULL when the choice is the reference or the CPU cannot run the one asked for. */
 const cpu_dense_kernels *cpu_dense_select(const char *want);
-int cpu_linear_forward_fast(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *x, int32_t ldx,
-                            const float *W, const float *b, float *y, int32_t ldy, int32_t act);
-int cpu_linear_backward_fast(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *dy, int32_t lddy,
-                             const float *x, int32_t ldx, int32_t act_x, const float *W, float *dW, float *db,
-                             float beta, float *dx, int32_t lddx);
 
 /* The second thread (worker.c): started at open when cpu.threads >= 2, it runs one posted job at a time. */
 typedef struct cpu_worker cpu_worker;

@@ -1,6 +1,6 @@
 /* dense.c: the backend's dense-layer ops (linear_forward, linear_backward) on the fast kernels of
- * dense_kernel.h, and the choice of kernels for this CPU. The reference twins in fused.c (GEMM through
- * CBLAS, then bias_act; act_grad) stay the readable oracle: tests/test_dense.c checks these against them. */
+ * dense_kernel.h, and the choice of kernels for this CPU. The references in fused.c (GEMM through CBLAS,
+ * then bias_act; act_grad) stay the readable oracle: tests/test_dense.c checks these against them. */
 #include <math.h>
 #include <string.h>
 
@@ -54,13 +54,18 @@ static void dense_pair_run(void *arg) {
 /* The split point of n rows: half, rounded to whole register tiles (6 rows) so both halves run full tiles. */
 static int32_t split_rows(int32_t n) { return (n / 2 + 5) / 6 * 6 < n ? (n / 2 + 5) / 6 * 6 : n / 2; }
 
-int cpu_linear_forward_fast(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *x, int32_t ldx,
-                            const float *W, const float *b, float *y, int32_t ldy, int32_t act) {
+int cpu_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d) {
     cpu_impl *im = bk->impl;
-    /* A few rows (acting on one observation) are faster through CBLAS than through packing a panel. */
-    if (!im || !im->dense || rows < CPU_DENSE_MIN_ROWS)
-        return cpu_linear_forward(bk, rows, fi, fo, x, ldx, W, b, y, ldy, act);
+    /* A few rows (acting on one observation) are faster through CBLAS than through packing a panel; 16-bit
+     * layers have only the reference. */
+    if (!im || !im->dense || d->rows < CPU_DENSE_MIN_ROWS || d->dtype != RLT_LP_F32)
+        return cpu_linear_forward_ref(bk, d);
+    int32_t rows = d->rows, fi = d->fi, fo = d->fo, ldx = d->ldx, ldy = d->ldy;
+    const float *x = d->x, *W = d->W, *b = d->b;
+    float *y = d->y;
+    rlt_act act = d->act;
     CPU_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && ldx >= fi && ldy >= fo, "linear_forward");
+    CPU_REQUIRE(bk, d->y_dtype == RLT_LP_F32, "linear_forward");
     CPU_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward");
     int32_t relu = act == RLT_ACT_RELU;
     if (im->worker && im->pack2 && (int64_t)rows * fi * fo >= CPU_SPLIT_MIN_MACS && rows >= 12) {
@@ -80,14 +85,15 @@ int cpu_linear_forward_fast(rlt_backend *bk, int32_t rows, int32_t fi, int32_t f
     return RLT_OK;
 }
 
-int cpu_linear_backward_fast(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *dy, int32_t lddy,
-                             const float *x, int32_t ldx, int32_t act_x, const float *W, float *dW, float *db,
-                             float beta, float *dx, int32_t lddx) {
+int cpu_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d) {
     cpu_impl *im = bk->impl;
-    if (!im || !im->dense)
-        return cpu_linear_backward(bk, rows, fi, fo, dy, lddy, x, ldx, act_x, W, dW, db, beta, dx, lddx);
+    if (!im || !im->dense || d->dtype != RLT_LP_F32) return cpu_linear_backward_ref(bk, d);
+    int32_t rows = d->rows, fi = d->fi, fo = d->fo, lddy = d->lddy, ldx = d->ldx, lddx = d->lddx;
+    const float *dy = d->dy, *x = d->x, *W = d->W;
+    float *dW = d->dW, *db = d->db, beta = d->beta, *dx = d->dx;
+    rlt_act act_x = d->act_x;
     CPU_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && lddy >= fo && ldx >= fi, "linear_backward");
-    CPU_REQUIRE(bk, !dx || lddx >= fi, "linear_backward");
+    CPU_REQUIRE(bk, !dx || (lddx >= fi && d->dx_dtype == RLT_LP_F32), "linear_backward");
     CPU_REQUIRE(bk, act_x >= RLT_ACT_NONE && act_x <= RLT_ACT_TANH, "linear_backward");
     int64_t macs = (int64_t)rows * fi * fo * ((dW ? 1 : 0) + (dx ? 1 : 0));
     if (im->worker && macs >= CPU_SPLIT_MIN_MACS && rows >= 12 && (!dW || fo >= 2)) {

@@ -25,29 +25,17 @@ int cpu_counter_add(rlt_backend *bk, int64_t *c, int64_t v) {
     return RLT_OK;
 }
 
-CPU_HOT int cpu_adam(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
-             const int64_t *step) {
+CPU_HOT int cpu_adam_plain(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
+                   const int64_t *step) {
     CPU_REQUIRE(bk, *step >= 1, "adam");
-    /* Bias corrections in float, as the CUDA twin computes them. */
-    float t = (float)*step;
-    float bc1 = 1.0f - powf(hp.beta1, t);
-    float bc2 = 1.0f - powf(hp.beta2, t);
-    float step_size = hp.lr / bc1;
-    float bc2_sqrt = sqrtf(bc2);
-    for (uint64_t i = 0; i < n; i++) {
-        float gi = g[i];
-        float mi = hp.beta1 * m[i] + (1.0f - hp.beta1) * gi;
-        float vi = hp.beta2 * v[i] + (1.0f - hp.beta2) * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        p[i] -= step_size * mi / (sqrtf(vi) / bc2_sqrt + hp.eps);
-    }
+    rlt_adam_coef c = rlt_adam_coefs(hp, *step);
+    for (uint64_t i = 0; i < n; i++) p[i] = rlt_adam_elem(hp, c, p[i], g[i], &m[i], &v[i]);
     return RLT_OK;
 }
 
-/* Adam then Polyak in one pass (the fast path of adam_ex): m and v are the reference's expressions, bit for
+/* Adam then Polyak in one pass (the fast path of cpu_adam): m and v are the reference's expressions, bit for
  * bit except that subnormal numbers are flushed to zero (below); p moves by step_size * m / (sqrt(v) / sqrt(1 - b2^t) + eps) computed with the reciprocal and reciprocal
- * square root estimates each refined by one Newton step where AVX-512 is present (a few ulp from cpu_adam's
+ * square root estimates each refined by one Newton step where AVX-512 is present (a few ulp from cpu_adam_plain's
  * divisions, far inside the GPU parity bound for p, and no divider in the loop), and with one division
  * elsewhere; the target moves toward the new p while it is in a register (target NULL: no Polyak step). */
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -98,11 +86,9 @@ CPU_HOT int cpu_adam_polyak(rlt_backend *bk, float *p, const float *g, float *m,
                             const int64_t *step, float *target, float tau) {
     CPU_REQUIRE(bk, *step >= 1, "adam");
     CPU_REQUIRE(bk, !target || (tau >= 0.0f && tau <= 1.0f), "polyak");
-    float t = (float)*step;
-    float bc1 = 1.0f - powf(hp.beta1, t);
-    float bc2 = 1.0f - powf(hp.beta2, t);
-    float step_size = hp.lr / bc1;
-    float inv_bc2_sqrt = 1.0f / sqrtf(bc2);
+    rlt_adam_coef c = rlt_adam_coefs(hp, *step);
+    float step_size = c.step_size;
+    float inv_bc2_sqrt = 1.0f / c.bc2_sqrt;
     float keep = 1.0f - tau;
     uint64_t i = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -119,10 +105,11 @@ CPU_HOT int cpu_adam_polyak(rlt_backend *bk, float *p, const float *g, float *m,
 #endif
     for (; i < n; i++) {
         float gi = g[i];
-        float mi = hp.beta1 * m[i] + (1.0f - hp.beta1) * gi;
-        float vi = hp.beta2 * v[i] + (1.0f - hp.beta2) * gi * gi;
+        float mi = m[i], vi = v[i];
+        rlt_adam_moments(hp, gi, &mi, &vi);
         m[i] = mi;
         v[i] = vi;
+        /* The reciprocal form of the AVX-512 loop above, so the tail matches it. */
         float pi = p[i] - step_size * mi / (sqrtf(vi) * inv_bc2_sqrt + hp.eps);
         p[i] = pi;
         if (target) target[i] = tau * pi + keep * target[i];

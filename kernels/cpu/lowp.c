@@ -7,24 +7,29 @@
 #include "lowp.h"
 #include "cpu_ops.h"
 
-static int lp_dtype_ok(int32_t dt) { return dt == RLT_LP_F32 || dt == RLT_LP_BF16 || dt == RLT_LP_F16; }
-static int lp_half_ok(int32_t dt) { return dt == RLT_LP_BF16 || dt == RLT_LP_F16; }
+static int lp_dtype_ok(rlt_lp dt) { return dt == RLT_LP_F32 || dt == RLT_LP_BF16 || dt == RLT_LP_F16; }
+static int lp_half_ok(rlt_lp dt) { return dt == RLT_LP_BF16 || dt == RLT_LP_F16; }
 
-static float act_apply(float z, int32_t act) {
+static float act_apply(float z, rlt_act act) {
     if (act == RLT_ACT_RELU) return z > 0.0f ? z : 0.0f;
     if (act == RLT_ACT_TANH) return tanhf(z);
     return z;
 }
 
 /* act'(.) through the activation's output y, as act_grad. */
-static float act_deriv(float y, int32_t act) {
+static float act_deriv(float y, rlt_act act) {
     if (act == RLT_ACT_RELU) return y > 0.0f ? 1.0f : 0.0f;
     if (act == RLT_ACT_TANH) return 1.0f - y * y;
     return 1.0f;
 }
 
-int cpu_cast(rlt_backend *bk, int32_t rows, int64_t cols, void *dst, int32_t dst_dtype, int64_t ldd, const void *src,
-             int32_t src_dtype, int64_t lds, const float *scale) {
+int cpu_cast(rlt_backend *bk, const rlt_cast *d) {
+    int32_t rows = d->rows;
+    int64_t cols = d->cols, ldd = d->ldd, lds = d->lds;
+    void *dst = d->dst;
+    const void *src = d->src;
+    rlt_lp dst_dtype = d->dst_dtype, src_dtype = d->src_dtype;
+    const float *scale = d->scale;
     CPU_REQUIRE(bk, rows >= 0 && cols >= 0 && ldd >= cols && lds >= cols, "cast");
     CPU_REQUIRE(bk, lp_dtype_ok(dst_dtype) && lp_dtype_ok(src_dtype), "cast");
     float s = scale ? *scale : 1.0f;
@@ -36,12 +41,16 @@ int cpu_cast(rlt_backend *bk, int32_t rows, int64_t cols, void *dst, int32_t dst
     return RLT_OK;
 }
 
-int cpu_linear_forward_lp(rlt_backend *bk, int32_t dtype, int32_t rows, int32_t fi, int32_t fo, const void *x,
-                          int32_t ldx, const void *W, const float *b, void *y, int32_t y_dtype, int32_t ldy,
-                          int32_t act) {
-    CPU_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && ldx >= fi && ldy >= fo, "linear_forward_lp");
-    CPU_REQUIRE(bk, lp_half_ok(dtype) && (y_dtype == dtype || y_dtype == RLT_LP_F32), "linear_forward_lp");
-    CPU_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward_lp");
+int cpu_linear_forward_lp(rlt_backend *bk, const rlt_linear_fwd *d) {
+    rlt_lp dtype = d->dtype, y_dtype = d->y_dtype;
+    int32_t rows = d->rows, fi = d->fi, fo = d->fo, ldx = d->ldx, ldy = d->ldy;
+    const void *x = d->x, *W = d->W;
+    const float *b = d->b;
+    void *y = d->y;
+    rlt_act act = d->act;
+    CPU_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && ldx >= fi && ldy >= fo, "linear_forward");
+    CPU_REQUIRE(bk, lp_half_ok(dtype) && (y_dtype == dtype || y_dtype == RLT_LP_F32), "linear_forward");
+    CPU_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward");
     for (int64_t r = 0; r < rows; r++)
         for (int64_t o = 0; o < fo; o++) {
             float s = 0.0f;
@@ -54,13 +63,17 @@ int cpu_linear_forward_lp(rlt_backend *bk, int32_t dtype, int32_t rows, int32_t 
     return RLT_OK;
 }
 
-int cpu_linear_backward_lp(rlt_backend *bk, int32_t dtype, int32_t rows, int32_t fi, int32_t fo, const void *dy,
-                           int32_t lddy, const void *x, int32_t ldx, int32_t act_x, const void *W, float *dW,
-                           float *db, float beta, void *dx, int32_t dx_dtype, int32_t lddx) {
+int cpu_linear_backward_lp(rlt_backend *bk, const rlt_linear_bwd *d) {
+    rlt_lp dtype = d->dtype, dx_dtype = d->dx_dtype;
+    int32_t rows = d->rows, fi = d->fi, fo = d->fo, lddy = d->lddy, ldx = d->ldx, lddx = d->lddx;
+    const void *dy = d->dy, *x = d->x, *W = d->W;
+    rlt_act act_x = d->act_x;
+    float *dW = d->dW, *db = d->db, beta = d->beta;
+    void *dx = d->dx;
     CPU_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && lddy >= fo && ldx >= fi && (!dx || lddx >= fi),
-                "linear_backward_lp");
-    CPU_REQUIRE(bk, lp_half_ok(dtype) && (dx_dtype == dtype || dx_dtype == RLT_LP_F32), "linear_backward_lp");
-    CPU_REQUIRE(bk, act_x >= RLT_ACT_NONE && act_x <= RLT_ACT_TANH, "linear_backward_lp");
+                "linear_backward");
+    CPU_REQUIRE(bk, lp_half_ok(dtype) && (dx_dtype == dtype || dx_dtype == RLT_LP_F32), "linear_backward");
+    CPU_REQUIRE(bk, act_x >= RLT_ACT_NONE && act_x <= RLT_ACT_TANH, "linear_backward");
     if (dW)
         for (int64_t o = 0; o < fo; o++)
             for (int64_t i = 0; i < fi; i++) {
@@ -81,8 +94,8 @@ int cpu_linear_backward_lp(rlt_backend *bk, int32_t dtype, int32_t rows, int32_t
                 for (int64_t o = 0; o < fo; o++) s += rlt_lp_load(dy, dtype, r * lddy + o) * rlt_lp_load(W, dtype, o * fi + i);
                 rlt_lp_store(dx, dx_dtype, r * lddx + i, s);
                 if (act_x != RLT_ACT_NONE) {
-                    float d = rlt_lp_load(dx, dx_dtype, r * lddx + i) * act_deriv(rlt_lp_load(x, dtype, r * ldx + i), act_x);
-                    rlt_lp_store(dx, dx_dtype, r * lddx + i, d);
+                    float g = rlt_lp_load(dx, dx_dtype, r * lddx + i) * act_deriv(rlt_lp_load(x, dtype, r * ldx + i), act_x);
+                    rlt_lp_store(dx, dx_dtype, r * lddx + i, g);
                 }
             }
     return RLT_OK;

@@ -1,14 +1,16 @@
-/* replay.c: replay sampling: uniform indices from Philox and row gathers. */
+/* replay.c: replay sampling (uniform indices from Philox) and the plain row gather (an oracle). */
 #include <string.h>
 
 #include "philox.h"
 #include "cpu_ops.h"
 
-int cpu_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, const uint8_t *valid,
-                       uint64_t seed, uint32_t stream, const int64_t *counter) {
-    CPU_REQUIRE(bk, n >= 0 && *size >= 1 && *size <= INT32_MAX, "sample_indices");
-    uint64_t ctr = (uint64_t)*counter, sz = (uint64_t)*size;
-    for (int32_t i = 0; i < n; i++) idx[i] = (int32_t)rlt_replay_slot(seed, stream, ctr, (uint64_t)i, (uint64_t)n, sz, valid);
+int cpu_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *s) {
+    CPU_REQUIRE(bk, n >= 0 && *s->size >= 1 && *s->size <= INT32_MAX, "sample_indices");
+    CPU_REQUIRE(bk, s->row0 >= 0 && s->batch >= s->row0 + n, "sample_indices");
+    uint64_t ctr = (uint64_t)*s->counter, sz = (uint64_t)*s->size;
+    for (int32_t i = 0; i < n; i++)
+        idx[i] = (int32_t)rlt_replay_slot(s->seed, s->stream, ctr, (uint64_t)(s->row0 + i), (uint64_t)s->batch, sz,
+                                          s->valid);
     return RLT_OK;
 }
 

@@ -7,8 +7,12 @@
 
 static inline float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
-int cpu_td3_target_action(rlt_backend *bk, float *a, int32_t lda, int32_t rows, int32_t cols, float std, float clip,
-                          uint64_t seed, uint32_t stream, const int64_t *counter, int32_t row0) {
+int cpu_td3_target_action(rlt_backend *bk, const rlt_target_noise *d) {
+    float *a = d->a, std = d->std, clip = d->clip;
+    int32_t lda = d->lda, rows = d->rows, cols = d->cols, row0 = d->row0;
+    uint64_t seed = d->seed;
+    uint32_t stream = d->stream;
+    const int64_t *counter = d->counter;
     CPU_REQUIRE(bk, rows >= 0 && cols >= 0 && lda >= cols && row0 >= 0, "td3_target_action");
     uint64_t ctr = (uint64_t)*counter;
     for (int32_t r = 0; r < rows; r++) {

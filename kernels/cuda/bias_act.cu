@@ -72,7 +72,7 @@ extern "C" int cuda_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float
 }
 
 extern "C" int cuda_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows,
-                             int32_t cols, int32_t act) {
+                             int32_t cols, rlt_act act) {
     CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && lddy >= cols && ldy >= cols, "act_grad");
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "act_grad");
     if (act == RLT_ACT_NONE || rows == 0 || cols == 0) return RLT_OK;

@@ -37,22 +37,21 @@ static int conv_check_call(rlt_backend *bk, const cuda_conv_slot *sl, int32_t ac
     return RLT_OK;
 }
 
-int cuda_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b,
-                      int32_t act, void *ws, uint64_t ws_bytes) {
+int cuda_conv_forward(rlt_backend *bk, const rlt_conv_fwd *d) {
     cuda_conv_slot *sl = NULL;
-    RLT_TRY(conv_find_slot(bk, slot, "conv_forward", &sl));
-    RLT_TRY(conv_check_call(bk, sl, act, ws, ws_bytes, "conv_forward"));
-    if (sl->gemm) return cuda_conv_gemm_forward(bk, &sl->s, y, x, w, b, act, ws);
-    return cuda_dnn_conv_forward(bk, slot, y, x, w, b, act, ws);
+    RLT_TRY(conv_find_slot(bk, d->slot, "conv_forward", &sl));
+    RLT_TRY(conv_check_call(bk, sl, d->act, d->ws, d->ws_bytes, "conv_forward"));
+    if (sl->gemm) return cuda_conv_gemm_forward(bk, &sl->s, d->y, d->x, d->w, d->b, d->act, d->ws);
+    return cuda_dnn_conv_forward(bk, d->slot, d->y, d->x, d->w, d->b, d->act, d->ws);
 }
 
-int cuda_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
-                       const void *x, const void *w, int32_t act, void *ws, uint64_t ws_bytes) {
+int cuda_conv_backward(rlt_backend *bk, const rlt_conv_bwd *d) {
     cuda_conv_slot *sl = NULL;
-    RLT_TRY(conv_find_slot(bk, slot, "conv_backward", &sl));
-    RLT_TRY(conv_check_call(bk, sl, act, ws, ws_bytes, "conv_backward"));
-    if (sl->gemm) return cuda_conv_gemm_backward(bk, &sl->s, dx, dw, db, dy, y, x, w, act, ws);
-    return cuda_dnn_conv_backward(bk, slot, dx, dw, db, dy, y, x, w, act, ws);
+    RLT_TRY(conv_find_slot(bk, d->slot, "conv_backward", &sl));
+    RLT_TRY(conv_check_call(bk, sl, d->act, d->ws, d->ws_bytes, "conv_backward"));
+    if (sl->gemm)
+        return cuda_conv_gemm_backward(bk, &sl->s, d->dx, d->dw, d->db, d->dy, d->y, d->x, d->w, d->act, d->ws);
+    return cuda_dnn_conv_backward(bk, d->slot, d->dx, d->dw, d->db, d->dy, d->y, d->x, d->w, d->act, d->ws);
 }
 
 /* Runs forward (with bias and ReLU) and the full backward once on zeroed scratch buffers, then frees them:
@@ -89,8 +88,12 @@ static int conv_warm_up(rlt_backend *bk, int32_t slot, cuda_conv_slot *sl) {
     float *b = (float *)(base + off[6]), *db = (float *)(base + off[7]);
     void *ws = sl->ws_bytes ? base + off[8] : NULL;
     sl->ready = 1; /* the ops below look the slot up */
-    if (rc == RLT_OK) rc = cuda_conv_forward(bk, slot, y, x, w, b, RLT_ACT_RELU, ws, sl->ws_bytes);
-    if (rc == RLT_OK) rc = cuda_conv_backward(bk, slot, dx, dw, db, dy, y, x, w, RLT_ACT_RELU, ws, sl->ws_bytes);
+    rlt_conv_fwd f = {.slot = slot, .y = y, .x = x, .w = w, .b = b, .act = RLT_ACT_RELU, .ws = ws,
+                      .ws_bytes = sl->ws_bytes};
+    rlt_conv_bwd g = {.slot = slot, .dx = dx, .dw = dw, .db = db, .dy = dy, .y = y, .x = x, .w = w, .act = RLT_ACT_RELU,
+                      .ws = ws, .ws_bytes = sl->ws_bytes};
+    if (rc == RLT_OK) rc = cuda_conv_forward(bk, &f);
+    if (rc == RLT_OK) rc = cuda_conv_backward(bk, &g);
     if (rc == RLT_OK) {
         cudaError_t src = cudaStreamSynchronize(cuda_stream(bk));
         if (src != cudaSuccess)

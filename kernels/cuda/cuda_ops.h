@@ -1,6 +1,6 @@
 /* cuda_ops.h: the CUDA backend's private state, its check macros and its ops, one per backend table entry
  * (see engine/backend.h for what each op computes). Each op has a CPU twin of the same name in
- * kernels/cpu/ (cuda_gemm <-> cpu_gemm), which the parity test uses as the oracle.
+ * kernels/cpu/ (cuda_linear_forward <-> cpu_linear_forward), which the parity test compares it against.
  *
  * This header is shared by the C files (cuda_backend.c, gemm.c) and the .cu files, so every declaration
  * has C linkage: the backend table is filled from C. Only this module includes CUDA headers; the engine
@@ -74,9 +74,9 @@ typedef struct cuda_impl {
     int32_t capturing;       /* the slot being captured, or -1 */
     int32_t reserved_;
     cudaGraphExec_t graphs[RLT_BACKEND_MAX_GRAPHS];
-    /* Device scratch for multi-stage reductions (clip_grad_norm's per-block partial sums), allocated at
-     * open, before the seal, and so counted in context_bytes. Only lane 0 uses it (clip_grad_norm and adam_ex
-     * with clipping check this), so ops in order on that lane can share it. */
+    /* Device scratch for multi-stage reductions (the gradient clipping's per-block partial sums), allocated at
+     * open, before the seal, and so counted in context_bytes. Only lane 0 uses it (adam with clipping checks
+     * this), so ops in order on that lane can share it. */
     float *scratch;
     /* The cuDNN state (handle, per-slot descriptors and algorithms), owned by kernels/cuda/cudnn/ (or the
      * stand-in in kernels/cuda/no_cudnn/, chosen by CMake); opaque here so this header needs no cuDNN header.
@@ -139,52 +139,50 @@ static inline unsigned cuda_blocks(rlt_backend *bk, uint64_t n, unsigned threads
                                         "%s: shape precondition failed: %s", (op), #cond);         \
     } while (0)
 
-/* ---- ops (semantics in engine/backend.h) ---- */
-int cuda_gemm(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const float *A,
-              int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc);
-int cuda_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float *b, int32_t rows, int32_t cols, int32_t act);
-int cuda_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows, int32_t cols,
-                  int32_t act);
-int cuda_bias_grad(rlt_backend *bk, float *db, const float *dy, int32_t lddy, int32_t rows, int32_t cols, float beta);
+/* ---- the table's ops (semantics in engine/backend.h) ---- */
 int cuda_fill(rlt_backend *bk, float *x, uint64_t n, float value);
 int cuda_copy_f32(rlt_backend *bk, float *dst, const float *src, uint64_t n);
 int cuda_counter_add(rlt_backend *bk, int64_t *c, int64_t v);
-int cuda_adam(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
-              const int64_t *step);
 int cuda_polyak(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau);
-int cuda_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const int64_t *size, const uint8_t *valid, uint64_t seed, uint32_t stream,
-                        const int64_t *counter);
-int cuda_gather_rows(rlt_backend *bk, void *dst, uint64_t dst_stride, const void *src, uint64_t row_bytes,
-                     const int32_t *idx, int32_t n);
-int cuda_mse_grad(rlt_backend *bk, float *dq, float *loss, const float *q, const float *y, int32_t n,
-                  float grad_scale);
-int cuda_sum(rlt_backend *bk, float *out, const float *x, int32_t ldx, int32_t n, float scale);
-int cuda_td3_target_action(rlt_backend *bk, float *a, int32_t lda, int32_t rows, int32_t cols, float std, float clip,
-                           uint64_t seed, uint32_t stream, const int64_t *counter, int32_t row0);
-int cuda_td3_target(rlt_backend *bk, float *y, const float *r, const float *term, const float *q1, const float *q2,
-                    int32_t ldq, int32_t n, float gamma);
-
+/* Clipping, Adam, Polyak and the 16-bit copies in one pass (adam.cu). */
+int cuda_adam(rlt_backend *bk, const rlt_adam_step *d);
+/* Dense layers (linear.cu): fp32 on our fused kernels (cuBLAS past their K), 16-bit on cuBLAS (lowp.cu). */
+int cuda_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d);
+int cuda_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d);
+int cuda_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows, int32_t cols,
+                  rlt_act act);
+int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes);
+int cuda_conv_forward(rlt_backend *bk, const rlt_conv_fwd *d);
+int cuda_conv_backward(rlt_backend *bk, const rlt_conv_bwd *d);
+/* The replay's gathers (replay.cu); sample_indices is gather_fields with no field. */
+int cuda_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *s);
+int cuda_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *sample, int32_t n_fields,
+                       const rlt_gather_field *fields);
 int cuda_gather_u8_f32(rlt_backend *bk, float *dst, const uint8_t *src, uint64_t row, const int32_t *idx, int32_t n,
                        float scale);
-int cuda_dqn_target(rlt_backend *bk, float *y, int32_t *a_next, const float *r, const float *term,
-                    const float *q_target_next, const float *q_online_next, int32_t ldq, int32_t n, int32_t n_act,
-                    float gamma);
-int cuda_q_loss_grad(rlt_backend *bk, float *dq, int32_t lddq, float *loss, const float *q, int32_t ldq,
-                     const int32_t *act, const float *y, int32_t n, int32_t n_act, float huber_delta,
-                     float grad_scale);
-int cuda_clip_grad_norm(rlt_backend *bk, float *g, uint64_t n, float max_norm, float *norm);
-int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes);
-int cuda_conv_forward(rlt_backend *bk, int32_t slot, void *y, const void *x, const void *w, const float *b,
-                      int32_t act, void *ws, uint64_t ws_bytes);
-int cuda_conv_backward(rlt_backend *bk, int32_t slot, void *dx, float *dw, float *db, void *dy, const void *y,
-                       const void *x, const void *w, int32_t act, void *ws, uint64_t ws_bytes);
-/* The fused ops (ABI 3): dense layers (linear.cu), the multi-field gather and the losses (fused.cu), Adam with
- * clipping and Polyak (adam.cu). branch and join live in cuda_backend.c with the streams. */
-int cuda_linear_forward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *x, int32_t ldx,
-                        const float *W, const float *b, float *y, int32_t ldy, int32_t act);
-int cuda_linear_backward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *dy, int32_t lddy,
-                         const float *x, int32_t ldx, int32_t act_x, const float *W, float *dW, float *db, float beta,
-                         float *dx, int32_t lddx);
+int cuda_sum(rlt_backend *bk, float *out, const float *x, int32_t ldx, int32_t n, float scale);
+int cuda_td3_target_action(rlt_backend *bk, const rlt_target_noise *d);
+int cuda_td3_critic_loss(rlt_backend *bk, const rlt_td3_loss *d);
+int cuda_dqn_loss(rlt_backend *bk, const rlt_q_loss *d);
+/* Reduced precision and loss scaling (lowp.cu). */
+int cuda_cast(rlt_backend *bk, const rlt_cast *d);
+int cuda_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp);
+int cuda_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
+                    int32_t growth_interval);
+/* branch and join live in cuda_backend.c with the streams. */
+
+/* ---- launchers the ops share (not in the table) ---- */
+/* C[m,n] = alpha op(A) op(B) + beta C, row-major fp32 through cuBLAS (gemm.c): the dense layers beyond our
+ * kernels and the convolutions' GEMMs. */
+int cuda_gemm(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const float *A,
+              int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc);
+/* y[r, c] = act(y[r, c] + b[c]) and db[c] = beta db[c] + sum_r dy[r, c] in row order (bias_act.cu): a dense layer's
+ * epilogues where cuBLAS ran its product. */
+int cuda_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float *b, int32_t rows, int32_t cols, int32_t act);
+int cuda_bias_grad(rlt_backend *bk, float *db, const float *dy, int32_t lddy, int32_t rows, int32_t cols, float beta);
+/* The 16-bit dense layers (lowp.cu), which cuda_linear_forward and cuda_linear_backward hand over to. */
+int cuda_linear_forward_lp(rlt_backend *bk, const rlt_linear_fwd *d);
+int cuda_linear_backward_lp(rlt_backend *bk, const rlt_linear_bwd *d);
 /* fp32 convolutions in GEMM form (conv_gemm.cu; the contract of the backend's conv ops): prepare checks the
  * shape against the kernels' limits and gives the workspace size; forward and backward take a workspace of that
  * size that conv_ops.c has checked. */
@@ -193,28 +191,6 @@ int cuda_conv_gemm_forward(rlt_backend *bk, const rlt_conv_shape *s, float *y, c
                            const float *b, int32_t act, void *ws);
 int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s, float *dx, float *dw, float *db, float *dy,
                             const float *y, const float *x, const float *w, int32_t act, void *ws);
-int cuda_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *sample, int32_t n_fields,
-                       const rlt_gather_field *fields);
-int cuda_td3_critic_loss(rlt_backend *bk, float *y, float *dq1, float *dq2, float *loss1, float *loss2, const float *q1,
-                         const float *q2, const float *qt1, const float *qt2, const float *r, const float *term,
-                         int32_t n, float gamma, float grad_scale);
-int cuda_dqn_loss(rlt_backend *bk, float *y, float *dq, int32_t lddq, float *loss, const float *q, int32_t ldq,
-                  const int32_t *act, const float *r, const float *term, const float *q_next_target,
-                  const float *q_next_online, int32_t ldqn, int32_t n, int32_t n_act, float gamma, float huber_delta,
-                  float grad_scale);
-int cuda_adam_ex(rlt_backend *bk, float *p, float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
-                 const int64_t *step, const rlt_adam_extra *extra);
-/* Reduced precision and loss scaling (lowp.cu; semantics in engine/backend.h). */
-int cuda_cast(rlt_backend *bk, int32_t rows, int64_t cols, void *dst, int32_t dst_dtype, int64_t ldd, const void *src,
-              int32_t src_dtype, int64_t lds, const float *scale);
-int cuda_linear_forward_lp(rlt_backend *bk, int32_t dtype, int32_t rows, int32_t fi, int32_t fo, const void *x,
-                           int32_t ldx, const void *W, const float *b, void *y, int32_t y_dtype, int32_t ldy, int32_t act);
-int cuda_linear_backward_lp(rlt_backend *bk, int32_t dtype, int32_t rows, int32_t fi, int32_t fo, const void *dy,
-                            int32_t lddy, const void *x, int32_t ldx, int32_t act_x, const void *W, float *dW,
-                            float *db, float beta, void *dx, int32_t dx_dtype, int32_t lddx);
-int cuda_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp);
-int cuda_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
-                    int32_t growth_interval);
 /* Creates the cuBLAS handle on first need (at init, before the seal): bound to lane 0 with the lanes' workspace
  * (none until set_workspace), so cuBLAS never takes a workspace of its own. Its cost goes to handle_bytes. */
 int cuda_blas_ensure(rlt_backend *bk);
@@ -238,8 +214,8 @@ int cuda_gemm_uniform(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_
 int cuda_gemm_lp(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const void *A,
                  int32_t lda, const void *B, int32_t ldb, int32_t ab_dtype, float beta, void *C, int32_t c_dtype,
                  int32_t ldc);
-/* clip_grad_norm's first stage (dqn.cu), shared with adam_ex: c->scratch[b] = sum of squares of block b's
- * slice of g, over a fixed grid of CUDA_CLIP_BLOCKS blocks. */
+/* The optimiser's clipping, first stage (dqn.cu): c->scratch[b] = sum of squares of block b's slice of g, over a
+ * fixed grid of CUDA_CLIP_BLOCKS blocks; cuda_adam reduces them. */
 #define CUDA_CLIP_BLOCKS 256
 int cuda_sumsq_partial(rlt_backend *bk, const float *g, uint64_t n);
 

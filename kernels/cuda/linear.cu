@@ -359,9 +359,14 @@ static int lin_launch_problems(rlt_backend *bk, lin_launch *L) {
     return RLT_OK;
 }
 
-extern "C" int cuda_linear_forward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *x, int32_t ldx,
-                                   const float *W, const float *b, float *y, int32_t ldy, int32_t act) {
+extern "C" int cuda_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d) {
+    /* 16-bit layers are cuBLAS GEMMs on the tensor cores with elementwise epilogues (lowp.cu). */
+    if (d->dtype != RLT_LP_F32) return cuda_linear_forward_lp(bk, d);
+    int32_t rows = d->rows, fi = d->fi, fo = d->fo, ldx = d->ldx, ldy = d->ldy, act = d->act;
+    const float *x = (const float *)d->x, *W = (const float *)d->W, *b = d->b;
+    float *y = (float *)d->y;
     CUDA_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && ldx >= fi && ldy >= fo, "linear_forward");
+    CUDA_REQUIRE(bk, d->y_dtype == RLT_LP_F32, "linear_forward");
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward");
     if (rows == 0) return RLT_OK;
     if (fi > LIN_MAX_K) {
@@ -380,11 +385,14 @@ extern "C" int cuda_linear_forward(rlt_backend *bk, int32_t rows, int32_t fi, in
     return lin_launch_problems(bk, &L);
 }
 
-extern "C" int cuda_linear_backward(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo, const float *dy,
-                                    int32_t lddy, const float *x, int32_t ldx, int32_t act_x, const float *W, float *dW,
-                                    float *db, float beta, float *dx, int32_t lddx) {
+extern "C" int cuda_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d) {
+    if (d->dtype != RLT_LP_F32) return cuda_linear_backward_lp(bk, d);
+    int32_t rows = d->rows, fi = d->fi, fo = d->fo, lddy = d->lddy, ldx = d->ldx, lddx = d->lddx;
+    rlt_act act_x = d->act_x;
+    const float *dy = (const float *)d->dy, *x = (const float *)d->x, *W = (const float *)d->W;
+    float *dW = d->dW, *db = d->db, beta = d->beta, *dx = (float *)d->dx;
     CUDA_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && lddy >= fo && ldx >= fi, "linear_backward");
-    CUDA_REQUIRE(bk, !dx || lddx >= fi, "linear_backward");
+    CUDA_REQUIRE(bk, !dx || (lddx >= fi && d->dx_dtype == RLT_LP_F32), "linear_backward");
     CUDA_REQUIRE(bk, act_x >= RLT_ACT_NONE && act_x <= RLT_ACT_TANH, "linear_backward");
     /* Each part runs fused unless its K is beyond our kernels; the parts left to cuBLAS run first. */
     /* A layer wider than LIN_MAX_K inputs (a Nature DQN's 3136-wide head) makes thousands of small tiles

@@ -1,4 +1,5 @@
-/* losses.cu: the MSE loss gradient and the logged reductions; the CUDA twins of kernels/cpu/losses.c.
+/* losses.cu: TD3's critic losses and the logged reductions; the CUDA twins of cpu_td3_critic_loss
+ * (kernels/cpu/fused.c) and cpu_sum (kernels/cpu/losses.c).
  *
  * Reductions run in one block of a fixed size: each thread sums a strided slice in index order, then a
  * shared-memory tree with fixed pairing combines the partial sums. No atomics and no dependence on the
@@ -20,35 +21,12 @@ __device__ float block_sum(float x, float *shared) {
     return shared[0];
 }
 
-__global__ void mse_grad_kernel(float *dq, float *loss, const float *q, const float *y, int32_t n, float k) {
-    __shared__ float shared[REDUCE_THREADS];
-    float acc = 0.0f;
-    for (int32_t i = threadIdx.x; i < n; i += REDUCE_THREADS) {
-        float d = q[i] - y[i];
-        dq[i] = k * d;
-        acc += d * d;
-    }
-    float total = block_sum(acc, shared);
-    if (loss && threadIdx.x == 0) *loss = total / (float)n;
-}
-
 __global__ void sum_kernel(float *out, const float *x, int32_t ldx, int32_t n, float scale) {
     __shared__ float shared[REDUCE_THREADS];
     float acc = 0.0f;
     for (int32_t i = threadIdx.x; i < n; i += REDUCE_THREADS) acc += x[(int64_t)i * ldx];
     float total = block_sum(acc, shared);
     if (threadIdx.x == 0) *out = scale * total;
-}
-
-extern "C" int cuda_mse_grad(rlt_backend *bk, float *dq, float *loss, const float *q, const float *y, int32_t n,
-                             float grad_scale) {
-    CUDA_REQUIRE(bk, n >= 1, "mse_grad");
-    /* The gradient factor is computed here, in host float arithmetic, exactly as the CPU twin does, so dq
-     * is bit-identical to the CPU's. */
-    float k = grad_scale * 2.0f / (float)n;
-    mse_grad_kernel<<<1, REDUCE_THREADS, 0, cuda_stream(bk)>>>(dq, loss, q, y, n, k);
-    CUDA_CHECK_LAUNCH(bk, "mse_grad_kernel");
-    return RLT_OK;
 }
 
 extern "C" int cuda_sum(rlt_backend *bk, float *out, const float *x, int32_t ldx, int32_t n, float scale) {
@@ -58,9 +36,9 @@ extern "C" int cuda_sum(rlt_backend *bk, float *out, const float *x, int32_t ldx
     return RLT_OK;
 }
 
-/* td3_target and two mse_grad in one block (td3_critic_loss): the element expressions are those kernels'
- * and each loss goes through the same tree as mse_grad_kernel's, so y, dq1, dq2 and both losses are
- * bit-identical to the three launches this replaces. */
+/* The clipped double-Q target and both MSE gradients in one block (td3_critic_loss): the element expressions
+ * are the CPU oracles' (cpu_td3_target, cpu_mse_grad) term for term, so y, dq1 and dq2 match the CPU bit for
+ * bit; each loss is summed by the fixed tree of block_sum. */
 __global__ void td3_critic_loss_kernel(float *y, float *dq1, float *dq2, float *loss1, float *loss2, const float *q1,
                                        const float *q2, const float *qt1, const float *qt2, const float *r,
                                        const float *term, int32_t n, float gamma, float k) {
@@ -87,21 +65,21 @@ __global__ void td3_critic_loss_kernel(float *y, float *dq1, float *dq2, float *
     }
 }
 
-extern "C" int cuda_td3_critic_loss(rlt_backend *bk, float *y, float *dq1, float *dq2, float *loss1, float *loss2,
-                                    const float *q1, const float *q2, const float *qt1, const float *qt2, const float *r,
-                                    const float *term, int32_t n, float gamma, float grad_scale) {
+extern "C" int cuda_td3_critic_loss(rlt_backend *bk, const rlt_td3_loss *d) {
+    int32_t n = d->n;
     CUDA_REQUIRE(bk, n >= 1, "td3_critic_loss");
-    float k = grad_scale * 2.0f / (float)n; /* as cuda_mse_grad */
-    CUDA_CHECK(bk, cuda_launch_pdl(bk, td3_critic_loss_kernel, dim3(1), dim3(REDUCE_THREADS), y, dq1, dq2, loss1, loss2,
-                                   q1, q2, qt1, qt2, r, term, n, gamma, k));
+    /* The gradient factor is computed here, in host float arithmetic, exactly as cpu_mse_grad does, so the
+     * gradients are bit-identical to the CPU's. */
+    float k = d->grad_scale * 2.0f / (float)n;
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, td3_critic_loss_kernel, dim3(1), dim3(REDUCE_THREADS), d->y, d->dq1, d->dq2,
+                                   d->loss1, d->loss2, d->q1, d->q2, d->qt1, d->qt2, d->r, d->term, n, d->gamma, k));
     CUDA_CHECK_LAUNCH(bk, "td3_critic_loss_kernel");
     return RLT_OK;
 }
 
 extern "C" cudaError_t cuda_preload_losses(void) {
     cudaFuncAttributes a;
-    cudaError_t rc = cudaFuncGetAttributes(&a, mse_grad_kernel);
-    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, sum_kernel);
+    cudaError_t rc = cudaFuncGetAttributes(&a, sum_kernel);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, td3_critic_loss_kernel);
     return rc;
 }

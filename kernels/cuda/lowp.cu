@@ -7,7 +7,7 @@
  * into their own GEMM; these do not, so a reduced-precision layer is two or three graph nodes where an fp32
  * one is one: reduced precision pays where the GEMMs are large enough for the tensor cores to matter
  * (bench/RESULTS.md measures where). Loss scaling decides on the device: amp_unscale raises a flag,
- * adam_ex reads it as its skip flag, amp_update adjusts the scale, all inside the captured update. */
+ * adam reads it as its skip flag, amp_update adjusts the scale, all inside the captured update. */
 #include "lowp_elem.cuh"
 
 static int lp_dtype_ok(int32_t dt) { return dt == RLT_LP_F32 || dt == RLT_LP_BF16 || dt == RLT_LP_F16; }
@@ -30,8 +30,13 @@ __global__ void cast_kernel(int64_t rows, int64_t cols, void *dst, int32_t dd, i
     }
 }
 
-extern "C" int cuda_cast(rlt_backend *bk, int32_t rows, int64_t cols, void *dst, int32_t dst_dtype, int64_t ldd,
-                         const void *src, int32_t src_dtype, int64_t lds, const float *scale) {
+extern "C" int cuda_cast(rlt_backend *bk, const rlt_cast *d) {
+    int32_t rows = d->rows;
+    int64_t cols = d->cols, ldd = d->ldd, lds = d->lds;
+    void *dst = d->dst;
+    const void *src = d->src;
+    int32_t dst_dtype = d->dst_dtype, src_dtype = d->src_dtype;
+    const float *scale = d->scale;
     CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && ldd >= cols && lds >= cols, "cast");
     CUDA_REQUIRE(bk, lp_dtype_ok(dst_dtype) && lp_dtype_ok(src_dtype), "cast");
     uint64_t n = (uint64_t)rows * (uint64_t)cols;
@@ -79,12 +84,15 @@ static unsigned lp_grid(rlt_backend *bk, int32_t rows, int32_t cols) {
     return cuda_blocks(bk, (uint64_t)rows * (uint64_t)cols, CUDA_THREADS);
 }
 
-extern "C" int cuda_linear_forward_lp(rlt_backend *bk, int32_t dtype, int32_t rows, int32_t fi, int32_t fo,
-                                      const void *x, int32_t ldx, const void *W, const float *b, void *y,
-                                      int32_t y_dtype, int32_t ldy, int32_t act) {
-    CUDA_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && ldx >= fi && ldy >= fo, "linear_forward_lp");
-    CUDA_REQUIRE(bk, lp_half_ok(dtype) && (y_dtype == dtype || y_dtype == RLT_LP_F32), "linear_forward_lp");
-    CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward_lp");
+extern "C" int cuda_linear_forward_lp(rlt_backend *bk, const rlt_linear_fwd *d) {
+    int32_t dtype = d->dtype, y_dtype = d->y_dtype, act = d->act;
+    int32_t rows = d->rows, fi = d->fi, fo = d->fo, ldx = d->ldx, ldy = d->ldy;
+    const void *x = d->x, *W = d->W;
+    const float *b = d->b;
+    void *y = d->y;
+    CUDA_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && ldx >= fi && ldy >= fo, "linear_forward");
+    CUDA_REQUIRE(bk, lp_half_ok(dtype) && (y_dtype == dtype || y_dtype == RLT_LP_F32), "linear_forward");
+    CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward");
     if (rows == 0) return RLT_OK;
     /* y[rows, fo] = x[rows, fi] W^T. */
     RLT_TRY(cuda_gemm_lp(bk, 0, 1, rows, fo, fi, 1.0f, x, ldx, W, fi, dtype, 0.0f, y, y_dtype, ldy));
@@ -94,14 +102,16 @@ extern "C" int cuda_linear_forward_lp(rlt_backend *bk, int32_t dtype, int32_t ro
     return RLT_OK;
 }
 
-extern "C" int cuda_linear_backward_lp(rlt_backend *bk, int32_t dtype, int32_t rows, int32_t fi, int32_t fo,
-                                       const void *dy, int32_t lddy, const void *x, int32_t ldx, int32_t act_x,
-                                       const void *W, float *dW, float *db, float beta, void *dx, int32_t dx_dtype,
-                                       int32_t lddx) {
+extern "C" int cuda_linear_backward_lp(rlt_backend *bk, const rlt_linear_bwd *d) {
+    int32_t dtype = d->dtype, dx_dtype = d->dx_dtype, act_x = d->act_x;
+    int32_t rows = d->rows, fi = d->fi, fo = d->fo, lddy = d->lddy, ldx = d->ldx, lddx = d->lddx;
+    const void *dy = d->dy, *x = d->x, *W = d->W;
+    float *dW = d->dW, *db = d->db, beta = d->beta;
+    void *dx = d->dx;
     CUDA_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && lddy >= fo && ldx >= fi && (!dx || lddx >= fi),
-                 "linear_backward_lp");
-    CUDA_REQUIRE(bk, lp_half_ok(dtype) && (dx_dtype == dtype || dx_dtype == RLT_LP_F32), "linear_backward_lp");
-    CUDA_REQUIRE(bk, act_x >= RLT_ACT_NONE && act_x <= RLT_ACT_TANH, "linear_backward_lp");
+                 "linear_backward");
+    CUDA_REQUIRE(bk, lp_half_ok(dtype) && (dx_dtype == dtype || dx_dtype == RLT_LP_F32), "linear_backward");
+    CUDA_REQUIRE(bk, act_x >= RLT_ACT_NONE && act_x <= RLT_ACT_TANH, "linear_backward");
     /* dW[fo, fi] = beta dW + dy^T x, summed in fp32 into the fp32 gradient. */
     if (dW) RLT_TRY(cuda_gemm_lp(bk, 1, 0, fo, fi, rows, 1.0f, dy, lddy, x, ldx, dtype, beta, dW, RLT_LP_F32, fi));
     if (db) {

@@ -1,5 +1,6 @@
-/* td3.cu: the two TD3-specific pieces on the device: target policy smoothing and the clipped double-Q
- * target (Fujimoto et al. 2018, eqs. 14-15); the CUDA twins of kernels/cpu/td3.c. */
+/* td3.cu: TD3's target policy smoothing on the device (Fujimoto et al. 2018, eq. 14); the CUDA twin of
+ * cpu_td3_target_action in kernels/cpu/td3.c. The clipped double-Q target (eq. 15) is part of td3_critic_loss
+ * (losses.cu). */
 #include "philox.h"
 #include "cuda_ops.h"
 
@@ -23,16 +24,12 @@ __global__ void td3_target_action_kernel(float *a, int32_t lda, int32_t rows, in
     }
 }
 
-__global__ void td3_target_kernel(float *y, const float *r, const float *term, const float *q1, const float *q2,
-                                  int32_t ldq, int32_t n, float gamma) {
-    for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        float a = q1[(int64_t)i * ldq], b = q2[(int64_t)i * ldq];
-        y[i] = r[i] + gamma * (1.0f - term[i]) * (a < b ? a : b);
-    }
-}
-
-extern "C" int cuda_td3_target_action(rlt_backend *bk, float *a, int32_t lda, int32_t rows, int32_t cols, float std,
-                                      float clip, uint64_t seed, uint32_t stream, const int64_t *counter, int32_t row0) {
+extern "C" int cuda_td3_target_action(rlt_backend *bk, const rlt_target_noise *d) {
+    float *a = d->a, std = d->std, clip = d->clip;
+    int32_t lda = d->lda, rows = d->rows, cols = d->cols, row0 = d->row0;
+    uint64_t seed = d->seed;
+    uint32_t stream = d->stream;
+    const int64_t *counter = d->counter;
     CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && lda >= cols && counter != NULL && row0 >= 0, "td3_target_action");
     if (rows == 0 || cols == 0) return RLT_OK;
     /* Actions are narrow (a handful of columns): blocks of 8 columns by 32 rows waste fewer threads than
@@ -49,19 +46,7 @@ extern "C" int cuda_td3_target_action(rlt_backend *bk, float *a, int32_t lda, in
     return RLT_OK;
 }
 
-extern "C" int cuda_td3_target(rlt_backend *bk, float *y, const float *r, const float *term, const float *q1,
-                               const float *q2, int32_t ldq, int32_t n, float gamma) {
-    CUDA_REQUIRE(bk, n >= 0 && ldq >= 1, "td3_target");
-    if (n == 0) return RLT_OK;
-    td3_target_kernel<<<cuda_blocks(bk, (uint64_t)n, CUDA_THREADS), CUDA_THREADS, 0, cuda_stream(bk)>>>(
-        y, r, term, q1, q2, ldq, n, gamma);
-    CUDA_CHECK_LAUNCH(bk, "td3_target_kernel");
-    return RLT_OK;
-}
-
 extern "C" cudaError_t cuda_preload_td3(void) {
     cudaFuncAttributes a;
-    cudaError_t rc = cudaFuncGetAttributes(&a, td3_target_action_kernel);
-    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, td3_target_kernel);
-    return rc;
+    return cudaFuncGetAttributes(&a, td3_target_action_kernel);
 }
