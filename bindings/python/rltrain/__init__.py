@@ -7,8 +7,9 @@
 >>> agent.observe(obs, action, reward, next_obs, terminated, truncated)
 >>> agent.update()
 
-``rltrain.gym.train`` drives a Gymnasium environment with an agent (``python -m rltrain.gym``). The
-library's log goes to the ``logging`` logger ``"rltrain"``. See bindings/python/README.md.
+``rltrain.gym.train`` drives a Gymnasium environment with an agent (``python -m rltrain.gym``);
+``rltrain.plot`` draws learning curves of run directories (``python -m rltrain.plot``). The library's log
+goes to the ``logging`` logger ``"rltrain"``. See bindings/python/README.md.
 """
 
 from ._native import API_VERSION, LIBRARY_PATH, status_name, strerror, version

@@ -7,7 +7,8 @@ function used by the bindings gets its argument and result types declared here, 
 The library is looked for, in order:
 
 1. the path in the environment variable ``RLTRAIN_LIBRARY`` (only there, when it is set);
-2. next to this package (a copy of ``librltrain.so`` bundled into ``rltrain/``);
+2. next to this package: ``pip install ./bindings/python`` builds ``librltrain.so`` (and the CUDA module
+   ``librltrain_cuda.so``, which the library finds beside itself) and installs it into ``rltrain/``;
 3. the ``build/`` directory of the source tree, when the package is imported from ``bindings/python``;
 4. the system's loader (``ldconfig`` paths, ``LD_LIBRARY_PATH``).
 """
@@ -64,9 +65,9 @@ def _load() -> ctypes.CDLL:
     raise ImportError(
         "rltrain: could not find the native library librltrain. Tried: "
         + "; ".join(tried)
-        + ". Fix: set RLTRAIN_LIBRARY=/path/to/librltrain.so, or build it in the source tree "
-        "(cmake -S . -B build && cmake --build build), or install it (cmake --install build --prefix P) "
-        "where the loader finds it (LD_LIBRARY_PATH=P/lib)."
+        + ". Fix: install the package from the source tree (pip install ./bindings/python builds the "
+        "library into it), or set RLTRAIN_LIBRARY=/path/to/librltrain.so, or install the library "
+        "(cmake --install build --prefix P) where the loader finds it (LD_LIBRARY_PATH=P/lib)."
     )
 
 

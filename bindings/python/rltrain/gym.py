@@ -186,6 +186,7 @@ def train(
     eval_episodes: int | None = None,
     save_path: str | os.PathLike | None = None,
     out_dir: str | os.PathLike | None = None,
+    tensorboard: str | os.PathLike | None = None,
 ) -> dict:
     """Trains an agent on a Gymnasium environment, writes the run directory, and returns the results.
 
@@ -209,6 +210,9 @@ def train(
             the trainer's checkpoint, written always).
         out_dir: the run directory (default: the config's ``out_dir``). It gets what ``rltrain --config``
             writes: config.yaml (the resolved config), metrics.csv, summary.json and final.ckpt.
+        tensorboard: a folder for TensorBoard scalars of the run as it trains (``episode/return``,
+            ``eval/return``, ``progress/updates_per_s``, ...); needs the ``tensorboard`` package
+            (:mod:`rltrain.tensorboard`). ``callback`` is still called.
 
     Returns:
         A dict with ``final_eval_return``, ``best_eval_return``, ``evaluations`` (a list of
@@ -235,8 +239,12 @@ def train(
             raise ValueError("pass eval_env: the environment has no spec to make an evaluation copy from")
         eval_env = env.spec
     eval_env, own_eval = _make(eval_env, "evaluation")
-    trainer = None
+    trainer = board = None
     try:
+        if tensorboard is not None:
+            from .tensorboard import TrainCallback
+
+            board = callback = TrainCallback(tensorboard, then=callback)
         obs_space = Space.from_gym(env.observation_space)
         act_space = Space.from_gym(env.action_space, actions=True)
         bridge = _GymCallbacks((env, eval_env), obs_space, act_space, seed, _env_name(env))
@@ -296,6 +304,8 @@ def train(
     finally:
         if trainer is not None:
             trainer.close()
+        if board is not None:
+            board.close()
         if own_env:
             env.close()
         if own_eval:
@@ -319,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save", help="also write the agent's checkpoint here at the end")
     ap.add_argument("--quiet", action="store_true", help="no progress lines (and no memory plan on stderr)")
     ap.add_argument("--json", action="store_true", help="print only the results, as one JSON object")
+    ap.add_argument("--tensorboard", metavar="LOGDIR", help="also write TensorBoard scalars here (needs tensorboard)")
     args = ap.parse_args(argv)
     quiet = args.quiet or args.json
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="rltrain: %(message)s")
@@ -333,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
         for s in args.set:
             cfg.set(s)
         out_dir = cfg.get("out_dir")
-        result = train(args.env, cfg, total_steps=args.steps, seed=args.seed, callback=progress, save_path=args.save)
+        result = train(args.env, cfg, total_steps=args.steps, seed=args.seed, callback=progress, save_path=args.save,
+                       tensorboard=args.tensorboard)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
@@ -352,6 +364,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except ImportError as e:  # --tensorboard without the tensorboard package
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     if args.json:
         # JSON has no NaN: a value that does not exist yet is null.
         clean = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in result.items()}
