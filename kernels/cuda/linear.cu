@@ -50,6 +50,14 @@ enum { LIN_PATH_GEMM32 = 0, LIN_PATH_GEMM16 = 1, LIN_PATH_ROWDOT = 2, LIN_PATH_C
 #define LIN_OUTER_ROWS 2 /* rows per thread */
 /* Above this K, our kernels (which never split K across blocks) would leave most of the GPU idle. */
 #define LIN_MAX_K 1024
+/* A product of at least this many multiply-adds (M N K) goes to cuBLAS: there the GPU is busy with any
+ * kernel, and cuBLAS's large tiles beat our latency-bound 2x2 micro-tiles (a 4096-row batch through
+ * 1024-wide layers). Below it, our fused kernels keep an update's chain short. Shape only, so the same
+ * shapes always take the same path and give the same bits. */
+#define LIN_BLAS_MACS (1ll << 30)
+static __host__ __device__ inline int lin_big(int32_t m, int32_t n, int32_t k) {
+    return (int64_t)m * n * k >= LIN_BLAS_MACS;
+}
 /* A problem with fewer 32x32 tiles than this uses 16x32 tiles: twice the blocks, half the work each. */
 #define LIN_SMALL_TILES 96
 
@@ -369,7 +377,7 @@ extern "C" int cuda_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d) {
     CUDA_REQUIRE(bk, d->y_dtype == RLT_LP_F32, "linear_forward");
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward");
     if (rows == 0) return RLT_OK;
-    if (fi > LIN_MAX_K) {
+    if (fi > LIN_MAX_K || lin_big(rows, fo, fi)) {
         /* A forward may run on any lane: the same cuBLAS workspace size on all of them keeps its bits. */
         RLT_TRY(cuda_gemm_uniform(bk, 0, 1, rows, fo, fi, 1.0f, x, ldx, W, fi, 0.0f, y, ldy));
         return cuda_bias_act(bk, y, ldy, b, rows, fo, act);
@@ -398,8 +406,8 @@ extern "C" int cuda_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d) {
     /* A layer wider than LIN_MAX_K inputs (a Nature DQN's 3136-wide head) makes thousands of small tiles
      * here for its weight gradient and long ones for its input gradient; cuBLAS runs both in a few large ones
      * (the whole update 3% faster for dW, commit 18adc9c). */
-    int fuse_w = (dW || db) && rows <= LIN_MAX_K && fi <= LIN_MAX_K;
-    int fuse_x = dx && fo <= LIN_MAX_K && fi <= LIN_MAX_K;
+    int fuse_w = (dW || db) && rows <= LIN_MAX_K && fi <= LIN_MAX_K && !lin_big(fo, fi, rows);
+    int fuse_x = dx && fo <= LIN_MAX_K && fi <= LIN_MAX_K && !lin_big(rows, fi, fo);
     if (!fuse_w && !fuse_x) {
         /* Both parts on cuBLAS (a wide layer): dW and db on two side lanes beside dx (cuda_fork_side). dW's
          * product uses the side lanes' workspace size on any lane, so the same algorithm and bits either way. */
@@ -455,8 +463,9 @@ extern "C" cudaError_t cuda_preload_linear(void) {
 }
 
 /* The rule cuda_linear_forward and cuda_linear_backward follow above, for the plan (cuda_backend.c): the forward
- * calls cuBLAS when fi > LIN_MAX_K, the backward when a part of it is beyond the fused kernels (rows or fi for
- * dW, fo or fi for dx; dx may not be asked for, which the rule does not know, so it says yes then too). */
+ * calls cuBLAS when fi > LIN_MAX_K or the product is big, the backward when a part of it is beyond the fused
+ * kernels (rows or fi for dW, fo or fi for dx; dx may not be asked for, which the rule does not know, so it
+ * says yes then too) or big (every part has the same M N K). */
 extern "C" int cuda_linear_calls_blas(int32_t rows, int32_t fi, int32_t fo) {
-    return rows > LIN_MAX_K || fi > LIN_MAX_K || fo > LIN_MAX_K;
+    return rows > LIN_MAX_K || fi > LIN_MAX_K || fo > LIN_MAX_K || lin_big(rows, fi, fo);
 }
