@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "finite.h"
 #include "agent.h"
 #include "backend_registry.h"
 #include "config_schema.h"
@@ -464,26 +465,11 @@ int agent_run_update(rlt_agent *ag, int32_t variant) {
     return ag->algo->update_ops(ag, variant);
 }
 
-/* Index of the first non-finite value of n floats, or -1. The first loop tests exponent bits with no early
- * exit, so it vectorises: refusing bad input costs one quick pass over what the caller hands in. */
-static int64_t first_nonfinite(const float *x, int64_t n) {
-    uint32_t any = 0;
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t b;
-        memcpy(&b, x + i, sizeof b);
-        any |= (b & 0x7f800000u) == 0x7f800000u;
-    }
-    if (!any) return -1;
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(x[i])) return i;
-    return -1;
-}
-
 /* A NaN or inf that reaches the replay or a forward pass poisons every network it touches (the agent then
  * acts NaN), so the API refuses it where it enters, naming the argument, row and element. uint8
  * observations cannot be non-finite. */
 static int agent_check_rows(rlt_agent *ag, const char *fn, const char *arg, const float *x, int32_t rows, int64_t per_row) {
-    int64_t bad = first_nonfinite(x, (int64_t)rows * per_row);
+    int64_t bad = rlt_first_nonfinite(x, (int64_t)rows * per_row);
     if (bad < 0) return RLT_OK;
     char where[64] = "";
     if (per_row > 1) snprintf(where, sizeof where, " element %lld", (long long)(bad % per_row));

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "finite.h"
 #include "agent.h"
 #include "checkpoint.h"
 #include "text.h"
@@ -93,20 +94,6 @@ static int write_device(rlt_agent *ag, ckpt_writer *w, const char *name, int32_t
  * checks stream each tensor through the first half of io_stage (the second half carries the replay's
  * `valid` bytes beside the rows they gate), so they need no memory beyond the plan. */
 
-/* Index of the first non-finite float of n, or -1. The first loop has no early exit, so it vectorises. */
-static int64_t first_nonfinite(const float *x, uint64_t n) {
-    uint32_t any = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        uint32_t b;
-        memcpy(&b, x + i, sizeof b);
-        any |= (b & 0x7f800000u) == 0x7f800000u;
-    }
-    if (!any) return -1;
-    for (uint64_t i = 0; i < n; i++)
-        if (!isfinite(x[i])) return (int64_t)i;
-    return -1;
-}
-
 /* A parameter-shaped fp32 tensor (params, adam_m, adam_v, target): every value finite, and Adam's second
  * moment (an average of squares) not negative either. */
 static int check_f32_tensor(rlt_agent *ag, ckpt_reader *r, const char *path, const char *name, uint64_t bytes,
@@ -116,7 +103,7 @@ static int check_f32_tensor(rlt_agent *ag, ckpt_reader *r, const char *path, con
     for (uint64_t first = 0; first < bytes / 4; first += per) {
         uint64_t n = bytes / 4 - first < per ? bytes / 4 - first : per;
         RLT_TRY(ckpt_reader_read_range(r, name, first * 4, ag->io_stage, n * 4));
-        int64_t bad = first_nonfinite(x, n);
+        int64_t bad = rlt_first_nonfinite(x, n);
         if (bad >= 0)
             RLT_FAIL(&ag->err, RLT_ECHECKPOINT, "%s: tensor '%s' element %llu is %g: a checkpoint holds finite values "
                      "only (was it written by a run that diverged, or altered?)", path, name,

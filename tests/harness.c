@@ -124,3 +124,18 @@ long test_files_differ(const char *a, const char *b) {
     if (fb) fclose(fb);
     return diff;
 }
+
+long test_read_file(const char *path, void *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, cap, f);
+    fclose(f);
+    return (long)n;
+}
+
+int test_write_file(const char *path, const void *buf, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t w = fwrite(buf, 1, n, f);
+    return (fclose(f) == 0 && w == n) ? 0 : -1;
+}

@@ -42,11 +42,15 @@ struct rlt_agent;
  * `sets` applied (a NULL-terminated list), after observing 3,000 fixed synthetic transitions: the subject of
  * the GPU tests. NULL (with *rc the status) when init fails. */
 struct rlt_agent *test_td3_synthetic(const char *const *sets, int *rc);
+/* Bytes that differ between two files, or -1 when one is missing or their lengths differ. */
+long test_files_differ(const char *a, const char *b);
+/* A whole file into buf (at most cap bytes): its size, or -1 when it cannot be opened. */
+long test_read_file(const char *path, void *buf, size_t cap);
+/* n bytes from buf as the whole file at path: 0, or -1 on failure. */
+int test_write_file(const char *path, const void *buf, size_t n);
 /* Trains configs/<config> (from the source tree) on `device` (NULL: as configured) into a fresh
  * tmp_<tag> directory, printing each evaluation; fills *out with the final progress. Returns the run's
  * status (init and run failures are CHECKed). */
-/* Bytes that differ between two files, or -1 when one is missing or their lengths differ. */
-long test_files_differ(const char *a, const char *b);
 int test_train_config(const char *config, const char *device, const char *tag, struct rlt_progress *out);
 /* The same with any --set overrides (a NULL-terminated list, e.g. {"device=cuda:0", "precision=bf16", NULL}). */
 int test_train_config_sets(const char *config, const char *const *sets, const char *tag, struct rlt_progress *out);

@@ -24,21 +24,6 @@ static const char *path_in(char *buf, size_t cap, const char *name) {
     return buf;
 }
 
-static long slurp(const char *path, unsigned char *buf, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    size_t n = fread(buf, 1, cap, f);
-    fclose(f);
-    return (long)n;
-}
-
-static int spit(const char *path, const void *buf, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    size_t w = fwrite(buf, 1, n, f);
-    return (fclose(f) == 0 && w == n) ? 0 : -1;
-}
-
 static int exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
@@ -139,13 +124,13 @@ static void test_round_trip(ckpt_reader *r) {
     char path[600], tmp[700];
     path_in(path, sizeof path, "medium.ckpt");
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    CHECK(spit(tmp, "stale junk", 10) == 0, "stale temp file"); /* a crashed earlier save leaves one */
+    CHECK(test_write_file(tmp, "stale junk", 10) == 0, "stale temp file"); /* a crashed earlier save leaves one */
     CHECK(write_file(path, meta_text, medium, N_MEDIUM) == RLT_OK, "write medium");
     CHECK(!exists(tmp), "no .tmp after close");
 
     /* The trailer, checked here without the reader: count, and CRC of every byte before it. */
     static unsigned char file[MAX_FILE];
-    long n = slurp(path, file, sizeof file);
+    long n = test_read_file(path, file, sizeof file);
     CHECK(n > 64 && memcmp(file, "RLTCKPT1", 8) == 0, "file magic");
     CHECK(memcmp(file + n - 16, "RLTEND\0\0", 8) == 0, "trailer magic");
     CHECK(get32(file + n - 8) == N_MEDIUM, "trailer count");
@@ -230,12 +215,12 @@ static void test_pieces(ckpt_reader *r) {
 
     /* Truncations inside data that spans several reader buffers. */
     static unsigned char file[MAX_FILE];
-    long n = slurp(path, file, sizeof file);
+    long n = test_read_file(path, file, sizeof file);
     char cut[600];
     path_in(cut, sizeof cut, "pieces_cut.ckpt");
     long offs[] = {200, 70000, 200000, 400100, n / 2 + 3, n - 17, n - 1};
     for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++) {
-        CHECK(spit(cut, file, (size_t)offs[i]) == 0, "write cut");
+        CHECK(test_write_file(cut, file, (size_t)offs[i]) == 0, "write cut");
         CHECK(open_expect(r, cut, RLT_ECHECKPOINT, "truncated"), "big file cut at %ld", offs[i]);
     }
 
@@ -270,19 +255,19 @@ static void test_corruption(ckpt_reader *r) {
     path_in(bad, sizeof bad, "bad.ckpt");
     CHECK(write_file(good, "algo: dqn\n", smallt, 3) == RLT_OK, "write small");
     static unsigned char file[MAX_FILE], edit[MAX_FILE];
-    long n = slurp(good, file, sizeof file);
+    long n = test_read_file(good, file, sizeof file);
     CHECK(open_expect(r, good, RLT_OK, ""), "small reads");
 
     /* Truncation at every 7th byte, and at each of the last 20 bytes, of the medium and small files. */
     static unsigned char med[MAX_FILE];
     char medium_path[600];
-    long mn = slurp(path_in(medium_path, sizeof medium_path, "medium.ckpt"), med, sizeof med);
+    long mn = test_read_file(path_in(medium_path, sizeof medium_path, "medium.ckpt"), med, sizeof med);
     /* The file is written once and shrunk step by step: cheaper than rewriting it for every cut. */
     int cuts = 0, cut_ok = 0;
     for (int which = 0; which < 2; which++) {
         const unsigned char *src = which ? file : med;
         long len = which ? n : mn;
-        spit(bad, src, (size_t)len);
+        test_write_file(bad, src, (size_t)len);
         for (long c = len - 1; c >= 0; c -= (c >= len - 20 ? 1 : 7)) {
             CHECK(truncate(bad, c) == 0, "truncate to %ld", c);
             cuts++;
@@ -294,7 +279,7 @@ static void test_corruption(ckpt_reader *r) {
     /* Every single-bit flip anywhere in the file is refused. */
     /* Each flip is written in place and undone, rather than rewriting the file 8 times per byte. */
     int flips = 0, flip_ok = 0;
-    spit(bad, file, (size_t)n);
+    test_write_file(bad, file, (size_t)n);
     int fd = open(bad, O_WRONLY);
     CHECK(fd >= 0, "open %s for flips", bad);
     for (long i = 0; i < n && fd >= 0; i++) {
@@ -367,7 +352,7 @@ static void test_corruption(ckpt_reader *r) {
         case 13: target = dir; break;
         case 14: target = "no/such/file.ckpt"; break;
         }
-        if (target == bad) spit(bad, edit, len);
+        if (target == bad) test_write_file(bad, edit, len);
         CHECK(open_expect(r, target, cases[k].status, cases[k].want), "%s", cases[k].what);
     }
 }
@@ -378,7 +363,7 @@ static void test_writer_failures(ckpt_reader *r) {
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     CHECK(write_file(path, "v: 1\n", smallt, 3) == RLT_OK, "write keep");
     static unsigned char before[MAX_FILE], after[MAX_FILE];
-    long n0 = slurp(path, before, sizeof before);
+    long n0 = test_read_file(path, before, sizeof before);
     rlt_err e = {0};
     ckpt_writer w;
 
@@ -398,7 +383,7 @@ static void test_writer_failures(ckpt_reader *r) {
     ckpt_writer_abort(&w);
     CHECK(!exists(tmp), "abort removes the temp file");
     CHECK(ckpt_writer_close(&w) != RLT_OK, "close after abort fails");
-    long n1 = slurp(path, after, sizeof after);
+    long n1 = test_read_file(path, after, sizeof after);
     CHECK(n1 == n0 && memcmp(before, after, (size_t)n0) == 0, "old checkpoint untouched after abort");
     CHECK(open_expect(r, path, RLT_OK, ""), "old checkpoint still reads");
 
@@ -429,7 +414,7 @@ static void test_writer_failures(ckpt_reader *r) {
         CHECK(!exists(tmp), "bad add %zu leaves no temp file", k);
         CHECK(ckpt_writer_close(&w) == RLT_EINVAL, "close after bad add %zu", k);
     }
-    n1 = slurp(path, after, sizeof after);
+    n1 = test_read_file(path, after, sizeof after);
     CHECK(n1 == n0 && memcmp(before, after, (size_t)n0) == 0, "old checkpoint untouched after bad adds");
 
     /* A write that fails midway (file size limit, like a full disk) is RLT_EIO and changes nothing. */
@@ -446,7 +431,7 @@ static void test_writer_failures(ckpt_reader *r) {
         CHECK(rc == RLT_EIO && strstr(e.msg, "write of") && strstr(e.msg, "keep.ckpt.tmp"), "write failure: %s", e.msg);
         CHECK(!exists(tmp), "failed write leaves no temp file");
         CHECK(ckpt_writer_close(&w) == RLT_EIO, "close after a write failure");
-        n1 = slurp(path, after, sizeof after);
+        n1 = test_read_file(path, after, sizeof after);
         CHECK(n1 == n0 && memcmp(before, after, (size_t)n0) == 0, "old checkpoint untouched after a failed write");
     }
     signal(SIGXFSZ, old_sig);
@@ -456,7 +441,7 @@ static void test_writer_failures(ckpt_reader *r) {
     path_in(as_dir, sizeof as_dir, "is_a_dir.ckpt");
     mkdir(as_dir, 0755);
     snprintf(inside, sizeof inside, "%s/x", as_dir);
-    spit(inside, "x", 1);
+    test_write_file(inside, "x", 1);
     rc = ckpt_writer_open(&w, &e, as_dir, NULL, 0);
     if (rc == RLT_OK) rc = ckpt_writer_close(&w);
     snprintf(tmp, sizeof tmp, "%s.tmp", as_dir);

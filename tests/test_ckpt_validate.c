@@ -29,21 +29,6 @@ enum {
 static unsigned char orig[MAX_FILE], work[MAX_FILE], before[MAX_FILE], after[MAX_FILE];
 static long orig_n;
 
-static long slurp(const char *path, unsigned char *buf, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    size_t n = fread(buf, 1, cap, f);
-    fclose(f);
-    return (long)n;
-}
-
-static int spit(const char *path, const void *buf, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    size_t w = fwrite(buf, 1, n, f);
-    return (fclose(f) == 0 && w == n) ? 0 : -1;
-}
-
 static uint64_t get64(const unsigned char *p) {
     uint64_t v = 0;
     for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
@@ -149,7 +134,7 @@ static void run_case(const char *dir, const char *tag, const char *yaml, const e
     rlt_trainer_free(tr);
     rlt_config_free(cfg);
     snprintf(ckpt, sizeof ckpt, "%s/final.ckpt", out);
-    orig_n = slurp(ckpt, orig, sizeof orig);
+    orig_n = test_read_file(ckpt, orig, sizeof orig);
     CHECK(orig_n > 0 && orig_n < (long)sizeof orig, "%s: final.ckpt read (%ld bytes)", tag, orig_n);
     if (orig_n <= 0 || orig_n >= (long)sizeof orig) return;
 
@@ -176,7 +161,7 @@ static void run_case(const char *dir, const char *tag, const char *yaml, const e
         apply(work, w.data + at, ed->kind, ed->value);
         refresh_crcs(work, orig_n, &w);
         snprintf(path, sizeof path, "%s/%s_edit%02d.ckpt", dir, tag, i);
-        CHECK(spit(path, work, (size_t)orig_n) == 0, "write %s", path);
+        CHECK(test_write_file(path, work, (size_t)orig_n) == 0, "write %s", path);
         try_resume(tr, path, RLT_ECHECKPOINT, ed->tensor, ed->want);
         /* The agent's own tensors are refused by the agent API's load too. */
         if (strncmp(ed->tensor, "trainer.", 8) != 0) {
@@ -188,7 +173,7 @@ static void run_case(const char *dir, const char *tag, const char *yaml, const e
         }
     }
     CHECK(rlt_agent_save(ag, state_b) == RLT_OK, "save after: %s", rlt_agent_errmsg(ag));
-    long na = slurp(state_a, before, sizeof before), nb = slurp(state_b, after, sizeof after);
+    long na = test_read_file(state_a, before, sizeof before), nb = test_read_file(state_b, after, sizeof after);
     CHECK(na > 0 && na == nb && memcmp(before, after, (size_t)na) == 0,
           "%s: refused checkpoints changed nothing (%ld vs %ld bytes)", tag, na, nb);
 
@@ -198,7 +183,7 @@ static void run_case(const char *dir, const char *tag, const char *yaml, const e
         memcpy(work, orig, (size_t)orig_n);
         refresh_crcs(work, orig_n, &w);
         snprintf(path, sizeof path, "%s/%s_same.ckpt", dir, tag);
-        spit(path, work, (size_t)orig_n);
+        test_write_file(path, work, (size_t)orig_n);
         try_resume(tr, path, RLT_OK, "", NULL);
     }
     rlt_trainer_free(tr);

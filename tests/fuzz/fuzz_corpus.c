@@ -19,14 +19,6 @@
 #define CORPUS_MAX_INPUT (1u << 20)
 static uint8_t input[CORPUS_MAX_INPUT], mutated[CORPUS_MAX_INPUT];
 
-static long slurp(const char *path, uint8_t *buf, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    size_t n = fread(buf, 1, cap, f);
-    fclose(f);
-    return (long)n;
-}
-
 static int ends_with(const char *s, const char *tail) {
     size_t a = strlen(s), b = strlen(tail);
     return a >= b && strcmp(s + a - b, tail) == 0;
@@ -44,7 +36,7 @@ static int run_dir(const char *dir, int checkpoints) {
         struct stat st;
         snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
         if (ent->d_name[0] == '.' || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
-        long size = slurp(path, input, sizeof input);
+        long size = test_read_file(path, input, sizeof input);
         CHECK(size >= 0 && size < (long)sizeof input, "read %s", path);
         if (size < 0) continue;
         n++;
@@ -66,7 +58,7 @@ static int run_dir(const char *dir, int checkpoints) {
 /* 300 mutations of one valid checkpoint: a byte at a pseudo-random offset set to a value that is often
  * interesting (0, 0xff, 0x7f, 0x80, or random), CRCs recomputed. */
 static void mutate_seed(const char *path) {
-    long size = slurp(path, input, sizeof input);
+    long size = test_read_file(path, input, sizeof input);
     CHECK(size > 0, "read %s", path);
     if (size <= 0) return;
     CHECK(fuzz_checkpoint_one(input, (size_t)size) == 1, "fresh seed %s loads into one fuzz trainer", path);
