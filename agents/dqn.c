@@ -20,7 +20,10 @@ static int dqn_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_space
     ag->act_dim = 1;
     d->n_actions = act->n;
     d->obs_u8 = obs->dtype == RLT_DTYPE_U8;
-    if (ag->cfg.replay.capacity < 3) RLT_FAIL(e, RLT_ECONFIG, "replay.capacity must be at least 3 for dqn");
+    char where[400];
+    if (ag->cfg.replay.capacity < 3)
+        RLT_FAIL(e, RLT_ECONFIG, "%s: must be at least 3 for dqn (got %lld)",
+                 config_key_where(&ag->cfg, "replay.capacity", where, sizeof where), (long long)ag->cfg.replay.capacity);
     return RLT_OK;
 }
 

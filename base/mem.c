@@ -22,6 +22,8 @@ void *rlt_mem_alloc(size_t bytes, size_t align) {
         return NULL;
     }
     if (align < sizeof(void *)) align = sizeof(void *);
+    /* A size this close to SIZE_MAX would round up to a small one (a saturated plan asks for UINT64_MAX). */
+    if (bytes > SIZE_MAX - align) return NULL;
     size_t rounded = (bytes + align - 1) / align * align;
     if (rounded == 0) rounded = align;
     void *p = NULL;

@@ -36,7 +36,7 @@ trap 'rm -rf "$out"' EXIT
 best_rlt=999999; best_ref=999999; user_rlt=0; user_ref=0; ret_rlt=""; ret_ref=""
 for i in $(seq 1 "$n"); do
   /usr/bin/time -f "%e %U" -o "$out/t1" ./build/rltrain --config configs/td3_pendulum_fast.yaml --quiet \
-    --set out_dir="$out/rltrain" >"$out/log1" 2>&1
+    --set out_dir="$out/rltrain" --set train.overwrite=true >"$out/log1" 2>&1
   read -r w u <"$out/t1"
   if awk "BEGIN{exit !($w < $best_rlt)}"; then best_rlt=$w; user_rlt=$u; fi
   ret_rlt=$(sed -n 's/.*"final_eval_return": *\([-0-9.]*\).*/\1/p' "$out/rltrain/summary.json")

@@ -32,7 +32,7 @@ fi
   python3 bench/dqn_torch.py --case mlp --updates 3000
   python3 bench/dqn_torch.py --case nature --updates 1000
   echo "== end-to-end TD3 on the built-in Pendulum (configs/td3_pendulum.yaml) on the GPU"
-  /usr/bin/time -f "wall %e s" build/rltrain --config configs/td3_pendulum.yaml --set device=cuda:0 --set out_dir=/tmp/p_gpu --quiet | tail -2
+  /usr/bin/time -f "wall %e s" build/rltrain --config configs/td3_pendulum.yaml --set device=cuda:0 --set out_dir=/tmp/p_gpu --set train.overwrite=true --quiet | tail -2
   echo "== fail-fast: process start to exit 3 (plan over budget) on the GPU"
   /usr/bin/time -f "wall %e s" build/rltrain --config configs/td3_pendulum.yaml --set device=cuda:0 --set memory.budget_mb=8 --set out_dir=/tmp/ff >/dev/null 2>"$OUT/ff.txt"; echo "exit $?"; tail -1 "$OUT/ff.txt"
 } 2>&1 | tee "$OUT/bench.log"

@@ -9,9 +9,15 @@
 #include "agent.h"
 #include "backend_registry.h"
 #include "config_schema.h"
+#include "env.h"
 #include "mem.h"
 
 #define MIB (1024.0 * 1024.0)
+/* What the process maps after the plan besides the host arena, held against the host's memory limit
+ * (ulimit -v/-d, the memory cgroup): the environment, the trainer's outputs and checkpoint files, stdio, and
+ * with cpu.threads >= 2 the worker thread's stack. A TD3 run grows by under 10 MiB over what the plan saw
+ * (tests/test_host_limits.c runs the CLI at the smallest limit the plan accepts). */
+#define AGENT_HOST_OVERHEAD ((uint64_t)16 << 20)
 
 int agent_put(rlt_agent *ag, void *dev, const void *host, uint64_t bytes) {
     rlt_backend *bk = &ag->bk;
@@ -85,7 +91,10 @@ static int agent_build_plan(rlt_agent *ag, rlt_location replay_loc) {
     rlt_plan *p = &ag->plan;
     rlt_err *e = &ag->err;
     rlt_backend *bk = &ag->bk;
+    rlt_host_limit host = p->host; /* read once, when the backend opened (agent_prepare) */
     plan_init(p, bk->device_is_host);
+    p->host = host;
+    p->host_overhead = AGENT_HOST_OVERHEAD;
     memset(&ag->replay, 0, sizeof ag->replay);
     RLT_TRY(ag->algo->plan(ag));
     RLT_TRY(replay_plan(&ag->replay, p, e, ag->cfg.replay.capacity, replay_loc, RLT_OBSERVE_STAGE_ROWS));
@@ -133,7 +142,7 @@ static void agent_fill_summary(rlt_agent *ag) {
     s->process_bytes = s->context_bytes + need;
     s->process_budget_bytes = (uint64_t)(ag->cfg.memory.process_budget_mb * MIB);
     s->fits = need <= s->budget_bytes && (!s->device_total || need <= s->device_free) &&
-              (!s->process_budget_bytes || s->process_bytes <= s->process_budget_bytes);
+              (!s->process_budget_bytes || s->process_bytes <= s->process_budget_bytes) && plan_host_fits(p);
     snprintf(s->device, sizeof s->device, "%s", ag->bk.device_name);
     snprintf(s->precision, sizeof s->precision, "%s", config_precision_name(ag->cfg.precision));
     if (ag->precision_fallback) snprintf(s->note, sizeof s->note, "reduced precision requested; the CPU computes in fp32");
@@ -149,6 +158,11 @@ static void agent_fit_hints(rlt_agent *ag) {
     /* Under a process budget the arena has what the context and handles leave of it. */
     uint64_t pbudget = ag->summary.process_budget_bytes, ctx = ag->summary.context_bytes;
     if (pbudget && (pbudget > ctx ? pbudget - ctx : 0) < budget) budget = pbudget > ctx ? pbudget - ctx : 0;
+    /* On the CPU the host's memory limit caps the budgeted arena too. */
+    if (p->device_is_host && p->host.avail != UINT64_MAX) {
+        uint64_t room = p->host.avail > p->host_overhead ? p->host.avail - p->host_overhead : 0;
+        if (room < budget) budget = room;
+    }
     uint64_t replay = plan_region_bytes(p, "replay", loc);
     uint64_t row = replay_row_bytes(&ag->replay);
     char hint[1024];
@@ -227,9 +241,12 @@ static int agent_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_spa
     int64_t n = 1;
     for (int32_t i = 0; i < obs->ndim; i++) {
         if (obs->shape[i] < 1) RLT_FAIL(e, RLT_EINVAL, "observation dimension %d has size %d", i, obs->shape[i]);
+        /* Checked as it grows: four int32 sizes would overflow 64 bits. */
         n *= obs->shape[i];
+        if (n > RLT_ENV_MAX_OBS_ELEMS)
+            RLT_FAIL(e, RLT_EINVAL, "observations of more than %d elements are too large (dimension %d makes %lld)",
+                     RLT_ENV_MAX_OBS_ELEMS, i, (long long)n);
     }
-    if (n > (1 << 24)) RLT_FAIL(e, RLT_EINVAL, "observations of %lld elements are too large", (long long)n);
     ag->obs_dim = (int32_t)n;
     RLT_TRY(ag->algo->check_spaces(ag, obs, act));
     return agent_resolve_obs_dtype(ag, obs);
@@ -266,6 +283,8 @@ int agent_prepare(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
     char why[512] = "";
     RLT_TRY(rlt_backend_open_device(&ag->bk, e, ag->cfg.device, ag->cfg.cpu.threads, why, sizeof why));
     ag->backend_open = 1;
+    /* After the backend opened, so what it mapped (OpenBLAS's buffers, a CUDA context) counts as in use. */
+    rlt_host_limit_read(&ag->plan.host);
     if (why[0]) rlt_log(RLT_LOG_INFO, "device auto: using the CPU because %s", why);
     if (ag->cfg.precision != RLT_PRECISION_FP32) {
         /* Reduced precision is a GPU feature (tensor cores); the same config keeps working where `auto`
@@ -338,6 +357,18 @@ static int agent_reserve(rlt_agent *ag) {
     /* The process budget first, before anything is reserved: no waiting and no CPU fallback, since the
      * context alone may be what does not fit. */
     if (!agent_process_fits(ag, "the whole process needs")) return RLT_ENOFIT;
+    if (!plan_host_fits(&ag->plan)) {
+        const rlt_host_limit *h = &ag->plan.host;
+        uint64_t host = ag->plan.arena_bytes[RLT_LOC_HOST], want = host + ag->plan.host_overhead;
+        rlt_err_set(e, RLT_ENOFIT, __FILE__, __LINE__,
+                    "the host arena needs %.2f MiB (and about %.0f MiB for the rest of the process) but %s is %.2f MiB "
+                    "with %.2f MiB in use, which leaves %.2f MiB (%.2f MiB short); raise the limit or shrink the plan",
+                    host / MIB, ag->plan.host_overhead / MIB, h->source, h->limit / MIB, h->used / MIB, h->avail / MIB,
+                    (want - (h->avail < want ? h->avail : want)) / MIB);
+        agent_fit_hints(ag);
+        ag->summary.fits = 0;
+        return RLT_ENOFIT;
+    }
     double deadline = now_s() + ag->cfg.memory.wait_s;
     int rc;
     for (int attempt = 0;; attempt++) {

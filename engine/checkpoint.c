@@ -657,7 +657,8 @@ int ckpt_reader_open(ckpt_reader *r, rlt_err *e, const char *path) {
     if (plen >= CKPT_PATH_BYTES)
         RLT_FAIL(e, RLT_EINVAL, "checkpoint path is %zu bytes, the limit is %d: %.80s...", plen, CKPT_PATH_BYTES - 1, path);
     memcpy(r->path, path, plen + 1);
-    r->fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; it is then refused as not a regular file. */
+    r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (r->fd < 0) RLT_FAIL(e, RLT_EIO, "%s: cannot open the checkpoint: %s", path, strerror(errno));
     struct stat st;
     int rc;

@@ -35,6 +35,7 @@ typedef struct cfg_reader {
     rlt_err *e;
     int leaf_line[CFG_MAX_KEYS];    /* 1-based line where each key was set; 0 = not yet */
     int section_line[CFG_MAX_KEYS]; /* the same for sections, indexed by their first row */
+    int n_leaves;                   /* keys set by this input */
 } cfg_reader;
 
 /* ---- messages ---------------------------------------------------------------------------------------- */
@@ -378,6 +379,13 @@ static int read_entry(cfg_reader *r, const char *path, size_t len, const yaml_ev
         return REPORT(r->e, r->src, kev->start_mark, child, what, "give each key once; the second would silently win");
     }
     *seen = line;
+    if (ck) {
+        size_t i = config_schema_index(ck);
+        r->dst->origin[i].line = line;
+        r->dst->origin[i].col = (int32_t)(kev->start_mark.column + 1 + (kev->start_mark.line == 0 ? r->src->col_offset : 0));
+        r->dst->origin[i].src = r->dst->n_sources; /* this input's serial + 1 (config_parse counted it) */
+        r->n_leaves++;
+    }
     yaml_event_t vev;
     RLT_TRY(next_event(r, &vev));
     int rc = read_node(r, child, clen, &vev);
@@ -441,11 +449,14 @@ static int read_stream(cfg_reader *r, const char *root_path, int *empty) {
 }
 
 /* Both passes over src, at root_path ("" for files; the key for --set), then the commit. On any error
- * cfg's values are untouched and cfg->err says why. */
-static int config_parse(rlt_config *cfg, const cfg_src *src, const char *root_path, int need_value) {
+ * cfg's values are untouched and cfg->err says why. need_keys: a file must set at least one key. */
+static int config_parse(rlt_config *cfg, const cfg_src *src, const char *root_path, int need_value, int need_keys) {
     RLT_TRY(scan_structure(src, &cfg->err));
     rlt_config tmp;
     memcpy(&tmp, cfg, sizeof tmp);
+    /* This input's name, for messages about the keys it sets (config_key_where). */
+    snprintf(tmp.source_names[tmp.n_sources % RLT_CFG_ORIGINS], RLT_CFG_STR, "%s", src->name);
+    tmp.n_sources++;
     cfg_reader r;
     memset(&r, 0, sizeof r);
     r.src = src;
@@ -463,6 +474,14 @@ static int config_parse(rlt_config *cfg, const cfg_src *src, const char *root_pa
         const cfg_key *k = config_schema_find(root_path, strlen(root_path));
         snprintf(hint, sizeof hint, "write %s=VALUE, like %s=%s", root_path, root_path, k ? k->def : "{...}");
         return REPORT(&cfg->err, src, m, root_path, "missing value after '='", hint);
+    }
+    /* An empty config file (also /dev/null, or only comments or empty sections) would start a run of every
+     * default: that is a wrong path or an unsaved file far more often than a wish. */
+    if (need_keys && r.n_leaves == 0) {
+        yaml_mark_t m = {0, 0, 0};
+        return REPORT(&cfg->err, src, m, NULL, "the config file sets no key (it is empty, or only comments)",
+                      "check the path; a config names at least its algorithm and environment, like 'algo: td3' and "
+                      "'env: {name: pendulum}' (see configs/)");
     }
     rlt_err_clear(&tmp.err);
     memcpy(cfg, &tmp, sizeof tmp);
@@ -504,7 +523,7 @@ int rlt_config_load_string(rlt_config *cfg, const char *yaml, const char *name_f
     size_t len = text_len_capped(yaml, CFG_MAX_BYTES);
     if (len > CFG_MAX_BYTES) return too_big(&cfg->err, name);
     cfg_src src = {name, (const unsigned char *)yaml, len, 0};
-    RLT_TRY(config_parse(cfg, &src, "", 0));
+    RLT_TRY(config_parse(cfg, &src, "", 0, 0));
     snprintf(cfg->source, sizeof cfg->source, "%s", name);
     return RLT_OK;
 }
@@ -533,7 +552,7 @@ int rlt_config_load_file(rlt_config *cfg, const char *path) {
         rc = too_big(&cfg->err, path);
     else {
         cfg_src src = {path, buf, n, 0};
-        rc = config_parse(cfg, &src, "", 0);
+        rc = config_parse(cfg, &src, "", 0, 1);
     }
     rlt_mem_free(buf);
     if (rc == RLT_OK) snprintf(cfg->source, sizeof cfg->source, "%s", path);
@@ -583,7 +602,30 @@ int rlt_config_set(rlt_config *cfg, const char *assignment) {
         }
         return REPORT(&cfg->err, &ksrc, at_key, NULL, what, hint);
     }
-    return config_parse(cfg, &src, key, 1);
+    RLT_TRY(config_parse(cfg, &src, key, 1, 0));
+    /* A key set whole by --set is at its own column (its section's keys were recorded by the reader). */
+    const cfg_key *leaf = config_schema_find(key, strlen(key));
+    if (leaf) {
+        size_t i = config_schema_index(leaf);
+        cfg->origin[i].line = 1;
+        cfg->origin[i].col = (int32_t)k0 + 1;
+        cfg->origin[i].src = cfg->n_sources;
+    }
+    return RLT_OK;
+}
+
+const char *config_key_where(const rlt_config *cfg, const char *key, char *buf, size_t cap) {
+    const cfg_key *k = config_schema_find(key, strlen(key));
+    uint32_t src = k ? cfg->origin[config_schema_index(k)].src : 0;
+    /* src - 1 is the input's serial; its name is kept while it is among the last RLT_CFG_ORIGINS inputs. */
+    if (src && cfg->n_sources - (src - 1) <= RLT_CFG_ORIGINS) {
+        size_t i = config_schema_index(k);
+        snprintf(buf, cap, "%.300s:%d:%d: key '%s'", cfg->source_names[(src - 1) % RLT_CFG_ORIGINS],
+                 (int)cfg->origin[i].line, (int)cfg->origin[i].col, key);
+    } else {
+        snprintf(buf, cap, "config: key '%s'", key);
+    }
+    return buf;
 }
 
 int rlt_config_validate(rlt_config *cfg) {
@@ -591,19 +633,22 @@ int rlt_config_validate(rlt_config *cfg) {
     rlt_err *e = &cfg->err;
     size_t n;
     const cfg_key *keys = config_schema_keys(&n);
+    char where[400];
     for (size_t i = 0; i < n; i++) {
         cfg_why why;
         if (config_schema_check_value(&keys[i], cfg, &why) != 0)
-            RLT_FAIL(e, RLT_ECONFIG, "config: key '%s': %s; %s", keys[i].key, why.what, why.hint);
+            RLT_FAIL(e, RLT_ECONFIG, "%s: %s; %s", config_key_where(cfg, keys[i].key, where, sizeof where), why.what,
+                     why.hint);
     }
     /* Values the parser accepts because they are planned, but that this version cannot run yet. */
     if (cfg->dqn.eps_end > cfg->dqn.eps_start)
-        RLT_FAIL(e, RLT_ECONFIG, "config: key 'dqn.eps_end': %g is above dqn.eps_start %g; epsilon only decays",
-                 cfg->dqn.eps_end, cfg->dqn.eps_start);
+        RLT_FAIL(e, RLT_ECONFIG, "%s: %g is above dqn.eps_start %g; epsilon only decays",
+                 config_key_where(cfg, "dqn.eps_end", where, sizeof where), cfg->dqn.eps_end, cfg->dqn.eps_start);
     if (cfg->train.batch_size % cfg->train.grad_accum_steps != 0)
-        RLT_FAIL(e, RLT_ECONFIG, "config: key 'train.grad_accum_steps': %d does not divide train.batch_size (%d); "
+        RLT_FAIL(e, RLT_ECONFIG, "%s: %d does not divide train.batch_size (%d); "
                  "use a divisor of the batch size (each micro-batch is batch_size / grad_accum_steps)",
-                 (int)cfg->train.grad_accum_steps, (int)cfg->train.batch_size);
+                 config_key_where(cfg, "train.grad_accum_steps", where, sizeof where), (int)cfg->train.grad_accum_steps,
+                 (int)cfg->train.batch_size);
     rlt_err_clear(e);
     return RLT_OK;
 }

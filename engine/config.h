@@ -11,6 +11,8 @@
 
 #define RLT_CFG_MAX_LAYERS 8
 #define RLT_CFG_STR 256
+#define RLT_CFG_MAX_KEYS 96 /* rows of the schema table at most (config_schema.h asserts it) */
+#define RLT_CFG_ORIGINS 8   /* inputs whose names are kept for messages about the keys they set */
 
 /* Keys whose value is one name from a fixed list are enums, read once by the schema (config_schema.c) and
  * compared as enums everywhere else. Each map is the one source of its enum: the constants, in the order
@@ -98,6 +100,7 @@ struct rlt_config {
         int64_t eval_every;
         int32_t eval_episodes;
         double progress_every_s;
+        int32_t overwrite; /* a run may replace the outputs of an earlier one in out_dir */
     } train;
     struct {
         int64_t capacity;
@@ -142,9 +145,22 @@ struct rlt_config {
 
     /* Not config values: provenance and the last error. */
     char source[RLT_CFG_STR]; /* the last file or string name loaded */
+    /* Where each key (by schema row) was last set, for errors found after parsing (config_key_where):
+     * src is 1 + the serial number of the input that set it (0: the default), whose name is kept in
+     * source_names[serial % RLT_CFG_ORIGINS] while it is one of the last RLT_CFG_ORIGINS inputs. */
+    struct {
+        int32_t line, col;
+        uint32_t src;
+    } origin[RLT_CFG_MAX_KEYS];
+    uint32_t n_sources;
+    char source_names[RLT_CFG_ORIGINS][RLT_CFG_STR];
     rlt_err err;
 };
 
 void config_set_defaults(rlt_config *cfg);
+/* "FILE:LINE:COL: key 'KEY'" where the key was last set by a file, a string or --set (the column of the
+ * key), or "config: key 'KEY'" for a default or a field written by code: the start of a message about a
+ * value found wrong after parsing. Returns buf. */
+const char *config_key_where(const rlt_config *cfg, const char *key, char *buf, size_t cap);
 
 #endif

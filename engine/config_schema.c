@@ -95,6 +95,9 @@ static const cfg_key schema[] = {
     ROW_I32("train.eval_episodes", train.eval_episodes, 1, 100000, "10",
             "episodes per evaluation, run with the deterministic policy"),
     ROW_F64("train.progress_every_s", train.progress_every_s, 0, 86400, 0, "2.0", "seconds between progress reports"),
+    ROW_BOOL("train.overwrite", train.overwrite, "false",
+             "replace the outputs of an earlier run in out_dir; without it a run into an out_dir that holds them is "
+             "refused, unless it resumes from a checkpoint in that out_dir"),
 
     ROW_I64("replay.capacity", replay.capacity, 1, 1099511627776.0, "100000",
             "transitions the replay buffer holds; the oldest is overwritten first"),
@@ -143,9 +146,9 @@ static const cfg_key schema[] = {
              "64@3x3/1), minatar (Young and Tian 2019: 16@3x3/1) or none, or a list of layers like "
              "[{out: 16, kernel: 3, stride: 1, pad: 0}] (stride and pad optional)"),
 
-    ROW_F64("memory.budget_mb", memory.budget_mb, 0, 16777216, CFG_LO_OPEN, "512",
+    ROW_F64("memory.budget_mb", memory.budget_mb, 0, 16777216, CFG_LO_OPEN | CFG_MIB, "512",
             "MiB the run may reserve on its device; init fails fast with a plan table when it does not fit"),
-    ROW_F64("memory.process_budget_mb", memory.process_budget_mb, 0, 16777216, 0, "0",
+    ROW_F64("memory.process_budget_mb", memory.process_budget_mb, 0, 16777216, CFG_MIB, "0",
             "MiB the whole process may hold on its GPU: the CUDA context, loaded kernels and library handles "
             "(measured at init) plus the device arena; init fails fast when it does not fit; 0: no limit. On the "
             "CPU it caps the host arena, like budget_mb (the rest of the process is not counted)"),
@@ -258,6 +261,17 @@ static int in_range(const cfg_key *k, double v) {
     return 1;
 }
 
+#define MIB_ONE_BYTE (1.0 / 1048576.0) /* 2^-20, exact */
+
+/* CFG_MIB: above 0 but less than one byte. */
+static int below_one_byte(const cfg_key *k, double v, const char *value_text, cfg_why *why) {
+    if (!(k->flags & CFG_MIB) || v == 0.0 || v >= MIB_ONE_BYTE) return 0;
+    snprintf(why->what, sizeof why->what, "%s MiB is less than one byte", value_text);
+    snprintf(why->hint, sizeof why->hint, "a size in MiB is at least 2^-20 (one byte, 9.5367431640625e-07)%s (%s)",
+             k->flags & CFG_LO_OPEN ? "" : ", or 0", k->doc);
+    return 1;
+}
+
 static int range_error(const cfg_key *k, const char *value_text, cfg_why *why) {
     char r[96];
     config_schema_range_text(k, r, sizeof r);
@@ -355,6 +369,7 @@ static int parse_double(const cfg_key *k, const char *t, size_t n, int plain, do
         return -1;
     }
     if (!isfinite(v) || !in_range(k, v)) return range_error(k, shown(t, n, s, sizeof s), why);
+    if (below_one_byte(k, v, shown(t, n, s, sizeof s), why)) return -1;
     *out = v;
     return 0;
 }
@@ -544,7 +559,8 @@ int config_schema_check_value(const cfg_key *k, const rlt_config *base, cfg_why 
     case CFG_DOUBLE: {
         double v = *(const double *)(const void *)field;
         snprintf(s, sizeof s, "%.17g", v);
-        return isfinite(v) && in_range(k, v) ? 0 : range_error(k, s, why);
+        if (!isfinite(v) || !in_range(k, v)) return range_error(k, s, why);
+        return below_one_byte(k, v, s, why) ? -1 : 0;
     }
     case CFG_BOOL: {
         int32_t v = *(const int32_t *)(const void *)field;

@@ -24,8 +24,9 @@ typedef enum {
     CFG_CONV_LIST, /* rlt_conv_list; a preset name or a list of layer mappings (config_conv.h) */
 } cfg_type;
 
-/* Range flags: an open end excludes its bound (learning rates are in (0, 1]). */
-enum { CFG_LO_OPEN = 1u, CFG_HI_OPEN = 2u };
+/* Range flags: an open end excludes its bound (learning rates are in (0, 1]). CFG_MIB: a size in MiB, which
+ * becomes whole bytes: a value above 0 but below one byte (2^-20 MiB) would round to 0, "no limit". */
+enum { CFG_LO_OPEN = 1u, CFG_HI_OPEN = 2u, CFG_MIB = 4u };
 
 typedef struct cfg_key {
     const char *key;     /* dotted path, "train.batch_size" */
@@ -42,7 +43,7 @@ typedef struct cfg_key {
 } cfg_key;
 
 /* Fixed bounds for per-parse bookkeeping arrays; the schema asserts its table fits. */
-#define CFG_MAX_KEYS 96
+#define CFG_MAX_KEYS RLT_CFG_MAX_KEYS
 /* Files and strings above this are refused before parsing: a config is a few dozen lines. */
 #define CFG_MAX_BYTES (1u << 20)
 

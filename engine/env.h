@@ -11,6 +11,9 @@
 #include "rng.h"
 
 #define RLT_ENV_MAX_ACT 16
+/* The most elements one observation may have (a 4 x 2048 x 2048 image): sizes and offsets derived from it stay
+ * far inside 64 bits, and a space beyond it is refused where it enters. */
+#define RLT_ENV_MAX_OBS_ELEMS (1 << 24)
 #define RLT_ENV_STATE_BYTES 2048
 
 typedef struct rlt_env rlt_env;
@@ -59,7 +62,8 @@ const char *rlt_env_user_failure(const rlt_env *env, int *user_rc);
 /* step with the time limit applied: sets *truncated when env->t reaches max_steps (and not terminated). */
 int rlt_env_step(rlt_env *env, const void *action, void *obs, float *reward, uint8_t *terminated, uint8_t *truncated);
 static inline int rlt_env_reset(rlt_env *env, void *obs) { env->t = 0; return env->cls->reset(env, obs); }
-/* Observation size in elements and in bytes. */
+/* Observation size in elements and in bytes; RLT_EINVAL (negative) for a malformed space, or one whose
+ * size does not fit 63 bits (the product is checked, never overflowed). */
 int64_t rlt_space_elems(const rlt_space *s);
 int64_t rlt_space_bytes(const rlt_space *s);
 /* Comma-separated list of built-in names (for error messages and --help). */

@@ -6,9 +6,11 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 int out_mkdirs(rlt_err *e, const char *path) {
@@ -67,18 +69,17 @@ int out_write_atomic(rlt_err *e, const char *path, const void *data, size_t len)
     return out_fsync_dir(e, path);
 }
 
-int out_writer_open(out_writer *w, rlt_err *e, const char *path) {
+int out_writer_open(out_writer *w, rlt_err *e, const char *path, int append) {
     w->used = 0;
     snprintf(w->path, sizeof w->path, "%s", path);
-    snprintf(w->tmp_path, sizeof w->tmp_path, "%s.tmp", path);
-    w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) RLT_FAIL(e, RLT_EIO, "cannot create %s: %s", w->tmp_path, strerror(errno));
+    w->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
+    if (w->fd < 0) RLT_FAIL(e, RLT_EIO, "cannot %s %s: %s", append ? "open" : "create", path, strerror(errno));
     return RLT_OK;
 }
 
 int out_writer_flush(out_writer *w, rlt_err *e) {
     if (w->fd < 0) return RLT_OK;
-    if (w->used && write_all(w->fd, w->buf, w->used) != 0) RLT_FAIL(e, RLT_EIO, "cannot write %s: %s", w->tmp_path, strerror(errno));
+    if (w->used && write_all(w->fd, w->buf, w->used) != 0) RLT_FAIL(e, RLT_EIO, "cannot write %s: %s", w->path, strerror(errno));
     w->used = 0;
     return RLT_OK;
 }
@@ -99,13 +100,56 @@ int out_writer_printf(out_writer *w, rlt_err *e, const char *fmt, ...) {
     RLT_FAIL(e, RLT_ERUNTIME, "a line of %s is longer than its buffer", w->path);
 }
 
+int out_writer_sync(out_writer *w, rlt_err *e) {
+    if (w->fd < 0) return RLT_OK;
+    RLT_TRY(out_writer_flush(w, e));
+    if (fsync(w->fd) != 0) RLT_FAIL(e, RLT_EIO, "fsync %s: %s", w->path, strerror(errno));
+    return RLT_OK;
+}
+
 int out_writer_close(out_writer *w, rlt_err *e) {
     if (w->fd < 0) return RLT_OK;
-    int rc = out_writer_flush(w, e);
-    if (rc == RLT_OK && fsync(w->fd) != 0) rc = rlt_err_set(e, RLT_EIO, __FILE__, __LINE__, "fsync %s: %s", w->tmp_path, strerror(errno));
+    int rc = out_writer_sync(w, e);
     close(w->fd);
     w->fd = -1;
-    if (rc != RLT_OK) return rc;
-    if (rename(w->tmp_path, w->path) != 0) RLT_FAIL(e, RLT_EIO, "cannot rename %s: %s", w->tmp_path, strerror(errno));
-    return out_fsync_dir(e, w->path);
+    return rc;
+}
+
+/* getdents64's record; glibc declares no type for it before 2.30. */
+struct out_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+int out_dir_each(rlt_err *e, const char *dir, int (*fn)(void *user, const char *name), void *user) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) return RLT_OK;
+        RLT_FAIL(e, RLT_EIO, "cannot open the directory %s: %s", dir, strerror(errno));
+    }
+    _Alignas(8) char buf[4096];
+    for (;;) {
+        long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            int err = errno;
+            close(fd);
+            RLT_FAIL(e, RLT_EIO, "cannot list the directory %s: %s", dir, strerror(err));
+        }
+        if (n == 0) break;
+        for (long off = 0; off < n;) {
+            const struct out_dirent64 *d = (const struct out_dirent64 *)(const void *)(buf + off);
+            off += d->d_reclen;
+            if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, "..")) continue;
+            if (fn(user, d->d_name)) {
+                close(fd);
+                return RLT_OK;
+            }
+        }
+    }
+    close(fd);
+    return RLT_OK;
 }

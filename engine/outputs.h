@@ -1,5 +1,6 @@
 /* outputs.h: run outputs without heap allocation: directories, atomic whole-file writes (temporary file,
- * fsync, rename, directory fsync) and a buffered append-only text writer over a file descriptor. */
+ * fsync, rename, directory fsync), a buffered append-only text writer over a file descriptor, and a
+ * directory listing. */
 #ifndef RLT_OUTPUTS_H
 #define RLT_OUTPUTS_H
 
@@ -12,18 +13,28 @@ int out_write_atomic(rlt_err *e, const char *path, const void *data, size_t len)
 /* Fsyncs the directory holding path, so a rename in it survives a crash. */
 int out_fsync_dir(rlt_err *e, const char *path);
 
+/* Rows go to the file as they are completed (out_writer_flush after each row): a run killed at any moment
+ * keeps every row it finished, and out_writer_sync makes them durable (at each checkpoint). */
 typedef struct out_writer {
     int fd;
     size_t used;
-    char path[512];     /* the final name */
-    char tmp_path[520]; /* written here, renamed at close */
+    char path[512];
     char buf[16384];
 } out_writer;
 
-int out_writer_open(out_writer *w, rlt_err *e, const char *path);
+/* Opens path for writing: truncated (append 0) or to add to its end (append 1, created if missing). */
+int out_writer_open(out_writer *w, rlt_err *e, const char *path, int append);
 int out_writer_printf(out_writer *w, rlt_err *e, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Writes what is buffered to the file. */
 int out_writer_flush(out_writer *w, rlt_err *e);
-/* Flushes, fsyncs and renames to the final name. */
+/* Flushes and fsyncs. */
+int out_writer_sync(out_writer *w, rlt_err *e);
+/* Flushes, fsyncs and closes. */
 int out_writer_close(out_writer *w, rlt_err *e);
+
+/* Calls fn for each entry of directory `dir` (not "." or ".."), without allocating (raw getdents64 into a
+ * stack buffer; opendir would allocate during a run). fn returns nonzero to stop. A missing directory has
+ * no entries. */
+int out_dir_each(rlt_err *e, const char *dir, int (*fn)(void *user, const char *name), void *user);
 
 #endif

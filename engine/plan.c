@@ -35,7 +35,8 @@ void plan_layout(rlt_plan *p) {
     for (int32_t i = 0; i < p->n; i++) {
         rlt_plan_entry *en = &p->entries[i];
         en->offset = off[en->location];
-        off[en->location] += (en->bytes + RLT_PLAN_ALIGN - 1) / RLT_PLAN_ALIGN * RLT_PLAN_ALIGN;
+        uint64_t padded = plan_add_sat(en->bytes, RLT_PLAN_ALIGN - 1);
+        off[en->location] = plan_add_sat(off[en->location], padded == UINT64_MAX ? padded : padded / RLT_PLAN_ALIGN * RLT_PLAN_ALIGN);
     }
     p->arena_bytes[0] = off[0];
     p->arena_bytes[1] = off[1];
@@ -47,12 +48,17 @@ uint64_t plan_region_bytes(const rlt_plan *p, const char *region, int loc) {
         const rlt_plan_entry *en = &p->entries[i];
         if (region && strcmp(en->region, region) != 0) continue;
         if (loc >= 0 && en->location != loc) continue;
-        sum += en->bytes;
+        sum = plan_add_sat(sum, en->bytes);
     }
     return sum;
 }
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+int plan_host_fits(const rlt_plan *p) {
+    if (p->host.avail == UINT64_MAX) return 1;
+    return p->host.avail >= p->host_overhead && p->arena_bytes[RLT_LOC_HOST] <= p->host.avail - p->host_overhead;
+}
 
 int plan_commit(rlt_plan *p, rlt_err *e, rlt_backend *bk, uint64_t budget_bytes) {
     if (p->sealed) RLT_FAIL(e, RLT_ESTATE, "memory plan committed twice (a bug)");
@@ -153,7 +159,8 @@ size_t plan_format(const rlt_plan *p, const rlt_plan_summary *s, char *buf, size
     uint64_t need = p->device_is_host ? s->host_bytes : s->device_bytes;
     /* s->fits covers the process budget too; this line is about the arena alone. */
     int process_over = s->process_budget_bytes && s->process_bytes > s->process_budget_bytes;
-    int arena_fits = process_over ? need <= s->budget_bytes && (!s->device_total || need <= s->device_free) : s->fits;
+    int arena_fits = process_over || !plan_host_fits(p)
+                         ? need <= s->budget_bytes && (!s->device_total || need <= s->device_free) : s->fits;
     plan_bytes_text(a, sizeof a, s->budget_bytes);
     plan_bytes_text(b, sizeof b, need);
     rlt_text_add(&t, "  budget %s for the %s arena: needs %s -> %s\n", a, p->device_is_host ? "host" : "device", b,
@@ -177,6 +184,13 @@ size_t plan_format(const rlt_plan *p, const rlt_plan_summary *s, char *buf, size
         plan_bytes_text(b, sizeof b, s->process_bytes);
         rlt_text_add(&t, "  process budget %s (on the CPU it caps the host arena): needs %s -> %s\n", a, b,
             process_over ? "DOES NOT FIT" : "fits");
+    }
+    if (p->host.avail != UINT64_MAX) {
+        plan_bytes_text(a, sizeof a, p->host.avail);
+        plan_bytes_text(b, sizeof b, p->arena_bytes[RLT_LOC_HOST]);
+        plan_bytes_text(c, sizeof c, p->host_overhead);
+        rlt_text_add(&t, "  host memory: %s leaves %s; needs host arena %s + %s for the rest of the process -> %s\n",
+            p->host.source, a, b, c, plan_host_fits(p) ? "fits" : "DOES NOT FIT");
     }
     if (s->device_total) {
         plan_bytes_text(a, sizeof a, s->device_total);

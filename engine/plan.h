@@ -10,6 +10,7 @@
 #include "rltrain.h"
 #include "backend.h"
 #include "err.h"
+#include "host_limits.h"
 
 #define RLT_PLAN_MAX_ENTRIES 128
 #define RLT_PLAN_ALIGN 256 /* cuBLAS and vector loads want 256-byte aligned operands */
@@ -26,7 +27,19 @@ typedef struct rlt_plan {
     void *base[2];
     char notes[384]; /* lines the table prints under the entries ("replay: obs stored as fp16 ..."); plan_note */
     rlt_op_use use;  /* the planned dense layers' largest shapes (plan_use_dense), for the backend's workspaces */
+    /* The host's tightest memory limit (ulimit -v/-d, the memory cgroup) as read when the backend opened, and
+     * what the process will take besides the host arena: the arena must fit in host.avail less that. */
+    rlt_host_limit host;
+    uint64_t host_overhead;
 } rlt_plan;
+
+/* a * b, or UINT64_MAX when the product does not fit: sizes saturate, so a plan too large for 64 bits never
+ * fits instead of wrapping around to a small one. plan_layout saturates its sums the same way. */
+static inline uint64_t plan_mul_sat(uint64_t a, uint64_t b) {
+    uint64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+static inline uint64_t plan_add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
 void plan_init(rlt_plan *p, int device_is_host);
 /* Adds an entry; fails only when the table is full or the plan is sealed (programming errors). */
@@ -48,6 +61,8 @@ uint64_t plan_region_bytes(const rlt_plan *p, const char *region, int loc);
  * entries into them. Nothing is reserved if budget_bytes > 0 and the budgeted arena exceeds it. */
 int plan_commit(rlt_plan *p, rlt_err *e, struct rlt_backend *bk, uint64_t budget_bytes);
 void plan_release(rlt_plan *p, struct rlt_backend *bk);
+/* 1 when the host arena and the overhead fit what the host's memory limit leaves (or there is no limit). */
+int plan_host_fits(const rlt_plan *p);
 /* The startup table: one row per entry grouped by region, totals, budget. */
 size_t plan_format(const rlt_plan *p, const rlt_plan_summary *s, char *buf, size_t cap);
 

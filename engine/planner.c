@@ -25,10 +25,14 @@ static int probe(rlt_agent *ag, uint64_t limit, int *fits) {
     return RLT_OK;
 }
 
-/* The smallest whole-MiB budget that holds need; 0 when the device's free memory does not, as then no
- * budget helps. */
+/* The smallest whole-MiB budget that holds need; 0 when the device's free memory (or on the CPU, the host's
+ * memory limit) does not, as then no budget helps. */
 static uint64_t budget_to_fit(const rlt_agent *ag, uint64_t need) {
     if (ag->summary.device_total && need > ag->summary.device_free) return 0;
+    const rlt_plan *p = &ag->plan;
+    if (p->device_is_host && p->host.avail != UINT64_MAX &&
+        (p->host.avail < p->host_overhead || need > p->host.avail - p->host_overhead))
+        return 0;
     return (need + (1u << 20) - 1) >> 20 << 20;
 }
 
@@ -42,6 +46,12 @@ static int plan_fit(rlt_agent *ag, const rlt_config *cfg, const rlt_env *env, rl
     /* memory.process_budget_mb: the arena gets what the measured context and handles leave of it. */
     uint64_t pb = ag->summary.process_budget_bytes, ctx = ag->summary.context_bytes;
     if (pb && (pb > ctx ? pb - ctx : 0) < limit) limit = pb > ctx ? pb - ctx : 0;
+    /* On the CPU the arena is host memory: the host's limit (ulimit -v/-d, the memory cgroup) caps it too. */
+    const rlt_plan *p = &ag->plan;
+    if (p->device_is_host && p->host.avail != UINT64_MAX) {
+        uint64_t room = p->host.avail > p->host_overhead ? p->host.avail - p->host_overhead : 0;
+        if (room < limit) limit = room;
+    }
     out->limit_bytes = limit;
     out->need_bytes = agent_plan_need(ag);
     out->fits = out->need_bytes <= limit;

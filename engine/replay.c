@@ -69,8 +69,8 @@ static void replay_note_obs(const rlt_replay *rp, rlt_plan *plan, int64_t capaci
         const rlt_replay_field *f = &rp->f[i];
         if (!f->is_obs || f->dtype == RLT_DTYPE_F32) continue;
         dtype = f->dtype; /* the agents store every observation field with one dtype */
-        bytes += f->row_bytes * (uint64_t)capacity;
-        wide += f->elems * 4u * (uint64_t)capacity;
+        bytes = plan_add_sat(bytes, plan_mul_sat(f->row_bytes, (uint64_t)capacity));
+        wide = plan_add_sat(wide, plan_mul_sat(f->elems * 4u, (uint64_t)capacity));
         if (len < sizeof names)
             len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", f->name);
     }
@@ -89,7 +89,8 @@ int replay_plan(rlt_replay *rp, rlt_plan *plan, rlt_err *e, int64_t capacity, rl
     rp->size = rp->pos = 0;
     for (int32_t i = 0; i < rp->nf; i++) {
         snprintf(key, sizeof key, "replay.%s", rp->f[i].name);
-        RLT_TRY(plan_add(plan, e, key, "replay", loc, rp->f[i].row_bytes * (uint64_t)capacity, (void **)&rp->f[i].data));
+        RLT_TRY(plan_add(plan, e, key, "replay", loc, plan_mul_sat(rp->f[i].row_bytes, (uint64_t)capacity),
+                         (void **)&rp->f[i].data));
     }
     /* Staging rows hold the stored type: a compact field is converted as it is copied into them. */
     for (int32_t i = 0; i < rp->nf; i++) {

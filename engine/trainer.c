@@ -15,6 +15,11 @@
 #include "outputs.h"
 #include "trainer.h"
 
+/* The most steps of one evaluation episode when the environment has no time limit (a user environment with
+ * max_episode_steps 0 and no env.max_episode_steps): an episode that never ends would hold the run forever.
+ * trainer_setup warns when it applies. */
+#define RLT_EVAL_MAX_EPISODE_STEPS 100000
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -38,6 +43,10 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
             if (!isalnum((unsigned char)*ch) && !strchr("_-./:", *ch)) *ch = '_';
         tr->user_env = 1;
         tr->user_state_bytes = cb->save_state ? cb->state_bytes : 0;
+        if (tr->eval_env.max_steps <= 0)
+            rlt_log(RLT_LOG_WARN, "user environment '%s' has no time limit (max_episode_steps 0 and no "
+                    "env.max_episode_steps): each evaluation episode is cut at %d steps; set one of them", tr->env_name,
+                    RLT_EVAL_MAX_EPISODE_STEPS);
     } else {
         RLT_TRY(rlt_env_make(&tr->env, e, c->env.name, c->seed, RLT_STREAM_ENV, c->env.max_episode_steps));
         RLT_TRY(rlt_env_make(&tr->eval_env, e, c->env.name, c->seed + 100, RLT_STREAM_EVAL_ENV, c->env.max_episode_steps));
@@ -140,16 +149,31 @@ static int env_call(rlt_trainer *tr, rlt_env *env, int rc) {
 
 /* Mean return of eval_episodes deterministic episodes on the evaluation environment. Its observations go
  * to next_obs, which the loop writes before it reads: tr->obs holds the training environment's current
- * observation, which the next training step acts on and stores. */
+ * observation, which the next training step acts on and stores.
+ * A stop request (SIGINT) made during it ends it between two of its steps; one made before it began (during
+ * the training step it follows) lets it run, as a part of that step. The random streams a cut evaluation
+ * drew from (the evaluation environment's, and the agent's for DQN's eval_epsilon) go back to where they
+ * were before it, and eval_pending tells final.ckpt that this evaluation is still due: a resumed run does it
+ * whole first, as the uninterrupted run did. */
 static int trainer_evaluate(rlt_trainer *tr, double *mean) {
     rlt_env *env = &tr->eval_env;
     float *obs = tr->next_obs;
     double total = 0.0;
+    const rlt_rng env_rng = env->rng, explore_rng = tr->agent->explore_rng;
+    const int stop_before = tr->stop != 0;
     for (int32_t ep = 0; ep < tr->cfg.train.eval_episodes; ep++) {
         RLT_TRY(env_call(tr, env, rlt_env_reset(env, obs)));
         uint8_t term = 0, trunc = 0;
         double ret = 0.0;
-        while (!term && !trunc) {
+        for (int64_t t = 0; !term && !trunc; t++) {
+            if (tr->stop && !stop_before) {
+                env->rng = env_rng;
+                tr->agent->explore_rng = explore_rng;
+                tr->eval_pending = 1;
+                RLT_FAIL(&tr->err, RLT_EINTERRUPTED, "stopped on request during the evaluation at step %lld (a run "
+                         "resumed from final.ckpt does this evaluation first)", (long long)tr->prog.env_steps);
+            }
+            if (env->max_steps <= 0 && t == RLT_EVAL_MAX_EPISODE_STEPS) break;
             RLT_TRY(agent_call(tr, rlt_agent_act(tr->agent, obs, 1, 0, tr->action)));
             float r;
             RLT_TRY(env_call(tr, env, rlt_env_step(env, tr->action, obs, &r, &term, &trunc)));
@@ -158,6 +182,7 @@ static int trainer_evaluate(rlt_trainer *tr, double *mean) {
         total += ret;
     }
     *mean = total / tr->cfg.train.eval_episodes;
+    tr->eval_pending = 0;
     return RLT_OK;
 }
 
@@ -179,15 +204,31 @@ static int trainer_report(rlt_trainer *tr, rlt_progress_fn fn, void *user, int i
     return RLT_OK;
 }
 
-static int trainer_write_summary(rlt_trainer *tr, const char *status) {
-    char path[600], text[2048];
+/* src as the inside of a JSON string (quotes, backslashes and control characters escaped), cut to fit. */
+static void json_escape(char *dst, size_t cap, const char *src) {
+    size_t o = 0;
+    for (const unsigned char *c = (const unsigned char *)src; *c && o + 7 < cap; c++) {
+        if (*c == '"' || *c == '\\') dst[o++] = '\\', dst[o++] = (char)*c;
+        else if (*c < 0x20 || *c == 0x7f) o += (size_t)snprintf(dst + o, cap - o, "\\u%04x", *c);
+        else dst[o++] = (char)*c;
+    }
+    dst[o] = '\0';
+}
+
+/* status: finished, stopped (a stop request or the progress callback) or failed, with `error` saying why. */
+static int trainer_write_summary(rlt_trainer *tr, const char *status, const char *error) {
+    char path[600], text[5120], escaped[2560];
     const rlt_progress *p = &tr->prog;
     rlt_plan_summary s;
     rlt_agent_memory_plan(tr->agent, &s, NULL);
     /* Several short formats: glibc's printf takes a heap buffer for formats with many conversions, and
      * this runs after init, where the engine must not allocate. */
-    int n = snprintf(text, sizeof text, "{\n  \"status\": \"%s\",\n  \"algo\": \"%s\",\n  \"env\": \"%s\",\n",
-                     status, tr->cfg.algo, tr->env_name);
+    int n = snprintf(text, sizeof text, "{\n  \"status\": \"%s\",\n", status);
+    if (error) {
+        json_escape(escaped, sizeof escaped, error);
+        n += snprintf(text + n, sizeof text - n, "  \"error\": \"%s\",\n", escaped);
+    }
+    n += snprintf(text + n, sizeof text - n, "  \"algo\": \"%s\",\n  \"env\": \"%s\",\n", tr->cfg.algo, tr->env_name);
     n += snprintf(text + n, sizeof text - n, "  \"device\": \"%s\",\n  \"seed\": %llu,\n", s.device,
                   (unsigned long long)tr->cfg.seed);
     n += snprintf(text + n, sizeof text - n, "  \"final_eval_return\": %.6g,\n  \"best_eval_return\": %.6g,\n",
@@ -206,19 +247,67 @@ static int trainer_write_summary(rlt_trainer *tr, const char *status) {
     return out_write_atomic(&tr->err, path, text, (size_t)n);
 }
 
+/* What follows training step `step`: the evaluation when one is due (with its metrics row and a report), a
+ * progress report when one is due, and a periodic checkpoint. */
+static int trainer_after_step(rlt_trainer *tr, int64_t step, rlt_progress_fn fn, void *user, double *next_report) {
+    rlt_config *c = &tr->cfg;
+    rlt_progress *p = &tr->prog;
+    rlt_err *e = &tr->err;
+    float losses[RLT_LOSS_COUNT];
+    char path[700];
+    int last = step + 1 == c->train.total_steps;
+    if ((c->train.eval_every > 0 && (step + 1) % c->train.eval_every == 0) || last) {
+        double mean = 0.0;
+        RLT_TRY(trainer_evaluate(tr, &mean));
+        p->last_eval_return = mean;
+        if (isnan(p->best_eval_return) || mean > p->best_eval_return) p->best_eval_return = mean;
+        RLT_TRY(agent_call(tr, agent_read_losses(tr->agent, losses)));
+        trainer_tick(tr);
+        RLT_TRY(out_writer_printf(&tr->metrics, e, "eval,%lld,%lld,%.6f,,%lld,%.4f,", (long long)p->env_steps,
+                                  (long long)p->episodes, mean, (long long)p->updates, p->elapsed_s));
+        /* The algorithm's loss columns (engine/algo.h), as it computes them from the device losses. */
+        const rlt_algo *algo = tr->agent->algo;
+        double cols[RLT_ALGO_MAX_LOSS_COLUMNS];
+        algo->loss_values(losses, cols);
+        for (int32_t k = 0; k < algo->n_loss_columns; k++)
+            RLT_TRY(out_writer_printf(&tr->metrics, e, "%.6g,", cols[k]));
+        /* fp16's loss scaler: its scale and the optimiser steps it skipped (empty in other precisions). */
+        rlt_amp_state amp;
+        RLT_TRY(agent_call(tr, agent_read_amp(tr->agent, &amp)));
+        if (tr->agent->amp) RLT_TRY(out_writer_printf(&tr->metrics, e, "%.6g,%lld\n", amp.scale, (long long)amp.skipped));
+        else RLT_TRY(out_writer_printf(&tr->metrics, e, ",\n"));
+        RLT_TRY(out_writer_flush(&tr->metrics, e));
+        RLT_TRY(trainer_report(tr, fn, user, 1, next_report));
+    } else if (now_s() >= *next_report) {
+        RLT_TRY(trainer_report(tr, fn, user, 0, next_report));
+    }
+    if (c->checkpoint.every > 0 && (step + 1) % c->checkpoint.every == 0 && !last) {
+        snprintf(path, sizeof path, "%s/ckpt_%lld.ckpt", c->out_dir, (long long)(step + 1));
+        RLT_TRY(trainer_save(tr, path));
+        /* Keep the last checkpoint.keep: forget (and delete) the oldest. */
+        if (tr->n_kept == c->checkpoint.keep || tr->n_kept == RLT_TRAINER_MAX_KEEP) {
+            unlink(tr->kept[0]);
+            memmove(tr->kept[0], tr->kept[1], sizeof tr->kept[0] * (size_t)(tr->n_kept - 1));
+            tr->n_kept--;
+        }
+        snprintf(tr->kept[tr->n_kept++], sizeof tr->kept[0], "%s", path);
+    }
+    return RLT_OK;
+}
+
 static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
     rlt_config *c = &tr->cfg;
     rlt_progress *p = &tr->prog;
     rlt_env *env = &tr->env;
     rlt_err *e = &tr->err;
     double next_report = now_s() + c->train.progress_every_s;
-    float losses[RLT_LOSS_COUNT];
-    char path[700];
     if (!tr->resumed) {
         RLT_TRY(env_call(tr, env, rlt_env_reset(env, tr->obs)));
         tr->ep_ret = 0.0;
         tr->ep_len = 0;
     }
+    /* Resumed from a run stopped during an evaluation: that evaluation, its report and checkpoint first. */
+    if (tr->eval_pending) RLT_TRY(trainer_after_step(tr, p->env_steps - 1, fn, user, &next_report));
     for (int64_t step = p->env_steps; step < c->train.total_steps; step++) {
         if (tr->stop) RLT_FAIL(e, RLT_EINTERRUPTED, "stopped on request at step %lld", (long long)step);
         uint8_t term = 0, trunc = 0;
@@ -242,49 +331,131 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
             for (int32_t k = 0; k < tr->agent->algo->n_loss_columns + 2; k++)
                 RLT_TRY(out_writer_printf(&tr->metrics, e, ","));
             RLT_TRY(out_writer_printf(&tr->metrics, e, "\n"));
+            /* Each row reaches the file when it is complete: a killed run keeps every finished row. */
+            RLT_TRY(out_writer_flush(&tr->metrics, e));
             tr->ep_ret = 0.0;
             tr->ep_len = 0;
             RLT_TRY(env_call(tr, env, rlt_env_reset(env, tr->obs)));
         }
-        int last = step + 1 == c->train.total_steps;
-        if ((c->train.eval_every > 0 && (step + 1) % c->train.eval_every == 0) || last) {
-            double mean;
-            RLT_TRY(trainer_evaluate(tr, &mean));
-            p->last_eval_return = mean;
-            if (isnan(p->best_eval_return) || mean > p->best_eval_return) p->best_eval_return = mean;
-            RLT_TRY(agent_call(tr, agent_read_losses(tr->agent, losses)));
-            trainer_tick(tr);
-            RLT_TRY(out_writer_printf(&tr->metrics, e, "eval,%lld,%lld,%.6f,,%lld,%.4f,", (long long)p->env_steps,
-                                      (long long)p->episodes, mean, (long long)p->updates, p->elapsed_s));
-            /* The algorithm's loss columns (engine/algo.h), as it computes them from the device losses. */
-            const rlt_algo *algo = tr->agent->algo;
-            double cols[RLT_ALGO_MAX_LOSS_COLUMNS];
-            algo->loss_values(losses, cols);
-            for (int32_t k = 0; k < algo->n_loss_columns; k++)
-                RLT_TRY(out_writer_printf(&tr->metrics, e, "%.6g,", cols[k]));
-            /* fp16's loss scaler: its scale and the optimiser steps it skipped (empty in other precisions). */
-            rlt_amp_state amp;
-            RLT_TRY(agent_call(tr, agent_read_amp(tr->agent, &amp)));
-            if (tr->agent->amp) RLT_TRY(out_writer_printf(&tr->metrics, e, "%.6g,%lld\n", amp.scale, (long long)amp.skipped));
-            else RLT_TRY(out_writer_printf(&tr->metrics, e, ",\n"));
-            RLT_TRY(out_writer_flush(&tr->metrics, e));
-            RLT_TRY(trainer_report(tr, fn, user, 1, &next_report));
-        } else if (now_s() >= next_report) {
-            RLT_TRY(trainer_report(tr, fn, user, 0, &next_report));
-        }
-        if (c->checkpoint.every > 0 && (step + 1) % c->checkpoint.every == 0 && !last) {
-            snprintf(path, sizeof path, "%s/ckpt_%lld.ckpt", c->out_dir, (long long)(step + 1));
-            RLT_TRY(trainer_save(tr, path));
-            /* Keep the last checkpoint.keep: forget (and delete) the oldest. */
-            if (tr->n_kept == c->checkpoint.keep || tr->n_kept == RLT_TRAINER_MAX_KEEP) {
-                unlink(tr->kept[0]);
-                memmove(tr->kept[0], tr->kept[1], sizeof tr->kept[0] * (size_t)(tr->n_kept - 1));
-                tr->n_kept--;
-            }
-            snprintf(tr->kept[tr->n_kept++], sizeof tr->kept[0], "%s", path);
-        }
+        RLT_TRY(trainer_after_step(tr, step, fn, user, &next_report));
     }
     return RLT_OK;
+}
+
+/* ---- out_dir: an earlier run's outputs, and temporary files a killed run left ----------------------- */
+
+/* 1 when name is ckpt_<digits>.ckpt followed by suffix. */
+static int is_periodic_ckpt(const char *name, const char *suffix) {
+    if (strncmp(name, "ckpt_", 5) != 0 || !isdigit((unsigned char)name[5])) return 0;
+    const char *c = name + 5;
+    while (isdigit((unsigned char)*c)) c++;
+    return strncmp(c, ".ckpt", 5) == 0 && strcmp(c + 5, suffix) == 0;
+}
+
+static int is_output(const char *name) {
+    return !strcmp(name, "config.yaml") || !strcmp(name, "metrics.csv") || !strcmp(name, "summary.json") ||
+           !strcmp(name, "final.ckpt") || is_periodic_ckpt(name, "");
+}
+
+/* The temporary name of an output: written by a save that the process did not live to finish. */
+static int is_output_tmp(const char *name) {
+    return !strcmp(name, "config.yaml.tmp") || !strcmp(name, "metrics.csv.tmp") || !strcmp(name, "summary.json.tmp") ||
+           !strcmp(name, "final.ckpt.tmp") || is_periodic_ckpt(name, ".tmp");
+}
+
+typedef struct out_dir_scan {
+    const char *dir;
+    int (*match)(const char *name);
+    int32_t remove; /* unlink the matches */
+    int32_t found;
+    char names[160]; /* the first matches, for the message */
+} out_dir_scan;
+
+static int scan_one(void *user, const char *name) {
+    out_dir_scan *s = user;
+    if (!s->match(name)) return 0;
+    size_t used = strlen(s->names);
+    if (s->found < 4 && used + strlen(name) + 3 < sizeof s->names)
+        snprintf(s->names + used, sizeof s->names - used, "%s%s", s->found ? ", " : "", name);
+    s->found++;
+    if (s->remove) {
+        char path[800];
+        snprintf(path, sizeof path, "%s/%s", s->dir, name);
+        unlink(path);
+    }
+    return 0;
+}
+
+/* Before anything is written: a new run into an out_dir that holds an earlier run's outputs would replace them
+ * (one at a time, the checkpoints last), so it is refused unless it continues that run (resumed from a
+ * checkpoint in out_dir) or train.overwrite says to replace them, which removes them all first: a periodic
+ * checkpoint of the earlier run left beside the new metrics would resume into the wrong history. Temporary
+ * files of saves a killed run did not finish are removed in every case. */
+static int trainer_prepare_out_dir(rlt_trainer *tr) {
+    rlt_err *e = &tr->err;
+    const char *dir = tr->cfg.out_dir;
+    out_dir_scan tmp = {dir, is_output_tmp, 1, 0, ""};
+    RLT_TRY(out_dir_each(e, dir, scan_one, &tmp));
+    if (tr->resumed_in_out_dir) return RLT_OK;
+    out_dir_scan found = {dir, is_output, 0, 0, ""};
+    RLT_TRY(out_dir_each(e, dir, scan_one, &found));
+    if (!found.found) return RLT_OK;
+    if (!tr->cfg.train.overwrite) {
+        char where[400];
+        RLT_FAIL(e, RLT_ECONFIG, "%s: '%s' holds the outputs of an earlier run (%s%s), which this run would replace; "
+                 "continue that run by resuming from its final.ckpt or latest ckpt_<step>.ckpt (rltrain --resume), "
+                 "choose another out_dir, or set train.overwrite: true (--set train.overwrite=true) to replace them",
+                 config_key_where(&tr->cfg, "out_dir", where, sizeof where), dir, found.names,
+                 found.found > 4 ? ", ..." : "");
+    }
+    /* Unlinking while listing can skip entries: list again until nothing is left. */
+    for (int pass = 0; pass < 8; pass++) {
+        out_dir_scan old = {dir, is_output, 1, 0, ""};
+        RLT_TRY(out_dir_each(e, dir, scan_one, &old));
+        if (!old.found) break;
+    }
+    char dot[600];
+    snprintf(dot, sizeof dot, "%s/.", dir); /* out_fsync_dir syncs the directory holding its path */
+    RLT_TRY(out_fsync_dir(e, dot));
+    rlt_log(RLT_LOG_INFO, "train.overwrite: removed the earlier run's outputs in %s (%s%s)", dir, found.names,
+            found.found > 4 ? ", ..." : "");
+    return RLT_OK;
+}
+
+/* The outputs are written whatever ended the loop, so an interrupted or failed run keeps what it learned:
+ * metrics.csv is closed (fsynced), final.ckpt saved, and summary.json, written last, says how the run ended,
+ * a failed save included. RLT_OK or RLT_EINTERRUPTED come back only when every output was written. */
+static int trainer_finish(rlt_trainer *tr, int rc) {
+    rlt_err *e = &tr->err;
+    rlt_err loop_err = tr->err, out_err;
+    char path[600];
+    int orc = out_writer_close(&tr->metrics, e);
+    if (orc != RLT_OK) out_err = tr->err;
+    snprintf(path, sizeof path, "%s/final.ckpt", tr->cfg.out_dir);
+    int crc = trainer_save(tr, path);
+    if (orc == RLT_OK && crc != RLT_OK) orc = crc, out_err = tr->err;
+    int loop_ok = rc == RLT_OK || rc == RLT_EINTERRUPTED;
+    const char *status = orc != RLT_OK || !loop_ok ? "failed" : rc == RLT_OK ? "finished" : "stopped";
+    int src = trainer_write_summary(tr, status, orc != RLT_OK ? out_err.msg : !loop_ok ? loop_err.msg : NULL);
+    if (orc == RLT_OK && src != RLT_OK) orc = src, out_err = tr->err;
+    long long step = (long long)tr->prog.env_steps;
+    if (orc == RLT_OK) {
+        tr->err = loop_err;
+        if (!loop_ok)
+            rlt_log(RLT_LOG_INFO, "outputs up to step %lld written to %s/ (summary.json status \"failed\"; final.ckpt "
+                    "resumes from there)", step, tr->cfg.out_dir);
+        return rc;
+    }
+    if (loop_ok) {
+        rlt_err_set(e, orc, __FILE__, __LINE__, "the run %s at step %lld, but its outputs were not all written: %s",
+                    rc == RLT_OK ? "finished" : "stopped", step, out_err.msg);
+        return orc;
+    }
+    /* Both failed: the loop's error, and the outputs' after it. */
+    tr->err = loop_err;
+    size_t used = strlen(tr->err.msg);
+    snprintf(tr->err.msg + used, sizeof tr->err.msg - used, "; writing the outputs failed too: %s", out_err.msg);
+    return rc;
 }
 
 int rlt_trainer_run(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
@@ -295,31 +466,14 @@ int rlt_trainer_run(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
     char path[600];
     tr->t0 = now_s();
     tr->prog.total_steps = c->train.total_steps;
+    RLT_TRY(trainer_prepare_out_dir(tr));
     RLT_TRY(out_mkdirs(e, c->out_dir));
     snprintf(path, sizeof path, "%s/config.yaml", c->out_dir);
     RLT_TRY(out_write_atomic(e, path, tr->dump, strlen(tr->dump)));
-    snprintf(path, sizeof path, "%s/metrics.csv", c->out_dir);
-    RLT_TRY(out_writer_open(&tr->metrics, e, path));
-    RLT_TRY(out_writer_printf(&tr->metrics, e, "kind,env_step,episode,return,length,updates,wall_s,"));
-    for (int32_t k = 0; k < tr->agent->algo->n_loss_columns; k++)
-        RLT_TRY(out_writer_printf(&tr->metrics, e, "%s,", tr->agent->algo->loss_columns[k]));
-    RLT_TRY(out_writer_printf(&tr->metrics, e, "loss_scale,amp_skipped\n"));
-    if (tr->resumed) RLT_TRY(trainer_copy_metrics(tr));
+    RLT_TRY(trainer_open_metrics(tr));
     int rc = trainer_loop(tr, fn, user);
     trainer_tick(tr);
-    /* Outputs are written whatever happened, so an interrupted run keeps what it learned. */
-    rlt_err keep = tr->err;
-    int wrc = out_writer_close(&tr->metrics, e);
-    if (wrc == RLT_OK) wrc = trainer_write_summary(tr, rc == RLT_OK ? "finished" : "stopped");
-    if (wrc == RLT_OK) {
-        snprintf(path, sizeof path, "%s/final.ckpt", c->out_dir);
-        wrc = trainer_save(tr, path);
-    }
-    if (rc != RLT_OK) {
-        tr->err = keep;
-        return rc;
-    }
-    return wrc;
+    return trainer_finish(tr, rc);
 }
 
 void rlt_trainer_request_stop(rlt_trainer *tr) {

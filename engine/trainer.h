@@ -31,6 +31,8 @@ struct rlt_trainer {
     int64_t ep_len;
     int32_t resumed;       /* state came from a checkpoint: the loop continues, no first reset */
     int64_t resumed_step;
+    int32_t resumed_in_out_dir; /* that checkpoint is in out_dir: the run continues its metrics.csv */
+    int32_t eval_pending;  /* the run stopped during the evaluation due at env_steps: a resume runs it first */
     volatile sig_atomic_t stop; /* set by rlt_trainer_request_stop (signal-safe) */
     /* Periodic checkpoints kept, oldest first. */
     int32_t n_kept;
@@ -39,7 +41,9 @@ struct rlt_trainer {
 
 /* The full trainer checkpoint: agent state (with replay when configured) plus the loop's state. */
 int trainer_save(struct rlt_trainer *tr, const char *path);
-/* Copies out_dir/metrics.csv rows up to the resumed step into the new metrics writer. */
-int trainer_copy_metrics(struct rlt_trainer *tr);
+/* Opens out_dir/metrics.csv for the run: a new file with its header, or, for a run resumed from a checkpoint
+ * in out_dir, the same file with the rows up to the checkpoint's step (later ones, from the run that went on
+ * past it, are dropped), replaced atomically; rows are then appended. */
+int trainer_open_metrics(struct rlt_trainer *tr);
 
 #endif

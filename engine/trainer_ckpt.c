@@ -1,14 +1,17 @@
 /* trainer_ckpt.c: the trainer's checkpoints: the agent's state (replay included when configured) plus
  * the loop's own (step and episode counters, the partial episode's return, both environments' random
- * streams and state, the current observation), and resuming from one, metrics included. A user
- * environment's state is whatever its save_state callback writes; without one, resuming is refused. */
+ * streams and state, the current observation, an evaluation a stop request cut short), and resuming from
+ * one, metrics.csv included. A user environment's state is whatever its save_state callback writes;
+ * without one, resuming is refused. */
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "trainer.h"
@@ -42,6 +45,8 @@ int trainer_save(rlt_trainer *tr, const char *path) {
     int n = agent_meta(ag, meta, sizeof meta);
     n += snprintf(meta + n, sizeof meta - (size_t)n, "env: %s\nepisodes: %lld\n", tr->env_name, (long long)p->episodes);
     ckpt_writer *w = ag->ckpt_w;
+    /* metrics.csv's rows up to this step are on disk before the checkpoint that a resume would keep them for. */
+    RLT_TRY(out_writer_sync(&tr->metrics, &tr->err));
     RLT_TRY(from_agent(tr, ckpt_writer_open(w, &ag->err, path, meta, (size_t)n)));
     int64_t s[TS_COUNT] = {0};
     s[TS_ENV_STEPS] = p->env_steps;
@@ -85,6 +90,10 @@ int trainer_save(rlt_trainer *tr, const char *path) {
         rc = ckpt_writer_add(w, "trainer.user_env_state", RLT_DTYPE_U8, 1, shape_u, tr->user_state, (uint64_t)tr->user_state_bytes);
     }
     if (rc == RLT_OK) rc = ckpt_writer_add(w, "trainer.obs", RLT_DTYPE_U8, 1, shape_o, tr->obs, (uint64_t)shape_o[0]);
+    /* Only a run stopped during an evaluation has this tensor, so every other checkpoint keeps its bytes. */
+    int64_t pending = 1, shape_p[1] = {1};
+    if (rc == RLT_OK && tr->eval_pending)
+        rc = ckpt_writer_add(w, "trainer.eval_pending", RLT_DTYPE_I64, 1, shape_p, &pending, sizeof pending);
     if (rc != RLT_OK) {
         ckpt_writer_abort(w);
         return from_agent(tr, rc);
@@ -157,6 +166,21 @@ static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
                      tr->user_state_bytes);
     }
     RLT_TRY(ckpt_reader_read(r, "trainer.state", s, sizeof s));
+    /* An evaluation the saved run was stopped in: one this config schedules after the checkpoint's step. */
+    int64_t pending = 0;
+    for (int32_t i = 0; i < r->n_tensors; i++)
+        if (!strcmp(r->tensors[i].name, "trainer.eval_pending")) {
+            const int64_t shape_p[1] = {1};
+            RLT_TRY(ckpt_reader_expect(r, "trainer.eval_pending", RLT_DTYPE_I64, 1, shape_p));
+            RLT_TRY(ckpt_reader_read(r, "trainer.eval_pending", &pending, sizeof pending));
+            int64_t at = s[TS_ENV_STEPS], every = tr->cfg.train.eval_every;
+            int due = at >= 1 && at <= tr->cfg.train.total_steps &&
+                      ((every > 0 && at % every == 0) || at == tr->cfg.train.total_steps);
+            if (pending != 1 || !due)
+                RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.eval_pending' is %lld at step %lld: expected 1, at a "
+                         "step where train.eval_every (%lld) or train.total_steps (%lld) puts an evaluation", path,
+                         (long long)pending, (long long)at, (long long)every, (long long)tr->cfg.train.total_steps);
+        }
     RLT_TRY(ckpt_reader_find(r, "trainer.obs", &info));
     if (info->bytes != (uint64_t)rlt_space_bytes(&tr->env.obs_space))
         RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.obs': observations of %llu bytes, this environment's have %lld",
@@ -211,49 +235,115 @@ static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
     p->best_eval_return = bitsd(s[TS_BEST_EVAL]);
     p->last_episode_return = bitsd(s[TS_LAST_EP_RET]);
     tr->env.max_steps = (int32_t)s[TS_ENV_MAX_STEPS];
+    tr->eval_pending = (int32_t)pending;
     tr->resumed = 1;
     tr->resumed_step = p->env_steps;
     return RLT_OK;
 }
 
+/* 1 when the checkpoint at path lies in out_dir (the same directory, however either is spelled). */
+static int in_out_dir(const char *path, const char *out_dir) {
+    char d[CKPT_PATH_BYTES];
+    struct stat a, b;
+    snprintf(d, sizeof d, "%s", path);
+    return stat(dirname(d), &a) == 0 && stat(out_dir, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 int rlt_trainer_resume(rlt_trainer *tr, const char *path) {
     if (!tr || !path) return RLT_EINVAL;
     if (!tr->agent || !tr->agent->plan.sealed) RLT_FAIL(&tr->err, RLT_ESTATE, "rlt_trainer_resume after a failed init");
+    /* A FIFO or a device would block the open or the reads (a FIFO with no writer forever): only a regular
+     * file is a checkpoint. O_NONBLOCK keeps this open from waiting for a FIFO's writer. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) RLT_FAIL(&tr->err, RLT_EIO, "%s: cannot open the checkpoint: %s", path, strerror(errno));
+    struct stat st;
+    int regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    close(fd);
+    if (!regular)
+        RLT_FAIL(&tr->err, RLT_ECHECKPOINT, "%s: not a regular file (a FIFO, a device or a directory); a checkpoint "
+                 "is a file that rltrain wrote (final.ckpt or ckpt_<step>.ckpt)", path);
     ckpt_reader *r = tr->agent->ckpt_r;
     RLT_TRY(from_agent(tr, ckpt_reader_open(r, &tr->agent->err, path)));
     int rc = resume_checked(tr, r, path);
     ckpt_reader_close(r);
-    if (rc == RLT_OK)
-        rlt_log(RLT_LOG_INFO, "resumed from %s at step %lld (%lld updates)", path, (long long)tr->prog.env_steps,
-                (long long)tr->prog.updates);
+    if (rc == RLT_OK) {
+        tr->resumed_in_out_dir = in_out_dir(path, tr->cfg.out_dir);
+        rlt_log(RLT_LOG_INFO, "resumed from %s at step %lld (%lld updates)%s", path, (long long)tr->prog.env_steps,
+                (long long)tr->prog.updates, tr->eval_pending ? "; the evaluation it was stopped in runs first" : "");
+    }
     return from_agent(tr, rc);
 }
 
-int trainer_copy_metrics(rlt_trainer *tr) {
-    char path[600], buf[8192], line[1024];
-    snprintf(path, sizeof path, "%s/metrics.csv", tr->cfg.out_dir);
+static int metrics_header(rlt_trainer *tr, out_writer *w) {
+    const rlt_algo *algo = tr->agent->algo;
+    RLT_TRY(out_writer_printf(w, &tr->err, "kind,env_step,episode,return,length,updates,wall_s,"));
+    for (int32_t k = 0; k < algo->n_loss_columns; k++) RLT_TRY(out_writer_printf(w, &tr->err, "%s,", algo->loss_columns[k]));
+    return out_writer_printf(w, &tr->err, "loss_scale,amp_skipped\n");
+}
+
+/* A row the run kept: "kind,<env_step>,..." with env_step up to the checkpoint's step. A torn last line
+ * (the process killed while writing it) has no newline and never gets here. */
+static int row_kept(const char *line, int64_t upto) {
+    const char *comma = strchr(line, ',');
+    if (!comma || comma == line || comma[1] < '0' || comma[1] > '9') return 0;
+    char *end;
+    long long step = strtoll(comma + 1, &end, 10);
+    return *end == ',' && step <= upto;
+}
+
+/* Copies the header and the kept rows of out_dir/metrics.csv into w. */
+static int copy_rows(rlt_trainer *tr, const char *path, out_writer *w) {
+    char buf[8192], line[1024];
+    RLT_TRY(metrics_header(tr, w));
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return RLT_OK; /* a resume into a fresh out_dir has no earlier rows */
+    if (fd < 0) return RLT_OK; /* no earlier rows */
     size_t len = 0;
-    int first = 1, rc = RLT_OK;
+    int first = 1, too_long = 0, rc = RLT_OK;
     for (;;) {
         ssize_t n = read(fd, buf, sizeof buf);
         if (n < 0 && errno == EINTR) continue;
+        if (n < 0) rc = rlt_err_set(&tr->err, RLT_EIO, __FILE__, __LINE__, "cannot read %s: %s", path, strerror(errno));
         if (n <= 0) break;
         for (ssize_t i = 0; i < n && rc == RLT_OK; i++) {
             if (buf[i] != '\n') {
                 if (len < sizeof line - 1) line[len++] = buf[i];
+                else too_long = 1;
                 continue;
             }
             line[len] = '\0';
-            /* Rows up to the resumed step: "kind,env_step,..."; the header is written already. */
-            const char *comma = strchr(line, ',');
-            if (!first && comma && strtoll(comma + 1, NULL, 10) <= tr->resumed_step)
-                rc = out_writer_printf(&tr->metrics, &tr->err, "%s\n", line);
-            first = 0;
+            /* The header is written already; a line longer than any row is not one. */
+            if (!first && !too_long && row_kept(line, tr->resumed_step))
+                rc = out_writer_printf(w, &tr->err, "%s\n", line);
+            first = too_long = 0;
             len = 0;
         }
+        if (rc != RLT_OK) break;
     }
     close(fd);
     return rc;
+}
+
+int trainer_open_metrics(rlt_trainer *tr) {
+    char path[600], tmp[620];
+    snprintf(path, sizeof path, "%s/metrics.csv", tr->cfg.out_dir);
+    if (!tr->resumed_in_out_dir) {
+        RLT_TRY(out_writer_open(&tr->metrics, &tr->err, path, 0));
+        RLT_TRY(metrics_header(tr, &tr->metrics));
+        return out_writer_flush(&tr->metrics, &tr->err);
+    }
+    /* The same run continues: its rows up to the checkpoint, written aside and renamed over the file, so that a
+     * crash now leaves either the old file or the new one; rows are appended to it from here on. */
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    RLT_TRY(out_writer_open(&tr->metrics, &tr->err, tmp, 0));
+    int rc = copy_rows(tr, path, &tr->metrics);
+    int crc = out_writer_close(&tr->metrics, &tr->err);
+    if (rc == RLT_OK) rc = crc;
+    if (rc == RLT_OK && rename(tmp, path) != 0)
+        rc = rlt_err_set(&tr->err, RLT_EIO, __FILE__, __LINE__, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    if (rc != RLT_OK) {
+        unlink(tmp);
+        return rc;
+    }
+    RLT_TRY(out_fsync_dir(&tr->err, path));
+    return out_writer_open(&tr->metrics, &tr->err, path, 1);
 }

@@ -99,7 +99,8 @@ int64_t rlt_space_elems(const rlt_space *s) {
     int64_t n = 1;
     for (int i = 0; i < s->ndim; i++) {
         if (s->shape[i] < 0) return RLT_EINVAL;
-        n *= s->shape[i];
+        /* Four int32 sizes can reach 2^124: a product past 2^60 (room for the bytes below) is refused. */
+        if (__builtin_mul_overflow(n, (int64_t)s->shape[i], &n) || n > ((int64_t)1 << 60)) return RLT_EINVAL;
     }
     return n;
 }

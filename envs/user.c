@@ -89,6 +89,11 @@ static int check_obs_space(rlt_err *e, const rlt_space *s) {
     if (s->ndim < 1 || s->ndim > 4) RLT_FAIL(e, RLT_EINVAL, "user environment: observations have %d dimensions (1..4)", s->ndim);
     for (int32_t i = 0; i < s->ndim; i++)
         if (s->shape[i] < 1) RLT_FAIL(e, RLT_EINVAL, "user environment: observation dimension %d has size %d", i, s->shape[i]);
+    int64_t n = rlt_space_elems(s);
+    if (n < 0 || n > RLT_ENV_MAX_OBS_ELEMS)
+        RLT_FAIL(e, RLT_EINVAL, "user environment: observations of %d x %d x %d x %d elements are too large (at most %d)",
+                 s->shape[0], s->ndim > 1 ? s->shape[1] : 1, s->ndim > 2 ? s->shape[2] : 1, s->ndim > 3 ? s->shape[3] : 1,
+                 RLT_ENV_MAX_OBS_ELEMS);
     return RLT_OK;
 }
 

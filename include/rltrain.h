@@ -230,14 +230,21 @@ RLT_API int rlt_trainer_init(const rlt_config *cfg, rlt_trainer **out);
 RLT_API void rlt_trainer_free(rlt_trainer *tr);
 RLT_API int rlt_trainer_memory_plan(const rlt_trainer *tr, rlt_plan_summary *summary, const rlt_plan_entry **entries);
 RLT_API size_t rlt_trainer_plan_format(const rlt_trainer *tr, char *buf, size_t cap);
-/* Trains for train.total_steps env steps, writing out_dir/{config.yaml,metrics.csv,summary.json,final.ckpt}. */
+/* Trains for train.total_steps env steps, writing out_dir/{config.yaml,metrics.csv,summary.json,final.ckpt}.
+ * metrics.csv gets each row as it is completed. An out_dir that holds an earlier run's outputs is refused
+ * (RLT_ECONFIG, nothing written) unless the trainer was resumed from a checkpoint in that out_dir (its
+ * metrics.csv then continues) or train.overwrite is set. The outputs are written however the loop ends;
+ * RLT_OK and RLT_EINTERRUPTED mean that all of them were, and a failed save is an error (summary.json, if it
+ * can be written, says "failed" and why). */
 RLT_API int rlt_trainer_run(rlt_trainer *tr, rlt_progress_fn fn, void *user);
 /* Loads a checkpoint written by a trainer of the same config (final.ckpt or a periodic ckpt_<step>.ckpt)
  * before rlt_trainer_run, which then continues from its step. On the CPU the continued run is
  * bit-identical to one that was never interrupted. Everything is checked before anything changes. */
 RLT_API int rlt_trainer_resume(rlt_trainer *tr, const char *path);
-/* Asks a running rlt_trainer_run to stop after the current step (it writes its outputs and final.ckpt and
- * returns RLT_EINTERRUPTED). Async-signal-safe: call it from a SIGINT handler. */
+/* Asks a running rlt_trainer_run to stop after the current step (with the evaluation that follows it, if
+ * one is due); a request made during an evaluation ends it after its current step. The run writes its
+ * outputs and final.ckpt and returns RLT_EINTERRUPTED; a run resumed from that final.ckpt does a cut
+ * evaluation first. Async-signal-safe: call it from a SIGINT handler. */
 RLT_API void rlt_trainer_request_stop(rlt_trainer *tr);
 /* The final progress figures (valid after rlt_trainer_run). */
 RLT_API int rlt_trainer_progress(const rlt_trainer *tr, rlt_progress *out);
@@ -274,7 +281,8 @@ typedef struct rlt_env_callbacks {
     rlt_space obs;             /* Box: F32 vectors (TD3, DQN) or U8 images (C, H, W) (DQN); bounds unused */
     rlt_space act;             /* Box with low/high (NULL: [-1, 1]; copied at init) for TD3, Discrete for DQN */
     int32_t max_episode_steps; /* time limit the trainer applies as truncation; 0: none (env.max_episode_steps
-                                * of the config overrides it when > 0) */
+                                * of the config overrides it when > 0); with none, evaluation episodes are cut
+                                * at 100,000 steps */
     int32_t state_bytes;       /* size of the state save_state writes (0 without save_state/load_state) */
     void *user;                /* passed to every callback */
     int (*reset)(void *user, int32_t instance, uint64_t seed, void *obs);

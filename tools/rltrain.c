@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "rltrain.h"
 
@@ -37,7 +39,9 @@ static const char *usage_text =
     "  plan                  the memory plan only (same as --dry-run) and what fits; --budget-mb and --device\n"
     "                        override those keys; --json prints one JSON document instead (docs/plan_json.md)\n"
     "\n"
-    "SIGINT or SIGTERM finishes the current step, writes the outputs and final.ckpt, and exits 5.\n"
+    "SIGINT or SIGTERM finishes the current step (or stops the evaluation in progress), writes the outputs and\n"
+    "final.ckpt, and exits 5. A run into an out_dir that holds an earlier run's outputs is refused (exit 2) unless\n"
+    "it resumes from a checkpoint in that out_dir or sets train.overwrite=true.\n"
     "\n"
     "exit codes: 0 success, 1 runtime failure, 2 usage or config error, 3 memory plan does not fit,\n"
     "            4 requested device not usable, 5 interrupted (outputs and final.ckpt written)\n";
@@ -123,7 +127,8 @@ static int plan_command(rlt_config *cfg, char *text, size_t cap) {
     rlt_config_get(cfg, "train.batch_size", batch, sizeof batch);
     rlt_config_get(cfg, "replay.capacity", capacity, sizeof capacity);
     printf("%s\n", text);
-    printf("what fits in %.2f MiB (memory.budget_mb, or the device's free memory if smaller):\n", mib(f.limit_bytes));
+    printf("what fits in %.2f MiB (memory.budget_mb, or the device's free memory or the host's memory limit if smaller):\n",
+           mib(f.limit_bytes));
     printf("  this config needs        %.2f MiB -> %s\n", mib(f.need_bytes), f.fits ? "fits" : "DOES NOT FIT");
     /* 0 means that not even the smallest value fits: say so instead of proposing 0. */
     if (f.max_batch_size > 0) printf("  largest train.batch_size %d (one micro-batch)\n", f.max_batch_size);
@@ -151,7 +156,8 @@ static int plan_command(rlt_config *cfg, char *text, size_t cap) {
                        (long long)f.min_replay_capacity);
             printf("\n");
         } else {
-            printf("  no memory.budget_mb fits: the device's free memory is the limit; free some or use another device\n");
+            printf("  no memory.budget_mb fits: the device's free memory or the host's memory limit (see the table) is "
+                   "the limit; free some, raise the limit or use another device\n");
         }
     }
     rlt_config_free(cfg);
@@ -179,6 +185,35 @@ static int plan_json_command(rlt_config *cfg) {
     rlt_config_free(cfg);
     return rc != RLT_OK ? exit_code_for(rc) : fits ? EXIT_OK : EXIT_NOFIT;
 }
+
+/* OpenBLAS starts its threads when it is loaded, before main, and each takes 128 MiB of address space for its
+ * buffer, retrying forever when it cannot (or exiting when the thread cannot start). So under an address-space
+ * or data limit (ulimit -v, ulimit -d) the CLI runs with OPENBLAS_NUM_THREADS=1, which starts none: the library
+ * sets OpenBLAS's thread count itself when it opens the CPU backend, after checking that the limit leaves room
+ * (kernels/cpu/cpu_backend.c), so the variable decides nothing else. It has to be in the environment before
+ * OpenBLAS's constructor runs. Functions in .preinit_array run before any shared library's constructor, but
+ * libc's own constructor then resets the environment to the one the process started with, so a setenv here
+ * would be lost: the process executes itself again with the variable added, once (it is then present). */
+static void limit_blas_threads_at_load(int argc, char **argv, char **envp) {
+    (void)argc;
+    struct rlimit as, data;
+    int limited = (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) ||
+                  (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY);
+    if (!limited || !envp) return;
+    static const char want[] = "OPENBLAS_NUM_THREADS=1", key[] = "OPENBLAS_NUM_THREADS=";
+    size_t n = 0;
+    for (; envp[n]; n++)
+        if (!strcmp(envp[n], want)) return;
+    char *env[n + 2];
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(envp[i], key, sizeof key - 1) != 0) env[m++] = envp[i];
+    env[m++] = (char *)want;
+    env[m] = NULL;
+    execve("/proc/self/exe", argv, env); /* returns only on failure: then go on as before */
+}
+__attribute__((section(".preinit_array"), used)) static void (*const preinit_blas_threads)(int, char **, char **) =
+    limit_blas_threads_at_load;
 
 int main(int argc, char **argv) {
     const char *config_path = NULL, *resume_path = NULL;
@@ -237,14 +272,19 @@ int main(int argc, char **argv) {
         return EXIT_USAGE;
     }
     int rc = rlt_config_load_file(cfg, config_path);
-    /* Second pass: overrides, in order, over the file. */
+    /* Second pass: overrides, in order, over the file. Each value goes to the library whole (a copy of its
+     * length, not a fixed buffer that would cut it): the key's own limits refuse what is too long. */
     for (int i = argi; rc == RLT_OK && i < argc; i++) {
-        char assign[512];
-        if (!strcmp(argv[i], "--set")) snprintf(assign, sizeof assign, "%s", argv[++i]);
-        else if (!strcmp(argv[i], "--budget-mb")) snprintf(assign, sizeof assign, "memory.budget_mb=%s", argv[++i]);
-        else if (!strcmp(argv[i], "--device")) snprintf(assign, sizeof assign, "device=%s", argv[++i]);
+        const char *key;
+        if (!strcmp(argv[i], "--set")) key = "";
+        else if (!strcmp(argv[i], "--budget-mb")) key = "memory.budget_mb=";
+        else if (!strcmp(argv[i], "--device")) key = "device=";
         else { if (!strcmp(argv[i], "--config") || !strcmp(argv[i], "--resume")) i++; continue; }
+        const char *value = argv[++i];
+        char *assign = text_buffer(strlen(key) + strlen(value) + 1);
+        snprintf(assign, strlen(key) + strlen(value) + 1, "%s%s", key, value);
         rc = rlt_config_set(cfg, assign);
+        free(assign);
     }
     if (rc == RLT_OK) rc = rlt_config_validate(cfg);
     if (rc != RLT_OK) {
@@ -300,9 +340,14 @@ int main(int argc, char **argv) {
     rlt_progress p;
     rlt_trainer_progress(tr, &p);
     if (rc != RLT_OK) say_error("rltrain: %s: %s\n", rlt_strerror(rc), rlt_trainer_errmsg(tr));
-    printf("finished: %lld env steps, %lld updates in %.1fs (%.0f updates/s); final eval %.1f, best %.1f\n",
-           (long long)p.env_steps, (long long)p.updates, p.elapsed_s, p.updates_per_s, p.last_eval_return, p.best_eval_return);
-    printf("outputs written to %s/ (config.yaml, metrics.csv, summary.json, final.ckpt)\n", rlt_trainer_out_dir(tr));
+    /* The library returns OK or EINTERRUPTED only when every output was written; after another failure it
+     * logs what it wrote. */
+    if (rc == RLT_OK || rc == RLT_EINTERRUPTED) {
+        printf("finished: %lld env steps, %lld updates in %.1fs (%.0f updates/s); final eval %.1f, best %.1f\n",
+               (long long)p.env_steps, (long long)p.updates, p.elapsed_s, p.updates_per_s, p.last_eval_return,
+               p.best_eval_return);
+        printf("outputs written to %s/ (config.yaml, metrics.csv, summary.json, final.ckpt)\n", rlt_trainer_out_dir(tr));
+    }
     if (rc == RLT_EINTERRUPTED)
         printf("interrupted: continue with  rltrain --config %s --resume %s/final.ckpt\n", config_path, rlt_trainer_out_dir(tr));
     rlt_trainer_free(tr);

@@ -1,20 +1,68 @@
 /* cpu_backend.c: the CPU backend's table and lifecycle. "Device" memory is host memory here, so the plan
  * puts every entry in one host arena; copies are memmove and there is nothing to synchronise. */
 #include <cblas.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "host_limits.h"
 #include "mem.h"
 #include "cpu_ops.h"
+
+/* OpenBLAS gives each of its threads a GEMM buffer of this much address space (BUFFER_SIZE, 128 MiB on
+ * x86-64 and arm64, plus a page of header), taken with mmap or malloc when the thread starts or makes its
+ * first level-3 call; when both fail it retries forever. So where an address-space or data limit would make
+ * them fail, we refuse before OpenBLAS tries. */
+#define CPU_BLAS_BUFFER_BYTES ((uint64_t)129 << 20)
+/* Room kept for what the process maps besides (stacks, stdio, the loader): a limit this close is refused. */
+#define CPU_BLAS_SLACK_BYTES ((uint64_t)8 << 20)
+
+/* OpenBLAS threads (the caller's included) known to hold their buffer: OpenBLAS's state is per process. */
+static _Atomic int g_blas_buffers;
+
+static double cpu_mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+/* RLT_OK when `threads` OpenBLAS threads can hold their buffers under the address-space limits. */
+static int cpu_blas_room(rlt_backend *bk, int32_t threads) {
+    int have = atomic_load(&g_blas_buffers);
+    if (threads <= have) return RLT_OK;
+    rlt_host_limit vm;
+    rlt_host_limit_read_vm(&vm);
+    uint64_t need = (uint64_t)(threads - have) * CPU_BLAS_BUFFER_BYTES + CPU_BLAS_SLACK_BYTES;
+    if (vm.avail >= need) return RLT_OK;
+    char what[96];
+    if (threads - have == 1) snprintf(what, sizeof what, "a GEMM buffer of %.0f MiB", cpu_mib(CPU_BLAS_BUFFER_BYTES));
+    else snprintf(what, sizeof what, "a GEMM buffer of %.0f MiB for each of %d threads", cpu_mib(CPU_BLAS_BUFFER_BYTES),
+                  threads - have);
+    return rlt_err_set(bk->err, RLT_ENOFIT, __FILE__, __LINE__,
+                       "%s is %.0f MiB and the process maps %.0f MiB already, which leaves %.0f MiB; OpenBLAS needs "
+                       "%.0f MiB of it (%s, and room to run) and would retry forever without it, so the CPU backend "
+                       "does not start: raise the limit to at least %.0f MiB (the memory plan comes on top)",
+                       vm.source, cpu_mib(vm.limit), cpu_mib(vm.used), cpu_mib(vm.avail), cpu_mib(need), what,
+                       cpu_mib(vm.used + need));
+}
+
+static void cpu_blas_note(int32_t threads) {
+    int have = atomic_load(&g_blas_buffers);
+    while (have < threads && !atomic_compare_exchange_weak(&g_blas_buffers, &have, threads)) {}
+}
 
 static int cpu_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads) {
     /* OpenBLAS's own threading costs more than it gains at RL sizes (networks of 64-256 units): it runs
      * one thread. `cpu.threads` >= 2 starts our own worker instead (below), which splits each large dense
      * layer op in two; without the fast kernels it raises OpenBLAS's threads, as before. */
-    /* OpenBLAS takes its GEMM buffers on the first level-3 call: make that call now, before the arena
-     * is sealed, so training never triggers an allocation. */
-    float a[4] = {1, 2, 3, 4}, b[4] = {1, 0, 0, 1}, c[4] = {0};
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2);
+    /* OpenBLAS takes its GEMM buffer on the first level-3 call that needs it: make that call now, before
+     * the arena is sealed, so training never triggers an allocation (and a limit that leaves no room for it
+     * is found here, not in the middle of a run). Small products and alpha 1, beta 0 ones go to kernels that
+     * need no buffer (the small-matrix and "direct" paths), so this one is 128 x 128 x 128 with beta 1. */
+    RLT_TRY(cpu_blas_room(bk, 1));
+    enum { W = 128 };
+    float *warm = rlt_mem_alloc(3 * W * W * sizeof(float), 64);
+    if (!warm) return rlt_err_set(bk->err, RLT_ENOMEM, __FILE__, __LINE__, "out of host memory for the CPU backend");
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, W, W, W, 1.0f, warm, W, warm + W * W, W, 1.0f,
+                warm + 2 * W * W, W);
+    rlt_mem_free(warm);
+    cpu_blas_note(1);
     /* The private state (convolution slots) is taken through the engine's allocation hook, before the
      * seal, so allocation-failure tests reach it too. */
     cpu_impl *impl = rlt_mem_alloc(sizeof(cpu_impl), 64);
@@ -22,7 +70,14 @@ static int cpu_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads) 
     /* The dense layers run on the fastest kernels this CPU has (tests/test_dense.c checks each against the
      * reference ops through cpu_dense_select). */
     impl->dense = cpu_dense_select(NULL);
-    openblas_set_num_threads(impl->dense || cpu_threads < 1 ? 1 : cpu_threads);
+    int32_t blas_threads = impl->dense || cpu_threads < 1 ? 1 : cpu_threads;
+    int rc = cpu_blas_room(bk, blas_threads);
+    if (rc != RLT_OK) {
+        rlt_mem_free(impl);
+        return rc;
+    }
+    openblas_set_num_threads(blas_threads);
+    cpu_blas_note(blas_threads);
     if (impl->dense && cpu_threads >= 2 && cpu_worker_start(&impl->worker) != RLT_OK) {
         rlt_mem_free(impl);
         return rlt_err_set(bk->err, RLT_ENOMEM, __FILE__, __LINE__,

@@ -71,7 +71,36 @@ def _load() -> ctypes.CDLL:
     )
 
 
-lib = _load()
+def _load_blas_limited() -> ctypes.CDLL:
+    """_load(), with OPENBLAS_NUM_THREADS=1 while the library loads under an address-space or data limit.
+
+    OpenBLAS starts its threads when it is loaded and each takes 128 MiB of address space, retrying forever
+    when it cannot: under ``ulimit -v`` that hangs. The library sets OpenBLAS's thread count itself when it
+    opens the CPU backend, after checking that the limit leaves room, so only the idle threads at load are
+    saved. The variable is put back afterwards, so other libraries loaded later see the user's value.
+    """
+    try:
+        import resource
+
+        limited = any(
+            resource.getrlimit(r)[0] != resource.RLIM_INFINITY for r in (resource.RLIMIT_AS, resource.RLIMIT_DATA)
+        )
+    except (ImportError, OSError, ValueError, AttributeError):
+        limited = False
+    if not limited:
+        return _load()
+    before = os.environ.get("OPENBLAS_NUM_THREADS")
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        return _load()
+    finally:
+        if before is None:
+            del os.environ["OPENBLAS_NUM_THREADS"]
+        else:
+            os.environ["OPENBLAS_NUM_THREADS"] = before
+
+
+lib = _load_blas_limited()
 LIBRARY_PATH = getattr(lib, "_name", "")
 
 # ---------------------------------------------------------------------------------------------------
@@ -256,6 +285,25 @@ _declare("rlt_trainer_run", _I, _P, PROGRESS_FN, _P)
 _declare("rlt_trainer_progress", _I, _P, ctypes.POINTER(rlt_progress))
 _declare("rlt_trainer_out_dir", _S, _P)
 _declare("rlt_trainer_errmsg", _S, _P)
+
+
+def c_string(value: str, what: str) -> bytes:
+    """``value`` as the NUL-terminated UTF-8 string the library takes; ValueError if it holds a NUL byte,
+    which ctypes would pass on and C would read as the end of the string (a silently shorter value)."""
+    raw = value.encode()
+    nul = raw.find(b"\0")
+    if nul >= 0:
+        raise ValueError(f"{what} contains a NUL byte at position {nul}: {value!r}")
+    return raw
+
+
+def c_path(path: "str | bytes | os.PathLike", what: str = "path") -> bytes:
+    """A file system path for the library (os.fsencode); ValueError if it holds a NUL byte, which would cut
+    it short on the way to C: a different file than the one named."""
+    raw = os.fsencode(path)
+    if b"\0" in raw:
+        raise ValueError(f"{what} contains a NUL byte: {path!r}")
+    return raw
 
 
 def text(raw: bytes | None) -> str:

@@ -73,12 +73,13 @@ class Config:
 
     def load_file(self, path: str | os.PathLike) -> "Config":
         """Merges a YAML file over the current values; returns self."""
-        self._check(lib.rlt_config_load_file(self._handle, os.fsencode(path)))
+        self._check(lib.rlt_config_load_file(self._handle, _native.c_path(path, "config path")))
         return self
 
     def load_string(self, yaml: str, name: str = "<string>") -> "Config":
         """Merges YAML text over the current values; returns self."""
-        self._check(lib.rlt_config_load_string(self._handle, yaml.encode(), name.encode()))
+        self._check(lib.rlt_config_load_string(self._handle, _native.c_string(yaml, "YAML text"),
+                                               _native.c_string(name, "name")))
         return self
 
     def set(self, assignment: str, value: Any = _MISSING) -> "Config":
@@ -89,7 +90,7 @@ class Config:
         """
         if value is not _MISSING:
             assignment = f"{assignment}={_yaml_flow(value)}"
-        self._check(lib.rlt_config_set(self._handle, assignment.encode()))
+        self._check(lib.rlt_config_set(self._handle, _native.c_string(assignment, "assignment")))
         return self
 
     def validate(self) -> "Config":
@@ -308,13 +309,13 @@ class Agent:
     # -- state -----------------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
         """Writes parameters, targets, Adam moments and counters (atomically: temp file, fsync, rename)."""
-        rc = lib.rlt_agent_save(self._handle, os.fsencode(path))
+        rc = lib.rlt_agent_save(self._handle, _native.c_path(path, "checkpoint path"))
         if rc != 0:
             self._raise(rc)
 
     def load(self, path: str | os.PathLike) -> None:
         """Loads a checkpoint of the same sizes; raises CheckpointError (changing nothing) otherwise."""
-        rc = lib.rlt_agent_load(self._handle, os.fsencode(path))
+        rc = lib.rlt_agent_load(self._handle, _native.c_path(path, "checkpoint path"))
         if rc != 0:
             self._raise(rc)
 
@@ -469,7 +470,7 @@ class Trainer:
     def save_agent(self, path: str | os.PathLike) -> None:
         """Writes the agent's checkpoint (as :meth:`Agent.save`; final.ckpt in ``out_dir`` is the trainer's)."""
         agent = lib.rlt_trainer_agent(self._handle)
-        rc = lib.rlt_agent_save(agent, os.fsencode(path))
+        rc = lib.rlt_agent_save(agent, _native.c_path(path, "checkpoint path"))
         if rc != 0:
             raise error_for(rc, _native.text(lib.rlt_agent_errmsg(agent)))
 

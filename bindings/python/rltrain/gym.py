@@ -102,7 +102,7 @@ class _GymCallbacks:
         self._obs_ctype = ctypes.c_uint8 if obs_space.dtype == np.uint8 else ctypes.c_float
         self._reset_fn = _native.ENV_RESET_FN(self._reset)  # alive as long as this object
         self._step_fn = _native.ENV_STEP_FN(self._step)
-        self._name = name.encode()[:63]
+        self._name = _native.c_string(name, "environment name")[:63]
         obs_c, self._keep_obs = obs_space.to_c()
         act_c, self._keep_act = act_space.to_c()
         cb = _native.rlt_env_callbacks()

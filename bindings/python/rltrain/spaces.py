@@ -12,11 +12,15 @@ The agent API knows two kinds of spaces:
 from __future__ import annotations
 
 import ctypes
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import _native
+
+# The C struct holds sizes as int32: a larger one would wrap on the way there (2^32 + 4 arrives as 4).
+_INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,13 @@ class Space:
             raise ValueError(f"Box spaces hold float32 or uint8 values, not {dtype}")
         if not 1 <= len(shape) <= 4 or min(shape) < 1:
             raise ValueError(f"Box shape {shape}: need 1 to 4 dimensions of size >= 1")
-        size = int(np.prod(shape))
+        # math.prod: exact Python integers (numpy's product would wrap at 2^63 as silently as int32 does).
+        size = math.prod(shape)
+        if max(shape) > _INT32_MAX or size > _INT32_MAX:
+            raise ValueError(
+                f"Box shape {shape}: {size} elements; each dimension and the whole must be at most 2^31 - 1 "
+                "(the engine's sizes are int32)"
+            )
 
         def bound(v):
             if v is None:
@@ -67,6 +77,8 @@ class Space:
         """A Discrete space of ``n`` actions (the engine exchanges them as int32 0..n-1)."""
         if int(n) < 1:
             raise ValueError(f"Discrete space of {n} actions")
+        if int(n) > _INT32_MAX:
+            raise ValueError(f"Discrete space of {n} actions: at most 2^31 - 1 (the engine's sizes are int32)")
         return cls("discrete", (), np.dtype(np.int32), int(n), None, None, int(start))
 
     @classmethod
@@ -101,12 +113,15 @@ class Space:
     @property
     def size(self) -> int:
         """Elements of one observation or action (1 for Discrete)."""
-        return int(np.prod(self.shape)) if self.shape else 1
+        return math.prod(self.shape) if self.shape else 1
 
     def to_c(self) -> tuple[_native.rlt_space, tuple]:
         """The ``rlt_space`` struct, and the arrays its pointers refer to (keep them alive with it)."""
         s = _native.rlt_space()
         keep = ()
+        # Spaces built without box()/discrete() are checked here too: ctypes would wrap an oversized int.
+        if any(not 0 < int(v) <= _INT32_MAX for v in (*self.shape, self.n or 1)) or len(self.shape) > 4:
+            raise ValueError(f"space {self.kind} {self.shape} (n={self.n}): sizes must be 1 to 2^31 - 1, at most 4 dimensions")
         if self.kind == "discrete":
             s.kind, s.dtype, s.ndim, s.n = _native.SPACE_DISCRETE, _native.DTYPE_I32, 1, self.n
             s.shape[0] = 1

@@ -294,7 +294,8 @@ def test_trainer_stops_when_progress_returns_true_and_reraises(tmp_path):
     with rltrain.Trainer(trainer_config(tmp_path)) as tr:
         p = tr.run(progress=lambda p: p.is_eval)
         assert p.env_steps == 300
-    with rltrain.Trainer(trainer_config(tmp_path)) as tr:
+    # A second run into the first one's out_dir would be refused (train.overwrite): a directory of its own.
+    with rltrain.Trainer(trainer_config(tmp_path / "second")) as tr:
         def boom(p):
             raise RuntimeError("stop here")
         with pytest.raises(RuntimeError, match="stop here"):
@@ -528,7 +529,8 @@ def test_gym_module_cli(tmp_path, configs):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "rltrain.gym", "--config", str(configs / "td3_pendulum_fast.yaml"),
            "--env", "Pendulum-v1", "--steps", "300", "--set", "train.start_steps=100", "--set",
-           "train.eval_every=100", "--set", "train.eval_episodes=1", "--set", f"out_dir={out}"]
+           "train.eval_every=100", "--set", "train.eval_episodes=1", "--set", f"out_dir={out}",
+           "--set", "train.overwrite=true"]  # the runs below go into the same out_dir
     p = subprocess.run(cmd + ["--save", str(tmp_path / "a.ckpt")], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()

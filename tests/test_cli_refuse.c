@@ -1,0 +1,137 @@
+/* test_cli_refuse.c: the CLI refuses what would silently do the wrong thing, with a message and an exit code:
+ * - an empty config (/dev/null, or a file of comments and empty sections) is a config error (2), not a
+ *   20,000-step run of defaults;
+ * - memory.budget_mb (and --budget-mb, process_budget_mb) above 0 but below one byte is a range error (2);
+ * - --set, --budget-mb and --device values reach the config whole, however long (a value of 600 bytes that
+ *   is valid only whole is accepted; one too long for its key is refused, not cut);
+ * - --resume on a FIFO is refused at once (2) instead of blocking;
+ * - a second run into an out_dir holding outputs is refused (2) unless train.overwrite is set;
+ * - a run whose final save fails exits 1 and does not print that its outputs were written;
+ * - errors found after parsing name the key and where it was set (file:line:column, or the --set). */
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "harness.h"
+
+static char out_text[1 << 17];
+
+/* Runs the CLI with args (stdout and stderr together, 20 s at most); returns its exit code. */
+static int run_cli(const char *args) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "timeout 20 '%s/rltrain' %s 2>&1", RLT_BINARY_DIR, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out_text, 1, sizeof out_text - 1, p);
+    out_text[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+int main(void) {
+    const char *dir = test_tmpdir("cli_refuse");
+    char args[3072], path[600], spaces[601];
+    memset(spaces, ' ', 600);
+    spaces[600] = '\0';
+    const char *cfg = RLT_SOURCE_DIR "/configs/td3_pendulum.yaml";
+
+    /* Empty configs. */
+    int code = run_cli("--config /dev/null --dry-run");
+    CHECK(code == 2 && strstr(out_text, "/dev/null:1:1: the config file sets no key"), "/dev/null (%d): %s", code, out_text);
+    snprintf(path, sizeof path, "%s/comments.yaml", dir);
+    write_file(path, "# algo: td3\n\ntrain:\n  # total_steps: 100\n");
+    snprintf(args, sizeof args, "--config %s --dry-run", path);
+    code = run_cli(args);
+    CHECK(code == 2 && strstr(out_text, "sets no key"), "comments only (%d): %s", code, out_text);
+
+    /* Budgets below one byte. */
+    snprintf(args, sizeof args, "plan --config %s --budget-mb 0.0000001", cfg);
+    code = run_cli(args);
+    CHECK(code == 2 && strstr(out_text, "key 'memory.budget_mb'") && strstr(out_text, "less than one byte"),
+          "--budget-mb 1e-7 (%d): %s", code, out_text);
+    snprintf(args, sizeof args, "--config %s --set memory.process_budget_mb=1e-12 --dry-run", cfg);
+    code = run_cli(args);
+    CHECK(code == 2 && strstr(out_text, "key 'memory.process_budget_mb'") && strstr(out_text, "less than one byte"),
+          "process_budget_mb 1e-12 (%d): %s", code, out_text);
+    snprintf(args, sizeof args, "--config %s --set memory.budget_mb=0.00000095367431640625 --dry-run", cfg);
+    code = run_cli(args);
+    CHECK(code == 3, "exactly one byte is a budget (that nothing fits): %d: %s", code, out_text);
+
+    /* Long values reach the config whole: 600 spaces then the value (YAML drops the spaces). */
+    snprintf(args, sizeof args, "--config %s --set 'train.total_steps=%s1234' --budget-mb '%s64' --device '%scpu' --dry-run",
+             cfg, spaces, spaces, spaces);
+    code = run_cli(args);
+    CHECK(code == 0 && strstr(out_text, "total_steps: 1234") && strstr(out_text, "budget_mb: 64"),
+          "600-byte values are read whole (%d): %.300s", code, out_text);
+    snprintf(args, sizeof args, "--config %s --set 'out_dir=%s/%.590s' --dry-run", cfg, dir, spaces);
+    for (char *c = strstr(args, "out_dir="); *c != '\''; c++)
+        if (*c == ' ') *c = 'a';
+    code = run_cli(args);
+    CHECK(code == 2 && strstr(out_text, "key 'out_dir': is too long"), "a too-long out_dir is refused (%d): %.400s", code,
+          out_text);
+
+    /* --resume on a FIFO. */
+    snprintf(path, sizeof path, "%s/fifo.ckpt", dir);
+    CHECK(mkfifo(path, 0644) == 0, "mkfifo");
+    snprintf(args, sizeof args, "--config %s --set out_dir=%s/fifo_run --resume %s --quiet", cfg, dir, path);
+    code = run_cli(args);
+    CHECK(code == 2 && strstr(out_text, "not a regular file"), "--resume FIFO (%d): %s", code, out_text);
+
+    /* A second run into an out_dir with outputs; train.overwrite. */
+    const char *small = "--set train.total_steps=300 --set train.start_steps=100 --set train.eval_episodes=1 "
+                        "--set td3.actor_hidden=[32] --set td3.critic_hidden=[32] --quiet";
+    snprintf(args, sizeof args, "--config %s %s --set out_dir=%s/run", cfg, small, dir);
+    code = run_cli(args);
+    CHECK(code == 0 && strstr(out_text, "outputs written to"), "first run (%d): %s", code, out_text);
+    code = run_cli(args);
+    CHECK(code == 2 && strstr(out_text, "holds the outputs of an earlier run") && strstr(out_text, "train.overwrite") &&
+              !strstr(out_text, "outputs written to"), "second run refused (%d): %s", code, out_text);
+    snprintf(args, sizeof args, "--config %s %s --set out_dir=%s/run --set train.overwrite=true", cfg, small, dir);
+    code = run_cli(args);
+    CHECK(code == 0 && strstr(out_text, "outputs written to"), "train.overwrite=true (%d): %s", code, out_text);
+    snprintf(args, sizeof args, "--config %s %s --set out_dir=%s/run --resume %s/run/final.ckpt", cfg, small, dir, dir);
+    code = run_cli(args);
+    CHECK(code == 0, "resuming from a checkpoint in out_dir is allowed (%d): %s", code, out_text);
+    /* The key's place: the --set that gave it, or the file's line and column. */
+    snprintf(args, sizeof args, "--config %s %s --set out_dir=%s/run", cfg, small, dir);
+    code = run_cli(args);
+    char want[700];
+    snprintf(want, sizeof want, "--set out_dir=%s/run:1:1: key 'out_dir'", dir);
+    CHECK(code == 2 && strstr(out_text, want), "the refusal names the --set (%d): %s", code, out_text);
+    snprintf(path, sizeof path, "%s/run.yaml", dir);
+    write_file(path, "algo: td3\n");
+    FILE *f = fopen(path, "a");
+    if (f) {
+        fprintf(f, "# a comment\n\nout_dir: %s/run\n", dir);
+        fclose(f);
+    }
+    snprintf(args, sizeof args, "--config %s %s", path, small);
+    code = run_cli(args);
+    snprintf(want, sizeof want, "%s:4:1: key 'out_dir'", path);
+    CHECK(code == 2 && strstr(out_text, want), "the refusal names the file, line and column (%d): %s", code, out_text);
+    write_file(path, "algo: dqn\nenv: {name: cartpole}\ndqn:\n  eps_start: 0.5\n  eps_end: 0.9\n");
+    snprintf(args, sizeof args, "--config %s --dry-run", path);
+    code = run_cli(args);
+    snprintf(want, sizeof want, "%s:5:3: key 'dqn.eps_end': 0.9 is above dqn.eps_start", path);
+    CHECK(code == 2 && strstr(out_text, want), "validation names the file, line and column (%d): %s", code, out_text);
+
+    /* The final save fails: its temporary name is a directory. */
+    snprintf(path, sizeof path, "%s/nosave", dir);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/nosave/final.ckpt.tmp", dir);
+    mkdir(path, 0755);
+    snprintf(args, sizeof args, "--config %s %s --set out_dir=%s/nosave", cfg, small, dir);
+    code = run_cli(args);
+    CHECK(code == 1 && strstr(out_text, "final.ckpt") && !strstr(out_text, "outputs written to") &&
+              !strstr(out_text, "finished:"), "a failed final save exits 1 without 'outputs written' (%d): %s", code,
+          out_text);
+    return test_summary("test_cli_refuse");
+}
