@@ -139,3 +139,27 @@ int test_write_file(const char *path, const void *buf, size_t n) {
     size_t w = fwrite(buf, 1, n, f);
     return (fclose(f) == 0 && w == n) ? 0 : -1;
 }
+
+size_t test_read_text(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = '\0';
+    return n;
+}
+
+void test_strip_wall(char *text) {
+    char *out = text;
+    for (char *line = text; *line;) {
+        char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
+        int field = 0;
+        for (size_t i = 0; i < len; i++) {
+            if (line[i] == ',') field++;
+            if (field == 6 && line[i] != ',') continue;
+            *out++ = line[i];
+        }
+        line += len;
+    }
+    *out = '\0';
+}

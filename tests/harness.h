@@ -48,6 +48,11 @@ long test_files_differ(const char *a, const char *b);
 long test_read_file(const char *path, void *buf, size_t cap);
 /* n bytes from buf as the whole file at path: 0, or -1 on failure. */
 int test_write_file(const char *path, const void *buf, size_t n);
+/* A whole text file into buf, NUL-terminated (at most cap - 1 bytes; an empty string when it cannot be read):
+ * its length. */
+size_t test_read_text(const char *path, char *buf, size_t cap);
+/* metrics.csv text without its wall_s column (the 7th), which differs between runs, in place. */
+void test_strip_wall(char *text);
 /* Trains configs/<config> (from the source tree) on `device` (NULL: as configured) into a fresh
  * tmp_<tag> directory, printing each evaluation; fills *out with the final progress. Returns the run's
  * status (init and run failures are CHECKed). */

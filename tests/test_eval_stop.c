@@ -147,33 +147,13 @@ static int run_pm_at(const char *out_dir, long stop_at_train_step, pm_world *w) 
 
 static char a_buf[1 << 18], b_buf[1 << 18];
 
-static size_t slurp(const char *dir, const char *name, char *buf, size_t cap) {
+
+/* A file of a run directory, as text (test_read_text). */
+static size_t read_run_file(const char *dir, const char *name, char *buf, size_t cap) {
     char path[700];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-    if (f) fclose(f);
-    buf[n] = '\0';
-    return n;
+    return test_read_text(path, buf, cap);
 }
-
-/* metrics.csv without its wall_s column (the 7th), which differs between runs. */
-static void strip_wall(char *text) {
-    char *out = text;
-    for (char *line = text; *line;) {
-        char *end = strchr(line, '\n');
-        size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
-        int field = 0;
-        for (size_t i = 0; i < len; i++) {
-            if (line[i] == ',') field++;
-            if (field == 6 && line[i] != ',') continue;
-            *out++ = line[i];
-        }
-        line += len;
-    }
-    *out = '\0';
-}
-
 static void stop_during_evaluation(const char *dir) {
     char u[512], s[512], a[700], b[700];
     snprintf(u, sizeof u, "%s/uninterrupted", dir);
@@ -187,9 +167,9 @@ static void stop_during_evaluation(const char *dir) {
            all_eval_steps, w.eval_steps_after_stop);
     CHECK(w.stopped && w.eval_steps_after_stop == 0, "no evaluation step after the request (%ld)", w.eval_steps_after_stop);
     CHECK(strstr(errmsg, "during the evaluation at step 400") != NULL, "message: %s", errmsg);
-    slurp(s, "summary.json", b_buf, sizeof b_buf);
+    read_run_file(s, "summary.json", b_buf, sizeof b_buf);
     CHECK(strstr(b_buf, "\"status\": \"stopped\"") && strstr(b_buf, "\"env_steps\": 400"), "summary: %.200s", b_buf);
-    slurp(s, "metrics.csv", b_buf, sizeof b_buf);
+    read_run_file(s, "metrics.csv", b_buf, sizeof b_buf);
     CHECK(strstr(b_buf, "\neval,") == NULL, "the cut evaluation has no row");
     /* Resumed: the evaluation at 400 first, then as the uninterrupted run. */
     snprintf(a, sizeof a, "%s/final.ckpt", s);
@@ -197,17 +177,17 @@ static void stop_during_evaluation(const char *dir) {
     snprintf(a, sizeof a, "%s/final.ckpt", u);
     snprintf(b, sizeof b, "%s/final.ckpt", s);
     CHECK(test_files_differ(a, b) == 0, "final.ckpt equals the uninterrupted run's");
-    slurp(u, "metrics.csv", a_buf, sizeof a_buf);
-    slurp(s, "metrics.csv", b_buf, sizeof b_buf);
-    strip_wall(a_buf);
-    strip_wall(b_buf);
+    read_run_file(u, "metrics.csv", a_buf, sizeof a_buf);
+    read_run_file(s, "metrics.csv", b_buf, sizeof b_buf);
+    test_strip_wall(a_buf);
+    test_strip_wall(b_buf);
     CHECK(a_buf[0] && strcmp(a_buf, b_buf) == 0, "metrics.csv equals the uninterrupted run's (%zu vs %zu bytes)",
           strlen(a_buf), strlen(b_buf));
     /* Requested during training step 400: its evaluation runs, then the run stops. */
     snprintf(s, sizeof s, "%s/before", dir);
     memset(&w, 0, sizeof w);
     CHECK(run_pm_at(s, 400, &w) == RLT_EINTERRUPTED, "stopped before the evaluation: %s", errmsg);
-    slurp(s, "metrics.csv", b_buf, sizeof b_buf);
+    read_run_file(s, "metrics.csv", b_buf, sizeof b_buf);
     CHECK(strstr(b_buf, "\neval,400,") != NULL && strstr(errmsg, "stopped on request at step 400"),
           "the evaluation at 400 ran (%s): %s", errmsg, b_buf);
 }

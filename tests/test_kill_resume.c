@@ -51,41 +51,16 @@ static int run(const char *out_dir, const char *resume, rlt_progress_fn fn, cons
     return rc;
 }
 
-static size_t slurp(const char *path, char *buf, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-    if (f) fclose(f);
-    buf[n] = '\0';
-    return n;
-}
-
-/* metrics.csv without its wall_s column (the 7th), which differs between runs. */
-static void strip_wall(char *text) {
-    char *out = text;
-    for (char *line = text; *line;) {
-        char *end = strchr(line, '\n');
-        size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
-        int field = 0;
-        for (size_t i = 0; i < len; i++) {
-            if (line[i] == ',') field++;
-            if (field == 6 && line[i] != ',') continue;
-            *out++ = line[i];
-        }
-        line += len;
-    }
-    *out = '\0';
-}
-
 static char a_buf[1 << 20], b_buf[1 << 20];
 
 static void same_metrics(const char *a_dir, const char *b_dir, const char *what) {
     char a[700], b[700];
     snprintf(a, sizeof a, "%s/metrics.csv", a_dir);
     snprintf(b, sizeof b, "%s/metrics.csv", b_dir);
-    slurp(a, a_buf, sizeof a_buf);
-    slurp(b, b_buf, sizeof b_buf);
-    strip_wall(a_buf);
-    strip_wall(b_buf);
+    test_read_text(a, a_buf, sizeof a_buf);
+    test_read_text(b, b_buf, sizeof b_buf);
+    test_strip_wall(a_buf);
+    test_strip_wall(b_buf);
     CHECK(a_buf[0] && strcmp(a_buf, b_buf) == 0, "%s: metrics.csv equals the uninterrupted run's (%zu vs %zu bytes)",
           what, strlen(a_buf), strlen(b_buf));
 }
@@ -101,7 +76,7 @@ static void same_final(const char *a_dir, const char *b_dir, const char *what) {
 static int count_rows(const char *dir, const char *kind, long *last_step) {
     char path[700];
     snprintf(path, sizeof path, "%s/metrics.csv", dir);
-    slurp(path, a_buf, sizeof a_buf);
+    test_read_text(path, a_buf, sizeof a_buf);
     int n = 0;
     *last_step = -1;
     for (char *line = strchr(a_buf, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
@@ -240,7 +215,7 @@ int main(void) {
     CHECK(run(f, NULL, NULL, NULL) == RLT_EIO, "a failed final save is an I/O error: %s", errmsg);
     CHECK(strstr(errmsg, "final.ckpt") && strstr(errmsg, "not all written"), "message: %s", errmsg);
     snprintf(path, sizeof path, "%s/summary.json", f);
-    slurp(path, b_buf, sizeof b_buf);
+    test_read_text(path, b_buf, sizeof b_buf);
     CHECK(strstr(b_buf, "\"status\": \"failed\"") && strstr(b_buf, "\"error\": \"") && strstr(b_buf, "final.ckpt.tmp"),
           "summary.json reports the failure: %.300s", b_buf);
     return test_summary("test_kill_resume");

@@ -27,30 +27,6 @@ static rlt_config *config(const char *out_dir) {
     return cfg;
 }
 
-static size_t slurp(const char *path, char *buf, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(buf, 1, cap, f) : 0;
-    if (f) fclose(f);
-    return n;
-}
-
-/* metrics.csv without its wall_s column (the 7th), which differs between runs. */
-static void strip_wall(char *text) {
-    char *out = text;
-    for (char *line = text; *line;) {
-        char *end = strchr(line, '\n');
-        size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
-        int field = 0;
-        for (size_t i = 0; i < len; i++) {
-            if (line[i] == ',') field++;
-            if (field == 6 && line[i] != ',') continue;
-            *out++ = line[i];
-        }
-        line += len;
-    }
-    *out = '\0';
-}
-
 static int stop_at_1500(void *user, const rlt_progress *p) {
     if (p->env_steps >= 1500) rlt_trainer_request_stop((rlt_trainer *)user);
     return 0;
@@ -74,11 +50,10 @@ static int run(const char *out_dir, const char *resume, int stop) {
 static char a_buf[4 << 20], b_buf[4 << 20];
 
 static void same_file(const char *a, const char *b, int strip) {
-    size_t na = slurp(a, a_buf, sizeof a_buf - 1), nb = slurp(b, b_buf, sizeof b_buf - 1);
-    a_buf[na] = b_buf[nb] = '\0';
+    size_t na = test_read_text(a, a_buf, sizeof a_buf), nb = test_read_text(b, b_buf, sizeof b_buf);
     if (strip) {
-        strip_wall(a_buf);
-        strip_wall(b_buf);
+        test_strip_wall(a_buf);
+        test_strip_wall(b_buf);
         na = strlen(a_buf);
         nb = strlen(b_buf);
     }
