@@ -68,7 +68,17 @@ int cpu_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d) {
     CPU_REQUIRE(bk, d->y_dtype == RLT_LP_F32, "linear_forward");
     CPU_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward");
     int32_t relu = act == RLT_ACT_RELU;
-    if (im->worker && im->pack2 && (int64_t)rows * fi * fo >= CPU_SPLIT_MIN_MACS && rows >= 12) {
+    if (im->worker && im->pack2 && (int64_t)rows * fi * fo >= CPU_SPLIT_MIN_MACS && fo >= 2 * CPU_DENSE_PACK_W) {
+        /* Wide layers split by outputs at a whole panel (CPU_DENSE_PACK_W, a multiple of every kernel's panel
+         * width): each thread packs only its own half of W^T, and every element of y still comes from the same
+         * panels, tiles and FMA chain as unsplit. */
+        int32_t oh = fo / 2 / CPU_DENSE_PACK_W * CPU_DENSE_PACK_W;
+        dense_job j = {im->dense, rows, fi, fo - oh, x, W + (int64_t)oh * fi, b ? b + oh : NULL, NULL, ldx, ldy, 0, 0,
+                       relu, y + oh, im->pack2, NULL, NULL, 0.0f, 0};
+        cpu_worker_post(im->worker, dense_job_run, &j);
+        im->dense->linear_forward(rows, fi, oh, x, ldx, W, b, y, ldy, relu, im->pack);
+        cpu_worker_wait(im->worker);
+    } else if (im->worker && im->pack2 && (int64_t)rows * fi * fo >= CPU_SPLIT_MIN_MACS && rows >= 12) {
         /* Rows split in two; each thread packs its own panel of W^T (a few percent of the work, no wait). */
         int32_t h = split_rows(rows);
         dense_job j = {im->dense, rows - h, fi, fo, x + (int64_t)h * ldx, W, b, NULL, ldx, ldy, 0, 0, relu,

@@ -82,26 +82,33 @@ static int adam_has_512(void) {
 }
 #endif
 
-CPU_HOT int cpu_adam_polyak(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
-                            const int64_t *step, float *target, float tau) {
-    CPU_REQUIRE(bk, *step >= 1, "adam");
-    CPU_REQUIRE(bk, !target || (tau >= 0.0f && tau <= 1.0f), "polyak");
-    rlt_adam_coef c = rlt_adam_coefs(hp, *step);
-    float step_size = c.step_size;
-    float inv_bc2_sqrt = 1.0f / c.bc2_sqrt;
-    float keep = 1.0f - tau;
-    uint64_t i = 0;
+/* Adam then Polyak over elements [0, n) of the given arrays: the body of cpu_adam_polyak, run by one thread. */
+typedef struct adam_job {
+    float *p;
+    const float *g;
+    float *m, *v, *target;
+    uint64_t n;
+    rlt_adam_hp hp;
+    float step_size, inv_bc2_sqrt, tau;
+    int fast;
+} adam_job;
+
+static void adam_range(void *arg) {
+    const adam_job *j = arg;
+    float *p = j->p, *m = j->m, *v = j->v, *target = j->target;
+    const float *g = j->g;
+    rlt_adam_hp hp = j->hp;
+    float step_size = j->step_size, inv_bc2_sqrt = j->inv_bc2_sqrt, tau = j->tau, keep = 1.0f - tau;
+    uint64_t n = j->n, i = 0;
 #if defined(__x86_64__) && defined(__GNUC__)
     /* The moments of parameters whose gradient stays 0 (a dead ReLU unit) decay geometrically into subnormal
      * numbers within a few hundred steps (m by 0.9 a step), and every operation on a subnormal takes a
      * microcode assist: that made this pass a sixth of a 64-64 TD3 update. The fast pass flushes them to
-     * zero (MXCSR FTZ and DAZ, restored on the way out); the reference ops (a CPU without AVX2) keep IEEE
-     * subnormals. */
-    cpu_impl *im = bk->impl;
-    int fast = !im || im->dense;
+     * zero (MXCSR FTZ and DAZ, per thread, restored on the way out); the reference ops (a CPU without AVX2)
+     * keep IEEE subnormals. */
     unsigned csr = _mm_getcsr();
-    if (fast) _mm_setcsr(csr | 0x8040);
-    if (fast && adam_has_512()) i = adam_polyak_512(p, g, m, v, n, hp, step_size, inv_bc2_sqrt, target, tau);
+    if (j->fast) _mm_setcsr(csr | 0x8040);
+    if (j->fast && adam_has_512()) i = adam_polyak_512(p, g, m, v, n, hp, step_size, inv_bc2_sqrt, target, tau);
 #endif
     for (; i < n; i++) {
         float gi = g[i];
@@ -115,8 +122,39 @@ CPU_HOT int cpu_adam_polyak(rlt_backend *bk, float *p, const float *g, float *m,
         if (target) target[i] = tau * pi + keep * target[i];
     }
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (fast) _mm_setcsr(csr);
+    if (j->fast) _mm_setcsr(csr);
 #endif
+}
+
+/* Blocks at least this long are split between the two threads (below it the hand-off costs more). */
+#define ADAM_SPLIT_MIN 16384
+
+CPU_HOT int cpu_adam_polyak(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
+                            const int64_t *step, float *target, float tau) {
+    CPU_REQUIRE(bk, *step >= 1, "adam");
+    CPU_REQUIRE(bk, !target || (tau >= 0.0f && tau <= 1.0f), "polyak");
+    rlt_adam_coef c = rlt_adam_coefs(hp, *step);
+    cpu_impl *im = bk->impl;
+    int fast = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    fast = !im || im->dense;
+#endif
+    adam_job j = {p, g, m, v, target, n, hp, c.step_size, 1.0f / c.bc2_sqrt, tau, fast};
+    if (im && im->worker && n >= ADAM_SPLIT_MIN) {
+        /* Elementwise, so any split gives the same bits as long as each element takes the same path: the
+         * first half is a whole number of 16-lane vectors, and only the second half has a scalar tail. The
+         * split falls on a 64-byte line so the threads never write the same cache line. */
+        uint64_t h = n / 2 / 16 * 16;
+        adam_job w = j;
+        w.p += h, w.g += h, w.m += h, w.v += h, w.n = n - h;
+        if (target) w.target += h;
+        j.n = h;
+        cpu_worker_post(im->worker, adam_range, &w);
+        adam_range(&j);
+        cpu_worker_wait(im->worker);
+        return RLT_OK;
+    }
+    adam_range(&j);
     return RLT_OK;
 }
 
