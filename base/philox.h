@@ -76,7 +76,10 @@ enum {
     RLT_STREAM_TARGET = 3,    /* TD3 target policy smoothing */
     RLT_STREAM_EXPLORE = 4,   /* exploration noise and random actions */
     RLT_STREAM_ENV = 5,       /* environment resets and dynamics noise */
-    RLT_STREAM_EVAL_ENV = 6   /* evaluation environment */
+    RLT_STREAM_EVAL_ENV = 6,  /* evaluation environment */
+    /* Training environment k >= 1 of env.num_envs draws from stream RLT_STREAM_ENV_VEC + k; environment 0
+     * keeps RLT_STREAM_ENV, so a one-environment run is the run it always was. */
+    RLT_STREAM_ENV_VEC = 0x100
 };
 
 #endif

@@ -87,6 +87,7 @@ struct rlt_config {
     struct {
         char name[64];  /* built-in environment */
         int32_t max_episode_steps; /* 0: the environment's own limit */
+        int32_t num_envs;          /* training environments stepped together (1..256) */
     } env;
     uint64_t seed;
     rlt_device device;  /* auto | cpu | cuda | cuda:N */

@@ -75,6 +75,9 @@ static const cfg_key schema[] = {
             "the built-in environment: pendulum, cartpole or minatar_breakout (reference ids like Pendulum-v1 work too)"),
     ROW_I32("env.max_episode_steps", env.max_episode_steps, 0, 1 << 30, "0",
             "episode time limit in steps; 0 keeps the environment's own (200 for pendulum)"),
+    ROW_I32("env.num_envs", env.num_envs, 1, 256, "1",
+            "training environments stepped together: one act and one observe call for all of them per iteration; "
+            "train.total_steps, train.eval_every and checkpoint.every count every environment's steps"),
     ROW_U64("seed", seed, "1", "seeds every random stream: initialisation, exploration, replay sampling, environments"),
     ROW_DEVICE("device", device, "cpu",
              "where the networks run: cpu, cuda (GPU 0), cuda:N, or auto (a usable GPU, else the CPU)"),

@@ -33,10 +33,18 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
         rlt_err_copy(e, &c->err);
         return e->status;
     }
+    const int32_t N = c->env.num_envs;
+    /* A user environment's callbacks know two instances (training and evaluation). */
+    if (user_env && N > 1)
+        RLT_FAIL(e, RLT_ECONFIG, "env.num_envs is %d, but a user environment (rlt_trainer_init_env) steps one training "
+                 "instance; use env.num_envs: 1", (int)N);
+    tr->n_envs = N;
+    tr->envs = rlt_mem_alloc(sizeof *tr->envs * (uint64_t)N, 64);
+    if (!tr->envs) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for %d environments", (int)N);
     if (user_env) {
-        RLT_TRY(rlt_env_make_user(&tr->env, e, user_env, 0, c->seed, RLT_STREAM_ENV, c->env.max_episode_steps));
+        RLT_TRY(rlt_env_make_user(&tr->envs[0], e, user_env, 0, c->seed, RLT_STREAM_ENV, c->env.max_episode_steps));
         RLT_TRY(rlt_env_make_user(&tr->eval_env, e, user_env, 1, c->seed + 100, RLT_STREAM_EVAL_ENV, c->env.max_episode_steps));
-        const rlt_env_callbacks *cb = rlt_env_user_callbacks(&tr->env);
+        const rlt_env_callbacks *cb = rlt_env_user_callbacks(&tr->envs[0]);
         snprintf(tr->env_name, sizeof tr->env_name, "%s", cb->name && cb->name[0] ? cb->name : "user");
         /* The name goes into summary.json and the checkpoint's metadata: keep it to plain characters. */
         for (char *ch = tr->env_name; *ch; ch++)
@@ -48,21 +56,36 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
                     "env.max_episode_steps): each evaluation episode is cut at %d steps; set one of them", tr->env_name,
                     RLT_EVAL_MAX_EPISODE_STEPS);
     } else {
-        RLT_TRY(rlt_env_make(&tr->env, e, c->env.name, c->seed, RLT_STREAM_ENV, c->env.max_episode_steps));
+        for (int32_t k = 0; k < N; k++)
+            RLT_TRY(rlt_env_make(&tr->envs[k], e, c->env.name, c->seed, k == 0 ? RLT_STREAM_ENV : RLT_STREAM_ENV_VEC + (uint32_t)k,
+                                 c->env.max_episode_steps));
         RLT_TRY(rlt_env_make(&tr->eval_env, e, c->env.name, c->seed + 100, RLT_STREAM_EVAL_ENV, c->env.max_episode_steps));
         snprintf(tr->env_name, sizeof tr->env_name, "%s", c->env.name);
     }
     /* The trainer's own host buffers come before the agent seals its arena. */
-    uint64_t ob = (uint64_t)rlt_space_bytes(&tr->env.obs_space), ab = (uint64_t)tr->env.act_space.shape[0] * 4;
-    tr->obs = rlt_mem_alloc(ob, 64);
-    tr->next_obs = rlt_mem_alloc(ob, 64);
-    tr->action = rlt_mem_alloc(ab, 64);
+    uint64_t n = (uint64_t)N, ob = (uint64_t)rlt_space_bytes(&tr->envs[0].obs_space);
+    uint64_t ab = (uint64_t)tr->envs[0].act_space.shape[0] * 4;
+    tr->obs = rlt_mem_alloc(ob * n, 64);
+    tr->next_obs = rlt_mem_alloc(ob * n, 64);
+    tr->action = rlt_mem_alloc(ab * n, 64);
+    tr->reward = rlt_mem_alloc(4 * n, 64);
+    tr->term = rlt_mem_alloc(n, 64);
+    tr->trunc = rlt_mem_alloc(n, 64);
+    tr->ep_ret = rlt_mem_alloc(sizeof *tr->ep_ret * n, 64);
+    tr->ep_len = rlt_mem_alloc(sizeof *tr->ep_len * n, 64);
     tr->dump = rlt_mem_alloc(DUMP_BYTES, 64);
-    if (!tr->obs || !tr->next_obs || !tr->action || !tr->dump) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for the trainer");
+    if (!tr->obs || !tr->next_obs || !tr->action || !tr->reward || !tr->term || !tr->trunc || !tr->ep_ret ||
+        !tr->ep_len || !tr->dump)
+        RLT_FAIL(e, RLT_ENOMEM, "out of host memory for the trainer");
+    if (N > 1) {
+        tr->vec_words = rlt_mem_alloc(sizeof *tr->vec_words * TV_COUNT * (n - 1), 64);
+        tr->vec_states = rlt_mem_alloc((uint64_t)RLT_ENV_STATE_BYTES * (n - 1), 64);
+        if (!tr->vec_words || !tr->vec_states) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for the trainer");
+    }
     if (tr->user_state_bytes > 0 && !(tr->user_state = rlt_mem_alloc((uint64_t)tr->user_state_bytes, 64)))
         RLT_FAIL(e, RLT_ENOMEM, "out of host memory for the user environment's state (%d bytes)", tr->user_state_bytes);
     if (rlt_config_dump(c, tr->dump, DUMP_BYTES) >= DUMP_BYTES) RLT_FAIL(e, RLT_ERUNTIME, "resolved config too long");
-    int rc = rlt_agent_init(c, &tr->env.obs_space, &tr->env.act_space, &tr->agent);
+    int rc = rlt_agent_init(c, &tr->envs[0].obs_space, &tr->envs[0].act_space, &tr->agent);
     if (rc != RLT_OK) {
         if (tr->agent) rlt_err_copy(e, &tr->agent->err);
         else rlt_err_set(e, rc, __FILE__, __LINE__, "out of host memory for the agent");
@@ -106,6 +129,14 @@ void rlt_trainer_free(rlt_trainer *tr) {
     rlt_mem_free(tr->obs);
     rlt_mem_free(tr->next_obs);
     rlt_mem_free(tr->action);
+    rlt_mem_free(tr->reward);
+    rlt_mem_free(tr->term);
+    rlt_mem_free(tr->trunc);
+    rlt_mem_free(tr->ep_ret);
+    rlt_mem_free(tr->ep_len);
+    rlt_mem_free(tr->vec_words);
+    rlt_mem_free(tr->vec_states);
+    rlt_mem_free(tr->envs);
     rlt_mem_free(tr->dump);
     rlt_mem_free(tr->user_state);
     rlt_mem_free(tr);
@@ -143,13 +174,13 @@ static int env_call(rlt_trainer *tr, rlt_env *env, int rc) {
     const char *what = rlt_env_user_failure(env, &user_rc);
     if (what)
         RLT_FAIL(&tr->err, rc, "user environment '%s' (instance %d, %s): %s returned %d at episode step %d", tr->env_name,
-                 env == &tr->env ? 0 : 1, env == &tr->env ? "training" : "evaluation", what, user_rc, (int)env->t);
+                 env == &tr->eval_env ? 1 : 0, env == &tr->eval_env ? "evaluation" : "training", what, user_rc, (int)env->t);
     RLT_FAIL(&tr->err, rc, "environment '%s': %s", tr->env_name, rlt_strerror(rc));
 }
 
 /* Mean return of eval_episodes deterministic episodes on the evaluation environment. Its observations go
- * to next_obs, which the loop writes before it reads: tr->obs holds the training environment's current
- * observation, which the next training step acts on and stores.
+ * to next_obs (row 0), which the loop writes before it reads: tr->obs holds the training environments' current
+ * observations, which the next training step acts on and stores.
  * A stop request (SIGINT) made during it ends it between two of its steps; one made before it began (during
  * the training step it follows) lets it run, as a part of that step. The random streams a cut evaluation
  * drew from (the evaluation environment's, and the agent's for DQN's eval_epsilon) go back to where they
@@ -295,49 +326,61 @@ static int trainer_after_step(rlt_trainer *tr, int64_t step, rlt_progress_fn fn,
     return RLT_OK;
 }
 
+/* Each iteration steps every training environment once: one act call for all of their observations, one
+ * observe call for all of their transitions, then num_envs * train.updates_per_step updates (updates_per_step
+ * is per environment step). An environment whose episode ended writes its row and starts the next one on its
+ * own; with one environment this is the loop it always was, draw for draw. */
 static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
     rlt_config *c = &tr->cfg;
     rlt_progress *p = &tr->prog;
-    rlt_env *env = &tr->env;
     rlt_err *e = &tr->err;
+    const int32_t N = tr->n_envs;
+    const uint64_t ob = (uint64_t)rlt_space_bytes(&tr->envs[0].obs_space), ab = (uint64_t)tr->envs[0].act_space.shape[0] * 4;
+    unsigned char *obs = (unsigned char *)tr->obs, *next_obs = (unsigned char *)tr->next_obs;
+    unsigned char *action = (unsigned char *)tr->action;
     double next_report = now_s() + c->train.progress_every_s;
     if (!tr->resumed) {
-        RLT_TRY(env_call(tr, env, rlt_env_reset(env, tr->obs)));
-        tr->ep_ret = 0.0;
-        tr->ep_len = 0;
+        for (int32_t k = 0; k < N; k++) {
+            RLT_TRY(env_call(tr, &tr->envs[k], rlt_env_reset(&tr->envs[k], obs + k * ob)));
+            tr->ep_ret[k] = 0.0;
+            tr->ep_len[k] = 0;
+        }
     }
     /* Resumed from a run stopped during an evaluation: that evaluation, its report and checkpoint first. */
     if (tr->eval_pending) RLT_TRY(trainer_after_step(tr, p->env_steps - 1, fn, user, &next_report));
-    for (int64_t step = p->env_steps; step < c->train.total_steps; step++) {
+    for (int64_t step = p->env_steps; step < c->train.total_steps; step += N) {
         if (tr->stop) RLT_FAIL(e, RLT_EINTERRUPTED, "stopped on request at step %lld", (long long)step);
-        uint8_t term = 0, trunc = 0;
-        float r;
-        RLT_TRY(agent_call(tr, rlt_agent_act(tr->agent, tr->obs, 1, 1, tr->action)));
-        RLT_TRY(env_call(tr, env, rlt_env_step(env, tr->action, tr->next_obs, &r, &term, &trunc)));
-        RLT_TRY(agent_call(tr, rlt_agent_observe(tr->agent, tr->obs, tr->action, &r, tr->next_obs, &term, &trunc, 1)));
-        RLT_TRY(agent_call(tr, rlt_agent_update(tr->agent, NULL)));
-        memcpy(tr->obs, tr->next_obs, (size_t)rlt_space_bytes(&env->obs_space));
-        tr->ep_ret += r;
-        tr->ep_len++;
-        p->env_steps = step + 1;
-        if (term || trunc) {
+        RLT_TRY(agent_call(tr, rlt_agent_act(tr->agent, obs, N, 1, action)));
+        for (int32_t k = 0; k < N; k++) {
+            tr->term[k] = tr->trunc[k] = 0;
+            RLT_TRY(env_call(tr, &tr->envs[k], rlt_env_step(&tr->envs[k], action + k * ab, next_obs + k * ob,
+                                                            &tr->reward[k], &tr->term[k], &tr->trunc[k])));
+        }
+        RLT_TRY(agent_call(tr, rlt_agent_observe(tr->agent, obs, action, tr->reward, next_obs, tr->term, tr->trunc, N)));
+        for (int32_t k = 0; k < N; k++) RLT_TRY(agent_call(tr, rlt_agent_update(tr->agent, NULL)));
+        memcpy(obs, next_obs, ob * (uint64_t)N);
+        p->env_steps = step + N;
+        for (int32_t k = 0; k < N; k++) {
+            tr->ep_ret[k] += tr->reward[k];
+            tr->ep_len[k]++;
+            if (!tr->term[k] && !tr->trunc[k]) continue;
             p->episodes++;
-            p->last_episode_return = tr->ep_ret;
+            p->last_episode_return = tr->ep_ret[k];
             trainer_tick(tr);
             /* The loss, loss_scale and amp_skipped columns stay empty on an episode row. */
             RLT_TRY(out_writer_printf(&tr->metrics, e, "episode,%lld,%lld,%.6f,%lld,%lld,%.4f", (long long)p->env_steps,
-                                      (long long)p->episodes, tr->ep_ret, (long long)tr->ep_len, (long long)p->updates,
-                                      p->elapsed_s));
-            for (int32_t k = 0; k < tr->agent->algo->n_loss_columns + 2; k++)
+                                      (long long)p->episodes, tr->ep_ret[k], (long long)tr->ep_len[k],
+                                      (long long)p->updates, p->elapsed_s));
+            for (int32_t j = 0; j < tr->agent->algo->n_loss_columns + 2; j++)
                 RLT_TRY(out_writer_printf(&tr->metrics, e, ","));
             RLT_TRY(out_writer_printf(&tr->metrics, e, "\n"));
             /* Each row reaches the file when it is complete: a killed run keeps every finished row. */
             RLT_TRY(out_writer_flush(&tr->metrics, e));
-            tr->ep_ret = 0.0;
-            tr->ep_len = 0;
-            RLT_TRY(env_call(tr, env, rlt_env_reset(env, tr->obs)));
+            tr->ep_ret[k] = 0.0;
+            tr->ep_len[k] = 0;
+            RLT_TRY(env_call(tr, &tr->envs[k], rlt_env_reset(&tr->envs[k], obs + k * ob)));
         }
-        RLT_TRY(trainer_after_step(tr, step, fn, user, &next_report));
+        RLT_TRY(trainer_after_step(tr, step + N - 1, fn, user, &next_report));
     }
     return RLT_OK;
 }

@@ -11,24 +11,34 @@
 
 #define DUMP_BYTES 16384
 #define RLT_TRAINER_MAX_KEEP 64
+/* The loop words a checkpoint keeps for each training environment after the first (whose words stay in
+ * trainer.state, as a one-environment checkpoint has them). */
+enum { TV_EP_LEN, TV_ENV_T, TV_ENV_SEED, TV_ENV_CTR, TV_ENV_STREAM, TV_EP_RET, TV_ENV_MAX_STEPS, TV_COUNT };
 
 struct rlt_trainer {
     rlt_err err;
     rlt_config cfg;
-    rlt_env env, eval_env;
+    rlt_env *envs;                  /* env.num_envs training environments, host, taken at init */
+    int32_t n_envs;
+    rlt_env eval_env;
     char env_name[64];              /* the built-in's config name, or the user environment's name */
     int32_t user_env;               /* env and eval_env forward to rlt_env_callbacks */
     int32_t user_state_bytes;       /* the user environment's checkpoint state (0: not resumable) */
     unsigned char *user_state;      /* user_state_bytes, host, taken at init */
     rlt_agent *agent;
-    float *obs, *next_obs, *action; /* one transition, host */
+    /* One transition of each training environment, host: row k is environment k's. */
+    float *obs, *next_obs, *action, *reward;
+    uint8_t *term, *trunc;
+    /* Environments 1..n_envs-1 as a checkpoint holds them (trainer_ckpt.c): their loop words and states. */
+    int64_t *vec_words;
+    unsigned char *vec_states;
     char *dump;                     /* resolved config text */
     rlt_progress prog;
     double t0;
     out_writer metrics;
     /* Loop state that a checkpoint carries. */
-    double ep_ret;
-    int64_t ep_len;
+    double *ep_ret;  /* per training environment: the current episode's return and length */
+    int64_t *ep_len;
     int32_t resumed;       /* state came from a checkpoint: the loop continues, no first reset */
     int64_t resumed_step;
     int32_t resumed_in_out_dir; /* that checkpoint is in out_dir: the run continues its metrics.csv */

@@ -2,7 +2,11 @@
  * the loop's own (step and episode counters, the partial episode's return, both environments' random
  * streams and state, the current observation, an evaluation a stop request cut short), and resuming from
  * one, metrics.csv included. A user environment's state is whatever its save_state callback writes;
- * without one, resuming is refused. */
+ * without one, resuming is refused.
+ * With env.num_envs N > 1, environment 0 keeps the tensors of a one-environment run (its words in
+ * trainer.state, trainer.env_state), trainer.obs holds all N observations, and environments 1..N-1 add
+ * trainer.envs (I64 [N-1, TV_COUNT]) and trainer.env_states (U8 [N-1, RLT_ENV_STATE_BYTES]): a
+ * one-environment checkpoint is byte for byte what it was. */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -51,27 +55,41 @@ int trainer_save(rlt_trainer *tr, const char *path) {
     int64_t s[TS_COUNT] = {0};
     s[TS_ENV_STEPS] = p->env_steps;
     s[TS_EPISODES] = p->episodes;
-    s[TS_EP_LEN] = tr->ep_len;
-    s[TS_ENV_T] = tr->env.t;
-    s[TS_ENV_SEED] = (int64_t)tr->env.rng.seed;
-    s[TS_ENV_CTR] = (int64_t)tr->env.rng.ctr;
-    s[TS_ENV_STREAM] = tr->env.rng.stream;
+    s[TS_EP_LEN] = tr->ep_len[0];
+    s[TS_ENV_T] = tr->envs[0].t;
+    s[TS_ENV_SEED] = (int64_t)tr->envs[0].rng.seed;
+    s[TS_ENV_CTR] = (int64_t)tr->envs[0].rng.ctr;
+    s[TS_ENV_STREAM] = tr->envs[0].rng.stream;
     s[TS_EVAL_SEED] = (int64_t)tr->eval_env.rng.seed;
     s[TS_EVAL_CTR] = (int64_t)tr->eval_env.rng.ctr;
     s[TS_EVAL_STREAM] = tr->eval_env.rng.stream;
-    s[TS_EP_RET] = dbits(tr->ep_ret);
+    s[TS_EP_RET] = dbits(tr->ep_ret[0]);
     s[TS_LAST_EVAL] = dbits(p->last_eval_return);
     s[TS_BEST_EVAL] = dbits(p->best_eval_return);
     s[TS_LAST_EP_RET] = dbits(p->last_episode_return);
-    s[TS_ENV_MAX_STEPS] = tr->env.max_steps;
+    s[TS_ENV_MAX_STEPS] = tr->envs[0].max_steps;
+    const int32_t N = tr->n_envs;
+    for (int32_t k = 1; k < N; k++) {
+        const rlt_env *env = &tr->envs[k];
+        int64_t *v = tr->vec_words + (int64_t)(k - 1) * TV_COUNT;
+        v[TV_EP_LEN] = tr->ep_len[k];
+        v[TV_ENV_T] = env->t;
+        v[TV_ENV_SEED] = (int64_t)env->rng.seed;
+        v[TV_ENV_CTR] = (int64_t)env->rng.ctr;
+        v[TV_ENV_STREAM] = env->rng.stream;
+        v[TV_EP_RET] = dbits(tr->ep_ret[k]);
+        v[TV_ENV_MAX_STEPS] = env->max_steps;
+        memcpy(tr->vec_states + (int64_t)(k - 1) * RLT_ENV_STATE_BYTES, env->state, RLT_ENV_STATE_BYTES);
+    }
     int64_t shape_s[1] = {TS_COUNT}, shape_e[1] = {RLT_ENV_STATE_BYTES}, shape_n[1] = {64};
-    int64_t shape_o[1] = {rlt_space_bytes(&tr->env.obs_space)};
+    int64_t shape_o[1] = {rlt_space_bytes(&tr->envs[0].obs_space) * N};
+    int64_t shape_v[2] = {N - 1, TV_COUNT}, shape_vs[2] = {N - 1, RLT_ENV_STATE_BYTES};
     char name[64] = {0};
     snprintf(name, sizeof name, "%s", tr->env_name);
     /* A user environment's inline state holds its callbacks (pointers, meaningless in another process):
      * the file gets zeros there and the callbacks' own state beside it. */
     static const unsigned char no_state[RLT_ENV_STATE_BYTES];
-    const rlt_env_callbacks *cb = rlt_env_user_callbacks(&tr->env);
+    const rlt_env_callbacks *cb = rlt_env_user_callbacks(&tr->envs[0]);
     if (tr->user_state_bytes > 0) {
         int urc = cb->save_state(cb->user, 0, tr->user_state);
         if (urc != 0) {
@@ -84,7 +102,13 @@ int trainer_save(rlt_trainer *tr, const char *path) {
     if (rc == RLT_OK) rc = ckpt_writer_add(w, "trainer.state", RLT_DTYPE_I64, 1, shape_s, s, sizeof s);
     if (rc == RLT_OK) rc = ckpt_writer_add(w, "trainer.env_name", RLT_DTYPE_U8, 1, shape_n, name, sizeof name);
     if (rc == RLT_OK)
-        rc = ckpt_writer_add(w, "trainer.env_state", RLT_DTYPE_U8, 1, shape_e, cb ? no_state : tr->env.state, RLT_ENV_STATE_BYTES);
+        rc = ckpt_writer_add(w, "trainer.env_state", RLT_DTYPE_U8, 1, shape_e, cb ? no_state : tr->envs[0].state, RLT_ENV_STATE_BYTES);
+    if (rc == RLT_OK && N > 1)
+        rc = ckpt_writer_add(w, "trainer.envs", RLT_DTYPE_I64, 2, shape_v, tr->vec_words,
+                             sizeof *tr->vec_words * TV_COUNT * (uint64_t)(N - 1));
+    if (rc == RLT_OK && N > 1)
+        rc = ckpt_writer_add(w, "trainer.env_states", RLT_DTYPE_U8, 2, shape_vs, tr->vec_states,
+                             (uint64_t)RLT_ENV_STATE_BYTES * (uint64_t)(N - 1));
     if (rc == RLT_OK && tr->user_state_bytes > 0) {
         int64_t shape_u[1] = {tr->user_state_bytes};
         rc = ckpt_writer_add(w, "trainer.user_env_state", RLT_DTYPE_U8, 1, shape_u, tr->user_state, (uint64_t)tr->user_state_bytes);
@@ -126,10 +150,10 @@ static int check_loop_state(rlt_trainer *tr, const char *path, const int64_t *s,
     if (t < 0 || t > INT32_MAX || (max > 0 && t > max))
         RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.state': the environment's step env_t is %lld, expected 0..%lld",
                  path, (long long)t, (long long)(max > 0 ? max : INT32_MAX));
-    if ((uint64_t)s[TS_ENV_STREAM] != tr->env.rng.stream || (uint64_t)s[TS_EVAL_STREAM] != tr->eval_env.rng.stream)
+    if ((uint64_t)s[TS_ENV_STREAM] != tr->envs[0].rng.stream || (uint64_t)s[TS_EVAL_STREAM] != tr->eval_env.rng.stream)
         RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.state': the environments' RNG streams are %llu and %llu, "
                  "this trainer's are %u and %u", path, (unsigned long long)s[TS_ENV_STREAM],
-                 (unsigned long long)s[TS_EVAL_STREAM], tr->env.rng.stream, tr->eval_env.rng.stream);
+                 (unsigned long long)s[TS_EVAL_STREAM], tr->envs[0].rng.stream, tr->eval_env.rng.stream);
     double ep_ret = bitsd(s[TS_EP_RET]), last = bitsd(s[TS_LAST_EVAL]), best = bitsd(s[TS_BEST_EVAL]);
     double last_ep = bitsd(s[TS_LAST_EP_RET]);
     if (!isfinite(ep_ret))
@@ -141,6 +165,35 @@ static int check_loop_state(rlt_trainer *tr, const char *path, const int64_t *s,
     if (isnan(last) != isnan(best) || (!isnan(last) && (!isfinite(last) || !isfinite(best) || best < last)))
         RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.state': last_eval_return %g and best_eval_return %g: expected "
                  "both NaN (no evaluation yet) or finite with the best >= the last", path, last, best);
+    return RLT_OK;
+}
+
+/* trainer.envs' words of environment k (1..N-1) as check_loop_state checks environment 0's: the episode within
+ * the run and the time limit, the environment's own random stream, a finite return. */
+static int check_vec_words(rlt_trainer *tr, const char *path, int32_t k, const int64_t *v, int64_t steps) {
+    rlt_err *e = &tr->agent->err;
+    int64_t max = v[TV_ENV_MAX_STEPS], t = v[TV_ENV_T];
+    double ep_ret = bitsd(v[TV_EP_RET]);
+    if (v[TV_EP_LEN] < 0 || v[TV_EP_LEN] > steps)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.envs' (environment %d): ep_len %lld, expected 0..%lld "
+                 "(env_steps)", path, (int)k, (long long)v[TV_EP_LEN], (long long)steps);
+    if (max < 1 || max > INT32_MAX)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.envs' (environment %d): max_steps is %lld, expected 1..%d", path,
+                 (int)k, (long long)max, INT32_MAX);
+    if (t < 0 || t > max)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.envs' (environment %d): the episode step env_t is %lld, "
+                 "expected 0..%lld", path, (int)k, (long long)t, (long long)max);
+    if ((uint64_t)v[TV_ENV_STREAM] != tr->envs[k].rng.stream)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.envs' (environment %d): RNG stream %llu, this trainer's is %u",
+                 path, (int)k, (unsigned long long)v[TV_ENV_STREAM], tr->envs[k].rng.stream);
+    if (!isfinite(ep_ret))
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.envs' (environment %d): the episode's return so far is %g",
+                 path, (int)k, ep_ret);
+    char why[256];
+    const unsigned char *state = tr->vec_states + (int64_t)(k - 1) * RLT_ENV_STATE_BYTES;
+    if (tr->envs[k].cls->check_state && tr->envs[k].cls->check_state(&tr->envs[k], state, (int32_t)t, why, sizeof why) != 0)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.env_states' (environment %d of '%s') at episode step %lld: %s",
+                 path, (int)k, tr->env_name, (long long)t, why);
     return RLT_OK;
 }
 
@@ -181,26 +234,40 @@ static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
                          "step where train.eval_every (%lld) or train.total_steps (%lld) puts an evaluation", path,
                          (long long)pending, (long long)at, (long long)every, (long long)tr->cfg.train.total_steps);
         }
+    const int32_t N = tr->n_envs;
+    const uint64_t ob = (uint64_t)rlt_space_bytes(&tr->envs[0].obs_space);
     RLT_TRY(ckpt_reader_find(r, "trainer.obs", &info));
-    if (info->bytes != (uint64_t)rlt_space_bytes(&tr->env.obs_space))
+    if (info->bytes % ob == 0 && info->bytes / ob != (uint64_t)N)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: the checkpoint holds %llu training environments, this config's env.num_envs is "
+                 "%d; resume with the env.num_envs it was saved with", path, (unsigned long long)(info->bytes / ob), (int)N);
+    if (info->bytes != ob * (uint64_t)N)
         RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.obs': observations of %llu bytes, this environment's have %lld",
-                 path, (unsigned long long)info->bytes, (long long)rlt_space_bytes(&tr->env.obs_space));
+                 path, (unsigned long long)info->bytes, (long long)ob);
     int64_t agent_steps;
     RLT_TRY(ckpt_reader_read_range(r, "agent.host", 0, &agent_steps, sizeof agent_steps));
     RLT_TRY(check_loop_state(tr, path, s, agent_steps));
+    if (N > 1) {
+        const int64_t shape_v[2] = {N - 1, TV_COUNT}, shape_vs[2] = {N - 1, RLT_ENV_STATE_BYTES};
+        RLT_TRY(ckpt_reader_expect(r, "trainer.envs", RLT_DTYPE_I64, 2, shape_v));
+        RLT_TRY(ckpt_reader_expect(r, "trainer.env_states", RLT_DTYPE_U8, 2, shape_vs));
+        RLT_TRY(ckpt_reader_read(r, "trainer.envs", tr->vec_words, sizeof *tr->vec_words * TV_COUNT * (uint64_t)(N - 1)));
+        RLT_TRY(ckpt_reader_read(r, "trainer.env_states", tr->vec_states, (uint64_t)RLT_ENV_STATE_BYTES * (uint64_t)(N - 1)));
+        for (int32_t k = 1; k < N; k++)
+            RLT_TRY(check_vec_words(tr, path, k, tr->vec_words + (int64_t)(k - 1) * TV_COUNT, s[TS_ENV_STEPS]));
+    }
     /* The environment's state and the current observation are read and checked here, and copied in only
      * once the agent has loaded: next_obs is scratch between steps (the loop writes it before reading it). */
     _Alignas(16) unsigned char env_state[RLT_ENV_STATE_BYTES];
     if (!tr->user_env) {
         RLT_TRY(ckpt_reader_read(r, "trainer.env_state", env_state, sizeof env_state));
         char why[256];
-        if (tr->env.cls->check_state &&
-            tr->env.cls->check_state(&tr->env, env_state, (int32_t)s[TS_ENV_T], why, sizeof why) != 0)
+        if (tr->envs[0].cls->check_state &&
+            tr->envs[0].cls->check_state(&tr->envs[0], env_state, (int32_t)s[TS_ENV_T], why, sizeof why) != 0)
             RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.env_state' of environment '%s' at episode step %lld: %s",
                      path, tr->env_name, (long long)s[TS_ENV_T], why);
     }
     RLT_TRY(ckpt_reader_read(r, "trainer.obs", tr->next_obs, info->bytes));
-    if (tr->env.obs_space.dtype == RLT_DTYPE_F32)
+    if (tr->envs[0].obs_space.dtype == RLT_DTYPE_F32)
         for (uint64_t i = 0; i < info->bytes / 4; i++)
             if (!isfinite(tr->next_obs[i]))
                 RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.obs' element %llu is %g: observations are finite", path,
@@ -208,33 +275,44 @@ static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
     /* The agent checks all of its tensors before it changes anything. */
     RLT_TRY(agent_read_state(ag, r, path));
     if (tr->user_env) {
-        const rlt_env_callbacks *cb = rlt_env_user_callbacks(&tr->env);
+        const rlt_env_callbacks *cb = rlt_env_user_callbacks(&tr->envs[0]);
         RLT_TRY(ckpt_reader_read(r, "trainer.user_env_state", tr->user_state, (uint64_t)tr->user_state_bytes));
         int urc = cb->load_state(cb->user, 0, tr->user_state);
         if (urc != 0)
             RLT_FAIL(e, RLT_ERUNTIME, "%s: user environment '%s': load_state returned %d (the agent's state is loaded)", path,
                      name, urc);
     } else {
-        memcpy(tr->env.state, env_state, RLT_ENV_STATE_BYTES);
+        memcpy(tr->envs[0].state, env_state, RLT_ENV_STATE_BYTES);
+    }
+    for (int32_t k = 1; k < N; k++) {
+        rlt_env *env = &tr->envs[k];
+        const int64_t *v = tr->vec_words + (int64_t)(k - 1) * TV_COUNT;
+        memcpy(env->state, tr->vec_states + (int64_t)(k - 1) * RLT_ENV_STATE_BYTES, RLT_ENV_STATE_BYTES);
+        tr->ep_len[k] = v[TV_EP_LEN];
+        tr->ep_ret[k] = bitsd(v[TV_EP_RET]);
+        env->t = (int32_t)v[TV_ENV_T];
+        env->rng.seed = (uint64_t)v[TV_ENV_SEED];
+        env->rng.ctr = (uint64_t)v[TV_ENV_CTR];
+        env->max_steps = (int32_t)v[TV_ENV_MAX_STEPS];
     }
     memcpy(tr->obs, tr->next_obs, info->bytes);
     rlt_progress *p = &tr->prog;
     p->env_steps = s[TS_ENV_STEPS];
     p->episodes = s[TS_EPISODES];
     p->updates = ag->updates;
-    tr->ep_len = s[TS_EP_LEN];
-    tr->env.t = (int32_t)s[TS_ENV_T];
-    tr->env.rng.seed = (uint64_t)s[TS_ENV_SEED];
-    tr->env.rng.ctr = (uint64_t)s[TS_ENV_CTR];
-    tr->env.rng.stream = (uint32_t)s[TS_ENV_STREAM];
+    tr->ep_len[0] = s[TS_EP_LEN];
+    tr->envs[0].t = (int32_t)s[TS_ENV_T];
+    tr->envs[0].rng.seed = (uint64_t)s[TS_ENV_SEED];
+    tr->envs[0].rng.ctr = (uint64_t)s[TS_ENV_CTR];
+    tr->envs[0].rng.stream = (uint32_t)s[TS_ENV_STREAM];
     tr->eval_env.rng.seed = (uint64_t)s[TS_EVAL_SEED];
     tr->eval_env.rng.ctr = (uint64_t)s[TS_EVAL_CTR];
     tr->eval_env.rng.stream = (uint32_t)s[TS_EVAL_STREAM];
-    tr->ep_ret = bitsd(s[TS_EP_RET]);
+    tr->ep_ret[0] = bitsd(s[TS_EP_RET]);
     p->last_eval_return = bitsd(s[TS_LAST_EVAL]);
     p->best_eval_return = bitsd(s[TS_BEST_EVAL]);
     p->last_episode_return = bitsd(s[TS_LAST_EP_RET]);
-    tr->env.max_steps = (int32_t)s[TS_ENV_MAX_STEPS];
+    tr->envs[0].max_steps = (int32_t)s[TS_ENV_MAX_STEPS];
     tr->eval_pending = (int32_t)pending;
     tr->resumed = 1;
     tr->resumed_step = p->env_steps;

@@ -144,11 +144,11 @@ static void take_step(rlt_trainer *tr) {
     float r = 0.0f;
     uint8_t term = 0, trunc = 0;
     if (rlt_agent_act(ag, tr->obs, 1, 1, tr->action) != RLT_OK) return;
-    if (rlt_env_step(&tr->env, tr->action, tr->next_obs, &r, &term, &trunc) != RLT_OK) return;
+    if (rlt_env_step(&tr->envs[0], tr->action, tr->next_obs, &r, &term, &trunc) != RLT_OK) return;
     if (rlt_agent_observe(ag, tr->obs, tr->action, &r, tr->next_obs, &term, &trunc, 1) != RLT_OK) return;
     int32_t done = 0;
     rlt_agent_update(ag, &done);
-    if (term || trunc) rlt_env_reset(&tr->env, tr->obs);
+    if (term || trunc) rlt_env_reset(&tr->envs[0], tr->obs);
 }
 
 static int load_all(const uint8_t *data, size_t size) {
