@@ -1,6 +1,6 @@
 /* test_vec_env.c: env.num_envs, several training environments stepped together.
- * - Config: 0 and 257 are out of range; num_envs > 1 with dqn, or with a step count that is not a multiple of
- *   it, is refused.
+ * - Config: 0 and 257 are out of range; num_envs > 1 with dqn, with a step count that is not a multiple of
+ *   it, or with a user environment (rlt_trainer_init_env), is refused.
  * - N = 4 on pendulum (200-step episodes): 2,000 env steps are 500 per environment, so 8 episodes of 200 steps,
  *   4 rows at env_step 800 and 4 at 1,600; updates_per_step is per env step (1,500 updates after start_steps
  *   500); nothing is allocated after init.
@@ -81,6 +81,17 @@ static void config_errors(void) {
     CHECK(rlt_config_set(cfg, "env.num_envs=4") == RLT_OK && rlt_config_set(cfg, "algo=dqn") == RLT_OK &&
           rlt_config_set(cfg, "env.name=cartpole") == RLT_OK && rlt_config_validate(cfg) == RLT_ECONFIG, "dqn refused");
     CHECK(strstr(rlt_config_errmsg(cfg), "td3 only") != NULL, "message: %s", rlt_config_errmsg(cfg));
+    rlt_config_free(cfg);
+    /* A user environment steps one training instance: refused before its callbacks are looked at. */
+    rlt_config_init(&cfg);
+    CHECK(rlt_config_set(cfg, "env.num_envs=4") == RLT_OK, "set");
+    rlt_env_callbacks cb;
+    memset(&cb, 0, sizeof cb);
+    cb.struct_size = sizeof cb;
+    rlt_trainer *tr;
+    CHECK(rlt_trainer_init_env(cfg, &cb, &tr) == RLT_ECONFIG, "user environment with num_envs 4 refused");
+    CHECK(strstr(rlt_trainer_errmsg(tr), "user environment") != NULL, "message: %s", rlt_trainer_errmsg(tr));
+    rlt_trainer_free(tr);
     rlt_config_free(cfg);
 }
 

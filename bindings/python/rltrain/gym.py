@@ -234,6 +234,13 @@ def train(
     seed = int(cfg.get("seed"))
 
     env, own_env = _make(env, "training")
+    # A vector environment (gymnasium.vector.VectorEnv) has single_observation_space; the trainer steps one
+    # user environment (env.num_envs > 1 is for the built-in environments), so refuse it by name.
+    if hasattr(env, "single_observation_space"):
+        if own_env:
+            env.close()
+        raise ValueError("vector environments (gymnasium.vector.VectorEnv) are not supported yet: pass one "
+                         "environment; env.num_envs applies to the built-in environments (rltrain --config)")
     if eval_env is None:
         if env.spec is None:
             raise ValueError("pass eval_env: the environment has no spec to make an evaluation copy from")
