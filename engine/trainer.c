@@ -34,16 +34,15 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
         return e->status;
     }
     const int32_t N = c->env.num_envs;
-    /* A user environment's callbacks know two instances (training and evaluation). */
-    if (user_env && N > 1)
-        RLT_FAIL(e, RLT_ECONFIG, "env.num_envs is %d, but a user environment (rlt_trainer_init_env) steps one training "
-                 "instance; use env.num_envs: 1", (int)N);
     tr->n_envs = N;
     tr->envs = rlt_mem_alloc(sizeof *tr->envs * (uint64_t)N, 64);
     if (!tr->envs) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for %d environments", (int)N);
     if (user_env) {
-        RLT_TRY(rlt_env_make_user(&tr->envs[0], e, user_env, 0, c->seed, RLT_STREAM_ENV, c->env.max_episode_steps));
-        RLT_TRY(rlt_env_make_user(&tr->eval_env, e, user_env, 1, c->seed + 100, RLT_STREAM_EVAL_ENV, c->env.max_episode_steps));
+        /* Instances 0..N-1 train, instance N evaluates (0 and 1 with one training environment). */
+        for (int32_t k = 0; k < N; k++)
+            RLT_TRY(rlt_env_make_user(&tr->envs[k], e, user_env, k, c->seed,
+                                      k == 0 ? RLT_STREAM_ENV : RLT_STREAM_ENV_VEC + (uint32_t)k, c->env.max_episode_steps));
+        RLT_TRY(rlt_env_make_user(&tr->eval_env, e, user_env, N, c->seed + 100, RLT_STREAM_EVAL_ENV, c->env.max_episode_steps));
         const rlt_env_callbacks *cb = rlt_env_user_callbacks(&tr->envs[0]);
         snprintf(tr->env_name, sizeof tr->env_name, "%s", cb->name && cb->name[0] ? cb->name : "user");
         /* The name goes into summary.json and the checkpoint's metadata: keep it to plain characters. */
@@ -82,8 +81,9 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
         tr->vec_states = rlt_mem_alloc((uint64_t)RLT_ENV_STATE_BYTES * (n - 1), 64);
         if (!tr->vec_words || !tr->vec_states) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for the trainer");
     }
-    if (tr->user_state_bytes > 0 && !(tr->user_state = rlt_mem_alloc((uint64_t)tr->user_state_bytes, 64)))
-        RLT_FAIL(e, RLT_ENOMEM, "out of host memory for the user environment's state (%d bytes)", tr->user_state_bytes);
+    if (tr->user_state_bytes > 0 && !(tr->user_state = rlt_mem_alloc((uint64_t)tr->user_state_bytes * n, 64)))
+        RLT_FAIL(e, RLT_ENOMEM, "out of host memory for the user environment's state (%d bytes x %d)", tr->user_state_bytes,
+                 (int)N);
     if (rlt_config_dump(c, tr->dump, DUMP_BYTES) >= DUMP_BYTES) RLT_FAIL(e, RLT_ERUNTIME, "resolved config too long");
     int rc = rlt_agent_init(c, &tr->envs[0].obs_space, &tr->envs[0].act_space, &tr->agent);
     if (rc != RLT_OK) {
@@ -174,7 +174,7 @@ static int env_call(rlt_trainer *tr, rlt_env *env, int rc) {
     const char *what = rlt_env_user_failure(env, &user_rc);
     if (what)
         RLT_FAIL(&tr->err, rc, "user environment '%s' (instance %d, %s): %s returned %d at episode step %d", tr->env_name,
-                 env == &tr->eval_env ? 1 : 0, env == &tr->eval_env ? "evaluation" : "training", what, user_rc, (int)env->t);
+                 env == &tr->eval_env ? tr->n_envs : (int)(env - tr->envs), env == &tr->eval_env ? "evaluation" : "training", what, user_rc, (int)env->t);
     RLT_FAIL(&tr->err, rc, "environment '%s': %s", tr->env_name, rlt_strerror(rc));
 }
 

@@ -79,7 +79,9 @@ int trainer_save(rlt_trainer *tr, const char *path) {
         v[TV_ENV_STREAM] = env->rng.stream;
         v[TV_EP_RET] = dbits(tr->ep_ret[k]);
         v[TV_ENV_MAX_STEPS] = env->max_steps;
-        memcpy(tr->vec_states + (int64_t)(k - 1) * RLT_ENV_STATE_BYTES, env->state, RLT_ENV_STATE_BYTES);
+        /* A user environment's inline state is its callbacks: zeros in the file, as for environment 0. */
+        if (tr->user_env) memset(tr->vec_states + (int64_t)(k - 1) * RLT_ENV_STATE_BYTES, 0, RLT_ENV_STATE_BYTES);
+        else memcpy(tr->vec_states + (int64_t)(k - 1) * RLT_ENV_STATE_BYTES, env->state, RLT_ENV_STATE_BYTES);
     }
     int64_t shape_s[1] = {TS_COUNT}, shape_e[1] = {RLT_ENV_STATE_BYTES}, shape_n[1] = {64};
     int64_t shape_o[1] = {rlt_space_bytes(&tr->envs[0].obs_space) * N};
@@ -90,12 +92,12 @@ int trainer_save(rlt_trainer *tr, const char *path) {
      * the file gets zeros there and the callbacks' own state beside it. */
     static const unsigned char no_state[RLT_ENV_STATE_BYTES];
     const rlt_env_callbacks *cb = rlt_env_user_callbacks(&tr->envs[0]);
-    if (tr->user_state_bytes > 0) {
-        int urc = cb->save_state(cb->user, 0, tr->user_state);
+    for (int32_t k = 0; k < N && tr->user_state_bytes > 0; k++) {
+        int urc = cb->save_state(cb->user, k, tr->user_state + (int64_t)k * tr->user_state_bytes);
         if (urc != 0) {
             ckpt_writer_abort(w);
-            RLT_FAIL(&tr->err, RLT_ERUNTIME, "user environment '%s': save_state returned %d while writing %s", tr->env_name,
-                     urc, path);
+            RLT_FAIL(&tr->err, RLT_ERUNTIME, "user environment '%s': save_state returned %d for instance %d while writing "
+                     "%s", tr->env_name, urc, (int)k, path);
         }
     }
     int rc = agent_write_state(ag, w, tr->cfg.checkpoint.include_replay);
@@ -110,8 +112,8 @@ int trainer_save(rlt_trainer *tr, const char *path) {
         rc = ckpt_writer_add(w, "trainer.env_states", RLT_DTYPE_U8, 2, shape_vs, tr->vec_states,
                              (uint64_t)RLT_ENV_STATE_BYTES * (uint64_t)(N - 1));
     if (rc == RLT_OK && tr->user_state_bytes > 0) {
-        int64_t shape_u[1] = {tr->user_state_bytes};
-        rc = ckpt_writer_add(w, "trainer.user_env_state", RLT_DTYPE_U8, 1, shape_u, tr->user_state, (uint64_t)tr->user_state_bytes);
+        int64_t shape_u[1] = {(int64_t)tr->user_state_bytes * N};
+        rc = ckpt_writer_add(w, "trainer.user_env_state", RLT_DTYPE_U8, 1, shape_u, tr->user_state, (uint64_t)shape_u[0]);
     }
     if (rc == RLT_OK) rc = ckpt_writer_add(w, "trainer.obs", RLT_DTYPE_U8, 1, shape_o, tr->obs, (uint64_t)shape_o[0]);
     /* Only a run stopped during an evaluation has this tensor, so every other checkpoint keeps its bytes. */
@@ -177,12 +179,12 @@ static int check_vec_words(rlt_trainer *tr, const char *path, int32_t k, const i
     if (v[TV_EP_LEN] < 0 || v[TV_EP_LEN] > steps)
         RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.envs' (environment %d): ep_len %lld, expected 0..%lld "
                  "(env_steps)", path, (int)k, (long long)v[TV_EP_LEN], (long long)steps);
-    if (max < 1 || max > INT32_MAX)
-        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.envs' (environment %d): max_steps is %lld, expected 1..%d", path,
-                 (int)k, (long long)max, INT32_MAX);
-    if (t < 0 || t > max)
+    if (max < (tr->user_env ? 0 : 1) || max > INT32_MAX)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.envs' (environment %d): max_steps is %lld, expected %d..%d", path,
+                 (int)k, (long long)max, tr->user_env ? 0 : 1, INT32_MAX);
+    if (t < 0 || t > INT32_MAX || (max > 0 && t > max))
         RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.envs' (environment %d): the episode step env_t is %lld, "
-                 "expected 0..%lld", path, (int)k, (long long)t, (long long)max);
+                 "expected 0..%lld", path, (int)k, (long long)t, (long long)(max > 0 ? max : INT32_MAX));
     if ((uint64_t)v[TV_ENV_STREAM] != tr->envs[k].rng.stream)
         RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.envs' (environment %d): RNG stream %llu, this trainer's is %u",
                  path, (int)k, (unsigned long long)v[TV_ENV_STREAM], tr->envs[k].rng.stream);
@@ -191,7 +193,7 @@ static int check_vec_words(rlt_trainer *tr, const char *path, int32_t k, const i
                  path, (int)k, ep_ret);
     char why[256];
     const unsigned char *state = tr->vec_states + (int64_t)(k - 1) * RLT_ENV_STATE_BYTES;
-    if (tr->envs[k].cls->check_state && tr->envs[k].cls->check_state(&tr->envs[k], state, (int32_t)t, why, sizeof why) != 0)
+    if (!tr->user_env && tr->envs[k].cls->check_state && tr->envs[k].cls->check_state(&tr->envs[k], state, (int32_t)t, why, sizeof why) != 0)
         RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.env_states' (environment %d of '%s') at episode step %lld: %s",
                  path, (int)k, tr->env_name, (long long)t, why);
     return RLT_OK;
@@ -214,9 +216,10 @@ static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
             RLT_FAIL(e, RLT_ESTATE, "%s: user environment '%s' has no save_state/load_state callbacks, so its episode "
                      "state cannot be restored; give both (and state_bytes) in rlt_env_callbacks to resume", path, name);
         const ckpt_tensor_info *us;
-        if (ckpt_reader_find(r, "trainer.user_env_state", &us) != RLT_OK || us->bytes != (uint64_t)tr->user_state_bytes)
-            RLT_FAIL(e, RLT_ECHECKPOINT, "%s: no user environment state of %d bytes (state_bytes) in the checkpoint", path,
-                     tr->user_state_bytes);
+        if (ckpt_reader_find(r, "trainer.user_env_state", &us) != RLT_OK ||
+            us->bytes != (uint64_t)tr->user_state_bytes * (uint64_t)tr->n_envs)
+            RLT_FAIL(e, RLT_ECHECKPOINT, "%s: no user environment state of %d bytes (state_bytes) x %d (env.num_envs) in "
+                     "the checkpoint", path, tr->user_state_bytes, (int)tr->n_envs);
     }
     RLT_TRY(ckpt_reader_read(r, "trainer.state", s, sizeof s));
     /* An evaluation the saved run was stopped in: one this config schedules after the checkpoint's step. */
@@ -276,18 +279,20 @@ static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
     RLT_TRY(agent_read_state(ag, r, path));
     if (tr->user_env) {
         const rlt_env_callbacks *cb = rlt_env_user_callbacks(&tr->envs[0]);
-        RLT_TRY(ckpt_reader_read(r, "trainer.user_env_state", tr->user_state, (uint64_t)tr->user_state_bytes));
-        int urc = cb->load_state(cb->user, 0, tr->user_state);
-        if (urc != 0)
-            RLT_FAIL(e, RLT_ERUNTIME, "%s: user environment '%s': load_state returned %d (the agent's state is loaded)", path,
-                     name, urc);
+        RLT_TRY(ckpt_reader_read(r, "trainer.user_env_state", tr->user_state, (uint64_t)tr->user_state_bytes * (uint64_t)N));
+        for (int32_t k = 0; k < N; k++) {
+            int urc = cb->load_state(cb->user, k, tr->user_state + (int64_t)k * tr->user_state_bytes);
+            if (urc != 0)
+                RLT_FAIL(e, RLT_ERUNTIME, "%s: user environment '%s': load_state returned %d for instance %d (the agent's "
+                         "state is loaded)", path, name, urc, (int)k);
+        }
     } else {
         memcpy(tr->envs[0].state, env_state, RLT_ENV_STATE_BYTES);
     }
     for (int32_t k = 1; k < N; k++) {
         rlt_env *env = &tr->envs[k];
         const int64_t *v = tr->vec_words + (int64_t)(k - 1) * TV_COUNT;
-        memcpy(env->state, tr->vec_states + (int64_t)(k - 1) * RLT_ENV_STATE_BYTES, RLT_ENV_STATE_BYTES);
+        if (!tr->user_env) memcpy(env->state, tr->vec_states + (int64_t)(k - 1) * RLT_ENV_STATE_BYTES, RLT_ENV_STATE_BYTES);
         tr->ep_len[k] = v[TV_EP_LEN];
         tr->ep_ret[k] = bitsd(v[TV_EP_RET]);
         env->t = (int32_t)v[TV_ENV_T];

@@ -253,7 +253,8 @@ RLT_API rlt_agent *rlt_trainer_agent(rlt_trainer *tr);
 /* ---------------------------------------------------------------------------------------------- */
 /* User environments: the trainer drives a C environment the caller provides                      */
 /* ---------------------------------------------------------------------------------------------- */
-/* The trainer uses two instances of the environment: instance 0 trains, instance 1 evaluates (its
+/* The trainer uses env.num_envs + 1 instances of the environment: instances 0..num_envs-1 train, instance
+ * num_envs evaluates (with the default num_envs 1: instance 0 trains, instance 1 evaluates; evaluation
  * episodes run between training steps, on the same thread). The callbacks keep their state wherever the
  * caller likes (reach it through `user`); the trainer calls them from rlt_trainer_run only, never from
  * another thread, and allocates nothing itself around them. A callback returns 0 on success; anything

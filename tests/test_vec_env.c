@@ -1,6 +1,7 @@
 /* test_vec_env.c: env.num_envs, several training environments stepped together.
- * - Config: 0 and 257 are out of range; num_envs > 1 with dqn, with a step count that is not a multiple of
- *   it, or with a user environment (rlt_trainer_init_env), is refused.
+ * - Config: 0 and 257 are out of range; num_envs > 1 with dqn, or with a step count that is not a multiple of
+ *   it, is refused.
+ * - A user environment with N = 4: instances 0..3 train, instance 4 evaluates; resume is bit-exact.
  * - N = 4 on pendulum (200-step episodes): 2,000 env steps are 500 per environment, so 8 episodes of 200 steps,
  *   4 rows at env_step 800 and 4 at 1,600; updates_per_step is per env step (1,500 updates after start_steps
  *   500); nothing is allocated after init.
@@ -82,17 +83,108 @@ static void config_errors(void) {
           rlt_config_set(cfg, "env.name=cartpole") == RLT_OK && rlt_config_validate(cfg) == RLT_ECONFIG, "dqn refused");
     CHECK(strstr(rlt_config_errmsg(cfg), "td3 only") != NULL, "message: %s", rlt_config_errmsg(cfg));
     rlt_config_free(cfg);
-    /* A user environment steps one training instance: refused before its callbacks are looked at. */
-    rlt_config_init(&cfg);
-    CHECK(rlt_config_set(cfg, "env.num_envs=4") == RLT_OK, "set");
+}
+
+/* ---- a user environment of N + 1 instances: a point mass that never terminates, 50-step episodes ---- */
+#define UE_MAX 9
+typedef struct ue_state { double x, v; } ue_state;
+typedef struct ue_world { ue_state inst[UE_MAX]; long resets[UE_MAX], steps[UE_MAX]; int32_t bad_instance; } ue_world;
+
+static int ue_reset(void *user, int32_t instance, uint64_t seed, void *obs) {
+    ue_world *w = user;
+    if (instance < 0 || instance >= UE_MAX) return w->bad_instance = 1, -1;
+    w->inst[instance].x = (double)(seed % 1000) / 1000.0 - 0.5;
+    w->inst[instance].v = 0.0;
+    w->resets[instance]++;
+    ((float *)obs)[0] = (float)w->inst[instance].x;
+    ((float *)obs)[1] = 0.0f;
+    return 0;
+}
+
+static int ue_step(void *user, int32_t instance, const void *action, void *obs, float *reward, uint8_t *terminated,
+                   uint8_t *truncated) {
+    ue_world *w = user;
+    (void)terminated, (void)truncated;
+    if (instance < 0 || instance >= UE_MAX) return w->bad_instance = 1, -1;
+    ue_state *st = &w->inst[instance];
+    st->v += 0.1 * ((const float *)action)[0];
+    st->x += 0.1 * st->v;
+    w->steps[instance]++;
+    ((float *)obs)[0] = (float)st->x;
+    ((float *)obs)[1] = (float)st->v;
+    *reward = (float)(-st->x * st->x);
+    return 0;
+}
+
+static int ue_save(void *user, int32_t instance, void *state) {
+    memcpy(state, &((ue_world *)user)->inst[instance], sizeof(ue_state));
+    return 0;
+}
+
+static int ue_load(void *user, int32_t instance, const void *state) {
+    memcpy(&((ue_world *)user)->inst[instance], state, sizeof(ue_state));
+    return 0;
+}
+
+static const float ue_low[1] = {-1.0f}, ue_high[1] = {1.0f};
+
+static int ue_run(ue_world *w, const char *out_dir, const char *resume, rlt_progress *p) {
     rlt_env_callbacks cb;
     memset(&cb, 0, sizeof cb);
     cb.struct_size = sizeof cb;
+    cb.name = "vec_point_mass";
+    cb.obs = (rlt_space){RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {2, 0, 0, 0}, 0, NULL, NULL};
+    cb.act = (rlt_space){RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {1, 0, 0, 0}, 0, ue_low, ue_high};
+    cb.max_episode_steps = 50;
+    cb.user = w;
+    cb.reset = ue_reset;
+    cb.step = ue_step;
+    cb.state_bytes = (int32_t)sizeof(ue_state);
+    cb.save_state = ue_save;
+    cb.load_state = ue_load;
+    rlt_config *cfg;
+    rlt_config_init(&cfg);
+    CHECK(rlt_config_load_string(cfg,
+                                 "algo: td3\nseed: 3\nenv: {num_envs: 4}\n"
+                                 "train: {total_steps: 800, start_steps: 200, batch_size: 32, eval_every: 400,"
+                                 " eval_episodes: 1, progress_every_s: 0}\n"
+                                 "td3: {actor_hidden: [16], critic_hidden: [16]}\nreplay: {capacity: 1000}\n"
+                                 "checkpoint: {every: 400, keep: 1}\n",
+                                 "user.yaml") == RLT_OK, "config: %s", rlt_config_errmsg(cfg));
+    char set[600];
+    snprintf(set, sizeof set, "out_dir=%s", out_dir);
+    rlt_config_set(cfg, set);
     rlt_trainer *tr;
-    CHECK(rlt_trainer_init_env(cfg, &cb, &tr) == RLT_ECONFIG, "user environment with num_envs 4 refused");
-    CHECK(strstr(rlt_trainer_errmsg(tr), "user environment") != NULL, "message: %s", rlt_trainer_errmsg(tr));
+    CHECK(rlt_trainer_init_env(cfg, &cb, &tr) == RLT_OK, "user init: %s", rlt_trainer_errmsg(tr));
+    if (resume) CHECK(rlt_trainer_resume(tr, resume) == RLT_OK, "user resume: %s", rlt_trainer_errmsg(tr));
+    int rc = rlt_trainer_run(tr, NULL, NULL);
+    CHECK(rc == RLT_OK, "user run: %s", rlt_trainer_errmsg(tr));
+    rlt_trainer_progress(tr, p);
     rlt_trainer_free(tr);
     rlt_config_free(cfg);
+    return rc;
+}
+
+/* Instances 0..3 train (200 steps each: 4 episodes each), instance 4 evaluates (2 evaluations of 1 episode);
+ * a fresh run resumed from the checkpoint at 400 ends in the same final.ckpt. */
+static void user_env(const char *dir) {
+    static ue_world w, w2;
+    char a[512], b[512], path[700], path2[700];
+    snprintf(a, sizeof a, "%s/UA", dir);
+    snprintf(b, sizeof b, "%s/UB", dir);
+    rlt_progress p;
+    ue_run(&w, a, NULL, &p);
+    CHECK(p.env_steps == 800 && p.episodes == 16, "user: %lld steps, %lld episodes", (long long)p.env_steps,
+          (long long)p.episodes);
+    for (int k = 0; k < 4; k++)
+        CHECK(w.steps[k] == 200 && w.resets[k] == 5, "instance %d: %ld steps, %ld resets", k, w.steps[k], w.resets[k]);
+    CHECK(w.steps[4] == 100 && w.resets[4] == 2, "evaluation instance 4: %ld steps, %ld resets", w.steps[4], w.resets[4]);
+    CHECK(!w.bad_instance && w.steps[5] == 0 && w.resets[5] == 0, "no other instance");
+    snprintf(path, sizeof path, "%s/ckpt_400.ckpt", a);
+    ue_run(&w2, b, path, &p);
+    snprintf(path, sizeof path, "%s/final.ckpt", a);
+    snprintf(path2, sizeof path2, "%s/final.ckpt", b);
+    CHECK(test_files_differ(path, path2) == 0, "user environment: the resumed run's final.ckpt is the first one's");
 }
 
 static char text[1 << 20];
@@ -168,6 +260,8 @@ int main(void) {
     snprintf(path, sizeof path, "%s/final.ckpt", a);
     snprintf(path2, sizeof path2, "%s/final.ckpt", d);
     CHECK(test_files_differ(path, path2) == 0, "D's final.ckpt is A's");
+
+    user_env(dir);
 
     /* A checkpoint of four environments and a config of one or two. */
     const char *others[] = {"env.num_envs=1", "env.num_envs=2"};
