@@ -79,23 +79,26 @@ def evaluate(agent: Agent, env, episodes: int, discrete: bool, seed: int | None 
 
 
 class _GymCallbacks:
-    """Two Gymnasium environments (instance 0 trains, 1 evaluates) as ``rlt_env_callbacks``.
+    """Gymnasium environments as ``rlt_env_callbacks``: ``envs`` is the N training environments then the
+    evaluation one (instances 0..N-1 train, instance N evaluates, as the trainer numbers them).
 
     The trainer passes the addresses of its own observation and action buffers; numpy views of them are
     made once per address. An exception in a callback is kept in ``raised`` and the callback returns 1,
     which stops the run; :func:`train` raises the exception again. ``on_episode`` is called at each reset
-    of the training instance that follows an episode end (the trainer has counted the episode by then).
+    of a training instance that follows an episode end (the trainer has counted the episode by then).
     """
 
     def __init__(self, envs, obs_space: Space, act_space: Space, seed: int, name: str):
         self.envs = envs
         self.obs_space, self.act_space = obs_space, act_space
         self.discrete = act_space.kind == "discrete"
-        # Each instance's first reset is seeded (training: seed, evaluation: seed + 100); later resets
-        # continue the environment's own generator. The trainer's per-episode seeds are not used, so a
-        # run draws the same episodes as an environment seeded once, as Gymnasium users expect.
-        self.first_seed: list[int | None] = [seed, seed + 100]
-        self.resets = [0, 0]
+        # Each instance's first reset is seeded (training environment k: seed + k, as Gymnasium's vector
+        # environments seed theirs; evaluation: seed + 100); later resets continue the environment's own
+        # generator. The trainer's per-episode seeds are not used, so a run draws the same episodes as an
+        # environment seeded once, as Gymnasium users expect.
+        self.n_train = len(envs) - 1
+        self.first_seed: list[int | None] = [seed + k for k in range(self.n_train)] + [seed + 100]
+        self.resets = [0] * len(envs)
         self.raised: list[BaseException] = []
         self.on_episode: Callable[[], None] | None = None
         self._views: dict[tuple[int, str], np.ndarray] = {}
@@ -141,7 +144,7 @@ class _GymCallbacks:
             o, _ = self.envs[instance].reset(seed=seed0)
             self._write_obs(obs, o)
             self.resets[instance] += 1
-            if instance == 0 and self.resets[0] > 1 and self.on_episode is not None:
+            if instance < self.n_train and self.resets[instance] > 1 and self.on_episode is not None:
                 self.on_episode()
             return 0
         except BaseException as exc:  # noqa: BLE001 - carried across the C frames and raised by train()
@@ -187,12 +190,15 @@ def train(
     save_path: str | os.PathLike | None = None,
     out_dir: str | os.PathLike | None = None,
     tensorboard: str | os.PathLike | None = None,
+    num_envs: int | None = None,
 ) -> dict:
     """Trains an agent on a Gymnasium environment, writes the run directory, and returns the results.
 
     Args:
-        env: a Gymnasium id (``"Pendulum-v1"``), an ``EnvSpec``, or an environment instance. The
-            algorithm of the config must suit its action space (td3: Box, dqn: Discrete).
+        env: a Gymnasium id (``"Pendulum-v1"``), an ``EnvSpec``, an environment instance, or a
+            ``gymnasium.vector.SyncVectorEnv`` (its sub-environments become the trainer's N training
+            environments, ``env.num_envs``). The algorithm of the config must suit its action space (td3:
+            Box, dqn: Discrete; several environments are for td3 only).
         config: a :class:`rltrain.Config` or a path to a YAML file. It is copied, not changed.
         total_steps: environment steps (default: the config's ``train.total_steps``). It also sets the
             config's value, which DQN's epsilon schedule is relative to.
@@ -213,6 +219,11 @@ def train(
         tensorboard: a folder for TensorBoard scalars of the run as it trains (``episode/return``,
             ``eval/return``, ``progress/updates_per_s``, ...); needs the ``tensorboard`` package
             (:mod:`rltrain.tensorboard`). ``callback`` is still called.
+        num_envs: training environments stepped together (the config's ``env.num_envs``; default: the
+            config's, or the vector environment's count). With an id or a spec, that many are made; one
+            act call serves all of them and each gets its own first-reset seed (``seed + k``).
+            ``total_steps`` and the evaluation interval count all of their steps and must be multiples
+            of it.
 
     Returns:
         A dict with ``final_eval_return``, ``best_eval_return``, ``evaluations`` (a list of
@@ -233,14 +244,34 @@ def train(
         cfg.set("out_dir", os.fspath(out_dir))
     seed = int(cfg.get("seed"))
 
-    env, own_env = _make(env, "training")
-    # A vector environment (gymnasium.vector.VectorEnv) has single_observation_space; the trainer steps one
-    # user environment (env.num_envs > 1 is for the built-in environments), so refuse it by name.
-    if hasattr(env, "single_observation_space"):
-        if own_env:
-            env.close()
-        raise ValueError("vector environments (gymnasium.vector.VectorEnv) are not supported yet: pass one "
-                         "environment; env.num_envs applies to the built-in environments (rltrain --config)")
+    # A vector environment (it has single_observation_space) is stepped through its sub-environments, one
+    # trainer instance each: that needs them in this process, as SyncVectorEnv keeps them (``envs``).
+    vector = env if hasattr(env, "single_observation_space") else None
+    if vector is not None:
+        subs = list(getattr(vector, "envs", None) or [])
+        if not subs:
+            raise ValueError(f"{type(vector).__name__}: the trainer steps each sub-environment itself, so it needs "
+                             "them in this process; pass a gymnasium.vector.SyncVectorEnv (AsyncVectorEnv keeps them "
+                             "in worker processes), or an id with num_envs=N")
+        if num_envs is not None and int(num_envs) != len(subs):
+            raise ValueError(f"num_envs={num_envs}, but the vector environment has {len(subs)}")
+        num_envs = len(subs)
+    if num_envs is not None:
+        cfg.set("env.num_envs", int(num_envs))
+    n_envs = int(cfg.get("env.num_envs"))
+    if vector is not None:
+        train_envs, own_env, env = subs, False, subs[0]
+    else:
+        env, own_env = _make(env, "training")
+        train_envs = [env]
+        if n_envs > 1 and env.spec is None:
+            if own_env:
+                env.close()
+            raise ValueError("num_envs > 1 with an environment that has no spec to copy: pass an id, a spec or a "
+                             "gymnasium.vector.SyncVectorEnv")
+        if n_envs > 1:
+            # More of the same: copies made here from its id or spec (closed at the end).
+            train_envs += [_make(env.spec, "training")[0] for _ in range(n_envs - 1)]
     if eval_env is None:
         if env.spec is None:
             raise ValueError("pass eval_env: the environment has no spec to make an evaluation copy from")
@@ -254,10 +285,11 @@ def train(
             board = callback = TrainCallback(tensorboard, then=callback)
         obs_space = Space.from_gym(env.observation_space)
         act_space = Space.from_gym(env.action_space, actions=True)
-        bridge = _GymCallbacks((env, eval_env), obs_space, act_space, seed, _env_name(env))
+        bridge = _GymCallbacks((*train_envs, eval_env), obs_space, act_space, seed, _env_name(env))
         trainer = Trainer(cfg, _env=bridge.struct)
         log.info("memory plan:\n%s", trainer.plan_table().rstrip())
-        env.action_space.seed(seed)
+        for k, e in enumerate(train_envs):
+            e.action_space.seed(seed + k)
         evaluations: list[tuple[int, float]] = []
         stopped = False
 
@@ -315,6 +347,8 @@ def train(
             board.close()
         if own_env:
             env.close()
+        for e in train_envs[1:] if vector is None else []:
+            e.close()  # the copies made here
         if own_eval:
             eval_env.close()
 

@@ -465,6 +465,35 @@ def test_gym_train_writes_the_cli_run_directory(tmp_path, configs):
     assert (run / "final.ckpt").stat().st_size > 0
 
 
+def test_gym_train_num_envs(tmp_path, configs):
+    """num_envs=N (copies made from the id) or a SyncVectorEnv: N instances step together, every step is
+    counted, each environment's episodes are rows of their own; num_envs=1 is the run without it."""
+    cfg = rltrain.Config.from_file(configs / "td3_pendulum_fast.yaml").set("train.start_steps", 100)
+    four = rltrain.gym.train("Pendulum-v1", cfg, total_steps=800, seed=3, eval_every=400, eval_episodes=1,
+                             num_envs=4, out_dir=tmp_path / "four")
+    # 200 steps of each of 4 environments: one 200-step episode each; 700 updates after step 100.
+    assert four["env_steps"] == 800 and four["episodes"] == 4 and four["updates"] == 700
+    assert [s for s, _ in four["evaluations"]] == [400, 800]
+    assert rltrain.Config.from_file(tmp_path / "four" / "config.yaml").get("env.num_envs") == 4
+    with open(tmp_path / "four" / "metrics.csv") as f:
+        rows = [r for r in csv.reader(f) if r[0] == "episode"]
+    assert [(int(r[1]), int(r[4])) for r in rows] == [(800, 200)] * 4
+    vec = gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("Pendulum-v1")] * 2)
+    two = rltrain.gym.train(vec, cfg, total_steps=400, seed=3, eval_every=200, eval_episodes=1,
+                            out_dir=tmp_path / "two")
+    assert two["env_steps"] == 400 and two["episodes"] == 2
+    with pytest.raises(ValueError, match="vector environment has 2"):
+        rltrain.gym.train(vec, cfg, total_steps=400, num_envs=3, out_dir=tmp_path / "bad")
+    vec.close()
+    one = rltrain.gym.train("Pendulum-v1", cfg, total_steps=400, seed=3, eval_every=200, eval_episodes=1,
+                            num_envs=1, out_dir=tmp_path / "one")
+    ref = rltrain.gym.train("Pendulum-v1", cfg, total_steps=400, seed=3, eval_every=200, eval_episodes=1,
+                            out_dir=tmp_path / "ref")
+    assert one["evaluations"] == ref["evaluations"] and one["updates"] == ref["updates"]
+    with pytest.raises(rltrain.RltError, match="multiple of env.num_envs"):
+        rltrain.gym.train("Pendulum-v1", cfg, total_steps=402, num_envs=4, out_dir=tmp_path / "odd")
+
+
 def test_gym_train_results_and_callback_stop(tmp_path, configs):
     cfg = rltrain.Config.from_file(configs / "td3_pendulum_fast.yaml").set("train.start_steps", 100)
     events = []
