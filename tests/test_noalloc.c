@@ -62,7 +62,8 @@ int main(void) {
     void *volatile probe = malloc(24);
     counting = 0;
     free(probe);
-    CHECK(n_alloc == 1, "the allocation counter sees a malloc: %ld", n_alloc);
+    /* At least: under ASan a library thread started at load (OpenBLAS's) may still be setting itself up. */
+    CHECK(n_alloc >= 1, "the allocation counter sees a malloc: %ld", n_alloc);
     n_alloc = 0;
     run_case("0");
     run_case("2");

@@ -34,12 +34,14 @@ struct cpu_worker {
     atomic_uint finished; /* jobs the worker has finished */
     atomic_int sleeping;  /* 1 while the worker waits on cv */
     atomic_int stop;
+    atomic_int running;   /* set by the worker when it starts: cpu_worker_start returns only after that */
     void (*fn)(void *);
     void *arg;
 };
 
 static void *worker_main(void *p) {
     cpu_worker *w = p;
+    atomic_store(&w->running, 1);
     unsigned seen = 0;
     for (;;) {
         unsigned now = atomic_load(&w->posted);
@@ -73,6 +75,7 @@ int cpu_worker_start(cpu_worker **out) {
     atomic_init(&w->finished, 0);
     atomic_init(&w->sleeping, 0);
     atomic_init(&w->stop, 0);
+    atomic_init(&w->running, 0);
     if (pthread_mutex_init(&w->mu, NULL) != 0) {
         rlt_mem_free(w);
         return RLT_ENOMEM;
@@ -88,6 +91,9 @@ int cpu_worker_start(cpu_worker **out) {
         rlt_mem_free(w);
         return RLT_ENOMEM;
     }
+    /* Wait until the thread runs: whatever starting a thread costs (its stack and TLS set up, a sanitizer's
+     * bookkeeping, which allocates) then happens inside init, before the arena is sealed, never later. */
+    while (!atomic_load(&w->running)) sched_yield();
     *out = w;
     return RLT_OK;
 }
