@@ -20,6 +20,21 @@ static int dqn_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_space
     ag->act_dim = 1;
     d->n_actions = act->n;
     d->obs_u8 = obs->dtype == RLT_DTYPE_U8;
+    /* uint8 observations are scaled to [0, 1] by the space's largest value: 255 for camera frames, 1 for 0/1
+     * planes such as MinAtar's, whose own DQN feeds them unscaled (a fixed 1/255 made those inputs 255 times
+     * smaller than the reference's). high holds one value per channel (shape[0]); NULL means 255. */
+    d->obs_scale = 1.0f / 255.0f;
+    if (d->obs_u8 && obs->high) {
+        float hi = 0;
+        for (int32_t c = 0; c < obs->shape[0]; c++) {
+            float h = obs->high[c];
+            if (!(h >= 1 && h <= 255))
+                RLT_FAIL(e, RLT_EINVAL, "uint8 observation space: high[%d] = %g; the largest value of a uint8 channel "
+                         "is 1..255", (int)c, (double)h);
+            if (h > hi) hi = h;
+        }
+        d->obs_scale = 1.0f / hi;
+    }
     char where[400];
     if (ag->cfg.replay.capacity < 3)
         RLT_FAIL(e, RLT_ECONFIG, "%s: must be at least 3 for dqn (got %lld)",
@@ -155,9 +170,9 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
             f[nf++] = (rlt_gather_field){d->idx_next, 4, rp->f[DQN_F_NEXT].data, 4, NULL, RLT_LP_F32};
             RLT_TRY(op->gather_fields(bk, idx, Bm, sp, nf, f));
             RLT_TRY(op->branch(bk, 1)); /* s for Q(s), which runs on lane 1 below */
-            RLT_TRY(op->gather_u8_f32(bk, d->x, fr->data, (uint64_t)ag->obs_dim, idx, Bm, 1.0f / 255.0f));
+            RLT_TRY(op->gather_u8_f32(bk, d->x, fr->data, (uint64_t)ag->obs_dim, idx, Bm, d->obs_scale));
             RLT_TRY(op->branch(bk, 0));
-            RLT_TRY(op->gather_u8_f32(bk, d->x2, fr->data, (uint64_t)ag->obs_dim, d->idx_next, Bm, 1.0f / 255.0f));
+            RLT_TRY(op->gather_u8_f32(bk, d->x2, fr->data, (uint64_t)ag->obs_dim, d->idx_next, Bm, d->obs_scale));
         } else {
             /* s' is the frame in the slot the `next` field names. fp16 / bf16 frames are widened to the fp32
              * batch rows (O floats each) as they are gathered. */
@@ -224,7 +239,7 @@ static int dqn_act(rlt_agent *ag, const void *obs, int32_t n, int32_t explore, v
         memcpy(ag->io_stage, (const unsigned char *)obs + (uint64_t)done * ob, (uint64_t)k * ob);
         if (d->obs_u8) {
             RLT_TRY(bk->ops->copy(bk, d->act_u8, ag->io_stage, (uint64_t)k * ob, RLT_COPY_H2D));
-            RLT_TRY(bk->ops->gather_u8_f32(bk, d->act_x, d->act_u8, (uint64_t)O, NULL, k, 1.0f / 255.0f));
+            RLT_TRY(bk->ops->gather_u8_f32(bk, d->act_x, d->act_u8, (uint64_t)O, NULL, k, d->obs_scale));
         } else {
             RLT_TRY(bk->ops->copy(bk, d->act_x, ag->io_stage, (uint64_t)k * ob, RLT_COPY_H2D));
         }

@@ -19,6 +19,7 @@ typedef struct rlt_dqn {
     float *params, *grads, *adam_m, *adam_v, *target; /* device, n_params floats each */
     void *params_lp, *target_lp; /* 16-bit compute copies of params and target (reduced precision), else NULL */
     int32_t B, n_actions, act_batch, obs_u8;
+    float obs_scale; /* uint8 observations: 1 / the space's largest value (255 unless it declares high) */
     int32_t N, Bm; /* micro-batches per update (train.grad_accum_steps) and their size */
     int32_t *idx, *idx_next, *act_b;
     float *x, *x2, *r, *term, *y, *q, *dq, *q_next_t, *q_next_o, *grad_norm;

@@ -55,8 +55,13 @@ static int bricks_left(const rlt_breakout_game *g) {
     return n;
 }
 
+/* Every channel is a 0/1 plane (MinAtar's observation is boolean): the agent scales the frames by 1, as
+ * MinAtar's own DQN does, not by the 1/255 of camera frames. */
+static const float breakout_obs_high[N_CHANNELS] = {1, 1, 1, 1};
+
 static int breakout_setup(rlt_env *env) {
-    env->obs_space = (rlt_space){.kind = RLT_SPACE_BOX, .dtype = RLT_DTYPE_U8, .ndim = 3, .shape = {N_CHANNELS, GRID, GRID}};
+    env->obs_space = (rlt_space){.kind = RLT_SPACE_BOX, .dtype = RLT_DTYPE_U8, .ndim = 3, .shape = {N_CHANNELS, GRID, GRID},
+                                 .high = breakout_obs_high};
     env->act_space = (rlt_space){.kind = RLT_SPACE_DISCRETE, .dtype = RLT_DTYPE_I32, .ndim = 1, .shape = {1}, .n = 3};
     env->max_steps = 10000;
     breakout_state *s = state_of(env);

@@ -96,7 +96,11 @@ class Space:
             dtype = np.dtype(space.dtype)
             shape = tuple(space.shape)
             if dtype == np.uint8 and len(shape) == 3:
-                return cls.box(shape, np.uint8)
+                # The engine scales frames by 1 / the largest value a channel holds: 255 for camera frames,
+                # 1 for 0/1 planes (MinAtar), so both reach the network in [0, 1].
+                cls.box(shape, np.uint8)  # the checks
+                hi = np.asarray(np.broadcast_to(space.high, shape), dtype=np.float32).reshape(shape[0], -1).max(axis=1)
+                return cls("box", shape, np.dtype(np.uint8), 0, np.zeros(shape[0], np.float32), np.ascontiguousarray(hi))
             if np.issubdtype(dtype, np.floating) and len(shape) == 1:
                 low = np.asarray(space.low, dtype=np.float64)
                 high = np.asarray(space.high, dtype=np.float64)
