@@ -17,12 +17,21 @@ Modes: eager   the TD3 authors' style (github sfujim/TD3, TD3.py), replay on the
                capturable Adam, sampling and noise drawn inside the graph;
        compile torch.compile(mode="reduce-overhead"); skipped with a message when it fails.
 --mode all runs each mode in its own process, so that memory figures do not mix, and prints a table.
-Matmuls are pure fp32 (TF32 off, like the engine) unless --tf32.
+
+Precision (--precision, the engine's `precision` key; a comma list runs each in turn in this process):
+       fp32    pure fp32 matmuls, TF32 off (the engine's default);
+       tf32    torch.backends.cuda.matmul.allow_tf32 = True (set_float32_matmul_precision("high")): fp32 storage,
+               matmuls on TF32 tensor cores (the engine's precision: tf32 does this for its large products);
+       bf16    torch.autocast(dtype=torch.bfloat16) around the forwards and losses, fp32 master weights and
+               optimiser (the engine's precision: bf16 keeps fp32 masters and 16-bit compute copies); the
+               autocast cache is off, as CUDA graphs need.
 
   python3 bench/td3_torch.py [--device cuda:0] [--updates 2000] [--mode all|eager|graphs|compile]
-                             [--obs 17 --act 6 --hidden 256 --batch 256] [--tf32] [--json PATH]
+                             [--obs 17 --act 6 --hidden 256 --batch 256] [--precision fp32|tf32|bf16[,...]]
+                             [--tf32 (= --precision tf32)] [--json PATH]
 """
 import argparse
+import contextlib
 import copy
 import json
 import os
@@ -37,6 +46,7 @@ import torch.nn.functional as F
 
 GAMMA, TAU, POLICY_NOISE, NOISE_CLIP, LR = 0.99, 0.005, 0.2, 0.5, 3e-4
 MODES = ("eager", "graphs", "compile")
+PRECISIONS = ("fp32", "tf32", "bf16")
 
 
 class Actor(nn.Module):
@@ -81,8 +91,9 @@ class Replay:
 
 
 class TD3:
-    def __init__(self, args, device, capturable):
+    def __init__(self, args, device, capturable, precision):
         self.batch, self.skip_critic_wgrad = args.batch, args.skip_critic_wgrad
+        self.precision, self.device_type = precision, device.type
         self.actor = Actor(args.obs, args.act, args.hidden).to(device)
         self.actor_target = copy.deepcopy(self.actor)
         self.critic = Critic(args.obs, args.act, args.hidden).to(device)
@@ -93,16 +104,24 @@ class TD3:
         self.params = list(self.actor.parameters()) + list(self.critic.parameters())
         self.target_params = list(self.actor_target.parameters()) + list(self.critic_target.parameters())
 
+    def amp(self):
+        """bf16: autocast around forwards and losses (weights, gradients and Adam stay fp32). The cache of cast
+        weights is off: CUDA graphs need that, and the eager mode does the same work for a fair comparison."""
+        if self.precision == "bf16":
+            return torch.autocast(device_type=self.device_type, dtype=torch.bfloat16, cache_enabled=False)
+        return contextlib.nullcontext()
+
     def update(self, rb, actor_step):
         idx = torch.randint(0, rb.size, (self.batch,), device=rb.obs.device)
         state, action, reward, term, next_state = rb.obs[idx], rb.action[idx], rb.reward[idx], rb.term[idx], rb.next_obs[idx]
-        with torch.no_grad():
+        with torch.no_grad(), self.amp():
             noise = (torch.randn_like(action) * POLICY_NOISE).clamp(-NOISE_CLIP, NOISE_CLIP)
-            next_action = (self.actor_target(next_state) + noise).clamp(-1.0, 1.0)
+            next_action = (self.actor_target(next_state).float() + noise).clamp(-1.0, 1.0)
             target_q1, target_q2 = self.critic_target(next_state, next_action)
-            target_q = reward + (1.0 - term) * GAMMA * torch.min(target_q1, target_q2)
-        current_q1, current_q2 = self.critic(state, action)
-        critic_loss = F.mse_loss(current_q1, target_q) + F.mse_loss(current_q2, target_q)
+            target_q = reward + (1.0 - term) * GAMMA * torch.min(target_q1, target_q2).float()
+        with self.amp():
+            current_q1, current_q2 = self.critic(state, action)
+            critic_loss = F.mse_loss(current_q1.float(), target_q) + F.mse_loss(current_q2.float(), target_q)
         self.critic_opt.zero_grad()
         critic_loss.backward()
         self.critic_opt.step()
@@ -112,7 +131,8 @@ class TD3:
         # the engine forms only d/da. --skip-critic-wgrad makes PyTorch skip them too.
         if self.skip_critic_wgrad:
             self.critic.requires_grad_(False)
-        actor_loss = -self.critic.Q1(state, self.actor(state)).mean()
+        with self.amp():
+            actor_loss = -self.critic.Q1(state, self.actor(state).float()).float().mean()
         self.actor_opt.zero_grad()
         actor_loss.backward()
         self.actor_opt.step()
@@ -230,23 +250,32 @@ def process_mib(baseline):
     return None, "unavailable"
 
 
-def run_mode(mode, args):
-    baseline = gpu_used_mib() if args.device.startswith("cuda") else {}  # before this process touches CUDA
+def set_tf32(on):
+    """TF32 matmuls on or off, through whichever switches this PyTorch has."""
+    torch.set_float32_matmul_precision("high" if on else "highest")
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+
+
+def run_mode(mode, args, precision, baseline):
+    """One timed run of `mode` in `precision`; baseline: the GPUs' used memory before this process touched CUDA."""
     device = torch.device(args.device)
+    if device.type == "cuda" and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()  # an earlier precision's blocks, when a list runs in this process
     torch.manual_seed(args.seed)
-    res = dict(mode=mode, device=str(device), torch=torch.__version__, tf32=bool(args.tf32),
+    res = dict(mode=mode, precision=precision, device=str(device), torch=torch.__version__, tf32=precision == "tf32",
                obs=args.obs, act=args.act, hidden=args.hidden, batch=args.batch, replay=args.replay,
                skip_critic_wgrad=bool(args.skip_critic_wgrad))
     if device.type == "cuda":
         torch.cuda.set_device(device)
-        torch.backends.cuda.matmul.allow_tf32 = bool(args.tf32)
-        torch.backends.cudnn.allow_tf32 = bool(args.tf32)
+        set_tf32(precision == "tf32")
+        torch.cuda.reset_peak_memory_stats(device)
         res["gpu"] = torch.cuda.get_device_name(device)
     elif mode != "eager":
         return dict(res, status="skipped", error=f"{mode} needs a CUDA device")
     try:
         rb = Replay(args.replay, args.obs, args.act, device)
-        td3 = TD3(args, device, capturable=mode != "eager")
+        td3 = TD3(args, device, capturable=mode != "eager", precision=precision)
         runner = {"eager": run_eager, "graphs": run_graphs, "compile": run_compile}[mode]
         dt, n, out = runner(td3, rb, args, device)
         critic_loss, actor_loss = (None if t is None else t.detach() for t in out)
@@ -262,7 +291,7 @@ def run_mode(mode, args):
 
 
 def line(r):
-    name = f"torch {r['mode']:<8}"
+    name = f"torch {r['mode']:<8} {r.get('precision', 'fp32'):<5}"
     if r["status"] != "ok":
         return f"{name} {r['status']}: {r.get('error', '')}"
     mib = lambda k: f"{r[k]:.1f} MiB" if r.get(k) is not None else "n/a"
@@ -300,15 +329,23 @@ def main():
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--replay", type=int, default=100000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--tf32", action="store_true", help="allow TF32 matmuls (default: pure fp32, like the engine)")
+    ap.add_argument("--precision", default="fp32",
+                    help="fp32 (TF32 off, the engine's default), tf32, or bf16 (autocast, fp32 masters); a comma list "
+                         "such as fp32,tf32,bf16 runs each in turn")
+    ap.add_argument("--tf32", action="store_true", help="the same as --precision tf32")
     ap.add_argument("--skip-critic-wgrad", action="store_true",
                     help="no critic weight gradients in the actor step (the engine skips them; the authors' code does not)")
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--quiet", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    precisions = ["tf32"] if args.tf32 else [p.strip() for p in args.precision.split(",") if p.strip()]
+    bad = [p for p in precisions if p not in PRECISIONS]
+    if bad or not precisions:
+        ap.error(f"--precision: {', '.join(bad) or 'nothing'} is not one of {', '.join(PRECISIONS)}")
 
     if args.mode != "all":
-        results = [run_mode(args.mode, args)]
+        baseline = gpu_used_mib() if args.device.startswith("cuda") else {}  # before this process touches CUDA
+        results = [run_mode(args.mode, args, p, baseline) for p in precisions]
     else:  # one process per mode: a clean CUDA context and allocator for each memory figure
         modes = MODES if args.device.startswith("cuda") else ("eager",)
         results = []
@@ -324,7 +361,7 @@ def main():
     if not args.quiet:
         gpu = next((r["gpu"] for r in results if r.get("gpu")), args.device)
         print(f"# torch {torch.__version__} on {gpu}: obs {args.obs} act {args.act} hidden {args.hidden}-{args.hidden} "
-              f"batch {args.batch} replay {args.replay}, {'TF32 allowed' if args.tf32 else 'fp32 (TF32 off)'}, "
+              f"batch {args.batch} replay {args.replay}, precision {','.join(precisions)} (fp32: TF32 off), "
               f"{args.updates} updates{', critic wgrad skipped in actor step' if args.skip_critic_wgrad else ''}")
         for r in results:
             print(line(r))

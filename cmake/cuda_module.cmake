@@ -47,7 +47,7 @@ target_include_directories(rltrain_cuda PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/base
   ${CMAKE_CURRENT_SOURCE_DIR}/engine
   ${CMAKE_CURRENT_SOURCE_DIR})
-target_link_libraries(rltrain_cuda PRIVATE CUDA::cudart CUDA::cublas ${CMAKE_DL_LIBS})
+target_link_libraries(rltrain_cuda PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt ${CMAKE_DL_LIBS})
 set(rlt_cuda_rpath "${CUDAToolkit_LIBRARY_DIR}")
 if(CUDNN_FOUND)
   target_link_libraries(rltrain_cuda PRIVATE CUDNN::cudnn)

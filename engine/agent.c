@@ -116,6 +116,7 @@ static int agent_build_plan(rlt_agent *ag, rlt_location replay_loc) {
     /* The library workspace from the plan's shapes: none when no op of this plan calls the library (the
      * backend creates the library handles it needs here too, so the measured context below includes them). */
     uint64_t ws = bk->ops->workspace_bytes(bk);
+    p->use.dense_tf32 = ag->cfg.precision == RLT_PRECISION_TF32; /* the CPU has turned it into fp32 by now */
     if (bk->ops->plan_workspace) RLT_TRY(bk->ops->plan_workspace(bk, &p->use, &ws));
     RLT_TRY(plan_add(p, e, "backend.workspace", "workspace", RLT_LOC_DEVICE, ws, NULL));
     if (!bk->device_is_host && bk->memory_note[0]) plan_note(p, "%s", bk->memory_note);
@@ -290,7 +291,10 @@ int agent_prepare(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
         /* Reduced precision is a GPU feature (tensor cores); the same config keeps working where `auto`
          * lands on the CPU, which computes in fp32 and says so. */
         if (!ag->bk.device_is_host) {
-            ag->lp = ag->cfg.precision == RLT_PRECISION_BF16 ? RLT_LP_BF16 : RLT_LP_F16;
+            /* tf32 keeps fp32 storage (no 16-bit copies): only the backend's library products change
+             * (rlt_op_use.dense_tf32, agent_build_plan). */
+            if (ag->cfg.precision == RLT_PRECISION_BF16) ag->lp = RLT_LP_BF16;
+            else if (ag->cfg.precision == RLT_PRECISION_FP16) ag->lp = RLT_LP_F16;
         } else {
             rlt_log(RLT_LOG_INFO, "precision %s requested; the CPU backend computes in fp32",
                     config_precision_name(ag->cfg.precision));

@@ -95,7 +95,9 @@ typedef struct rlt_conv_bwd {
 typedef struct rlt_linear_fwd {
     int32_t rows, fi, fo;
     /* Type of x and W: RLT_LP_F32, or RLT_LP_BF16 / RLT_LP_F16 (the products summed in fp32, tensor cores on
-     * CUDA, the sum rounded to y_dtype, then act(y + b) computed in fp32 and rounded to y_dtype again). */
+     * CUDA, then act(sum + b) computed in fp32 and rounded to y_dtype: the CPU twin rounds the sum to y_dtype
+     * first and so rounds twice; CUDA rounds once where cuBLASLt's epilogue adds the bias, twice where a pass
+     * does, so the two agree within two roundings). */
     rlt_lp dtype;
     const void *x;    /* [rows, fi], row stride ldx */
     int32_t ldx;
@@ -273,6 +275,10 @@ typedef struct rlt_op_use {
     int32_t dense_in;   /* widest dense-layer input */
     int32_t dense_out;  /* widest dense-layer output */
     int32_t dense_lp;   /* 1: some dense layer computes in bf16 or fp16 */
+    /* 1: precision: tf32. The fp32 dense products a backend hands to a library (CUDA: those beyond its own kernels,
+     * chosen by shape) may sum on TF32 tensor cores (10-bit mantissa inputs, fp32 sums); every other op stays
+     * fp32. A backend without TF32 ignores it. */
+    int32_t dense_tf32;
 } rlt_op_use;
 
 typedef struct rlt_backend rlt_backend;
@@ -426,7 +432,7 @@ typedef struct rlt_backend_ops {
 
 /* The version of this interface, bumped whenever this table or a struct it uses changes: librltrain and
  * librltrain_cuda.so are built together, and the registry refuses a module built against another. */
-#define RLT_BACKEND_ABI 8
+#define RLT_BACKEND_ABI 9
 
 
 struct rlt_backend {

@@ -1,13 +1,15 @@
 /* gpu_lowp.c: reduced precision on the GPU (precision: bf16 | fp16).
  * - Op parity against the CPU twins (kernels/cpu/lowp.c), on random inputs:
  *   cast: exact (both round to nearest even from the same float; fp16 overflow to inf on both).
- *   16-bit linear_forward / linear_backward: cuBLAS sums the 16-bit products in fp32 on the tensor cores in
+ *   16-bit linear_forward / linear_backward: cuBLASLt sums the 16-bit products in fp32 on the tensor cores in
  *   its own order, the twin left to right. Each fp32 sum is within gamma(k+2) S of the exact value (S the
  *   sum of the terms' magnitudes; Higham 3.5), so the two differ by at most 2 gamma(k+2) S before rounding;
- *   a 16-bit result may then round to the neighbouring value, once after the product and once after bias
- *   and activation: 2 ulp = 4 u_lp (|y| + S), with u_lp = 2^-8 (bf16) or 2^-11 (fp16). tanh adds its
- *   library error (8 u |y|, as in gpu_ops_parity). Wrong strides, transposes or types give order-1 errors.
- *   The bias gradient sums in the CPU's row order: exact.
+ *   a 16-bit result may then round to the neighbouring value, once after the product (the twin; CUDA adds the
+ *   bias in cuBLASLt's epilogue, before rounding) and once after bias and activation: 2 ulp = 4 u_lp (|y| + S),
+ *   with u_lp = 2^-8 (bf16) or 2^-11 (fp16). tanh adds its library error (8 u |y|, as in gpu_ops_parity).
+ *   Wrong strides, transposes or types give order-1 errors. The bias gradient comes out of the weight
+ *   gradient's epilogue (CUBLASLT_EPILOGUE_BGRADB) in cuBLASLt's order, plus beta db0: the fp32 sum bound
+ *   2 gamma(rows+2) (|db0| + sum |dy|). The 512 x 1024 -> 512 cases are the size the tensor cores are for.
  *   amp_unscale, amp_update, adam's skip: exact (the same IEEE operations, or nothing at all).
  *   conv_forward / conv_backward on 16-bit slots (cuDNN's tensor cores against the widened fp32 im2col twin):
  *   the same two roundings as a dense layer, checked as a normalised error ||gpu - cpu|| / ||cpu|| <= 4 u_lp
@@ -188,7 +190,11 @@ static void linear_backward_case(int32_t dt, int32_t dx_dt, int32_t rows, int32_
             if (!(fabs((double)hg[k] - hc[k]) <= 2 * gamma_n(rows + 2) * S + 1e-30)) bad_w++;
         }
     pair_fetch(hc, hg, cdb, gdb, (uint64_t)fo * 4);
-    for (int32_t o = 0; o < fo; o++) bad_b += memcmp(&hc[o], &hg[o], 4) != 0;
+    for (int32_t o = 0; o < fo; o++) {
+        double S = fabs(db0[o]);
+        for (int32_t r = 0; r < rows; r++) S += fabs((double)dyv[(size_t)r * fo + o]);
+        if (!(fabs((double)hg[o] - hc[o]) <= 2 * gamma_n(rows + 2) * S + 1e-30)) bad_b++;
+    }
     fetch_as_float(hc, hg, cdx, gdx, dx_dt, (size_t)rows * fi);
     for (int32_t r = 0; r < rows; r++)
         for (int32_t i = 0; i < fi; i++) {
@@ -220,6 +226,9 @@ static void test_linear(void) {
         linear_backward_case(dt, dt, 100, 64, 64, RLT_ACT_TANH);
         linear_backward_case(dt, RLT_LP_F32, 256, 23, 256, RLT_ACT_NONE);
         linear_backward_case(dt, RLT_LP_F32, 37, 256, 1, RLT_ACT_NONE);
+        linear_case(dt, dt, 512, 1024, 512, RLT_ACT_RELU);
+        linear_case(dt, dt, 512, 1024, 512, RLT_ACT_TANH);
+        linear_backward_case(dt, dt, 512, 1024, 512, RLT_ACT_RELU);
     }
 }
 

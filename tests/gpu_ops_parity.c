@@ -57,7 +57,7 @@
 #include "philox.h"
 
 #define U (1.0 / 16777216.0) /* fp32 unit roundoff, 2^-24 */
-#define ARENA_BYTES (96ull << 20)
+#define ARENA_BYTES (192ull << 20) /* the routed products' cases take up to ~50 MiB at once */
 
 /* The shared CPU/GPU pair (backend_pair.h) under this file's short names. */
 #define rnd_u64 pair_rnd_u64
@@ -714,6 +714,273 @@ static void test_linear_backward(void) {
     }
 }
 
+/* ---- routed products: cuBLASLt with fused epilogues (kernels/cuda/gemm_lt.c) ----
+ * Layers whose product has at least 2^30 multiply-adds leave the fused kernels for cuBLASLt: the forward with its
+ * bias and ReLU in the epilogue (tanh as a pass after it), the weight gradient with the bias gradient in its
+ * epilogue (written to scratch and added when beta != 0), the input gradient with act' as a pass. Checked against
+ * the CPU with the bounds of test_linear_forward / test_linear_backward, whose S (the sum of the terms'
+ * magnitudes) is computed here by the CPU's own ops on |x|, |W|, |dy| (in fp32, so S is off by at most gamma(k)
+ * relative; the bounds use S (1 + 2^-10)). Covered: rows whose starts are not 16-byte aligned (the heuristic is
+ * told the alignment), both bias-gradient routes, a side lane giving the bits of lane 0 (one algorithm per
+ * problem, whatever the lane), a problem first met inside a graph capture replaying the bits of the same op run
+ * eagerly, and precision: tf32 (plan_workspace's dense_tf32): the routed products within the TF32 bound and NOT
+ * bit-identical to fp32 (TF32 engaged), a small product bit-identical to fp32 (it stays on our kernels).
+ * TF32 bound: each input is rounded to 10 mantissa bits (2^-11 relative when rounded to nearest, 2^-10 when
+ * truncated), so each product is off by at most 2^-9 + 2^-20 relative; with the fp32 summation bounds of both
+ * sides, 2^-8 S + 2 gamma(k+2) S covers it with room. */
+#define S_SLACK (1.0 + 1.0 / 1024.0)
+#define TF32_REL (1.0 / 256.0)
+
+static void set_tf32(int on) {
+    rlt_op_use u = {.dense_rows = 1024, .dense_in = 1024, .dense_out = 1024, .dense_tf32 = on};
+    uint64_t ws = 0;
+    die_on(P.gpu.ops->plan_workspace(&P.gpu, &u, &ws), &P.egpu, "plan_workspace (dense_tf32)");
+}
+
+static void fabs_fill(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = fabsf(x[i]);
+}
+
+typedef struct routed_fwd {
+    int rows, fi, fo, px, py, bias, act;
+} routed_fwd;
+
+/* How routed_forward_case runs the GPU's op a second time on the same inputs, into a second buffer. */
+enum { TWIN_NONE, TWIN_LANE2, TWIN_GRAPH, TWIN_TF32 };
+
+/* Runs fg on the GPU: captured into graph slot 7 and replayed (graph), or eagerly on `lane`. */
+static int routed_gpu_forward(const rlt_linear_fwd *fg, int lane, int graph) {
+    if (graph) {
+        int rb = P.gpu.ops->graph_begin(&P.gpu, 7);
+        int ro = rb == RLT_OK ? P.gpu.ops->linear_forward(&P.gpu, fg) : rb;
+        int re = rb == RLT_OK ? P.gpu.ops->graph_end(&P.gpu, 7) : rb;
+        if (rb != RLT_OK || ro != RLT_OK || re != RLT_OK) return rb != RLT_OK ? rb : ro != RLT_OK ? ro : re;
+        return P.gpu.ops->graph_launch(&P.gpu, 7);
+    }
+    RLT_TRY(P.gpu.ops->branch(&P.gpu, lane));
+    RLT_TRY(P.gpu.ops->linear_forward(&P.gpu, fg));
+    return P.gpu.ops->join(&P.gpu);
+}
+
+/* One routed forward on both backends: run A (fp32; captured first for TWIN_GRAPH, else eager on lane 0) within
+ * the bound of the CPU, and its twin (see the enum) on the same inputs: bit-identical to run A (LANE2: on side
+ * lane 2; GRAPH: eagerly after the captured run A), or for TF32 within the TF32 bound and different from run A in
+ * at least 90% of the outputs. */
+static void routed_forward_case(routed_fwd t, int twin) {
+    int rows = t.rows, fi = t.fi, fo = t.fo, act = t.act, ldx = fi + t.px, ldy = fo + t.py;
+    size_t nx = (size_t)rows * ldx, nw = (size_t)fo * fi, ny = (size_t)rows * ldy;
+    float *hx = malloc(nx * 4), *hw = malloc(nw * 4), *hb = malloc((size_t)fo * 4), *hy = malloc(ny * 4),
+          *rc = malloc(ny * 4), *rg = malloc(ny * 4), *rg2 = malloc(ny * 4), *hs = malloc(ny * 4);
+    double *bound = malloc(ny * sizeof *bound);
+    rnd_fill(hx, nx, -1, 1);
+    rnd_fill(hw, nw, -0.5f, 0.5f);
+    rnd_fill(hb, (size_t)fo, -0.5f, 0.5f);
+    rnd_fill(hy, ny, -9, 9); /* poison: every output must be written, the padding left alone */
+    void *cx, *gx, *cw, *gw, *cb, *gb, *cy, *gy, *cy2, *gy2, *cs, *gs;
+    take(nx * 4, &cx, &gx);
+    take(nw * 4, &cw, &gw);
+    take((size_t)fo * 4, &cb, &gb);
+    take(ny * 4, &cy, &gy);
+    take(ny * 4, &cy2, &gy2);
+    put(cx, gx, hx, nx * 4);
+    put(cw, gw, hw, nw * 4);
+    put(cb, gb, hb, (size_t)fo * 4);
+    put(cy, gy, hy, ny * 4);
+    put(cy2, gy2, hy, ny * 4);
+    rlt_linear_fwd fc = {.rows = rows, .fi = fi, .fo = fo, .x = cx, .ldx = ldx, .W = cw, .b = t.bias ? cb : NULL,
+                         .y = cy, .ldy = ldy, .act = act};
+    rlt_linear_fwd fg = fc;
+    fg.x = gx, fg.W = gw, fg.b = t.bias ? gb : NULL, fg.y = gy;
+    rlt_linear_fwd fg2 = fg;
+    fg2.y = gy2;
+    int r1 = P.cpu.ops->linear_forward(&P.cpu, &fc);
+    int r2 = routed_gpu_forward(&fg, 0, twin == TWIN_GRAPH);
+    int r3 = RLT_OK;
+    if (twin == TWIN_TF32) set_tf32(1);
+    if (twin != TWIN_NONE) r3 = routed_gpu_forward(&fg2, twin == TWIN_LANE2 ? 2 : 0, 0);
+    if (twin == TWIN_TF32) set_tf32(0);
+    CHECK(r1 == RLT_OK && r2 == RLT_OK && r3 == RLT_OK, "routed linear_forward %dx%d->%d: cpu %d gpu %d twin %d (%s)",
+          rows, fi, fo, r1, r2, r3, P.egpu.msg);
+    fetch(rc, rg, cy, gy, ny * 4);
+    fetch(hy, rg2, cy2, gy2, ny * 4);
+    /* S = |x| |W|^T + |b| by the CPU's own forward, into cy2 (the CPU's copy is free). */
+    fabs_fill(hx, nx);
+    fabs_fill(hw, nw);
+    fabs_fill(hb, (size_t)fo);
+    put(cx, gx, hx, nx * 4);
+    put(cw, gw, hw, nw * 4);
+    put(cb, gb, hb, (size_t)fo * 4);
+    take(ny * 4, &cs, &gs);
+    rlt_linear_fwd fs = fc;
+    fs.y = cs, fs.act = RLT_ACT_NONE;
+    die_on(P.cpu.ops->linear_forward(&P.cpu, &fs), &P.ecpu, "S for the bound");
+    memcpy(hs, cs, ny * 4);
+    for (int pass = 0; pass < (twin == TWIN_TF32 ? 2 : 1); pass++) {
+        double rel = 2.0 * gamma_n(fi + 2) + (pass ? TF32_REL : 0.0);
+        for (size_t r = 0; r < (size_t)rows; r++)
+            for (size_t o = 0; o < (size_t)ldy; o++) {
+                size_t at = r * ldy + o;
+                bound[at] = (int)o >= fo ? 0.0
+                                         : rel * hs[at] * S_SLACK + (act == RLT_ACT_TANH ? 8.0 * U * fabs(rc[at]) : 0.0) +
+                                               1e-37;
+            }
+        char what[128];
+        snprintf(what, sizeof what, "routed fwd%s %dx%d->%d ld %d/%d act=%d%s%s", pass ? " tf32" : "", rows, fi, fo, ldx,
+                 ldy, act, t.bias ? " bias" : "", twin == TWIN_GRAPH ? " (graph)" : "");
+        expect_close(what, pass ? rg2 : rg, rc, ny, bound, 0, 0);
+    }
+    if (twin == TWIN_LANE2 || twin == TWIN_GRAPH)
+        expect_exact(twin == TWIN_LANE2 ? "routed fwd: side lane 2 gives lane 0's bits"
+                                        : "routed fwd: eager run gives the captured run's bits",
+                     rg2, rg, ny, 4);
+    if (twin == TWIN_TF32) {
+        size_t differ = 0, outputs = (size_t)rows * fo;
+        for (size_t r = 0; r < (size_t)rows; r++)
+            for (size_t o = 0; o < (size_t)fo; o++) differ += memcmp(&rg[r * ldy + o], &rg2[r * ldy + o], 4) != 0;
+        printf("  tf32 against fp32 on the GPU: %zu of %zu outputs differ\n", differ, outputs);
+        CHECK(differ * 10 >= outputs * 9, "tf32 engaged: only %zu of %zu outputs differ from fp32", differ, outputs);
+    }
+    free(hx), free(hw), free(hb), free(hy), free(rc), free(rg), free(rg2), free(hs), free(bound);
+    reset();
+}
+
+typedef struct routed_bwd {
+    int rows, fi, fo, act, pdy;
+    float beta;
+} routed_bwd;
+
+/* One routed backward (dW, db and dx all asked for) on both backends against the bounds (tf32: computed with
+ * dense_tf32, against the TF32 bounds). */
+static void routed_backward_case(routed_bwd t, int tf32) {
+    int rows = t.rows, fi = t.fi, fo = t.fo, act = t.act;
+    float beta = t.beta;
+    int lddy = fo + t.pdy, ldx = fi, lddx = fi;
+    size_t ndy = (size_t)rows * lddy, nx = (size_t)rows * ldx, nw = (size_t)fo * fi, ndx = (size_t)rows * lddx;
+    size_t nmax = nw > ndx ? nw : ndx;
+    float *hdy = malloc(ndy * 4), *hx = malloc(nx * 4), *hw = malloc(nw * 4), *hdw = malloc(nw * 4),
+          *hdb = malloc((size_t)fo * 4), *hdx = malloc(ndx * 4), *oc = malloc(nmax * 4), *og = malloc(nmax * 4),
+          *hs = malloc(nmax * 4);
+    double *bound = malloc(nmax * sizeof *bound);
+    rnd_fill(hdy, ndy, -1, 1);
+    rnd_fill(hx, nx, act == RLT_ACT_TANH ? -1.0f : -2.0f, act == RLT_ACT_TANH ? 1.0f : 2.0f);
+    rnd_fill(hw, nw, -0.5f, 0.5f);
+    rnd_fill(hdw, nw, -1, 1);
+    rnd_fill(hdb, (size_t)fo, -1, 1);
+    rnd_fill(hdx, ndx, -9, 9);
+    if (beta == 0.0f) hdw[0] = hdb[0] = NAN; /* beta 0 overwrites, never reads */
+    void *cdy, *gdy, *cx, *gx, *cw, *gw, *cdw, *gdw, *cdb, *gdb, *cdx, *gdx;
+    take(ndy * 4, &cdy, &gdy);
+    take(nx * 4, &cx, &gx);
+    take(nw * 4, &cw, &gw);
+    take(nw * 4, &cdw, &gdw);
+    take((size_t)fo * 4, &cdb, &gdb);
+    take(ndx * 4, &cdx, &gdx);
+    put(cdy, gdy, hdy, ndy * 4);
+    put(cx, gx, hx, nx * 4);
+    put(cw, gw, hw, nw * 4);
+    put(cdw, gdw, hdw, nw * 4);
+    put(cdb, gdb, hdb, (size_t)fo * 4);
+    put(cdx, gdx, hdx, ndx * 4);
+    rlt_linear_bwd bc = {.rows = rows, .fi = fi, .fo = fo, .dy = cdy, .lddy = lddy, .x = cx, .ldx = ldx, .act_x = act,
+                         .W = cw, .dW = cdw, .db = cdb, .beta = beta, .dx = cdx, .lddx = lddx};
+    rlt_linear_bwd bg = bc;
+    bg.dy = gdy, bg.x = gx, bg.W = gw, bg.dW = gdw, bg.db = gdb, bg.dx = gdx;
+    int r1 = P.cpu.ops->linear_backward(&P.cpu, &bc);
+    if (tf32) set_tf32(1);
+    int r2 = P.gpu.ops->linear_backward(&P.gpu, &bg);
+    if (tf32) set_tf32(0);
+    CHECK(r1 == RLT_OK && r2 == RLT_OK, "routed linear_backward %d rows %d<->%d: cpu %d gpu %d (%s)", rows, fi, fo, r1, r2,
+          P.egpu.msg);
+    /* The results of both, then S for dW, db and dx by the CPU's backward on magnitudes, into the CPU's buffers:
+     * dW0 and db0 times |beta| (0 when beta is 0), dx with no activation (act'(x) is applied below). */
+    float *rdw = malloc(nw * 4), *gdwh = malloc(nw * 4), *rdb = malloc((size_t)fo * 4), *gdbh = malloc((size_t)fo * 4);
+    fetch(rdw, gdwh, cdw, gdw, nw * 4);
+    fetch(rdb, gdbh, cdb, gdb, (size_t)fo * 4);
+    fetch(oc, og, cdx, gdx, ndx * 4);
+    for (size_t i = 0; i < nw; i++) hdw[i] = beta == 0.0f ? 0.0f : fabsf(beta * hdw[i]);
+    for (int o = 0; o < fo; o++) hdb[o] = beta == 0.0f ? 0.0f : fabsf(beta * hdb[o]);
+    float *hax = malloc(nx * 4);
+    memcpy(hax, hx, nx * 4);
+    fabs_fill(hdy, ndy);
+    fabs_fill(hax, nx);
+    fabs_fill(hw, nw);
+    put(cdy, gdy, hdy, ndy * 4);
+    put(cx, gx, hax, nx * 4);
+    put(cw, gw, hw, nw * 4);
+    put(cdw, gdw, hdw, nw * 4);
+    put(cdb, gdb, hdb, (size_t)fo * 4);
+    rlt_linear_bwd bs = bc;
+    bs.act_x = RLT_ACT_NONE, bs.beta = 1.0f;
+    die_on(P.cpu.ops->linear_backward(&P.cpu, &bs), &P.ecpu, "S for the bounds");
+    double extra = tf32 ? TF32_REL : 0.0;
+    char what[128];
+    /* dW */
+    memcpy(hs, cdw, nw * 4);
+    for (size_t i = 0; i < nw; i++) bound[i] = (2.0 * gamma_n(rows + 2) + extra) * hs[i] * S_SLACK + 1e-37;
+    snprintf(what, sizeof what, "routed bwd%s dW %d rows %d->%d beta=%g", tf32 ? " tf32" : "", rows, fi, fo, beta);
+    expect_close(what, gdwh, rdw, nw, bound, 0, 0);
+    /* db: a sum over the rows of dy (the values cuBLASLt loads, TF32-rounded or not) */
+    memcpy(hs, cdb, (size_t)fo * 4);
+    for (int o = 0; o < fo; o++) bound[o] = (2.0 * gamma_n(rows + 2) + extra) * hs[o] * S_SLACK + 1e-37;
+    snprintf(what, sizeof what, "routed bwd%s db %d rows fo=%d beta=%g", tf32 ? " tf32" : "", rows, fo, beta);
+    expect_close(what, gdbh, rdb, (size_t)fo, bound, 0, 0);
+    /* dx */
+    memcpy(hs, cdx, ndx * 4);
+    for (size_t r = 0; r < (size_t)rows; r++)
+        for (size_t i = 0; i < (size_t)fi; i++) {
+            size_t at = r * lddx + i;
+            double xv = hx[r * ldx + i], f = act == RLT_ACT_TANH ? fabs(1.0 - xv * xv) : 1.0;
+            bound[at] = (2.0 * gamma_n(fo + 2) + extra) * hs[at] * S_SLACK * f + 4.0 * U * fabs(oc[at]) + 1e-37;
+        }
+    snprintf(what, sizeof what, "routed bwd%s dx %d rows %d<-%d act=%d", tf32 ? " tf32" : "", rows, fi, fo, act);
+    expect_close(what, og, oc, ndx, bound, 0, 0);
+    free(hdy), free(hx), free(hax), free(hw), free(hdw), free(hdb), free(hdx), free(oc), free(og), free(hs), free(bound);
+    free(rdw), free(gdwh), free(rdb), free(gdbh);
+    reset();
+}
+
+/* Under dense_tf32 a product below the routing threshold stays on our fp32 kernels: the same bits as without. */
+static void routed_small_stays_fp32(void) {
+    const int rows = 256, fi = 256, fo = 256;
+    size_t nx = (size_t)rows * fi, nw = (size_t)fo * fi, ny = (size_t)rows * fo;
+    float *h = malloc(nx * 4), *r0 = malloc(ny * 4), *r1 = malloc(ny * 4), *junk = malloc(ny * 4);
+    void *cx, *gx, *cw, *gw, *cb, *gb, *cy, *gy;
+    take(nx * 4, &cx, &gx);
+    take(nw * 4, &cw, &gw);
+    take((size_t)fo * 4, &cb, &gb);
+    take(ny * 4, &cy, &gy);
+    rnd_fill(h, nx, -1, 1);
+    put(cx, gx, h, nx * 4);
+    rnd_fill(h, nw, -0.5f, 0.5f);
+    put(cw, gw, h, nw * 4);
+    rnd_fill(h, (size_t)fo, -0.5f, 0.5f);
+    put(cb, gb, h, (size_t)fo * 4);
+    rlt_linear_fwd fg = {.rows = rows, .fi = fi, .fo = fo, .x = gx, .ldx = fi, .W = gw, .b = gb, .y = gy, .ldy = fo,
+                         .act = RLT_ACT_RELU};
+    int ra = P.gpu.ops->linear_forward(&P.gpu, &fg);
+    fetch(junk, r0, cy, gy, ny * 4);
+    set_tf32(1);
+    int rb = P.gpu.ops->linear_forward(&P.gpu, &fg);
+    set_tf32(0);
+    fetch(junk, r1, cy, gy, ny * 4);
+    CHECK(ra == RLT_OK && rb == RLT_OK, "small forward: %s", P.egpu.msg);
+    expect_exact("tf32: a 256x256->256 forward (not routed) keeps fp32's bits", r1, r0, ny, 4);
+    free(h), free(r0), free(r1), free(junk);
+    reset();
+}
+
+static void test_linear_routed(void) {
+    printf("routed dense products (cuBLASLt epilogues)\n");
+    routed_forward_case((routed_fwd){1024, 1024, 1024, 0, 0, 1, RLT_ACT_RELU}, TWIN_LANE2); /* RELU_BIAS epilogue */
+    routed_forward_case((routed_fwd){1024, 1024, 1024, 1, 3, 1, RLT_ACT_TANH}, TWIN_NONE);  /* BIAS, tanh pass; rows unaligned */
+    routed_forward_case((routed_fwd){1536, 1024, 1024, 4, 4, 1, RLT_ACT_RELU}, TWIN_GRAPH); /* first met in a capture */
+    routed_forward_case((routed_fwd){2048, 512, 1024, 0, 0, 0, RLT_ACT_NONE}, TWIN_TF32);   /* no epilogue; tf32 */
+    routed_backward_case((routed_bwd){1024, 1024, 1024, RLT_ACT_RELU, 0, 1.0f}, 0);        /* db via scratch + add */
+    routed_backward_case((routed_bwd){2048, 512, 1024, RLT_ACT_TANH, 1, 0.0f}, 0);         /* db from BGRADB itself */
+    routed_backward_case((routed_bwd){1024, 1024, 1024, RLT_ACT_RELU, 0, 1.0f}, 1);        /* tf32 */
+    routed_small_stays_fp32();
+}
+
 /* gather_fields: byte for byte the CPU's gathers, with and without the sampling folded in, with an indirect
  * field (DQN's next frame), rows of 16-, 4- and 1-byte words, and guard bytes after every destination. */
 static void test_gather_fields(void) {
@@ -1291,6 +1558,7 @@ int main(void) {
     test_graph();
     test_linear_forward();
     test_linear_backward();
+    test_linear_routed();
     test_gather_fields();
     test_gather_widen();
     test_td3_critic_loss();

@@ -6,7 +6,9 @@
  *   the fp32 linear_forward up to fp32 summation order (2 gamma(k+2) S); the 16-bit linear_backward likewise
  *   against the fp32 one; cast with a scale; amp_unscale / amp_update semantics; adam with its skip flag set
  *   leaves every buffer bit-identical, and writes p's 16-bit copy when it steps.
- * - A reduced-precision config on the CPU trains in fp32 and says so in the plan. */
+ * - A reduced-precision config on the CPU trains in fp32 and says so in the plan.
+ * - precision: tf32 parses, reads back and dumps as "tf32"; on the CPU the plan says fp32 with the fallback note,
+ *   and 20 TD3 updates give bit for bit the actions of the same 20 in fp32 (the CPU has no TF32). */
 #include <math.h>
 #include <string.h>
 
@@ -234,6 +236,71 @@ static void test_cpu_fallback(void) {
     rlt_config_free(cfg);
 }
 
+/* A small TD3 agent on the CPU in `precision`, trained 20 updates on fixed data; its greedy actions for 8 fixed
+ * observations go to out. */
+static void tf32_run(const char *precision, float out[8], rlt_plan_summary *s) {
+    rlt_config *cfg;
+    char set[64];
+    CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
+    snprintf(set, sizeof set, "precision=%s", precision);
+    const char *sets[] = {"device=cpu", set, "train.batch_size=32", "train.start_steps=0", "td3.actor_hidden=[32,32]",
+                          "td3.critic_hidden=[32,32]", "replay.capacity=1000"};
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) CHECK(rlt_config_set(cfg, sets[i]) == RLT_OK, "%s", sets[i]);
+    rlt_space obs = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {3, 0, 0, 0}, 0, NULL, NULL};
+    rlt_space act = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {1, 0, 0, 0}, 0, NULL, NULL};
+    rlt_agent *ag;
+    int rc = rlt_agent_init(cfg, &obs, &act, &ag);
+    CHECK(rc == RLT_OK, "%s on the CPU initialises: %s", precision, rlt_agent_errmsg(ag));
+    memset(out, 0, 8 * sizeof(float));
+    if (rc == RLT_OK) {
+        enum { N = 200 };
+        static float o[N * 3], o2[N * 3], a[N], r[N];
+        static uint8_t term[N], trunc[N];
+        uint32_t st = 7;
+        for (int i = 0; i < N * 3; i++) {
+            o[i] = (float)((st = st * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+            o2[i] = (float)((st = st * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+        }
+        for (int i = 0; i < N; i++) {
+            a[i] = (float)((st = st * 1664525u + 1013904223u) >> 8) / 8388608.0f - 1.0f;
+            r[i] = o[3 * i] - a[i] * a[i];
+            term[i] = i % 50 == 49;
+            trunc[i] = 0;
+        }
+        CHECK(rlt_agent_observe(ag, o, a, r, o2, term, trunc, N) == RLT_OK, "observe: %s", rlt_agent_errmsg(ag));
+        int32_t done = 0, total = 0;
+        for (int k = 0; k < 20; k++) {
+            CHECK(rlt_agent_update(ag, &done) == RLT_OK, "update: %s", rlt_agent_errmsg(ag));
+            total += done;
+        }
+        CHECK(total == 20, "%s: 20 updates ran (%d)", precision, (int)total);
+        CHECK(rlt_agent_act(ag, o, 8, 0, out) == RLT_OK, "act: %s", rlt_agent_errmsg(ag));
+        CHECK(rlt_agent_memory_plan(ag, s, NULL) == RLT_OK, "plan");
+    }
+    rlt_agent_free(ag);
+    rlt_config_free(cfg);
+}
+
+static void test_tf32_on_cpu(void) {
+    rlt_config *cfg;
+    char buf[1 << 14];
+    CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
+    CHECK(rlt_config_set(cfg, "precision=tf32") == RLT_OK, "precision=tf32: %s", rlt_config_errmsg(cfg));
+    CHECK(rlt_config_get(cfg, "precision", buf, sizeof buf) > 0 && strcmp(buf, "tf32") == 0, "get precision: %s", buf);
+    CHECK(rlt_config_dump(cfg, buf, sizeof buf) > 0 && strstr(buf, "\nprecision: tf32\n") != NULL, "dump:\n%s", buf);
+    CHECK(rlt_config_load_string(cfg, "precision: tf32\n", "t.yaml") == RLT_OK, "from YAML: %s", rlt_config_errmsg(cfg));
+    rlt_config_free(cfg);
+
+    float a32[8], atf[8];
+    rlt_plan_summary s32, stf;
+    tf32_run("fp32", a32, &s32);
+    tf32_run("tf32", atf, &stf);
+    CHECK(strcmp(stf.precision, "fp32") == 0 && strstr(stf.note, "fp32") != NULL, "the tf32 plan on the CPU says fp32 (%s; %s)",
+          stf.precision, stf.note);
+    CHECK(memcmp(a32, atf, sizeof a32) == 0, "tf32 on the CPU computes fp32: actions %.9g vs %.9g", a32[0], atf[0]);
+    CHECK(a32[0] != 0.0f || a32[1] != 0.0f, "the agent produced actions");
+}
+
 int main(void) {
     test_conversions();
     CHECK(rlt_backend_open(&bk, &err, "cpu", 1, NULL, 0) == RLT_OK, "cpu backend");
@@ -245,5 +312,6 @@ int main(void) {
     test_conv_twin(RLT_LP_F16);
     rlt_backend_close(&bk);
     test_cpu_fallback();
+    test_tf32_on_cpu();
     return test_summary("test_lowp");
 }

@@ -1,5 +1,5 @@
 /* bias_act.cu: bias + activation forward, the activation's backward through its output, and bias
- * gradients; the CUDA twins of kernels/cpu/bias_act.c.
+ * gradients; the CUDA twins of kernels/cpu/bias_act.c (and the add of a bias gradient cuBLASLt summed, gemm_lt.c).
  *
  * The 2-D kernels put threadIdx.x along a row (columns), so a warp reads consecutive floats of one row:
  * coalesced for any leading dimension. Both loops are grid-stride, so any shape runs with a bounded grid. */
@@ -50,6 +50,13 @@ __global__ void bias_grad_kernel(float *db, const float *dy, int32_t lddy, int32
     }
 }
 
+/* db[c] = beta db[c] + s[c]: the bias gradient cuBLASLt's BGRADB epilogue wrote to scratch (it has no beta), added
+ * into the accumulated one with the bias_grad kernel's expression (beta db first, then the new sum). */
+__global__ void bias_grad_add_kernel(float *db, const float *s, int32_t n, float beta) {
+    int32_t c = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (c < n) db[c] = beta == 0.0f ? s[c] : beta * db[c] + s[c];
+}
+
 static dim3 grid_2d(rlt_backend *bk, int32_t rows, int32_t cols) {
     unsigned cap = (unsigned)cuda_get(bk)->sm_count * 8u;
     unsigned gx = blocks_along((uint64_t)cols, TILE_X, 64u);
@@ -98,6 +105,15 @@ extern "C" int cuda_bias_grad(rlt_backend *bk, float *db, const float *dy, int32
     return RLT_OK;
 }
 
+extern "C" int cuda_bias_grad_add(rlt_backend *bk, float *db, const float *s, int32_t n, float beta) {
+    CUDA_REQUIRE(bk, n >= 0, "bias_grad_add");
+    if (n == 0) return RLT_OK;
+    bias_grad_add_kernel<<<(unsigned)((n + CUDA_THREADS - 1) / CUDA_THREADS), CUDA_THREADS, 0, cuda_stream(bk)>>>(db, s, n,
+                                                                                                             beta);
+    CUDA_CHECK_LAUNCH(bk, "bias_grad_add_kernel");
+    return RLT_OK;
+}
+
 extern "C" cudaError_t cuda_preload_bias_act(void) {
     cudaFuncAttributes a;
     cudaError_t rc = cudaSuccess;
@@ -107,5 +123,6 @@ extern "C" cudaError_t cuda_preload_bias_act(void) {
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, act_grad_kernel<RLT_ACT_RELU>);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, act_grad_kernel<RLT_ACT_TANH>);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, bias_grad_kernel);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, bias_grad_add_kernel);
     return rc;
 }

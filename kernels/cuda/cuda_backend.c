@@ -25,9 +25,10 @@ static const char *const k_device_hint =
  * (compute capability 9.x) and later, 4 MiB before. With a workspace of our own, cuBLAS never allocates
  * behind our back, which the sealed arena and graph capture both need. Lane 0 gets the recommended size;
  * each side lane gets 4 MiB of its own (two GEMMs running at once on two lanes must never share a
- * workspace). Side lanes rarely call cuBLAS: the dense layers run in our own kernels. That is the workspace
- * for ops of any shape (workspace_bytes); an agent's plan has one only when some op of it calls cuBLAS
- * (plan_workspace), and no cuBLAS handle at all otherwise. */
+ * workspace). Side lanes rarely call cuBLAS: the dense layers run in our own kernels. cuBLASLt (gemm_lt.c)
+ * takes its workspace per call from the first 4 MiB of the current lane's slice, on every lane alike. That is
+ * the workspace for ops of any shape (workspace_bytes); an agent's plan has one only when some op of it calls
+ * cuBLAS (plan_workspace), and no cuBLAS handle at all otherwise. */
 static uint64_t cuda_lane0_workspace(const cuda_impl *c) { return (c && c->cc_major >= 9) ? 32ull << 20 : 4ull << 20; }
 
 static uint64_t cuda_workspace_bytes(rlt_backend *bk) {
@@ -54,6 +55,7 @@ static void cuda_close(rlt_backend *bk) {
         if (c->graphs[i]) cudaGraphExecDestroy(c->graphs[i]);
     cuda_conv_close(bk);
     if (c->scratch) cudaFree(c->scratch);
+    cuda_lt_close(bk);
     if (c->blas) cublasDestroy(c->blas);
     for (int32_t k = 0; k < RLT_BACKEND_MAX_LANES; k++) {
         if (c->join_event[k]) cudaEventDestroy(c->join_event[k]);
@@ -157,9 +159,15 @@ int cuda_blas_ensure(rlt_backend *bk) {
  * GEMMs, gemm.c), a dense layer beyond linear.cu's kernels, and an fp32 convolution (its input gradient is a
  * cuBLAS GEMM, conv_gemm.cu; the first layer needs none, but conv_prepare's trial run computes one). 16-bit
  * convolutions run on cuDNN, which has its own handle and its workspace in the conv slots'. */
-static int cuda_plan_calls_blas(const cuda_impl *c, const rlt_op_use *use) {
+/* Dense layers whose products go to the library: the 16-bit ones and those beyond linear.cu's kernels. They run on
+ * cuBLASLt (gemm_lt.c), with cuBLAS as its fallback. */
+static int cuda_plan_dense_library(const rlt_op_use *use) {
     if (use->dense_lp) return 1;
-    if (use->dense_rows > 0 && cuda_linear_calls_blas(use->dense_rows, use->dense_in, use->dense_out)) return 1;
+    return use->dense_rows > 0 && cuda_linear_calls_blas(use->dense_rows, use->dense_in, use->dense_out);
+}
+
+static int cuda_plan_calls_blas(const cuda_impl *c, const rlt_op_use *use) {
+    if (cuda_plan_dense_library(use)) return 1;
     for (int32_t i = 0; i < RLT_BACKEND_MAX_CONVS; i++)
         if (c->conv_slots[i].ready && c->conv_slots[i].gemm) return 1;
     return 0;
@@ -168,13 +176,18 @@ static int cuda_plan_calls_blas(const cuda_impl *c, const rlt_op_use *use) {
 static int cuda_plan_workspace(rlt_backend *bk, const rlt_op_use *use, uint64_t *bytes) {
     cuda_impl *c = cuda_get(bk);
     *bytes = 0;
+    /* precision: tf32 (read by linear.cu and gemm_lt.c for the products they send to the library). */
+    c->tf32 = use->dense_tf32 != 0;
+    c->planned = 1;
     if (cuda_plan_calls_blas(c, use)) {
         RLT_TRY(cuda_blas_ensure(bk));
+        if (cuda_plan_dense_library(use)) RLT_TRY(cuda_lt_ensure(bk));
         *bytes = cuda_workspace_bytes(bk);
     } else if (c->blas && c->capturing < 0 && !c->workspace) {
         /* An earlier plan of this backend needed cuBLAS (memory.auto_fit or `rltrain plan` trying a larger batch)
-         * and this one does not: give the handle back. What it leaves behind (loaded kernels) is measured as
+         * and this one does not: give the handles back. What they leave behind (loaded kernels) is measured as
          * context from here on. */
+        cuda_lt_close(bk);
         cublasDestroy(c->blas);
         c->blas = NULL;
         c->handle_bytes -= c->blas_bytes;
@@ -196,7 +209,12 @@ static int cuda_measure_memory(rlt_backend *bk) {
     /* cudaMalloc rounds the arena up to its page size: what the rounding takes counts as context. */
     bk->context_bytes = held > c->reserved_bytes ? held - c->reserved_bytes : 0;
     bk->handle_bytes = c->handle_bytes < bk->context_bytes ? c->handle_bytes : bk->context_bytes;
-    const char *handles = c->blas && c->conv ? "cuBLAS, cuDNN" : c->blas ? "cuBLAS" : c->conv ? "cuDNN" : NULL;
+    const char *handles = c->blas && c->lt && c->conv ? "cuBLAS, cuBLASLt, cuDNN"
+                          : c->blas && c->lt          ? "cuBLAS, cuBLASLt"
+                          : c->blas && c->conv        ? "cuBLAS, cuDNN"
+                          : c->blas                   ? "cuBLAS"
+                          : c->conv                   ? "cuDNN"
+                                                      : NULL;
     snprintf(bk->memory_note, sizeof bk->memory_note, "process memory measured %s; library handles: %s",
              cuda_procmem_method(c), handles ? handles : "none (no op of this plan calls cuBLAS or cuDNN)");
     return RLT_OK;
@@ -267,8 +285,10 @@ static int cuda_set_workspace(rlt_backend *bk, void *ptr, uint64_t bytes) {
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
                            "cuBLAS workspace of %llu bytes, but workspace_bytes asked for %llu", (unsigned long long)bytes,
                            (unsigned long long)cuda_workspace_bytes(bk));
-    /* A caller that runs ops without a plan hands over workspace_bytes: its ops may call cuBLAS. */
+    /* A caller that runs ops without a plan hands over workspace_bytes: its ops may call cuBLAS, and cuBLASLt (with
+     * a plan, plan_workspace created what its shapes need). */
     if (ptr) RLT_TRY(cuda_blas_ensure(bk));
+    if (ptr && !c->planned) RLT_TRY(cuda_lt_ensure(bk));
     /* NULL/0 means no workspace: cuBLAS then picks algorithms that need none (and allocates nothing), and a
      * plan without cuBLAS has no handle to tell. cuda_blas_bind (gemm.c) sets the lane's slice again after each
      * cublasSetStream, which resets it to cuBLAS's own pool. Lane 0's slice comes first, then the side lanes'

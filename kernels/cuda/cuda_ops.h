@@ -83,6 +83,15 @@ typedef struct cuda_impl {
      * NULL until the first slot that uses cuDNN. */
     void *conv;
     cuda_conv_slot conv_slots[RLT_BACKEND_MAX_CONVS]; /* conv_ops.c */
+    /* cuBLASLt's handle and the table of its problems (gemm_lt.c): the dense layers' library products with their
+     * epilogues. Created with the cuBLAS handle's rule (cuda_lt_ensure, when the plan has such a product); NULL
+     * otherwise. lt_bytes: what creating the handle took (part of handle_bytes). */
+    struct cuda_lt *lt;
+    uint64_t lt_bytes;
+    /* 1: the plan asked for TF32 (precision: tf32, rlt_op_use.dense_tf32): the fp32 dense products that go to the
+     * library run on TF32 tensor cores; everything else stays fp32. Set by plan_workspace. */
+    int32_t tf32;
+    int32_t planned; /* 1 once plan_workspace ran: handles follow the plan's shapes, not set_workspace */
 } cuda_impl;
 
 /* Floats in cuda_impl.scratch; dqn.cu's reductions use at most this many partial sums. */
@@ -114,12 +123,14 @@ static inline unsigned cuda_blocks(rlt_backend *bk, uint64_t n, unsigned threads
                                cudaGetErrorString(cuda_rc_), cudaGetErrorName(cuda_rc_));               \
     } while (0)
 
+/* cuBLAS and cuBLASLt share their status type. */
 #define CUBLAS_CHECK(bk, call)                                                                        \
     do {                                                                                              \
         cublasStatus_t cublas_rc_ = (call);                                                           \
         if (cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                                      \
-            return rlt_err_set((bk)->err, RLT_ERUNTIME, __FILE__, __LINE__, "%s failed: %s (%d)", #call, \
-                               cublasGetStatusString(cublas_rc_), (int)cublas_rc_);                   \
+            return rlt_err_set((bk)->err, RLT_ERUNTIME, __FILE__, __LINE__, "%s failed: %s (%s, %d)", #call, \
+                               cublasGetStatusName(cublas_rc_), cublasGetStatusString(cublas_rc_),   \
+                               (int)cublas_rc_);                                                      \
     } while (0)
 
 /* A launch's own errors (bad configuration, no kernel image for this GPU) show up at once in
@@ -146,7 +157,8 @@ int cuda_counter_add(rlt_backend *bk, int64_t *c, int64_t v);
 int cuda_polyak(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau);
 /* Clipping, Adam, Polyak and the 16-bit copies in one pass (adam.cu). */
 int cuda_adam(rlt_backend *bk, const rlt_adam_step *d);
-/* Dense layers (linear.cu): fp32 on our fused kernels (cuBLAS past their K), 16-bit on cuBLAS (lowp.cu). */
+/* Dense layers (linear.cu): fp32 on our fused kernels (cuBLASLt for the large products and past their K), 16-bit on
+ * cuBLASLt (lowp.cu); both with cuBLAS as the fallback (gemm_lt.c). */
 int cuda_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d);
 int cuda_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d);
 int cuda_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows, int32_t cols,
@@ -180,9 +192,31 @@ int cuda_gemm(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int
  * epilogues where cuBLAS ran its product. */
 int cuda_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float *b, int32_t rows, int32_t cols, int32_t act);
 int cuda_bias_grad(rlt_backend *bk, float *db, const float *dy, int32_t lddy, int32_t rows, int32_t cols, float beta);
+/* db[c] = beta db[c] + s[c] for c < n (beta 0: s[c]) (bias_act.cu): a bias gradient cuBLASLt summed into scratch
+ * memory, added into the accumulated one. */
+int cuda_bias_grad_add(rlt_backend *bk, float *db, const float *s, int32_t n, float beta);
 /* The 16-bit dense layers (lowp.cu), which cuda_linear_forward and cuda_linear_backward hand over to. */
 int cuda_linear_forward_lp(rlt_backend *bk, const rlt_linear_fwd *d);
 int cuda_linear_backward_lp(rlt_backend *bk, const rlt_linear_bwd *d);
+/* lowp.cu's epilogue passes for gemm_lt.c: y = act(y + b) over [rows, cols] in y's type yd (fp32 arithmetic, b NULL:
+ * none), and db[c] = beta db[c] + sum_r dy[r, c] in row order with dy in type dyd. */
+int cuda_lp_bias_act(rlt_backend *bk, void *y, int32_t yd, int32_t ldy, const float *b, int32_t rows, int32_t cols,
+                     int32_t act);
+int cuda_lp_bias_grad(rlt_backend *bk, float *db, const void *dy, int32_t dyd, int32_t lddy, int32_t rows, int32_t cols,
+                      float beta);
+/* ---- the dense layers' library products on cuBLASLt (gemm_lt.c) ----
+ * Each runs the layer's products with their epilogues fused where cuBLASLt offers them and sets *done 1, or sets
+ * *done 0 having issued nothing (no algorithm for the shape, no workspace, a full table): the caller then runs its
+ * cuBLAS path. wgrad computes dW (required) and db (may be NULL; when not fused, its kernel runs on lane db_lane);
+ * dgrad computes dx and applies act_x'(x). fp32 descriptors are the routed layers' (linear.cu decides); 16-bit ones
+ * any layer's. */
+int cuda_lt_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d, int *done);
+int cuda_lt_linear_wgrad(rlt_backend *bk, const rlt_linear_bwd *d, int32_t db_lane, int *done);
+int cuda_lt_linear_dgrad(rlt_backend *bk, const rlt_linear_bwd *d, int *done);
+/* Creates cuBLASLt's handle and table on first need (at init, before the seal; its cost goes to handle_bytes), and
+ * releases them (cuda_close, or a later plan without such products). */
+int cuda_lt_ensure(rlt_backend *bk);
+void cuda_lt_close(rlt_backend *bk);
 /* fp32 convolutions in GEMM form (conv_gemm.cu; the contract of the backend's conv ops): prepare checks the
  * shape against the kernels' limits and gives the workspace size; forward and backward take a workspace of that
  * size that conv_ops.c has checked. */
@@ -207,9 +241,18 @@ const char *cuda_procmem_method(const cuda_impl *c);
 void cuda_procmem_close(cuda_impl *c);
 /* cuBLAS workspace of each side lane (lane 0 has more). */
 #define CUDA_SIDE_WORKSPACE (4ull << 20)
+/* How gemm_lt.c uses the first CUDA_SIDE_WORKSPACE bytes of the current lane's slice, on every lane alike (so a
+ * problem gets the same algorithm on any lane): the algorithm's workspace, then scratch for a bias gradient that
+ * is added into an accumulated one (fo <= CUDA_LT_SCRATCH / 4). */
+#define CUDA_LT_SCRATCH (64ull << 10)
+#define CUDA_LT_WORKSPACE (CUDA_SIDE_WORKSPACE - CUDA_LT_SCRATCH)
 /* cuda_gemm with a workspace of the same size on every lane, so the same bits on any lane (gemm.c). */
 int cuda_gemm_uniform(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha,
                       const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc);
+/* cuda_gemm summed on TF32 tensor cores (precision: tf32), with the side lanes' workspace size when uniform (as
+ * cuda_gemm_uniform): the routed dense products' fallback when cuBLASLt offers no algorithm (gemm.c). */
+int cuda_gemm_tf32(rlt_backend *bk, int32_t uniform, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha,
+                   const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc);
 /* gemm.c: C = alpha op(A) op(B) + beta C with A, B in ab_dtype (BF16 or F16), C in c_dtype (that or F32). */
 int cuda_gemm_lp(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const void *A,
                  int32_t lda, const void *B, int32_t ldb, int32_t ab_dtype, float beta, void *C, int32_t c_dtype,

@@ -1,5 +1,6 @@
-/* gemm.c: row-major GEMM through cuBLAS: fp32 (the CUDA twin of kernels/cpu/gemm.c) and, for the
- * reduced-precision layers (lowp.cu), bf16/fp16 inputs summed in fp32.
+/* gemm.c: row-major GEMM through cuBLAS: fp32 (the CUDA twin of kernels/cpu/gemm.c; TF32 only where
+ * precision: tf32 asked for it) and bf16/fp16 inputs summed in fp32. The convolutions' GEMMs come here; the dense
+ * layers' library products go to cuBLASLt (gemm_lt.c) and come here only when it offers no algorithm.
  *
  * cuBLAS is column-major. A row-major matrix read as column-major is its transpose, so the row-major
  * product C = op(A) op(B) is computed as the column-major product C^T = op(B)^T op(A)^T: swap the operands
@@ -25,8 +26,10 @@ static int cuda_blas_bind(rlt_backend *bk) {
     return RLT_OK;
 }
 
-int cuda_gemm(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const float *A,
-              int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc) {
+/* The fp32 product, summed in fp32 (cublasSgemm in the handle's CUBLAS_DEFAULT_MATH) or, with tf32, on the TF32
+ * tensor cores (cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32: precision: tf32 asked for it). */
+static int gemm_f32(rlt_backend *bk, int32_t tf32, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha,
+                    const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc) {
     CUDA_REQUIRE(bk, m >= 0 && n >= 0 && k >= 0, "gemm");
     CUDA_REQUIRE(bk, lda >= (ta ? m : k) && lda >= 1, "gemm");
     CUDA_REQUIRE(bk, ldb >= (tb ? k : n) && ldb >= 1, "gemm");
@@ -34,23 +37,44 @@ int cuda_gemm(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int
     if (m == 0 || n == 0) return RLT_OK;
     cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     RLT_TRY(cuda_blas_bind(bk));
-    CUBLAS_CHECK(bk, cublasSgemm(cuda_get(bk)->blas, op_b, op_a, n, m, k, &alpha, B, ldb, A, lda, &beta, C, ldc));
+    if (tf32)
+        CUBLAS_CHECK(bk, cublasGemmEx(cuda_get(bk)->blas, op_b, op_a, n, m, k, &alpha, B, CUDA_R_32F, ldb, A, CUDA_R_32F,
+                                      lda, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+    else
+        CUBLAS_CHECK(bk, cublasSgemm(cuda_get(bk)->blas, op_b, op_a, n, m, k, &alpha, B, ldb, A, lda, &beta, C, ldc));
     return RLT_OK;
 }
 
-/* cuda_gemm with the same workspace size on every lane and with any number of lanes: the side lanes' size.
+int cuda_gemm(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const float *A,
+              int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc) {
+    return gemm_f32(bk, 0, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* gemm_f32 with the same workspace size on every lane and with any number of lanes: the side lanes' size.
  * cuBLAS picks its algorithm (and so its summation order) by shape and workspace, and lane 0's workspace is
  * larger than the side lanes', so a product that may run on any lane (a forward over one of several
  * activation sets) would otherwise give other bits on a side lane than on lane 0. */
-int cuda_gemm_uniform(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha,
-                      const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc) {
+static int gemm_f32_uniform(rlt_backend *bk, int32_t tf32, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k,
+                            float alpha, const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C,
+                            int32_t ldc) {
     cuda_impl *c = cuda_get(bk);
     uint64_t ws = c->lane_ws_bytes[c->lane] < CUDA_SIDE_WORKSPACE ? c->lane_ws_bytes[c->lane] : CUDA_SIDE_WORKSPACE;
     RLT_TRY(cuda_blas_bind(bk));
     CUBLAS_CHECK(bk, cublasSetWorkspace(c->blas, c->lane_ws[c->lane], (size_t)ws));
-    int rc = cuda_gemm(bk, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    int rc = gemm_f32(bk, tf32, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
     CUBLAS_CHECK(bk, cublasSetWorkspace(c->blas, c->lane_ws[c->lane], (size_t)c->lane_ws_bytes[c->lane]));
     return rc;
+}
+
+int cuda_gemm_uniform(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha,
+                      const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc) {
+    return gemm_f32_uniform(bk, 0, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+int cuda_gemm_tf32(rlt_backend *bk, int32_t uniform, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha,
+                   const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc) {
+    if (uniform) return gemm_f32_uniform(bk, 1, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    return gemm_f32(bk, 1, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 static cudaDataType_t cuda_lp_type(int32_t dtype) {

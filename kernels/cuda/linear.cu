@@ -28,8 +28,13 @@
  * Every sum runs in an order fixed by the shapes alone: the same bits on every run. The order differs from
  * OpenBLAS's, so results agree with the CPU to the rounding of a length-K dot product (the parity test's
  * GEMM bound), not bit for bit. The epilogues' expressions are the CPU twins' term for term (no FMA
- * contraction in this module; the products inside the sums are explicit fmaf). K above LIN_MAX_K (a
- * Nature CNN's 3136-wide flatten) goes to cuBLAS, which splits K across blocks. */
+ * contraction in this module; the products inside the sums are explicit fmaf).
+ *
+ * Products beyond these kernels go to the library, chosen by shape alone: K above LIN_MAX_K (a Nature CNN's
+ * 3136-wide flatten), where the library splits K across blocks, and products of at least LIN_BLAS_MACS
+ * multiply-adds (1024-wide layers at a batch of 1024 or more), where its large tiles win. They run on cuBLASLt
+ * with the bias, ReLU and bias gradient in its epilogue (gemm_lt.c; cuBLAS plus our bias_act.cu passes when
+ * it offers no algorithm), in fp32, or on TF32 tensor cores when the plan asked for precision: tf32. */
 #include <string.h>
 
 #include "cp_async.cuh"
@@ -356,6 +361,45 @@ static void lin_choose_path(lin_problem *p) {
     }
 }
 
+/* A routed product on cuBLAS (gemm_lt.c had no algorithm for it): fp32, or TF32 under precision: tf32; uniform:
+ * with the side lanes' workspace size on any lane (see cuda_gemm_uniform). */
+static int lin_blas_gemm(rlt_backend *bk, int32_t uniform, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k,
+                         const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc) {
+    if (cuda_get(bk)->tf32) return cuda_gemm_tf32(bk, uniform, ta, tb, m, n, k, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    if (uniform) return cuda_gemm_uniform(bk, ta, tb, m, n, k, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    return cuda_gemm(bk, ta, tb, m, n, k, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* A routed backward's weight and bias gradients on the current lane; the bias gradient's own kernel (when
+ * cuBLASLt did not fuse it) runs on db_lane. The weight gradient's product uses the side lanes' workspace size on
+ * any lane, so the same algorithm and bits either way. */
+static int lin_blas_wgrad(rlt_backend *bk, const rlt_linear_bwd *d, int32_t db_lane) {
+    if (!d->dW && !d->db) return RLT_OK;
+    int done = 0;
+    RLT_TRY(cuda_lt_linear_wgrad(bk, d, db_lane, &done));
+    if (done) return RLT_OK;
+    if (d->dW)
+        RLT_TRY(lin_blas_gemm(bk, 1, 1, 0, d->fo, d->fi, d->rows, (const float *)d->dy, d->lddy, (const float *)d->x,
+                              d->ldx, d->beta, d->dW, d->fi));
+    if (!d->db) return RLT_OK;
+    cuda_impl *c = cuda_get(bk);
+    const int32_t lane = c->lane;
+    c->lane = db_lane;
+    int rc = cuda_bias_grad(bk, d->db, (const float *)d->dy, d->lddy, d->rows, d->fo, d->beta);
+    c->lane = lane;
+    return rc;
+}
+
+/* A routed backward's input gradient on the current lane: the product, then act_x'(x). */
+static int lin_blas_dgrad(rlt_backend *bk, const rlt_linear_bwd *d) {
+    int done = 0;
+    RLT_TRY(cuda_lt_linear_dgrad(bk, d, &done));
+    if (done) return RLT_OK;
+    RLT_TRY(lin_blas_gemm(bk, 0, 0, 0, d->rows, d->fi, d->fo, (const float *)d->dy, d->lddy, (const float *)d->W, d->fi,
+                          0.0f, (float *)d->dx, d->lddx));
+    return cuda_act_grad(bk, (float *)d->dx, d->lddx, (const float *)d->x, d->ldx, d->rows, d->fi, d->act_x);
+}
+
 static int lin_launch_problems(rlt_backend *bk, lin_launch *L) {
     lin_choose_path(&L->p[0]);
     lin_choose_path(&L->p[1]);
@@ -378,8 +422,11 @@ extern "C" int cuda_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d) {
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward");
     if (rows == 0) return RLT_OK;
     if (fi > LIN_MAX_K || lin_big(rows, fo, fi)) {
+        int done = 0;
+        RLT_TRY(cuda_lt_linear_forward(bk, d, &done));
+        if (done) return RLT_OK;
         /* A forward may run on any lane: the same cuBLAS workspace size on all of them keeps its bits. */
-        RLT_TRY(cuda_gemm_uniform(bk, 0, 1, rows, fo, fi, 1.0f, x, ldx, W, fi, 0.0f, y, ldy));
+        RLT_TRY(lin_blas_gemm(bk, 1, 0, 1, rows, fo, fi, x, ldx, W, fi, 0.0f, y, ldy));
         return cuda_bias_act(bk, y, ldy, b, rows, fo, act);
     }
     lin_launch L;
@@ -402,37 +449,27 @@ extern "C" int cuda_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d) {
     CUDA_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && lddy >= fo && ldx >= fi, "linear_backward");
     CUDA_REQUIRE(bk, !dx || (lddx >= fi && d->dx_dtype == RLT_LP_F32), "linear_backward");
     CUDA_REQUIRE(bk, act_x >= RLT_ACT_NONE && act_x <= RLT_ACT_TANH, "linear_backward");
-    /* Each part runs fused unless its K is beyond our kernels; the parts left to cuBLAS run first. */
-    /* A layer wider than LIN_MAX_K inputs (a Nature DQN's 3136-wide head) makes thousands of small tiles
-     * here for its weight gradient and long ones for its input gradient; cuBLAS runs both in a few large ones
-     * (the whole update 3% faster for dW, commit 18adc9c). */
+    /* Each part runs fused unless its K is beyond our kernels or it is big; the parts left to the library run first.
+     * A layer wider than LIN_MAX_K inputs (a Nature DQN's 3136-wide head) makes thousands of small tiles here for
+     * its weight gradient and long ones for its input gradient; the library runs both in a few large ones (the
+     * whole update 3% faster for dW, commit 18adc9c). */
     int fuse_w = (dW || db) && rows <= LIN_MAX_K && fi <= LIN_MAX_K && !lin_big(fo, fi, rows);
     int fuse_x = dx && fo <= LIN_MAX_K && fi <= LIN_MAX_K && !lin_big(rows, fi, fo);
     if (!fuse_w && !fuse_x) {
-        /* Both parts on cuBLAS (a wide layer): dW and db on two side lanes beside dx (cuda_fork_side). dW's
-         * product uses the side lanes' workspace size on any lane, so the same algorithm and bits either way. */
+        /* Both parts in the library (a wide layer): dW with db in its epilogue on a side lane beside dx
+         * (cuda_fork_side); db's own kernel, when not fused, on the other side lane. */
         const int32_t lane = cuda_get(bk)->lane;
         int32_t side[2];
         RLT_TRY(cuda_fork_side(bk, side));
-        int rc = RLT_OK;
         cuda_get(bk)->lane = side[0];
-        if (dW) rc = cuda_gemm_uniform(bk, 1, 0, fo, fi, rows, 1.0f, dy, lddy, x, ldx, beta, dW, fi);
-        cuda_get(bk)->lane = side[1];
-        if (rc == RLT_OK && db) rc = cuda_bias_grad(bk, db, dy, lddy, rows, fo, beta);
+        int rc = lin_blas_wgrad(bk, d, side[1]);
         cuda_get(bk)->lane = lane;
-        if (rc == RLT_OK && dx) rc = cuda_gemm(bk, 0, 0, rows, fi, fo, 1.0f, dy, lddy, W, fi, 0.0f, dx, lddx);
-        if (rc == RLT_OK && dx) rc = cuda_act_grad(bk, dx, lddx, x, ldx, rows, fi, act_x);
+        if (rc == RLT_OK && dx) rc = lin_blas_dgrad(bk, d);
         int rc2 = cuda_merge_side(bk, lane, side);
         return rc != RLT_OK ? rc : rc2;
     }
-    if (!fuse_w) {
-        if (dW) RLT_TRY(cuda_gemm(bk, 1, 0, fo, fi, rows, 1.0f, dy, lddy, x, ldx, beta, dW, fi));
-        if (db) RLT_TRY(cuda_bias_grad(bk, db, dy, lddy, rows, fo, beta));
-    }
-    if (dx && !fuse_x) {
-        RLT_TRY(cuda_gemm(bk, 0, 0, rows, fi, fo, 1.0f, dy, lddy, W, fi, 0.0f, dx, lddx));
-        RLT_TRY(cuda_act_grad(bk, dx, lddx, x, ldx, rows, fi, act_x));
-    }
+    if (!fuse_w) RLT_TRY(lin_blas_wgrad(bk, d, cuda_get(bk)->lane));
+    if (dx && !fuse_x) RLT_TRY(lin_blas_dgrad(bk, d));
     lin_launch L;
     memset(&L, 0, sizeof L);
     int np = 0;

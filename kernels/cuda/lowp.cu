@@ -1,13 +1,14 @@
 /* lowp.cu: the reduced-precision ops (bf16/fp16 compute copies with fp32 masters) and fp16 dynamic loss
  * scaling; CUDA twins of kernels/cpu/lowp.c (semantics in engine/backend.h).
  *
- * A reduced-precision dense layer is a cuBLAS GEMM with 16-bit inputs summed in fp32 on the tensor cores
- * (cuda_gemm_lp), followed by one elementwise kernel: bias and activation after the forward product,
- * the activation derivative after the backward one. The fp32 kernels of linear.cu fuse those epilogues
- * into their own GEMM; these do not, so a reduced-precision layer is two or three graph nodes where an fp32
- * one is one: reduced precision pays where the GEMMs are large enough for the tensor cores to matter
- * (bench/RESULTS.md measures where). Loss scaling decides on the device: amp_unscale raises a flag,
- * adam reads it as its skip flag, amp_update adjusts the scale, all inside the captured update. */
+ * A reduced-precision dense layer is a cuBLASLt GEMM with 16-bit inputs summed in fp32 on the tensor cores, with
+ * the bias and ReLU of the forward and the bias gradient of the backward in its epilogue (gemm_lt.c); tanh and
+ * the input gradient's activation derivative stay elementwise passes. Where cuBLASLt offers no algorithm the
+ * layer runs as before: a cuBLAS GEMM (cuda_gemm_lp) plus one elementwise kernel per epilogue. The fp32 kernels
+ * of linear.cu fuse everything into their own GEMM, so a small 16-bit layer is more graph nodes than an fp32 one:
+ * reduced precision pays where the GEMMs are large enough for the tensor cores to matter (bench/RESULTS.md
+ * measures where). Loss scaling decides on the device: amp_unscale raises a flag, adam reads it as its skip
+ * flag, amp_update adjusts the scale, all inside the captured update. */
 #include "lowp_elem.cuh"
 
 static int lp_dtype_ok(int32_t dt) { return dt == RLT_LP_F32 || dt == RLT_LP_BF16 || dt == RLT_LP_F16; }
@@ -94,6 +95,9 @@ extern "C" int cuda_linear_forward_lp(rlt_backend *bk, const rlt_linear_fwd *d) 
     CUDA_REQUIRE(bk, lp_half_ok(dtype) && (y_dtype == dtype || y_dtype == RLT_LP_F32), "linear_forward");
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward");
     if (rows == 0) return RLT_OK;
+    int done = 0;
+    RLT_TRY(cuda_lt_linear_forward(bk, d, &done));
+    if (done) return RLT_OK;
     /* y[rows, fo] = x[rows, fi] W^T. */
     RLT_TRY(cuda_gemm_lp(bk, 0, 1, rows, fo, fi, 1.0f, x, ldx, W, fi, dtype, 0.0f, y, y_dtype, ldy));
     if (!b && act == RLT_ACT_NONE) return RLT_OK;
@@ -112,13 +116,17 @@ extern "C" int cuda_linear_backward_lp(rlt_backend *bk, const rlt_linear_bwd *d)
                  "linear_backward");
     CUDA_REQUIRE(bk, lp_half_ok(dtype) && (dx_dtype == dtype || dx_dtype == RLT_LP_F32), "linear_backward");
     CUDA_REQUIRE(bk, act_x >= RLT_ACT_NONE && act_x <= RLT_ACT_TANH, "linear_backward");
-    /* dW[fo, fi] = beta dW + dy^T x, summed in fp32 into the fp32 gradient. */
-    if (dW) RLT_TRY(cuda_gemm_lp(bk, 1, 0, fo, fi, rows, 1.0f, dy, lddy, x, ldx, dtype, beta, dW, RLT_LP_F32, fi));
-    if (db) {
-        lp_bias_grad_kernel<<<(unsigned)((fo + 127) / 128), 128, 0, cuda_stream(bk)>>>(db, dy, dtype, lddy, rows, fo, beta);
-        CUDA_CHECK_LAUNCH(bk, "lp_bias_grad_kernel");
+    /* dW[fo, fi] = beta dW + dy^T x, summed in fp32 into the fp32 gradient, with db in its epilogue. */
+    int done = 0;
+    if (dW) RLT_TRY(cuda_lt_linear_wgrad(bk, d, cuda_get(bk)->lane, &done));
+    if (!done) {
+        if (dW) RLT_TRY(cuda_gemm_lp(bk, 1, 0, fo, fi, rows, 1.0f, dy, lddy, x, ldx, dtype, beta, dW, RLT_LP_F32, fi));
+        if (db) RLT_TRY(cuda_lp_bias_grad(bk, db, dy, dtype, lddy, rows, fo, beta));
     }
     if (dx && rows > 0) {
+        done = 0;
+        RLT_TRY(cuda_lt_linear_dgrad(bk, d, &done));
+        if (done) return RLT_OK;
         /* dx[rows, fi] = dy W, then times act_x'(x). */
         RLT_TRY(cuda_gemm_lp(bk, 0, 0, rows, fi, fo, 1.0f, dy, lddy, W, fi, dtype, 0.0f, dx, dx_dtype, lddx));
         if (act_x != RLT_ACT_NONE) {
@@ -127,6 +135,24 @@ extern "C" int cuda_linear_backward_lp(rlt_backend *bk, const rlt_linear_bwd *d)
             CUDA_CHECK_LAUNCH(bk, "lp_act_grad_kernel");
         }
     }
+    return RLT_OK;
+}
+
+extern "C" int cuda_lp_bias_act(rlt_backend *bk, void *y, int32_t yd, int32_t ldy, const float *b, int32_t rows,
+                                int32_t cols, int32_t act) {
+    CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && ldy >= cols && lp_dtype_ok(yd), "lp_bias_act");
+    if ((!b && act == RLT_ACT_NONE) || rows == 0 || cols == 0) return RLT_OK;
+    lp_bias_act_kernel<<<lp_grid(bk, rows, cols), CUDA_THREADS, 0, cuda_stream(bk)>>>(y, yd, ldy, b, rows, cols, act);
+    CUDA_CHECK_LAUNCH(bk, "lp_bias_act_kernel");
+    return RLT_OK;
+}
+
+extern "C" int cuda_lp_bias_grad(rlt_backend *bk, float *db, const void *dy, int32_t dyd, int32_t lddy, int32_t rows,
+                                 int32_t cols, float beta) {
+    CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && lddy >= cols && lp_dtype_ok(dyd), "lp_bias_grad");
+    if (cols == 0) return RLT_OK;
+    lp_bias_grad_kernel<<<(unsigned)((cols + 127) / 128), 128, 0, cuda_stream(bk)>>>(db, dy, dyd, lddy, rows, cols, beta);
+    CUDA_CHECK_LAUNCH(bk, "lp_bias_grad_kernel");
     return RLT_OK;
 }
 
