@@ -4,7 +4,9 @@
  *   --case nature  4x84x84 uint8 frames, Nature CNN (32@8x8/4, 64@4x4/2, 64@3x3/1, 512), 6 actions, batch 32
  * Both: double DQN, Huber loss, Adam, gradient-norm clip 10, one update per call.
  *   bench_dqn_update [--device cpu|cuda:N] [--case mlp|nature] [--updates N] [--accum N] [--precision fp32|bf16|fp16]
- *                    [--profile REPS] (then the time per op, eagerly: bench/op_profile.h) */
+ *                    [--profile REPS] (then the time per op, eagerly: bench/op_profile.h) [--seeds N]
+ * --seeds N makes N agents, one thread each (as a seed group's members), and prints agent 0's rate alone, the
+ * N agents' rate together and the ratio (bench/seed_bench.h); each agent runs --updates updates. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 #include "agent.h"
 #include "op_profile.h"
 #include "rltrain.h"
+#include "seed_bench.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -22,9 +25,69 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Fills the replay with random transitions (episodes of 500 steps); 0, or -1 after printing why. */
+static int fill_replay(rlt_agent *ag, int nature, int n_act) {
+    int64_t ob = nature ? 4 * 84 * 84 : 4 * 4;
+    unsigned char *o = malloc((size_t)ob), *o2 = malloc((size_t)ob);
+    srand(1);
+    int fill = nature ? 5000 : 20000, rc = 0;
+    for (int i = 0; i < fill && !rc; i++) {
+        for (int64_t j = 0; j < ob; j++) o[j] = (unsigned char)(rand() & (nature ? 255 : 63));
+        for (int64_t j = 0; j < ob; j++) o2[j] = (unsigned char)(rand() & (nature ? 255 : 63));
+        int32_t a = rand() % n_act;
+        float r = (float)(rand() % 3) - 1.0f;
+        uint8_t term = i % 500 == 499, trunc = 0;
+        if (rlt_agent_observe(ag, o, &a, &r, o2, &term, &trunc, 1) != RLT_OK) {
+            fprintf(stderr, "observe: %s\n", rlt_agent_errmsg(ag));
+            rc = -1;
+        }
+    }
+    free(o);
+    free(o2);
+    return rc;
+}
+
+/* --seeds N: the settings each agent is made with. */
+typedef struct dqn_seeds {
+    rlt_config *cfg;
+    rlt_space os, as;
+    int nature, n_act;
+} dqn_seeds;
+
+static rlt_agent *seeds_setup(void *ctx, int k) {
+    dqn_seeds *d = ctx;
+    rlt_agent *ag = NULL;
+    char seed[32];
+    snprintf(seed, sizeof seed, "seed=%d", k + 1);
+    rlt_config *cfg = rlt_config_clone(d->cfg);
+    if (!cfg || rlt_config_set(cfg, seed) != RLT_OK || rlt_agent_init(cfg, &d->os, &d->as, &ag) != RLT_OK) {
+        fprintf(stderr, "agent %d: init: %s\n", k, cfg ? rlt_agent_errmsg(ag) : "out of memory");
+        rlt_agent_free(ag);
+        rlt_config_free(cfg);
+        return NULL;
+    }
+    rlt_config_free(cfg);
+    float losses[RLT_LOSS_COUNT];
+    if (fill_replay(ag, d->nature, d->n_act) != 0) {
+        rlt_agent_free(ag);
+        return NULL;
+    }
+    for (int i = 0; i < 20; i++) agent_run_update(ag, 0);
+    agent_read_losses(ag, losses);
+    return ag;
+}
+
+static long seeds_run(void *ctx, rlt_agent *ag, int updates) {
+    float losses[RLT_LOSS_COUNT];
+    for (int i = 0; i < updates; i++)
+        if (agent_run_update(ag, 0) != RLT_OK) { fprintf(stderr, "update: %s\n", rlt_agent_errmsg(ag)); return -1; }
+    agent_read_losses(ag, losses); /* waits for the device */
+    return updates;
+}
+
 int main(int argc, char **argv) {
     const char *device = "cpu", *which = "mlp", *precision = "fp32";
-    int updates = 2000, accum = 1, profile = 0;
+    int updates = 2000, accum = 1, profile = 0, seeds = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--device")) device = argv[i + 1];
         else if (!strcmp(argv[i], "--case")) which = argv[i + 1];
@@ -32,6 +95,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--accum")) accum = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--precision")) precision = argv[i + 1];
         else if (!strcmp(argv[i], "--profile")) profile = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--seeds")) seeds = atoi(argv[i + 1]);
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
     }
     int nature = !strcmp(which, "nature");
@@ -51,6 +115,15 @@ int main(int argc, char **argv) {
     rlt_space os = nature ? (rlt_space){RLT_SPACE_BOX, RLT_DTYPE_U8, 3, {4, 84, 84, 0}, 0, NULL, NULL}
                           : (rlt_space){RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {4, 0, 0, 0}, 0, NULL, NULL};
     rlt_space as = {RLT_SPACE_DISCRETE, RLT_DTYPE_I32, 1, {1, 0, 0, 0}, n_act, NULL, NULL};
+    if (seeds > 1) {
+        printf("dqn_update case=%s seeds=%d device=%s batch=%d precision=%s accum=%d\n", which, seeds, device, batch,
+               precision, accum);
+        dqn_seeds d = {cfg, os, as, nature, n_act};
+        seed_bench b = {"dqn_update", &d, seeds_setup, seeds_run};
+        int rc = seed_bench_main(&b, seeds, updates);
+        rlt_config_free(cfg);
+        return rc;
+    }
     double t_init = now_s();
     rlt_agent *ag;
     int rc = rlt_agent_init(cfg, &os, &as, &ag);
@@ -59,22 +132,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "init: %s\n", rlt_agent_errmsg(ag));
         return rc == RLT_EDEVICE ? 4 : 1;
     }
-    /* Fill the replay with random transitions (episodes of 500 steps). */
-    int64_t ob = nature ? 4 * 84 * 84 : 4 * 4;
-    unsigned char *o = malloc((size_t)ob), *o2 = malloc((size_t)ob);
-    srand(1);
-    int fill = nature ? 5000 : 20000;
-    for (int i = 0; i < fill; i++) {
-        for (int64_t j = 0; j < ob; j++) o[j] = (unsigned char)(rand() & (nature ? 255 : 63));
-        for (int64_t j = 0; j < ob; j++) o2[j] = (unsigned char)(rand() & (nature ? 255 : 63));
-        int32_t a = rand() % n_act;
-        float r = (float)(rand() % 3) - 1.0f;
-        uint8_t term = i % 500 == 499, trunc = 0;
-        if (rlt_agent_observe(ag, o, &a, &r, o2, &term, &trunc, 1) != RLT_OK) {
-            fprintf(stderr, "observe: %s\n", rlt_agent_errmsg(ag));
-            return 1;
-        }
-    }
+    if (fill_replay(ag, nature, n_act) != 0) return 1;
     float losses[RLT_LOSS_COUNT];
     for (int i = 0; i < 20; i++) agent_run_update(ag, 0);
     agent_read_losses(ag, losses);
@@ -106,7 +164,5 @@ int main(int argc, char **argv) {
     if (profile > 0 && op_profile_run(ag, 0, profile) != RLT_OK) fprintf(stderr, "profile: %s\n", rlt_agent_errmsg(ag));
     rlt_agent_free(ag);
     rlt_config_free(cfg);
-    free(o);
-    free(o2);
     return 0;
 }

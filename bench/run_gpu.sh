@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run_gpu.sh: everything the GPU machine checks in one call: build for sm_90, the GPU tests, and the
 # benchmarks whose figures go into bench/RESULTS.md. Logs go to $OUT (or ./gpu_out).
-# Usage on the device machine (see shared/device/README.md): bash bench/run_gpu.sh [tests|bench|all] [minatar_steps]
+# Usage on the device machine (see shared/device/README.md): bash bench/run_gpu.sh [tests|bench|seeds|all] [minatar_steps]
+# (seeds: only bench/seeds.sh, several agents in one process, 4, 8 and 16 of them)
 set -uo pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 what=${1:-all}
@@ -10,6 +11,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/build.log" 2>&1
 cmake --build build -j16 >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 export RLT_CUDA_MODULE=$PWD/build/librltrain_cuda.so
+if [ "$what" = seeds ]; then bash bench/seeds.sh build cuda:0 2>&1 | tee "$OUT/seeds.log"; exit 0; fi
 if [ "$what" != bench ]; then
   ctest --test-dir build -L gpu --output-on-failure -V 2>&1 | tee "$OUT/gpu_tests.log" |
     grep -E "[0-9]+: (gpu_|TD3|device free|hog|plan|rltrain is|updates beside|.*on cuda:0)|tests passed|Failed|Passed"
@@ -28,6 +30,9 @@ fi
   build/bench/bench_dqn_update --device cuda:0 --case mlp --updates 20000
   build/bench/bench_dqn_update --device cuda:0 --case nature --updates 3000
   build/bench/bench_dqn_update --device cuda:0 --case nature --updates 3000 --precision bf16 | grep -E "updates/s|last loss"
+  echo "== 16 agents in one process (seed groups; bench/seeds.sh has 4 and 8 too)"
+  build/bench/bench_td3_update --device cuda:0 --updates 5000 --seeds 16
+  build/bench/bench_dqn_update --device cuda:0 --case mlp --updates 10000 --seeds 16
   echo "== PyTorch DQN reference (eager), same GPU"
   python3 bench/dqn_torch.py --case mlp --updates 3000
   python3 bench/dqn_torch.py --case nature --updates 1000

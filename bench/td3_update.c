@@ -5,8 +5,11 @@
  *   bench_td3_update [--device cpu|cuda:N] [--obs 17] [--act 6] [--hidden 256] [--batch 256]
  *                    [--updates 2000] [--ups 1] [--threads 1] [--replay-host] [--precision fp32|bf16|fp16]
  *                    [--accum N] [--profile REPS] (then the time per op, eagerly: bench/op_profile.h)
+ *                    [--seeds N]
  *
- * --ups K sets train.updates_per_step: each rlt_agent_update call runs K updates back to back. */
+ * --ups K sets train.updates_per_step: each rlt_agent_update call runs K updates back to back.
+ * --seeds N makes N agents, one thread each (as a seed group's members), and prints agent 0's rate alone, the
+ * N agents' rate together and the ratio (bench/seed_bench.h); each agent runs --updates updates. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +20,7 @@
 #include "agent.h"
 #include "op_profile.h"
 #include "rltrain.h"
+#include "seed_bench.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -24,10 +28,65 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* 10,000 synthetic transitions: uniform observations and actions, small rewards. */
+static void fill_replay(rlt_agent *ag, int obs_dim, int act_dim) {
+    enum { N = 10000 };
+    float *o = malloc(sizeof(float) * N * obs_dim), *o2 = malloc(sizeof(float) * N * obs_dim);
+    float *a = malloc(sizeof(float) * N * act_dim), *r = malloc(sizeof(float) * N);
+    uint8_t *term = calloc(N, 1), *trunc = calloc(N, 1);
+    srand(1);
+    for (long i = 0; i < (long)N * obs_dim; i++) { o[i] = rand() / (float)RAND_MAX - 0.5f; o2[i] = rand() / (float)RAND_MAX - 0.5f; }
+    for (long i = 0; i < (long)N * act_dim; i++) a[i] = 2 * (rand() / (float)RAND_MAX) - 1;
+    for (long i = 0; i < N; i++) { r[i] = rand() / (float)RAND_MAX; term[i] = i % 500 == 499; }
+    rlt_agent_observe(ag, o, a, r, o2, term, trunc, N);
+    free(o); free(o2); free(a); free(r); free(term); free(trunc);
+}
+
+/* --seeds N: the settings each agent is made with. */
+typedef struct td3_seeds {
+    rlt_config *cfg;
+    rlt_space os, as;
+    int ups;
+} td3_seeds;
+
+static rlt_agent *seeds_setup(void *ctx, int k) {
+    td3_seeds *t = ctx;
+    rlt_agent *ag = NULL;
+    char seed[32];
+    snprintf(seed, sizeof seed, "seed=%d", k + 1);
+    rlt_config *cfg = rlt_config_clone(t->cfg);
+    if (!cfg || rlt_config_set(cfg, seed) != RLT_OK || rlt_agent_init(cfg, &t->os, &t->as, &ag) != RLT_OK) {
+        fprintf(stderr, "agent %d: init: %s\n", k, cfg ? rlt_agent_errmsg(ag) : "out of memory");
+        rlt_agent_free(ag);
+        rlt_config_free(cfg);
+        return NULL;
+    }
+    rlt_config_free(cfg);
+    fill_replay(ag, t->os.shape[0], t->as.shape[0]);
+    float losses[RLT_LOSS_COUNT];
+    int32_t done;
+    for (int i = 0; i < 50; i++) rlt_agent_update(ag, &done); /* warm-up */
+    agent_read_losses(ag, losses);
+    return ag;
+}
+
+static long seeds_run(void *ctx, rlt_agent *ag, int updates) {
+    td3_seeds *t = ctx;
+    float losses[RLT_LOSS_COUNT];
+    int32_t done;
+    long total = 0;
+    for (int i = 0; i < (updates + t->ups - 1) / t->ups; i++) {
+        if (rlt_agent_update(ag, &done) != RLT_OK) { fprintf(stderr, "update: %s\n", rlt_agent_errmsg(ag)); return -1; }
+        total += done;
+    }
+    agent_read_losses(ag, losses); /* waits for the device */
+    return total;
+}
+
 int main(int argc, char **argv) {
     const char *device = "cpu";
     int obs_dim = 17, act_dim = 6, hidden = 256, batch = 256, updates = 2000, ups = 1, threads = 1, replay_host = 0;
-    int accum = 1, profile = 0;
+    int accum = 1, profile = 0, seeds = 1;
     const char *precision = "fp32";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -44,6 +103,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--precision")) precision = v;
         else if (!strcmp(a, "--accum")) accum = atoi(v);
         else if (!strcmp(a, "--profile")) profile = atoi(v);
+        else if (!strcmp(a, "--seeds")) seeds = atoi(v);
         else { fprintf(stderr, "unknown option %s\n", a); return 2; }
         i++;
     }
@@ -61,6 +121,16 @@ int main(int argc, char **argv) {
     }
     rlt_space os = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {obs_dim, 0, 0, 0}, 0, NULL, NULL};
     rlt_space as = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {act_dim, 0, 0, 0}, 0, NULL, NULL};
+    if (seeds > 1) {
+        printf("td3_update seeds=%d device=%s obs=%d act=%d hidden=%d-%d batch=%d updates_per_step=%d precision=%s "
+               "accum=%d replay=%s\n", seeds, device, obs_dim, act_dim, hidden, hidden, batch, ups, precision, accum,
+               replay_host ? "host" : "device");
+        td3_seeds t = {cfg, os, as, ups};
+        seed_bench b = {"td3_update", &t, seeds_setup, seeds_run};
+        int rc = seed_bench_main(&b, seeds, updates);
+        rlt_config_free(cfg);
+        return rc;
+    }
     double t_init = now_s();
     rlt_agent *ag;
     int rc = rlt_agent_init(cfg, &os, &as, &ag);
@@ -69,16 +139,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "init: %s\n", rlt_agent_errmsg(ag));
         return rc == RLT_EDEVICE ? 4 : 1;
     }
-    /* 10,000 synthetic transitions: uniform observations and actions, small rewards. */
-    enum { N = 10000 };
-    float *o = malloc(sizeof(float) * N * obs_dim), *o2 = malloc(sizeof(float) * N * obs_dim);
-    float *a = malloc(sizeof(float) * N * act_dim), *r = malloc(sizeof(float) * N);
-    uint8_t *term = calloc(N, 1), *trunc = calloc(N, 1);
-    srand(1);
-    for (long i = 0; i < (long)N * obs_dim; i++) { o[i] = rand() / (float)RAND_MAX - 0.5f; o2[i] = rand() / (float)RAND_MAX - 0.5f; }
-    for (long i = 0; i < (long)N * act_dim; i++) a[i] = 2 * (rand() / (float)RAND_MAX) - 1;
-    for (long i = 0; i < N; i++) { r[i] = rand() / (float)RAND_MAX; term[i] = i % 500 == 499; }
-    rlt_agent_observe(ag, o, a, r, o2, term, trunc, N);
+    fill_replay(ag, obs_dim, act_dim);
     float losses[RLT_LOSS_COUNT];
     int32_t done;
     for (int i = 0; i < 50; i++) rlt_agent_update(ag, &done); /* warm-up */
@@ -129,6 +190,5 @@ int main(int argc, char **argv) {
         if (op_profile_run(ag, variant, profile) != RLT_OK) fprintf(stderr, "profile: %s\n", rlt_agent_errmsg(ag));
     rlt_agent_free(ag);
     rlt_config_free(cfg);
-    free(o); free(o2); free(a); free(r); free(term); free(trunc);
     return 0;
 }

@@ -109,6 +109,7 @@ static const char *type_text(const cfg_key *k, char *buf, size_t cap) {
     case CFG_STRING: return "a string";
     case CFG_INT_LIST: return "a list of integers like [256, 256]";
     case CFG_CONV_LIST: return "a preset (" CONV_PRESET_NAMES ") or a list of layers";
+    case CFG_SEED_LIST: return "a list of seeds like [1, 2, 3]";
     }
     return "a value";
 }
@@ -211,7 +212,9 @@ static int read_list(cfg_reader *r, const cfg_key *k, const yaml_event_t *ev) {
         yaml_event_t item;
         RLT_TRY(next_event(r, &item));
         int rc = RLT_OK, end = item.type == YAML_SEQUENCE_END_EVENT;
-        if (end && count == 0) {
+        if (end && count == 0 && k->type == CFG_SEED_LIST) {
+            memset((char *)r->dst + k->offset, 0, k->size); /* train.seeds: [] names no seeds */
+        } else if (end && count == 0) {
             snprintf(hint, sizeof hint, "give 1 to %d entries, like %s (%s)", RLT_CFG_MAX_LAYERS, k->def, k->doc);
             rc = REPORT(r->e, r->src, ev->start_mark, k->key, "is an empty list", hint);
         } else if (!end && item.type != YAML_SCALAR_EVENT) {
@@ -397,7 +400,7 @@ static int read_entry(cfg_reader *r, const char *path, size_t len, const yaml_ev
 static int read_node(cfg_reader *r, const char *path, size_t len, const yaml_event_t *ev) {
     const cfg_key *k = len ? config_schema_find(path, len) : NULL;
     if (k && k->type == CFG_CONV_LIST) return read_conv(r, k, ev);
-    if (k) return k->type == CFG_INT_LIST ? read_list(r, k, ev) : read_scalar(r, k, ev);
+    if (k) return k->type == CFG_INT_LIST || k->type == CFG_SEED_LIST ? read_list(r, k, ev) : read_scalar(r, k, ev);
     /* A section with nothing under it ("train:" with every key commented out) merges nothing. */
     if (len && is_plain_null(ev)) return RLT_OK;
     if (ev->type != YAML_MAPPING_START_EVENT) {
@@ -666,6 +669,16 @@ int rlt_config_validate(rlt_config *cfg) {
                          "environment once, so step counts are multiples of it", config_key_where(cfg, keys_n[i], where,
                          sizeof where), (long long)vals[i], (int)ne);
     }
+    /* A seed group's members: one of the two keys names them. */
+    if (cfg->train.seeds.n > 0 && cfg->train.num_seeds > 1)
+        RLT_FAIL(e, RLT_ECONFIG, "%s: %d, and train.seeds lists %d seeds: both name the members of a seed group; give "
+                 "one of them (train.seeds: [] or train.num_seeds: 1 clears one)",
+                 config_key_where(cfg, "train.num_seeds", where, sizeof where), (int)cfg->train.num_seeds,
+                 (int)cfg->train.seeds.n);
+    if (cfg->train.num_seeds > 1 && cfg->seed > UINT64_MAX - (uint64_t)(cfg->train.num_seeds - 1))
+        RLT_FAIL(e, RLT_ECONFIG, "%s: %d seeds from seed %llu would pass the largest seed (2^64 - 1); use a smaller seed",
+                 config_key_where(cfg, "train.num_seeds", where, sizeof where), (int)cfg->train.num_seeds,
+                 (unsigned long long)cfg->seed);
     rlt_err_clear(e);
     return RLT_OK;
 }

@@ -21,7 +21,8 @@
 #define RLT_PRECISION_MAP(X)                    \
     X(RLT_PRECISION_FP32, "fp32")               \
     X(RLT_PRECISION_BF16, "bf16")               \
-    X(RLT_PRECISION_FP16, "fp16")
+    X(RLT_PRECISION_FP16, "fp16")               \
+    X(RLT_PRECISION_TF32, "tf32")
 #define RLT_REPLAY_LOCATION_MAP(X)              \
     X(RLT_REPLAY_LOCATION_AUTO, "auto")         \
     X(RLT_REPLAY_LOCATION_DEVICE, "device")     \
@@ -64,6 +65,16 @@ typedef struct rlt_int_list {
     int32_t v[RLT_CFG_MAX_LAYERS];
 } rlt_int_list;
 
+/* train.seeds: the seeds of a seed group's members, in order (engine/seed_group.c). n 0 (the default) names
+ * none: train.num_seeds decides, and 1 of it is one plain run. */
+#define RLT_CFG_MAX_SEEDS 256
+
+typedef struct rlt_seed_list {
+    int32_t n;
+    int32_t reserved_;
+    uint64_t v[RLT_CFG_MAX_SEEDS]; /* the unused ones are zero, so equal lists have equal bytes */
+} rlt_seed_list;
+
 /* network.conv: the convolutional torso as a list of layers (engine/config_conv.c reads, checks and
  * writes it). A preset ("nature") is stored as its layers plus which preset it was, so every consumer reads
  * the one list, and the dump writes the name back as it was given. */
@@ -102,6 +113,8 @@ struct rlt_config {
         int32_t eval_episodes;
         double progress_every_s;
         int32_t overwrite; /* a run may replace the outputs of an earlier one in out_dir */
+        int32_t num_seeds;     /* members of a seed group, seeds seed .. seed + num_seeds - 1 (1: one plain run) */
+        rlt_seed_list seeds;   /* or the members' seeds written out (n 0: none) */
     } train;
     struct {
         int64_t capacity;

@@ -40,6 +40,8 @@
     {k, CFG_INT_LIST, CFG_OFF(f, rlt_int_list), CFG_SIZE(f), lo, hi, 0, NULL, NULL, 0, def, doc}
 #define ROW_CONV(k, f, def, doc) \
     {k, CFG_CONV_LIST, CFG_OFF(f, rlt_conv_list), CFG_SIZE(f), 0, 0, 0, NULL, NULL, 0, def, doc}
+#define ROW_SEEDS(k, f, def, doc) \
+    {k, CFG_SEED_LIST, CFG_OFF(f, rlt_seed_list), CFG_SIZE(f), 0, 18446744073709551615.0, 0, NULL, NULL, 0, def, doc}
 
 /* The value tables of the enum keys, from the maps in config.h: names[value] is the value's name. */
 #define CFG_ENUM_NAME(c, name) [c] = name,
@@ -82,7 +84,7 @@ static const cfg_key schema[] = {
     ROW_DEVICE("device", device, "cpu",
              "where the networks run: cpu, cuda (GPU 0), cuda:N, or auto (a usable GPU, else the CPU)"),
     ROW_ENUM("precision", precision, rlt_precision, precision_names, "fp32",
-             "compute precision of the dense layers: fp32, or bf16 / fp16 on the GPU (16-bit copies, fp32 masters; fp16 adds dynamic loss scaling); the CPU computes fp32"),
+             "compute precision of the dense layers: fp32 (exact), tf32 on the GPU (fp32 storage; the large products that go to cuBLASLt sum on TF32 tensor cores, the rest stays fp32), or bf16 / fp16 on the GPU (16-bit copies, fp32 masters; fp16 adds dynamic loss scaling); the CPU computes fp32"),
 
     ROW_I64("train.total_steps", train.total_steps, 1, BIG_STEPS, "20000", "environment steps to train for"),
     ROW_I64("train.start_steps", train.start_steps, 0, BIG_STEPS, "1000",
@@ -101,6 +103,12 @@ static const cfg_key schema[] = {
     ROW_BOOL("train.overwrite", train.overwrite, "false",
              "replace the outputs of an earlier run in out_dir; without it a run into an out_dir that holds them is "
              "refused, unless it resumes from a checkpoint in that out_dir"),
+    ROW_I32("train.num_seeds", train.num_seeds, 1, RLT_CFG_MAX_SEEDS, "1",
+            "independent runs in one process (a seed group), seeds seed .. seed + N - 1, each in out_dir/seed_<seed>/; "
+            "1 is one plain run"),
+    ROW_SEEDS("train.seeds", train.seeds, "[]",
+              "the seeds of a seed group written out, like [1, 2, 3] (distinct; at most 256): one run each, in "
+              "out_dir/seed_<seed>/; [] leaves it to train.num_seeds"),
 
     ROW_I64("replay.capacity", replay.capacity, 1, 1099511627776.0, "100000",
             "transitions the replay buffer holds; the oldest is overwritten first"),
@@ -536,6 +544,22 @@ int config_schema_set_scalar(const cfg_key *k, rlt_config *base, const char *t, 
         l->n = entry_index + 1;
         return 0;
     }
+    case CFG_SEED_LIST: {
+        rlt_seed_list *l = (rlt_seed_list *)(void *)field;
+        if (entry_index >= RLT_CFG_MAX_SEEDS) {
+            snprintf(why->what, sizeof why->what, "has more than %d entries", RLT_CFG_MAX_SEEDS);
+            snprintf(why->hint, sizeof why->hint, "give at most %d seeds (RLT_CFG_MAX_SEEDS; %s)", RLT_CFG_MAX_SEEDS,
+                     k->doc);
+            return -1;
+        }
+        int neg;
+        uint64_t v;
+        if (parse_whole(k, t, n, plain, 0, &neg, &v, why) != 0) return -1;
+        if (entry_index == 0) memset(l, 0, sizeof *l);
+        l->v[entry_index] = v;
+        l->n = entry_index + 1;
+        return 0;
+    }
     }
     snprintf(why->what, sizeof why->what, "has a type the schema does not know");
     snprintf(why->hint, sizeof why->hint, "this is a bug in config_schema.c");
@@ -607,6 +631,25 @@ int config_schema_check_value(const cfg_key *k, const rlt_config *base, cfg_why 
                 snprintf(s, sizeof s, "entry %d (%d)", (int)i + 1, (int)l->v[i]);
                 return range_error(k, s, why);
             }
+        return 0;
+    }
+    case CFG_SEED_LIST: {
+        /* Two members with one seed would be the same run twice, writing into the same out_dir/seed_<seed>/. */
+        const rlt_seed_list *l = (const rlt_seed_list *)(const void *)field;
+        if (l->n < 0 || l->n > RLT_CFG_MAX_SEEDS) {
+            snprintf(why->what, sizeof why->what, "has %d entries", (int)l->n);
+            snprintf(why->hint, sizeof why->hint, "give 0 to %d seeds (%s)", RLT_CFG_MAX_SEEDS, k->doc);
+            return -1;
+        }
+        for (int32_t i = 1; i < l->n; i++)
+            for (int32_t j = 0; j < i; j++)
+                if (l->v[i] == l->v[j]) {
+                    snprintf(why->what, sizeof why->what, "entry %d (%llu) repeats entry %d", (int)i + 1,
+                             (unsigned long long)l->v[i], (int)j + 1);
+                    snprintf(why->hint, sizeof why->hint, "give each seed once: the same seed twice is the same run "
+                             "twice, into the same out_dir/seed_%llu/", (unsigned long long)l->v[i]);
+                    return -1;
+                }
         return 0;
     }
     }
@@ -685,6 +728,14 @@ size_t config_schema_format(const cfg_key *k, const rlt_config *base, char *buf,
         break;
     }
     case CFG_CONV_LIST: config_conv_format(&o, (const rlt_conv_list *)(const void *)field); break;
+    case CFG_SEED_LIST: {
+        const rlt_seed_list *l = (const rlt_seed_list *)(const void *)field;
+        int32_t n = l->n < 0 ? 0 : (l->n > RLT_CFG_MAX_SEEDS ? RLT_CFG_MAX_SEEDS : l->n);
+        rlt_text_add(&o, "[");
+        for (int32_t i = 0; i < n; i++) rlt_text_add(&o, "%s%llu", i ? ", " : "", (unsigned long long)l->v[i]);
+        rlt_text_add(&o, "]");
+        break;
+    }
     }
     return o.len;
 }
@@ -778,9 +829,14 @@ void config_schema_children(const char *prefix, char *buf, size_t cap) {
  * table's own syntax is all it has to understand. */
 static int apply_default(const cfg_key *k, rlt_config *cfg, cfg_why *why) {
     const char *d = k->def;
-    if (k->type != CFG_INT_LIST)
+    if (k->type != CFG_INT_LIST && k->type != CFG_SEED_LIST)
         return config_schema_set_scalar(k, cfg, d, strlen(d), k->type != CFG_STRING && k->type != CFG_NAME, 0, why);
     const char *p = d + (*d == '[');
+    while (*p == ' ') p++;
+    if (*p == ']') { /* "[]": no entries (an int list's check then refuses it) */
+        memset((char *)cfg + k->offset, 0, k->size);
+        return 0;
+    }
     for (int idx = 0;; idx++) {
         while (*p == ' ') p++;
         size_t n = strcspn(p, ",]");
@@ -845,6 +901,7 @@ int config_schema_selftest(char *why_buf, size_t cap) {
         if (!(k->lo <= k->hi) || (is32 && (k->lo < -2147483648.0 || k->hi > 2147483647.0)) ||
             (k->type == CFG_INT_LIST && k->size != sizeof(rlt_int_list)) ||
             (k->type == CFG_CONV_LIST && k->size != sizeof(rlt_conv_list)) ||
+            (k->type == CFG_SEED_LIST && k->size != sizeof(rlt_seed_list)) ||
             ((k->type == CFG_INT32 || k->type == CFG_BOOL || k->type == CFG_ENUM) && k->size != sizeof(int32_t)) ||
             (k->type == CFG_DEVICE && k->size != sizeof(rlt_device)) ||
             ((k->type == CFG_INT64) && (k->lo < -9007199254740992.0 || k->hi > 9007199254740992.0))) {

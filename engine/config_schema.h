@@ -22,6 +22,7 @@ typedef enum {
     CFG_STRING,   /* char[]; free text of 1 .. size-1 bytes */
     CFG_INT_LIST, /* rlt_int_list; 1 .. RLT_CFG_MAX_LAYERS entries, each in [lo, hi] */
     CFG_CONV_LIST, /* rlt_conv_list; a preset name or a list of layer mappings (config_conv.h) */
+    CFG_SEED_LIST, /* rlt_seed_list; 0 .. RLT_CFG_MAX_SEEDS distinct entries, each a uint64 */
 } cfg_type;
 
 /* Range flags: an open end excludes its bound (learning rates are in (0, 1]). CFG_MIB: a size in MiB, which
@@ -63,8 +64,9 @@ size_t config_schema_index(const cfg_key *k);
 
 /* One scalar's text (len bytes, may hold NULs) converted to k's type and stored in the struct at base.
  * plain: 1 for an unquoted YAML scalar (numbers and booleans must be plain; strings may be either). For
- * CFG_INT_LIST the text is one entry: entry_index says which, and the entry is stored in the list. For
- * CFG_CONV_LIST the text is a preset name; the reader sets explicit layers through config_conv.h. */
+ * CFG_INT_LIST and CFG_SEED_LIST the text is one entry: entry_index says which, and the entry is stored in
+ * the list. For CFG_CONV_LIST the text is a preset name; the reader sets explicit layers through
+ * config_conv.h. */
 int config_schema_set_scalar(const cfg_key *k, rlt_config *base, const char *text, size_t len, int plain,
                              int entry_index, cfg_why *why);
 /* The stored value of k, checked against the row as the parser would (ranges, list length, enum, string

@@ -33,6 +33,11 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
         rlt_err_copy(e, &c->err);
         return e->status;
     }
+    /* A trainer is one run: a config naming a seed group's members would otherwise train only `seed`. */
+    if (c->train.seeds.n > 0 || c->train.num_seeds > 1)
+        RLT_FAIL(e, RLT_ECONFIG, "config: train.num_seeds %d / train.seeds %d entries name a seed group of independent "
+                 "runs, and a trainer is one run; use rlt_group_init (the rltrain CLI and rltrain.gym.train do), or "
+                 "train.num_seeds: 1 and train.seeds: []", (int)c->train.num_seeds, (int)c->train.seeds.n);
     const int32_t N = c->env.num_envs;
     tr->n_envs = N;
     tr->envs = rlt_mem_alloc(sizeof *tr->envs * (uint64_t)N, 64);
@@ -91,6 +96,11 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
         else rlt_err_set(e, rc, __FILE__, __LINE__, "out of host memory for the agent");
         return rc;
     }
+    /* A replay smaller than the run trains the end of it on recent data only, which changes learning: say so
+     * (the TD3 and DQN reference codes keep 1,000,000 transitions). */
+    if (c->train.total_steps > c->replay.capacity)
+        rlt_log(RLT_LOG_INFO, "replay.capacity %lld keeps only the last %lld of the run's %lld transitions; older ones are "
+                "overwritten", (long long)c->replay.capacity, (long long)c->replay.capacity, (long long)c->train.total_steps);
     return RLT_OK;
 }
 
@@ -429,6 +439,23 @@ static int scan_one(void *user, const char *name) {
     return 0;
 }
 
+/* The refusal of a run into an out_dir that holds an earlier run's outputs (found). */
+static int trainer_refuse_out_dir(rlt_trainer *tr, const out_dir_scan *found) {
+    char where[400];
+    RLT_FAIL(&tr->err, RLT_ECONFIG, "%s: '%s' holds the outputs of an earlier run (%s%s), which this run would replace; "
+             "continue that run by resuming from its final.ckpt or latest ckpt_<step>.ckpt (rltrain --resume), "
+             "choose another out_dir, or set train.overwrite: true (--set train.overwrite=true) to replace them",
+             config_key_where(&tr->cfg, "out_dir", where, sizeof where), tr->cfg.out_dir, found->names,
+             found->found > 4 ? ", ..." : "");
+}
+
+int trainer_check_out_dir(rlt_trainer *tr) {
+    if (tr->resumed_in_out_dir || tr->cfg.train.overwrite) return RLT_OK;
+    out_dir_scan found = {tr->cfg.out_dir, is_output, 0, 0, ""};
+    RLT_TRY(out_dir_each(&tr->err, tr->cfg.out_dir, scan_one, &found));
+    return found.found ? trainer_refuse_out_dir(tr, &found) : RLT_OK;
+}
+
 /* Before anything is written: a new run into an out_dir that holds an earlier run's outputs would replace them
  * (one at a time, the checkpoints last), so it is refused unless it continues that run (resumed from a
  * checkpoint in out_dir) or train.overwrite says to replace them, which removes them all first: a periodic
@@ -443,14 +470,7 @@ static int trainer_prepare_out_dir(rlt_trainer *tr) {
     out_dir_scan found = {dir, is_output, 0, 0, ""};
     RLT_TRY(out_dir_each(e, dir, scan_one, &found));
     if (!found.found) return RLT_OK;
-    if (!tr->cfg.train.overwrite) {
-        char where[400];
-        RLT_FAIL(e, RLT_ECONFIG, "%s: '%s' holds the outputs of an earlier run (%s%s), which this run would replace; "
-                 "continue that run by resuming from its final.ckpt or latest ckpt_<step>.ckpt (rltrain --resume), "
-                 "choose another out_dir, or set train.overwrite: true (--set train.overwrite=true) to replace them",
-                 config_key_where(&tr->cfg, "out_dir", where, sizeof where), dir, found.names,
-                 found.found > 4 ? ", ..." : "");
-    }
+    if (!tr->cfg.train.overwrite) return trainer_refuse_out_dir(tr, &found);
     /* Unlinking while listing can skip entries: list again until nothing is left. */
     for (int pass = 0; pass < 8; pass++) {
         out_dir_scan old = {dir, is_output, 1, 0, ""};

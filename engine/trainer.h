@@ -55,5 +55,8 @@ int trainer_save(struct rlt_trainer *tr, const char *path);
  * in out_dir, the same file with the rows up to the checkpoint's step (later ones, from the run that went on
  * past it, are dropped), replaced atomically; rows are then appended. */
 int trainer_open_metrics(struct rlt_trainer *tr);
+/* RLT_ECONFIG (the message rlt_trainer_run would give) when out_dir holds an earlier run's outputs that this
+ * run may not replace; nothing is changed. A seed group asks every member before any of them starts. */
+int trainer_check_out_dir(struct rlt_trainer *tr);
 
 #endif

@@ -167,7 +167,8 @@ typedef struct rlt_space {
     int32_t shape[4];
     int32_t n;        /* number of actions of a Discrete space (its ndim, shape and dtype are ignored) */
     const float *low; /* Box bounds, shape[0] values each (actions); NULL means [-1, 1] */
-    const float *high;
+    const float *high; /* also uint8 observations: the largest value of each channel (shape[0] values; the agent
+                        * scales frames by 1 / the largest); NULL means 255 */
 } rlt_space;
 
 typedef struct rlt_agent rlt_agent;
@@ -300,6 +301,78 @@ typedef struct rlt_env_callbacks {
 RLT_API int rlt_trainer_init_env(const rlt_config *cfg, const rlt_env_callbacks *env, rlt_trainer **out);
 RLT_API const char *rlt_trainer_out_dir(const rlt_trainer *tr);
 RLT_API const char *rlt_trainer_errmsg(const rlt_trainer *tr);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Seed groups: several independent runs of one config in one process                             */
+/* ---------------------------------------------------------------------------------------------- */
+/* A config whose train.num_seeds is N > 1 (seeds seed .. seed + N - 1) or whose train.seeds lists seeds names
+ * the members of a seed group. Member k is exactly the trainer rlt_trainer_init makes of the config with seed
+ * set to its seed and out_dir to out_dir/seed_<seed> (its own agent, backend, replay, environments, random
+ * streams and outputs); on the CPU it is bit-identical to that single run. Each member lives in a thread of
+ * its own, which initialises, resumes and runs it, so on a GPU the members share one CUDA context and their
+ * updates run concurrently. Every member's memory is reserved by rlt_group_init, before any of them trains;
+ * memory.budget_mb and memory.process_budget_mb hold for all members together. One member failing stops the
+ * others (after their current step; they write their outputs), and the group reports the failure naming
+ * its seed. rlt_trainer_init refuses such a config. */
+typedef struct rlt_group rlt_group;
+
+/* The group's figures: sums over the members, and their latest evaluation returns. */
+typedef struct rlt_group_report {
+    int64_t env_steps;   /* over all members */
+    int64_t total_steps; /* over all members: members x train.total_steps */
+    int64_t updates;     /* over all members */
+    int32_t n_members;
+    int32_t n_evaluated; /* members with at least one evaluation; the eval figures are over them */
+    double eval_mean;    /* of the members' latest evaluation returns; NaN before any */
+    double eval_min;
+    double eval_max;
+    double updates_per_s;   /* all members together */
+    double env_steps_per_s; /* all members together */
+    double elapsed_s;
+    double eta_s;
+    int32_t is_eval; /* 1 when this report follows an evaluation that every member has made */
+    int32_t reserved_;
+} rlt_group_report;
+
+/* Called from the thread of rlt_group_run: every train.progress_every_s seconds and once each time every
+ * member has made one more evaluation; return nonzero to stop every member (the run then ends with
+ * RLT_EINTERRUPTED after the members wrote their outputs). */
+typedef int (*rlt_group_progress_fn)(void *user, const rlt_group_report *r);
+
+/* The members cfg names: the length of train.seeds, else train.num_seeds when above 1; 0 when it names no
+ * group (one plain run, rlt_trainer_init) or is not valid. */
+RLT_API int32_t rlt_group_count(const rlt_config *cfg);
+/* Starts one thread per member and initialises the members in turn, each in its own thread; checks after the
+ * first that all of them fit the budgets (else RLT_ENOFIT naming the largest number of seeds that fits, before
+ * the others reserve anything). Nothing is written to disk. On failure *out is still set when possible (read
+ * rlt_group_errmsg and rlt_group_plan_format, then rlt_group_free). */
+RLT_API int rlt_group_init(const rlt_config *cfg, rlt_group **out);
+/* As rlt_group_init with the caller's environment: member k uses *envs[k] (n_envs must be the number of
+ * members) as rlt_trainer_init_env would; its callbacks are called from member k's thread only. */
+RLT_API int rlt_group_init_env(const rlt_config *cfg, const rlt_env_callbacks *const *envs, int32_t n_envs,
+                               rlt_group **out);
+RLT_API void rlt_group_free(rlt_group *g);
+/* One member's plan table (the first's, or the member whose init failed) and the group's per-seed and total
+ * bytes. Returns the length it needs. */
+RLT_API size_t rlt_group_plan_format(const rlt_group *g, char *buf, size_t cap);
+/* Resumes every member from out_dir/seed_<seed>/NAME, NAME being the file name of `name` ("final.ckpt",
+ * "ckpt_<step>.ckpt"; a directory part is ignored), as rlt_trainer_resume does. */
+RLT_API int rlt_group_resume(rlt_group *g, const char *name);
+/* Runs every member to train.total_steps at once and waits for them; then writes out_dir/summary.csv (one row
+ * per member: seed, status, env_steps, updates, last and best evaluation return, wall_s). An out_dir holding
+ * an earlier group's summary.csv is refused as rlt_trainer_run refuses an earlier run's outputs. Returns
+ * RLT_OK when every member finished, RLT_EINTERRUPTED when they were stopped, else the first failure. */
+RLT_API int rlt_group_run(rlt_group *g, rlt_group_progress_fn fn, void *user);
+/* Asks every member to stop after its current step. Async-signal-safe: call it from a SIGINT handler. */
+RLT_API void rlt_group_request_stop(rlt_group *g);
+/* The group's figures now (valid during and after rlt_group_run). */
+RLT_API int rlt_group_progress(const rlt_group *g, rlt_group_report *out);
+RLT_API int32_t rlt_group_size(const rlt_group *g);
+/* Member k's trainer (progress, agent, out_dir); not to be run, resumed or freed by the caller. */
+RLT_API rlt_trainer *rlt_group_member(rlt_group *g, int32_t k);
+RLT_API uint64_t rlt_group_seed(const rlt_group *g, int32_t k);
+RLT_API const char *rlt_group_out_dir(const rlt_group *g);
+RLT_API const char *rlt_group_errmsg(const rlt_group *g);
 
 #ifdef __cplusplus
 }

@@ -228,7 +228,7 @@ static const bad_case bad_cases[] = {
     {"device: gpu\n", RLT_ECONFIG, {"t.yaml:1:9: key 'device': 'gpu' is not one of auto|cpu|cuda|cuda:N"}},
     {"device: cuda:x\n", RLT_ECONFIG, {"t.yaml:1:9: key 'device': 'cuda:x' is not one of", "device index"}},
     {"device: \"cuda:\"\n", RLT_ECONFIG, {"key 'device': 'cuda:' is not one of"}},
-    {"precision: fp8\n", RLT_ECONFIG, {"key 'precision': 'fp8' is not one of fp32|bf16|fp16"}},
+    {"precision: fp8\n", RLT_ECONFIG, {"key 'precision': 'fp8' is not one of fp32|bf16|fp16|tf32"}},
     {"replay: {obs_dtype: fp8}\n", RLT_ECONFIG,
      {"t.yaml:1:21: key 'replay.obs_dtype': 'fp8' is not one of auto|fp32|fp16|bf16|uint8", "image observations only"}},
     {"replay:\n  obs_dtype: half\n", RLT_ECONFIG, {"t.yaml:2:14: key 'replay.obs_dtype': 'half' is not one of"}},
@@ -646,6 +646,7 @@ static const enum_case enum_cases[] = {
     {"precision", "fp32", RLT_PRECISION_FP32},
     {"precision", "bf16", RLT_PRECISION_BF16},
     {"precision", "fp16", RLT_PRECISION_FP16},
+    {"precision", "tf32", RLT_PRECISION_TF32},
     {"replay.location", "auto", RLT_REPLAY_LOCATION_AUTO},
     {"replay.location", "device", RLT_REPLAY_LOCATION_DEVICE},
     {"replay.location", "host", RLT_REPLAY_LOCATION_HOST},
@@ -785,8 +786,8 @@ static const enum_bad enum_bads[] = {
     {"device", "cuda:1x", "auto|cpu|cuda|cuda:N"},
     {"device", "cuda:1234567", "auto|cpu|cuda|cuda:N"},
     {"device", "cudaa", "auto|cpu|cuda|cuda:N"},
-    {"precision", "fp64", "fp32|bf16|fp16"},
-    {"precision", "FP32", "fp32|bf16|fp16"},
+    {"precision", "fp64", "fp32|bf16|fp16|tf32"},
+    {"precision", "FP32", "fp32|bf16|fp16|tf32"},
     {"replay.location", "hots", "auto|device|host"},
     {"replay.location", "1", "auto|device|host"},
     {"replay.obs_dtype", "int8", "auto|fp32|fp16|bf16|uint8"},
@@ -841,7 +842,7 @@ static void check_enum_errors(const char *dir) {
     if (fp) {
         fputs("algo: dqn\nprecision: half\n", fp);
         fclose(fp);
-        snprintf(want, sizeof want, "%s:2:12: key 'precision': 'half' is not one of fp32|bf16|fp16", path);
+        snprintf(want, sizeof want, "%s:2:12: key 'precision': 'half' is not one of fp32|bf16|fp16|tf32", path);
         CHECK(rlt_config_load_file(c, path) == RLT_ECONFIG && strstr(rlt_config_errmsg(c), want), "file: %s",
               rlt_config_errmsg(c));
         CHECK(same_values(c, ref, &which), "failed file changed %s", which);
@@ -849,7 +850,7 @@ static void check_enum_errors(const char *dir) {
     /* Values written by code that no name reads to are refused by validate. */
     c->precision = (rlt_precision)7;
     CHECK(rlt_config_validate(c) == RLT_ECONFIG &&
-              strstr(rlt_config_errmsg(c), "key 'precision': holds 7, which is not one of fp32|bf16|fp16"),
+              strstr(rlt_config_errmsg(c), "key 'precision': holds 7, which is not one of fp32|bf16|fp16|tf32"),
           "stored precision 7: %s", rlt_config_errmsg(c));
     c->precision = RLT_PRECISION_FP32;
     c->memory.on_oom = (rlt_on_oom)-1;

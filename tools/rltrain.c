@@ -32,7 +32,9 @@ static const char *usage_text =
     "options:\n"
     "  --config FILE         the YAML config (see configs/)\n"
     "  --set key.path=value  override one key (repeatable), e.g. --set train.total_steps=5000\n"
-    "  --resume CKPT         continue the run saved in CKPT (final.ckpt or ckpt_<step>.ckpt of this config)\n"
+    "  --resume CKPT         continue the run saved in CKPT (final.ckpt or ckpt_<step>.ckpt of this config); with\n"
+    "                        several seeds (train.num_seeds, train.seeds) each resumes from its\n"
+    "                        out_dir/seed_<seed>/ file of that name\n"
     "  --dry-run             print the resolved config and the memory plan, then exit (0, or 3 if it does not fit)\n"
     "  --quiet               no progress lines\n"
     "  --help, --version\n"
@@ -95,10 +97,85 @@ static int print_progress(void *user, const rlt_progress *p) {
 }
 
 static rlt_trainer *g_running; /* the trainer a signal asks to stop */
+static rlt_group *g_group;     /* or the seed group */
 
 static void on_signal(int sig) {
     (void)sig;
-    rlt_trainer_request_stop(g_running);
+    if (g_group) rlt_group_request_stop(g_group);
+    else rlt_trainer_request_stop(g_running);
+}
+
+/* A seed group's progress line: all seeds' steps together and their latest evaluation returns. */
+static int print_group_progress(void *user, const rlt_group_report *r) {
+    (void)user;
+    char el[32], eta[32], ev[96];
+    fmt_time(el, sizeof el, r->elapsed_s);
+    fmt_time(eta, sizeof eta, r->eta_s);
+    if (!r->n_evaluated) snprintf(ev, sizeof ev, "-");
+    else snprintf(ev, sizeof ev, "mean %.1f min %.1f max %.1f (%d of %d)", r->eval_mean, r->eval_min, r->eval_max,
+                  r->n_evaluated, r->n_members);
+    printf("%s step %lld/%lld (%d seeds) | eval %s | %.0f updates/s | %.0f steps/s | %s | ETA %s\n",
+           r->is_eval ? "[eval]" : "      ", (long long)r->env_steps, (long long)r->total_steps, r->n_members, ev,
+           r->updates_per_s, r->env_steps_per_s, el, eta);
+    fflush(stdout);
+    return 0;
+}
+
+/* A config with train.num_seeds N > 1 or train.seeds: N trainers in one process (rlt_group_*), each writing
+ * out_dir/seed_<seed>/, then out_dir/summary.csv and the mean, min and max of their final evaluations. */
+static int group_command(rlt_config *cfg, const char *config_path, const char *resume_path, int dry_run, int quiet,
+                         char *text, size_t cap) {
+    rlt_group *g = NULL;
+    int rc = rlt_group_init(cfg, &g);
+    if (g && rlt_group_plan_format(g, text, cap) > 0) printf("%s\n", text);
+    if (rc == RLT_OK && dry_run) printf("dry run: the plan fits (%d seeds); nothing was written\n", rlt_group_size(g));
+    if (rc == RLT_OK && !dry_run && resume_path) {
+        rc = rlt_group_resume(g, resume_path);
+        if (rc == RLT_ECHECKPOINT || rc == RLT_EIO) {
+            say_error("rltrain: %s: %s\n", rlt_strerror(rc), rlt_group_errmsg(g));
+            rlt_group_free(g);
+            rlt_config_free(cfg);
+            free(text);
+            return EXIT_USAGE;
+        }
+    }
+    if (rc == RLT_OK && !dry_run) {
+        g_group = g;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        rc = rlt_group_run(g, quiet ? NULL : print_group_progress, NULL);
+        int32_t n = rlt_group_size(g);
+        rlt_group_report r;
+        rlt_group_progress(g, &r);
+        if (rc != RLT_OK) say_error("rltrain: %s: %s\n", rlt_strerror(rc), rlt_group_errmsg(g));
+        if (rc == RLT_OK || rc == RLT_EINTERRUPTED) {
+            for (int32_t k = 0; k < n; k++) {
+                rlt_progress p;
+                rlt_trainer_progress(rlt_group_member(g, k), &p);
+                printf("seed %llu: %lld env steps, %lld updates in %.1fs; final eval %.1f, best %.1f\n",
+                       (unsigned long long)rlt_group_seed(g, k), (long long)p.env_steps, (long long)p.updates,
+                       p.elapsed_s, p.last_eval_return, p.best_eval_return);
+            }
+            printf("finished %d seeds: %lld env steps, %lld updates in %.1fs (%.0f updates/s together); final eval "
+                   "mean %.1f, min %.1f, max %.1f\n", n, (long long)r.env_steps, (long long)r.updates, r.elapsed_s,
+                   r.updates_per_s, r.eval_mean, r.eval_min, r.eval_max);
+            printf("outputs written to %s/seed_<seed>/ (config.yaml, metrics.csv, summary.json, final.ckpt each) and "
+                   "%s/summary.csv\n", rlt_group_out_dir(g), rlt_group_out_dir(g));
+        }
+        if (rc == RLT_EINTERRUPTED)
+            printf("interrupted: continue with  rltrain --config %s --resume final.ckpt  (each seed from its "
+                   "%s/seed_<seed>/final.ckpt)\n", config_path, rlt_group_out_dir(g));
+        g_group = NULL;
+    } else if (rc != RLT_OK) {
+        say_error("rltrain: %s: %s\n", rlt_strerror(rc), g ? rlt_group_errmsg(g) : "out of memory");
+    }
+    rlt_group_free(g);
+    rlt_config_free(cfg);
+    free(text);
+    return exit_code_for(rc);
 }
 
 static char *text_buffer(size_t n) {
@@ -130,6 +207,12 @@ static int plan_command(rlt_config *cfg, char *text, size_t cap) {
     printf("what fits in %.2f MiB (memory.budget_mb, or the device's free memory or the host's memory limit if smaller):\n",
            mib(f.limit_bytes));
     printf("  this config needs        %.2f MiB -> %s\n", mib(f.need_bytes), f.fits ? "fits" : "DOES NOT FIT");
+    /* A seed group reserves one arena per seed: the budget holds them all (rlt_group_init checks the same). */
+    int32_t seeds = rlt_group_count(cfg);
+    int group_fits = seeds < 1 || (double)f.need_bytes * seeds <= (double)f.limit_bytes;
+    if (seeds > 0)
+        printf("  %d seeds (a seed group)  %.2f MiB (%d x %.2f MiB) -> %s\n", seeds, mib(f.need_bytes) * seeds, seeds,
+               mib(f.need_bytes), group_fits ? "fits" : "DOES NOT FIT");
     /* 0 means that not even the smallest value fits: say so instead of proposing 0. */
     if (f.max_batch_size > 0) printf("  largest train.batch_size %d (one micro-batch)\n", f.max_batch_size);
     else printf("  largest train.batch_size none: not even 1 fits (with replay.capacity %s)\n", capacity);
@@ -162,7 +245,7 @@ static int plan_command(rlt_config *cfg, char *text, size_t cap) {
     }
     rlt_config_free(cfg);
     free(text);
-    return f.fits ? EXIT_OK : EXIT_NOFIT;
+    return f.fits && group_fits ? EXIT_OK : EXIT_NOFIT;
 }
 
 /* `rltrain plan --json`: the same answers as one JSON document on stdout (docs/plan_json.md), nothing else
@@ -298,6 +381,7 @@ int main(int argc, char **argv) {
     rlt_config_dump(cfg, text, cap);
     printf("resolved config (%s):\n%s\n", config_path, text);
     if (argi == 2) return plan_command(cfg, text, cap);
+    if (rlt_group_count(cfg) > 0) return group_command(cfg, config_path, resume_path, dry_run, quiet, text, cap);
 
     rlt_trainer *tr = NULL;
     rc = rlt_trainer_init(cfg, &tr);

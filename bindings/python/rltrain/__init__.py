@@ -13,7 +13,7 @@ goes to the ``logging`` logger ``"rltrain"``. See bindings/python/README.md.
 """
 
 from ._native import API_VERSION, LIBRARY_PATH, status_name, strerror, version
-from .core import Agent, Config, Progress, Trainer
+from .core import Agent, Config, Group, GroupProgress, Progress, Trainer
 from .errors import CheckpointError, ConfigError, DeviceError, NoFitError, RltError
 from .spaces import Space
 
@@ -27,6 +27,8 @@ __all__ = [
     "Config",
     "ConfigError",
     "DeviceError",
+    "Group",
+    "GroupProgress",
     "NoFitError",
     "Progress",
     "RltError",

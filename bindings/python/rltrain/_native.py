@@ -194,6 +194,27 @@ class rlt_progress(ctypes.Structure):
     ]
 
 
+class rlt_group_report(ctypes.Structure):
+    """``rlt_group_report``: the figures of a seed group's run (sums over the members, their eval returns)."""
+
+    _fields_ = [
+        ("env_steps", ctypes.c_int64),
+        ("total_steps", ctypes.c_int64),
+        ("updates", ctypes.c_int64),
+        ("n_members", ctypes.c_int32),
+        ("n_evaluated", ctypes.c_int32),
+        ("eval_mean", ctypes.c_double),
+        ("eval_min", ctypes.c_double),
+        ("eval_max", ctypes.c_double),
+        ("updates_per_s", ctypes.c_double),
+        ("env_steps_per_s", ctypes.c_double),
+        ("elapsed_s", ctypes.c_double),
+        ("eta_s", ctypes.c_double),
+        ("is_eval", ctypes.c_int32),
+        ("reserved_", ctypes.c_int32),
+    ]
+
+
 # Enum values of rltrain.h.
 SPACE_BOX, SPACE_DISCRETE = 0, 1
 DTYPE_F32, DTYPE_U8, DTYPE_I32 = 0, 1, 2
@@ -201,6 +222,7 @@ LOC_HOST, LOC_DEVICE = 0, 1
 
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
 PROGRESS_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(rlt_progress))
+GROUP_PROGRESS_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(rlt_group_report))
 # rlt_env_callbacks' reset and step. Pointers arrive as plain addresses (c_void_p): the Gymnasium adapter
 # reads and writes them through numpy views it keeps per address, which costs less per step than ctypes
 # pointer objects.
@@ -285,6 +307,21 @@ _declare("rlt_trainer_run", _I, _P, PROGRESS_FN, _P)
 _declare("rlt_trainer_progress", _I, _P, ctypes.POINTER(rlt_progress))
 _declare("rlt_trainer_out_dir", _S, _P)
 _declare("rlt_trainer_errmsg", _S, _P)
+
+_declare("rlt_group_count", _I32, _P)
+_declare("rlt_group_init", _I, _P, _PP)
+_declare("rlt_group_init_env", _I, _P, ctypes.POINTER(ctypes.POINTER(rlt_env_callbacks)), _I32, _PP)
+_declare("rlt_group_free", None, _P)
+_declare("rlt_group_plan_format", _SZ, _P, ctypes.c_char_p, _SZ)
+_declare("rlt_group_resume", _I, _P, _S)
+_declare("rlt_group_run", _I, _P, GROUP_PROGRESS_FN, _P)
+_declare("rlt_group_request_stop", None, _P)
+_declare("rlt_group_progress", _I, _P, ctypes.POINTER(rlt_group_report))
+_declare("rlt_group_size", _I32, _P)
+_declare("rlt_group_member", _P, _P, _I32)
+_declare("rlt_group_seed", ctypes.c_uint64, _P, _I32)
+_declare("rlt_group_out_dir", _S, _P)
+_declare("rlt_group_errmsg", _S, _P)
 
 
 def c_string(value: str, what: str) -> bytes:

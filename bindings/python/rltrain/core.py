@@ -526,3 +526,189 @@ class Trainer:
     def __del__(self) -> None:
         self.close()
 
+
+
+@dataclass
+class GroupProgress:
+    """Figures of a :class:`Group` run (``rlt_group_report``): steps and updates summed over the members, and
+    the mean, min and max of their latest evaluation returns (NaN before the first; ``n_evaluated`` members)."""
+
+    env_steps: int
+    total_steps: int
+    updates: int
+    n_members: int
+    n_evaluated: int
+    eval_mean: float
+    eval_min: float
+    eval_max: float
+    updates_per_s: float
+    env_steps_per_s: float
+    elapsed_s: float
+    eta_s: float
+    is_eval: bool
+
+    @classmethod
+    def from_c(cls, r: _native.rlt_group_report) -> "GroupProgress":
+        values = {f.name: getattr(r, f.name) for f in fields(cls)}
+        values["is_eval"] = bool(values["is_eval"])
+        return cls(**values)
+
+    def line(self) -> str:
+        """The progress line the native ``rltrain`` CLI prints for a seed group (tools/rltrain.c)."""
+
+        def duration(s: float) -> str:
+            if math.isnan(s) or s < 0:
+                return "?"
+            return f"{s:.1f}s" if s < 120 else f"{int(s / 60)}m{int(math.fmod(s, 60)):02d}s"
+
+        if self.n_evaluated == 0:
+            ev = "-"
+        else:
+            ev = (f"mean {self.eval_mean:.1f} min {self.eval_min:.1f} max {self.eval_max:.1f} "
+                  f"({self.n_evaluated} of {self.n_members})")
+        return (f"{'[eval]' if self.is_eval else '      '} step {self.env_steps}/{self.total_steps} "
+                f"({self.n_members} seeds) | eval {ev} | {self.updates_per_s:.0f} updates/s | "
+                f"{self.env_steps_per_s:.0f} steps/s | {duration(self.elapsed_s)} | ETA {duration(self.eta_s)}")
+
+
+class Group:
+    """Several independent runs of one config in one process (``rlt_group``, a seed group).
+
+    The config names the members with ``train.seeds`` (a list) or ``train.num_seeds`` (seeds ``seed`` ..
+    ``seed + N - 1``). Member k is the run a :class:`Trainer` of the config with its seed would make, into
+    ``out_dir/seed_<seed>/``; each has its own thread inside the library, so the members train at the same
+    time (ctypes releases the GIL for the whole run). :meth:`run` also writes ``out_dir/summary.csv``. Every
+    member's memory is reserved here; a group that does not fit raises :class:`rltrain.NoFitError` naming the
+    largest number of seeds that fits. For Gymnasium environments use :func:`rltrain.gym.train` with ``seeds``.
+    """
+
+    def __init__(self, config: "Config | str | os.PathLike", *,
+                 _envs: "list[_native.rlt_env_callbacks] | None" = None):
+        # _envs: one rlt_env_callbacks per member (the Gymnasium adapter's); they must outlive the group.
+        self.config = _as_config(config)
+        self._stop_requested = False
+        h = ctypes.c_void_p()
+        if _envs is None:
+            rc = lib.rlt_group_init(self.config._handle, ctypes.byref(h))
+        else:
+            ptr = ctypes.POINTER(_native.rlt_env_callbacks)
+            self._env_ptrs = (ptr * len(_envs))(*[ctypes.pointer(e) for e in _envs])
+            rc = lib.rlt_group_init_env(self.config._handle, self._env_ptrs, len(_envs), ctypes.byref(h))
+        self._h = h
+        if rc != 0:
+            msg = _native.text(lib.rlt_group_errmsg(h)) if h else ""
+            nofit = h and _native.status_name(rc) == "RLT_ENOFIT"
+            plan = _native.read_sized(lib.rlt_group_plan_format, h) if nofit else ""
+            self.close()
+            raise error_for(rc, msg, plan=plan)
+
+    @property
+    def seeds(self) -> list[int]:
+        """The members' seeds, in order."""
+        return [int(lib.rlt_group_seed(self._handle, k)) for k in range(lib.rlt_group_size(self._handle))]
+
+    def resume(self, name: str = "final.ckpt") -> None:
+        """Resumes every member from ``out_dir/seed_<seed>/<name>`` (a file name; a directory part is ignored)."""
+        rc = lib.rlt_group_resume(self._handle, _native.c_string(os.fspath(name), "checkpoint name"))
+        if rc != 0:
+            raise error_for(rc, self.errmsg)
+
+    def run(self, progress: Callable[[GroupProgress], Any] | None = None) -> GroupProgress:
+        """Trains every member for ``train.total_steps`` steps at once and writes their outputs and
+        ``out_dir/summary.csv``; returns the final :class:`GroupProgress`.
+
+        ``progress`` is called (in this thread) every ``train.progress_every_s`` seconds and each time every
+        member has made one more evaluation; returning a true value stops every member (their outputs are
+        still written, and no exception is raised). A member that fails stops the others, and the error,
+        raised here, names its seed.
+        """
+        raised: list[BaseException] = []
+        stopped = []
+
+        def on_progress(user, r):
+            try:
+                if progress is not None and progress(GroupProgress.from_c(r.contents)):
+                    stopped.append(True)
+                    return 1
+                return 0
+            except BaseException as exc:  # noqa: BLE001 - carried across the C frames and raised below
+                raised.append(exc)
+                return 1
+
+        callback = _native.GROUP_PROGRESS_FN(on_progress)  # alive for the whole call
+        rc = lib.rlt_group_run(self._handle, callback, None)
+        if raised:
+            raise raised[0]
+        asked = stopped or self._stop_requested
+        if rc != 0 and not (asked and _native.status_name(rc) == "RLT_EINTERRUPTED"):
+            raise error_for(rc, self.errmsg)
+        return self.progress()
+
+    def request_stop(self) -> None:
+        """Asks a running :meth:`run` to stop every member after its current step (callable from any thread)."""
+        self._stop_requested = True
+        lib.rlt_group_request_stop(self._handle)
+
+    def progress(self) -> GroupProgress:
+        """The group's figures now (final after :meth:`run`)."""
+        r = _native.rlt_group_report()
+        rc = lib.rlt_group_progress(self._handle, ctypes.byref(r))
+        if rc != 0:
+            raise error_for(rc, self.errmsg)
+        return GroupProgress.from_c(r)
+
+    def member_progress(self, k: int) -> Progress:
+        """Member k's own figures (a :class:`Progress`)."""
+        p = _native.rlt_progress()
+        member = self._member(k)
+        lib.rlt_trainer_progress(member, ctypes.byref(p))
+        return Progress.from_c(p)
+
+    def member_out_dir(self, k: int) -> str:
+        """Member k's run directory, ``out_dir/seed_<seed>``."""
+        return _native.text(lib.rlt_trainer_out_dir(self._member(k)))
+
+    def member_allocations_after_init(self, k: int) -> int:
+        """Allocations through the engine's allocator since the group was sealed, as member k counts them (0)."""
+        return int(lib.rlt_agent_allocations_after_init(lib.rlt_trainer_agent(self._member(k))))
+
+    def plan_table(self) -> str:
+        """One member's memory plan table and the group's per-seed and total bytes."""
+        return _native.read_sized(lib.rlt_group_plan_format, self._handle)
+
+    @property
+    def out_dir(self) -> str:
+        """The group's directory: ``seed_<seed>/`` for each member and ``summary.csv``."""
+        return _native.text(lib.rlt_group_out_dir(self._handle))
+
+    @property
+    def errmsg(self) -> str:
+        """The message of the last failed call on this group."""
+        return _native.text(lib.rlt_group_errmsg(self._handle))
+
+    def _member(self, k: int) -> ctypes.c_void_p:
+        n = lib.rlt_group_size(self._handle)
+        if not 0 <= k < n:
+            raise IndexError(f"member {k} of a group of {n}")
+        return lib.rlt_group_member(self._handle, k)
+
+    @property
+    def _handle(self) -> ctypes.c_void_p:
+        if not self._h:
+            raise ValueError("this Group is closed")
+        return self._h
+
+    def close(self) -> None:
+        """Frees the group: its members' trainers, agents, environments and threads (idempotent)."""
+        h, self._h = getattr(self, "_h", None), None
+        if h:
+            lib.rlt_group_free(h)
+
+    def __enter__(self) -> "Group":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()

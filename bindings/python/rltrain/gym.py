@@ -31,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _native
-from .core import Agent, Config, Progress, Trainer, _as_config
+from .core import Agent, Config, Group, GroupProgress, Progress, Trainer, _as_config
 from .errors import ConfigError, DeviceError, NoFitError, RltError
 from .spaces import Space
 
@@ -191,6 +191,7 @@ def train(
     out_dir: str | os.PathLike | None = None,
     tensorboard: str | os.PathLike | None = None,
     num_envs: int | None = None,
+    seeds: "list[int] | None" = None,
 ) -> dict:
     """Trains an agent on a Gymnasium environment, writes the run directory, and returns the results.
 
@@ -224,13 +225,28 @@ def train(
             act call serves all of them and each gets its own first-reset seed (``seed + k``).
             ``total_steps`` and the evaluation interval count all of their steps and must be multiples
             of it.
+        seeds: several independent runs at once, one per seed (the config's ``train.seeds``; a config with
+            ``train.num_seeds`` or ``train.seeds`` does the same without it): a seed group (:class:`rltrain.Group`)
+            whose member for seed s is the run ``train(..., seed=s)`` would make, into ``out_dir/seed_<s>/``,
+            with ``out_dir/summary.csv`` beside them. Each member gets environments of its own, so ``env`` (and
+            ``eval_env``) must be an id, an ``EnvSpec`` or a function that makes a new environment. The members
+            train concurrently, in threads of the library. ``callback`` then gets the group's reports
+            (``kind`` ``"progress"`` or ``"eval"``, after every member's evaluation) with ``step`` and
+            ``updates`` summed over the members, ``eval_mean``, ``eval_min``, ``eval_max`` and ``progress`` (a
+            :class:`rltrain.GroupProgress`); returning a true value stops every member. Not with ``seed``,
+            ``save_path`` or ``tensorboard``.
 
     Returns:
         A dict with ``final_eval_return``, ``best_eval_return``, ``evaluations`` (a list of
         ``(step, mean_return)``), ``env_steps``, ``episodes``, ``updates``, ``last_episode_return``,
         ``wall_s``, ``stopped`` (True when the callback stopped the run), ``allocations_after_init`` and
+        ``out_dir``. With several seeds: ``seeds``, ``runs`` (one such dict per seed, with ``seed``, in
+        order), ``final_eval_mean`` / ``_min`` / ``_max`` over the seeds, ``evaluations`` (a list of
+        ``(step over all seeds, mean, min, max)``), ``env_steps``, ``updates``, ``wall_s``, ``stopped`` and
         ``out_dir``.
     """
+    if seeds is not None and seed is not None:
+        raise ValueError("give seed= (one run) or seeds= (one run per seed), not both")
     cfg = _as_config(config).copy()
     if total_steps is not None:
         cfg.set("train.total_steps", int(total_steps))
@@ -242,6 +258,19 @@ def train(
         cfg.set("train.eval_episodes", int(eval_episodes))
     if out_dir is not None:
         cfg.set("out_dir", os.fspath(out_dir))
+    if seeds is not None:
+        seeds = [int(s) for s in seeds]
+        if not seeds:
+            raise ValueError("seeds=[] names no run: give at least one seed")
+        cfg.set("train.num_seeds", 1)
+        cfg.set("train.seeds", seeds)
+    if _native.lib.rlt_group_count(cfg._handle) > 0:
+        if save_path is not None or tensorboard is not None:
+            raise ValueError("save_path and tensorboard are for one run: with several seeds each writes "
+                             "out_dir/seed_<seed>/final.ckpt, and rltrain.plot draws their curves")
+        if num_envs is not None:
+            cfg.set("env.num_envs", int(num_envs))
+        return _train_group(env, eval_env, cfg, callback)
     seed = int(cfg.get("seed"))
 
     # A vector environment (it has single_observation_space) is stepped through its sub-environments, one
@@ -353,6 +382,116 @@ def train(
             eval_env.close()
 
 
+def _factory(env_or_id, what: str) -> Callable[[], Any]:
+    """A function that makes a new environment, from a Gymnasium id, an EnvSpec or such a function."""
+    import gymnasium
+
+    if isinstance(env_or_id, (str, gymnasium.envs.registration.EnvSpec)):
+        return lambda: gymnasium.make(env_or_id)
+    if callable(env_or_id) and not isinstance(env_or_id, gymnasium.Env) and not hasattr(env_or_id, "single_observation_space"):
+        return env_or_id
+    raise ValueError(f"with several seeds each run needs {what} environments of its own: pass a Gymnasium id, an "
+                     f"EnvSpec or a function that makes one, not a {type(env_or_id).__name__}")
+
+
+def _group_seeds(cfg: Config) -> list[int]:
+    """The members' seeds as the config names them (train.seeds, else seed .. seed + train.num_seeds - 1)."""
+    listed = cfg.get("train.seeds")
+    if listed:
+        return [int(s) for s in listed]
+    first = int(cfg.get("seed"))
+    return [first + k for k in range(int(cfg.get("train.num_seeds")))]
+
+
+def _train_group(env, eval_env, cfg: Config, callback) -> dict:
+    """train() for several seeds: a seed group whose member k trains on environments of its own."""
+    make = _factory(env, "training")
+    make_eval = _factory(eval_env if eval_env is not None else env, "evaluation")
+    n_envs = int(cfg.get("env.num_envs"))
+    seeds = _group_seeds(cfg)
+    made: list = []
+    group = None
+    try:
+        bridges = []
+        obs_space = act_space = None
+        for s in seeds:
+            train_envs = [make() for _ in range(n_envs)]
+            made += train_envs
+            ev = make_eval()
+            made.append(ev)
+            if obs_space is None:
+                obs_space = Space.from_gym(train_envs[0].observation_space)
+                act_space = Space.from_gym(train_envs[0].action_space, actions=True)
+            bridges.append(_GymCallbacks((*train_envs, ev), obs_space, act_space, s, _env_name(train_envs[0])))
+            for k, e in enumerate(train_envs):
+                e.action_space.seed(s + k)
+        group = Group(cfg, _envs=[b.struct for b in bridges])
+        log.info("memory plan:\n%s", group.plan_table().rstrip())
+        evaluations: list[tuple[int, float, float, float]] = []
+        stopped = False
+
+        def on_progress(p: GroupProgress) -> bool:
+            nonlocal stopped
+            if p.is_eval:
+                evaluations.append((p.env_steps, p.eval_mean, p.eval_min, p.eval_max))
+            if callback is not None and callback({
+                "kind": "eval" if p.is_eval else "progress", "step": p.env_steps, "updates": p.updates,
+                "eval_mean": p.eval_mean, "eval_min": p.eval_min, "eval_max": p.eval_max, "elapsed_s": p.elapsed_s,
+                "progress": p,
+            }):
+                stopped = True
+            return stopped
+
+        try:
+            final = group.run(progress=on_progress)
+        except RltError:
+            raised = [exc for b in bridges for exc in b.raised]
+            if raised:  # the environment's own exception says more
+                raise raised[0] from None
+            raise
+        for b in bridges:
+            if b.raised:
+                raise b.raised[0]
+        runs = []
+        for k, s in enumerate(group.seeds):
+            p = group.member_progress(k)
+            runs.append({
+                "seed": s, "final_eval_return": p.last_eval_return, "best_eval_return": p.best_eval_return,
+                "env_steps": p.env_steps, "episodes": p.episodes, "updates": p.updates,
+                "last_episode_return": p.last_episode_return, "wall_s": p.elapsed_s,
+                "allocations_after_init": group.member_allocations_after_init(k), "out_dir": group.member_out_dir(k),
+            })
+        return {
+            "seeds": group.seeds,
+            "runs": runs,
+            "final_eval_mean": final.eval_mean,
+            "final_eval_min": final.eval_min,
+            "final_eval_max": final.eval_max,
+            "evaluations": evaluations,
+            "env_steps": final.env_steps,
+            "updates": final.updates,
+            "wall_s": final.elapsed_s,
+            "stopped": stopped,
+            "out_dir": group.out_dir,
+        }
+    finally:
+        if group is not None:
+            group.close()
+        for e in made:
+            e.close()
+
+
+def _json_clean(value):
+    """value with NaN floats as None, nested lists and dicts included (JSON has no NaN)."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_clean(v) for v in value]
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m rltrain.gym``: train on a Gymnasium environment from the shell.
 
@@ -410,8 +549,18 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.json:
         # JSON has no NaN: a value that does not exist yet is null.
-        clean = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in result.items()}
-        print(json.dumps(clean))
+        print(json.dumps(_json_clean(result)))
+        return 0
+    if "runs" in result:  # a seed group: the native CLI's closing lines for one
+        for r in result["runs"]:
+            print(f"seed {r['seed']}: {r['env_steps']} env steps, {r['updates']} updates in {r['wall_s']:.1f}s; "
+                  f"final eval {r['final_eval_return']:.1f}, best {r['best_eval_return']:.1f}")
+        rate = result["updates"] / result["wall_s"] if result["wall_s"] > 0 else 0.0
+        print(f"finished {len(result['runs'])} seeds: {result['env_steps']} env steps, {result['updates']} updates in "
+              f"{result['wall_s']:.1f}s ({rate:.0f} updates/s together); final eval mean {result['final_eval_mean']:.1f}, "
+              f"min {result['final_eval_min']:.1f}, max {result['final_eval_max']:.1f}")
+        print(f"outputs written to {result['out_dir']}/seed_<seed>/ (config.yaml, metrics.csv, summary.json, "
+              f"final.ckpt each) and {result['out_dir']}/summary.csv")
         return 0
     # The native CLI's closing lines.
     print(f"finished: {result['env_steps']} env steps, {result['updates']} updates in {result['wall_s']:.1f}s "

@@ -1,0 +1,22 @@
+/* seed_bench.h: the --seeds N mode of bench_td3_update and bench_dqn_update: N agents of one benchmark, each
+ * made, trained and freed in a thread of its own, as a seed group runs its members (engine/seed_group.c). It
+ * times the first agent alone (the single-agent figure, in the same process), then all N at once, each running
+ * the same number of updates, and prints both rates and their ratio. */
+#ifndef RLT_BENCH_SEED_BENCH_H
+#define RLT_BENCH_SEED_BENCH_H
+
+#include "agent.h"
+
+typedef struct seed_bench {
+    const char *name; /* "td3_update" */
+    void *ctx;        /* the benchmark's settings, passed back to its functions */
+    /* Makes agent k and fills its replay (in agent k's thread); NULL after printing why. */
+    rlt_agent *(*setup)(void *ctx, int k);
+    /* Runs `updates` updates and waits for the device; returns the count run, or -1 after printing why. */
+    long (*run)(void *ctx, rlt_agent *ag, int updates);
+} seed_bench;
+
+/* Runs the benchmark with n agents; returns the process exit code (0, or 1 when an agent failed). */
+int seed_bench_main(const seed_bench *b, int n, int updates);
+
+#endif

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# seeds.sh: several independent agents in one process (seed groups: train.num_seeds, engine/seed_group.c).
+# bench_td3_update and bench_dqn_update --seeds N make N agents, one thread each, and print agent 0's updates/s
+# alone, the N agents' updates/s together and the ratio (the target on an H100: 16 agents >= 8x one, for TD3
+# 256-256/b256 and DQN MLP). Then a whole seed group end to end: configs/td3_pendulum.yaml with 16 seeds.
+# Usage: bash bench/seeds.sh [BUILD_DIR] [DEVICE] [N...]    (defaults: build cuda:0 "4 8 16"; builds nothing)
+set -uo pipefail
+build=${1:-build}
+device=${2:-cuda:0}
+shift 2 2>/dev/null || shift $#
+ns=${*:-4 8 16}
+for n in $ns; do
+  echo "== $n agents in one process: TD3 HalfCheetah sizes 256-256/b256, then DQN CartPole MLP"
+  "$build/bench/bench_td3_update" --device "$device" --updates 5000 --seeds "$n"
+  "$build/bench/bench_dqn_update" --device "$device" --case mlp --updates 10000 --seeds "$n"
+done
+echo "== a seed group end to end: configs/td3_pendulum.yaml, train.num_seeds=16, on $device"
+/usr/bin/time -f "wall %e s" "$build/rltrain" --config configs/td3_pendulum.yaml --set device="$device" \
+  --set train.num_seeds=16 --set out_dir=/tmp/seeds_group --set train.overwrite=true --quiet | tail -3

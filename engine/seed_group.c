@@ -1,0 +1,664 @@
+/* seed_group.c: a seed group (rlt_group_*): N independent trainers of one config in one process, one per
+ * seed (train.seeds, or train.num_seeds from `seed`), each in a thread of its own, and what the group adds
+ * around them: the check that all of them fit the budgets, one combined progress report, out_dir/summary.csv.
+ *
+ * Member k is a whole trainer (engine/trainer.c) of the config with seed = its seed and out_dir =
+ * out_dir/seed_<seed>: its own agent, backend instance (on a GPU its own streams and captured graphs),
+ * replay, environments, random streams and outputs. Nothing is shared but the process, so on the CPU member
+ * k is bit-identical to the single run with its seed, by construction; on a GPU the members share one CUDA
+ * context, and graphs launched from their threads' streams run concurrently, which is where a group gains
+ * throughput over N processes taking turns on the GPU.
+ *
+ * Each member's thread does everything to its trainer: init, resume, run and free. A trainer's thread-bound
+ * state (the CUDA runtime's current device, OpenBLAS's per-thread buffer, which the backend takes at init)
+ * thus belongs to the thread that trains it, and is taken at init, not during the run. The threads start in
+ * rlt_group_init and wait for commands, so rlt_group_run starts nothing: like a single run it allocates
+ * nothing. Members are initialised one after another (in their threads), so the messages and the device's
+ * free memory come in a repeatable order, and the budget check can stop after the first member. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "mem.h"
+#include "outputs.h"
+#include "text.h"
+#include "trainer.h"
+
+#define MIB (1024.0 * 1024.0)
+/* One summary.csv row at most: a seed, a status word, two counters, three numbers. */
+#define GROUP_CSV_ROW 192
+/* What each seed's thread maps beyond its plan, held against an address-space or data limit (group_fit):
+ * glibc's malloc arena for a thread (64 MiB reserved at its first allocation), and on the CPU an OpenBLAS GEMM
+ * buffer (CPU_BLAS_BUFFER_BYTES of kernels/cpu/cpu_backend.c). */
+#define GROUP_THREAD_ARENA_BYTES ((uint64_t)64 << 20)
+#define GROUP_BLAS_BUFFER_BYTES ((uint64_t)129 << 20)
+
+typedef enum { CMD_NONE, CMD_INIT, CMD_RESUME, CMD_RUN, CMD_EXIT } member_cmd;
+
+typedef struct seed_member {
+    struct rlt_group *g;
+    uint64_t seed;
+    rlt_config cfg;               /* the group's config with this seed and out_dir/seed_<seed> */
+    const rlt_env_callbacks *env; /* the caller's environment, or NULL for the built-in one */
+    rlt_trainer *tr;
+    pthread_t thread;
+    int32_t started;
+    /* Under the group's mutex: */
+    member_cmd cmd; /* posted by the caller's thread, cleared by the member's when done */
+    int rc;         /* of the last command */
+    int32_t n_evals;
+    rlt_progress snap; /* the member's latest report */
+} seed_member;
+
+struct rlt_group {
+    rlt_err err;
+    rlt_config cfg;
+    int32_t n;
+    seed_member *m;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_cmd;  /* members wait here for a command */
+    pthread_cond_t cv_done; /* the caller waits here for members to finish one, or to report */
+    int32_t sync_ready;
+    int32_t pending; /* members still on the current command (under mu) */
+    int32_t shown;   /* the member whose plan the table shows */
+    int32_t resumed;
+    int32_t ran;
+    volatile sig_atomic_t stop;
+    char resume_name[256];
+    double t0, t_end;
+    char *csv; /* summary.csv, reserved at init */
+    size_t csv_cap;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The members a valid config names: train.seeds' entries, else train.num_seeds above 1; 0 for one run. */
+static int32_t group_members_of(const rlt_config *c) {
+    if (c->train.seeds.n > 0) return c->train.seeds.n;
+    return c->train.num_seeds > 1 ? c->train.num_seeds : 0;
+}
+
+static uint64_t group_seed_of(const rlt_config *c, int32_t k) {
+    return c->train.seeds.n > 0 ? c->train.seeds.v[k] : c->seed + (uint64_t)k;
+}
+
+/* The key that named the members, for messages. */
+static const char *group_key(const rlt_config *c) { return c->train.seeds.n > 0 ? "train.seeds" : "train.num_seeds"; }
+
+int32_t rlt_group_count(const rlt_config *cfg) {
+    if (!cfg) return 0;
+    rlt_config *c = rlt_mem_alloc(sizeof *c, 64);
+    if (!c) return 0;
+    *c = *cfg; /* validate records its message in the config: not in the caller's */
+    int32_t n = rlt_config_validate(c) == RLT_OK ? group_members_of(c) : 0;
+    rlt_mem_free(c);
+    return n;
+}
+
+/* ---- the members' threads ------------------------------------------------------------------------------ */
+
+/* The member's own progress callback: its latest figures for the combined report, and a wake-up for the caller
+ * after each evaluation (a group report follows when every member has made it). */
+static int member_progress(void *user, const rlt_progress *p) {
+    seed_member *m = user;
+    rlt_group *g = m->g;
+    pthread_mutex_lock(&g->mu);
+    m->snap = *p;
+    if (p->is_eval) {
+        m->n_evals++;
+        pthread_cond_broadcast(&g->cv_done);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return 0;
+}
+
+static int member_do(seed_member *m, member_cmd cmd) {
+    rlt_group *g = m->g;
+    switch (cmd) {
+    case CMD_INIT:
+        return m->env ? rlt_trainer_init_env(&m->cfg, m->env, &m->tr) : rlt_trainer_init(&m->cfg, &m->tr);
+    case CMD_RESUME: {
+        char path[700];
+        snprintf(path, sizeof path, "%s/%s", m->cfg.out_dir, g->resume_name);
+        return rlt_trainer_resume(m->tr, path);
+    }
+    case CMD_RUN: return rlt_trainer_run(m->tr, member_progress, m);
+    case CMD_EXIT:
+        rlt_trainer_free(m->tr);
+        m->tr = NULL;
+        return RLT_OK;
+    case CMD_NONE: break;
+    }
+    return RLT_OK;
+}
+
+static void *member_main(void *arg) {
+    seed_member *m = arg;
+    rlt_group *g = m->g;
+    pthread_mutex_lock(&g->mu);
+    for (;;) {
+        while (m->cmd == CMD_NONE) pthread_cond_wait(&g->cv_cmd, &g->mu);
+        member_cmd cmd = m->cmd;
+        pthread_mutex_unlock(&g->mu);
+        int rc = member_do(m, cmd);
+        pthread_mutex_lock(&g->mu);
+        m->cmd = CMD_NONE;
+        m->rc = rc;
+        /* A member that failed stops the others: each then ends after its current step, with its outputs. */
+        if (cmd == CMD_RUN && rc != RLT_OK && rc != RLT_EINTERRUPTED)
+            for (int32_t k = 0; k < g->n; k++) rlt_trainer_request_stop(g->m[k].tr);
+        g->pending--;
+        pthread_cond_broadcast(&g->cv_done);
+        if (cmd == CMD_EXIT) break;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+/* Posts cmd to members first .. first + count - 1. */
+static void group_post(rlt_group *g, int32_t first, int32_t count, member_cmd cmd) {
+    pthread_mutex_lock(&g->mu);
+    for (int32_t k = first; k < first + count; k++) g->m[k].cmd = cmd;
+    g->pending += count;
+    pthread_cond_broadcast(&g->cv_cmd);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void group_wait(rlt_group *g) {
+    pthread_mutex_lock(&g->mu);
+    while (g->pending > 0) pthread_cond_wait(&g->cv_done, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Runs cmd on member k, in its thread, and returns its status. */
+static int group_one(rlt_group *g, int32_t k, member_cmd cmd) {
+    group_post(g, k, 1, cmd);
+    group_wait(g);
+    return g->m[k].rc;
+}
+
+/* "seed S: <the member's message>" as the group's error. */
+static int group_member_failed(rlt_group *g, int32_t k, int rc, const char *then) {
+    const rlt_trainer *tr = g->m[k].tr;
+    rlt_err_set(&g->err, rc, __FILE__, __LINE__, "seed %llu (member %d of %d): %s%s", (unsigned long long)g->m[k].seed,
+                (int)k + 1, (int)g->n, tr ? rlt_trainer_errmsg(tr) : "out of host memory for the trainer", then);
+    return rc;
+}
+
+/* ---- init -------------------------------------------------------------------------------------------- */
+
+/* The most seeds that fit a limit when each takes `per` bytes and `shared` bytes are taken once. */
+static uint64_t seeds_within(uint64_t limit, uint64_t shared, uint64_t per) {
+    if (limit < shared) return 0;
+    return per ? (limit - shared) / per : UINT64_MAX;
+}
+
+/* One limit's answer: how many seeds fit under it, and the words for the message when it is the tightest. */
+typedef struct fit_limit {
+    uint64_t fit;     /* seeds that fit (UINT64_MAX: no limit seen yet) */
+    char need[200];   /* what n seeds need, "16 x 12.88 MiB (the host arena of one seed) = 206.04 MiB" */
+    char why[320];    /* the limit, "memory.budget_mb allows 64.00 MiB for ..." */
+    char hint[96];    /* another setting that fits them all, or "" */
+} fit_limit;
+
+/* Keeps this limit's answer when it allows fewer seeds than the tightest so far. */
+static void fit_keep(fit_limit *f, uint64_t fit, const char *need, const char *why, const char *hint) {
+    if (fit >= f->fit) return;
+    f->fit = fit;
+    snprintf(f->need, sizeof f->need, "%s", need);
+    snprintf(f->why, sizeof f->why, "%s", why);
+    snprintf(f->hint, sizeof f->hint, "%s", hint);
+}
+
+/* After the first member's init: do all N fit? Each member reserves its own arena of the first one's size, so
+ * the budgets are held against N of them: memory.budget_mb (the budgeted arena: device on a GPU, host on the
+ * CPU), the device's free memory before the first reservation, memory.process_budget_mb (on a GPU the
+ * context once plus each member's arena and library handles; on the CPU the host arenas), the host's memory
+ * limit (each member's host arena and the allowance for the rest of its run), and an address-space limit
+ * (what each further member's thread maps besides). The tightest names the largest number that fits. */
+static int group_fit(rlt_group *g) {
+    const rlt_agent *ag = g->m[0].tr->agent;
+    const rlt_plan_summary *s = &ag->summary;
+    const rlt_plan *p = &ag->plan;
+    const uint64_t n = (uint64_t)g->n, need = agent_plan_need(ag), host = p->arena_bytes[RLT_LOC_HOST];
+    const char *arena = p->device_is_host ? "host" : "device";
+    fit_limit f = {UINT64_MAX, "", "", ""};
+    char a[200], b[320], h[96];
+    snprintf(a, sizeof a, "%d x %.2f MiB (the %s arena of one seed) = %.2f MiB", (int)n, need / MIB, arena,
+             plan_mul_sat(n, need) / MIB);
+    snprintf(b, sizeof b, "memory.budget_mb allows %.2f MiB for the %s arenas of all seeds", s->budget_bytes / MIB, arena);
+    snprintf(h, sizeof h, ", or memory.budget_mb: %.0f", ceil(plan_mul_sat(n, need) / MIB));
+    fit_keep(&f, seeds_within(s->budget_bytes, 0, need), a, b, h);
+    if (s->device_total) {
+        snprintf(b, sizeof b, "the device had %.2f MiB free", s->device_free / MIB);
+        fit_keep(&f, seeds_within(s->device_free, 0, need), a, b, "");
+    }
+    if (s->process_budget_bytes) {
+        uint64_t pb = s->process_budget_bytes;
+        uint64_t shared = p->device_is_host ? 0 : s->context_bytes - s->handle_bytes;
+        uint64_t per = p->device_is_host ? need : need + s->handle_bytes;
+        uint64_t all = plan_add_sat(shared, plan_mul_sat(n, per));
+        if (p->device_is_host)
+            snprintf(b, sizeof b, "memory.process_budget_mb allows %.2f MiB (on the CPU it caps the host arenas)", pb / MIB);
+        else
+            snprintf(b, sizeof b, "memory.process_budget_mb allows %.2f MiB for the process: the CUDA context once "
+                     "(%.2f MiB), and each seed's device arena and library handles (%.2f MiB)", pb / MIB, shared / MIB,
+                     per / MIB);
+        snprintf(h, sizeof h, ", or memory.process_budget_mb: %.0f", ceil(all / MIB));
+        char pa[200];
+        snprintf(pa, sizeof pa, "%.2f MiB in all", all / MIB);
+        fit_keep(&f, seeds_within(pb, shared, per), p->device_is_host ? a : pa, b, h);
+    }
+    if (p->host.avail != UINT64_MAX) {
+        uint64_t per = host + p->host_overhead;
+        snprintf(a, sizeof a, "%d x %.2f MiB (each seed's host arena and %.0f MiB for the rest of its run) = %.2f MiB",
+                 (int)n, per / MIB, p->host_overhead / MIB, plan_mul_sat(n, per) / MIB);
+        snprintf(b, sizeof b, "%s leaves %.2f MiB", p->host.source, p->host.avail / MIB);
+        fit_keep(&f, seeds_within(p->host.avail, 0, per), a, b, "");
+    }
+    /* Under an address-space or data limit each further seed maps more than its plan: its thread's malloc arena,
+     * and on the CPU an OpenBLAS buffer, which OpenBLAS's pool takes during the run when two seeds call it at
+     * once and retries forever without (a hang, not an error). Read now, after the first seed took its own. */
+    rlt_host_limit vm;
+    rlt_host_limit_read_vm(&vm);
+    if (vm.avail != UINT64_MAX) {
+        uint64_t per = host + p->host_overhead + GROUP_THREAD_ARENA_BYTES + (p->device_is_host ? GROUP_BLAS_BUFFER_BYTES : 0);
+        snprintf(a, sizeof a, "%d more x %.2f MiB (a host arena, %.0f MiB for the rest of the run, %.0f MiB of malloc "
+                 "arena for the thread%s) = %.2f MiB", (int)n - 1, per / MIB, p->host_overhead / MIB,
+                 GROUP_THREAD_ARENA_BYTES / MIB, p->device_is_host ? ", an OpenBLAS buffer of 129 MiB" : "",
+                 plan_mul_sat(n - 1, per) / MIB);
+        snprintf(b, sizeof b, "%s leaves %.2f MiB after the first seed", vm.source, vm.avail / MIB);
+        fit_keep(&f, plan_add_sat(seeds_within(vm.avail, 0, per), 1), a, b, "");
+    }
+    if (f.fit >= n) return RLT_OK;
+    if (f.fit < 1) f.fit = 1; /* the first member fit on its own */
+    char where[400], fewer[96];
+    const char *key = group_key(&g->cfg);
+    if (g->cfg.train.seeds.n > 0) snprintf(fewer, sizeof fewer, "%llu entries in train.seeds", (unsigned long long)f.fit);
+    else snprintf(fewer, sizeof fewer, "train.num_seeds: %llu", (unsigned long long)f.fit);
+    RLT_FAIL(&g->err, RLT_ENOFIT, "%s: %d seeds need %s, but %s: at most %llu seed%s fit%s; hint: %s%s",
+             config_key_where(&g->cfg, key, where, sizeof where), (int)n, f.need, f.why, (unsigned long long)f.fit,
+             f.fit == 1 ? "" : "s", f.fit == 1 ? "s" : "", fewer, f.hint);
+}
+
+/* Member k's config: the group's with its seed and out_dir/seed_<seed>, and no group keys (it is one run). */
+static int member_config(rlt_group *g, int32_t k) {
+    seed_member *m = &g->m[k];
+    m->cfg = g->cfg;
+    m->cfg.seed = m->seed;
+    m->cfg.train.num_seeds = 1;
+    memset(&m->cfg.train.seeds, 0, sizeof m->cfg.train.seeds);
+    int len = snprintf(m->cfg.out_dir, sizeof m->cfg.out_dir, "%s/seed_%llu", g->cfg.out_dir, (unsigned long long)m->seed);
+    if (len < 0 || (size_t)len >= sizeof m->cfg.out_dir) {
+        char where[400];
+        RLT_FAIL(&g->err, RLT_ECONFIG, "%s: '%s/seed_%llu' (seed %llu's out_dir) is longer than %d bytes; use a shorter "
+                 "out_dir", config_key_where(&g->cfg, "out_dir", where, sizeof where), g->cfg.out_dir,
+                 (unsigned long long)m->seed, (unsigned long long)m->seed, (int)sizeof m->cfg.out_dir - 1);
+    }
+    return RLT_OK;
+}
+
+static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callbacks *const *envs, int32_t n_envs) {
+    rlt_err *e = &g->err;
+    g->cfg = *cfg;
+    if (rlt_config_validate(&g->cfg) != RLT_OK) {
+        rlt_err_copy(e, &g->cfg.err);
+        return e->status;
+    }
+    int32_t n = group_members_of(&g->cfg);
+    if (n < 1)
+        RLT_FAIL(e, RLT_ECONFIG, "config: train.num_seeds is 1 and train.seeds is []: no seed group; set train.num_seeds: "
+                 "N or train.seeds: [a, b, ...] for several seeds, or run one trainer (rlt_trainer_init)");
+    if (envs && n_envs != n)
+        RLT_FAIL(e, RLT_EINVAL, "rlt_group_init_env: %d environments for %d members (%s): give one per member", (int)n_envs,
+                 (int)n, group_key(&g->cfg));
+    for (int32_t k = 0; envs && k < n; k++)
+        if (!envs[k]) RLT_FAIL(e, RLT_EINVAL, "rlt_group_init_env: envs[%d] is NULL", (int)k);
+    g->m = rlt_mem_alloc(sizeof *g->m * (uint64_t)n, 64);
+    g->csv_cap = GROUP_CSV_ROW * ((size_t)n + 1);
+    g->csv = rlt_mem_alloc(g->csv_cap, 64);
+    if (!g->m || !g->csv) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for a seed group of %d members", (int)n);
+    g->n = n;
+    for (int32_t k = 0; k < n; k++) {
+        seed_member *m = &g->m[k];
+        m->g = g;
+        m->seed = group_seed_of(&g->cfg, k);
+        m->env = envs ? envs[k] : NULL;
+        RLT_TRY(member_config(g, k));
+    }
+    /* The caller waits with timeouts on the monotonic clock (rlt_group_run's reports). */
+    pthread_condattr_t ca;
+    if (pthread_mutex_init(&g->mu, NULL) != 0) RLT_FAIL(e, RLT_ERUNTIME, "could not create the seed group's mutex");
+    int crc = pthread_condattr_init(&ca);
+    if (crc == 0) crc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int cv1 = crc == 0 ? pthread_cond_init(&g->cv_cmd, NULL) : -1;
+    int cv2 = cv1 == 0 ? pthread_cond_init(&g->cv_done, &ca) : -1;
+    if (crc == 0) pthread_condattr_destroy(&ca);
+    if (cv2 != 0) {
+        if (cv1 == 0) pthread_cond_destroy(&g->cv_cmd);
+        pthread_mutex_destroy(&g->mu);
+        RLT_FAIL(e, RLT_ERUNTIME, "could not create the seed group's condition variables");
+    }
+    g->sync_ready = 1;
+    for (int32_t k = 0; k < n; k++) {
+        if (pthread_create(&g->m[k].thread, NULL, member_main, &g->m[k]) != 0)
+            RLT_FAIL(e, RLT_ERUNTIME, "could not start the thread of seed %llu (member %d of %d)",
+                     (unsigned long long)g->m[k].seed, (int)k + 1, (int)n);
+        g->m[k].started = 1;
+    }
+    /* The first member, then the check that N of it fit, then the rest: a group that cannot fit stops before the
+     * others reserve anything. */
+    int rc = group_one(g, 0, CMD_INIT);
+    if (rc != RLT_OK) return group_member_failed(g, 0, rc, "");
+    RLT_TRY(group_fit(g));
+    for (int32_t k = 1; k < n; k++) {
+        rc = group_one(g, k, CMD_INIT);
+        if (rc != RLT_OK) {
+            g->shown = k;
+            char then[160] = "";
+            if (rc == RLT_ENOFIT)
+                snprintf(then, sizeof then, "; the %d member%s before it fit", (int)k, k == 1 ? "" : "s");
+            return group_member_failed(g, k, rc, then);
+        }
+    }
+    /* The group is sealed now: each member's count of allocations after init starts here, so the members
+     * initialised after it (which allocate, before any run) do not count against the first. */
+    uint64_t sealed = rlt_mem_alloc_count();
+    for (int32_t k = 0; k < n; k++) {
+        g->m[k].tr->agent->allocs_at_seal = sealed;
+        rlt_trainer_progress(g->m[k].tr, &g->m[k].snap); /* no evaluation yet: NaN returns */
+    }
+    return RLT_OK;
+}
+
+static int group_init(const rlt_config *cfg, const rlt_env_callbacks *const *envs, int32_t n_envs, rlt_group **out) {
+    if (!out) return RLT_EINVAL;
+    *out = NULL;
+    if (!cfg) return RLT_EINVAL;
+    rlt_group *g = rlt_mem_alloc(sizeof *g, 64);
+    if (!g) return RLT_ENOMEM;
+    *out = g;
+    return group_setup(g, cfg, envs, n_envs);
+}
+
+int rlt_group_init(const rlt_config *cfg, rlt_group **out) { return group_init(cfg, NULL, 0, out); }
+
+int rlt_group_init_env(const rlt_config *cfg, const rlt_env_callbacks *const *envs, int32_t n_envs, rlt_group **out) {
+    if (!envs) {
+        if (out) *out = NULL;
+        return RLT_EINVAL;
+    }
+    return group_init(cfg, envs, n_envs, out);
+}
+
+void rlt_group_free(rlt_group *g) {
+    if (!g) return;
+    /* Each thread frees its own trainer (its device objects belong to it), then ends. */
+    int32_t started = 0;
+    for (int32_t k = 0; k < g->n; k++) started += g->m[k].started;
+    if (started) {
+        pthread_mutex_lock(&g->mu);
+        for (int32_t k = 0; k < g->n; k++)
+            if (g->m[k].started) g->m[k].cmd = CMD_EXIT;
+        g->pending += started;
+        pthread_cond_broadcast(&g->cv_cmd);
+        pthread_mutex_unlock(&g->mu);
+        for (int32_t k = 0; k < g->n; k++)
+            if (g->m[k].started) pthread_join(g->m[k].thread, NULL);
+    }
+    if (g->sync_ready) {
+        pthread_cond_destroy(&g->cv_cmd);
+        pthread_cond_destroy(&g->cv_done);
+        pthread_mutex_destroy(&g->mu);
+    }
+    rlt_mem_free(g->m);
+    rlt_mem_free(g->csv);
+    rlt_mem_free(g);
+}
+
+/* ---- the plan table ---------------------------------------------------------------------------------- */
+
+size_t rlt_group_plan_format(const rlt_group *g, char *buf, size_t cap) {
+    if (cap) buf[0] = '\0';
+    if (!g || !g->m || g->shown >= g->n) return 0;
+    const rlt_trainer *tr = g->m[g->shown].tr;
+    if (!tr || !tr->agent || tr->agent->summary.n_entries == 0) return 0;
+    const rlt_agent *ag = tr->agent;
+    const rlt_plan_summary *s = &ag->summary;
+    rlt_text t = {buf, cap, plan_format(&ag->plan, s, buf, cap)};
+    const uint64_t n = (uint64_t)g->n;
+    char a[32], b[32], c[32], d[32];
+    rlt_text_add(&t, "seed group: %d seeds (%s), one trainer and one arena each, all reserved at init\n", (int)g->n,
+                 group_key(&g->cfg));
+    plan_bytes_text(a, sizeof a, s->host_bytes);
+    plan_bytes_text(b, sizeof b, s->device_bytes);
+    plan_bytes_text(c, sizeof c, plan_mul_sat(n, s->host_bytes));
+    plan_bytes_text(d, sizeof d, plan_mul_sat(n, s->device_bytes));
+    rlt_text_add(&t, "  per seed: host arena %s, device arena %s; all %d seeds: host arenas %s, device arenas %s\n", a, b,
+                 (int)g->n, c, d);
+    if (!ag->plan.device_is_host) {
+        plan_bytes_text(a, sizeof a, s->context_bytes - s->handle_bytes);
+        plan_bytes_text(b, sizeof b, s->handle_bytes);
+        plan_bytes_text(c, sizeof c, plan_add_sat(s->context_bytes - s->handle_bytes,
+                                                  plan_mul_sat(n, s->device_bytes + s->handle_bytes)));
+        rlt_text_add(&t, "  whole process on the device: context and kernels %s once + %d x (device arena + library "
+                     "handles %s) = %s\n", a, (int)g->n, b, c);
+    }
+    plan_bytes_text(a, sizeof a, s->budget_bytes);
+    plan_bytes_text(b, sizeof b, plan_mul_sat(n, agent_plan_need(ag)));
+    rlt_text_add(&t, "  budget %s for the %s arenas of all seeds: needs %s -> %s\n", a,
+                 ag->plan.device_is_host ? "host" : "device", b,
+                 plan_mul_sat(n, agent_plan_need(ag)) <= s->budget_bytes ? "fits" : "DOES NOT FIT");
+    return t.len;
+}
+
+/* ---- resume and run ---------------------------------------------------------------------------------- */
+
+int rlt_group_resume(rlt_group *g, const char *name) {
+    if (!g || !name) return RLT_EINVAL;
+    if (!g->m || g->n < 1 || !g->m[g->n - 1].tr || !g->m[g->n - 1].tr->agent ||
+        !g->m[g->n - 1].tr->agent->plan.sealed)
+        RLT_FAIL(&g->err, RLT_ESTATE, "rlt_group_resume after a failed init");
+    if (g->ran) RLT_FAIL(&g->err, RLT_ESTATE, "rlt_group_resume after rlt_group_run");
+    const char *slash = strrchr(name, '/');
+    const char *base = slash ? slash + 1 : name;
+    if (!base[0] || strlen(base) >= sizeof g->resume_name)
+        RLT_FAIL(&g->err, RLT_EINVAL, "rlt_group_resume: '%s' names no checkpoint file: give its file name, like "
+                 "final.ckpt or ckpt_<step>.ckpt (each seed resumes from its own out_dir/seed_<seed>/)", name);
+    snprintf(g->resume_name, sizeof g->resume_name, "%s", base);
+    for (int32_t k = 0; k < g->n; k++) {
+        int rc = group_one(g, k, CMD_RESUME);
+        if (rc != RLT_OK) return group_member_failed(g, k, rc, "");
+    }
+    g->resumed = 1;
+    return RLT_OK;
+}
+
+/* The combined figures from the members' latest reports (under mu). */
+static void group_report_locked(const rlt_group *g, rlt_group_report *r) {
+    memset(r, 0, sizeof *r);
+    r->n_members = g->n;
+    r->eval_mean = r->eval_min = r->eval_max = NAN;
+    double sum = 0.0;
+    for (int32_t k = 0; k < g->n; k++) {
+        const rlt_progress *p = &g->m[k].snap;
+        r->env_steps += p->env_steps;
+        r->updates += p->updates;
+        r->total_steps += g->m[k].cfg.train.total_steps;
+        if (isnan(p->last_eval_return)) continue;
+        if (!r->n_evaluated || p->last_eval_return < r->eval_min) r->eval_min = p->last_eval_return;
+        if (!r->n_evaluated || p->last_eval_return > r->eval_max) r->eval_max = p->last_eval_return;
+        sum += p->last_eval_return;
+        r->n_evaluated++;
+    }
+    if (r->n_evaluated) r->eval_mean = sum / r->n_evaluated;
+    double end = g->t_end > 0 ? g->t_end : now_s();
+    r->elapsed_s = g->t0 > 0 ? end - g->t0 : 0.0;
+    r->updates_per_s = r->elapsed_s > 0 ? r->updates / r->elapsed_s : 0.0;
+    r->env_steps_per_s = r->elapsed_s > 0 ? r->env_steps / r->elapsed_s : 0.0;
+    r->eta_s = r->env_steps > 0 ? r->elapsed_s * (double)(r->total_steps - r->env_steps) / r->env_steps : NAN;
+}
+
+int rlt_group_progress(const rlt_group *g, rlt_group_report *out) {
+    if (!g || !out || !g->sync_ready) return RLT_EINVAL;
+    rlt_group *w = (rlt_group *)g; /* the mutex only */
+    pthread_mutex_lock(&w->mu);
+    group_report_locked(g, out);
+    pthread_mutex_unlock(&w->mu);
+    return RLT_OK;
+}
+
+/* Evaluations that every member has made (under mu). */
+static int32_t group_eval_round(const rlt_group *g) {
+    int32_t r = g->m[0].n_evals;
+    for (int32_t k = 1; k < g->n; k++)
+        if (g->m[k].n_evals < r) r = g->m[k].n_evals;
+    return r;
+}
+
+/* Waits for the members' runs, reporting every train.progress_every_s seconds and after each evaluation round
+ * (every member has made one more evaluation). Returns 1 when fn asked to stop. */
+static int group_supervise(rlt_group *g, rlt_group_progress_fn fn, void *user) {
+    double every = g->cfg.train.progress_every_s > 0.01 ? g->cfg.train.progress_every_s : 0.01;
+    double next = now_s() + every;
+    int32_t round = group_eval_round(g);
+    int stopped = 0;
+    pthread_mutex_lock(&g->mu);
+    for (;;) {
+        int32_t r = group_eval_round(g);
+        double t = now_s();
+        if (fn && !stopped && (r > round || t >= next)) {
+            rlt_group_report rep;
+            group_report_locked(g, &rep);
+            rep.is_eval = r > round;
+            round = r;
+            next = t + every;
+            pthread_mutex_unlock(&g->mu);
+            if (fn(user, &rep)) {
+                stopped = 1;
+                rlt_group_request_stop(g);
+            }
+            pthread_mutex_lock(&g->mu);
+            continue;
+        }
+        if (g->pending == 0) break;
+        double wait = next - t;
+        if (wait < 0.001) wait = 0.001;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        long long ns = (long long)ts.tv_nsec + (long long)(wait * 1e9);
+        ts.tv_sec += (time_t)(ns / 1000000000LL);
+        ts.tv_nsec = (long)(ns % 1000000000LL);
+        pthread_cond_timedwait(&g->cv_done, &g->mu, &ts);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return stopped;
+}
+
+static const char *member_status(int rc) { return rc == RLT_OK ? "finished" : rc == RLT_EINTERRUPTED ? "stopped" : "failed"; }
+
+/* out_dir/summary.csv: one row per member, written atomically into the buffer reserved at init. Short formats
+ * one at a time: glibc's printf takes a heap buffer for formats with many conversions. */
+static int group_write_summary(rlt_group *g) {
+    size_t o = 0, cap = g->csv_cap;
+    char *b = g->csv;
+    o += (size_t)snprintf(b + o, cap - o, "seed,status,env_steps,updates,last_eval_return,best_eval_return,wall_s\n");
+    for (int32_t k = 0; k < g->n && o < cap; k++) {
+        const seed_member *m = &g->m[k];
+        rlt_progress p;
+        rlt_trainer_progress(m->tr, &p);
+        o += (size_t)snprintf(b + o, cap - o, "%llu,%s,", (unsigned long long)m->seed, member_status(m->rc));
+        o += (size_t)snprintf(b + o, cap - o, "%lld,%lld,", (long long)p.env_steps, (long long)p.updates);
+        if (!isnan(p.last_eval_return)) o += (size_t)snprintf(b + o, cap - o, "%.6f", p.last_eval_return);
+        o += (size_t)snprintf(b + o, cap - o, ",");
+        if (!isnan(p.best_eval_return)) o += (size_t)snprintf(b + o, cap - o, "%.6f", p.best_eval_return);
+        o += (size_t)snprintf(b + o, cap - o, ",%.4f\n", p.elapsed_s);
+    }
+    if (o >= cap) RLT_FAIL(&g->err, RLT_ERUNTIME, "summary.csv is longer than its buffer (%zu bytes)", cap);
+    char path[600];
+    snprintf(path, sizeof path, "%s/summary.csv", g->cfg.out_dir);
+    return out_write_atomic(&g->err, path, b, o);
+}
+
+/* Before any member starts: an earlier group's summary.csv in out_dir is refused like an earlier run's outputs
+ * (unless the group resumed or train.overwrite is set, which removes it), and so is every member's out_dir
+ * that rlt_trainer_run would refuse, so a refusal leaves every member untouched. */
+static int group_prepare(rlt_group *g) {
+    char path[600], where[400];
+    snprintf(path, sizeof path, "%s/summary.csv", g->cfg.out_dir);
+    if (access(path, F_OK) == 0 && !g->resumed) {
+        if (!g->cfg.train.overwrite)
+            RLT_FAIL(&g->err, RLT_ECONFIG, "%s: '%s' holds the summary.csv of an earlier seed group, which this one would "
+                     "replace; continue that group by resuming it (rltrain --resume final.ckpt), choose another out_dir, "
+                     "or set train.overwrite: true (--set train.overwrite=true) to replace it",
+                     config_key_where(&g->cfg, "out_dir", where, sizeof where), g->cfg.out_dir);
+        unlink(path);
+    }
+    for (int32_t k = 0; k < g->n; k++) {
+        int rc = trainer_check_out_dir(g->m[k].tr);
+        if (rc != RLT_OK) return group_member_failed(g, k, rc, "");
+    }
+    return out_mkdirs(&g->err, g->cfg.out_dir);
+}
+
+int rlt_group_run(rlt_group *g, rlt_group_progress_fn fn, void *user) {
+    if (!g) return RLT_EINVAL;
+    if (!g->m || g->n < 1 || !g->m[g->n - 1].tr || !g->m[g->n - 1].tr->agent || !g->m[g->n - 1].tr->agent->plan.sealed)
+        RLT_FAIL(&g->err, RLT_ESTATE, "rlt_group_run after a failed init");
+    if (g->ran) RLT_FAIL(&g->err, RLT_ESTATE, "rlt_group_run runs a group once");
+    g->ran = 1;
+    RLT_TRY(group_prepare(g));
+    pthread_mutex_lock(&g->mu);
+    for (int32_t k = 0; k < g->n; k++) {
+        rlt_trainer_progress(g->m[k].tr, &g->m[k].snap); /* a resumed member starts from its step */
+        g->m[k].n_evals = 0;
+    }
+    g->t0 = now_s();
+    pthread_mutex_unlock(&g->mu);
+    if (g->stop)
+        for (int32_t k = 0; k < g->n; k++) rlt_trainer_request_stop(g->m[k].tr);
+    group_post(g, 0, g->n, CMD_RUN);
+    int by_fn = group_supervise(g, fn, user);
+    pthread_mutex_lock(&g->mu);
+    g->t_end = now_s();
+    for (int32_t k = 0; k < g->n; k++) rlt_trainer_progress(g->m[k].tr, &g->m[k].snap);
+    pthread_mutex_unlock(&g->mu);
+    int src = group_write_summary(g);
+    /* The first member that failed (the others were stopped because of it), else a stop, else success. */
+    int rc = RLT_OK;
+    for (int32_t k = 0; k < g->n; k++)
+        if (g->m[k].rc != RLT_OK && g->m[k].rc != RLT_EINTERRUPTED) return group_member_failed(g, k, g->m[k].rc, "");
+    for (int32_t k = 0; k < g->n; k++)
+        if (g->m[k].rc == RLT_EINTERRUPTED) rc = RLT_EINTERRUPTED;
+    if (src != RLT_OK) return src;
+    if (rc == RLT_EINTERRUPTED)
+        rlt_err_set(&g->err, rc, __FILE__, __LINE__, "stopped %s; every seed wrote its outputs and final.ckpt (resume "
+                    "them with rltrain --resume final.ckpt)", by_fn ? "by the progress callback" : "on request");
+    return rc;
+}
+
+void rlt_group_request_stop(rlt_group *g) {
+    if (!g) return;
+    g->stop = 1;
+    for (int32_t k = 0; k < g->n; k++) rlt_trainer_request_stop(g->m[k].tr);
+}
+
+/* ---- accessors --------------------------------------------------------------------------------------- */
+
+int32_t rlt_group_size(const rlt_group *g) { return g ? g->n : 0; }
+
+rlt_trainer *rlt_group_member(rlt_group *g, int32_t k) { return g && k >= 0 && k < g->n ? g->m[k].tr : NULL; }
+
+uint64_t rlt_group_seed(const rlt_group *g, int32_t k) { return g && k >= 0 && k < g->n ? g->m[k].seed : 0; }
+
+const char *rlt_group_out_dir(const rlt_group *g) { return g ? g->cfg.out_dir : NULL; }
+
+const char *rlt_group_errmsg(const rlt_group *g) { return g ? g->err.msg : "no seed group (allocation failed)"; }
