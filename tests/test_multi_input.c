@@ -20,6 +20,7 @@
 
 #include "../agents/mnet.h"
 #include "../engine/config_inputs.h"
+#include "backend_registry.h"
 #include "../kernels/cpu/cpu_ops.h"
 
 /* ---- the environment ---- */
@@ -48,8 +49,8 @@ static void mi_draw(mi_world *w, mi_state *s, void *obs) {
     s->v = (float)(2.0 * mi_rand(&s->rng) - 1.0);
     unsigned char *row = obs;
     memset(row, 0, (size_t)w->row_bytes);
-    row[w->off_screen + s->py * 8 + s->px] = 255;
     float stats[2] = {s->v, 0.5f};
+    row[w->off_screen + s->py * 8 + s->px] = 255;
     memcpy(row + w->off_stats, stats, sizeof stats);
 }
 
@@ -77,6 +78,114 @@ static int mi_step(void *user, int32_t instance, const void *action, void *obs, 
     }
     mi_draw(w, s, obs);
     return 0;
+}
+
+
+/* ---- the concatenation's split, against finite differences ---- */
+static rlt_backend bk;
+static rlt_err err;
+
+static double mi_loss(rlt_mnet *m, const float *params, const float *x, const float *extra, int rows, const float *w,
+                      float *out) {
+    for (int r = 0; r < rows; r++) memcpy(mnet_extra(m) + (int64_t)r * mnet_ld(m), extra + r * m->extra, sizeof(float) * m->extra);
+    CHECK(mnet_forward(&bk, m, params, NULL, x, rows, out, 2) == RLT_OK, "forward: %s", err.msg);
+    double L = 0;
+    for (int i = 0; i < rows * 2; i++) L += (double)w[i] * out[i];
+    return L;
+}
+
+static void test_split_gradient(void) {
+    rlt_config *cfg;
+    CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
+    /* Two images (one f32 with a padded conv, one u8 with a strided one) around a vector, and 2 extra columns. */
+    CHECK(rlt_config_load_string(cfg, "network:\n  hidden: [6]\n  inputs:\n"
+                                 "    - {name: img, shape: [2, 5, 5], torso: [{out: 3, kernel: 3, pad: 1}, {out: 2, kernel: 3}]}\n"
+                                 "    - {name: vec, shape: [3]}\n"
+                                 "    - {name: pix, shape: [1, 4, 4], dtype: u8, torso: [{out: 2, kernel: 2, stride: 2}]}\n",
+                                 "grad.yaml") == RLT_OK, "%s", rlt_config_errmsg(cfg));
+    const rlt_input_list *in = &((const struct rlt_config *)cfg)->network.inputs;
+    rlt_mnet m;
+    CHECK(mnet_define(&m, &err, in, 2, &((const struct rlt_config *)cfg)->network.hidden, 2, RLT_ACT_TANH) == RLT_OK,
+          "define: %s", err.msg);
+    CHECK(m.features == 2 * 3 * 3 + 3 + 2 * 2 * 2 && m.in_elems == 50 + 3 + 16 && m.n_conv == 3,
+          "features %d, input elements %d, conv layers %d", m.features, m.in_elems, m.n_conv);
+    int rows = 3;
+    rlt_plan plan;
+    plan_init(&plan, 1);
+    CHECK(mnet_plan(&m, &bk, &plan, &err, "g", rows, 0, 1) == RLT_OK, "plan: %s", err.msg);
+    void *ws = NULL;
+    CHECK(plan_add(&plan, &err, "backend.workspace", "workspace", RLT_LOC_DEVICE, bk.ops->workspace_bytes(&bk), &ws) ==
+              RLT_OK, "ws");
+    plan_layout(&plan);
+    CHECK(plan_commit(&plan, &err, &bk, (uint64_t)1 << 30) == RLT_OK, "commit: %s", err.msg);
+    CHECK(bk.ops->set_workspace(&bk, ws, bk.ops->workspace_bytes(&bk)) == RLT_OK, "set ws");
+    /* Rows of bytes as the API takes them, converted as the update does. */
+    uint64_t np = mnet_param_count(&m);
+    static float params[4096], grads[4096], x[512], extra[16], w[16], out[16], dout[16], scale = 1.0f / 255.0f;
+    static unsigned char raw[3 * 256];
+    CHECK(np < 4096 && m.row_bytes * rows <= (int64_t)sizeof raw, "sizes");
+    rlt_rng rng;
+    rlt_rng_init(&rng, 5, 1);
+    mnet_init_params(&m, params, &rng);
+    for (int r = 0; r < rows; r++) {
+        unsigned char *row = raw + r * m.row_bytes;
+        for (int p = 0; p < m.n_parts; p++)
+            for (int i = 0; i < m.part[p].elems; i++) {
+                if (m.part[p].u8) row[m.part[p].row_off + i] = (unsigned char)rlt_rng_below(&rng, 256);
+                else ((float *)(void *)(row + m.part[p].row_off))[i] = 2.0f * rlt_rng_uniform(&rng) - 1.0f;
+            }
+    }
+    CHECK(mnet_convert(&bk, &m, raw, rows, x, &scale) == RLT_OK, "convert: %s", err.msg);
+    /* The planar layout: part p's row r at x + batch * in_off + r * elems; u8 scaled by 1/255. */
+    const rlt_mnet_part *pix = &m.part[2];
+    CHECK(x[rows * pix->in_off + 1 * pix->elems + 5] == raw[1 * m.row_bytes + pix->row_off + 5] * scale,
+          "a u8 element converted into its planar place");
+    CHECK(x[rows * m.part[1].in_off + 2 * 3 + 1] == ((float *)(void *)(raw + 2 * m.row_bytes + m.part[1].row_off))[1],
+          "an f32 element converted into its planar place");
+    for (int i = 0; i < rows * 2; i++) extra[i] = 2.0f * rlt_rng_uniform(&rng) - 1.0f;
+    for (int i = 0; i < rows * 2; i++) w[i] = 2.0f * rlt_rng_uniform(&rng) - 1.0f;
+    mi_loss(&m, params, x, extra, rows, w, out);
+    memcpy(dout, w, sizeof(float) * rows * 2);
+    memset(grads, 0, sizeof grads);
+    CHECK(mnet_backward(&bk, &m, params, NULL, grads, x, rows, dout, 2, NULL) == RLT_OK, "backward: %s", err.msg);
+    /* As test_grad.c: central differences, h = 1e-3 on float parameters, 2e-3 absolute + 2e-2 relative. */
+    const double h = 1e-3;
+    int bad = 0;
+    for (uint64_t i = 0; i < np; i++) {
+        float keep = params[i];
+        params[i] = keep + (float)h;
+        double lp = mi_loss(&m, params, x, extra, rows, w, out);
+        params[i] = keep - (float)h;
+        double lm = mi_loss(&m, params, x, extra, rows, w, out);
+        params[i] = keep;
+        double fd = (lp - lm) / (2 * h);
+        if (!(fabs(grads[i] - fd) <= 2e-3 + 2e-2 * fabs(fd))) {
+            if (bad++ < 5) printf("param %llu: backward %.6g, finite differences %.6g\n", (unsigned long long)i, grads[i], fd);
+        }
+    }
+    CHECK(bad == 0, "%d of %llu parameter gradients (every torso's and the head's) disagree with finite differences",
+          bad, (unsigned long long)np);
+    /* The extra columns' gradient (TD3's d/da) comes back in dcat, at the columns after the torsos'. */
+    float dextra[16];
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < 2; j++) dextra[r * 2 + j] = m.dcat[(int64_t)r * mnet_ld(&m) + m.features + j];
+    for (int i = 0; i < rows * 2; i++) {
+        float keep = extra[i];
+        extra[i] = keep + (float)h;
+        double lp = mi_loss(&m, params, x, extra, rows, w, out);
+        extra[i] = keep - (float)h;
+        double lm = mi_loss(&m, params, x, extra, rows, w, out);
+        extra[i] = keep;
+        CHECK_NEAR(dextra[i], (lp - lm) / (2 * h), 2e-3, 2e-2, "d loss / d extra");
+    }
+    /* Without grads only dcat is written (TD3's actor step through the critic). */
+    float before = grads[0];
+    mi_loss(&m, params, x, extra, rows, w, out);
+    memcpy(dout, w, sizeof(float) * rows * 2);
+    CHECK(mnet_backward(&bk, &m, params, NULL, NULL, x, rows, dout, 2, NULL) == RLT_OK, "backward without grads");
+    CHECK(grads[0] == before, "no parameter gradient without grads");
+    plan_release(&plan, &bk);
+    rlt_config_free(cfg);
 }
 
 static const char *inputs_yaml =
@@ -133,7 +242,7 @@ static const char *td3_yaml =
     "train: {total_steps: 4000, start_steps: 500, batch_size: 64, eval_every: 1000, eval_episodes: 20,"
     " progress_every_s: 1000}\n"
     "replay: {capacity: 5000}\n"
-    "td3: {actor_hidden: [64], critic_hidden: [64], gamma: 0.5}\n";
+    "td3: {actor_hidden: [64, 64], critic_hidden: [64, 64], gamma: 0.5}\n";
 
 /* Trains one seed; returns the final evaluation's return. */
 static double train_one(const char *yaml, int discrete, uint64_t seed, const char *tag) {
@@ -186,6 +295,8 @@ static void test_td3_learns(void) {
 
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : NULL;
+    CHECK(rlt_backend_open(&bk, &err, "cpu", 1, NULL, 0) == RLT_OK, "cpu backend: %s", err.msg);
+    if (!only || !strcmp(only, "grad")) test_split_gradient();
     if (!only || !strcmp(only, "dqn")) test_dqn_learns();
     if (!only || !strcmp(only, "td3")) test_td3_learns();
     return test_summary("test_multi_input");
