@@ -270,6 +270,199 @@ static double train_one(const char *yaml, int discrete, uint64_t seed, const cha
     return ret;
 }
 
+
+/* ---- the plan, checkpoints, refusals ---- */
+
+static rlt_agent *make_agent(const char *algo_yaml, const char *extra_set, int *rc) {
+    rlt_config *cfg = make_config(algo_yaml, test_tmpdir("mi_agent"), 9);
+    if (extra_set) CHECK(rlt_config_set(cfg, extra_set) == RLT_OK, "%s", rlt_config_errmsg(cfg));
+    rlt_space obs, act;
+    CHECK(rlt_config_dict_space(cfg, &obs) == RLT_OK, "dict space");
+    static const float low[1] = {-1.0f}, high[1] = {1.0f};
+    if (strstr(algo_yaml, "dqn")) act = (rlt_space){RLT_SPACE_DISCRETE, RLT_DTYPE_I32, 1, {1, 0, 0, 0}, 2, NULL, NULL};
+    else act = (rlt_space){RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {1, 0, 0, 0}, 0, low, high};
+    rlt_agent *ag = NULL;
+    *rc = rlt_agent_init(cfg, &obs, &act, &ag);
+    rlt_config_free(cfg);
+    return ag;
+}
+
+static uint64_t entry_bytes(rlt_agent *ag, const char *name) {
+    rlt_plan_summary sum;
+    const rlt_plan_entry *en;
+    rlt_agent_memory_plan(ag, &sum, &en);
+    for (int32_t i = 0; i < sum.n_entries; i++)
+        if (!strcmp(en[i].name, name)) return en[i].bytes;
+    return UINT64_MAX;
+}
+
+static void test_plan_entries(void) {
+    int rc;
+    rlt_agent *ag = make_agent(dqn_yaml, NULL, &rc);
+    CHECK(rc == RLT_OK, "dqn agent: %s", rlt_agent_errmsg(ag));
+    /* The screen's torso: 8 channels of 6 x 6 (3x3 kernel on 8x8), 32 rows (training) or 1 (acting), fp32. */
+    CHECK(entry_bytes(ag, "q.in.screen.conv0.act") == 32u * 8 * 6 * 6 * 4, "q.in.screen.conv0.act");
+    CHECK(entry_bytes(ag, "q.in.screen.conv0.dact") == 32u * 8 * 6 * 6 * 4, "q.in.screen.conv0.dact");
+    CHECK(entry_bytes(ag, "q.acting.in.screen.conv0.act") == 1u * 8 * 6 * 6 * 4, "acting torso");
+    CHECK(entry_bytes(ag, "q.acting.in.screen.conv0.dact") == 0, "acting plans no gradient");
+    CHECK(entry_bytes(ag, "q.in.stats.conv0.act") == UINT64_MAX, "a vector has no torso entries");
+    /* The head's input: 288 torso features and the 2 stats, per row. */
+    CHECK(entry_bytes(ag, "q.cat") == 32u * 290 * 4 && entry_bytes(ag, "q.dcat") == 32u * 290 * 4, "q.cat");
+    /* Rows of bytes (64 u8 + 2 f32 = 72 bytes) and their planar floats (66 a row). */
+    CHECK(entry_bytes(ag, "batch.obs_rows") == 32u * 72 && entry_bytes(ag, "batch.obs") == 32u * 66 * 4, "batch rows");
+    CHECK(entry_bytes(ag, "replay.frame") == 5000u * 72, "replay frames are the rows' bytes: %llu",
+          (unsigned long long)entry_bytes(ag, "replay.frame"));
+    rlt_agent_free(ag);
+    ag = make_agent(td3_yaml, NULL, &rc);
+    CHECK(rc == RLT_OK, "td3 agent: %s", rlt_agent_errmsg(ag));
+    const char *nets[3] = {"actor", "q1", "q2"};
+    char name[64];
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "%s.in.screen.conv0.act", nets[i]);
+        CHECK(entry_bytes(ag, name) == 64u * 8 * 6 * 6 * 4, "%s", name);
+        snprintf(name, sizeof name, "%s.cat", nets[i]);
+        /* The critics' heads read the action after the torsos. */
+        CHECK(entry_bytes(ag, name) == 64u * (290 + (i ? 1 : 0)) * 4, "%s: %llu", name,
+              (unsigned long long)entry_bytes(ag, name));
+    }
+    rlt_agent_free(ag);
+}
+
+static void test_checkpoint(void) {
+    int rc;
+    rlt_agent *a = make_agent(td3_yaml, "train.start_steps=0", &rc);
+    CHECK(rc == RLT_OK, "agent: %s", rlt_agent_errmsg(a));
+    if (rc != RLT_OK) return;
+    mi_world w;
+    memset(&w, 0, sizeof w);
+    w.off_stats = 64;
+    w.row_bytes = 72;
+    static unsigned char obs[64 * 72], next[64 * 72];
+    float act[64], rew[64];
+    uint8_t term[64] = {0};
+    mi_state st = {.rng = 3};
+    for (int i = 0; i < 64; i++) {
+        mi_draw(&w, &st, obs + i * 72);
+        mi_draw(&w, &st, next + i * 72);
+        act[i] = (float)(2.0 * mi_rand(&st.rng) - 1.0);
+        rew[i] = -act[i] * act[i];
+    }
+    CHECK(rlt_agent_observe(a, obs, act, rew, next, term, NULL, 64) == RLT_OK, "observe: %s", rlt_agent_errmsg(a));
+    int32_t done = 0;
+    for (int k = 0; k < 4; k++) CHECK(rlt_agent_update(a, &done) == RLT_OK, "update: %s", rlt_agent_errmsg(a));
+    char path[800];
+    snprintf(path, sizeof path, "%s/mi.ckpt", test_tmpdir("mi_ckpt"));
+    CHECK(rlt_agent_save(a, path) == RLT_OK, "save: %s", rlt_agent_errmsg(a));
+    float pa[8], pb[8];
+    CHECK(rlt_agent_act(a, obs, 8, 0, pa) == RLT_OK, "act: %s", rlt_agent_errmsg(a));
+    rlt_agent *b = make_agent(td3_yaml, "train.start_steps=0", &rc);
+    CHECK(rlt_agent_load(b, path) == RLT_OK, "load: %s", rlt_agent_errmsg(b));
+    CHECK(rlt_agent_act(b, obs, 8, 0, pb) == RLT_OK && memcmp(pa, pb, sizeof pa) == 0,
+          "the loaded agent acts as the saved one (%g vs %g)", pa[0], pb[0]);
+    rlt_agent_free(b);
+    /* Another input name with the same sizes: every tensor fits, the network description refuses it. */
+    b = make_agent(td3_yaml, "network.inputs=[{name: screen, shape: [1, 8, 8], dtype: u8, torso: [{out: 8, kernel: 3}]},"
+                   " {name: vitals, shape: [2]}]", &rc);
+    CHECK(rc == RLT_OK, "agent with renamed input: %s", rlt_agent_errmsg(b));
+    rc = rlt_agent_load(b, path);
+    CHECK(rc == RLT_ECHECKPOINT && strstr(rlt_agent_errmsg(b), "name: stats") && strstr(rlt_agent_errmsg(b), "name: vitals"),
+          "a checkpoint of other inputs is refused by name: rc %d, %s", rc, rlt_agent_errmsg(b));
+    rlt_agent_free(b);
+    /* Another torso (the same parameter count is not needed: the description is checked first). */
+    b = make_agent(td3_yaml, "network.inputs=[{name: screen, shape: [1, 8, 8], dtype: u8, torso: [{out: 8, kernel: 3, "
+                   "pad: 1}]}, {name: stats, shape: [2]}]", &rc);
+    rc = rlt_agent_load(b, path);
+    CHECK(rc == RLT_ECHECKPOINT && strstr(rlt_agent_errmsg(b), "pad: 1"), "another torso is refused: %s",
+          rlt_agent_errmsg(b));
+    rlt_agent_free(b);
+    /* A NaN in a float part is refused where it enters, naming the input. */
+    float nan = NAN;
+    memcpy(obs + 72 + 64 + 4, &nan, 4);
+    CHECK(rlt_agent_act(a, obs, 2, 0, pa) == RLT_EINVAL && strstr(rlt_agent_errmsg(a), "input 'stats' element 1"),
+          "a NaN part: %s", rlt_agent_errmsg(a));
+    rlt_agent_free(a);
+}
+
+/* A config that must be refused with `needle` in the message (file:line:key). */
+static void expect_config_error(const char *yaml, const char *needle) {
+    rlt_config *cfg;
+    rlt_config_init(&cfg);
+    int rc = rlt_config_load_string(cfg, yaml, "bad.yaml");
+    if (rc == RLT_OK) rc = rlt_config_validate(cfg);
+    CHECK(rc == RLT_ECONFIG && strstr(rlt_config_errmsg(cfg), needle), "want '%s': rc %d, %s", needle, rc,
+          rlt_config_errmsg(cfg));
+    rlt_config_free(cfg);
+}
+
+static void test_refusals(void) {
+    const char *head = "algo: dqn\nnetwork:\n  inputs:\n";
+    char y[600];
+#define BAD(body, needle) (snprintf(y, sizeof y, "%s%s", head, body), expect_config_error(y, needle))
+    BAD("    - {name: screen}\n", "bad.yaml:4:7: key 'network.inputs[0]': is missing 'shape'");
+    BAD("    - {name: a, shape: [2], colour: red}\n", "bad.yaml:4:29: key 'network.inputs[0].colour': unknown key");
+    BAD("    - {name: a, shape: [2], dtype: f64}\n", "key 'network.inputs[0].dtype': 'f64' is not one of u8|f32");
+    BAD("    - {name: a, shape: [2, 3]}\n", "key 'network.inputs[0].shape': has 2 entries");
+    BAD("    - {name: a, shape: [0]}\n", "must be an integer in [1, 65536]");
+    BAD("    - {name: 'a b', shape: [2]}\n", "'a b' is not a valid input name");
+    BAD("    - {name: a, shape: [3], torso: minatar}\n", "bad.yaml:4:5: key 'network.inputs': input 'a' is a vector");
+    BAD("    - {name: a, shape: [3]}\n    - {name: a, shape: [1, 4, 4]}\n", "input [1] is named 'a' like input [0]");
+    BAD("    - {name: a, shape: [1, 4, 4], torso: [{out: 4}]}\n", "key 'network.inputs[0].torso[0]': is missing 'kernel'");
+    BAD("    - {name: a, shape: [1, 4, 4], torso: [{out: 1, kernel: 1}, {out: 1, kernel: 1}, {out: 1, kernel: 1}, {out: 1, kernel: 1}, {out: 1, kernel: 1}]}\n    - {name: b, shape: [1, 4, 4], torso: [{out: 1, kernel: 1}, {out: 1, kernel: 1}, {out: 1, kernel: 1}, {out: 1, kernel: 1}]}\n", "has 9 convolution layers over all its torsos");
+    BAD("    []\n", "key 'network.inputs': is an empty list");
+    expect_config_error("network:\n  conv: minatar\n  inputs: [{name: a, shape: [1, 4, 4]}]\n",
+                        "bad.yaml:2:3: key 'network.conv': a convolutional torso is set beside network.inputs");
+#undef BAD
+    /* A kernel larger than its image is refused at init, naming the input. */
+    int rc;
+    rlt_agent *ag = make_agent(dqn_yaml, "network.inputs=[{name: tiny, shape: [1, 2, 2], torso: [{out: 4, kernel: 3}]}]", &rc);
+    CHECK(rc == RLT_ECONFIG && strstr(rlt_agent_errmsg(ag), "network.inputs 'tiny' torso[0]: kernel 3x3"),
+          "kernel too large: %s", rlt_agent_errmsg(ag));
+    rlt_agent_free(ag);
+    /* Dict rows are stored as bytes: a float storage type is refused. */
+    ag = make_agent(dqn_yaml, "replay.obs_dtype=fp16", &rc);
+    CHECK(rc == RLT_ECONFIG && strstr(rlt_agent_errmsg(ag), "replay.obs_dtype") && strstr(rlt_agent_errmsg(ag), "dict"),
+          "fp16 replay of dict rows: %s", rlt_agent_errmsg(ag));
+    rlt_agent_free(ag);
+    /* The space must be the one network.inputs makes. */
+    rlt_config *cfg = make_config(dqn_yaml, test_tmpdir("mi_space"), 1);
+    rlt_space box = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {66, 0, 0, 0}, 0, NULL, NULL}, dict;
+    rlt_space act = {RLT_SPACE_DISCRETE, RLT_DTYPE_I32, 1, {1, 0, 0, 0}, 2, NULL, NULL};
+    rc = rlt_agent_init(cfg, &box, &act, &ag);
+    CHECK(rc == RLT_ECONFIG && strstr(rlt_agent_errmsg(ag), "declares a dict observation (screen: u8 [1, 8, 8] at byte 0, "
+                                      "stats: f32 [2] at byte 64 (72 bytes a row))"),
+          "a Box space with network.inputs: %s", rlt_agent_errmsg(ag));
+    rlt_agent_free(ag);
+    rlt_config_dict_space(cfg, &dict);
+    dict.shape[0] = 68;
+    rc = rlt_agent_init(cfg, &dict, &act, &ag);
+    CHECK(rc == RLT_EINVAL && strstr(rlt_agent_errmsg(ag), "68 bytes a row"), "a dict of other bytes: %s",
+          rlt_agent_errmsg(ag));
+    rlt_agent_free(ag);
+    CHECK(rlt_config_set(cfg, "network.inputs=none") == RLT_OK, "network.inputs=none");
+    CHECK(rlt_config_dict_space(cfg, &dict) == RLT_ECONFIG, "no dict space without inputs");
+    rlt_config_free(cfg);
+}
+
+/* The cast op's uint8 source (the one backend change) against its definition, with strides and a scale. */
+static void test_cast_u8(void) {
+    static uint8_t src[5 * 13];
+    static float dst[5 * 9], scale = 0.5f;
+    for (int i = 0; i < 5 * 13; i++) src[i] = (uint8_t)(i * 37 + 11);
+    for (int i = 0; i < 5 * 9; i++) dst[i] = -7.0f;
+    rlt_cast c = {.rows = 5, .cols = 6, .dst = dst, .dst_dtype = RLT_LP_F32, .ldd = 9, .src = src + 2,
+                  .src_dtype = RLT_LP_U8, .lds = 13, .scale = &scale};
+    CHECK(bk.ops->cast(&bk, &c) == RLT_OK, "cast u8: %s", err.msg);
+    int bad = 0;
+    for (int r = 0; r < 5; r++)
+        for (int j = 0; j < 9; j++) {
+            float want = j < 6 ? 0.5f * (float)src[r * 13 + 2 + j] : -7.0f;
+            bad += dst[r * 9 + j] != want;
+        }
+    CHECK(bad == 0, "u8 cast: %d elements wrong (padding columns untouched)", bad);
+    c.dst_dtype = RLT_LP_U8;
+    CHECK(bk.ops->cast(&bk, &c) == RLT_EINVAL, "u8 is a source type only");
+}
+
 static double median3(double a, double b, double c) {
     if (a > b) { double t = a; a = b; b = t; }
     if (b > c) { double t = b; b = c; c = t; }
@@ -297,6 +490,12 @@ int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : NULL;
     CHECK(rlt_backend_open(&bk, &err, "cpu", 1, NULL, 0) == RLT_OK, "cpu backend: %s", err.msg);
     if (!only || !strcmp(only, "grad")) test_split_gradient();
+    if (!only || !strcmp(only, "unit")) {
+        test_cast_u8();
+        test_plan_entries();
+        test_checkpoint();
+        test_refusals();
+    }
     if (!only || !strcmp(only, "dqn")) test_dqn_learns();
     if (!only || !strcmp(only, "td3")) test_td3_learns();
     return test_summary("test_multi_input");
