@@ -5,6 +5,7 @@
 
 #include "../engine/algo.h"
 #include "../engine/config_conv.h"
+#include "../engine/config_inputs.h"
 
 #define F32 4u
 
@@ -15,11 +16,13 @@ static int dqn_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_space
     rlt_err *e = &ag->err;
     if (act->kind != RLT_SPACE_DISCRETE || act->n < 2)
         RLT_FAIL(e, RLT_EINVAL, "dqn needs a Discrete action space with at least 2 actions");
-    if (obs->kind != RLT_SPACE_BOX || (obs->dtype != RLT_DTYPE_F32 && obs->dtype != RLT_DTYPE_U8))
-        RLT_FAIL(e, RLT_EINVAL, "dqn needs float32 or uint8 Box observations");
+    /* A dict space was checked against network.inputs by the agent. */
+    d->dict = obs->kind == RLT_SPACE_DICT;
+    if (!d->dict && (obs->kind != RLT_SPACE_BOX || (obs->dtype != RLT_DTYPE_F32 && obs->dtype != RLT_DTYPE_U8)))
+        RLT_FAIL(e, RLT_EINVAL, "dqn needs float32 or uint8 Box observations, or dict ones (network.inputs)");
     ag->act_dim = 1;
     d->n_actions = act->n;
-    d->obs_u8 = obs->dtype == RLT_DTYPE_U8;
+    d->obs_u8 = !d->dict && obs->dtype == RLT_DTYPE_U8;
     /* uint8 observations are scaled to [0, 1] by the space's largest value: 255 for camera frames, 1 for 0/1
      * planes such as MinAtar's, whose own DQN feeds them unscaled (a fixed 1/255 made those inputs 255 times
      * smaller than the reference's). high holds one value per channel (shape[0]); NULL means 255. */
@@ -51,6 +54,7 @@ static int dqn_plan(rlt_agent *ag) {
     d->B = c->train.batch_size;
     d->N = c->train.grad_accum_steps;
     d->Bm = d->B / d->N;
+    if (d->dict) return dqn_dict_plan(ag);
     RLT_TRY(qnet_define(&d->net, e, &ag->obs_space, &c->network.conv, &c->network.hidden, A));
     d->net_act = d->net;
     /* The update runs its three forwards (online on s, online and target on s') side by side, each on an
@@ -114,7 +118,8 @@ static int dqn_init_state(rlt_agent *ag) {
     rlt_backend *bk = &ag->bk;
     rlt_rng rng;
     rlt_rng_init(&rng, ag->cfg.seed, RLT_STREAM_INIT);
-    qnet_init_params(&d->net, ag->io_stage, &rng);
+    if (d->dict) RLT_TRY(dqn_dict_init_params(ag, &rng));
+    else qnet_init_params(&d->net, ag->io_stage, &rng);
     RLT_TRY(agent_put(ag, d->params, ag->io_stage, d->n_params * F32));
     RLT_TRY(bk->ops->copy_f32(bk, d->target, d->params, d->n_params));
     RLT_TRY(bk->ops->fill(bk, d->grads, d->n_params, 0.0f));
@@ -136,6 +141,7 @@ static int dqn_init_state(rlt_agent *ag) {
 static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
     (void)variant;
     rlt_dqn *d = dqn_state(ag);
+    if (d->dict) return dqn_dict_update_ops(ag);
     rlt_backend *bk = &ag->bk;
     const rlt_backend_ops *op = bk->ops;
     const rlt_config *c = &ag->cfg;
@@ -233,18 +239,23 @@ static int dqn_act(rlt_agent *ag, const void *obs, int32_t n, int32_t explore, v
     double eps = explore ? dqn_epsilon(d, c->dqn.eps_start, c->dqn.eps_end, c->dqn.eps_fraction, c->train.total_steps,
                                        ag->env_steps)
                          : c->dqn.eval_epsilon;
-    uint64_t ob = (uint64_t)O * (d->obs_u8 ? 1 : F32);
+    uint64_t ob = (uint64_t)O * (d->obs_u8 || d->dict ? 1 : F32); /* a dict row's O counts bytes */
     for (int32_t done = 0; done < n; done += d->act_batch) {
         int32_t k = n - done < d->act_batch ? n - done : d->act_batch;
         memcpy(ag->io_stage, (const unsigned char *)obs + (uint64_t)done * ob, (uint64_t)k * ob);
-        if (d->obs_u8) {
+        if (d->dict) {
+            RLT_TRY(bk->ops->copy(bk, d->act_u8, ag->io_stage, (uint64_t)k * ob, RLT_COPY_H2D));
+            RLT_TRY(dqn_dict_policy(ag, k));
+        } else if (d->obs_u8) {
             RLT_TRY(bk->ops->copy(bk, d->act_u8, ag->io_stage, (uint64_t)k * ob, RLT_COPY_H2D));
             RLT_TRY(bk->ops->gather_u8_f32(bk, d->act_x, d->act_u8, (uint64_t)O, NULL, k, d->obs_scale));
         } else {
             RLT_TRY(bk->ops->copy(bk, d->act_x, ag->io_stage, (uint64_t)k * ob, RLT_COPY_H2D));
         }
         /* A conv torso always runs its planned rows; only the first k are read. */
-        RLT_TRY(qnet_forward(bk, &d->net_act, d->params, NULL, d->act_x, d->net_act.n_conv ? d->act_batch : k, d->act_q));
+        if (!d->dict)
+            RLT_TRY(qnet_forward(bk, &d->net_act, d->params, NULL, d->act_x, d->net_act.n_conv ? d->act_batch : k,
+                                 d->act_q));
         RLT_TRY(bk->ops->copy(bk, ag->io_stage, d->act_q, (uint64_t)k * A * F32, RLT_COPY_D2H));
         RLT_TRY(bk->ops->sync(bk));
         for (int32_t i = 0; i < k; i++) {
@@ -334,6 +345,11 @@ static void dqn_network_text(const rlt_agent *ag, rlt_text *o) {
     config_conv_format_layers(o, &ag->cfg.network.conv);
     rlt_text_add(o, "; ");
     agent_key_text(o, ag, "hidden", "network.hidden");
+    /* Only dict networks name their inputs, so the text of every other network is as it always was. */
+    if (ag->cfg.network.inputs.n > 0) {
+        rlt_text_add(o, "; inputs: ");
+        config_inputs_format(o, &ag->cfg.network.inputs, 1);
+    }
 }
 
 static int dqn_after_load(rlt_agent *ag) {

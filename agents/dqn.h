@@ -10,6 +10,7 @@
 #ifndef RLT_DQN_H
 #define RLT_DQN_H
 
+#include "mnet.h"
 #include "qnet.h"
 
 typedef struct rlt_dqn {
@@ -27,6 +28,13 @@ typedef struct rlt_dqn {
     uint8_t *act_u8; /* device staging for u8 observations being acted on */
     int64_t advances;  /* ring slots the write position has moved over, in total */
     int32_t prev_ended;
+    /* Dict observations (network.inputs): the networks are rlt_mnets and net / net_act stay unused; the
+     * replay's frames are rows of bytes, gathered into raw / raw_next and converted into the planar x / x2
+     * (act_u8 holds the acting rows); u8_scale is a device float of 1/255. See dqn_dict.c. */
+    int32_t dict;
+    rlt_mnet mnet, mnet_act;
+    uint8_t *raw, *raw_next;
+    float *u8_scale;
 } rlt_dqn;
 
 struct rlt_agent;
@@ -36,6 +44,13 @@ rlt_dqn *dqn_state(const struct rlt_agent *ag);
 
 /* Replay field order of DQN. */
 enum { DQN_F_FRAME = 0, DQN_F_VALID, DQN_F_NEXT, DQN_F_ACTION, DQN_F_REWARD, DQN_F_TERM, DQN_F_COUNT };
+
+/* The dict-observation halves of dqn.c's plan, initial state, update and policy (dqn_dict.c). */
+int dqn_dict_plan(struct rlt_agent *ag);
+int dqn_dict_init_params(struct rlt_agent *ag, rlt_rng *rng);
+int dqn_dict_update_ops(struct rlt_agent *ag);
+/* Q-values of the k dict rows already in act_u8 into act_q. */
+int dqn_dict_policy(struct rlt_agent *ag, int32_t k);
 
 /* Epsilon of the linear schedule after `env_steps` steps (exposed for tests). */
 double dqn_epsilon(const rlt_dqn *d, double eps_start, double eps_end, double fraction, int64_t total, int64_t env_steps);

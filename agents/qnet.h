@@ -5,23 +5,7 @@
  * layout: conv layers (W[k,c,r,s], b[k]) then the head.
  * Reduced precision (head.dtype set before qnet_plan): the torso computes in the same 16-bit type (cuDNN's
  * tensor cores on the GPU), its activations are 16-bit, and the head takes them as they are.
- *
- * Design note, not implemented: several inputs. An agent like StarCraft II's sees a screen image, a minimap
- * image and a vector of non-spatial features. The config would name each input and give each image its own
- * torso, the head reading their concatenation:
- *     network:
- *       inputs:
- *         screen:  {conv: [{out: 16, kernel: 5, stride: 1, pad: 2}, {out: 32, kernel: 3, stride: 1, pad: 1}]}
- *         minimap: {conv: [{out: 16, kernel: 5, stride: 1, pad: 2}]}
- *         player:  {}            # a vector: no torso, passed through
- *       hidden: [256]
- * with the observation a dict space whose keys match. In qnet: n_inputs torsos (rlt_qnet.conv[] becomes one
- * array per input, each with its own conv slot range), and qnet_forward runs each torso, then writes each
- * flattened output into its column range of one [batch, sum of features] block (a strided copy, or the last
- * conv of each torso writing there directly), which is the head's input; qnet_backward splits the head's input
- * gradient by the same column ranges into each torso's conv_dy. The head, Adam and the checkpoints need no
- * change: the parameter block is the torsos' layers in input order, then the head. Replay would store each
- * input as its own field (images as uint8, the vector as fp32). */
+ * Several inputs (network.inputs, dict observations) are agents/mnet.h's network. */
 #ifndef RLT_QNET_H
 #define RLT_QNET_H
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../engine/algo.h"
+#include "../engine/config_inputs.h"
 
 #define F32 4u
 
@@ -14,8 +15,10 @@ rlt_td3 *td3_state(const rlt_agent *ag) { return agent_algo_state(ag); }
 
 static int td3_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
     rlt_err *e = &ag->err;
-    if (obs->kind != RLT_SPACE_BOX || obs->dtype != RLT_DTYPE_F32 || obs->ndim != 1)
-        RLT_FAIL(e, RLT_EINVAL, "td3 needs a 1-D float32 Box observation space");
+    /* A dict space was checked against network.inputs by the agent. */
+    td3_state(ag)->dict = obs->kind == RLT_SPACE_DICT;
+    if (!td3_state(ag)->dict && (obs->kind != RLT_SPACE_BOX || obs->dtype != RLT_DTYPE_F32 || obs->ndim != 1))
+        RLT_FAIL(e, RLT_EINVAL, "td3 needs a 1-D float32 Box observation space, or a dict one (network.inputs)");
     if (act->kind != RLT_SPACE_BOX || act->ndim != 1 || act->shape[0] < 1 || act->shape[0] > 16)
         RLT_FAIL(e, RLT_EINVAL, "td3 needs a 1-D Box action space of 1..16 dimensions (continuous actions)");
     ag->act_dim = act->shape[0];
@@ -44,6 +47,7 @@ int td3_plan(rlt_agent *ag) {
     t->N = c->train.grad_accum_steps;
     t->Bm = t->B / t->N;
     t->act_batch = 64;
+    if (t->dict) return td3_dict_plan(ag);
     int32_t O = t->O, A = t->A, B = t->Bm;
 
     RLT_TRY(mlp_define(&t->actor, e, O, c->td3.actor_hidden.v, c->td3.actor_hidden.n, A, RLT_ACT_RELU, RLT_ACT_TANH));
@@ -118,9 +122,13 @@ int td3_init_state(rlt_agent *ag) {
     rlt_rng rng;
     rlt_rng_init(&rng, ag->cfg.seed, RLT_STREAM_INIT);
     float *h = ag->io_stage;
-    mlp_init_params(&t->actor, h, &rng);
-    mlp_init_params(&t->q1, h + t->n_actor, &rng);
-    mlp_init_params(&t->q2, h + t->n_actor + t->n_q1, &rng);
+    if (t->dict) {
+        RLT_TRY(td3_dict_init_params(ag, &rng));
+    } else {
+        mlp_init_params(&t->actor, h, &rng);
+        mlp_init_params(&t->q1, h + t->n_actor, &rng);
+        mlp_init_params(&t->q2, h + t->n_actor + t->n_q1, &rng);
+    }
     RLT_TRY(agent_put(ag, t->params, h, t->n_total * F32));
     /* Targets start equal to the networks; Adam's moments and the gradients start at zero. */
     RLT_TRY(bk->ops->copy_f32(bk, t->target, t->params, t->n_total));
@@ -309,9 +317,16 @@ static int td3_act(rlt_agent *ag, const void *obs, int32_t n, int32_t explore, v
     float sigma = (float)ag->cfg.td3.exploration_noise;
     for (int32_t done = 0; done < n; done += t->act_batch) {
         int32_t k = n - done < t->act_batch ? n - done : t->act_batch;
-        memcpy(ag->io_stage, in + (int64_t)done * O, (uint64_t)k * O * 4);
-        RLT_TRY(bk->ops->copy(bk, t->act_in, ag->io_stage, (uint64_t)k * O * 4, RLT_COPY_H2D));
-        RLT_TRY(td3_policy(ag, k));
+        if (t->dict) {
+            /* Dict rows are O bytes each. */
+            memcpy(ag->io_stage, (const unsigned char *)obs + (int64_t)done * O, (uint64_t)k * O);
+            RLT_TRY(bk->ops->copy(bk, t->act_raw, ag->io_stage, (uint64_t)k * O, RLT_COPY_H2D));
+            RLT_TRY(td3_dict_policy(ag, k));
+        } else {
+            memcpy(ag->io_stage, in + (int64_t)done * O, (uint64_t)k * O * 4);
+            RLT_TRY(bk->ops->copy(bk, t->act_in, ag->io_stage, (uint64_t)k * O * 4, RLT_COPY_H2D));
+            RLT_TRY(td3_policy(ag, k));
+        }
         RLT_TRY(bk->ops->copy(bk, ag->io_stage, t->act_out, (uint64_t)k * A * 4, RLT_COPY_D2H));
         RLT_TRY(bk->ops->sync(bk));
         for (int64_t i = 0; i < (int64_t)k * A; i++) {
@@ -340,7 +355,10 @@ static int td3_observe(rlt_agent *ag, const void *obs, const void *actions, cons
             }
             term[r] = terminated[done + r] ? 1.0f : 0.0f;
         }
-        const void *rows[5] = {o + (int64_t)done * O, an, rewards + done, term, o2 + (int64_t)done * O};
+        /* Observation rows are O floats, or O bytes for dict rows. */
+        int64_t ob = td3_state(ag)->dict ? 1 : 4;
+        const void *rows[5] = {(const unsigned char *)o + (int64_t)done * O * ob, an, rewards + done, term,
+                               (const unsigned char *)o2 + (int64_t)done * O * ob};
         RLT_TRY(replay_append(&ag->replay, &ag->bk, rows, k));
     }
     return RLT_OK;
@@ -371,6 +389,11 @@ static void td3_network_text(const rlt_agent *ag, rlt_text *o) {
     agent_key_text(o, ag, "actor_hidden", "td3.actor_hidden");
     rlt_text_add(o, "; ");
     agent_key_text(o, ag, "critic_hidden", "td3.critic_hidden");
+    /* Only dict networks name their inputs, so the text of every other network is as it always was. */
+    if (ag->cfg.network.inputs.n > 0) {
+        rlt_text_add(o, "; inputs: ");
+        config_inputs_format(o, &ag->cfg.network.inputs, 1);
+    }
 }
 
 static int td3_after_load(rlt_agent *ag) {
@@ -378,7 +401,10 @@ static int td3_after_load(rlt_agent *ag) {
     return agent_refresh_lp(ag, t->params, t->params_lp, t->target, t->target_lp, t->n_total);
 }
 
-static int td3_update_variant(rlt_agent *ag, int32_t variant) { return td3_update_ops(ag, variant == TD3_GRAPH_CRITIC_ACTOR); }
+static int td3_update_variant(rlt_agent *ag, int32_t variant) {
+    if (td3_state(ag)->dict) return td3_dict_update_ops(ag, variant == TD3_GRAPH_CRITIC_ACTOR);
+    return td3_update_ops(ag, variant == TD3_GRAPH_CRITIC_ACTOR);
+}
 
 const rlt_algo rlt_algo_td3 = {
     .name = "td3",

@@ -10,6 +10,7 @@
 #define RLT_TD3_H
 
 #include "mlp.h"
+#include "mnet.h"
 
 struct rlt_agent;
 
@@ -27,6 +28,14 @@ typedef struct rlt_td3 {
      * and its constant loss gradient d(-mean Q1)/dQ1. */
     float *s_pi, *dq_actor;
     float *act_in, *act_out; /* acting: [act_batch, O] -> [act_batch, A] */
+    /* Dict observations (network.inputs; td3_dict.c): the networks are rlt_mnets (actor, its acting copy, the
+     * twin critics, whose heads read [torsos | action]); actor, actor_act, q1 and q2 stay unused. Replay rows
+     * are bytes, gathered into raw / raw_next and converted into the planar x / x2; a_b holds the sampled
+     * actions, a2 the target actions, pi the actor's pi(s); act_raw the acting rows (act_in is then planar). */
+    int32_t dict;
+    rlt_mnet actor_m, actor_m_act, q1_m, q2_m;
+    uint8_t *raw, *raw_next, *act_raw;
+    float *x, *x2, *a_b, *a2, *pi, *u8_scale;
 } rlt_td3;
 
 /* The agent's TD3 state (the algorithm's state block; see engine/algo.h). */
@@ -39,5 +48,11 @@ int td3_init_state(struct rlt_agent *ag);
 int td3_update_ops(struct rlt_agent *ag, int actor_step);
 /* Deterministic actions in [-1, 1] for n observations already in act_in (device). */
 int td3_policy(struct rlt_agent *ag, int32_t n);
+/* The dict-observation halves (td3_dict.c): plan, initial parameters, one update, and the policy of the k rows
+ * already in act_raw. */
+int td3_dict_plan(struct rlt_agent *ag);
+int td3_dict_init_params(struct rlt_agent *ag, rlt_rng *rng);
+int td3_dict_update_ops(struct rlt_agent *ag, int actor_step);
+int td3_dict_policy(struct rlt_agent *ag, int32_t k);
 
 #endif

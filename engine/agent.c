@@ -8,6 +8,7 @@
 #include "finite.h"
 #include "agent.h"
 #include "backend_registry.h"
+#include "config_inputs.h"
 #include "config_schema.h"
 #include "env.h"
 #include "mem.h"
@@ -209,6 +210,16 @@ static void agent_fit_hints(rlt_agent *ag) {
 static int agent_resolve_obs_dtype(rlt_agent *ag, const rlt_space *obs) {
     rlt_obs_dtype want = ag->cfg.replay.obs_dtype;
     int u8 = obs->dtype == RLT_DTYPE_U8;
+    if (obs->kind == RLT_SPACE_DICT) {
+        /* A dict row is stored as the bytes it is: its uint8 parts exact, its float32 parts as they came. */
+        if (want != RLT_OBS_DTYPE_AUTO && want != RLT_OBS_DTYPE_UINT8)
+            RLT_FAIL(&ag->err, RLT_ECONFIG,
+                     "config: key 'replay.obs_dtype': %s, but network.inputs makes dict observations, which replay "
+                     "stores as their rows of bytes (each part in its own dtype); use replay.obs_dtype: auto",
+                     config_obs_dtype_name(want));
+        ag->replay_obs_dtype = RLT_DTYPE_U8;
+        return RLT_OK;
+    }
     if (want == RLT_OBS_DTYPE_AUTO) {
         ag->replay_obs_dtype = u8 ? RLT_DTYPE_U8 : RLT_DTYPE_F32;
     } else if (u8) {
@@ -231,9 +242,38 @@ static int agent_resolve_obs_dtype(rlt_agent *ag, const rlt_space *obs) {
     return RLT_OK;
 }
 
+/* A dict space against network.inputs: the same row size and number of parts (their names, shapes and dtypes
+ * are the config's; an adapter matches them by name). */
+static int agent_check_dict(rlt_agent *ag, const rlt_space *obs) {
+    rlt_err *e = &ag->err;
+    const rlt_input_list *in = &ag->cfg.network.inputs;
+    char where[400], lay_text[1024];
+    rlt_text t = {lay_text, sizeof lay_text, 0};
+    lay_text[0] = '\0';
+    config_inputs_layout_text(&t, in);
+    rlt_input_layout lay;
+    config_inputs_layout(in, &lay);
+    if (obs->kind == RLT_SPACE_DICT && in->n == 0)
+        RLT_FAIL(e, RLT_ECONFIG, "%s: none, but the observation space is a dict (%d parts, %d bytes a row); declare its "
+                 "parts under network.inputs, like [{name: screen, shape: [1, 8, 8], dtype: u8, torso: minatar}, "
+                 "{name: stats, shape: [4]}]", config_key_where(&ag->cfg, "network.inputs", where, sizeof where),
+                 (int)obs->n, (int)obs->shape[0]);
+    if (obs->kind != RLT_SPACE_DICT)
+        RLT_FAIL(e, RLT_ECONFIG, "%s: declares a dict observation (%s), but this environment's observations are a %s; "
+                 "give the environment a dict observation space (RLT_SPACE_DICT, rlt_config_dict_space) or write "
+                 "network.inputs: none", config_key_where(&ag->cfg, "network.inputs", where, sizeof where), lay_text,
+                 obs->kind == RLT_SPACE_BOX ? "Box" : "Discrete space");
+    if (obs->dtype != RLT_DTYPE_U8 || obs->ndim != 1 || obs->shape[0] != lay.row_bytes || obs->n != lay.n)
+        RLT_FAIL(e, RLT_EINVAL, "the dict observation space (dtype %d, ndim %d, %d bytes a row, %d parts) does not "
+                 "match network.inputs: %s, %d parts; rlt_config_dict_space fills the space from the config",
+                 (int)obs->dtype, (int)obs->ndim, (int)obs->shape[0], (int)obs->n, lay_text, (int)lay.n);
+    return RLT_OK;
+}
+
 static int agent_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
     rlt_err *e = &ag->err;
     if (!obs || !act) RLT_FAIL(e, RLT_EINVAL, "observation and action spaces are required");
+    if (obs->kind == RLT_SPACE_DICT || ag->cfg.network.inputs.n > 0) RLT_TRY(agent_check_dict(ag, obs));
     if (obs->ndim < 1 || obs->ndim > 4) RLT_FAIL(e, RLT_EINVAL, "observation space has %d dimensions (1..4)", obs->ndim);
     ag->obs_space = *obs;
     ag->act_space = *act;
@@ -512,11 +552,32 @@ static int agent_check_rows(rlt_agent *ag, const char *fn, const char *arg, cons
              "and the networks; check what the environment returned)", fn, arg, (long long)(bad / per_row), where, x[bad]);
 }
 
+/* The float32 parts of dict rows, checked as agent_check_rows checks plain ones. */
+static int agent_check_dict_rows(rlt_agent *ag, const char *fn, const char *arg, const void *rows, int32_t n) {
+    const rlt_input_list *in = &ag->cfg.network.inputs;
+    rlt_input_layout lay;
+    config_inputs_layout(in, &lay);
+    for (int32_t p = 0; p < lay.n; p++) {
+        if (in->in[p].dtype != RLT_DTYPE_F32) continue;
+        for (int32_t r = 0; r < n; r++) {
+            const float *x = (const float *)(const void *)((const unsigned char *)rows + (int64_t)r * lay.row_bytes +
+                                                           lay.offset[p]);
+            int64_t bad = rlt_first_nonfinite(x, lay.elems[p]);
+            if (bad >= 0)
+                RLT_FAIL(&ag->err, RLT_EINVAL, "%s: %s row %d, input '%s' element %lld is %g: inputs must be finite (a "
+                         "NaN or inf would poison the replay and the networks; check what the environment returned)",
+                         fn, arg, (int)r, in->in[p].name, (long long)bad, x[bad]);
+        }
+    }
+    return RLT_OK;
+}
+
 int rlt_agent_act(rlt_agent *ag, const void *obs, int32_t n, int32_t explore, void *actions) {
     if (!ag) return RLT_EINVAL;
     if (!obs || !actions || n < 0) RLT_FAIL(&ag->err, RLT_EINVAL, "rlt_agent_act: obs and actions must be non-NULL, n >= 0");
     if (!ag->plan.sealed) RLT_FAIL(&ag->err, RLT_ESTATE, "rlt_agent_act on an agent whose init failed");
     if (ag->obs_space.dtype == RLT_DTYPE_F32) RLT_TRY(agent_check_rows(ag, "rlt_agent_act", "obs", obs, n, ag->obs_dim));
+    if (ag->obs_space.kind == RLT_SPACE_DICT) RLT_TRY(agent_check_dict_rows(ag, "rlt_agent_act", "obs", obs, n));
     return ag->algo->act(ag, obs, n, explore, actions);
 }
 
@@ -531,6 +592,10 @@ int rlt_agent_observe(rlt_agent *ag, const void *obs, const void *actions, const
     if (ag->obs_space.dtype == RLT_DTYPE_F32) {
         RLT_TRY(agent_check_rows(ag, fn, "obs", obs, n, ag->obs_dim));
         RLT_TRY(agent_check_rows(ag, fn, "next_obs", next_obs, n, ag->obs_dim));
+    }
+    if (ag->obs_space.kind == RLT_SPACE_DICT) {
+        RLT_TRY(agent_check_dict_rows(ag, fn, "obs", obs, n));
+        RLT_TRY(agent_check_dict_rows(ag, fn, "next_obs", next_obs, n));
     }
     RLT_TRY(agent_check_rows(ag, fn, "rewards", rewards, n, 1));
     if (ag->act_space.kind == RLT_SPACE_DISCRETE) {

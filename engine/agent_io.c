@@ -17,7 +17,7 @@
  * by name even when the tensor sizes happen to agree (a conv layer's padding or stride can change the
  * layout and keep the byte count). A preset is written out as its layers: a config that lists the same
  * layers loads it. */
-#define NETWORK_TEXT_BYTES 1024
+#define NETWORK_TEXT_BYTES 4096
 
 /* Host state, saved as raw little-endian int64 words; words 4 and 5 are the algorithm's (host_save). */
 typedef struct agent_host_state {

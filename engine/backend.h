@@ -29,8 +29,9 @@
 typedef enum rlt_act { RLT_ACT_NONE = 0, RLT_ACT_RELU = 1, RLT_ACT_TANH = 2 } rlt_act;
 typedef enum rlt_copy_kind { RLT_COPY_H2D = 0, RLT_COPY_D2H = 1, RLT_COPY_D2D = 2 } rlt_copy_kind;
 /* Element types of the ops' tensors: fp32, or a 16-bit compute type (the values of rlt_dtype in
- * include/rltrain.h). RLT_LP_F32 is 0, so a zero-initialised descriptor field means fp32. */
-typedef enum rlt_lp { RLT_LP_F32 = 0, RLT_LP_F16 = 3, RLT_LP_BF16 = 4 } rlt_lp;
+ * include/rltrain.h). RLT_LP_F32 is 0, so a zero-initialised descriptor field means fp32. RLT_LP_U8 is a
+ * source type of cast only (a dict observation's uint8 part, converted to fp32 on its way into a network). */
+typedef enum rlt_lp { RLT_LP_F32 = 0, RLT_LP_U8 = 1, RLT_LP_F16 = 3, RLT_LP_BF16 = 4 } rlt_lp;
 static inline uint32_t rlt_lp_size(rlt_lp dtype) { return dtype == RLT_LP_F32 ? 4u : 2u; }
 
 #define RLT_BACKEND_MAX_GRAPHS 8
@@ -243,7 +244,9 @@ typedef struct rlt_adam_step {
 } rlt_adam_step;
 
 /* cast: dst[r, c] = (dst_dtype)(src[r, c] * s), s = *scale (scale NULL: 1), r < rows, c < cols; row strides in
- * elements. Conversions to a 16-bit type round to nearest even (fp16 overflow gives inf). */
+ * elements. Conversions to a 16-bit type round to nearest even (fp16 overflow gives inf). src_dtype may also be
+ * RLT_LP_U8 (bytes widened exactly to float, then scaled); dst_dtype may not. fp32 to fp32 is a strided copy
+ * (a dict network's concatenation and its split). */
 typedef struct rlt_cast {
     int32_t rows;
     int64_t cols;

@@ -12,6 +12,7 @@
 #include <yaml.h>
 
 #include "config_conv.h"
+#include "config_inputs.h"
 #include "config_schema.h"
 #include "mem.h"
 
@@ -110,6 +111,7 @@ static const char *type_text(const cfg_key *k, char *buf, size_t cap) {
     case CFG_INT_LIST: return "a list of integers like [256, 256]";
     case CFG_CONV_LIST: return "a preset (" CONV_PRESET_NAMES ") or a list of layers";
     case CFG_SEED_LIST: return "a list of seeds like [1, 2, 3]";
+    case CFG_INPUT_LIST: return "none or a list of inputs";
     }
     return "a value";
 }
@@ -238,7 +240,7 @@ static int read_list(cfg_reader *r, const cfg_key *k, const yaml_event_t *ev) {
 #define CONV_EXAMPLE "[{out: 16, kernel: 3, stride: 1}]"
 
 /* One layer's mapping (ev is its start) into *out; `index` names it in messages: network.conv[1].kernel. */
-static int read_conv_layer(cfg_reader *r, const cfg_key *k, int index, const yaml_event_t *ev, rlt_conv_layer *out) {
+static int read_conv_layer(cfg_reader *r, const char *kname, int index, const yaml_event_t *ev, rlt_conv_layer *out) {
     char key[CFG_MAX_PATH + 64], what[512], hint[512];
     *out = config_conv_layer_defaults();
     int seen[CONV_F_COUNT] = {0};
@@ -250,7 +252,7 @@ static int read_conv_layer(cfg_reader *r, const cfg_key *k, int index, const yam
             break;
         }
         int rc = RLT_OK, f = -1;
-        snprintf(key, sizeof key, "%s[%d]", k->key, index);
+        snprintf(key, sizeof key, "%s[%d]", kname, index);
         if (kev.type != YAML_SCALAR_EVENT) {
             snprintf(what, sizeof what, "a layer's key must be a name, not %s", node_kind(&kev));
             rc = REPORT(r->e, r->src, kev.start_mark, key, what, "write a layer like " CONV_EXAMPLE);
@@ -258,7 +260,7 @@ static int read_conv_layer(cfg_reader *r, const cfg_key *k, int index, const yam
             const char *name = (const char *)kev.data.scalar.value;
             size_t nlen = kev.data.scalar.length;
             f = config_conv_field(name, nlen);
-            snprintf(key, sizeof key, "%s[%d].%.*s", k->key, index, (int)(nlen > 40 ? 40 : nlen), name);
+            snprintf(key, sizeof key, "%s[%d].%.*s", kname, index, (int)(nlen > 40 ? 40 : nlen), name);
             if (f < 0) {
                 rc = REPORT(r->e, r->src, kev.start_mark, key, "unknown key",
                             "expected " CONV_FIELD_NAMES " (a layer is like {out: 64, kernel: 3, stride: 1, pad: 0})");
@@ -286,7 +288,7 @@ static int read_conv_layer(cfg_reader *r, const cfg_key *k, int index, const yam
     }
     for (int f = 0; f < CONV_F_COUNT; f++)
         if (config_conv_field_required(f) && !seen[f]) {
-            snprintf(key, sizeof key, "%s[%d]", k->key, index);
+            snprintf(key, sizeof key, "%s[%d]", kname, index);
             snprintf(what, sizeof what, "is missing '%s'", config_conv_field_name(f));
             snprintf(hint, sizeof hint, "every layer gives out and kernel; stride (default 1) and pad (default 0) "
                      "are optional, like {out: 64, kernel: 3, stride: 1}");
@@ -295,16 +297,22 @@ static int read_conv_layer(cfg_reader *r, const cfg_key *k, int index, const yam
     return RLT_OK;
 }
 
-/* A preset name (a scalar) or a sequence of layer mappings. The list is built aside and stored whole, so
- * a list replaces the previous value entirely (as network.hidden's does). */
-static int read_conv(cfg_reader *r, const cfg_key *k, const yaml_event_t *ev) {
+/* A preset name (a scalar) or a sequence of layer mappings into *out; kname names the value in messages
+ * (network.conv, network.inputs[0].torso). The list is built aside and stored whole, so a list replaces the
+ * previous value entirely (as network.hidden's does). */
+static int read_conv_into(cfg_reader *r, const char *kname, const yaml_event_t *ev, rlt_conv_list *out) {
     char key[CFG_MAX_PATH + 64], what[256], hint[512];
-    if (ev->type == YAML_SCALAR_EVENT) return read_scalar(r, k, ev);
+    if (ev->type == YAML_SCALAR_EVENT) {
+        cfg_why why;
+        if (config_conv_set_preset(out, (const char *)ev->data.scalar.value, ev->data.scalar.length, &why) != 0)
+            return REPORT(r->e, r->src, ev->start_mark, kname, why.what, why.hint);
+        return RLT_OK;
+    }
     if (ev->type != YAML_SEQUENCE_START_EVENT) {
         snprintf(what, sizeof what, "expected a preset name or a list of layers, got %s", node_kind(ev));
         snprintf(hint, sizeof hint, "write one of " CONV_PRESET_NAMES ", or a list like " CONV_EXAMPLE
                  " (a mapping needs the brackets around it)");
-        return REPORT(r->e, r->src, ev->start_mark, k->key, what, hint);
+        return REPORT(r->e, r->src, ev->start_mark, kname, what, hint);
     }
     rlt_conv_list list;
     memset(&list, 0, sizeof list);
@@ -312,28 +320,174 @@ static int read_conv(cfg_reader *r, const cfg_key *k, const yaml_event_t *ev) {
         yaml_event_t item;
         RLT_TRY(next_event(r, &item));
         int rc = RLT_OK, end = item.type == YAML_SEQUENCE_END_EVENT;
-        snprintf(key, sizeof key, "%s[%d]", k->key, (int)list.n);
+        snprintf(key, sizeof key, "%s[%d]", kname, (int)list.n);
         if (end && list.n == 0) {
             snprintf(hint, sizeof hint, "give 1 to %d layers, like " CONV_EXAMPLE ", or write none for no "
                      "convolutional torso", RLT_CFG_MAX_CONV);
-            rc = REPORT(r->e, r->src, ev->start_mark, k->key, "is an empty list", hint);
+            rc = REPORT(r->e, r->src, ev->start_mark, kname, "is an empty list", hint);
         } else if (!end && list.n == RLT_CFG_MAX_CONV) {
             snprintf(what, sizeof what, "has more than %d layers", RLT_CFG_MAX_CONV);
             snprintf(hint, sizeof hint, "give at most %d layers (RLT_CFG_MAX_CONV)", RLT_CFG_MAX_CONV);
-            rc = REPORT(r->e, r->src, item.start_mark, k->key, what, hint);
+            rc = REPORT(r->e, r->src, item.start_mark, kname, what, hint);
         } else if (!end && item.type != YAML_MAPPING_START_EVENT) {
             snprintf(what, sizeof what, "expected a layer mapping, got %s", node_kind(&item));
             rc = REPORT(r->e, r->src, item.start_mark, key, what,
                         "write each layer as {out: N, kernel: K, stride: S, pad: P} (stride and pad optional), "
                         "like " CONV_EXAMPLE);
         } else if (!end) {
-            rc = read_conv_layer(r, k, (int)list.n, &item, &list.layer[list.n]);
+            rc = read_conv_layer(r, kname, (int)list.n, &item, &list.layer[list.n]);
             list.n++;
         }
         yaml_event_delete(&item);
         if (rc != RLT_OK) return rc;
         if (end) break;
     }
+    *out = list;
+    return RLT_OK;
+}
+
+static int read_conv(cfg_reader *r, const cfg_key *k, const yaml_event_t *ev) {
+    if (ev->type == YAML_SCALAR_EVENT) return read_scalar(r, k, ev);
+    return read_conv_into(r, k->key, ev, (rlt_conv_list *)(void *)((char *)r->dst + k->offset));
+}
+
+
+/* ---- network.inputs: none or a list of input mappings ------------------------------------------------ */
+
+/* One input's shape, a flow or block list of 1 or 3 integers. */
+static int read_input_shape(cfg_reader *r, const char *kname, const yaml_event_t *ev, rlt_input_spec *out) {
+    char what[256];
+    if (ev->type != YAML_SEQUENCE_START_EVENT) {
+        snprintf(what, sizeof what, "expected a list of integers, got %s", node_kind(ev));
+        return REPORT(r->e, r->src, ev->start_mark, kname, what, "write [D] for a vector or [C, H, W] for an image");
+    }
+    memset(out->shape, 0, sizeof out->shape);
+    out->ndim = 0;
+    int count = 0;
+    for (;;) {
+        yaml_event_t item;
+        RLT_TRY(next_event(r, &item));
+        int rc = RLT_OK, end = item.type == YAML_SEQUENCE_END_EVENT;
+        if (!end && item.type != YAML_SCALAR_EVENT) {
+            snprintf(what, sizeof what, "entry %d: expected an integer, got %s", count + 1, node_kind(&item));
+            rc = REPORT(r->e, r->src, item.start_mark, kname, what, "write a flat list like [1, 8, 8]");
+        } else if (!end) {
+            cfg_why why;
+            if (config_inputs_set_dim(out, count, (const char *)item.data.scalar.value, item.data.scalar.length,
+                                      item.data.scalar.style == YAML_PLAIN_SCALAR_STYLE, &why) != 0)
+                rc = REPORT(r->e, r->src, item.start_mark, kname, why.what, why.hint);
+            count++;
+        }
+        yaml_event_delete(&item);
+        RLT_TRY(rc);
+        if (end) break;
+    }
+    if (count != 1 && count != 3)
+        return REPORT(r->e, r->src, ev->start_mark, kname, count ? "has 2 entries" : "is an empty list",
+                      "a shape is [D] for a vector or [C, H, W] for an image");
+    return RLT_OK;
+}
+
+/* One input's mapping (ev is its start) into *out: name and shape required, dtype f32 and torso none by
+ * default. */
+static int read_input(cfg_reader *r, const cfg_key *k, int index, const yaml_event_t *ev, rlt_input_spec *out) {
+    char key[CFG_MAX_PATH + 64], what[512], hint[512];
+    memset(out, 0, sizeof *out);
+    out->dtype = RLT_DTYPE_F32;
+    cfg_why why;
+    (void)config_conv_set_preset(&out->torso, "none", 4, &why);
+    int seen[INPUT_F_COUNT] = {0};
+    for (;;) {
+        yaml_event_t kev, vev;
+        RLT_TRY(next_event(r, &kev));
+        if (kev.type == YAML_MAPPING_END_EVENT) {
+            yaml_event_delete(&kev);
+            break;
+        }
+        int rc = RLT_OK, f = -1;
+        snprintf(key, sizeof key, "%s[%d]", k->key, index);
+        if (kev.type != YAML_SCALAR_EVENT) {
+            snprintf(what, sizeof what, "an input's key must be a name, not %s", node_kind(&kev));
+            rc = REPORT(r->e, r->src, kev.start_mark, key, what, "write an input like " INPUT_EXAMPLE);
+        } else {
+            const char *name = (const char *)kev.data.scalar.value;
+            size_t nlen = kev.data.scalar.length;
+            f = config_inputs_field(name, nlen);
+            snprintf(key, sizeof key, "%s[%d].%.*s", k->key, index, (int)(nlen > 40 ? 40 : nlen), name);
+            if (f < 0) {
+                rc = REPORT(r->e, r->src, kev.start_mark, key, "unknown key", "expected " INPUT_FIELD_NAMES);
+            } else if (seen[f]) {
+                snprintf(what, sizeof what, "duplicate key (first given on line %d)", seen[f]);
+                rc = REPORT(r->e, r->src, kev.start_mark, key, what, "give each key of an input once");
+            } else {
+                seen[f] = (int)kev.start_mark.line + 1;
+            }
+        }
+        yaml_event_delete(&kev);
+        RLT_TRY(rc);
+        RLT_TRY(next_event(r, &vev));
+        if (f == INPUT_F_SHAPE) {
+            rc = read_input_shape(r, key, &vev, out);
+        } else if (f == INPUT_F_TORSO) {
+            rc = read_conv_into(r, key, &vev, &out->torso);
+        } else if (vev.type != YAML_SCALAR_EVENT) {
+            snprintf(what, sizeof what, "must be a single value, not %s", node_kind(&vev));
+            rc = REPORT(r->e, r->src, vev.start_mark, key, what, "write an input like " INPUT_EXAMPLE);
+        } else {
+            const char *t = (const char *)vev.data.scalar.value;
+            size_t n = vev.data.scalar.length;
+            int bad = f == INPUT_F_NAME ? config_inputs_set_name(out, t, n, &why) : config_inputs_set_dtype(out, t, n, &why);
+            if (bad) rc = REPORT(r->e, r->src, vev.start_mark, key, why.what, why.hint);
+        }
+        yaml_event_delete(&vev);
+        RLT_TRY(rc);
+    }
+    for (int f = INPUT_F_NAME; f <= INPUT_F_SHAPE; f++)
+        if (!seen[f]) {
+            snprintf(key, sizeof key, "%s[%d]", k->key, index);
+            snprintf(what, sizeof what, "is missing '%s'", config_inputs_field_name(f));
+            snprintf(hint, sizeof hint, "every input gives a name and a shape; dtype (f32) and torso (none) are "
+                     "optional, like {name: stats, shape: [4]}");
+            return REPORT(r->e, r->src, ev->start_mark, key, what, hint);
+        }
+    return RLT_OK;
+}
+
+/* none, or a sequence of input mappings, built aside and stored whole. */
+static int read_inputs(cfg_reader *r, const cfg_key *k, const yaml_event_t *ev) {
+    char key[CFG_MAX_PATH + 64], what[256];
+    if (ev->type == YAML_SCALAR_EVENT) return read_scalar(r, k, ev);
+    if (ev->type != YAML_SEQUENCE_START_EVENT) {
+        snprintf(what, sizeof what, "expected none or a list of inputs, got %s", node_kind(ev));
+        return REPORT(r->e, r->src, ev->start_mark, k->key, what, "write a list like " INPUT_EXAMPLE);
+    }
+    rlt_input_list list;
+    memset(&list, 0, sizeof list);
+    for (;;) {
+        yaml_event_t item;
+        RLT_TRY(next_event(r, &item));
+        int rc = RLT_OK, end = item.type == YAML_SEQUENCE_END_EVENT;
+        snprintf(key, sizeof key, "%s[%d]", k->key, (int)list.n);
+        if (end && list.n == 0) {
+            rc = REPORT(r->e, r->src, ev->start_mark, k->key, "is an empty list",
+                        "give 1 or more inputs, or write none for one plain observation");
+        } else if (!end && list.n == RLT_CFG_MAX_INPUTS) {
+            snprintf(what, sizeof what, "has more than %d inputs", RLT_CFG_MAX_INPUTS);
+            rc = REPORT(r->e, r->src, item.start_mark, k->key, what, "give at most that many (RLT_CFG_MAX_INPUTS)");
+        } else if (!end && item.type != YAML_MAPPING_START_EVENT) {
+            snprintf(what, sizeof what, "expected an input mapping, got %s", node_kind(&item));
+            rc = REPORT(r->e, r->src, item.start_mark, key, what, "write each input like " INPUT_EXAMPLE);
+        } else if (!end) {
+            rc = read_input(r, k, (int)list.n, &item, &list.in[list.n]);
+            list.n++;
+        }
+        yaml_event_delete(&item);
+        if (rc != RLT_OK) return rc;
+        if (end) break;
+    }
+    /* What only the whole list shows (names given twice, too many conv layers) is refused here, at the key. */
+    cfg_why why;
+    if (config_inputs_check(&list, &why) != 0) return REPORT(r->e, r->src, ev->start_mark, k->key, why.what, why.hint);
     memcpy((char *)r->dst + k->offset, &list, sizeof list);
     return RLT_OK;
 }
@@ -400,6 +554,7 @@ static int read_entry(cfg_reader *r, const char *path, size_t len, const yaml_ev
 static int read_node(cfg_reader *r, const char *path, size_t len, const yaml_event_t *ev) {
     const cfg_key *k = len ? config_schema_find(path, len) : NULL;
     if (k && k->type == CFG_CONV_LIST) return read_conv(r, k, ev);
+    if (k && k->type == CFG_INPUT_LIST) return read_inputs(r, k, ev);
     if (k) return k->type == CFG_INT_LIST || k->type == CFG_SEED_LIST ? read_list(r, k, ev) : read_scalar(r, k, ev);
     /* A section with nothing under it ("train:" with every key commented out) merges nothing. */
     if (len && is_plain_null(ev)) return RLT_OK;
@@ -652,6 +807,11 @@ int rlt_config_validate(rlt_config *cfg) {
                  "use a divisor of the batch size (each micro-batch is batch_size / grad_accum_steps)",
                  config_key_where(cfg, "train.grad_accum_steps", where, sizeof where), (int)cfg->train.grad_accum_steps,
                  (int)cfg->train.batch_size);
+    /* network.inputs gives each image part its own torso; network.conv is the torso of a plain observation. */
+    if (cfg->network.inputs.n > 0 && cfg->network.conv.n > 0)
+        RLT_FAIL(e, RLT_ECONFIG, "%s: a convolutional torso is set beside network.inputs; with several inputs each "
+                 "image's torso is its input's `torso`: write network.conv: none",
+                 config_key_where(cfg, "network.conv", where, sizeof where));
     /* Several training environments: the loop advances num_envs steps at a time, so the step counts it acts on
      * must fall on its iterations; DQN's replay stores one trajectory's frames in sequence and its schedule
      * counts single steps, so it steps one environment. */

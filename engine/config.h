@@ -93,6 +93,25 @@ typedef struct rlt_conv_list {
     rlt_conv_layer layer[RLT_CFG_MAX_CONV];
 } rlt_conv_list;
 
+/* network.inputs: the named parts of a dict observation (engine/config_inputs.c reads, checks and writes
+ * them). Each part is a vector [D] or an image [C, H, W] of float32 or uint8, with its own torso: a conv list
+ * (as network.conv's) for an image, none for a part passed straight to the head. n 0: one plain observation. */
+#define RLT_CFG_MAX_INPUTS 8
+#define RLT_CFG_INPUT_NAME 32
+
+typedef struct rlt_input_spec {
+    char name[RLT_CFG_INPUT_NAME]; /* NUL-padded, so equal specs have equal bytes */
+    int32_t dtype;                 /* RLT_DTYPE_F32 or RLT_DTYPE_U8 */
+    int32_t ndim;                  /* 1: [D]; 3: [C, H, W] */
+    int32_t shape[3];              /* unused entries 0 */
+    rlt_conv_list torso;           /* n 0: none */
+} rlt_input_spec;
+
+typedef struct rlt_input_list {
+    int32_t n; /* parts in use (0: none); the unused ones are zero */
+    rlt_input_spec in[RLT_CFG_MAX_INPUTS];
+} rlt_input_list;
+
 struct rlt_config {
     char algo[16];      /* td3 | dqn */
     struct {
@@ -139,6 +158,7 @@ struct rlt_config {
     struct {
         rlt_int_list hidden; /* fully connected widths after the torso */
         rlt_conv_list conv;  /* the convolutional torso for image observations: a preset or explicit layers */
+        rlt_input_list inputs; /* dict observations: the parts and their torsos (n 0: a plain observation) */
     } network;
     struct {
         double budget_mb;

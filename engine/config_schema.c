@@ -2,6 +2,7 @@
  * write values through it (see config_schema.h). Defaults live only here, in the table's `def` column. */
 #include "config_schema.h"
 #include "config_conv.h"
+#include "config_inputs.h"
 #include "text.h"
 
 #include <locale.h>
@@ -42,6 +43,8 @@
     {k, CFG_CONV_LIST, CFG_OFF(f, rlt_conv_list), CFG_SIZE(f), 0, 0, 0, NULL, NULL, 0, def, doc}
 #define ROW_SEEDS(k, f, def, doc) \
     {k, CFG_SEED_LIST, CFG_OFF(f, rlt_seed_list), CFG_SIZE(f), 0, 18446744073709551615.0, 0, NULL, NULL, 0, def, doc}
+#define ROW_INPUTS(k, f, def, doc) \
+    {k, CFG_INPUT_LIST, CFG_OFF(f, rlt_input_list), CFG_SIZE(f), 0, 0, 0, NULL, NULL, 0, def, doc}
 
 /* The value tables of the enum keys, from the maps in config.h: names[value] is the value's name. */
 #define CFG_ENUM_NAME(c, name) [c] = name,
@@ -152,6 +155,10 @@ static const cfg_key schema[] = {
     ROW_F64("dqn.eval_epsilon", dqn.eval_epsilon, 0, 1, 0, "0.05", "epsilon of the evaluation policy"),
     ROW_LIST("network.hidden", network.hidden, 1, 65536, "[120, 84]",
              "fully connected hidden widths of the Q-network, after the convolutional torso if any"),
+    ROW_INPUTS("network.inputs", network.inputs, "none",
+               "dict observations: none, or a list of named parts, each {name, shape: [D] or [C, H, W], dtype: u8 or "
+               "f32, torso: a conv list like network.conv's, or none}; each torso's output is flattened and "
+               "concatenated, in order, into the head's input"),
     ROW_CONV("network.conv", network.conv, "none",
              "convolutional torso for image observations: a preset, nature (Mnih et al. 2015: 32@8x8/4, 64@4x4/2, "
              "64@3x3/1), minatar (Young and Tian 2019: 16@3x3/1) or none, or a list of layers like "
@@ -519,6 +526,8 @@ int config_schema_set_scalar(const cfg_key *k, rlt_config *base, const char *t, 
         return 0;
     case CFG_CONV_LIST:
         return config_conv_set_preset((rlt_conv_list *)(void *)field, t, n, why);
+    case CFG_INPUT_LIST:
+        return config_inputs_set_scalar((rlt_input_list *)(void *)field, t, n, why);
     case CFG_INT_LIST: {
         rlt_int_list *l = (rlt_int_list *)(void *)field;
         char r[96];
@@ -619,6 +628,8 @@ int config_schema_check_value(const cfg_key *k, const rlt_config *base, cfg_why 
     }
     case CFG_CONV_LIST:
         return config_conv_check((const rlt_conv_list *)(const void *)field, why);
+    case CFG_INPUT_LIST:
+        return config_inputs_check((const rlt_input_list *)(const void *)field, why);
     case CFG_INT_LIST: {
         const rlt_int_list *l = (const rlt_int_list *)(const void *)field;
         if (l->n < 1 || l->n > RLT_CFG_MAX_LAYERS) {
@@ -736,6 +747,7 @@ size_t config_schema_format(const cfg_key *k, const rlt_config *base, char *buf,
         rlt_text_add(&o, "]");
         break;
     }
+    case CFG_INPUT_LIST: config_inputs_format(&o, (const rlt_input_list *)(const void *)field, 0); break;
     }
     return o.len;
 }
@@ -902,6 +914,7 @@ int config_schema_selftest(char *why_buf, size_t cap) {
             (k->type == CFG_INT_LIST && k->size != sizeof(rlt_int_list)) ||
             (k->type == CFG_CONV_LIST && k->size != sizeof(rlt_conv_list)) ||
             (k->type == CFG_SEED_LIST && k->size != sizeof(rlt_seed_list)) ||
+            (k->type == CFG_INPUT_LIST && k->size != sizeof(rlt_input_list)) ||
             ((k->type == CFG_INT32 || k->type == CFG_BOOL || k->type == CFG_ENUM) && k->size != sizeof(int32_t)) ||
             (k->type == CFG_DEVICE && k->size != sizeof(rlt_device)) ||
             ((k->type == CFG_INT64) && (k->lo < -9007199254740992.0 || k->hi > 9007199254740992.0))) {

@@ -84,8 +84,17 @@ static const rlt_env_class user_env_class = {
 };
 
 static int check_obs_space(rlt_err *e, const rlt_space *s) {
+    /* A dict row is bytes (its parts are checked against network.inputs by the agent). */
+    if (s->kind == RLT_SPACE_DICT && s->dtype == RLT_DTYPE_U8 && s->ndim == 1 && s->shape[0] >= 1 &&
+        s->shape[0] <= RLT_ENV_MAX_OBS_ELEMS && s->n >= 1)
+        return RLT_OK;
+    if (s->kind == RLT_SPACE_DICT)
+        RLT_FAIL(e, RLT_EINVAL, "user environment: a dict observation space is dtype U8, ndim 1, shape[0] the row's "
+                 "bytes (1..%d) and n its parts (>= 1); rlt_config_dict_space fills one from network.inputs",
+                 RLT_ENV_MAX_OBS_ELEMS);
     if (s->kind != RLT_SPACE_BOX || (s->dtype != RLT_DTYPE_F32 && s->dtype != RLT_DTYPE_U8))
-        RLT_FAIL(e, RLT_EINVAL, "user environment: the observation space must be a Box of F32 (vectors) or U8 (images)");
+        RLT_FAIL(e, RLT_EINVAL, "user environment: the observation space must be a Box of F32 (vectors) or U8 (images), "
+                 "or a dict (RLT_SPACE_DICT)");
     if (s->ndim < 1 || s->ndim > 4) RLT_FAIL(e, RLT_EINVAL, "user environment: observations have %d dimensions (1..4)", s->ndim);
     for (int32_t i = 0; i < s->ndim; i++)
         if (s->shape[i] < 1) RLT_FAIL(e, RLT_EINVAL, "user environment: observation dimension %d has size %d", i, s->shape[i]);

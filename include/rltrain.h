@@ -157,7 +157,7 @@ RLT_API int rlt_plan_fit_json(const rlt_config *cfg, char *buf, size_t cap, size
 /* ---------------------------------------------------------------------------------------------- */
 /* Spaces and the agent API (for simulators that drive their own loop)                            */
 /* ---------------------------------------------------------------------------------------------- */
-typedef enum { RLT_SPACE_BOX = 0, RLT_SPACE_DISCRETE = 1 } rlt_space_kind;
+typedef enum { RLT_SPACE_BOX = 0, RLT_SPACE_DISCRETE = 1, RLT_SPACE_DICT = 2 } rlt_space_kind;
 typedef enum { RLT_DTYPE_F32 = 0, RLT_DTYPE_U8 = 1, RLT_DTYPE_I32 = 2, RLT_DTYPE_F16 = 3, RLT_DTYPE_BF16 = 4, RLT_DTYPE_I64 = 5 } rlt_dtype;
 
 typedef struct rlt_space {
@@ -170,6 +170,16 @@ typedef struct rlt_space {
     const float *high; /* also uint8 observations: the largest value of each channel (shape[0] values; the agent
                         * scales frames by 1 / the largest); NULL means 255 */
 } rlt_space;
+/* A dict observation (RLT_SPACE_DICT, observations only): its parts are the config's network.inputs (names,
+ * shapes, dtypes, order), and one observation is one row of bytes holding them one after another, each in its
+ * own dtype at an offset that is a multiple of 4 (docs/several_inputs.md). The space is dtype U8, ndim 1,
+ * shape[0] the row's bytes and n the number of parts; the agent refuses one whose bytes or parts differ from
+ * network.inputs'. rlt_config_dict_space fills it from a config, rlt_config_input_part says where a part lies. */
+RLT_API int rlt_config_dict_space(const rlt_config *cfg, rlt_space *space);
+/* Part `name` of the dict row: its byte offset, dtype (RLT_DTYPE_U8 or RLT_DTYPE_F32) and elements (each
+ * may be NULL). RLT_ECONFIG when network.inputs has no part of that name. */
+RLT_API int rlt_config_input_part(const rlt_config *cfg, const char *name, int64_t *offset, int32_t *dtype,
+                                  int64_t *elems);
 
 typedef struct rlt_agent rlt_agent;
 

@@ -108,6 +108,38 @@ static void test_cast(void) {
         }
 }
 
+/* The uint8 source of cast (a dict observation's image part, network.inputs): strided rows of bytes widened
+ * to float and scaled by 1/255, into each destination type; exact integers times one float, so bit-equal. */
+static void test_cast_u8(void) {
+    const int32_t types[] = {RLT_LP_F32, RLT_LP_BF16, RLT_LP_F16};
+    size_t rows = 37, cols = 129, lds = 203, ldd = 131;
+    static uint8_t bytes[37 * 203];
+    for (size_t i = 0; i < rows * lds; i++) bytes[i] = (uint8_t)(i * 2654435761u >> 24);
+    for (int b = 0; b < 3; b++) {
+        void *cs, *gs, *cd, *gd, *csc, *gsc;
+        pair_take(rows * lds, &cs, &gs);
+        pair_take(rows * ldd * 4, &cd, &gd);
+        pair_take(4, &csc, &gsc);
+        pair_put(cs, gs, bytes, rows * lds);
+        float scale = 1.0f / 255.0f;
+        pair_put(csc, gsc, &scale, 4);
+        rlt_cast kc = {.rows = (int32_t)rows, .cols = (int64_t)cols, .dst = cd, .dst_dtype = types[b],
+                       .ldd = (int64_t)ldd, .src = (const uint8_t *)cs + 3, .src_dtype = RLT_LP_U8, .lds = (int64_t)lds,
+                       .scale = csc};
+        rlt_cast kg = kc;
+        kg.dst = gd, kg.src = (const uint8_t *)gs + 3, kg.scale = gsc;
+        int r1 = P.cpu.ops->cast(&P.cpu, &kc);
+        int r2 = P.gpu.ops->cast(&P.gpu, &kg);
+        CHECK(r1 == RLT_OK && r2 == RLT_OK, "cast u8->%s: %s", dt_name(types[b]), P.egpu.msg);
+        fetch_as_float(hc, hg, cd, gd, types[b], rows * ldd);
+        size_t bad = 0;
+        for (size_t r = 0; r < rows; r++)
+            for (size_t k = 0; k < cols; k++) bad += memcmp(&hc[r * ldd + k], &hg[r * ldd + k], 4) != 0;
+        CHECK(bad == 0, "cast u8->%s: %zu of %zu elements differ", dt_name(types[b]), bad, rows * cols);
+        pair_reset();
+    }
+}
+
 static double act_slack(int32_t act, double y) { return act == RLT_ACT_TANH ? 8 * U * fabs(y) : 0.0; }
 
 static void linear_case(int32_t dt, int32_t y_dt, int32_t rows, int32_t fi, int32_t fo, int32_t act) {
@@ -499,6 +531,7 @@ static void learn(const char *config, const char *precision, double threshold, i
 int main(void) {
     pair_open(256ull << 20);
     test_cast();
+    test_cast_u8();
     test_linear();
     test_amp_ops();
     test_conv_lp();

@@ -31,11 +31,12 @@ int cpu_cast(rlt_backend *bk, const rlt_cast *d) {
     rlt_lp dst_dtype = d->dst_dtype, src_dtype = d->src_dtype;
     const float *scale = d->scale;
     CPU_REQUIRE(bk, rows >= 0 && cols >= 0 && ldd >= cols && lds >= cols, "cast");
-    CPU_REQUIRE(bk, lp_dtype_ok(dst_dtype) && lp_dtype_ok(src_dtype), "cast");
+    CPU_REQUIRE(bk, lp_dtype_ok(dst_dtype) && (lp_dtype_ok(src_dtype) || src_dtype == RLT_LP_U8), "cast");
     float s = scale ? *scale : 1.0f;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) {
-            float v = rlt_lp_load(src, src_dtype, r * lds + c);
+            float v = src_dtype == RLT_LP_U8 ? (float)((const uint8_t *)src)[r * lds + c]
+                                             : rlt_lp_load(src, src_dtype, r * lds + c);
             rlt_lp_store(dst, dst_dtype, r * ldd + c, scale ? v * s : v);
         }
     return RLT_OK;

@@ -26,7 +26,7 @@ __global__ void cast_kernel(int64_t rows, int64_t cols, void *dst, int32_t dd, i
     float s = scale ? *scale : 1.0f;
     for (uint64_t k = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += stride) {
         int64_t r = (int64_t)(k / (uint64_t)cols), c = (int64_t)(k % (uint64_t)cols);
-        float v = lp_load(src, sd, r * lds + c);
+        float v = sd == RLT_LP_U8 ? (float)((const uint8_t *)src)[r * lds + c] : lp_load(src, sd, r * lds + c);
         lp_store(dst, dd, r * ldd + c, scale ? v * s : v);
     }
 }
@@ -39,7 +39,7 @@ extern "C" int cuda_cast(rlt_backend *bk, const rlt_cast *d) {
     int32_t dst_dtype = d->dst_dtype, src_dtype = d->src_dtype;
     const float *scale = d->scale;
     CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && ldd >= cols && lds >= cols, "cast");
-    CUDA_REQUIRE(bk, lp_dtype_ok(dst_dtype) && lp_dtype_ok(src_dtype), "cast");
+    CUDA_REQUIRE(bk, lp_dtype_ok(dst_dtype) && (lp_dtype_ok(src_dtype) || src_dtype == RLT_LP_U8), "cast");
     uint64_t n = (uint64_t)rows * (uint64_t)cols;
     if (n == 0) return RLT_OK;
     cast_kernel<<<cuda_blocks(bk, n, CUDA_THREADS), CUDA_THREADS, 0, cuda_stream(bk)>>>(rows, cols, dst, dst_dtype, ldd,

@@ -216,7 +216,7 @@ class rlt_group_report(ctypes.Structure):
 
 
 # Enum values of rltrain.h.
-SPACE_BOX, SPACE_DISCRETE = 0, 1
+SPACE_BOX, SPACE_DISCRETE, SPACE_DICT = 0, 1, 2
 DTYPE_F32, DTYPE_U8, DTYPE_I32 = 0, 1, 2
 LOC_HOST, LOC_DEVICE = 0, 1
 
@@ -279,6 +279,9 @@ _declare("rlt_config_set", _I, _P, _S)
 _declare("rlt_config_validate", _I, _P)
 _declare("rlt_config_dump", _SZ, _P, ctypes.c_char_p, _SZ)
 _declare("rlt_config_errmsg", _S, _P)
+_declare("rlt_config_dict_space", _I, _P, ctypes.POINTER(rlt_space))
+_declare("rlt_config_input_part", _I, _P, _S, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(_I32),
+         ctypes.POINTER(ctypes.c_int64))
 
 _declare("rlt_plan_fit", _I, _P, ctypes.POINTER(rlt_fit_report), ctypes.c_char_p, _SZ, ctypes.c_char_p, _SZ)
 

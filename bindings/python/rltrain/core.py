@@ -246,6 +246,14 @@ class Agent:
         self._updates = ctypes.c_int32()
 
     # -- the loop --------------------------------------------------------------------------------------
+    def _flat(self, obs):
+        """Dict spaces: a mapping of parts (or a list of them) as rows of bytes; other spaces: obs as it is."""
+        if self.obs_space.kind != "dict" or isinstance(obs, np.ndarray):
+            return obs
+        if isinstance(obs, dict):
+            return self.obs_space.flatten(obs)
+        return np.stack([self.obs_space.flatten(o) for o in obs])
+
     def _rows(self, x: np.ndarray, what: str) -> int:
         """Number of observations in x (1 for a single one), checking its shape."""
         if x.shape == self._obs_shape:
@@ -262,7 +270,7 @@ class Agent:
         space's bounds) or an int (Discrete) for one observation, and arrays with a leading batch axis for
         a batch. ``explore=False`` gives the deterministic policy (TD3) or ``dqn.eval_epsilon`` (DQN).
         """
-        x = np.ascontiguousarray(obs, dtype=self._obs_dtype)
+        x = np.ascontiguousarray(self._flat(obs), dtype=self._obs_dtype)
         n = self._rows(x, "obs")
         out = np.empty(n, np.int32) if self._discrete else np.empty((n, self._act_dim), np.float32)
         rc = lib.rlt_agent_act(self._handle, x.ctypes.data, n, 1 if explore else 0, out.ctypes.data)
@@ -280,8 +288,8 @@ class Agent:
         For DQN, a batch must be consecutive steps of one environment (its replay stores each
         observation once).
         """
-        o = np.ascontiguousarray(obs, dtype=self._obs_dtype)
-        o2 = np.ascontiguousarray(next_obs, dtype=self._obs_dtype)
+        o = np.ascontiguousarray(self._flat(obs), dtype=self._obs_dtype)
+        o2 = np.ascontiguousarray(self._flat(next_obs), dtype=self._obs_dtype)
         n = self._rows(o, "obs")
         if o2.shape != o.shape:
             raise ValueError(f"next_obs has shape {o2.shape} but obs has {o.shape}")

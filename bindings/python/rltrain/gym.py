@@ -133,6 +133,8 @@ class _GymCallbacks:
         return view
 
     def _write_obs(self, address: int, obs) -> None:
+        if self.obs_space.kind == "dict":  # keys matched by name, parts laid out as network.inputs says
+            obs = self.obs_space.flatten(obs)
         o = np.asarray(obs)
         if o.shape != self.obs_space.shape:
             raise ValueError(f"the environment returned an observation of shape {o.shape}: expected {self.obs_space.shape}")
@@ -312,7 +314,10 @@ def train(
             from .tensorboard import TrainCallback
 
             board = callback = TrainCallback(tensorboard, then=callback)
-        obs_space = Space.from_gym(env.observation_space)
+        if type(env.observation_space).__name__ == "Dict":
+            obs_space = Space.from_gym_dict(env.observation_space, cfg)
+        else:
+            obs_space = Space.from_gym(env.observation_space)
         act_space = Space.from_gym(env.action_space, actions=True)
         bridge = _GymCallbacks((*train_envs, eval_env), obs_space, act_space, seed, _env_name(env))
         trainer = Trainer(cfg, _env=bridge.struct)

@@ -5,6 +5,9 @@ The agent API knows two kinds of spaces:
 * ``Box``: float32 vectors (TD3 observations and actions, DQN observations) or uint8 images in
   (C, H, W) layout (DQN observations). Box actions have bounds; the engine returns actions inside them.
 * ``Discrete``: ``n`` actions numbered 0..n-1 (DQN), exchanged as int32.
+* ``Dict`` (observations): the parts the config's ``network.inputs`` names, exchanged as one row of bytes
+  per observation, each part in its own dtype at the offset the engine gives (:meth:`Space.from_gym_dict`,
+  :meth:`Space.flatten`).
 
 :meth:`Space.from_gym` builds one from a Gymnasium space.
 """
@@ -44,6 +47,58 @@ class Space:
     low: np.ndarray | None = field(default=None, compare=False)
     high: np.ndarray | None = field(default=None, compare=False)
     start: int = 0
+    # Dict spaces: (name, byte offset, dtype, shape) of each part, in network.inputs order.
+    parts: tuple = ()
+
+    @classmethod
+    def from_gym_dict(cls, space, config) -> "Space":
+        """A dict observation space: Gymnasium ``Dict`` ``space`` matched by key to ``config``'s
+        ``network.inputs`` (a :class:`rltrain.Config`). Every key must be an input and every input a key
+        (refused by name otherwise), with the input's shape and a dtype that fits it: uint8 Boxes for
+        ``u8`` inputs, float Boxes for ``f32`` ones."""
+        handle = config._handle
+        keys = list(space.spaces.keys())
+        c = _native.rlt_space()
+        if _native.lib.rlt_config_dict_space(handle, ctypes.byref(c)) != 0:
+            raise ValueError(f"the observation space is a Dict ({', '.join(map(str, keys))}) but the config has no "
+                             "network.inputs: declare one input per key")
+        parts, names = [], set()
+        for k in keys:
+            off, dt, n = ctypes.c_int64(), ctypes.c_int32(), ctypes.c_int64()
+            if _native.lib.rlt_config_input_part(handle, _native.c_string(str(k), "key"), ctypes.byref(off),
+                                                  ctypes.byref(dt), ctypes.byref(n)) != 0:
+                raise ValueError(f"the observation's key '{k}' is not one of network.inputs")
+            sub = space.spaces[k]
+            shape = tuple(sub.shape)
+            if math.prod(shape) != n.value:
+                raise ValueError(f"observation part '{k}' has shape {shape} ({math.prod(shape)} elements); "
+                                 f"network.inputs declares {n.value} elements")
+            want = np.dtype(np.uint8) if dt.value == _native.DTYPE_U8 else np.dtype(np.float32)
+            got = np.dtype(sub.dtype)
+            if (want == np.uint8) != (got == np.uint8) or not (got == np.uint8 or np.issubdtype(got, np.floating)):
+                raise ValueError(f"observation part '{k}' is {got}; network.inputs declares it "
+                                 f"{'u8' if want == np.uint8 else 'f32'}")
+            parts.append((str(k), off.value, want, shape))
+            names.add(str(k))
+        if len(parts) != c.n:
+            raise ValueError(f"the observation has {len(parts)} parts ({', '.join(sorted(names))}) but network.inputs "
+                             f"declares {c.n}: a declared input is missing from the observation")
+        parts.sort(key=lambda p: p[1])
+        return cls("dict", (int(c.shape[0]),), np.dtype(np.uint8), len(parts), parts=tuple(parts))
+
+    def flatten(self, obs) -> np.ndarray:
+        """One dict observation (a mapping of the parts' names) as its row of bytes."""
+        row = np.zeros(self.shape[0], np.uint8)
+        missing = [name for name, *_ in self.parts if name not in obs]
+        extra = [k for k in obs if k not in {p[0] for p in self.parts}]
+        if missing or extra:
+            raise ValueError(f"dict observation: missing keys {missing}, unknown keys {extra}")
+        for name, off, dtype, shape in self.parts:
+            v = np.ascontiguousarray(obs[name], dtype=dtype)
+            if v.shape != shape:
+                raise ValueError(f"dict observation part '{name}' has shape {v.shape}: expected {shape}")
+            row[off:off + v.nbytes] = v.reshape(-1).view(np.uint8)
+        return row
 
     @classmethod
     def box(cls, shape, dtype=np.float32, low=None, high=None) -> "Space":
@@ -129,6 +184,10 @@ class Space:
         if self.kind == "discrete":
             s.kind, s.dtype, s.ndim, s.n = _native.SPACE_DISCRETE, _native.DTYPE_I32, 1, self.n
             s.shape[0] = 1
+            return s, keep
+        if self.kind == "dict":
+            s.kind, s.dtype, s.ndim, s.n = _native.SPACE_DICT, _native.DTYPE_U8, 1, self.n
+            s.shape[0] = self.shape[0]
             return s, keep
         s.kind = _native.SPACE_BOX
         s.dtype = _native.DTYPE_U8 if self.dtype == np.uint8 else _native.DTYPE_F32
