@@ -116,7 +116,9 @@ def table(runs, checkpoints):
     for env in sorted(runs):
         by_impl = runs[env]
         total = max(int(s.max()) for r in by_impl.values() for s, _ in r.values())
-        cps = checkpoints or [round(total / 3), round(2 * total / 3), total]
+        # Thirds of the run, each moved to the nearest step that an evaluation was made at.
+        grid = np.unique(np.concatenate([s for r in by_impl.values() for s, _ in r.values()]))
+        cps = checkpoints or [int(grid[np.argmin(np.abs(grid - t))]) for t in (total / 3, 2 * total / 3, total)]
         for cp in list(cps) + ["final 10%"]:
             row = {}
             for impl in impls:

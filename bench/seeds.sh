@@ -9,11 +9,16 @@ build=${1:-build}
 device=${2:-cuda:0}
 shift 2 2>/dev/null || shift $#
 ns=${*:-4 8 16}
+# The bench programs link the library statically: point them at the CUDA module of this build.
+export RLT_CUDA_MODULE=${RLT_CUDA_MODULE:-$PWD/$build/librltrain_cuda.so}
 for n in $ns; do
   echo "== $n agents in one process: TD3 HalfCheetah sizes 256-256/b256, then DQN CartPole MLP"
   "$build/bench/bench_td3_update" --device "$device" --updates 5000 --seeds "$n"
   "$build/bench/bench_dqn_update" --device "$device" --case mlp --updates 10000 --seeds "$n"
 done
+echo "== one seed end to end (the reference for the group below): configs/td3_pendulum.yaml on $device"
+/usr/bin/time -f "wall %e s" "$build/rltrain" --config configs/td3_pendulum.yaml --set device="$device" \
+  --set out_dir=/tmp/seeds_single --set train.overwrite=true --quiet | tail -1
 echo "== a seed group end to end: configs/td3_pendulum.yaml, train.num_seeds=16, on $device"
 /usr/bin/time -f "wall %e s" "$build/rltrain" --config configs/td3_pendulum.yaml --set device="$device" \
   --set train.num_seeds=16 --set out_dir=/tmp/seeds_group --set train.overwrite=true --quiet | tail -3
