@@ -447,26 +447,7 @@ class Trainer:
         no exception is raised). An exception raised by ``progress`` (KeyboardInterrupt included) stops
         the run and is raised again here.
         """
-        raised: list[BaseException] = []
-        stopped = []
-
-        def on_progress(user, p):
-            try:
-                if progress is not None and progress(Progress.from_c(p.contents)):
-                    stopped.append(True)
-                    return 1
-                return 0
-            except BaseException as exc:  # noqa: BLE001 - carried across the C frames and raised below
-                raised.append(exc)
-                return 1
-
-        callback = _native.PROGRESS_FN(on_progress)  # alive for the whole call
-        rc = lib.rlt_trainer_run(self._handle, callback, None)
-        if raised:
-            raise raised[0]
-        asked = stopped or self._stop_requested
-        if rc != 0 and not (asked and _native.status_name(rc) == "RLT_EINTERRUPTED"):
-            raise error_for(rc, self.errmsg)
+        _run_reporting(lib.rlt_trainer_run, self, _native.PROGRESS_FN, Progress.from_c, progress)
         return self.progress()
 
     def request_stop(self) -> None:
@@ -630,26 +611,7 @@ class Group:
         still written, and no exception is raised). A member that fails stops the others, and the error,
         raised here, names its seed.
         """
-        raised: list[BaseException] = []
-        stopped = []
-
-        def on_progress(user, r):
-            try:
-                if progress is not None and progress(GroupProgress.from_c(r.contents)):
-                    stopped.append(True)
-                    return 1
-                return 0
-            except BaseException as exc:  # noqa: BLE001 - carried across the C frames and raised below
-                raised.append(exc)
-                return 1
-
-        callback = _native.GROUP_PROGRESS_FN(on_progress)  # alive for the whole call
-        rc = lib.rlt_group_run(self._handle, callback, None)
-        if raised:
-            raise raised[0]
-        asked = stopped or self._stop_requested
-        if rc != 0 and not (asked and _native.status_name(rc) == "RLT_EINTERRUPTED"):
-            raise error_for(rc, self.errmsg)
+        _run_reporting(lib.rlt_group_run, self, _native.GROUP_PROGRESS_FN, GroupProgress.from_c, progress)
         return self.progress()
 
     def request_stop(self) -> None:
@@ -720,3 +682,29 @@ class Group:
 
     def __del__(self) -> None:
         self.close()
+
+
+def _run_reporting(run, owner, fn_type, convert, progress) -> None:
+    """Runs ``run(owner._handle, callback, None)`` (a trainer's or a group's run), calling ``progress`` with each
+    report converted by ``convert``. A true value from ``progress`` stops the run quietly; an exception in it
+    stops the run and is raised again here; any other failure raises the run's error."""
+    raised: list[BaseException] = []
+    stopped = []
+
+    def on_progress(user, report):
+        try:
+            if progress is not None and progress(convert(report.contents)):
+                stopped.append(True)
+                return 1
+            return 0
+        except BaseException as exc:  # noqa: BLE001 - carried across the C frames and raised below
+            raised.append(exc)
+            return 1
+
+    callback = fn_type(on_progress)  # alive for the whole call
+    rc = run(owner._handle, callback, None)
+    if raised:
+        raise raised[0]
+    asked = stopped or owner._stop_requested
+    if rc != 0 and not (asked and _native.status_name(rc) == "RLT_EINTERRUPTED"):
+        raise error_for(rc, owner.errmsg)
