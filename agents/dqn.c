@@ -334,6 +334,11 @@ static int dqn_update(rlt_agent *ag, int32_t *done) {
 
 static uint64_t dqn_param_count(const rlt_agent *ag) { return dqn_state(ag)->n_params; }
 
+static int32_t dqn_param_blocks(const rlt_agent *ag, uint64_t *sizes, int32_t cap) {
+    const rlt_dqn *d = dqn_state(ag);
+    return d->dict ? mnet_param_blocks(&d->mnet, sizes, 0, cap) : qnet_param_blocks(&d->net, sizes, 0, cap);
+}
+
 /* One network: its TD loss is the critic column; there is no actor (its loss stays 0). */
 static void dqn_loss_values(const float losses[RLT_LOSS_COUNT], double *out) {
     out[0] = losses[RLT_LOSS_Q1];
@@ -408,6 +413,7 @@ const rlt_algo rlt_algo_dqn = {
     .observe = dqn_observe,
     .update = dqn_update,
     .param_count = dqn_param_count,
+    .param_blocks = dqn_param_blocks,
     .network_text = dqn_network_text,
     .after_load = dqn_after_load,
     .host_save = dqn_host_save,

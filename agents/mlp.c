@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 int mlp_define(rlt_mlp *net, rlt_err *e, int32_t in, const int32_t *hidden, int32_t n_hidden, int32_t out,
                rlt_act hidden_act, rlt_act out_act) {
@@ -27,17 +28,29 @@ int mlp_define(rlt_mlp *net, rlt_err *e, int32_t in, const int32_t *hidden, int3
     return RLT_OK;
 }
 
+static uint64_t w_count(const rlt_mlp *net, int32_t layer) { return (uint64_t)net->dims[layer + 1] * net->dims[layer]; }
+
+/* Each block starts on RLT_PARAM_ALIGN floats (engine/plan.h): W_0 | pad | b_0 | pad | W_1 ... */
 uint64_t mlp_weight_offset(const rlt_mlp *net, int32_t layer) {
     uint64_t off = 0;
-    for (int32_t i = 0; i < layer; i++) off += (uint64_t)net->dims[i + 1] * (net->dims[i] + 1);
+    for (int32_t i = 0; i < layer; i++) off += plan_param_align(w_count(net, i)) + plan_param_align((uint64_t)net->dims[i + 1]);
     return off;
 }
 
 uint64_t mlp_bias_offset(const rlt_mlp *net, int32_t layer) {
-    return mlp_weight_offset(net, layer) + (uint64_t)net->dims[layer + 1] * net->dims[layer];
+    return mlp_weight_offset(net, layer) + plan_param_align(w_count(net, layer));
 }
 
 uint64_t mlp_param_count(const rlt_mlp *net) { return mlp_weight_offset(net, net->n_layers); }
+
+int32_t mlp_param_blocks(const rlt_mlp *net, uint64_t *sizes, int32_t n, int32_t cap) {
+    for (int32_t l = 0; l < net->n_layers; l++) {
+        if (n < 0 || n + 2 > cap) return -1;
+        sizes[n++] = w_count(net, l);
+        sizes[n++] = (uint64_t)net->dims[l + 1];
+    }
+    return n;
+}
 
 static uint64_t act_floats(const rlt_mlp *net, int32_t upto) {
     uint64_t n = 0;
@@ -87,10 +100,13 @@ rlt_mlp mlp_view(const rlt_mlp *net, int32_t set) {
 }
 
 void mlp_init_params(const rlt_mlp *net, float *params, rlt_rng *rng) {
+    /* The gaps between blocks start (and stay) 0; the values are drawn in the packed order, so a seed gives
+     * the same weights whatever the padding. */
+    memset(params, 0, mlp_param_count(net) * sizeof(float));
     for (int32_t l = 0; l < net->n_layers; l++) {
         float bound = 1.0f / sqrtf((float)net->dims[l]);
         float *w = params + mlp_weight_offset(net, l);
-        uint64_t nw = (uint64_t)net->dims[l + 1] * net->dims[l];
+        uint64_t nw = w_count(net, l);
         for (uint64_t i = 0; i < nw; i++) w[i] = (2.0f * rlt_rng_uniform(rng) - 1.0f) * bound;
         float *b = params + mlp_bias_offset(net, l);
         for (int32_t i = 0; i < net->dims[l + 1]; i++) b[i] = (2.0f * rlt_rng_uniform(rng) - 1.0f) * bound;

@@ -1,7 +1,8 @@
 /* mlp.h: a multilayer perceptron on the backend interface. The struct holds the shape and the pointers to
  * its activation buffers (one set per batch size it runs at); parameters are passed to each call, so one
  * spec serves a network, its target copy and its Adam state, which all share one layout:
- * for each layer, W[out, in] row-major, then b[out].
+ * for each layer, W[out, in] row-major, then b[out], each block starting at a multiple of RLT_PARAM_ALIGN
+ * floats (zeros in the gaps).
  *
  * Each layer's forward is one backend op (linear_forward) and so is its backward (linear_backward), so an
  * L-layer network costs L graph nodes each way. Forwards that should run side by side on different lanes
@@ -53,10 +54,15 @@ typedef struct rlt_mlp {
 /* hidden: hidden widths; hidden layers use hidden_act, the output layer out_act. */
 int mlp_define(rlt_mlp *net, rlt_err *e, int32_t in, const int32_t *hidden, int32_t n_hidden, int32_t out,
                rlt_act hidden_act, rlt_act out_act);
+/* The parameter count, padding included: every W and b starts at a multiple of RLT_PARAM_ALIGN floats
+ * (engine/plan.h), and so does the count, so networks placed one after another stay aligned too. */
 uint64_t mlp_param_count(const rlt_mlp *net);
 /* Offsets (in floats, from the start of the net's parameters) of layer i's W and b. */
 uint64_t mlp_weight_offset(const rlt_mlp *net, int32_t layer);
 uint64_t mlp_bias_offset(const rlt_mlp *net, int32_t layer);
+/* Appends the float counts of the net's blocks (W_0, b_0, W_1, ...; no padding) to sizes[n..]; returns the new
+ * n, or -1 when they would pass cap (or n is -1). The layout before the padding was these blocks back to back. */
+int32_t mlp_param_blocks(const rlt_mlp *net, uint64_t *sizes, int32_t n, int32_t cap);
 /* Adds "<name>.act" and "<name>.dact" activation entries for `batch` rows, and "<name>.act<k>" for each
  * extra forward-only set k = 1 .. n_sets - 1. */
 int mlp_plan(rlt_mlp *net, rlt_plan *plan, rlt_err *e, const char *name, int32_t batch);

@@ -80,13 +80,31 @@ int mnet_define(rlt_mnet *m, rlt_err *e, const rlt_input_list *in, int32_t extra
 
 static uint64_t conv_w_count(const rlt_conv_shape *s) { return (uint64_t)s->k * s->c * s->kh * s->kw; }
 
+/* Conv layer `layer`'s weights (all parts' torsos in order), its biases at conv_bias_offset, then the head:
+ * each block on RLT_PARAM_ALIGN floats (engine/plan.h). */
 static uint64_t conv_offset(const rlt_mnet *m, int32_t layer) {
     uint64_t n = 0;
-    for (int32_t i = 0; i < layer; i++) n += conv_w_count(&m->conv[i]) + (uint64_t)m->conv[i].k;
+    for (int32_t i = 0; i < layer; i++) n += plan_param_align(conv_w_count(&m->conv[i])) + plan_param_align((uint64_t)m->conv[i].k);
     return n;
 }
 
+static uint64_t conv_bias_offset(const rlt_mnet *m, int32_t layer) {
+    return conv_offset(m, layer) + plan_param_align(conv_w_count(&m->conv[layer]));
+}
+
+uint64_t mnet_conv_weight_offset(const rlt_mnet *m, int32_t layer) { return conv_offset(m, layer); }
+uint64_t mnet_conv_bias_offset(const rlt_mnet *m, int32_t layer) { return conv_bias_offset(m, layer); }
+
 uint64_t mnet_param_count(const rlt_mnet *m) { return conv_offset(m, m->n_conv) + mlp_param_count(&m->head); }
+
+int32_t mnet_param_blocks(const rlt_mnet *m, uint64_t *sizes, int32_t n, int32_t cap) {
+    for (int32_t i = 0; i < m->n_conv; i++) {
+        if (n < 0 || n + 2 > cap) return -1;
+        sizes[n++] = conv_w_count(&m->conv[i]);
+        sizes[n++] = (uint64_t)m->conv[i].k;
+    }
+    return mlp_param_blocks(&m->head, sizes, n, cap);
+}
 
 static uint64_t conv_out_elems(const rlt_mnet *m, int32_t i) {
     return (uint64_t)m->batch * m->conv[i].k * m->conv_oh[i] * m->conv_ow[i];
@@ -133,13 +151,16 @@ int mnet_plan(rlt_mnet *m, rlt_backend *bk, rlt_plan *plan, rlt_err *e, const ch
 }
 
 void mnet_init_params(const rlt_mnet *m, float *params, rlt_rng *rng) {
-    /* PyTorch's Conv2d and Linear defaults, as rlt_qnet: uniform in +-1/sqrt(fan_in). */
+    /* PyTorch's Conv2d and Linear defaults, as rlt_qnet: uniform in +-1/sqrt(fan_in), drawn in the packed order
+     * (W then b, layer by layer) into the padded layout, whose gaps are 0. */
+    memset(params, 0, conv_offset(m, m->n_conv) * sizeof(float));
     for (int32_t i = 0; i < m->n_conv; i++) {
         const rlt_conv_shape *s = &m->conv[i];
         float bound = 1.0f / sqrtf((float)(s->c * s->kh * s->kw));
-        float *w = params + conv_offset(m, i);
+        float *w = params + conv_offset(m, i), *b = params + conv_bias_offset(m, i);
         uint64_t nw = conv_w_count(s);
-        for (uint64_t j = 0; j < nw + (uint64_t)s->k; j++) w[j] = (2.0f * rlt_rng_uniform(rng) - 1.0f) * bound;
+        for (uint64_t j = 0; j < nw; j++) w[j] = (2.0f * rlt_rng_uniform(rng) - 1.0f) * bound;
+        for (int32_t j = 0; j < s->k; j++) b[j] = (2.0f * rlt_rng_uniform(rng) - 1.0f) * bound;
     }
     mlp_init_params(&m->head, params + conv_offset(m, m->n_conv), rng);
 }
@@ -182,7 +203,7 @@ int mnet_forward(rlt_backend *bk, rlt_mnet *m, const float *params, const void *
             int32_t j = mp->conv0 + i;
             const float *w = params + conv_offset(m, j);
             rlt_conv_fwd f = {.slot = m->conv_slot0 + j, .y = m->conv_y[j], .x = in, .w = w,
-                              .b = w + conv_w_count(&m->conv[j]), .act = RLT_ACT_RELU, .ws = m->conv_ws,
+                              .b = params + conv_bias_offset(m, j), .act = RLT_ACT_RELU, .ws = m->conv_ws,
                               .ws_bytes = m->conv_ws_bytes};
             RLT_TRY(bk->ops->conv_forward(bk, &f));
             in = m->conv_y[j];
@@ -210,12 +231,11 @@ int mnet_backward(rlt_backend *bk, rlt_mnet *m, const float *params, const void 
         int32_t last = mp->conv0 + mp->n_conv - 1;
         RLT_TRY(copy_block(bk, m->conv_dy[last], mp->features, m->dcat + mp->col, ld, rows, mp->features));
         for (int32_t j = last; j >= mp->conv0; j--) {
-            const rlt_conv_shape *s = &m->conv[j];
             const float *in = j > mp->conv0 ? (const float *)m->conv_y[j - 1] : x + (int64_t)m->batch * mp->in_off;
             uint64_t wo = conv_offset(m, j);
             /* conv_backward applies the ReLU's derivative itself, through the layer's output. */
             rlt_conv_bwd b = {.slot = m->conv_slot0 + j, .dx = j > mp->conv0 ? m->conv_dy[j - 1] : NULL,
-                              .dw = grads + wo, .db = grads + wo + conv_w_count(s), .dy = m->conv_dy[j],
+                              .dw = grads + wo, .db = grads + conv_bias_offset(m, j), .dy = m->conv_dy[j],
                               .y = m->conv_y[j], .x = in, .w = params + wo, .act = RLT_ACT_RELU, .ws = m->conv_ws,
                               .ws_bytes = m->conv_ws_bytes};
             RLT_TRY(bk->ops->conv_backward(bk, &b));

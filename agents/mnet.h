@@ -59,7 +59,14 @@ typedef struct rlt_mnet {
  * (ReLU) and `out` outputs (out_act). RLT_ECONFIG naming the input and the layer when a kernel does not fit. */
 int mnet_define(rlt_mnet *m, rlt_err *e, const rlt_input_list *in, int32_t extra, const rlt_int_list *hidden,
                 int32_t out, rlt_act out_act);
+/* Padding included (every block on RLT_PARAM_ALIGN floats, as rlt_mlp's). */
 uint64_t mnet_param_count(const rlt_mnet *m);
+/* The blocks' float counts in layout order (each torso layer's W and b, then the head's), as mlp_param_blocks. */
+/* Offsets (floats) of conv layer i's W and b (all torsos in order); mnet_conv_weight_offset(m, n_conv) is where
+ * the head starts. */
+uint64_t mnet_conv_weight_offset(const rlt_mnet *m, int32_t layer);
+uint64_t mnet_conv_bias_offset(const rlt_mnet *m, int32_t layer);
+int32_t mnet_param_blocks(const rlt_mnet *m, uint64_t *sizes, int32_t n, int32_t cap);
 /* Plans the buffers for `batch` rows under `name` and prepares conv slots conv_slot0 ...; grads 0 plans no
  * gradient buffers (an acting copy, forward only). */
 int mnet_plan(rlt_mnet *m, rlt_backend *bk, rlt_plan *plan, rlt_err *e, const char *name, int32_t batch,

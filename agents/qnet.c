@@ -75,16 +75,30 @@ int qnet_define(rlt_qnet *q, rlt_err *e, const rlt_space *obs, const rlt_conv_li
 
 static uint64_t conv_w_count(const rlt_conv_shape *s) { return (uint64_t)s->k * s->c * s->kh * s->kw; }
 
-uint64_t qnet_param_count(const rlt_qnet *q) {
-    uint64_t n = 0;
-    for (int32_t i = 0; i < q->n_conv; i++) n += conv_w_count(&q->conv[i]) + (uint64_t)q->conv[i].k;
-    return n + mlp_param_count(&q->head);
-}
-
+/* Conv layer `layer`'s weights; its biases follow at conv_bias_offset. Each block starts on RLT_PARAM_ALIGN
+ * floats (engine/plan.h), and so does the head after them. */
 static uint64_t conv_offset(const rlt_qnet *q, int32_t layer) {
     uint64_t n = 0;
-    for (int32_t i = 0; i < layer; i++) n += conv_w_count(&q->conv[i]) + (uint64_t)q->conv[i].k;
+    for (int32_t i = 0; i < layer; i++) n += plan_param_align(conv_w_count(&q->conv[i])) + plan_param_align((uint64_t)q->conv[i].k);
     return n;
+}
+
+static uint64_t conv_bias_offset(const rlt_qnet *q, int32_t layer) {
+    return conv_offset(q, layer) + plan_param_align(conv_w_count(&q->conv[layer]));
+}
+
+uint64_t qnet_conv_weight_offset(const rlt_qnet *q, int32_t layer) { return conv_offset(q, layer); }
+uint64_t qnet_conv_bias_offset(const rlt_qnet *q, int32_t layer) { return conv_bias_offset(q, layer); }
+
+uint64_t qnet_param_count(const rlt_qnet *q) { return conv_offset(q, q->n_conv) + mlp_param_count(&q->head); }
+
+int32_t qnet_param_blocks(const rlt_qnet *q, uint64_t *sizes, int32_t n, int32_t cap) {
+    for (int32_t i = 0; i < q->n_conv; i++) {
+        if (n < 0 || n + 2 > cap) return -1;
+        sizes[n++] = conv_w_count(&q->conv[i]);
+        sizes[n++] = (uint64_t)q->conv[i].k;
+    }
+    return mlp_param_blocks(&q->head, sizes, n, cap);
 }
 
 static uint64_t conv_out_elems(const rlt_qnet *q, int32_t i) {
@@ -157,13 +171,16 @@ rlt_qnet qnet_view(const rlt_qnet *q, int32_t set) {
 }
 
 void qnet_init_params(const rlt_qnet *q, float *params, rlt_rng *rng) {
-    /* PyTorch's Conv2d and Linear defaults: uniform in +-1/sqrt(fan_in). */
+    /* PyTorch's Conv2d and Linear defaults: uniform in +-1/sqrt(fan_in). The values are drawn in the packed
+     * order (W then b, layer by layer), so a seed gives the same weights whatever the padding, which is 0. */
+    memset(params, 0, conv_offset(q, q->n_conv) * sizeof(float));
     for (int32_t i = 0; i < q->n_conv; i++) {
         const rlt_conv_shape *s = &q->conv[i];
         float bound = 1.0f / sqrtf((float)(s->c * s->kh * s->kw));
-        float *w = params + conv_offset(q, i);
+        float *w = params + conv_offset(q, i), *b = params + conv_bias_offset(q, i);
         uint64_t nw = conv_w_count(s);
-        for (uint64_t j = 0; j < nw + (uint64_t)s->k; j++) w[j] = (2.0f * rlt_rng_uniform(rng) - 1.0f) * bound;
+        for (uint64_t j = 0; j < nw; j++) w[j] = (2.0f * rlt_rng_uniform(rng) - 1.0f) * bound;
+        for (int32_t j = 0; j < s->k; j++) b[j] = (2.0f * rlt_rng_uniform(rng) - 1.0f) * bound;
     }
     mlp_init_params(&q->head, params + conv_offset(q, q->n_conv), rng);
 }
@@ -191,7 +208,7 @@ int qnet_forward(rlt_backend *bk, rlt_qnet *q, const float *params, const void *
         const float *w = params + conv_offset(q, i);
         const void *wt = lp ? (const void *)((const char *)params_lp + conv_offset(q, i) * 2) : (const void *)w;
         rlt_conv_fwd f = {.slot = q->conv_slot0 + i, .y = q->conv_y[i], .x = in, .w = wt,
-                          .b = w + conv_w_count(&q->conv[i]), .act = RLT_ACT_RELU, .ws = q->conv_ws,
+                          .b = params + conv_bias_offset(q, i), .act = RLT_ACT_RELU, .ws = q->conv_ws,
                           .ws_bytes = q->conv_ws_bytes};
         RLT_TRY(bk->ops->conv_forward(bk, &f));
         in = q->conv_y[i];
@@ -211,13 +228,12 @@ int qnet_backward(rlt_backend *bk, rlt_qnet *q, const float *params, const void 
     RLT_TRY(mlp_backward(bk, &q->head, params + off, head_lp(q, params_lp), grads + off, head_in, nf, rows, dout, na,
                          dout_scale, L ? q->conv_dy[L - 1] : NULL, nf));
     for (int32_t i = L - 1; i >= 0; i--) {
-        const rlt_conv_shape *s = &q->conv[i];
         const void *in = i ? q->conv_y[i - 1] : x_in;
         uint64_t wo = conv_offset(q, i);
         const void *wt = lp ? (const void *)((const char *)params_lp + wo * 2) : (const void *)(params + wo);
         /* conv_backward applies the ReLU's derivative itself, through the layer's output. */
         rlt_conv_bwd b = {.slot = q->conv_slot0 + i, .dx = i ? q->conv_dy[i - 1] : NULL, .dw = grads + wo,
-                          .db = grads + wo + conv_w_count(s), .dy = q->conv_dy[i], .y = q->conv_y[i], .x = in, .w = wt,
+                          .db = grads + conv_bias_offset(q, i), .dy = q->conv_dy[i], .y = q->conv_y[i], .x = in, .w = wt,
                           .act = RLT_ACT_RELU, .ws = q->conv_ws, .ws_bytes = q->conv_ws_bytes};
         RLT_TRY(bk->ops->conv_backward(bk, &b));
     }

@@ -2,7 +2,7 @@
  * explicit layers, each a convolution and a ReLU) over NCHW images, flattened into an MLP head that
  * outputs one value per action. Like rlt_mlp, the struct holds shapes and activation pointers for one batch
  * size; parameters are passed to each call, so the online and target networks and Adam's state share one
- * layout: conv layers (W[k,c,r,s], b[k]) then the head.
+ * layout: conv layers (W[k,c,r,s], b[k]) then the head, each block on RLT_PARAM_ALIGN floats.
  * Reduced precision (head.dtype set before qnet_plan): the torso computes in the same 16-bit type (cuDNN's
  * tensor cores on the GPU), its activations are 16-bit, and the head takes them as they are.
  * Several inputs (network.inputs, dict observations) are agents/mnet.h's network. */
@@ -46,7 +46,13 @@ typedef struct rlt_qnet {
  * the layer and the sizes when a layer's kernel does not fit what the layers before it leave. */
 int qnet_define(rlt_qnet *q, rlt_err *e, const rlt_space *obs, const rlt_conv_list *conv, const rlt_int_list *hidden,
                 int32_t n_actions);
+/* Padding included (every block on RLT_PARAM_ALIGN floats, as rlt_mlp's). */
 uint64_t qnet_param_count(const rlt_qnet *q);
+/* The blocks' float counts in layout order (each conv layer's W and b, then the head's), as mlp_param_blocks. */
+/* Offsets (floats) of conv layer i's W and b; qnet_conv_weight_offset(q, n_conv) is where the head starts. */
+uint64_t qnet_conv_weight_offset(const rlt_qnet *q, int32_t layer);
+uint64_t qnet_conv_bias_offset(const rlt_qnet *q, int32_t layer);
+int32_t qnet_param_blocks(const rlt_qnet *q, uint64_t *sizes, int32_t n, int32_t cap);
 /* Plans activations for `batch` rows and prepares the backend's conv slots (conv_slot0 ...). */
 int qnet_plan(rlt_qnet *q, rlt_backend *bk, rlt_plan *plan, rlt_err *e, const char *name, int32_t batch, int32_t conv_slot0);
 /* A copy of q that runs on activation set `set` (0 .. n_sets - 1); sets above 0 are forward-only. */

@@ -379,6 +379,19 @@ static int td3_update(rlt_agent *ag, int32_t *done) {
 
 static uint64_t td3_param_count(const rlt_agent *ag) { return td3_state(ag)->n_total; }
 
+/* The actor's blocks, then the twin critics', in the order td3_plan lays them out. */
+static int32_t td3_param_blocks(const rlt_agent *ag, uint64_t *sizes, int32_t cap) {
+    const rlt_td3 *t = td3_state(ag);
+    if (t->dict) {
+        int32_t n = mnet_param_blocks(&t->actor_m, sizes, 0, cap);
+        n = mnet_param_blocks(&t->q1_m, sizes, n, cap);
+        return mnet_param_blocks(&t->q2_m, sizes, n, cap);
+    }
+    int32_t n = mlp_param_blocks(&t->actor, sizes, 0, cap);
+    n = mlp_param_blocks(&t->q1, sizes, n, cap);
+    return mlp_param_blocks(&t->q2, sizes, n, cap);
+}
+
 /* The critic loss is the twin critics' mean. */
 static void td3_loss_values(const float losses[RLT_LOSS_COUNT], double *out) {
     out[0] = 0.5 * (losses[RLT_LOSS_Q1] + losses[RLT_LOSS_Q2]);
@@ -422,6 +435,7 @@ const rlt_algo rlt_algo_td3 = {
     .observe = td3_observe,
     .update = td3_update,
     .param_count = td3_param_count,
+    .param_blocks = td3_param_blocks,
     .network_text = td3_network_text,
     .after_load = td3_after_load,
 };

@@ -32,6 +32,51 @@ static int is_state_region(const rlt_plan_entry *en) {
     return 0;
 }
 
+/* ---- checkpoints from before the padded parameter layout ------------------------------------------- */
+/* Parameter tensors (params, adam_m, adam_v, target) start each block on RLT_PARAM_ALIGN floats
+ * (engine/plan.h). Files written before that hold the same blocks back to back; the algorithm lists the
+ * blocks (rlt_algo.param_blocks), so such a file is recognised by its size and spread into the padded layout,
+ * zeros in the gaps, as it is loaded. */
+#define PACKED_MAX_BLOCKS 512
+
+typedef struct packed_layout {
+    int32_t n;
+    uint64_t packed, padded; /* floats of one tensor in each layout */
+    uint64_t size[PACKED_MAX_BLOCKS];
+} packed_layout;
+
+/* 1 when the algorithm lists its blocks and the padding changes the layout. */
+static int packed_layout_init(const rlt_agent *ag, packed_layout *L) {
+    L->n = ag->algo->param_blocks ? ag->algo->param_blocks(ag, L->size, PACKED_MAX_BLOCKS) : -1;
+    L->packed = L->padded = 0;
+    for (int32_t i = 0; i < L->n; i++) {
+        L->packed += L->size[i];
+        L->padded += plan_param_align(L->size[i]);
+    }
+    return L->n > 0 && L->padded == ag->algo->param_count(ag) && L->packed != L->padded;
+}
+
+static int is_param_tensor(const rlt_plan_entry *en) {
+    return strcmp(en->region, "params") == 0 || strcmp(en->region, "adam_m") == 0 ||
+           strcmp(en->region, "adam_v") == 0 || strcmp(en->region, "target") == 0;
+}
+
+/* Reads a packed tensor whole into io_stage and moves each block to its padded place there, the last block
+ * first: a block's padded offset is never below its packed one, so nothing is overwritten before it moves. */
+static int read_packed(rlt_agent *ag, ckpt_reader *r, const char *name, void *dev, const packed_layout *L) {
+    float *h = ag->io_stage;
+    RLT_TRY(ckpt_reader_read(r, name, h, L->packed * 4));
+    uint64_t src = L->packed, end = L->padded;
+    for (int32_t i = L->n - 1; i >= 0; i--) {
+        uint64_t k = L->size[i], dst = end - plan_param_align(k);
+        src -= k;
+        memmove(h + dst, h + src, k * 4);
+        memset(h + dst + k, 0, (end - dst - k) * 4);
+        end = dst;
+    }
+    return agent_put(ag, dev, h, L->padded * 4);
+}
+
 /* The algorithm describes its networks (rlt_algo.network_text). */
 static size_t network_text(const rlt_agent *ag, char *buf, size_t cap) {
     rlt_text o = {buf, cap, 0};
@@ -276,7 +321,8 @@ static int check_values(rlt_agent *ag, ckpt_reader *r, const char *path, const a
         } else if (strcmp(en->name, "amp") == 0) {
             RLT_TRY(check_amp(ag, r, path));
         } else if (strcmp(en->region, "counters") != 0) {
-            RLT_TRY(check_f32_tensor(ag, r, path, en->name, en->bytes, strcmp(en->region, "adam_v") == 0));
+            /* The stored size: a parameter tensor from before the padding is shorter than the entry. */
+            RLT_TRY(check_f32_tensor(ag, r, path, en->name, info->bytes, strcmp(en->region, "adam_v") == 0));
         }
         /* The latest losses and gradient norm (region "counters") are only reported, and the next update
          * overwrites them; with fp16 a skipped step leaves them inf by design. */
@@ -335,6 +381,9 @@ int agent_read_state(rlt_agent *ag, ckpt_reader *r, const char *path) {
     /* Check every tensor first, so a mismatched file changes nothing; the network by its description first,
      * which names what differs. */
     RLT_TRY(check_network(ag, r, path));
+    /* A file from before the padded parameter layout holds shorter parameter tensors (see packed_layout). */
+    packed_layout L;
+    int packed = packed_layout_init(ag, &L);
     for (int32_t i = 0; i < ag->plan.n; i++) {
         const rlt_plan_entry *en = &ag->plan.entries[i];
         if (!is_state_region(en) || !en->bytes) continue;
@@ -344,6 +393,14 @@ int agent_read_state(rlt_agent *ag, ckpt_reader *r, const char *path) {
             continue;
         }
         RLT_TRY(ckpt_reader_find(r, en->name, &info));
+        if (info->bytes != en->bytes && is_param_tensor(en) && packed && info->bytes == L.packed * 4 &&
+            en->bytes == L.padded * 4) {
+            if (ag->io_stage_bytes < en->bytes)
+                RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor '%s' was written by an older rltrain whose parameters were "
+                         "packed without alignment, and this agent's staging block is too small to spread it into the "
+                         "aligned layout; retrain, or load it with the rltrain that wrote it", path, en->name);
+            continue;
+        }
         if (info->bytes != en->bytes)
             RLT_FAIL(e, RLT_ECHECKPOINT,
                      "%s: tensor '%s' has %llu bytes but this config needs %llu: the checkpoint was made with other sizes",
@@ -388,7 +445,9 @@ int agent_read_state(rlt_agent *ag, ckpt_reader *r, const char *path) {
             rlt_err_clear(e);
             continue;
         }
-        RLT_TRY(read_device(ag, r, en->name, entry_ptr(ag, en), en->bytes));
+        RLT_TRY(ckpt_reader_find(r, en->name, &info));
+        if (info->bytes != en->bytes) RLT_TRY(read_packed(ag, r, en->name, entry_ptr(ag, en), &L));
+        else RLT_TRY(read_device(ag, r, en->name, entry_ptr(ag, en), en->bytes));
     }
     /* What is not saved (the 16-bit compute copies) follows from the tensors just loaded. */
     RLT_TRY(ag->algo->after_load(ag));

@@ -59,7 +59,12 @@ typedef struct rlt_algo {
     int (*observe)(struct rlt_agent *ag, const void *obs, const void *actions, const float *rewards,
                    const void *next_obs, const uint8_t *terminated, const uint8_t *truncated, int32_t n);
     int (*update)(struct rlt_agent *ag, int32_t *done);
-    uint64_t (*param_count)(const struct rlt_agent *ag);
+    uint64_t (*param_count)(const struct rlt_agent *ag); /* floats of one parameter tensor, padding included */
+    /* Optional: the parameter tensor's blocks (each layer's weights, each layer's biases, network after
+     * network) as float counts in layout order, each starting at a multiple of RLT_PARAM_ALIGN floats
+     * (engine/plan.h). Checkpoints written before that padding hold the blocks back to back; with this hook
+     * they are loaded into the padded layout. Returns the count, or -1 when there are more than cap. */
+    int32_t (*param_blocks)(const struct rlt_agent *ag, uint64_t *sizes, int32_t cap);
     /* Checkpoints. network_text describes the networks as text ("agent.network"), so a checkpoint made with
      * another network is refused by name even when the tensor sizes agree; after_load rebuilds what is not
      * saved (the 16-bit compute copies) from the tensors just loaded. */

@@ -14,6 +14,15 @@
 
 #define RLT_PLAN_MAX_ENTRIES 128
 #define RLT_PLAN_ALIGN 256 /* cuBLAS and vector loads want 256-byte aligned operands */
+/* Inside a parameter tensor every block (a layer's weights, a layer's biases) starts at a multiple of this
+ * many floats: 64 bytes, 32 in a 16-bit compute copy. cuBLASLt picks its kernels by operand alignment, and a
+ * block packed right after an odd-sized one (a bias of 1, a 17-wide input) left the next network's 16-bit
+ * weights 2-byte aligned, off its tensor-core kernels. The gaps hold zeros: no op writes a gradient there,
+ * so Adam, Polyak and the target copy keep them 0. */
+#define RLT_PARAM_ALIGN 16
+static inline uint64_t plan_param_align(uint64_t floats) {
+    return (floats + RLT_PARAM_ALIGN - 1) / RLT_PARAM_ALIGN * RLT_PARAM_ALIGN;
+}
 
 struct rlt_backend;
 
