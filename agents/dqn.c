@@ -129,6 +129,7 @@ static int dqn_init_state(rlt_agent *ag) {
     RLT_TRY(agent_refresh_lp(ag, d->params, d->params_lp, d->target, d->target_lp, d->n_params));
     d->advances = 0;
     d->prev_ended = 0;
+    d->sched_last = -1;
     return bk->ops->sync(bk);
 }
 
@@ -278,6 +279,10 @@ static int dqn_observe(rlt_agent *ag, const void *obs, const void *actions, cons
     const int32_t *act = actions;
     int64_t cap = rp->capacity;
     uint64_t ob = rp->f[DQN_F_FRAME].in_row_bytes; /* as observed; replay_write converts to the stored type */
+    /* One environment's transitions share frames: a transition's next frame is the following one's frame.
+     * Rows of several environments (env.num_envs > 1, or n > 1) interleave, so each transition keeps its own
+     * next frame: two slots per transition, and the replay holds half as many transitions. */
+    int own_next = n > 1 || ag->cfg.env.num_envs > 1;
     for (int32_t j = 0; j < n; j++) {
         if (act[j] < 0 || act[j] >= d->n_actions)
             RLT_FAIL(&ag->err, RLT_EINVAL, "observe: action %d is outside 0..%d", act[j], d->n_actions - 1);
@@ -297,7 +302,7 @@ static int dqn_observe(rlt_agent *ag, const void *obs, const void *actions, cons
          * end it stays a frame of its own and the next episode starts one slot further on. */
         RLT_TRY(replay_write(rp, bk, DQN_F_FRAME, q, (const unsigned char *)next_obs + (uint64_t)j * ob, 1, 1));
         RLT_TRY(replay_write(rp, bk, DQN_F_VALID, q, &no, 1, 1));
-        int64_t step = ended ? 2 : 1;
+        int64_t step = ended || own_next ? 2 : 1;
         rp->pos = (p + step) % cap;
         d->advances += step;
         d->prev_ended = ended;
@@ -307,28 +312,38 @@ static int dqn_observe(rlt_agent *ag, const void *obs, const void *actions, cons
     return RLT_OK;
 }
 
+static int32_t n_envs_of(const rlt_agent *ag) { return ag->cfg.env.num_envs; }
+
 static int dqn_update(rlt_agent *ag, int32_t *done) {
     const rlt_config *c = &ag->cfg;
     rlt_dqn *d = dqn_state(ag);
     rlt_backend *bk = &ag->bk;
     /* CleanRL's and SB3's schedule, in env steps: train every train_freq steps after learning_starts, and
      * update the target every target_update_every steps. */
-    if (ag->env_steps <= c->dqn.learning_starts) return RLT_OK;
-    if (ag->env_steps % c->dqn.train_freq == 0) {
-        for (int32_t k = 0; k < c->dqn.gradient_steps; k++) {
-            RLT_TRY(agent_run_update(ag, 0));
-            ag->updates++;
-            (*done)++;
+    /* Every env step s since the last call is visited in order, so with several environments (env_steps
+     * advancing num_envs at a time) the schedule is the one-environment schedule, step for step; the first
+     * call of an iteration does the iteration's work and the others find nothing due. */
+    int64_t last = d->sched_last >= 0 ? d->sched_last : ag->env_steps - (n_envs_of(ag) > 1 ? n_envs_of(ag) : 1);
+    if (last < 0) last = 0;
+    for (int64_t s = last + 1; s <= ag->env_steps; s++) {
+        if (s <= c->dqn.learning_starts) continue;
+        if (s % c->dqn.train_freq == 0) {
+            for (int32_t k = 0; k < c->dqn.gradient_steps; k++) {
+                RLT_TRY(agent_run_update(ag, 0));
+                ag->updates++;
+                (*done)++;
+            }
+        }
+        if (s % c->dqn.target_update_every == 0) {
+            if (c->dqn.tau >= 1.0) RLT_TRY(bk->ops->copy_f32(bk, d->target, d->params, d->n_params));
+            else RLT_TRY(bk->ops->polyak(bk, d->target, d->params, d->n_params, (float)c->dqn.tau));
+            rlt_cast cp = {.rows = 1, .cols = (int64_t)d->n_params, .dst = d->target_lp, .dst_dtype = ag->lp,
+                           .ldd = (int64_t)d->n_params, .src = d->target, .src_dtype = RLT_LP_F32,
+                           .lds = (int64_t)d->n_params};
+            if (d->target_lp) RLT_TRY(bk->ops->cast(bk, &cp));
         }
     }
-    if (ag->env_steps % c->dqn.target_update_every == 0) {
-        if (c->dqn.tau >= 1.0) RLT_TRY(bk->ops->copy_f32(bk, d->target, d->params, d->n_params));
-        else RLT_TRY(bk->ops->polyak(bk, d->target, d->params, d->n_params, (float)c->dqn.tau));
-        rlt_cast cp = {.rows = 1, .cols = (int64_t)d->n_params, .dst = d->target_lp, .dst_dtype = ag->lp,
-                       .ldd = (int64_t)d->n_params, .src = d->target, .src_dtype = RLT_LP_F32,
-                       .lds = (int64_t)d->n_params};
-        if (d->target_lp) RLT_TRY(bk->ops->cast(bk, &cp));
-    }
+    d->sched_last = ag->env_steps;
     return RLT_OK;
 }
 

@@ -28,6 +28,7 @@ typedef struct rlt_dqn {
     uint8_t *act_u8; /* device staging for u8 observations being acted on */
     int64_t advances;  /* ring slots the write position has moved over, in total */
     int32_t prev_ended;
+    int64_t sched_last; /* env steps the training schedule has been run up to; -1 until the first update call */
     /* Dict observations (network.inputs): the networks are rlt_mnets and net / net_act stay unused; the
      * replay's frames are rows of bytes, gathered into raw / raw_next and converted into the planar x / x2
      * (act_u8 holds the acting rows); u8_scale is a device float of 1/255. See dqn_dict.c. */

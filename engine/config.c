@@ -813,14 +813,9 @@ int rlt_config_validate(rlt_config *cfg) {
                  "image's torso is its input's `torso`: write network.conv: none",
                  config_key_where(cfg, "network.conv", where, sizeof where));
     /* Several training environments: the loop advances num_envs steps at a time, so the step counts it acts on
-     * must fall on its iterations; DQN's replay stores one trajectory's frames in sequence and its schedule
-     * counts single steps, so it steps one environment. */
+     * must fall on its iterations (DQN's own schedule visits every step in between: agents/dqn.c). */
     int32_t ne = cfg->env.num_envs;
     if (ne > 1) {
-        if (strcmp(cfg->algo, "td3") != 0)
-            RLT_FAIL(e, RLT_ECONFIG, "%s: %d with algo %s; several environments are supported for td3 only (DQN's replay "
-                     "stores one trajectory's frames in sequence); use env.num_envs: 1",
-                     config_key_where(cfg, "env.num_envs", where, sizeof where), (int)ne, cfg->algo);
         const char *keys_n[3] = {"train.total_steps", "train.eval_every", "checkpoint.every"};
         int64_t vals[3] = {cfg->train.total_steps, cfg->train.eval_every, cfg->checkpoint.every};
         for (int i = 0; i < 3; i++)

@@ -201,7 +201,7 @@ def train(
         env: a Gymnasium id (``"Pendulum-v1"``), an ``EnvSpec``, an environment instance, or a
             ``gymnasium.vector.SyncVectorEnv`` (its sub-environments become the trainer's N training
             environments, ``env.num_envs``). The algorithm of the config must suit its action space (td3:
-            Box, dqn: Discrete; several environments are for td3 only).
+            Box, dqn: Discrete).
         config: a :class:`rltrain.Config` or a path to a YAML file. It is copied, not changed.
         total_steps: environment steps (default: the config's ``train.total_steps``). It also sets the
             config's value, which DQN's epsilon schedule is relative to.
