@@ -31,7 +31,7 @@ typedef struct rlt_dqn {
     int64_t sched_last; /* env steps the training schedule has been run up to; -1 until the first update call */
     /* Dict observations (network.inputs): the networks are rlt_mnets and net / net_act stay unused; the
      * replay's frames are rows of bytes, gathered into raw / raw_next and converted into the planar x / x2
-     * (act_u8 holds the acting rows); u8_scale is a device float of 1/255. See dqn_dict.c. */
+     * (act_u8 holds the acting rows); u8_scale holds one device float per part, 1 / its high. See dqn_dict.c. */
     int32_t dict;
     rlt_mnet mnet, mnet_act;
     uint8_t *raw, *raw_next;

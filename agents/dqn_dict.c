@@ -52,7 +52,8 @@ int dqn_dict_plan(rlt_agent *ag) {
     for (int i = 0; i < 4; i++)
         RLT_TRY(plan_add(p, e, mat_names[i], "batch", RLT_LOC_DEVICE, B * A * F32, (void **)mat[i]));
     RLT_TRY(plan_add(p, e, "grad_norm", "counters", RLT_LOC_DEVICE, F32, (void **)&d->grad_norm));
-    RLT_TRY(plan_add(p, e, "inputs.u8_scale", "batch", RLT_LOC_DEVICE, F32, (void **)&d->u8_scale));
+    RLT_TRY(plan_add(p, e, "inputs.u8_scale", "batch", RLT_LOC_DEVICE, (uint64_t)d->mnet.n_parts * F32,
+                     (void **)&d->u8_scale));
     RLT_TRY(plan_add(p, e, "acting.obs", "batch", RLT_LOC_DEVICE, (uint64_t)d->act_batch * X * F32, (void **)&d->act_x));
     RLT_TRY(plan_add(p, e, "acting.obs_rows", "batch", RLT_LOC_DEVICE, (uint64_t)d->act_batch * O, (void **)&d->act_u8));
     RLT_TRY(plan_add(p, e, "acting.q", "batch", RLT_LOC_DEVICE, (uint64_t)d->act_batch * A * F32, (void **)&d->act_q));
@@ -73,7 +74,7 @@ int dqn_dict_plan(rlt_agent *ag) {
 int dqn_dict_init_params(rlt_agent *ag, rlt_rng *rng) {
     rlt_dqn *d = dqn_state(ag);
     mnet_init_params(&d->mnet, ag->io_stage, rng);
-    return ag->bk.ops->fill(&ag->bk, d->u8_scale, 1, 1.0f / 255.0f);
+    return mnet_fill_u8_scales(&ag->bk, &d->mnet, &ag->cfg.network.inputs, d->u8_scale);
 }
 
 /* The same update as dqn_update_ops, on lane 0 alone: one network's forwards run one after another on its one

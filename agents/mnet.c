@@ -165,6 +165,12 @@ void mnet_init_params(const rlt_mnet *m, float *params, rlt_rng *rng) {
     mlp_init_params(&m->head, params + conv_offset(m, m->n_conv), rng);
 }
 
+int mnet_fill_u8_scales(rlt_backend *bk, const rlt_mnet *m, const rlt_input_list *inputs, float *u8_scale) {
+    for (int32_t p = 0; p < m->n_parts && p < inputs->n; p++)
+        RLT_TRY(bk->ops->fill(bk, u8_scale + p, 1, config_inputs_u8_scale(&inputs->in[p])));
+    return RLT_OK;
+}
+
 int mnet_convert(rlt_backend *bk, const rlt_mnet *m, const void *raw, int32_t rows, float *x, const float *u8_scale) {
     for (int32_t p = 0; p < m->n_parts; p++) {
         const rlt_mnet_part *mp = &m->part[p];
@@ -173,7 +179,7 @@ int mnet_convert(rlt_backend *bk, const rlt_mnet *m, const void *raw, int32_t ro
         rlt_cast c = {.rows = rows, .cols = mp->elems, .dst = x + (int64_t)m->batch * mp->in_off, .dst_dtype = RLT_LP_F32,
                       .ldd = mp->elems, .src = (const unsigned char *)raw + mp->row_off,
                       .src_dtype = mp->u8 ? RLT_LP_U8 : RLT_LP_F32, .lds = mp->u8 ? m->row_bytes : m->row_bytes / 4,
-                      .scale = mp->u8 ? u8_scale : NULL};
+                      .scale = mp->u8 ? u8_scale + p : NULL};
         RLT_TRY(bk->ops->cast(bk, &c));
     }
     return RLT_OK;

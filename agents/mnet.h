@@ -73,8 +73,10 @@ int mnet_plan(rlt_mnet *m, rlt_backend *bk, rlt_plan *plan, rlt_err *e, const ch
               int32_t conv_slot0, int grads);
 void mnet_init_params(const rlt_mnet *m, float *params, rlt_rng *rng);
 /* x (planar, [batch, in_elems] floats) from `rows` dict rows of row_bytes bytes at `raw` (device); u8_scale
- * points to a device float holding 1/255. */
+ * points to n_parts device floats, part p's uint8 values are multiplied by u8_scale[p] (mnet_fill_u8_scales). */
 int mnet_convert(rlt_backend *bk, const rlt_mnet *m, const void *raw, int32_t rows, float *x, const float *u8_scale);
+/* Writes 1 / high of each part (network.inputs[p].high, 255 when not given) into the n_parts device floats. */
+int mnet_fill_u8_scales(rlt_backend *bk, const rlt_mnet *m, const rlt_input_list *inputs, float *u8_scale);
 /* The extra columns of the head's input, row stride mnet_ld. */
 static inline float *mnet_extra(const rlt_mnet *m) { return m->cat + m->features; }
 static inline int32_t mnet_ld(const rlt_mnet *m) { return m->features + m->extra; }

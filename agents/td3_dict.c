@@ -58,7 +58,8 @@ int td3_dict_plan(rlt_agent *ag) {
                                "batch.q2_target", "batch.dq1", "batch.dq2", "batch.dq_actor"};
     for (size_t i = 0; i < sizeof vec / sizeof vec[0]; i++)
         RLT_TRY(plan_add(p, e, vec_names[i], "batch", RLT_LOC_DEVICE, B * F32, (void **)vec[i]));
-    RLT_TRY(plan_add(p, e, "inputs.u8_scale", "batch", RLT_LOC_DEVICE, F32, (void **)&t->u8_scale));
+    RLT_TRY(plan_add(p, e, "inputs.u8_scale", "batch", RLT_LOC_DEVICE, (uint64_t)t->actor_m.n_parts * F32,
+                     (void **)&t->u8_scale));
     RLT_TRY(plan_add(p, e, "acting.obs_rows", "batch", RLT_LOC_DEVICE, (uint64_t)t->act_batch * R, (void **)&t->act_raw));
     RLT_TRY(plan_add(p, e, "acting.obs", "batch", RLT_LOC_DEVICE, (uint64_t)t->act_batch * X * F32, (void **)&t->act_in));
     RLT_TRY(plan_add(p, e, "acting.action", "batch", RLT_LOC_DEVICE, (uint64_t)t->act_batch * A * F32,
@@ -82,7 +83,7 @@ int td3_dict_init_params(rlt_agent *ag, rlt_rng *rng) {
     mnet_init_params(&t->actor_m, h, rng);
     mnet_init_params(&t->q1_m, h + t->n_actor, rng);
     mnet_init_params(&t->q2_m, h + t->n_actor + t->n_q1, rng);
-    return ag->bk.ops->fill(&ag->bk, t->u8_scale, 1, 1.0f / 255.0f);
+    return mnet_fill_u8_scales(&ag->bk, &t->actor_m, &ag->cfg.network.inputs, t->u8_scale);
 }
 
 /* Copies [Bm, A] actions (row stride A) into a critic's extra columns. */

@@ -436,7 +436,9 @@ static int read_input(cfg_reader *r, const cfg_key *k, int index, const yaml_eve
         } else {
             const char *t = (const char *)vev.data.scalar.value;
             size_t n = vev.data.scalar.length;
-            int bad = f == INPUT_F_NAME ? config_inputs_set_name(out, t, n, &why) : config_inputs_set_dtype(out, t, n, &why);
+            int bad = f == INPUT_F_NAME    ? config_inputs_set_name(out, t, n, &why)
+                      : f == INPUT_F_HIGH  ? config_inputs_set_high(out, t, n, &why)
+                                           : config_inputs_set_dtype(out, t, n, &why);
             if (bad) rc = REPORT(r->e, r->src, vev.start_mark, key, why.what, why.hint);
         }
         yaml_event_delete(&vev);

@@ -105,6 +105,7 @@ typedef struct rlt_input_spec {
     int32_t ndim;                  /* 1: [D]; 3: [C, H, W] */
     int32_t shape[3];              /* unused entries 0 */
     rlt_conv_list torso;           /* n 0: none */
+    int32_t high;                  /* u8 parts: the largest value (scaled by 1/high); 0: not given, 255 */
 } rlt_input_spec;
 
 typedef struct rlt_input_list {

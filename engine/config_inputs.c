@@ -7,7 +7,7 @@
 #include "config_conv.h"
 #include "env.h"
 
-static const char *const field_names[INPUT_F_COUNT] = {"name", "shape", "dtype", "torso"};
+static const char *const field_names[INPUT_F_COUNT] = {"name", "shape", "dtype", "torso", "high"};
 /* The dict row is at most as large as any observation may be (bytes count as its elements). */
 #define INPUT_MAX_ROW_BYTES ((int64_t)RLT_ENV_MAX_OBS_ELEMS)
 #define INPUT_MAX_DIM 65536
@@ -63,12 +63,29 @@ int config_inputs_set_dtype(rlt_input_spec *s, const char *t, size_t n, cfg_why 
     else if (n == 3 && memcmp(t, "f32", 3) == 0) s->dtype = RLT_DTYPE_F32;
     else {
         snprintf(why->what, sizeof why->what, "'%s' is not one of u8|f32", shown(t, n, b, sizeof b));
-        snprintf(why->hint, sizeof why->hint, "u8 for uint8 images (scaled by 1/255 into the network), f32 for "
+        snprintf(why->hint, sizeof why->hint, "u8 for uint8 images (scaled by 1/high into the network), f32 for "
                  "float32 values (the default)");
         return -1;
     }
     return 0;
 }
+
+int config_inputs_set_high(rlt_input_spec *s, const char *t, size_t n, cfg_why *why) {
+    char b[64];
+    long v = 0;
+    size_t i = 0;
+    for (; i < n && i < 4 && t[i] >= '0' && t[i] <= '9'; i++) v = v * 10 + (t[i] - '0');
+    if (n == 0 || i != n || v < 1 || v > 255) {
+        snprintf(why->what, sizeof why->what, "'%s' is not an integer in [1, 255]", shown(t, n, b, sizeof b));
+        snprintf(why->hint, sizeof why->hint, "the largest value of the u8 part: 1 for 0/1 planes, 255 (the default) "
+                 "for camera frames; the network sees value / high");
+        return -1;
+    }
+    s->high = (int32_t)v;
+    return 0;
+}
+
+float config_inputs_u8_scale(const rlt_input_spec *s) { return 1.0f / (float)(s->high > 0 ? s->high : 255); }
 
 int config_inputs_set_dim(rlt_input_spec *s, int index, const char *t, size_t n, int plain, cfg_why *why) {
     char b[64];
@@ -190,6 +207,12 @@ int config_inputs_check(const rlt_input_list *l, cfg_why *why) {
             snprintf(why->hint, sizeof why->hint, "dtype is u8 or f32");
             return -1;
         }
+        if (s->high < 0 || s->high > 255 || (s->high != 0 && s->dtype != RLT_DTYPE_U8)) {
+            snprintf(why->what, sizeof why->what, "input '%s' has high %d with dtype %s", s->name, (int)s->high,
+                     s->dtype == RLT_DTYPE_U8 ? "u8" : "f32");
+            snprintf(why->hint, sizeof why->hint, "high (1..255) is for u8 parts only; f32 parts enter unscaled");
+            return -1;
+        }
         if (s->torso.n > 0 && s->ndim != 3) {
             snprintf(why->what, sizeof why->what, "input '%s' is a vector of shape [%d] but has a convolutional torso",
                      s->name, (int)s->shape[0]);
@@ -249,6 +272,7 @@ void config_inputs_format(rlt_text *o, const rlt_input_list *l, int layers_only)
         if (s->torso.n == 0) rlt_text_add(o, "none");
         else if (layers_only) config_conv_format_layers(o, &s->torso);
         else config_conv_format(o, &s->torso);
+        if (s->high) rlt_text_add(o, ", high: %d", (int)s->high); /* written only when given: older texts stay */
         rlt_text_add(o, "}");
     }
     rlt_text_add(o, "]");

@@ -21,8 +21,8 @@
 #include "text.h"
 
 /* The fields of one input mapping, in the order the dump writes them. */
-typedef enum { INPUT_F_NAME = 0, INPUT_F_SHAPE, INPUT_F_DTYPE, INPUT_F_TORSO, INPUT_F_COUNT } input_field;
-#define INPUT_FIELD_NAMES "name, shape, dtype, torso"
+typedef enum { INPUT_F_NAME = 0, INPUT_F_SHAPE, INPUT_F_DTYPE, INPUT_F_TORSO, INPUT_F_HIGH, INPUT_F_COUNT } input_field;
+#define INPUT_FIELD_NAMES "name, shape, dtype, torso, high"
 #define INPUT_EXAMPLE "[{name: screen, shape: [1, 8, 8], dtype: u8, torso: [{out: 8, kernel: 3}]}, {name: stats, shape: [4]}]"
 
 /* The field called name (n bytes), or -1. */
@@ -31,6 +31,10 @@ const char *config_inputs_field_name(int f);
 /* One scalar into a part: its name, its dtype (u8 | f32), or entry `index` of its shape. -1 with why. */
 int config_inputs_set_name(rlt_input_spec *s, const char *t, size_t n, cfg_why *why);
 int config_inputs_set_dtype(rlt_input_spec *s, const char *t, size_t n, cfg_why *why);
+/* A u8 part's largest value, 1..255 (0/1 planes: 1; camera frames: 255, the default). */
+int config_inputs_set_high(rlt_input_spec *s, const char *t, size_t n, cfg_why *why);
+/* The factor a part's uint8 values are multiplied by on their way into the network: 1 / high. */
+float config_inputs_u8_scale(const rlt_input_spec *s);
 int config_inputs_set_dim(rlt_input_spec *s, int index, const char *t, size_t n, int plain, cfg_why *why);
 /* A scalar value of the whole key: only "none" (no parts) is one. */
 int config_inputs_set_scalar(rlt_input_list *l, const char *t, size_t n, cfg_why *why);

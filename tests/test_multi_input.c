@@ -121,7 +121,7 @@ static void test_split_gradient(void) {
     CHECK(bk.ops->set_workspace(&bk, ws, bk.ops->workspace_bytes(&bk)) == RLT_OK, "set ws");
     /* Rows of bytes as the API takes them, converted as the update does. */
     uint64_t np = mnet_param_count(&m);
-    static float params[4096], grads[4096], x[512], extra[16], w[16], out[16], dout[16], scale = 1.0f / 255.0f;
+    static float params[4096], grads[4096], x[512], extra[16], w[16], out[16], dout[16], scale[RLT_CFG_MAX_INPUTS];
     static unsigned char raw[3 * 256];
     CHECK(np < 4096 && m.row_bytes * rows <= (int64_t)sizeof raw, "sizes");
     rlt_rng rng;
@@ -135,10 +135,11 @@ static void test_split_gradient(void) {
                 else ((float *)(void *)(row + m.part[p].row_off))[i] = 2.0f * rlt_rng_uniform(&rng) - 1.0f;
             }
     }
-    CHECK(mnet_convert(&bk, &m, raw, rows, x, &scale) == RLT_OK, "convert: %s", err.msg);
+    for (int p = 0; p < RLT_CFG_MAX_INPUTS; p++) scale[p] = 1.0f / 255.0f; /* one per part (mnet_fill_u8_scales) */
+    CHECK(mnet_convert(&bk, &m, raw, rows, x, scale) == RLT_OK, "convert: %s", err.msg);
     /* The planar layout: part p's row r at x + batch * in_off + r * elems; u8 scaled by 1/255. */
     const rlt_mnet_part *pix = &m.part[2];
-    CHECK(x[rows * pix->in_off + 1 * pix->elems + 5] == raw[1 * m.row_bytes + pix->row_off + 5] * scale,
+    CHECK(x[rows * pix->in_off + 1 * pix->elems + 5] == raw[1 * m.row_bytes + pix->row_off + 5] * scale[2],
           "a u8 element converted into its planar place");
     CHECK(x[rows * m.part[1].in_off + 2 * 3 + 1] == ((float *)(void *)(raw + 2 * m.row_bytes + m.part[1].row_off))[1],
           "an f32 element converted into its planar place");
