@@ -295,6 +295,17 @@ int rlt_config_dict_space(const rlt_config *cfg, rlt_space *space) {
     return RLT_OK;
 }
 
+int rlt_config_input_high(const rlt_config *cfg, const char *name, int32_t *high) {
+    if (!cfg || !name || !high) return RLT_EINVAL;
+    const rlt_input_list *l = &cfg->network.inputs;
+    for (int32_t i = 0; i < l->n && i < RLT_CFG_MAX_INPUTS; i++)
+        if (strncmp(l->in[i].name, name, sizeof l->in[i].name) == 0 && strlen(name) < sizeof l->in[i].name) {
+            *high = l->in[i].dtype != RLT_DTYPE_U8 ? 0 : (l->in[i].high > 0 ? l->in[i].high : 255);
+            return RLT_OK;
+        }
+    return RLT_ECONFIG;
+}
+
 int rlt_config_input_part(const rlt_config *cfg, const char *name, int64_t *offset, int32_t *dtype, int64_t *elems) {
     if (!cfg || !name) return RLT_EINVAL;
     const rlt_input_list *l = &cfg->network.inputs;

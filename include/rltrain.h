@@ -180,6 +180,10 @@ RLT_API int rlt_config_dict_space(const rlt_config *cfg, rlt_space *space);
  * may be NULL). RLT_ECONFIG when network.inputs has no part of that name. */
 RLT_API int rlt_config_input_part(const rlt_config *cfg, const char *name, int64_t *offset, int32_t *dtype,
                                   int64_t *elems);
+/* The largest value part `name` declares (network.inputs[p].high: a u8 part enters the network as value / high;
+ * 255 when not given, 0 for an f32 part). RLT_ECONFIG when there is no such part. Adapters compare it with the
+ * environment's space, so 0/1 planes are not silently scaled by 1/255. */
+RLT_API int rlt_config_input_high(const rlt_config *cfg, const char *name, int32_t *high);
 
 typedef struct rlt_agent rlt_agent;
 

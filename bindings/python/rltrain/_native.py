@@ -282,6 +282,7 @@ _declare("rlt_config_errmsg", _S, _P)
 _declare("rlt_config_dict_space", _I, _P, ctypes.POINTER(rlt_space))
 _declare("rlt_config_input_part", _I, _P, _S, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(_I32),
          ctypes.POINTER(ctypes.c_int64))
+_declare("rlt_config_input_high", _I, _P, _S, ctypes.POINTER(_I32))
 
 _declare("rlt_plan_fit", _I, _P, ctypes.POINTER(rlt_fit_report), ctypes.c_char_p, _SZ, ctypes.c_char_p, _SZ)
 

@@ -78,6 +78,15 @@ class Space:
             if (want == np.uint8) != (got == np.uint8) or not (got == np.uint8 or np.issubdtype(got, np.floating)):
                 raise ValueError(f"observation part '{k}' is {got}; network.inputs declares it "
                                  f"{'u8' if want == np.uint8 else 'f32'}")
+            if want == np.uint8:
+                # The engine scales this part by 1 / its declared high: it must be the space's largest value,
+                # or 0/1 planes would enter the network 255 times too small (or frames 255 times too large).
+                declared = ctypes.c_int32()
+                _native.lib.rlt_config_input_high(handle, _native.c_string(str(k), "key"), ctypes.byref(declared))
+                box_high = int(np.max(np.asarray(getattr(sub, "high", 255))))
+                if box_high != declared.value:
+                    raise ValueError(f"observation part '{k}': its Box's largest value is {box_high} but network.inputs "
+                                     f"scales it by 1/{declared.value}: write high: {box_high} for input '{k}'")
             parts.append((str(k), off.value, want, shape))
             names.add(str(k))
         if len(parts) != c.n:

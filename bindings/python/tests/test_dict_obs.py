@@ -21,10 +21,11 @@ network:
 
 
 class FakeBox:
-    """What Space.from_gym_dict reads of a Gymnasium Box: shape and dtype."""
+    """What Space.from_gym_dict reads of a Gymnasium Box: shape, dtype and (uint8 parts) the largest value."""
 
-    def __init__(self, shape, dtype):
+    def __init__(self, shape, dtype, high=255):
         self.shape, self.dtype = shape, np.dtype(dtype)
+        self.high = np.full(shape, high)
 
 
 class FakeDict:
@@ -64,6 +65,16 @@ def test_match_and_flatten():
         Space.from_gym_dict(FakeDict(screen=FakeBox((1, 8, 8), np.uint8), stats=FakeBox((3,), np.float32)), config())
     with pytest.raises(ValueError, match="missing keys \\['stats'\\]"):
         space.flatten({"screen": obs["screen"]})
+
+
+def test_u8_part_scale_follows_the_space():
+    """0/1 planes (a Box whose high is 1) must not be scaled by the default 1/255: the config says high: 1."""
+    planes = FakeDict(screen=FakeBox((1, 8, 8), np.uint8, high=1), stats=FakeBox((2,), np.float32))
+    with pytest.raises(ValueError, match="largest value is 1 but network.inputs scales it by 1/255: write high: 1"):
+        Space.from_gym_dict(planes, config())
+    cfg = rltrain.Config()
+    cfg.load_string(INPUTS.replace("dtype: u8,", "dtype: u8, high: 1,"))
+    assert Space.from_gym_dict(planes, cfg).kind == "dict"
 
 
 def test_agent_learns_on_dict_observations(tmp_path):
