@@ -45,6 +45,50 @@ static int dqn_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_space
     return RLT_OK;
 }
 
+/* Parameters and optimiser state, role by role with one layout (both networks: qnet and dict). */
+int dqn_plan_params(rlt_agent *ag) {
+    rlt_dqn *d = dqn_state(ag);
+    rlt_err *e = &ag->err;
+    rlt_plan *p = &ag->plan;
+    uint64_t nb = d->n_params * F32;
+    RLT_TRY(plan_add(p, e, "params", "params", RLT_LOC_DEVICE, nb, (void **)&d->params));
+    RLT_TRY(plan_add(p, e, "grads", "grads", RLT_LOC_DEVICE, nb, (void **)&d->grads));
+    RLT_TRY(plan_add(p, e, "adam_m", "adam_m", RLT_LOC_DEVICE, nb, (void **)&d->adam_m));
+    RLT_TRY(plan_add(p, e, "adam_v", "adam_v", RLT_LOC_DEVICE, nb, (void **)&d->adam_v));
+    RLT_TRY(plan_add(p, e, "target", "target", RLT_LOC_DEVICE, nb, (void **)&d->target));
+    /* 16-bit compute copies (zero-size entries, so NULL, in fp32); not saved: they follow from the masters. */
+    uint64_t nlp = ag->lp != RLT_LP_F32 ? d->n_params * 2 : 0;
+    RLT_TRY(plan_add(p, e, "params_lp", "compute", RLT_LOC_DEVICE, nlp, &d->params_lp));
+    return plan_add(p, e, "target_lp", "compute", RLT_LOC_DEVICE, nlp, &d->target_lp);
+}
+
+/* The TD targets, Q values and their gradient for one micro-batch, and the gradient norm. */
+int dqn_plan_targets(rlt_agent *ag) {
+    rlt_dqn *d = dqn_state(ag);
+    rlt_err *e = &ag->err;
+    rlt_plan *p = &ag->plan;
+    uint64_t B = (uint64_t)d->Bm, A = (uint64_t)d->n_actions;
+    float **vec[] = {&d->r, &d->term, &d->y};
+    const char *vec_names[] = {"batch.r", "batch.term", "batch.y"};
+    for (int i = 0; i < 3; i++) RLT_TRY(plan_add(p, e, vec_names[i], "batch", RLT_LOC_DEVICE, B * F32, (void **)vec[i]));
+    float **mat[] = {&d->q, &d->dq, &d->q_next_t, &d->q_next_o};
+    const char *mat_names[] = {"batch.q", "batch.dq", "batch.q_next_target", "batch.q_next_online"};
+    for (int i = 0; i < 4; i++)
+        RLT_TRY(plan_add(p, e, mat_names[i], "batch", RLT_LOC_DEVICE, B * A * F32, (void **)mat[i]));
+    return plan_add(p, e, "grad_norm", "counters", RLT_LOC_DEVICE, F32, (void **)&d->grad_norm);
+}
+
+/* Replay: frames once (obs_elems of frame_dtype each), plus per-slot bookkeeping (dqn_observe). */
+int dqn_plan_replay(rlt_agent *ag, int32_t frame_dtype, uint64_t obs_elems) {
+    rlt_err *e = &ag->err;
+    RLT_TRY(replay_add_obs_field(&ag->replay, e, "frame", frame_dtype, obs_elems));
+    RLT_TRY(replay_add_field(&ag->replay, e, "valid", RLT_DTYPE_U8, 1));
+    RLT_TRY(replay_add_field(&ag->replay, e, "next", RLT_DTYPE_I32, 1));
+    RLT_TRY(replay_add_field(&ag->replay, e, "action", RLT_DTYPE_I32, 1));
+    RLT_TRY(replay_add_field(&ag->replay, e, "reward", RLT_DTYPE_F32, 1));
+    return replay_add_field(&ag->replay, e, "terminated", RLT_DTYPE_F32, 1);
+}
+
 static int dqn_plan(rlt_agent *ag) {
     rlt_dqn *d = dqn_state(ag);
     rlt_err *e = &ag->err;
@@ -67,15 +111,7 @@ static int dqn_plan(rlt_agent *ag) {
     d->act_batch = d->net.n_conv ? 1 : 64;
     d->n_params = qnet_param_count(&d->net);
     uint64_t nb = d->n_params * F32;
-    RLT_TRY(plan_add(p, e, "params", "params", RLT_LOC_DEVICE, nb, (void **)&d->params));
-    RLT_TRY(plan_add(p, e, "grads", "grads", RLT_LOC_DEVICE, nb, (void **)&d->grads));
-    RLT_TRY(plan_add(p, e, "adam_m", "adam_m", RLT_LOC_DEVICE, nb, (void **)&d->adam_m));
-    RLT_TRY(plan_add(p, e, "adam_v", "adam_v", RLT_LOC_DEVICE, nb, (void **)&d->adam_v));
-    RLT_TRY(plan_add(p, e, "target", "target", RLT_LOC_DEVICE, nb, (void **)&d->target));
-    /* 16-bit compute copies (zero-size entries, so NULL, in fp32); not saved: they follow from the masters. */
-    uint64_t nlp = ag->lp != RLT_LP_F32 ? d->n_params * 2 : 0;
-    RLT_TRY(plan_add(p, e, "params_lp", "compute", RLT_LOC_DEVICE, nlp, &d->params_lp));
-    RLT_TRY(plan_add(p, e, "target_lp", "compute", RLT_LOC_DEVICE, nlp, &d->target_lp));
+    RLT_TRY(dqn_plan_params(ag));
     RLT_TRY(qnet_plan(&d->net, &ag->bk, p, e, "q", d->Bm, 0));
     RLT_TRY(qnet_plan(&d->net_act, &ag->bk, p, e, "q.acting", d->act_batch, d->net.n_conv));
 
@@ -86,14 +122,7 @@ static int dqn_plan(rlt_agent *ag) {
     RLT_TRY(plan_add(p, e, "batch.action", "batch", RLT_LOC_DEVICE, B * 4, (void **)&d->act_b));
     RLT_TRY(plan_add(p, e, "batch.obs", "batch", RLT_LOC_DEVICE, B * O * F32, (void **)&d->x));
     RLT_TRY(plan_add(p, e, "batch.next_obs", "batch", RLT_LOC_DEVICE, B * O * F32, (void **)&d->x2));
-    float **vec[] = {&d->r, &d->term, &d->y};
-    const char *vec_names[] = {"batch.r", "batch.term", "batch.y"};
-    for (int i = 0; i < 3; i++) RLT_TRY(plan_add(p, e, vec_names[i], "batch", RLT_LOC_DEVICE, B * F32, (void **)vec[i]));
-    float **mat[] = {&d->q, &d->dq, &d->q_next_t, &d->q_next_o};
-    const char *mat_names[] = {"batch.q", "batch.dq", "batch.q_next_target", "batch.q_next_online"};
-    for (int i = 0; i < 4; i++)
-        RLT_TRY(plan_add(p, e, mat_names[i], "batch", RLT_LOC_DEVICE, B * A * F32, (void **)mat[i]));
-    RLT_TRY(plan_add(p, e, "grad_norm", "counters", RLT_LOC_DEVICE, F32, (void **)&d->grad_norm));
+    RLT_TRY(dqn_plan_targets(ag));
     RLT_TRY(plan_add(p, e, "acting.obs", "batch", RLT_LOC_DEVICE, (uint64_t)d->act_batch * O * F32, (void **)&d->act_x));
     RLT_TRY(plan_add(p, e, "acting.obs_u8", "batch", RLT_LOC_DEVICE, d->obs_u8 ? (uint64_t)d->act_batch * O : 0,
                      (void **)&d->act_u8));
@@ -101,12 +130,7 @@ static int dqn_plan(rlt_agent *ag) {
 
     /* Replay: frames once, plus per-slot bookkeeping. Frames are stored as replay.obs_dtype says: uint8
      * images as they are, float observations as fp32, fp16 or bf16 (widened back by the gather). */
-    RLT_TRY(replay_add_obs_field(&ag->replay, e, "frame", ag->replay_obs_dtype, (uint64_t)O));
-    RLT_TRY(replay_add_field(&ag->replay, e, "valid", RLT_DTYPE_U8, 1));
-    RLT_TRY(replay_add_field(&ag->replay, e, "next", RLT_DTYPE_I32, 1));
-    RLT_TRY(replay_add_field(&ag->replay, e, "action", RLT_DTYPE_I32, 1));
-    RLT_TRY(replay_add_field(&ag->replay, e, "reward", RLT_DTYPE_F32, 1));
-    RLT_TRY(replay_add_field(&ag->replay, e, "terminated", RLT_DTYPE_F32, 1));
+    RLT_TRY(dqn_plan_replay(ag, ag->replay_obs_dtype, (uint64_t)O));
     ag->io_stage_bytes = nb;
     uint64_t act_io = (uint64_t)d->act_batch * (O * F32 + A * F32);
     if (act_io > ag->io_stage_bytes) ag->io_stage_bytes = act_io;
@@ -312,8 +336,6 @@ static int dqn_observe(rlt_agent *ag, const void *obs, const void *actions, cons
     return RLT_OK;
 }
 
-static int32_t n_envs_of(const rlt_agent *ag) { return ag->cfg.env.num_envs; }
-
 static int dqn_update(rlt_agent *ag, int32_t *done) {
     const rlt_config *c = &ag->cfg;
     rlt_dqn *d = dqn_state(ag);
@@ -323,7 +345,7 @@ static int dqn_update(rlt_agent *ag, int32_t *done) {
     /* Every env step s since the last call is visited in order, so with several environments (env_steps
      * advancing num_envs at a time) the schedule is the one-environment schedule, step for step; the first
      * call of an iteration does the iteration's work and the others find nothing due. */
-    int64_t last = d->sched_last >= 0 ? d->sched_last : ag->env_steps - (n_envs_of(ag) > 1 ? n_envs_of(ag) : 1);
+    int64_t last = d->sched_last >= 0 ? d->sched_last : ag->env_steps - ag->cfg.env.num_envs; /* first call */
     if (last < 0) last = 0;
     for (int64_t s = last + 1; s <= ag->env_steps; s++) {
         if (s <= c->dqn.learning_starts) continue;

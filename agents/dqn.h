@@ -47,6 +47,10 @@ rlt_dqn *dqn_state(const struct rlt_agent *ag);
 enum { DQN_F_FRAME = 0, DQN_F_VALID, DQN_F_NEXT, DQN_F_ACTION, DQN_F_REWARD, DQN_F_TERM, DQN_F_COUNT };
 
 /* The dict-observation halves of dqn.c's plan, initial state, update and policy (dqn_dict.c). */
+/* Plan pieces both networks share (dqn.c), in the order dqn_plan adds them. */
+int dqn_plan_params(struct rlt_agent *ag);
+int dqn_plan_targets(struct rlt_agent *ag);
+int dqn_plan_replay(struct rlt_agent *ag, int32_t frame_dtype, uint64_t obs_elems);
 int dqn_dict_plan(struct rlt_agent *ag);
 int dqn_dict_init_params(struct rlt_agent *ag, rlt_rng *rng);
 int dqn_dict_update_ops(struct rlt_agent *ag);

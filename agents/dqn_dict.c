@@ -23,14 +23,7 @@ int dqn_dict_plan(rlt_agent *ag) {
     d->act_batch = d->mnet.n_conv ? 1 : 64;
     d->n_params = mnet_param_count(&d->mnet);
     uint64_t nb = d->n_params * F32;
-    RLT_TRY(plan_add(p, e, "params", "params", RLT_LOC_DEVICE, nb, (void **)&d->params));
-    RLT_TRY(plan_add(p, e, "grads", "grads", RLT_LOC_DEVICE, nb, (void **)&d->grads));
-    RLT_TRY(plan_add(p, e, "adam_m", "adam_m", RLT_LOC_DEVICE, nb, (void **)&d->adam_m));
-    RLT_TRY(plan_add(p, e, "adam_v", "adam_v", RLT_LOC_DEVICE, nb, (void **)&d->adam_v));
-    RLT_TRY(plan_add(p, e, "target", "target", RLT_LOC_DEVICE, nb, (void **)&d->target));
-    uint64_t nlp = ag->lp != RLT_LP_F32 ? d->n_params * 2 : 0;
-    RLT_TRY(plan_add(p, e, "params_lp", "compute", RLT_LOC_DEVICE, nlp, &d->params_lp));
-    RLT_TRY(plan_add(p, e, "target_lp", "compute", RLT_LOC_DEVICE, nlp, &d->target_lp));
+    RLT_TRY(dqn_plan_params(ag));
     /* Training and acting copies prepare their conv slots in two ranges; the online and target forwards share
      * the training one (they run one after another). */
     RLT_TRY(mnet_plan(&d->mnet, &ag->bk, p, e, "q", d->Bm, 0, 1));
@@ -44,14 +37,7 @@ int dqn_dict_plan(rlt_agent *ag) {
     RLT_TRY(plan_add(p, e, "batch.next_obs_rows", "batch", RLT_LOC_DEVICE, B * O, (void **)&d->raw_next));
     RLT_TRY(plan_add(p, e, "batch.obs", "batch", RLT_LOC_DEVICE, B * X * F32, (void **)&d->x));
     RLT_TRY(plan_add(p, e, "batch.next_obs", "batch", RLT_LOC_DEVICE, B * X * F32, (void **)&d->x2));
-    float **vec[] = {&d->r, &d->term, &d->y};
-    const char *vec_names[] = {"batch.r", "batch.term", "batch.y"};
-    for (int i = 0; i < 3; i++) RLT_TRY(plan_add(p, e, vec_names[i], "batch", RLT_LOC_DEVICE, B * F32, (void **)vec[i]));
-    float **mat[] = {&d->q, &d->dq, &d->q_next_t, &d->q_next_o};
-    const char *mat_names[] = {"batch.q", "batch.dq", "batch.q_next_target", "batch.q_next_online"};
-    for (int i = 0; i < 4; i++)
-        RLT_TRY(plan_add(p, e, mat_names[i], "batch", RLT_LOC_DEVICE, B * A * F32, (void **)mat[i]));
-    RLT_TRY(plan_add(p, e, "grad_norm", "counters", RLT_LOC_DEVICE, F32, (void **)&d->grad_norm));
+    RLT_TRY(dqn_plan_targets(ag));
     RLT_TRY(plan_add(p, e, "inputs.u8_scale", "batch", RLT_LOC_DEVICE, (uint64_t)d->mnet.n_parts * F32,
                      (void **)&d->u8_scale));
     RLT_TRY(plan_add(p, e, "acting.obs", "batch", RLT_LOC_DEVICE, (uint64_t)d->act_batch * X * F32, (void **)&d->act_x));
@@ -59,12 +45,7 @@ int dqn_dict_plan(rlt_agent *ag) {
     RLT_TRY(plan_add(p, e, "acting.q", "batch", RLT_LOC_DEVICE, (uint64_t)d->act_batch * A * F32, (void **)&d->act_q));
 
     /* Replay: each frame is a dict row of bytes, stored as it is. */
-    RLT_TRY(replay_add_obs_field(&ag->replay, e, "frame", RLT_DTYPE_U8, O));
-    RLT_TRY(replay_add_field(&ag->replay, e, "valid", RLT_DTYPE_U8, 1));
-    RLT_TRY(replay_add_field(&ag->replay, e, "next", RLT_DTYPE_I32, 1));
-    RLT_TRY(replay_add_field(&ag->replay, e, "action", RLT_DTYPE_I32, 1));
-    RLT_TRY(replay_add_field(&ag->replay, e, "reward", RLT_DTYPE_F32, 1));
-    RLT_TRY(replay_add_field(&ag->replay, e, "terminated", RLT_DTYPE_F32, 1));
+    RLT_TRY(dqn_plan_replay(ag, RLT_DTYPE_U8, O));
     ag->io_stage_bytes = nb;
     uint64_t act_io = (uint64_t)d->act_batch * (O + A * F32);
     if (act_io > ag->io_stage_bytes) ag->io_stage_bytes = act_io;

@@ -34,6 +34,38 @@ static int td3_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_space
     return RLT_OK;
 }
 
+/* Parameters and optimiser state of the three networks (n_total floats), role by role with one layout;
+ * both network kinds (MLP and dict) plan them here first. */
+int td3_plan_params(rlt_agent *ag) {
+    rlt_td3 *t = td3_state(ag);
+    rlt_err *e = &ag->err;
+    rlt_plan *p = &ag->plan;
+    uint64_t nb = t->n_total * F32;
+    RLT_TRY(plan_add(p, e, "params", "params", RLT_LOC_DEVICE, nb, (void **)&t->params));
+    RLT_TRY(plan_add(p, e, "grads", "grads", RLT_LOC_DEVICE, nb, (void **)&t->grads));
+    RLT_TRY(plan_add(p, e, "adam_m", "adam_m", RLT_LOC_DEVICE, nb, (void **)&t->adam_m));
+    RLT_TRY(plan_add(p, e, "adam_v", "adam_v", RLT_LOC_DEVICE, nb, (void **)&t->adam_v));
+    RLT_TRY(plan_add(p, e, "target", "target", RLT_LOC_DEVICE, nb, (void **)&t->target));
+    /* 16-bit compute copies (zero-size entries, so NULL, in fp32); not saved: they follow from the masters. */
+    uint64_t nlp = ag->lp != RLT_LP_F32 ? t->n_total * 2 : 0;
+    RLT_TRY(plan_add(p, e, "params_lp", "compute", RLT_LOC_DEVICE, nlp, &t->params_lp));
+    return plan_add(p, e, "target_lp", "compute", RLT_LOC_DEVICE, nlp, &t->target_lp);
+}
+
+/* The actor's Adam step with its targets' Polyak update (every policy_delay-th update), after its gradient. */
+int td3_actor_adam(rlt_agent *ag, float *actor_p, float *actor_g, float *actor_tp, void *actor_pl, void *actor_tl) {
+    rlt_td3 *t = td3_state(ag);
+    const rlt_config *c = &ag->cfg;
+    rlt_adam_hp actor_hp = {(float)c->td3.actor_lr, 0.9f, 0.999f, 1e-8f};
+    RLT_TRY(agent_amp_unscale(ag, actor_g, t->n_actor));
+    rlt_adam_step actor_st = {.p = actor_p, .g = actor_g, .m = t->adam_m, .v = t->adam_v, .n = t->n_actor,
+                              .hp = actor_hp, .step = &ag->counters[RLT_CTR_ACTOR_STEP], .target = actor_tp,
+                              .tau = (float)c->td3.tau, .p_lp = actor_pl, .target_lp = actor_tl, .lp_dtype = ag->lp,
+                              .skip = agent_amp_skip(ag)};
+    RLT_TRY(ag->bk.ops->adam(&ag->bk, &actor_st));
+    return agent_amp_update(ag, &ag->counters[RLT_CTR_ACTOR_STEP]);
+}
+
 int td3_plan(rlt_agent *ag) {
     rlt_td3 *t = td3_state(ag);
     rlt_err *e = &ag->err;
@@ -67,16 +99,7 @@ int td3_plan(rlt_agent *ag) {
     t->n_total = t->n_actor + t->n_q1 + t->n_q2;
     uint64_t nb = t->n_total * F32;
 
-    /* Parameters and optimiser state, role by role with one layout. */
-    RLT_TRY(plan_add(p, e, "params", "params", RLT_LOC_DEVICE, nb, (void **)&t->params));
-    RLT_TRY(plan_add(p, e, "grads", "grads", RLT_LOC_DEVICE, nb, (void **)&t->grads));
-    RLT_TRY(plan_add(p, e, "adam_m", "adam_m", RLT_LOC_DEVICE, nb, (void **)&t->adam_m));
-    RLT_TRY(plan_add(p, e, "adam_v", "adam_v", RLT_LOC_DEVICE, nb, (void **)&t->adam_v));
-    RLT_TRY(plan_add(p, e, "target", "target", RLT_LOC_DEVICE, nb, (void **)&t->target));
-    /* 16-bit compute copies (zero-size entries, so NULL, in fp32); not saved: they follow from the masters. */
-    uint64_t nlp = ag->lp != RLT_LP_F32 ? t->n_total * 2 : 0;
-    RLT_TRY(plan_add(p, e, "params_lp", "compute", RLT_LOC_DEVICE, nlp, &t->params_lp));
-    RLT_TRY(plan_add(p, e, "target_lp", "compute", RLT_LOC_DEVICE, nlp, &t->target_lp));
+    RLT_TRY(td3_plan_params(ag));
 
     /* Activations: the training batch for the actor and both critics, and a small batch for acting. */
     RLT_TRY(mlp_plan(&t->actor, p, e, "actor", B));
@@ -281,14 +304,7 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
             RLT_TRY(mlp_backward(bk, &pi_on, actor_p, actor_pl, actor_g, t->s_pi, ld, Bm, t->d_sa + O, ld, NULL, NULL, 0));
             RLT_TRY(op->join(bk));
         }
-        rlt_adam_hp actor_hp = {(float)c->td3.actor_lr, 0.9f, 0.999f, 1e-8f};
-        RLT_TRY(agent_amp_unscale(ag, actor_g, t->n_actor));
-        rlt_adam_step actor_st = {.p = actor_p, .g = actor_g, .m = t->adam_m, .v = t->adam_v, .n = t->n_actor,
-                                  .hp = actor_hp, .step = &ctr[RLT_CTR_ACTOR_STEP], .target = actor_tp,
-                                  .tau = (float)c->td3.tau, .p_lp = actor_pl, .target_lp = actor_tl, .lp_dtype = ag->lp,
-                                  .skip = agent_amp_skip(ag)};
-        RLT_TRY(op->adam(bk, &actor_st));
-        RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_ACTOR_STEP]));
+        RLT_TRY(td3_actor_adam(ag, actor_p, actor_g, actor_tp, actor_pl, actor_tl));
     }
     return op->join(bk);
 }

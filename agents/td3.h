@@ -50,6 +50,9 @@ int td3_update_ops(struct rlt_agent *ag, int actor_step);
 int td3_policy(struct rlt_agent *ag, int32_t n);
 /* The dict-observation halves (td3_dict.c): plan, initial parameters, one update, and the policy of the k rows
  * already in act_raw. */
+/* Shared by both network kinds (td3.c): the parameter roles' plan and the actor's Adam + Polyak step. */
+int td3_plan_params(struct rlt_agent *ag);
+int td3_actor_adam(struct rlt_agent *ag, float *actor_p, float *actor_g, float *actor_tp, void *actor_pl, void *actor_tl);
 int td3_dict_plan(struct rlt_agent *ag);
 int td3_dict_init_params(struct rlt_agent *ag, rlt_rng *rng);
 int td3_dict_update_ops(struct rlt_agent *ag, int actor_step);

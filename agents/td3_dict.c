@@ -28,14 +28,7 @@ int td3_dict_plan(rlt_agent *ag) {
     t->n_q2 = t->n_q1;
     t->n_total = t->n_actor + t->n_q1 + t->n_q2;
     uint64_t nb = t->n_total * F32;
-    RLT_TRY(plan_add(p, e, "params", "params", RLT_LOC_DEVICE, nb, (void **)&t->params));
-    RLT_TRY(plan_add(p, e, "grads", "grads", RLT_LOC_DEVICE, nb, (void **)&t->grads));
-    RLT_TRY(plan_add(p, e, "adam_m", "adam_m", RLT_LOC_DEVICE, nb, (void **)&t->adam_m));
-    RLT_TRY(plan_add(p, e, "adam_v", "adam_v", RLT_LOC_DEVICE, nb, (void **)&t->adam_v));
-    RLT_TRY(plan_add(p, e, "target", "target", RLT_LOC_DEVICE, nb, (void **)&t->target));
-    uint64_t nlp = ag->lp != RLT_LP_F32 ? t->n_total * 2 : 0;
-    RLT_TRY(plan_add(p, e, "params_lp", "compute", RLT_LOC_DEVICE, nlp, &t->params_lp));
-    RLT_TRY(plan_add(p, e, "target_lp", "compute", RLT_LOC_DEVICE, nlp, &t->target_lp));
+    RLT_TRY(td3_plan_params(ag));
     /* The training networks' torsos have the same shapes and run one after another, so they share one range of
      * conv slots; the acting copy has its own. */
     RLT_TRY(mnet_plan(&t->actor_m, &ag->bk, p, e, "actor", t->Bm, 0, 1));
@@ -184,14 +177,7 @@ int td3_dict_update_ops(rlt_agent *ag, int actor_step) {
         float *d_a = t->q1_m.dcat + t->q1_m.features; /* d/da, the critic input's action columns */
         RLT_TRY(mnet_backward(bk, &t->actor_m, actor_p, actor_pl, actor_g, t->x, Bm, d_a, mnet_ld(&t->q1_m), NULL));
     }
-    rlt_adam_hp actor_hp = {(float)c->td3.actor_lr, 0.9f, 0.999f, 1e-8f};
-    RLT_TRY(agent_amp_unscale(ag, actor_g, t->n_actor));
-    rlt_adam_step actor_st = {.p = actor_p, .g = actor_g, .m = t->adam_m, .v = t->adam_v, .n = t->n_actor,
-                              .hp = actor_hp, .step = &ctr[RLT_CTR_ACTOR_STEP], .target = actor_tp,
-                              .tau = (float)c->td3.tau, .p_lp = actor_pl, .target_lp = actor_tl, .lp_dtype = ag->lp,
-                              .skip = agent_amp_skip(ag)};
-    RLT_TRY(op->adam(bk, &actor_st));
-    RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_ACTOR_STEP]));
+    RLT_TRY(td3_actor_adam(ag, actor_p, actor_g, actor_tp, actor_pl, actor_tl));
     return op->join(bk);
 }
 

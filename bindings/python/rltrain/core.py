@@ -43,7 +43,37 @@ def _yaml_flow(value: Any) -> str:
     raise TypeError(f"cannot write {type(value).__name__} as a config value")
 
 
-class Config:
+class _Owned:
+    """A C handle this object owns: ``close()`` (idempotent, also on ``with`` exit and garbage collection) frees
+    it with the library function named by ``_free``; ``_handle`` raises once it is closed."""
+
+    _free = ""
+    _h = None
+
+    @property
+    def _handle(self) -> ctypes.c_void_p:
+        if not self._h:
+            raise ValueError(f"this {type(self).__name__} is closed")
+        return self._h
+
+    def close(self) -> None:
+        """Frees the C handle and what it owns (idempotent)."""
+        h, self._h = getattr(self, "_h", None), None
+        if h:
+            getattr(lib, self._free)(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class Config(_Owned):
+    _free = "rlt_config_free"  # frees the handle and everything it owns
     """A strict rltrain configuration (``rlt_config``), starting from the documented defaults.
 
     >>> cfg = Config.from_file("configs/td3_pendulum_fast.yaml").set("train.total_steps=5000")
@@ -144,30 +174,10 @@ class Config:
         return _native.text(lib.rlt_config_errmsg(self._handle))
 
     # -- lifetime ------------------------------------------------------------------------------------
-    @property
-    def _handle(self) -> ctypes.c_void_p:
-        if not self._h:
-            raise ValueError("this Config is closed")
-        return self._h
-
     def _check(self, rc: int) -> None:
         if rc != 0:
             raise error_for(rc, self.errmsg)
 
-    def close(self) -> None:
-        """Frees the C handle (idempotent)."""
-        h, self._h = getattr(self, "_h", None), None
-        if h:
-            lib.rlt_config_free(h)
-
-    def __enter__(self) -> "Config":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        self.close()
 
     def __str__(self) -> str:
         return self.dump()
@@ -207,7 +217,8 @@ def _plan_from(fn, handle) -> tuple[dict, list[dict]]:
     return summary, rows
 
 
-class Agent:
+class Agent(_Owned):
+    _free = "rlt_agent_free"  # frees the handle and everything it owns
     """An agent for a simulator that drives its own loop (``rlt_agent``): act, observe, update.
 
     Args:
@@ -347,29 +358,9 @@ class Agent:
         return _native.text(lib.rlt_agent_errmsg(self._handle))
 
     # -- lifetime --------------------------------------------------------------------------------------
-    @property
-    def _handle(self) -> ctypes.c_void_p:
-        if not self._h:
-            raise ValueError("this Agent is closed")
-        return self._h
-
     def _raise(self, rc: int):
         raise error_for(rc, self.errmsg)
 
-    def close(self) -> None:
-        """Frees the agent and its memory (idempotent)."""
-        h, self._h = getattr(self, "_h", None), None
-        if h:
-            lib.rlt_agent_free(h)
-
-    def __enter__(self) -> "Agent":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        self.close()
 
 
 @dataclass
@@ -414,7 +405,8 @@ class Progress:
                 f"{self.env_steps_per_s:.0f} steps/s | {duration(self.elapsed_s)} | ETA {duration(self.eta_s)}")
 
 
-class Trainer:
+class Trainer(_Owned):
+    _free = "rlt_trainer_free"  # frees the handle and everything it owns
     """A built-in environment, an agent and the training loop with its outputs (``rlt_trainer``).
 
     The environment is ``env.name`` of the config (pendulum, cartpole, minatar-breakout); outputs go to
@@ -494,26 +486,6 @@ class Trainer:
         """The message of the last failed call on this trainer."""
         return _native.text(lib.rlt_trainer_errmsg(self._handle))
 
-    @property
-    def _handle(self) -> ctypes.c_void_p:
-        if not self._h:
-            raise ValueError("this Trainer is closed")
-        return self._h
-
-    def close(self) -> None:
-        """Frees the trainer, its agent and environments (idempotent)."""
-        h, self._h = getattr(self, "_h", None), None
-        if h:
-            lib.rlt_trainer_free(h)
-
-    def __enter__(self) -> "Trainer":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        self.close()
 
 
 
@@ -560,7 +532,8 @@ class GroupProgress:
                 f"{self.env_steps_per_s:.0f} steps/s | {duration(self.elapsed_s)} | ETA {duration(self.eta_s)}")
 
 
-class Group:
+class Group(_Owned):
+    _free = "rlt_group_free"  # frees the handle and everything it owns
     """Several independent runs of one config in one process (``rlt_group``, a seed group).
 
     The config names the members with ``train.seeds`` (a list) or ``train.num_seeds`` (seeds ``seed`` ..
@@ -662,26 +635,6 @@ class Group:
             raise IndexError(f"member {k} of a group of {n}")
         return lib.rlt_group_member(self._handle, k)
 
-    @property
-    def _handle(self) -> ctypes.c_void_p:
-        if not self._h:
-            raise ValueError("this Group is closed")
-        return self._h
-
-    def close(self) -> None:
-        """Frees the group: its members' trainers, agents, environments and threads (idempotent)."""
-        h, self._h = getattr(self, "_h", None), None
-        if h:
-            lib.rlt_group_free(h)
-
-    def __enter__(self) -> "Group":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        self.close()
 
 
 def _run_reporting(run, owner, fn_type, convert, progress) -> None:
