@@ -183,7 +183,7 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
     /* One draw of the whole batch's indices; micro-batch m uses rows m*Bm .. (m+1)*Bm - 1, and its loss
      * is scaled by 1/N so the accumulated gradient is the full batch's mean. With one micro-batch the
      * gather draws them itself. */
-    rlt_sample_spec smp = {&ctr[RLT_CTR_REPLAY_SIZE], rp->f[DQN_F_VALID].data, c->seed, RLT_STREAM_SAMPLE, 0, d->B,
+    rlt_sample_spec smp = {&ctr[RLT_CTR_REPLAY_SIZE], rp->f[DQN_F_VALID].data, c->seed, rlt_rank_stream(RLT_STREAM_SAMPLE, c->rank), 0, d->B,
                            &ctr[RLT_CTR_UPDATE]};
     if (d->N > 1)
         RLT_TRY(op->sample_indices(bk, d->idx, d->B, &smp));
@@ -244,7 +244,7 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
                         .step = &ctr[RLT_CTR_CRITIC_STEP],
                         .max_grad_norm = c->dqn.max_grad_norm > 0 ? (float)c->dqn.max_grad_norm : 0.0f,
                         .norm = d->grad_norm, .p_lp = d->params_lp, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag)};
-    RLT_TRY(op->adam(bk, &st));
+    RLT_TRY(algo_adam(bk, &st));
     RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
     return op->join(bk);
 }

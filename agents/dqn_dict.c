@@ -73,7 +73,7 @@ int dqn_dict_update_ops(rlt_agent *ag) {
 
     RLT_TRY(op->fill(bk, d->grads, d->n_params, 0.0f));
     RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_CRITIC_STEP], 1));
-    rlt_sample_spec smp = {&ctr[RLT_CTR_REPLAY_SIZE], rp->f[DQN_F_VALID].data, c->seed, RLT_STREAM_SAMPLE, 0, d->B,
+    rlt_sample_spec smp = {&ctr[RLT_CTR_REPLAY_SIZE], rp->f[DQN_F_VALID].data, c->seed, rlt_rank_stream(RLT_STREAM_SAMPLE, c->rank), 0, d->B,
                            &ctr[RLT_CTR_UPDATE]};
     if (d->N > 1) RLT_TRY(op->sample_indices(bk, d->idx, d->B, &smp));
     for (int32_t m = 0; m < d->N; m++) {
@@ -108,7 +108,7 @@ int dqn_dict_update_ops(rlt_agent *ag) {
                         .step = &ctr[RLT_CTR_CRITIC_STEP],
                         .max_grad_norm = c->dqn.max_grad_norm > 0 ? (float)c->dqn.max_grad_norm : 0.0f,
                         .norm = d->grad_norm, .p_lp = d->params_lp, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag)};
-    RLT_TRY(op->adam(bk, &st));
+    RLT_TRY(algo_adam(bk, &st));
     RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
     return op->join(bk);
 }

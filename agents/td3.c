@@ -62,7 +62,7 @@ int td3_actor_adam(rlt_agent *ag, float *actor_p, float *actor_g, float *actor_t
                               .hp = actor_hp, .step = &ag->counters[RLT_CTR_ACTOR_STEP], .target = actor_tp,
                               .tau = (float)c->td3.tau, .p_lp = actor_pl, .target_lp = actor_tl, .lp_dtype = ag->lp,
                               .skip = agent_amp_skip(ag)};
-    RLT_TRY(ag->bk.ops->adam(&ag->bk, &actor_st));
+    RLT_TRY(algo_adam(&ag->bk, &actor_st));
     return agent_amp_update(ag, &ag->counters[RLT_CTR_ACTOR_STEP]);
 }
 
@@ -184,7 +184,7 @@ static int td3_gather(rlt_agent *ag, int32_t m, int critic, int actor_obs) {
         f[nf++] = (rlt_gather_field){t->s2_a2, row, rp->f[4].data, rp->f[4].row_bytes, NULL, od};
     }
     if (actor_obs) f[nf++] = (rlt_gather_field){t->s_pi, row, rp->f[0].data, rp->f[0].row_bytes, NULL, od};
-    rlt_sample_spec smp = {&ag->counters[RLT_CTR_REPLAY_SIZE], NULL, c->seed, RLT_STREAM_SAMPLE, 0, t->B,
+    rlt_sample_spec smp = {&ag->counters[RLT_CTR_REPLAY_SIZE], NULL, c->seed, rlt_rank_stream(RLT_STREAM_SAMPLE, c->rank), 0, t->B,
                            &ag->counters[RLT_CTR_UPDATE]};
     return bk->ops->gather_fields(bk, t->idx + (int64_t)m * Bm, Bm, t->N == 1 ? &smp : NULL, nf, f);
 }
@@ -238,7 +238,7 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
     RLT_TRY(op->branch(bk, 0));
     /* One draw of the whole batch's indices; micro-batch m uses rows m*Bm .. (m+1)*Bm - 1 (with one
      * micro-batch the gather draws them itself). */
-    rlt_sample_spec all = {.size = &ctr[RLT_CTR_REPLAY_SIZE], .seed = c->seed, .stream = RLT_STREAM_SAMPLE,
+    rlt_sample_spec all = {.size = &ctr[RLT_CTR_REPLAY_SIZE], .seed = c->seed, .stream = rlt_rank_stream(RLT_STREAM_SAMPLE, c->rank),
                            .batch = t->B, .counter = &ctr[RLT_CTR_UPDATE]};
     if (N > 1) RLT_TRY(op->sample_indices(bk, t->idx, t->B, &all));
     for (int32_t m = 0; m < N; m++) {
@@ -252,7 +252,7 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
         RLT_TRY(op->branch(bk, 0));
         RLT_TRY(mlp_forward(bk, &pi_tg, actor_tp, actor_tl, t->s2_a2, ld, Bm, t->s2_a2 + O, ld));
         rlt_target_noise tn = {.a = t->s2_a2 + O, .lda = ld, .rows = Bm, .cols = A, .std = (float)c->td3.policy_noise,
-                               .clip = (float)c->td3.noise_clip, .seed = c->seed, .stream = RLT_STREAM_TARGET,
+                               .clip = (float)c->td3.noise_clip, .seed = c->seed, .stream = rlt_rank_stream(RLT_STREAM_TARGET, c->rank),
                                .counter = &ctr[RLT_CTR_UPDATE], .row0 = m * Bm};
         RLT_TRY(op->td3_target_action(bk, &tn));
         RLT_TRY(op->branch(bk, 1));
@@ -286,7 +286,7 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
                                .n = t->n_q1 + t->n_q2, .hp = critic_hp, .step = &ctr[RLT_CTR_CRITIC_STEP],
                                .target = actor_step ? q1_tp : NULL, .tau = (float)c->td3.tau, .p_lp = q1_pl,
                                .target_lp = q1_tl, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag)};
-    RLT_TRY(op->adam(bk, &critic_st));
+    RLT_TRY(algo_adam(bk, &critic_st));
     RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
 
     if (actor_step) {

@@ -114,7 +114,7 @@ int td3_dict_update_ops(rlt_agent *ag, int actor_step) {
         RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_ACTOR_STEP], 1));
         RLT_TRY(op->fill(bk, t->dq_actor, (uint64_t)Bm, -scale / (float)Bm));
     }
-    rlt_sample_spec all = {.size = &ctr[RLT_CTR_REPLAY_SIZE], .seed = c->seed, .stream = RLT_STREAM_SAMPLE,
+    rlt_sample_spec all = {.size = &ctr[RLT_CTR_REPLAY_SIZE], .seed = c->seed, .stream = rlt_rank_stream(RLT_STREAM_SAMPLE, c->rank),
                            .batch = t->B, .counter = &ctr[RLT_CTR_UPDATE]};
     if (N > 1) RLT_TRY(op->sample_indices(bk, t->idx, t->B, &all));
     for (int32_t m = 0; m < N; m++) {
@@ -131,7 +131,7 @@ int td3_dict_update_ops(rlt_agent *ag, int actor_step) {
         /* Target: y = r + gamma (1 - term) min(Q1'(s', a'), Q2'(s', a')), a' = clip(pi'(s') + clip(noise)). */
         RLT_TRY(mnet_forward(bk, &t->actor_m, actor_tp, actor_tl, t->x2, Bm, t->a2, A));
         rlt_target_noise tn = {.a = t->a2, .lda = A, .rows = Bm, .cols = A, .std = (float)c->td3.policy_noise,
-                               .clip = (float)c->td3.noise_clip, .seed = c->seed, .stream = RLT_STREAM_TARGET,
+                               .clip = (float)c->td3.noise_clip, .seed = c->seed, .stream = rlt_rank_stream(RLT_STREAM_TARGET, c->rank),
                                .counter = &ctr[RLT_CTR_UPDATE], .row0 = m * Bm};
         RLT_TRY(op->td3_target_action(bk, &tn));
         RLT_TRY(put_action(bk, &t->q1_m, t->a2, Bm, A));
@@ -157,7 +157,7 @@ int td3_dict_update_ops(rlt_agent *ag, int actor_step) {
                                .n = t->n_q1 + t->n_q2, .hp = critic_hp, .step = &ctr[RLT_CTR_CRITIC_STEP],
                                .target = actor_step ? q1_tp : NULL, .tau = (float)c->td3.tau, .p_lp = q1_pl,
                                .target_lp = q1_tl, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag)};
-    RLT_TRY(op->adam(bk, &critic_st));
+    RLT_TRY(algo_adam(bk, &critic_st));
     RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
     if (!actor_step) return op->join(bk);
 

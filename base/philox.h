@@ -79,7 +79,16 @@ enum {
     RLT_STREAM_EVAL_ENV = 6,  /* evaluation environment */
     /* Training environment k >= 1 of env.num_envs draws from stream RLT_STREAM_ENV_VEC + k; environment 0
      * keeps RLT_STREAM_ENV, so a one-environment run is the run it always was. */
-    RLT_STREAM_ENV_VEC = 0x100
+    RLT_STREAM_ENV_VEC = 0x100,
+    /* Rank r of a data-parallel group draws its replay indices, target noise and exploration from stream
+     * + r * RLT_STREAM_RANK (rlt_rank_stream), and its environments continue the numbering of env.num_envs
+     * (rank r's environment k is environment r * num_envs + k): the ranks share the weight initialisation, so
+     * their replicas start equal, and nothing else. Rank 0 keeps every stream, so it is the single run's. */
+    RLT_STREAM_RANK = 0x10000
 };
+
+static inline uint32_t rlt_rank_stream(uint32_t stream, int32_t rank) {
+    return stream + (uint32_t)rank * (uint32_t)RLT_STREAM_RANK;
+}
 
 #endif

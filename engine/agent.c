@@ -322,8 +322,12 @@ int agent_prepare(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
         RLT_FAIL(e, RLT_ESTATE, "this agent was allocated for another algorithm than '%s'", ag->cfg.algo);
     RLT_TRY(agent_check_spaces(ag, obs, act));
     char why[512] = "";
-    RLT_TRY(rlt_backend_open_device(&ag->bk, e, ag->cfg.device, ag->cfg.cpu.threads, why, sizeof why));
+    RLT_TRY(rlt_backend_open_device(&ag->bk, e, config_device(&ag->cfg), ag->cfg.cpu.threads, why, sizeof why));
     ag->backend_open = 1;
+    /* A data-parallel rank: its gradient averages go through the group's communicator from the first capture. */
+    if (ag->cfg.comm)
+        RLT_TRY(ag->bk.ops->comm_attach(&ag->bk, ag->cfg.comm, rlt_comm_device(ag->cfg.comm, ag->cfg.rank), ag->cfg.rank,
+                                        rlt_comm_size(ag->cfg.comm)));
     /* After the backend opened, so what it mapped (OpenBLAS's buffers, a CUDA context) counts as in use. */
     rlt_host_limit_read(&ag->plan.host);
     if (why[0]) rlt_log(RLT_LOG_INFO, "device auto: using the CPU because %s", why);
@@ -425,7 +429,7 @@ static int agent_reserve(rlt_agent *ag) {
         struct timespec one = {1, 0};
         nanosleep(&one, NULL);
     }
-    if (rc == RLT_ENOFIT && !ag->bk.device_is_host && ag->cfg.memory.on_oom == RLT_ON_OOM_CPU) {
+    if (rc == RLT_ENOFIT && !ag->bk.device_is_host && ag->cfg.memory.on_oom == RLT_ON_OOM_CPU && !ag->cfg.comm) {
         rlt_log(RLT_LOG_WARN, "memory.on_oom cpu: %s; training on the CPU instead", e->msg);
         rlt_backend_close(&ag->bk);
         ag->backend_open = 0;
@@ -462,7 +466,7 @@ static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act
         RLT_TRY(agent_put(ag, ag->amp, ag->amp_host, sizeof a0));
     }
     RLT_TRY(ag->algo->init_state(ag));
-    rlt_rng_init(&ag->explore_rng, ag->cfg.seed, RLT_STREAM_EXPLORE);
+    rlt_rng_init(&ag->explore_rng, ag->cfg.seed, rlt_rank_stream(RLT_STREAM_EXPLORE, ag->cfg.rank));
 
     /* Capture every update variant once; training replays them (CUDA graphs). */
     if (ag->bk.ops->graph_supported(&ag->bk)) {

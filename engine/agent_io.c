@@ -205,9 +205,11 @@ static int check_host(rlt_agent *ag, const char *path, const agent_host_state *h
     if (h->env_steps < 0 || h->updates < 0)
         RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'agent.host': env_steps %lld, updates %lld: counters are never negative",
                  path, (long long)h->env_steps, (long long)h->updates);
-    if (h->explore_stream != RLT_STREAM_EXPLORE)
-        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'agent.host': the exploration RNG's stream is %llu, the agent's is %d",
-                 path, (unsigned long long)h->explore_stream, RLT_STREAM_EXPLORE);
+    const uint32_t explore = rlt_rank_stream(RLT_STREAM_EXPLORE, ag->cfg.rank);
+    if (h->explore_stream != explore)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'agent.host': the exploration RNG's stream is %llu, the agent's is %u%s",
+                 path, (unsigned long long)h->explore_stream, (unsigned)explore,
+                 ag->cfg.n_ranks > 1 ? " (each rank of a data-parallel run resumes from its own out_dir/rank_K/)" : "");
     /* The algorithm's own words, and its replay's positions, are its to check (rlt_algo.host_check). */
     if (ag->algo->host_check) return ag->algo->host_check(ag, path, h->algo, h->replay_pos, h->replay_size, with_replay);
     if (!with_replay) return RLT_OK;

@@ -147,6 +147,14 @@ int agent_refresh_lp(struct rlt_agent *ag, const float *p, void *p_lp, const flo
  * network_text). */
 void agent_key_text(rlt_text *o, const struct rlt_agent *ag, const char *label, const char *key);
 
+/* One optimiser step of a block of parameters (rlt_adam_step). Every agent's parameters are replicated on the
+ * ranks of a data-parallel run, so the gradient is first averaged over the ranks (allreduce_mean; nothing
+ * without a group), and every rank then takes the same step from the same gradient. */
+static inline int algo_adam(rlt_backend *bk, const rlt_adam_step *st) {
+    RLT_TRY(bk->ops->allreduce_mean(bk, st->g, st->n));
+    return bk->ops->adam(bk, st);
+}
+
 /* ---- the registry (agents/registry.c) ---- */
 /* The algorithm called `name`, or NULL. */
 const rlt_algo *algo_registry_find(const char *name);

@@ -24,6 +24,7 @@
 
 #include <stdint.h>
 #include "adam.h"
+#include "comm.h"
 #include "err.h"
 
 typedef enum rlt_act { RLT_ACT_NONE = 0, RLT_ACT_RELU = 1, RLT_ACT_TANH = 2 } rlt_act;
@@ -431,11 +432,28 @@ typedef struct rlt_backend_ops {
      * reservations of mem_reserve), bk->handle_bytes and bk->memory_note, and, while nothing is reserved,
      * bk->device_free. No allocation, no sync of the streams. */
     int (*measure_memory)(rlt_backend *bk);
+
+    /* ---- data-parallel groups: R ranks, one backend each, one agent's replicas (base/comm.h) ---- */
+    /* Makes the device communicators of n ranks on device indices devices[0..n) into comms[0..n), from one
+     * thread, before the ranks' backends plan anything (CUDA: NCCL, whose buffers are then part of each
+     * device's context). NULL where the backend has none: the CPU reduces through the host comm. */
+    int (*comm_init)(int32_t n, const int32_t *devices, void **comms, rlt_err *e);
+    /* Releases one of them (NULL where comm_init is). */
+    void (*comm_destroy)(void *comm);
+    /* Aborts one of them, from any thread: collectives waiting on it return (NULL where comm_init is). */
+    void (*comm_abort)(void *comm);
+    /* Makes this backend rank `rank` of the n_ranks of host comm c, its device communicator device_comm
+     * (rlt_comm_device(c, rank): comm_init's, or NULL on the CPU): from then on allreduce_mean averages across the
+     * ranks. Called once after open, before any capture. */
+    int (*comm_attach)(rlt_backend *bk, rlt_comm *c, void *device_comm, int32_t rank, int32_t n_ranks);
+    /* x[0..n) = the mean of x over the ranks (each rank the same n, the same bits on every rank), on the current
+     * lane, captured like any op. With no comm attached, or one of a single rank, it does nothing. */
+    int (*allreduce_mean)(rlt_backend *bk, float *x, uint64_t n);
 } rlt_backend_ops;
 
 /* The version of this interface, bumped whenever this table or a struct it uses changes: librltrain and
  * librltrain_cuda.so are built together, and the registry refuses a module built against another. */
-#define RLT_BACKEND_ABI 9
+#define RLT_BACKEND_ABI 10
 
 
 struct rlt_backend {

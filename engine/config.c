@@ -111,6 +111,7 @@ static const char *type_text(const cfg_key *k, char *buf, size_t cap) {
     case CFG_INT_LIST: return "a list of integers like [256, 256]";
     case CFG_CONV_LIST: return "a preset (" CONV_PRESET_NAMES ") or a list of layers";
     case CFG_SEED_LIST: return "a list of seeds like [1, 2, 3]";
+    case CFG_DEVICE_LIST: return "a list of devices like [cuda:0, cuda:1]";
     case CFG_INPUT_LIST: return "none or a list of inputs";
     }
     return "a value";
@@ -200,13 +201,17 @@ static int read_scalar(cfg_reader *r, const cfg_key *k, const yaml_event_t *ev) 
 
 static int read_list(cfg_reader *r, const cfg_key *k, const yaml_event_t *ev) {
     char what[256], hint[512];
+    /* What the list holds, and an example to write (a list's default may be [], which shows nothing). */
+    const char *kind = k->type == CFG_DEVICE_LIST ? "a list of devices" : "a list of integers";
+    const char *entry = k->type == CFG_DEVICE_LIST ? "a device" : "an integer";
+    const char *example = k->type == CFG_DEVICE_LIST ? "[cuda:0, cuda:1]" : k->type == CFG_SEED_LIST ? "[1, 2, 3]" : k->def;
     if (ev->type != YAML_SEQUENCE_START_EVENT) {
         if (ev->type == YAML_SCALAR_EVENT)
-            snprintf(what, sizeof what, "expected a list of integers, got '%.40s'%s", (const char *)ev->data.scalar.value,
+            snprintf(what, sizeof what, "expected %s, got '%.40s'%s", kind, (const char *)ev->data.scalar.value,
                      ev->data.scalar.length > 40 ? "..." : "");
         else
-            snprintf(what, sizeof what, "expected a list of integers, got %s", node_kind(ev));
-        snprintf(hint, sizeof hint, "write the entries in brackets, like %s (%s)", k->def, k->doc);
+            snprintf(what, sizeof what, "expected %s, got %s", kind, node_kind(ev));
+        snprintf(hint, sizeof hint, "write the entries in brackets, like %s (%s)", example, k->doc);
         return REPORT(r->e, r->src, ev->start_mark, k->key, what, hint);
     }
     int count = 0;
@@ -214,14 +219,14 @@ static int read_list(cfg_reader *r, const cfg_key *k, const yaml_event_t *ev) {
         yaml_event_t item;
         RLT_TRY(next_event(r, &item));
         int rc = RLT_OK, end = item.type == YAML_SEQUENCE_END_EVENT;
-        if (end && count == 0 && k->type == CFG_SEED_LIST) {
-            memset((char *)r->dst + k->offset, 0, k->size); /* train.seeds: [] names no seeds */
+        if (end && count == 0 && (k->type == CFG_SEED_LIST || k->type == CFG_DEVICE_LIST)) {
+            memset((char *)r->dst + k->offset, 0, k->size); /* train.seeds: [] names no seeds, devices: [] none */
         } else if (end && count == 0) {
             snprintf(hint, sizeof hint, "give 1 to %d entries, like %s (%s)", RLT_CFG_MAX_LAYERS, k->def, k->doc);
             rc = REPORT(r->e, r->src, ev->start_mark, k->key, "is an empty list", hint);
         } else if (!end && item.type != YAML_SCALAR_EVENT) {
-            snprintf(what, sizeof what, "entry %d: expected an integer, got %s", count + 1, node_kind(&item));
-            snprintf(hint, sizeof hint, "write a flat list of integers, like %s (%s)", k->def, k->doc);
+            snprintf(what, sizeof what, "entry %d: expected %s, got %s", count + 1, entry, node_kind(&item));
+            snprintf(hint, sizeof hint, "write a flat list, like %s (%s)", example, k->doc);
             rc = REPORT(r->e, r->src, item.start_mark, k->key, what, hint);
         } else if (!end) {
             cfg_why why;
@@ -557,7 +562,11 @@ static int read_node(cfg_reader *r, const char *path, size_t len, const yaml_eve
     const cfg_key *k = len ? config_schema_find(path, len) : NULL;
     if (k && k->type == CFG_CONV_LIST) return read_conv(r, k, ev);
     if (k && k->type == CFG_INPUT_LIST) return read_inputs(r, k, ev);
-    if (k) return k->type == CFG_INT_LIST || k->type == CFG_SEED_LIST ? read_list(r, k, ev) : read_scalar(r, k, ev);
+    /* device: [cuda:0, cuda:1] is the list key devices written where one device goes. */
+    if (k && k->type == CFG_DEVICE && ev->type == YAML_SEQUENCE_START_EVENT) k = config_schema_find("devices", 7);
+    if (k)
+        return k->type == CFG_INT_LIST || k->type == CFG_SEED_LIST || k->type == CFG_DEVICE_LIST ? read_list(r, k, ev)
+                                                                                                   : read_scalar(r, k, ev);
     /* A section with nothing under it ("train:" with every key commented out) merges nothing. */
     if (len && is_plain_null(ev)) return RLT_OK;
     if (ev->type != YAML_MAPPING_START_EVENT) {
@@ -826,6 +835,23 @@ int rlt_config_validate(rlt_config *cfg) {
                          "environment once, so step counts are multiples of it", config_key_where(cfg, keys_n[i], where,
                          sizeof where), (long long)vals[i], (int)ne);
     }
+    /* Several devices with one seed: data-parallel ranks, each with an equal share of every batch, averaging
+     * their gradients every update. */
+    if (config_is_data_parallel(cfg)) {
+        int32_t R = cfg->devices.n;
+        if (cfg->train.batch_size % R != 0)
+            RLT_FAIL(e, RLT_ECONFIG, "%s: %d does not split evenly over the %d devices of a data-parallel run (each takes "
+                     "an equal share of every batch); use a multiple of %d", config_key_where(cfg, "train.batch_size",
+                     where, sizeof where), (int)cfg->train.batch_size, (int)R, (int)R);
+        if (cfg->precision == RLT_PRECISION_FP16)
+            RLT_FAIL(e, RLT_ECONFIG, "%s: fp16 with %d devices: each rank's loss scaler would skip steps on its own "
+                     "gradients and the replicas would drift apart; use bf16 (no loss scaling) or one device",
+                     config_key_where(cfg, "precision", where, sizeof where), (int)R);
+        if (cfg->memory.on_oom == RLT_ON_OOM_CPU)
+            RLT_FAIL(e, RLT_ECONFIG, "%s: cpu with %d devices: one rank falling back to the CPU cannot average with the "
+                     "others; use memory.on_oom: fail", config_key_where(cfg, "memory.on_oom", where, sizeof where),
+                     (int)R);
+    }
     /* A seed group's members: one of the two keys names them. */
     if (cfg->train.seeds.n > 0 && cfg->train.num_seeds > 1)
         RLT_FAIL(e, RLT_ECONFIG, "%s: %d, and train.seeds lists %d seeds: both name the members of a seed group; give "
@@ -838,6 +864,33 @@ int rlt_config_validate(rlt_config *cfg) {
                  (unsigned long long)cfg->seed);
     rlt_err_clear(e);
     return RLT_OK;
+}
+
+rlt_device config_device(const rlt_config *cfg) { return cfg->devices.n >= 1 ? cfg->devices.d[0] : cfg->device; }
+
+int config_is_data_parallel(const rlt_config *cfg) {
+    return cfg->devices.n > 1 && cfg->train.num_seeds <= 1 && cfg->train.seeds.n <= 1;
+}
+
+void config_for_rank(const rlt_config *cfg, int32_t rank, rlt_config *out) {
+    const int32_t R = cfg->devices.n;
+    *out = *cfg;
+    out->device = cfg->devices.d[rank];
+    memset(&out->devices, 0, sizeof out->devices);
+    out->rank = rank;
+    out->n_ranks = R;
+    out->train.batch_size = cfg->train.batch_size / R;
+    out->replay.capacity = (cfg->replay.capacity + R - 1) / R;
+}
+
+int32_t rlt_config_ranks(const rlt_config *cfg) {
+    if (!cfg) return 0;
+    rlt_config *c = rlt_mem_alloc(sizeof *c, 64);
+    if (!c) return 0;
+    *c = *cfg; /* validate records its message in the config: not in the caller's */
+    int32_t n = rlt_config_validate(c) == RLT_OK && config_is_data_parallel(c) ? c->devices.n : 0;
+    rlt_mem_free(c);
+    return n;
 }
 
 /* ---- the dump ---------------------------------------------------------------------------------------- */

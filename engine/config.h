@@ -113,6 +113,18 @@ typedef struct rlt_input_list {
     rlt_input_spec in[RLT_CFG_MAX_INPUTS];
 } rlt_input_list;
 
+/* devices: the devices of a run on several of them, in order (engine/seed_group.c): with one seed, data-parallel
+ * ranks (rank k on d[k]); with several, the seeds spread over them. n 0 (the default): `device` alone. */
+#define RLT_CFG_MAX_DEVICES 16
+
+typedef struct rlt_device_list {
+    int32_t n;
+    int32_t reserved_;
+    rlt_device d[RLT_CFG_MAX_DEVICES]; /* the unused ones are zero */
+} rlt_device_list;
+
+struct rlt_comm;
+
 struct rlt_config {
     char algo[16];      /* td3 | dqn */
     struct {
@@ -122,6 +134,7 @@ struct rlt_config {
     } env;
     uint64_t seed;
     rlt_device device;  /* auto | cpu | cuda | cuda:N */
+    rlt_device_list devices; /* several devices (n >= 1 overrides device; see config_device) */
     rlt_precision precision;
     struct {
         int64_t total_steps;
@@ -190,9 +203,20 @@ struct rlt_config {
     uint32_t n_sources;
     char source_names[RLT_CFG_ORIGINS][RLT_CFG_STR];
     rlt_err err;
+    /* Not keys: what a data-parallel group (engine/seed_group.c) sets in each rank's copy of the config. comm NULL
+     * (and rank 0, n_ranks 1): a run of its own. */
+    struct rlt_comm *comm;
+    int32_t rank, n_ranks;
 };
 
 void config_set_defaults(rlt_config *cfg);
+/* The device this config's run opens: devices' first entry when the list has one, else `device`. */
+rlt_device config_device(const rlt_config *cfg);
+/* 1 when the config is a data-parallel run over several devices (devices lists more than one, one seed). */
+int config_is_data_parallel(const rlt_config *cfg);
+/* Rank `rank`'s config of a data-parallel run (its device, 1/R of the batch, the replay shard's capacity rounded up,
+ * rank and n_ranks; comm is the caller's to set). */
+void config_for_rank(const rlt_config *cfg, int32_t rank, rlt_config *out);
 /* "FILE:LINE:COL: key 'KEY'" where the key was last set by a file, a string or --set (the column of the
  * key), or "config: key 'KEY'" for a default or a field written by code: the start of a message about a
  * value found wrong after parsing. Returns buf. */

@@ -43,6 +43,8 @@
     {k, CFG_CONV_LIST, CFG_OFF(f, rlt_conv_list), CFG_SIZE(f), 0, 0, 0, NULL, NULL, 0, def, doc}
 #define ROW_SEEDS(k, f, def, doc) \
     {k, CFG_SEED_LIST, CFG_OFF(f, rlt_seed_list), CFG_SIZE(f), 0, 18446744073709551615.0, 0, NULL, NULL, 0, def, doc}
+#define ROW_DEVICES(k, f, def, doc) \
+    {k, CFG_DEVICE_LIST, CFG_OFF(f, rlt_device_list), CFG_SIZE(f), 0, 0, 0, NULL, NULL, 0, def, doc}
 #define ROW_INPUTS(k, f, def, doc) \
     {k, CFG_INPUT_LIST, CFG_OFF(f, rlt_input_list), CFG_SIZE(f), 0, 0, 0, NULL, NULL, 0, def, doc}
 
@@ -85,7 +87,12 @@ static const cfg_key schema[] = {
             "train.total_steps, train.eval_every and checkpoint.every count every environment's steps"),
     ROW_U64("seed", seed, "1", "seeds every random stream: initialisation, exploration, replay sampling, environments"),
     ROW_DEVICE("device", device, "cpu",
-             "where the networks run: cpu, cuda (GPU 0), cuda:N, or auto (a usable GPU, else the CPU)"),
+             "where the networks run: cpu, cuda (GPU 0), cuda:N, or auto (a usable GPU, else the CPU); a list like "
+             "[cuda:0, cuda:1] sets devices"),
+    ROW_DEVICES("devices", devices, "[]",
+                "several devices, like [cuda:0, cuda:1]: with one seed, data-parallel training (each device a replica "
+                "with its own arena, replay shard and 1/N of every batch; gradients averaged with NCCL); with several "
+                "seeds, the seeds spread over them; [] uses device"),
     ROW_ENUM("precision", precision, rlt_precision, precision_names, "fp32",
              "compute precision of the dense layers: fp32 (exact), tf32 on the GPU (fp32 storage; the large products that go to cuBLASLt sum on TF32 tensor cores, the rest stays fp32), or bf16 / fp16 on the GPU (16-bit copies, fp32 masters; fp16 adds dynamic loss scaling); the CPU computes fp32"),
 
@@ -553,6 +560,27 @@ int config_schema_set_scalar(const cfg_key *k, rlt_config *base, const char *t, 
         l->n = entry_index + 1;
         return 0;
     }
+    case CFG_DEVICE_LIST: {
+        rlt_device_list *l = (rlt_device_list *)(void *)field;
+        if (entry_index >= RLT_CFG_MAX_DEVICES) {
+            snprintf(why->what, sizeof why->what, "has more than %d entries", RLT_CFG_MAX_DEVICES);
+            snprintf(why->hint, sizeof why->hint, "give at most %d devices (RLT_CFG_MAX_DEVICES; %s)",
+                     RLT_CFG_MAX_DEVICES, k->doc);
+            return -1;
+        }
+        rlt_device d;
+        if (device_parse(t, n, &d) != 0 || d.kind == RLT_DEVICE_AUTO) {
+            snprintf(why->what, sizeof why->what, "entry %d: '%s' is not a device", entry_index + 1,
+                     shown(t, n, s, sizeof s));
+            snprintf(why->hint, sizeof why->hint, "write cpu or cuda:N for each entry, like [cuda:0, cuda:1] (%s)", k->doc);
+            return -1;
+        }
+        if (entry_index == 0) memset(l, 0, sizeof *l);
+        if (d.kind == RLT_DEVICE_CUDA && d.index < 0) d.index = 0;
+        l->d[entry_index] = d;
+        l->n = entry_index + 1;
+        return 0;
+    }
     case CFG_SEED_LIST: {
         rlt_seed_list *l = (rlt_seed_list *)(void *)field;
         if (entry_index >= RLT_CFG_MAX_SEEDS) {
@@ -642,6 +670,39 @@ int config_schema_check_value(const cfg_key *k, const rlt_config *base, cfg_why 
                 snprintf(s, sizeof s, "entry %d (%d)", (int)i + 1, (int)l->v[i]);
                 return range_error(k, s, why);
             }
+        return 0;
+    }
+    case CFG_DEVICE_LIST: {
+        /* One kind throughout (a CPU rank cannot average with a GPU rank's NCCL), and each GPU once (NCCL refuses
+         * two ranks on one GPU; two seeds on one GPU are what one device already gives). */
+        const rlt_device_list *l = (const rlt_device_list *)(const void *)field;
+        if (l->n < 0 || l->n > RLT_CFG_MAX_DEVICES) {
+            snprintf(why->what, sizeof why->what, "has %d entries", (int)l->n);
+            snprintf(why->hint, sizeof why->hint, "give 0 to %d devices (%s)", RLT_CFG_MAX_DEVICES, k->doc);
+            return -1;
+        }
+        for (int32_t i = 0; i < l->n; i++) {
+            char a[32], b[32];
+            device_format(l->d[i], a, sizeof a);
+            if (device_check(l->d[i]) != 0 || l->d[i].kind == RLT_DEVICE_AUTO) {
+                snprintf(why->what, sizeof why->what, "entry %d is not cpu or cuda:N", (int)i + 1);
+                snprintf(why->hint, sizeof why->hint, "write each device out, like [cuda:0, cuda:1] (%s)", k->doc);
+                return -1;
+            }
+            if (l->d[i].kind != l->d[0].kind) {
+                device_format(l->d[0], b, sizeof b);
+                snprintf(why->what, sizeof why->what, "mixes %s (entry 1) and %s (entry %d)", b, a, (int)i + 1);
+                snprintf(why->hint, sizeof why->hint, "list GPUs only or cpu only: the ranks average their gradients "
+                         "through one kind of communicator");
+                return -1;
+            }
+            for (int32_t j = 0; j < i && l->d[i].kind == RLT_DEVICE_CUDA; j++)
+                if (device_cuda_index(l->d[i]) == device_cuda_index(l->d[j])) {
+                    snprintf(why->what, sizeof why->what, "entry %d (%s) repeats entry %d", (int)i + 1, a, (int)j + 1);
+                    snprintf(why->hint, sizeof why->hint, "list each GPU once (NCCL cannot put two ranks on one GPU)");
+                    return -1;
+                }
+        }
         return 0;
     }
     case CFG_SEED_LIST: {
@@ -748,6 +809,18 @@ size_t config_schema_format(const cfg_key *k, const rlt_config *base, char *buf,
         break;
     }
     case CFG_INPUT_LIST: config_inputs_format(&o, (const rlt_input_list *)(const void *)field, 0); break;
+    case CFG_DEVICE_LIST: {
+        const rlt_device_list *l = (const rlt_device_list *)(const void *)field;
+        int32_t n = l->n < 0 ? 0 : (l->n > RLT_CFG_MAX_DEVICES ? RLT_CFG_MAX_DEVICES : l->n);
+        char name[32];
+        rlt_text_add(&o, "[");
+        for (int32_t i = 0; i < n; i++) {
+            device_format(l->d[i], name, sizeof name);
+            rlt_text_add(&o, "%s%s", i ? ", " : "", name);
+        }
+        rlt_text_add(&o, "]");
+        break;
+    }
     }
     return o.len;
 }
@@ -841,7 +914,7 @@ void config_schema_children(const char *prefix, char *buf, size_t cap) {
  * table's own syntax is all it has to understand. */
 static int apply_default(const cfg_key *k, rlt_config *cfg, cfg_why *why) {
     const char *d = k->def;
-    if (k->type != CFG_INT_LIST && k->type != CFG_SEED_LIST)
+    if (k->type != CFG_INT_LIST && k->type != CFG_SEED_LIST && k->type != CFG_DEVICE_LIST)
         return config_schema_set_scalar(k, cfg, d, strlen(d), k->type != CFG_STRING && k->type != CFG_NAME, 0, why);
     const char *p = d + (*d == '[');
     while (*p == ' ') p++;
@@ -914,6 +987,7 @@ int config_schema_selftest(char *why_buf, size_t cap) {
             (k->type == CFG_INT_LIST && k->size != sizeof(rlt_int_list)) ||
             (k->type == CFG_CONV_LIST && k->size != sizeof(rlt_conv_list)) ||
             (k->type == CFG_SEED_LIST && k->size != sizeof(rlt_seed_list)) ||
+            (k->type == CFG_DEVICE_LIST && k->size != sizeof(rlt_device_list)) ||
             (k->type == CFG_INPUT_LIST && k->size != sizeof(rlt_input_list)) ||
             ((k->type == CFG_INT32 || k->type == CFG_BOOL || k->type == CFG_ENUM) && k->size != sizeof(int32_t)) ||
             (k->type == CFG_DEVICE && k->size != sizeof(rlt_device)) ||

@@ -24,6 +24,7 @@ typedef enum {
     CFG_CONV_LIST, /* rlt_conv_list; a preset name or a list of layer mappings (config_conv.h) */
     CFG_SEED_LIST, /* rlt_seed_list; 0 .. RLT_CFG_MAX_SEEDS distinct entries, each a uint64 */
     CFG_INPUT_LIST, /* rlt_input_list; none or a list of input mappings (config_inputs.h) */
+    CFG_DEVICE_LIST, /* rlt_device_list; 0 .. RLT_CFG_MAX_DEVICES entries, each cpu or cuda:N, one kind, GPUs distinct */
 } cfg_type;
 
 /* Range flags: an open end excludes its bound (learning rates are in (0, 1]). CFG_MIB: a size in MiB, which

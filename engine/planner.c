@@ -119,6 +119,14 @@ static int plan_fit_run(const rlt_config *cfg, rlt_fit_report *out, char *table,
                         char *err, size_t err_cap) {
     if (!cfg || !out) return RLT_EINVAL;
     if (table && table_cap) table[0] = '\0';
+    /* A data-parallel run plans per device: rank 0's share (every rank's plan is the same on equal devices). */
+    rlt_config *rank_cfg = NULL;
+    if (config_is_data_parallel(cfg)) {
+        rank_cfg = rlt_mem_alloc(sizeof *rank_cfg, 64);
+        if (!rank_cfg) return RLT_ENOMEM;
+        config_for_rank(cfg, 0, rank_cfg);
+        cfg = rank_cfg;
+    }
     rlt_agent *ag = agent_alloc(cfg);
     rlt_env *env = rlt_mem_alloc(sizeof *env, 64);
     int rc = RLT_ENOMEM;
@@ -132,6 +140,7 @@ static int plan_fit_run(const rlt_config *cfg, rlt_fit_report *out, char *table,
     }
     rlt_mem_free(env);
     rlt_mem_free(ag);
+    rlt_mem_free(rank_cfg);
     return rc;
 }
 

@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "backend_registry.h"
+#include "comm.h"
 #include "mem.h"
 #include "outputs.h"
 #include "text.h"
@@ -72,6 +74,11 @@ struct rlt_group {
     double t0, t_end;
     char *csv; /* summary.csv, reserved at init */
     size_t csv_cap;
+    /* A data-parallel group (config_is_data_parallel): the members are ranks of one run, one per device, that
+     * average their gradients through comm (and, on GPUs, the NCCL communicators comm keeps, made by dev_ops). */
+    int32_t dp;
+    rlt_comm *comm;
+    const rlt_backend_ops *dev_ops;
 };
 
 static double now_s(void) {
@@ -82,11 +89,13 @@ static double now_s(void) {
 
 /* The members a valid config names: train.seeds' entries, else train.num_seeds above 1; 0 for one run. */
 static int32_t group_members_of(const rlt_config *c) {
+    if (config_is_data_parallel(c)) return c->devices.n;
     if (c->train.seeds.n > 0) return c->train.seeds.n;
     return c->train.num_seeds > 1 ? c->train.num_seeds : 0;
 }
 
 static uint64_t group_seed_of(const rlt_config *c, int32_t k) {
+    if (config_is_data_parallel(c)) return c->train.seeds.n == 1 ? c->train.seeds.v[0] : c->seed; /* one run */
     return c->train.seeds.n > 0 ? c->train.seeds.v[k] : c->seed + (uint64_t)k;
 }
 
@@ -188,6 +197,13 @@ static int group_one(rlt_group *g, int32_t k, member_cmd cmd) {
 /* "seed S: <the member's message>" as the group's error. */
 static int group_member_failed(rlt_group *g, int32_t k, int rc, const char *then) {
     const rlt_trainer *tr = g->m[k].tr;
+    if (g->dp) {
+        char dev[32];
+        device_format(g->m[k].cfg.device, dev, sizeof dev);
+        rlt_err_set(&g->err, rc, __FILE__, __LINE__, "%s (rank %d of %d of the data-parallel run): %s%s", dev, (int)k,
+                    (int)g->n, tr ? rlt_trainer_errmsg(tr) : "out of host memory for the trainer", then);
+        return rc;
+    }
     rlt_err_set(&g->err, rc, __FILE__, __LINE__, "seed %llu (member %d of %d): %s%s", (unsigned long long)g->m[k].seed,
                 (int)k + 1, (int)g->n, tr ? rlt_trainer_errmsg(tr) : "out of host memory for the trainer", then);
     return rc;
@@ -289,20 +305,54 @@ static int group_fit(rlt_group *g) {
              f.fit == 1 ? "" : "s", f.fit == 1 ? "s" : "", fewer, f.hint);
 }
 
-/* Member k's config: the group's with its seed and out_dir/seed_<seed>, and no group keys (it is one run). */
+/* Member k's config: the group's with its seed and out_dir/seed_<seed>, and no group keys (it is one run); with
+ * several devices, seed k on devices[k mod n]. A data-parallel rank k instead keeps the seed and takes device k,
+ * out_dir/rank_<k>, 1/R of the batch and of the replay, and the group's communicator. */
 static int member_config(rlt_group *g, int32_t k) {
     seed_member *m = &g->m[k];
     m->cfg = g->cfg;
     m->cfg.seed = m->seed;
     m->cfg.train.num_seeds = 1;
     memset(&m->cfg.train.seeds, 0, sizeof m->cfg.train.seeds);
-    int len = snprintf(m->cfg.out_dir, sizeof m->cfg.out_dir, "%s/seed_%llu", g->cfg.out_dir, (unsigned long long)m->seed);
+    if (g->cfg.devices.n > 0) m->cfg.device = g->cfg.devices.d[k % g->cfg.devices.n];
+    memset(&m->cfg.devices, 0, sizeof m->cfg.devices);
+    int len;
+    if (g->dp) {
+        config_for_rank(&g->cfg, k, &m->cfg);
+        m->cfg.comm = g->comm;
+        len = snprintf(m->cfg.out_dir, sizeof m->cfg.out_dir, "%s/rank_%d", g->cfg.out_dir, (int)k);
+    } else {
+        len = snprintf(m->cfg.out_dir, sizeof m->cfg.out_dir, "%s/seed_%llu", g->cfg.out_dir, (unsigned long long)m->seed);
+    }
     if (len < 0 || (size_t)len >= sizeof m->cfg.out_dir) {
         char where[400];
         RLT_FAIL(&g->err, RLT_ECONFIG, "%s: '%s/seed_%llu' (seed %llu's out_dir) is longer than %d bytes; use a shorter "
                  "out_dir", config_key_where(&g->cfg, "out_dir", where, sizeof where), g->cfg.out_dir,
                  (unsigned long long)m->seed, (unsigned long long)m->seed, (int)sizeof m->cfg.out_dir - 1);
     }
+    return RLT_OK;
+}
+
+/* A data-parallel group's communicator: the host side, and on GPUs one NCCL communicator per rank, made here in
+ * one call before any rank opens its backend, so that every rank captures its update with them. */
+static int group_comm_init(rlt_group *g, int32_t n) {
+    rlt_err *e = &g->err;
+    g->comm = rlt_comm_create(n);
+    if (!g->comm) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for the communicator of %d ranks", (int)n);
+    if (g->cfg.devices.d[0].kind != RLT_DEVICE_CUDA) return RLT_OK;
+    char why[512];
+    g->dev_ops = rlt_backend_cuda_ops(why, sizeof why);
+    if (!g->dev_ops) RLT_FAIL(e, RLT_EDEVICE, "devices lists %d GPUs, but the CUDA backend cannot be loaded: %s", (int)n, why);
+    int32_t idx[RLT_COMM_MAX_RANKS];
+    void *comms[RLT_COMM_MAX_RANKS] = {0};
+    for (int32_t k = 0; k < n; k++) idx[k] = device_cuda_index(g->cfg.devices.d[k]);
+    if (!g->dev_ops->comm_init) RLT_FAIL(e, RLT_EDEVICE, "the CUDA backend has no collectives");
+    int rc = g->dev_ops->comm_init(n, idx, comms, e);
+    if (rc != RLT_OK) {
+        g->dev_ops = NULL;
+        return rc;
+    }
+    rlt_comm_set_device(g->comm, comms, g->dev_ops->comm_abort);
     return RLT_OK;
 }
 
@@ -314,6 +364,7 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
         return e->status;
     }
     int32_t n = group_members_of(&g->cfg);
+    g->dp = config_is_data_parallel(&g->cfg);
     if (n < 1)
         RLT_FAIL(e, RLT_ECONFIG, "config: train.num_seeds is 1 and train.seeds is []: no seed group; set train.num_seeds: "
                  "N or train.seeds: [a, b, ...] for several seeds, or run one trainer (rlt_trainer_init)");
@@ -322,6 +373,7 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
                  (int)n, group_key(&g->cfg));
     for (int32_t k = 0; envs && k < n; k++)
         if (!envs[k]) RLT_FAIL(e, RLT_EINVAL, "rlt_group_init_env: envs[%d] is NULL", (int)k);
+    if (g->dp) RLT_TRY(group_comm_init(g, n));
     g->m = rlt_mem_alloc(sizeof *g->m * (uint64_t)n, 64);
     g->csv_cap = GROUP_CSV_ROW * ((size_t)n + 1);
     g->csv = rlt_mem_alloc(g->csv_cap, 64);
@@ -358,7 +410,8 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
      * others reserve anything. */
     int rc = group_one(g, 0, CMD_INIT);
     if (rc != RLT_OK) return group_member_failed(g, 0, rc, "");
-    RLT_TRY(group_fit(g));
+    /* Members on one device share its budgets; on several, each member's init holds its own device's. */
+    if (g->cfg.devices.n <= 1) RLT_TRY(group_fit(g));
     for (int32_t k = 1; k < n; k++) {
         rc = group_one(g, k, CMD_INIT);
         if (rc != RLT_OK) {
@@ -419,6 +472,11 @@ void rlt_group_free(rlt_group *g) {
         pthread_cond_destroy(&g->cv_done);
         pthread_mutex_destroy(&g->mu);
     }
+    if (g->comm) {
+        for (int32_t k = 0; g->dev_ops && k < rlt_comm_size(g->comm); k++)
+            if (rlt_comm_device(g->comm, k)) g->dev_ops->comm_destroy(rlt_comm_device(g->comm, k));
+        rlt_comm_free(g->comm);
+    }
     rlt_mem_free(g->m);
     rlt_mem_free(g->csv);
     rlt_mem_free(g);
@@ -436,6 +494,18 @@ size_t rlt_group_plan_format(const rlt_group *g, char *buf, size_t cap) {
     rlt_text t = {buf, cap, plan_format(&ag->plan, s, buf, cap)};
     const uint64_t n = (uint64_t)g->n;
     char a[32], b[32], c[32], d[32];
+    if (g->dp) {
+        /* Each rank's plan is its own device's; the table above is the shown rank's. */
+        char dev[32];
+        device_format(g->m[g->shown].cfg.device, dev, sizeof dev);
+        plan_bytes_text(a, sizeof a, s->device_bytes);
+        plan_bytes_text(b, sizeof b, s->host_bytes);
+        rlt_text_add(&t, "data-parallel run: %d ranks (devices), one replica, arena and replay shard each (the table is "
+                     "rank %d's, on %s: device arena %s, host arena %s); every rank takes batch %d of %d and averages "
+                     "its gradients with the others'\n", (int)g->n, (int)g->shown, dev, a, b,
+                     (int)g->m[g->shown].cfg.train.batch_size, (int)g->cfg.train.batch_size);
+        return t.len;
+    }
     rlt_text_add(&t, "seed group: %d seeds (%s), one trainer and one arena each, all reserved at init\n", (int)g->n,
                  group_key(&g->cfg));
     plan_bytes_text(a, sizeof a, s->host_bytes);
@@ -570,12 +640,14 @@ static const char *member_status(int rc) { return rc == RLT_OK ? "finished" : rc
 static int group_write_summary(rlt_group *g) {
     size_t o = 0, cap = g->csv_cap;
     char *b = g->csv;
-    o += (size_t)snprintf(b + o, cap - o, "seed,status,env_steps,updates,last_eval_return,best_eval_return,wall_s\n");
+    o += (size_t)snprintf(b + o, cap - o, "%s,status,env_steps,updates,last_eval_return,best_eval_return,wall_s\n",
+                          g->dp ? "rank" : "seed");
     for (int32_t k = 0; k < g->n && o < cap; k++) {
         const seed_member *m = &g->m[k];
         rlt_progress p;
         rlt_trainer_progress(m->tr, &p);
-        o += (size_t)snprintf(b + o, cap - o, "%llu,%s,", (unsigned long long)m->seed, member_status(m->rc));
+        o += (size_t)snprintf(b + o, cap - o, "%llu,%s,", g->dp ? (unsigned long long)k : (unsigned long long)m->seed,
+                              member_status(m->rc));
         o += (size_t)snprintf(b + o, cap - o, "%lld,%lld,", (long long)p.env_steps, (long long)p.updates);
         if (!isnan(p.last_eval_return)) o += (size_t)snprintf(b + o, cap - o, "%.6f", p.last_eval_return);
         o += (size_t)snprintf(b + o, cap - o, ",");
@@ -654,6 +726,8 @@ void rlt_group_request_stop(rlt_group *g) {
 /* ---- accessors --------------------------------------------------------------------------------------- */
 
 int32_t rlt_group_size(const rlt_group *g) { return g ? g->n : 0; }
+
+int32_t rlt_group_ranks(const rlt_group *g) { return g && g->dp ? g->n : 0; }
 
 rlt_trainer *rlt_group_member(rlt_group *g, int32_t k) { return g && k >= 0 && k < g->n ? g->m[k].tr : NULL; }
 

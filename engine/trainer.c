@@ -38,15 +38,21 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
         RLT_FAIL(e, RLT_ECONFIG, "config: train.num_seeds %d / train.seeds %d entries name a seed group of independent "
                  "runs, and a trainer is one run; use rlt_group_init (the rltrain CLI and rltrain.gym.train do), or "
                  "train.num_seeds: 1 and train.seeds: []", (int)c->train.num_seeds, (int)c->train.seeds.n);
+    if (c->devices.n > 1 && !c->comm)
+        RLT_FAIL(e, RLT_ECONFIG, "config: devices lists %d devices, which makes a data-parallel run (or spreads the seeds "
+                 "of a seed group), and a trainer runs on one device; use rlt_group_init (the rltrain CLI and "
+                 "rltrain.gym.train do), or give one device", (int)c->devices.n);
     const int32_t N = c->env.num_envs;
     tr->n_envs = N;
+    /* Rank r of a data-parallel run steps environments r N .. r N + N - 1 of the numbering (base/philox.h). */
+    const uint32_t env0 = (uint32_t)c->rank * (uint32_t)N;
     tr->envs = rlt_mem_alloc(sizeof *tr->envs * (uint64_t)N, 64);
     if (!tr->envs) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for %d environments", (int)N);
     if (user_env) {
         /* Instances 0..N-1 train, instance N evaluates (0 and 1 with one training environment). */
         for (int32_t k = 0; k < N; k++)
-            RLT_TRY(rlt_env_make_user(&tr->envs[k], e, user_env, k, c->seed,
-                                      k == 0 ? RLT_STREAM_ENV : RLT_STREAM_ENV_VEC + (uint32_t)k, c->env.max_episode_steps));
+            RLT_TRY(rlt_env_make_user(&tr->envs[k], e, user_env, k, c->seed, env0 + k == 0 ? RLT_STREAM_ENV :
+                                      RLT_STREAM_ENV_VEC + env0 + (uint32_t)k, c->env.max_episode_steps));
         RLT_TRY(rlt_env_make_user(&tr->eval_env, e, user_env, N, c->seed + 100, RLT_STREAM_EVAL_ENV, c->env.max_episode_steps));
         const rlt_env_callbacks *cb = rlt_env_user_callbacks(&tr->envs[0]);
         snprintf(tr->env_name, sizeof tr->env_name, "%s", cb->name && cb->name[0] ? cb->name : "user");
@@ -61,8 +67,8 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
                     RLT_EVAL_MAX_EPISODE_STEPS);
     } else {
         for (int32_t k = 0; k < N; k++)
-            RLT_TRY(rlt_env_make(&tr->envs[k], e, c->env.name, c->seed, k == 0 ? RLT_STREAM_ENV : RLT_STREAM_ENV_VEC + (uint32_t)k,
-                                 c->env.max_episode_steps));
+            RLT_TRY(rlt_env_make(&tr->envs[k], e, c->env.name, c->seed, env0 + k == 0 ? RLT_STREAM_ENV :
+                                 RLT_STREAM_ENV_VEC + env0 + (uint32_t)k, c->env.max_episode_steps));
         RLT_TRY(rlt_env_make(&tr->eval_env, e, c->env.name, c->seed + 100, RLT_STREAM_EVAL_ENV, c->env.max_episode_steps));
         snprintf(tr->env_name, sizeof tr->env_name, "%s", c->env.name);
     }
@@ -207,7 +213,8 @@ static int trainer_evaluate(rlt_trainer *tr, double *mean) {
         uint8_t term = 0, trunc = 0;
         double ret = 0.0;
         for (int64_t t = 0; !term && !trunc; t++) {
-            if (tr->stop && !stop_before) {
+            /* The ranks of a data-parallel run stop together, at a step (trainer_stop_agreed), never inside one. */
+            if (tr->stop && !stop_before && !tr->cfg.comm) {
                 env->rng = env_rng;
                 tr->agent->explore_rng = explore_rng;
                 tr->eval_pending = 1;
@@ -340,6 +347,21 @@ static int trainer_after_step(rlt_trainer *tr, int64_t step, rlt_progress_fn fn,
  * observe call for all of their transitions, then num_envs * train.updates_per_step updates (updates_per_step
  * is per environment step). An environment whose episode ended writes its row and starts the next one on its
  * own; with one environment this is the loop it always was, draw for draw. */
+/* 1 when the run stops before step `step`: this trainer's stop request, or, on a rank of a data-parallel run,
+ * any rank's, so that every rank stops at the same step and none is left waiting in a gradient average. A rank
+ * that failed aborts the group's communicator (rlt_trainer_run): the others then stop here with that reason. */
+static int trainer_stop_agreed(rlt_trainer *tr, int64_t step, int32_t *stop) {
+    if (!tr->cfg.comm) {
+        *stop = tr->stop != 0;
+        return RLT_OK;
+    }
+    if (rlt_comm_any(tr->cfg.comm, tr->cfg.rank, tr->stop != 0, stop) != RLT_OK)
+        RLT_FAIL(&tr->err, RLT_ERUNTIME, "rank %d stops at step %lld: another rank of the data-parallel run failed "
+                 "(its message comes first)", (int)tr->cfg.rank, (long long)step);
+    tr->agreed_stop = *stop;
+    return RLT_OK;
+}
+
 static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
     rlt_config *c = &tr->cfg;
     rlt_progress *p = &tr->prog;
@@ -359,7 +381,9 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
     /* Resumed from a run stopped during an evaluation: that evaluation, its report and checkpoint first. */
     if (tr->eval_pending) RLT_TRY(trainer_after_step(tr, p->env_steps - 1, fn, user, &next_report));
     for (int64_t step = p->env_steps; step < c->train.total_steps; step += N) {
-        if (tr->stop) RLT_FAIL(e, RLT_EINTERRUPTED, "stopped on request at step %lld", (long long)step);
+        int32_t stop;
+        RLT_TRY(trainer_stop_agreed(tr, step, &stop));
+        if (stop) RLT_FAIL(e, RLT_EINTERRUPTED, "stopped on request at step %lld", (long long)step);
         RLT_TRY(agent_call(tr, rlt_agent_act(tr->agent, obs, N, 1, action)));
         for (int32_t k = 0; k < N; k++) {
             tr->term[k] = tr->trunc[k] = 0;
@@ -490,6 +514,9 @@ static int trainer_prepare_out_dir(rlt_trainer *tr) {
  * a failed save included. RLT_OK or RLT_EINTERRUPTED come back only when every output was written. */
 static int trainer_finish(rlt_trainer *tr, int rc) {
     rlt_err *e = &tr->err;
+    /* A rank of a data-parallel run that ends on its own (a failure, not the ranks' agreed stop) releases the
+     * others first: they may wait for it in a gradient average, and its own save below waits for its device. */
+    if (rc != RLT_OK && tr->cfg.comm && !tr->agreed_stop) rlt_comm_abort(tr->cfg.comm);
     rlt_err loop_err = tr->err, out_err;
     char path[600];
     int orc = out_writer_close(&tr->metrics, e);

@@ -44,6 +44,7 @@ struct rlt_trainer {
     int32_t resumed_in_out_dir; /* that checkpoint is in out_dir: the run continues its metrics.csv */
     int32_t eval_pending;  /* the run stopped during the evaluation due at env_steps: a resume runs it first */
     volatile sig_atomic_t stop; /* set by rlt_trainer_request_stop (signal-safe) */
+    int32_t agreed_stop;        /* a data-parallel rank: the ranks agreed to stop (no abort of the group needed) */
     /* Periodic checkpoints kept, oldest first. */
     int32_t n_kept;
     char kept[RLT_TRAINER_MAX_KEEP][704];

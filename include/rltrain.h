@@ -356,6 +356,11 @@ typedef int (*rlt_group_progress_fn)(void *user, const rlt_group_report *r);
 /* The members cfg names: the length of train.seeds, else train.num_seeds when above 1; 0 when it names no
  * group (one plain run, rlt_trainer_init) or is not valid. */
 RLT_API int32_t rlt_group_count(const rlt_config *cfg);
+/* The number of data-parallel ranks the config asks for (`devices` listing R > 1 devices with one seed: one
+ * replica per device, each with its own arena and replay shard and batch_size / R of every batch, averaging its
+ * gradients with the others' every update, NCCL on GPUs), or 0. Such a config is also a group
+ * (rlt_group_count returns R): its members are the ranks, in out_dir/rank_<k>/. */
+RLT_API int32_t rlt_config_ranks(const rlt_config *cfg);
 /* Starts one thread per member and initialises the members in turn, each in its own thread; checks after the
  * first that all of them fit the budgets (else RLT_ENOFIT naming the largest number of seeds that fits, before
  * the others reserve anything). Nothing is written to disk. On failure *out is still set when possible (read
@@ -382,6 +387,8 @@ RLT_API void rlt_group_request_stop(rlt_group *g);
 /* The group's figures now (valid during and after rlt_group_run). */
 RLT_API int rlt_group_progress(const rlt_group *g, rlt_group_report *out);
 RLT_API int32_t rlt_group_size(const rlt_group *g);
+/* A data-parallel run's number of ranks (its members: one per device of `devices`), or 0 for a seed group. */
+RLT_API int32_t rlt_group_ranks(const rlt_group *g);
 /* Member k's trainer (progress, agent, out_dir); not to be run, resumed or freed by the caller. */
 RLT_API rlt_trainer *rlt_group_member(rlt_group *g, int32_t k);
 RLT_API uint64_t rlt_group_seed(const rlt_group *g, int32_t k);

@@ -107,15 +107,15 @@ static void on_signal(int sig) {
 
 /* A seed group's progress line: all seeds' steps together and their latest evaluation returns. */
 static int print_group_progress(void *user, const rlt_group_report *r) {
-    (void)user;
+    const char *members = user; /* "seeds" or "ranks" */
     char el[32], eta[32], ev[96];
     fmt_time(el, sizeof el, r->elapsed_s);
     fmt_time(eta, sizeof eta, r->eta_s);
     if (!r->n_evaluated) snprintf(ev, sizeof ev, "-");
     else snprintf(ev, sizeof ev, "mean %.1f min %.1f max %.1f (%d of %d)", r->eval_mean, r->eval_min, r->eval_max,
                   r->n_evaluated, r->n_members);
-    printf("%s step %lld/%lld (%d seeds) | eval %s | %.0f updates/s | %.0f steps/s | %s | ETA %s\n",
-           r->is_eval ? "[eval]" : "      ", (long long)r->env_steps, (long long)r->total_steps, r->n_members, ev,
+    printf("%s step %lld/%lld (%d %s) | eval %s | %.0f updates/s | %.0f steps/s | %s | ETA %s\n",
+           r->is_eval ? "[eval]" : "      ", (long long)r->env_steps, (long long)r->total_steps, r->n_members, members, ev,
            r->updates_per_s, r->env_steps_per_s, el, eta);
     fflush(stdout);
     return 0;
@@ -128,7 +128,10 @@ static int group_command(rlt_config *cfg, const char *config_path, const char *r
     rlt_group *g = NULL;
     int rc = rlt_group_init(cfg, &g);
     if (g && rlt_group_plan_format(g, text, cap) > 0) printf("%s\n", text);
-    if (rc == RLT_OK && dry_run) printf("dry run: the plan fits (%d seeds); nothing was written\n", rlt_group_size(g));
+    /* A data-parallel run is a group whose members are ranks (one per device) of one run, in out_dir/rank_<k>/. */
+    const int dp = g && rlt_group_ranks(g) > 0;
+    const char *members = dp ? "ranks" : "seeds", *member_dir = dp ? "rank_<k>" : "seed_<seed>";
+    if (rc == RLT_OK && dry_run) printf("dry run: the plan fits (%d %s); nothing was written\n", rlt_group_size(g), members);
     if (rc == RLT_OK && !dry_run && resume_path) {
         rc = rlt_group_resume(g, resume_path);
         if (rc == RLT_ECHECKPOINT || rc == RLT_EIO) {
@@ -146,7 +149,7 @@ static int group_command(rlt_config *cfg, const char *config_path, const char *r
         sa.sa_handler = on_signal;
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
-        rc = rlt_group_run(g, quiet ? NULL : print_group_progress, NULL);
+        rc = rlt_group_run(g, quiet ? NULL : print_group_progress, (void *)members);
         int32_t n = rlt_group_size(g);
         rlt_group_report r;
         rlt_group_progress(g, &r);
@@ -155,19 +158,27 @@ static int group_command(rlt_config *cfg, const char *config_path, const char *r
             for (int32_t k = 0; k < n; k++) {
                 rlt_progress p;
                 rlt_trainer_progress(rlt_group_member(g, k), &p);
-                printf("seed %llu: %lld env steps, %lld updates in %.1fs; final eval %.1f, best %.1f\n",
-                       (unsigned long long)rlt_group_seed(g, k), (long long)p.env_steps, (long long)p.updates,
-                       p.elapsed_s, p.last_eval_return, p.best_eval_return);
+                printf("%s %llu: %lld env steps, %lld updates in %.1fs; final eval %.1f, best %.1f\n", dp ? "rank" : "seed",
+                       dp ? (unsigned long long)k : (unsigned long long)rlt_group_seed(g, k), (long long)p.env_steps,
+                       (long long)p.updates, p.elapsed_s, p.last_eval_return, p.best_eval_return);
             }
-            printf("finished %d seeds: %lld env steps, %lld updates in %.1fs (%.0f updates/s together); final eval "
-                   "mean %.1f, min %.1f, max %.1f\n", n, (long long)r.env_steps, (long long)r.updates, r.elapsed_s,
-                   r.updates_per_s, r.eval_mean, r.eval_min, r.eval_max);
-            printf("outputs written to %s/seed_<seed>/ (config.yaml, metrics.csv, summary.json, final.ckpt each) and "
-                   "%s/summary.csv\n", rlt_group_out_dir(g), rlt_group_out_dir(g));
+            if (dp) {
+                rlt_progress p0;
+                rlt_trainer_progress(rlt_group_member(g, 0), &p0);
+                printf("finished a data-parallel run on %d devices: %lld env steps, %lld updates of the whole batch in "
+                       "%.1fs (%.0f/s); final eval %.1f\n", n, (long long)r.env_steps, (long long)p0.updates,
+                       r.elapsed_s, r.elapsed_s > 0 ? p0.updates / r.elapsed_s : 0.0, r.eval_mean);
+            } else {
+                printf("finished %d seeds: %lld env steps, %lld updates in %.1fs (%.0f updates/s together); final eval "
+                       "mean %.1f, min %.1f, max %.1f\n", n, (long long)r.env_steps, (long long)r.updates, r.elapsed_s,
+                       r.updates_per_s, r.eval_mean, r.eval_min, r.eval_max);
+            }
+            printf("outputs written to %s/%s/ (config.yaml, metrics.csv, summary.json, final.ckpt each) and "
+                   "%s/summary.csv\n", rlt_group_out_dir(g), member_dir, rlt_group_out_dir(g));
         }
         if (rc == RLT_EINTERRUPTED)
-            printf("interrupted: continue with  rltrain --config %s --resume final.ckpt  (each seed from its "
-                   "%s/seed_<seed>/final.ckpt)\n", config_path, rlt_group_out_dir(g));
+            printf("interrupted: continue with  rltrain --config %s --resume final.ckpt  (each %s from its "
+                   "%s/%s/final.ckpt)\n", config_path, dp ? "rank" : "seed", rlt_group_out_dir(g), member_dir);
         g_group = NULL;
     } else if (rc != RLT_OK) {
         say_error("rltrain: %s: %s\n", rlt_strerror(rc), g ? rlt_group_errmsg(g) : "out of memory");
@@ -208,7 +219,13 @@ static int plan_command(rlt_config *cfg, char *text, size_t cap) {
            mib(f.limit_bytes));
     printf("  this config needs        %.2f MiB -> %s\n", mib(f.need_bytes), f.fits ? "fits" : "DOES NOT FIT");
     /* A seed group reserves one arena per seed: the budget holds them all (rlt_group_init checks the same). */
-    int32_t seeds = rlt_group_count(cfg);
+    /* A data-parallel run's plan is one rank's (its device, its share of the batch and replay); the device list and
+     * seed group lines say so. With several devices the budget holds each device's arena on its own. */
+    int32_t ranks = rlt_config_ranks(cfg);
+    if (ranks > 0)
+        printf("  (per device: a data-parallel run on %d devices, each rank with batch_size / %d and replay.capacity / "
+               "%d; the answers below are one rank's)\n", ranks, ranks, ranks);
+    int32_t seeds = ranks > 0 ? 0 : rlt_group_count(cfg);
     int group_fits = seeds < 1 || (double)f.need_bytes * seeds <= (double)f.limit_bytes;
     if (seeds > 0)
         printf("  %d seeds (a seed group)  %.2f MiB (%d x %.2f MiB) -> %s\n", seeds, mib(f.need_bytes) * seeds, seeds,

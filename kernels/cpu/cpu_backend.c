@@ -137,6 +137,27 @@ static int cpu_graph_unsupported(rlt_backend *bk, int32_t slot) {
     return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "the CPU backend does not capture graphs");
 }
 
+/* A data-parallel rank on the CPU: the gradients average through the host comm, in the calling thread. */
+static int cpu_comm_attach(rlt_backend *bk, rlt_comm *c, void *device_comm, int32_t rank, int32_t n_ranks) {
+    cpu_impl *im = bk->impl;
+    (void)device_comm;
+    if (!im || !c || rank < 0 || rank >= n_ranks || n_ranks != rlt_comm_size(c))
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "comm_attach: rank %d of a comm of %d ranks",
+                           (int)rank, (int)n_ranks);
+    im->comm = c;
+    im->rank = rank;
+    return RLT_OK;
+}
+
+static int cpu_allreduce_mean(rlt_backend *bk, float *x, uint64_t n) {
+    cpu_impl *im = bk->impl;
+    if (!im || !im->comm || rlt_comm_size(im->comm) == 1) return RLT_OK;
+    if (rlt_comm_allreduce_mean(im->comm, im->rank, x, n) != RLT_OK)
+        return rlt_err_set(bk->err, RLT_EINTERRUPTED, __FILE__, __LINE__,
+                           "the gradient average was abandoned: another rank of the data-parallel group stopped");
+    return RLT_OK;
+}
+
 static const rlt_backend_ops cpu_ops = {
     .name = "cpu",
     .abi_version = RLT_BACKEND_ABI,
@@ -177,6 +198,8 @@ static const rlt_backend_ops cpu_ops = {
     .cast = cpu_cast,
     .amp_unscale = cpu_amp_unscale,
     .amp_update = cpu_amp_update,
+    .comm_attach = cpu_comm_attach,
+    .allreduce_mean = cpu_allreduce_mean,
 };
 
 const rlt_backend_ops *rlt_cpu_backend_ops(void) { return &cpu_ops; }

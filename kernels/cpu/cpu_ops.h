@@ -130,6 +130,8 @@ typedef struct cpu_impl {
     float *pack;                                /* the planned workspace: a panel of W^T (NULL until set) */
     float *pack2;                               /* the worker's panel (second half of the workspace) */
     cpu_worker *worker;                         /* NULL: one thread */
+    rlt_comm *comm;                             /* data-parallel rank `rank` of comm (comm_attach), or NULL */
+    int32_t rank;
 } cpu_impl;
 
 /* The hot elementwise loops are compiled for several x86-64 levels (AVX-512, AVX2, baseline) and the

@@ -561,6 +561,11 @@ static const rlt_backend_ops cuda_ops = {
     .amp_update = cuda_amp_update,
     .plan_workspace = cuda_plan_workspace,
     .measure_memory = cuda_measure_memory,
+    .comm_init = cuda_comm_init,
+    .comm_destroy = cuda_comm_destroy,
+    .comm_abort = cuda_comm_abort,
+    .comm_attach = cuda_comm_attach,
+    .allreduce_mean = cuda_allreduce_mean,
 };
 
 /* The module's one exported symbol (everything else is hidden; see cuda_module.cmake), resolved by the

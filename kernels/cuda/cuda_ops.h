@@ -92,6 +92,10 @@ typedef struct cuda_impl {
      * library run on TF32 tensor cores; everything else stays fp32. Set by plan_workspace. */
     int32_t tf32;
     int32_t planned; /* 1 once plan_workspace ran: handles follow the plan's shapes, not set_workspace */
+    /* Data-parallel rank (nccl.c): this rank's NCCL communicator (owned by the group's host comm) and the
+     * number of ranks; NULL and 1 otherwise. */
+    void *nccl;
+    int32_t nranks;
 } cuda_impl;
 
 /* Floats in cuda_impl.scratch; dqn.cu's reductions use at most this many partial sums. */
@@ -181,6 +185,12 @@ int cuda_cast(rlt_backend *bk, const rlt_cast *d);
 int cuda_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp);
 int cuda_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
                     int32_t growth_interval);
+/* Data-parallel collectives through NCCL (nccl.c). */
+int cuda_comm_init(int32_t n, const int32_t *devices, void **comms, rlt_err *e);
+void cuda_comm_destroy(void *comm);
+void cuda_comm_abort(void *comm);
+int cuda_comm_attach(rlt_backend *bk, rlt_comm *c, void *device_comm, int32_t rank, int32_t n_ranks);
+int cuda_allreduce_mean(rlt_backend *bk, float *x, uint64_t n);
 /* branch and join live in cuda_backend.c with the streams. */
 
 /* ---- launchers the ops share (not in the table) ---- */
