@@ -11,6 +11,11 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/build.log" 2>&1
 cmake --build build -j16 >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 export RLT_CUDA_MODULE=$PWD/build/librltrain_cuda.so
+# NCCL for the data-parallel test and benchmark: the loader's libnccl.so.2, else PyTorch's nvidia-nccl wheel.
+if [ -z "${RLT_NCCL_LIBRARY:-}" ] && ! ldconfig -p 2>/dev/null | grep -q libnccl.so.2; then
+  RLT_NCCL_LIBRARY=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)
+  [ -n "$RLT_NCCL_LIBRARY" ] && export RLT_NCCL_LIBRARY
+fi
 if [ "$what" = seeds ]; then bash bench/seeds.sh build cuda:0 2>&1 | tee "$OUT/seeds.log"; exit 0; fi
 if [ "$what" != bench ]; then
   ctest --test-dir build -L gpu --output-on-failure -V 2>&1 | tee "$OUT/gpu_tests.log" |

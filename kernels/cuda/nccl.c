@@ -103,7 +103,8 @@ int cuda_comm_attach(rlt_backend *bk, rlt_comm *c, void *device_comm, int32_t ra
 
 int cuda_allreduce_mean(rlt_backend *bk, float *x, uint64_t n) {
     cuda_impl *im = cuda_get(bk);
-    if (!im->nccl || im->nranks <= 1 || n == 0) return RLT_OK;
+    /* A communicator of one rank still goes through NCCL (an identity), so one GPU can check the captured path. */
+    if (!im->nccl || n == 0) return RLT_OK;
     nccl_result_t rc = g_nccl.all_reduce(x, x, (size_t)n, NCCL_FLOAT32, NCCL_AVG, (nccl_comm_t)im->nccl,
                                          cuda_stream(bk));
     if (rc != 0)

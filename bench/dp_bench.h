@@ -1,0 +1,20 @@
+/* dp_bench.h: the --devices N mode of bench_td3_update: the update of one agent with a batch of B, first on one
+ * device alone, then data-parallel over N devices (N ranks, one thread each, batch B / N each, gradients averaged
+ * through NCCL inside each rank's captured update, as a data-parallel run does: engine/seed_group.c). Prints both
+ * rates in updates of the whole batch per second, and their ratio. N = 1 runs the second phase through a NCCL
+ * communicator of one rank: the cost of the collective alone. */
+#ifndef RLT_BENCH_DP_BENCH_H
+#define RLT_BENCH_DP_BENCH_H
+
+#include "agent.h"
+
+typedef struct dp_bench {
+    const char *name;
+    rlt_config *cfg;                   /* the single agent's config (device cuda:0, batch B) */
+    rlt_space os, as;
+    void (*fill)(rlt_agent *ag, int obs_dim, int act_dim); /* the synthetic replay */
+} dp_bench;
+
+int dp_bench_main(const dp_bench *b, int n, int updates);
+
+#endif

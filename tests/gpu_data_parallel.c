@@ -1,0 +1,130 @@
+/* gpu_data_parallel.c: data-parallel training on GPUs, the NCCL side of tests/test_data_parallel.c.
+ * - One GPU: a communicator of one rank (NCCL's, made by the CUDA module's comm_init) attached to a TD3 run on
+ *   cuda:0. Its gradient averages are ncclAllReduce nodes inside the captured update graph, and over one rank
+ *   they are identities, so the run must end with the same parameters, Adam moments and targets, bit for bit,
+ *   as the run without it: this checks that NCCL loads, that its calls capture, and that they touch only the
+ *   gradients.
+ * - Two GPUs or more (when cuda:1 opens): devices: [cuda:0, cuda:1] trains two replicas on different data that
+ *   end equal, bit for bit, as on the CPU.
+ * Skipped (77) without a GPU. NCCL comes from RLT_NCCL_LIBRARY or libnccl.so.2; its absence on a GPU machine
+ * fails the test (a multi-GPU run there would fail the same way). */
+#include <string.h>
+
+#include "backend_registry.h"
+#include "checkpoint.h"
+#include "comm.h"
+#include "config.h"
+#include "harness.h"
+#include "rltrain.h"
+
+static const char *const k_td3 =
+    "algo: td3\ndevice: cuda:0\n"
+    "train: {total_steps: 3000, start_steps: 500, batch_size: 256, eval_every: 1500, eval_episodes: 2, "
+    "progress_every_s: 0}\n"
+    "td3: {actor_hidden: [64, 64], critic_hidden: [64, 64]}\nreplay: {capacity: 4000, location: device}\n";
+
+static unsigned char a_buf[1 << 20], b_buf[1 << 20];
+
+static int same_tensor(const char *a_path, const char *b_path, const char *name) {
+    rlt_err e;
+    ckpt_reader ra, rb;
+    const ckpt_tensor_info *ia, *ib;
+    int same = -1;
+    if (ckpt_reader_open(&ra, &e, a_path) != RLT_OK) return -1;
+    if (ckpt_reader_open(&rb, &e, b_path) != RLT_OK) {
+        ckpt_reader_close(&ra);
+        return -1;
+    }
+    if (ckpt_reader_find(&ra, name, &ia) == RLT_OK && ckpt_reader_find(&rb, name, &ib) == RLT_OK &&
+        ia->bytes <= sizeof a_buf && ia->bytes == ib->bytes && ckpt_reader_read(&ra, name, a_buf, ia->bytes) == RLT_OK &&
+        ckpt_reader_read(&rb, name, b_buf, ib->bytes) == RLT_OK)
+        same = memcmp(a_buf, b_buf, ia->bytes) == 0;
+    ckpt_reader_close(&ra);
+    ckpt_reader_close(&rb);
+    return same;
+}
+
+static rlt_config *config(const char *out_dir, const char *extra) {
+    rlt_config *cfg;
+    CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
+    CHECK(rlt_config_load_string(cfg, k_td3, "dp.yaml") == RLT_OK, "%s", rlt_config_errmsg(cfg));
+    char set[700];
+    snprintf(set, sizeof set, "out_dir=%s", out_dir);
+    CHECK(rlt_config_set(cfg, set) == RLT_OK, "%s", rlt_config_errmsg(cfg));
+    if (extra) CHECK(rlt_config_set(cfg, extra) == RLT_OK, "%s: %s", extra, rlt_config_errmsg(cfg));
+    return cfg;
+}
+
+static void run_single(const char *dir, rlt_comm *comm) {
+    rlt_config *cfg = config(dir, NULL);
+    cfg->comm = comm; /* what a group sets in a rank's config */
+    cfg->rank = 0;
+    cfg->n_ranks = 1;
+    rlt_trainer *tr;
+    int rc = rlt_trainer_init(cfg, &tr);
+    CHECK(rc == RLT_OK, "init%s: %s", comm ? " with a comm" : "", rlt_trainer_errmsg(tr));
+    if (rc == RLT_OK) CHECK(rlt_trainer_run(tr, NULL, NULL) == RLT_OK, "run: %s", rlt_trainer_errmsg(tr));
+    rlt_trainer_free(tr);
+    rlt_config_free(cfg);
+}
+
+static void one_rank_nccl(const rlt_backend_ops *ops) {
+    rlt_err e = {0};
+    void *dev = NULL;
+    int32_t idx[1] = {0};
+    int rc = ops->comm_init(1, idx, &dev, &e);
+    CHECK(rc == RLT_OK && dev, "NCCL communicator of one rank on cuda:0: %s", e.msg);
+    if (rc != RLT_OK) return;
+    rlt_comm *comm = rlt_comm_create(1);
+    rlt_comm_set_device(comm, &dev, ops->comm_abort);
+    const char *plain = test_tmpdir("tmp_gpu_dp_plain"), *nccl = test_tmpdir("tmp_gpu_dp_nccl");
+    run_single(plain, NULL);
+    run_single(nccl, comm);
+    char a[700], b[700];
+    snprintf(a, sizeof a, "%s/final.ckpt", plain);
+    snprintf(b, sizeof b, "%s/final.ckpt", nccl);
+    const char *state[] = {"params", "adam_m", "adam_v", "target"};
+    for (int i = 0; i < 4; i++)
+        CHECK(same_tensor(a, b, state[i]) == 1, "one rank through NCCL: '%s' as without it", state[i]);
+    CHECK(test_files_differ(a, b) == 0, "one rank through NCCL: the same final.ckpt (%ld bytes differ)",
+          test_files_differ(a, b));
+    ops->comm_destroy(dev);
+    rlt_comm_free(comm);
+}
+
+static void two_gpus(void) {
+    const char *dir = test_tmpdir("tmp_gpu_dp_two");
+    rlt_config *cfg = config(dir, "devices=[cuda:0, cuda:1]");
+    rlt_group *g;
+    int rc = rlt_group_init(cfg, &g);
+    CHECK(rc == RLT_OK && rlt_group_ranks(g) == 2, "two ranks: %s", rlt_group_errmsg(g));
+    if (rc == RLT_OK) rc = rlt_group_run(g, NULL, NULL);
+    CHECK(rc == RLT_OK, "run on two GPUs: %s", rlt_group_errmsg(g));
+    rlt_group_free(g);
+    rlt_config_free(cfg);
+    char a[700], b[700];
+    snprintf(a, sizeof a, "%s/rank_0/final.ckpt", dir);
+    snprintf(b, sizeof b, "%s/rank_1/final.ckpt", dir);
+    const char *state[] = {"params", "adam_m", "adam_v", "target"};
+    for (int i = 0; i < 4; i++)
+        CHECK(same_tensor(a, b, state[i]) == 1, "two GPUs: '%s' is the same on both ranks", state[i]);
+    CHECK(same_tensor(a, b, "replay.obs") == 0, "two GPUs: the ranks' replays differ");
+}
+
+int main(void) {
+    rlt_backend bk;
+    rlt_err e = {0};
+    memset(&bk, 0, sizeof bk);
+    if (rlt_backend_open(&bk, &e, "cuda:0", 1, NULL, 0) != RLT_OK) test_skip("no GPU: cuda:0 does not open");
+    rlt_backend_close(&bk);
+    char why[512];
+    const rlt_backend_ops *ops = rlt_backend_cuda_ops(why, sizeof why);
+    CHECK(ops && ops->comm_init, "the CUDA module and its collectives: %s", why);
+    if (ops && ops->comm_init) one_rank_nccl(ops);
+    memset(&bk, 0, sizeof bk);
+    int second = rlt_backend_open(&bk, &e, "cuda:1", 1, NULL, 0) == RLT_OK;
+    if (second) rlt_backend_close(&bk);
+    if (second) two_gpus();
+    else printf("gpu_data_parallel: one GPU here: the two-GPU replicas check did not run\n");
+    return test_summary("gpu_data_parallel");
+}
