@@ -77,7 +77,9 @@ static void one_rank_nccl(const rlt_backend_ops *ops) {
     if (rc != RLT_OK) return;
     rlt_comm *comm = rlt_comm_create(1);
     rlt_comm_set_device(comm, &dev, ops->comm_abort);
-    const char *plain = test_tmpdir("tmp_gpu_dp_plain"), *nccl = test_tmpdir("tmp_gpu_dp_nccl");
+    char plain[600], nccl[600]; /* test_tmpdir's buffer is reused by its next call */
+    snprintf(plain, sizeof plain, "%s", test_tmpdir("tmp_gpu_dp_plain"));
+    snprintf(nccl, sizeof nccl, "%s", test_tmpdir("tmp_gpu_dp_nccl"));
     run_single(plain, NULL);
     run_single(nccl, comm);
     char a[700], b[700];

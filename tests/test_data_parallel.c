@@ -197,6 +197,7 @@ static void stop_and_resume(const char *whole, const char *dir) {
     rlt_group_free(g);
     rlt_config_free(cfg);
     char a[700], b[700];
+    CHECK(strcmp(whole, dir) != 0, "two runs in two directories");
     for (int r = 0; r < 2; r++) {
         snprintf(a, sizeof a, "%s/rank_%d/final.ckpt", whole, r);
         snprintf(b, sizeof b, "%s/rank_%d/final.ckpt", dir, r);
@@ -303,7 +304,8 @@ static void refusals(const char *dir) {
 
 int main(void) {
     comm_collectives();
-    const char *whole = test_tmpdir("tmp_dp_td3");
+    char whole[600]; /* test_tmpdir's buffer is reused by its next call */
+    snprintf(whole, sizeof whole, "%s", test_tmpdir("tmp_dp_td3"));
     trains_replicas(k_td3, whole, "td3", "replay.obs");
     trains_replicas(k_dqn, test_tmpdir("tmp_dp_dqn"), "dqn", "replay.frame");
     stop_and_resume(whole, test_tmpdir("tmp_dp_stop"));
