@@ -289,6 +289,13 @@ static void refusals(const char *dir) {
     refused(k_td3, "device=[cuda:1, cuda:1]", "entry 2 (cuda:1) repeats entry 1");
     refused(k_td3, "devices=[cpu, auto]", "entry 2: 'auto' is not a device");
     refused(k_td3, "devices=cpu", "expected a list of devices");
+    /* A rank that does not fit its device: exit 3's status, the rank and device named, nothing trained. */
+    rlt_config *small = config(k_td3, dir, (const char *const[]){"memory.budget_mb=0.05", NULL});
+    rlt_group *g;
+    CHECK(rlt_group_init(small, &g) == RLT_ENOFIT && strstr(rlt_group_errmsg(g), "cpu (rank 0 of 2 of the data-parallel run)"),
+          "a rank over budget is RLT_ENOFIT naming it: %s", rlt_group_errmsg(g));
+    rlt_group_free(g);
+    rlt_config_free(small);
     /* One trainer is one device; several seeds over devices are a seed group, not ranks. */
     rlt_config *cfg = config(k_td3, dir, NULL);
     rlt_trainer *tr;
