@@ -260,12 +260,14 @@ static void seeded_equals_per_instance(const char *root, int discrete) {
     CHECK(wb.batch_steps == 1200 / BE_N, "step_batch once per vector step: %ld calls", wb.batch_steps);
     for (int k = 0; k < BE_N; k++)
         CHECK(wb.step_calls[k] == 0 && wb.reset_calls[k] == 0, "instance %d: no per-instance call when batched", k);
-    CHECK(wb.step_calls[BE_N] == wp.step_calls[BE_N] && wb.step_calls[BE_N] > 0 && wb.reset_calls[BE_N] == wp.reset_calls[BE_N],
+    CHECK(wb.step_calls[BE_N] == wp.step_calls[BE_N] && wb.step_calls[BE_N] > 0 &&
+              wb.reset_calls[BE_N] == wp.reset_calls[BE_N],
           "the evaluation instance stays per instance: %ld / %ld steps", wb.step_calls[BE_N], wp.step_calls[BE_N]);
     long per_instance_resets = 0;
     for (int k = 0; k < BE_N; k++) per_instance_resets += wp.reset_calls[k];
-    CHECK(wb.batch_reset_rows == per_instance_resets, "reset_batch restarts the rows that per-instance resets restart: %ld vs %ld",
-          wb.batch_reset_rows, per_instance_resets);
+    CHECK(wb.batch_reset_rows == per_instance_resets,
+          "reset_batch restarts the rows that per-instance resets restart: %ld vs %ld", wb.batch_reset_rows,
+          per_instance_resets);
     CHECK(wp.ends_terminated > 0 && wp.ends_fuel > 0 && per_instance_resets - BE_N > episodes,
           "episodes end all three ways (terminated %ld, fuel %ld, time limit %ld)", wp.ends_terminated, wp.ends_fuel,
           per_instance_resets - BE_N - episodes);
@@ -285,8 +287,9 @@ static void autoreset_equals_per_instance(const char *root) {
     CHECK(be_run(td3_yaml, dp, &cp, NULL, 0, NULL, 0) == RLT_OK, "per-instance run");
     CHECK(be_run(td3_yaml, db, &cbb, NULL, 0, NULL, 0) == RLT_OK, "autoreset run");
     same_run(dp, db, "autoreset batched vs per instance");
-    CHECK(wb.real_resets_after_autoreset > 0, "the trainer's time limit made reset_batch restart rows the environment had "
-          "not (%ld)", wb.real_resets_after_autoreset);
+    CHECK(wb.real_resets_after_autoreset > 0,
+          "the trainer's time limit made reset_batch restart rows the environment had not (%ld)",
+          wb.real_resets_after_autoreset);
 }
 
 /* A caller compiled against the first version: the batched fields beyond its struct_size are not read. */
@@ -324,7 +327,8 @@ static void resume(const char *root) {
     CHECK(test_files_differ(fa, fb) == 0, "a batched run resumed at 600 ends in the uninterrupted run's final.ckpt");
     CHECK(wb.batch_steps == 600 / BE_N, "B stepped from 600 on: %ld batched steps", wb.batch_steps);
     int rc = be_run(td3_yaml, dc, &cc, from, 0, why, sizeof why);
-    CHECK(rc == RLT_ESTATE && strstr(why, "save_state"), "without save_state/load_state resuming is refused: %d '%s'", rc, why);
+    CHECK(rc == RLT_ESTATE && strstr(why, "save_state"), "without save_state/load_state resuming is refused: %d '%s'", rc,
+          why);
 }
 
 static void errors(const char *root) {
