@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # halfcheetah_e2e.sh: end-to-end TD3 training speed on Gymnasium's HalfCheetah-v5 (environment stepping, acting,
 # replay and updates, one process each, run one after another on one GPU): rltrain through the Python adapter
-# with 1 and with N training environments (env.num_envs; the same one update per environment step), beside a
+# with 1 and with N training environments (env.num_envs; the same one update per environment step: N copies
+# stepped one by one in the process, and a gymnasium AsyncVectorEnv of N worker processes stepped at once), beside a
 # PyTorch TD3 (bench/td3_reference.py, the authors' TD3.py ported to Gymnasium) eager and with its update
 # captured as CUDA graphs. All with configs/td3_mujoco.yaml's settings (256-256, batch 256); STEPS steps of
 # which the first START are random, one evaluation episode at the end; process start to exit.
@@ -31,5 +32,6 @@ ref=(python3 bench/td3_reference.py --env HalfCheetah-v5 --steps "$steps" --star
 echo "TD3 on HalfCheetah-v5, $steps steps ($start random), 256-256, batch 256, one update per step, end to end"
 run "rltrain (python -m rltrain.gym, 1 environment)" "${rlt[@]}"
 run "rltrain (env.num_envs=$n)" "${rlt[@]}" --set env.num_envs="$n"
+run "rltrain (AsyncVectorEnv($n), --vector async)" "${rlt[@]}" --set env.num_envs="$n" --vector async
 run "PyTorch TD3 (td3_reference.py, eager)" "${ref[@]}"
 run "PyTorch TD3 (td3_reference.py --graphs)" "${ref[@]}" --graphs

@@ -59,6 +59,15 @@ int rlt_env_make_user(rlt_env *env, rlt_err *e, const rlt_env_callbacks *cb, int
 const rlt_env_callbacks *rlt_env_user_callbacks(const rlt_env *env);
 /* After a reset or step of a user environment failed: what failed, for the trainer's message. */
 const char *rlt_env_user_failure(const rlt_env *env, int *user_rc);
+/* 1 when env is an instance of a user environment with reset_batch and step_batch (a vector environment). */
+int rlt_env_user_batched(const rlt_env *env);
+/* The training instances envs[0..n-1] of a vector environment, all at once: reset_batch for the instances
+ * whose mask byte is 1, each with the seed its own stream gives it (into seeds, n values of scratch), and
+ * step_batch for all of them with the time limit applied to each as rlt_env_step does. A failure is recorded
+ * on envs[0] (rlt_env_user_failure), naming the callback and the instance. */
+int rlt_env_user_reset_batch(rlt_env *envs, int32_t n, const uint8_t *mask, uint64_t *seeds, void *obs);
+int rlt_env_user_step_batch(rlt_env *envs, int32_t n, const void *actions, void *obs, float *rewards,
+                            uint8_t *terminated, uint8_t *truncated);
 /* step with the time limit applied: sets *truncated when env->t reaches max_steps (and not terminated). */
 int rlt_env_step(rlt_env *env, const void *action, void *obs, float *reward, uint8_t *terminated, uint8_t *truncated);
 static inline int rlt_env_reset(rlt_env *env, void *obs) { env->t = 0; return env->cls->reset(env, obs); }

@@ -61,6 +61,7 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
             if (!isalnum((unsigned char)*ch) && !strchr("_-./:", *ch)) *ch = '_';
         tr->user_env = 1;
         tr->user_state_bytes = cb->save_state ? cb->state_bytes : 0;
+        tr->batched = rlt_env_user_batched(&tr->envs[0]);
         if (tr->eval_env.max_steps <= 0)
             rlt_log(RLT_LOG_WARN, "user environment '%s' has no time limit (max_episode_steps 0 and no "
                     "env.max_episode_steps): each evaluation episode is cut at %d steps; set one of them", tr->env_name,
@@ -91,6 +92,11 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
         tr->vec_words = rlt_mem_alloc(sizeof *tr->vec_words * TV_COUNT * (n - 1), 64);
         tr->vec_states = rlt_mem_alloc((uint64_t)RLT_ENV_STATE_BYTES * (n - 1), 64);
         if (!tr->vec_words || !tr->vec_states) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for the trainer");
+    }
+    if (tr->batched) {
+        tr->reset_mask = rlt_mem_alloc(n, 64);
+        tr->reset_seeds = rlt_mem_alloc(sizeof *tr->reset_seeds * n, 64);
+        if (!tr->reset_mask || !tr->reset_seeds) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for the trainer");
     }
     if (tr->user_state_bytes > 0 && !(tr->user_state = rlt_mem_alloc((uint64_t)tr->user_state_bytes * n, 64)))
         RLT_FAIL(e, RLT_ENOMEM, "out of host memory for the user environment's state (%d bytes x %d)", tr->user_state_bytes,
@@ -155,6 +161,8 @@ void rlt_trainer_free(rlt_trainer *tr) {
     rlt_mem_free(tr->envs);
     rlt_mem_free(tr->dump);
     rlt_mem_free(tr->user_state);
+    rlt_mem_free(tr->reset_mask);
+    rlt_mem_free(tr->reset_seeds);
     rlt_mem_free(tr);
 }
 
@@ -192,6 +200,22 @@ static int env_call(rlt_trainer *tr, rlt_env *env, int rc) {
         RLT_FAIL(&tr->err, rc, "user environment '%s' (instance %d, %s): %s returned %d at episode step %d", tr->env_name,
                  env == &tr->eval_env ? tr->n_envs : (int)(env - tr->envs), env == &tr->eval_env ? "evaluation" : "training", what, user_rc, (int)env->t);
     RLT_FAIL(&tr->err, rc, "environment '%s': %s", tr->env_name, rlt_strerror(rc));
+}
+
+/* A vector environment's call: its failure is recorded on instance 0 and names the callback and the instance. */
+static int env_batch_call(rlt_trainer *tr, int rc) {
+    if (rc == RLT_OK) return RLT_OK;
+    int user_rc = 0;
+    const char *what = rlt_env_user_failure(&tr->envs[0], &user_rc);
+    RLT_FAIL(&tr->err, rc, "user environment '%s' (training instances 0..%d, one vector environment): %s returned %d "
+             "at env step %lld", tr->env_name, tr->n_envs - 1, what ? what : "a callback", user_rc,
+             (long long)tr->prog.env_steps);
+}
+
+/* Restarts the training environments whose tr->reset_mask byte is 1 (a vector environment: one reset_batch
+ * call), writing their first observations to their rows of obs. */
+static int trainer_reset_batch(rlt_trainer *tr, unsigned char *obs) {
+    return env_batch_call(tr, rlt_env_user_reset_batch(tr->envs, tr->n_envs, tr->reset_mask, tr->reset_seeds, obs));
 }
 
 /* Mean return of eval_episodes deterministic episodes on the evaluation environment. Its observations go
@@ -343,10 +367,6 @@ static int trainer_after_step(rlt_trainer *tr, int64_t step, rlt_progress_fn fn,
     return RLT_OK;
 }
 
-/* Each iteration steps every training environment once: one act call for all of their observations, one
- * observe call for all of their transitions, then num_envs * train.updates_per_step updates (updates_per_step
- * is per environment step). An environment whose episode ended writes its row and starts the next one on its
- * own; with one environment this is the loop it always was, draw for draw. */
 /* 1 when the run stops before step `step`: this trainer's stop request, or, on a rank of a data-parallel run,
  * any rank's, so that every rank stops at the same step and none is left waiting in a gradient average. A rank
  * that failed aborts the group's communicator (rlt_trainer_run): the others then stop here with that reason. */
@@ -362,6 +382,12 @@ static int trainer_stop_agreed(rlt_trainer *tr, int64_t step, int32_t *stop) {
     return RLT_OK;
 }
 
+/* Each iteration steps every training environment once: one act call for all of their observations, one
+ * observe call for all of their transitions, then num_envs * train.updates_per_step updates (updates_per_step
+ * is per environment step). An environment whose episode ended writes its row and starts the next one on its
+ * own; with one environment this is the loop it always was, draw for draw. A vector environment (reset_batch,
+ * step_batch) takes one call where the others take one per environment, at the same points of the loop: its
+ * ended environments restart together once their rows are written, with the seeds each would have drawn. */
 static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
     rlt_config *c = &tr->cfg;
     rlt_progress *p = &tr->prog;
@@ -373,9 +399,13 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
     double next_report = now_s() + c->train.progress_every_s;
     if (!tr->resumed) {
         for (int32_t k = 0; k < N; k++) {
-            RLT_TRY(env_call(tr, &tr->envs[k], rlt_env_reset(&tr->envs[k], obs + k * ob)));
+            if (!tr->batched) RLT_TRY(env_call(tr, &tr->envs[k], rlt_env_reset(&tr->envs[k], obs + k * ob)));
             tr->ep_ret[k] = 0.0;
             tr->ep_len[k] = 0;
+        }
+        if (tr->batched) {
+            memset(tr->reset_mask, 1, (size_t)N);
+            RLT_TRY(trainer_reset_batch(tr, obs));
         }
     }
     /* Resumed from a run stopped during an evaluation: that evaluation, its report and checkpoint first. */
@@ -385,7 +415,10 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
         RLT_TRY(trainer_stop_agreed(tr, step, &stop));
         if (stop) RLT_FAIL(e, RLT_EINTERRUPTED, "stopped on request at step %lld", (long long)step);
         RLT_TRY(agent_call(tr, rlt_agent_act(tr->agent, obs, N, 1, action)));
-        for (int32_t k = 0; k < N; k++) {
+        if (tr->batched)
+            RLT_TRY(env_batch_call(tr, rlt_env_user_step_batch(tr->envs, N, action, next_obs, tr->reward, tr->term,
+                                                               tr->trunc)));
+        for (int32_t k = 0; k < N && !tr->batched; k++) {
             tr->term[k] = tr->trunc[k] = 0;
             RLT_TRY(env_call(tr, &tr->envs[k], rlt_env_step(&tr->envs[k], action + k * ab, next_obs + k * ob,
                                                             &tr->reward[k], &tr->term[k], &tr->trunc[k])));
@@ -394,10 +427,13 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
         for (int32_t k = 0; k < N; k++) RLT_TRY(agent_call(tr, rlt_agent_update(tr->agent, NULL)));
         memcpy(obs, next_obs, ob * (uint64_t)N);
         p->env_steps = step + N;
+        int32_t ended = 0;
         for (int32_t k = 0; k < N; k++) {
             tr->ep_ret[k] += tr->reward[k];
             tr->ep_len[k]++;
+            if (tr->batched) tr->reset_mask[k] = tr->term[k] || tr->trunc[k];
             if (!tr->term[k] && !tr->trunc[k]) continue;
+            ended++;
             p->episodes++;
             p->last_episode_return = tr->ep_ret[k];
             trainer_tick(tr);
@@ -412,8 +448,9 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
             RLT_TRY(out_writer_flush(&tr->metrics, e));
             tr->ep_ret[k] = 0.0;
             tr->ep_len[k] = 0;
-            RLT_TRY(env_call(tr, &tr->envs[k], rlt_env_reset(&tr->envs[k], obs + k * ob)));
+            if (!tr->batched) RLT_TRY(env_call(tr, &tr->envs[k], rlt_env_reset(&tr->envs[k], obs + k * ob)));
         }
+        if (tr->batched && ended > 0) RLT_TRY(trainer_reset_batch(tr, obs));
         RLT_TRY(trainer_after_step(tr, step + N - 1, fn, user, &next_report));
     }
     return RLT_OK;

@@ -24,6 +24,9 @@ struct rlt_trainer {
     char env_name[64];              /* the built-in's config name, or the user environment's name */
     int32_t user_env;               /* env and eval_env forward to rlt_env_callbacks */
     int32_t user_state_bytes;       /* the user environment's checkpoint state (0: not resumable) */
+    int32_t batched;                /* a vector user environment: reset_batch and step_batch train */
+    uint8_t *reset_mask;            /* batched: the instances to restart, and their seeds (n_envs each, host) */
+    uint64_t *reset_seeds;
     unsigned char *user_state;      /* user_state_bytes, host, taken at init */
     rlt_agent *agent;
     /* One transition of each training environment, host: row k is environment k's. */

@@ -1,7 +1,9 @@
 /* user.c: the environment class behind rlt_trainer_init_env: it forwards reset and step to the callbacks a
  * library user registered (rlt_env_callbacks in rltrain.h), so the trainer drives a user's simulator
  * exactly as it drives the built-in environments. The callbacks are copied into the instance's inline
- * state, so creating one allocates nothing. */
+ * state, so creating one allocates nothing. A vector environment (reset_batch, step_batch) is driven through
+ * rlt_env_user_reset_batch and rlt_env_user_step_batch, which keep each instance's seeds, episode step and time
+ * limit as the per-instance class does. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -18,7 +20,7 @@ typedef struct user_env_state {
     int32_t instance;
     int32_t last_rc; /* what the failing callback returned */
     int32_t failed;  /* 1 after a failure, described in what */
-    char what[120];  /* "reset", "step", or what was wrong with the values a callback returned */
+    char what[160];  /* "reset", "step", or what was wrong with the values a callback returned */
 } user_env_state;
 
 _Static_assert(sizeof(user_env_state) <= RLT_ENV_STATE_BYTES, "user env state must fit in rlt_env.state");
@@ -41,7 +43,7 @@ static int user_check_obs(rlt_env *env, const char *callback, const void *obs) {
     int64_t n = rlt_space_elems(&env->obs_space);
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(x[i])) {
-            char what[120];
+            char what[160];
             snprintf(what, sizeof what, "%s (observation element %lld is %g, not finite)", callback, (long long)i, x[i]);
             return user_fail(env, what, 0);
         }
@@ -53,12 +55,15 @@ static int user_setup(rlt_env *env) {
     return RLT_OK; /* rlt_env_make_user sets everything up */
 }
 
+/* One fresh 64-bit seed per episode from the instance's own stream, which checkpoints carry. */
+static uint64_t user_episode_seed(rlt_env *env) {
+    rlt_u32x4 x = rlt_philox4x32(env->rng.seed, env->rng.stream, env->rng.ctr++, 0);
+    return ((uint64_t)x.v[0] << 32) | x.v[1];
+}
+
 static int user_reset(rlt_env *env, void *obs) {
     user_env_state *u = user_of(env);
-    /* One fresh 64-bit seed per episode from the instance's own stream, which checkpoints carry. */
-    rlt_u32x4 x = rlt_philox4x32(env->rng.seed, env->rng.stream, env->rng.ctr++, 0);
-    uint64_t seed = ((uint64_t)x.v[0] << 32) | x.v[1];
-    int rc = u->cb.reset(u->cb.user, u->instance, seed, obs);
+    int rc = u->cb.reset(u->cb.user, u->instance, user_episode_seed(env), obs);
     return rc == 0 ? user_check_obs(env, "reset", obs) : user_fail(env, "reset", rc);
 }
 
@@ -125,6 +130,9 @@ int rlt_env_make_user(rlt_env *env, rlt_err *e, const rlt_env_callbacks *cb, int
         RLT_FAIL(e, RLT_EINVAL, "user environment '%s': save_state needs state_bytes > 0 (it is %d)", name, c.state_bytes);
     if (c.state_bytes < 0 || c.state_bytes > (1 << 30))
         RLT_FAIL(e, RLT_EINVAL, "user environment '%s': state_bytes %d is out of range (0..2^30)", name, c.state_bytes);
+    if (!c.reset_batch != !c.step_batch)
+        RLT_FAIL(e, RLT_EINVAL, "user environment '%s': give both reset_batch and step_batch (a vector environment), or "
+                 "neither", name);
     if (c.max_episode_steps < 0)
         RLT_FAIL(e, RLT_EINVAL, "user environment '%s': max_episode_steps is %d (0 for no limit)", name, c.max_episode_steps);
     RLT_TRY(check_obs_space(e, &c.obs));
@@ -174,4 +182,65 @@ const char *rlt_env_user_failure(const rlt_env *env, int *user_rc) {
     const user_env_state *u = (const user_env_state *)(const void *)env->state;
     if (user_rc) *user_rc = u->last_rc;
     return u->failed ? u->what : NULL;
+}
+
+int rlt_env_user_batched(const rlt_env *env) {
+    const rlt_env_callbacks *cb = rlt_env_user_callbacks(env);
+    return cb && cb->step_batch ? 1 : 0;
+}
+
+/* The checks user_step makes, for row k of a batch: a finite reward and observation, flags as 0 or 1. A failure
+ * is recorded on envs[0], which speaks for the batch, with the row in the message. */
+static int user_check_row(rlt_env *envs, int32_t k, const void *obs, float reward, uint8_t *terminated,
+                          uint8_t *truncated) {
+    char what[64];
+    if (!isfinite(reward)) {
+        snprintf(what, sizeof what, "step_batch (instance %d: non-finite reward)", (int)k);
+        return user_fail(&envs[0], what, 0);
+    }
+    snprintf(what, sizeof what, "step_batch (instance %d)", (int)k);
+    RLT_TRY(user_check_obs(&envs[0], what, obs));
+    *terminated = *terminated ? 1 : 0;
+    *truncated = *truncated ? 1 : 0;
+    return RLT_OK;
+}
+
+int rlt_env_user_reset_batch(rlt_env *envs, int32_t n, const uint8_t *mask, uint64_t *seeds, void *obs) {
+    user_env_state *u = user_of(&envs[0]);
+    const int64_t ob = rlt_space_bytes(&envs[0].obs_space);
+    /* Each reset draws its seed from its own instance's stream, as rlt_env_reset would: a run's draws, and so its
+     * checkpoints, are those of the per-instance callbacks. */
+    for (int32_t k = 0; k < n; k++) {
+        seeds[k] = 0;
+        if (!mask[k]) continue;
+        envs[k].t = 0;
+        seeds[k] = user_episode_seed(&envs[k]);
+    }
+    int rc = u->cb.reset_batch(u->cb.user, n, mask, seeds, obs);
+    if (rc != 0) return user_fail(&envs[0], "reset_batch", rc);
+    for (int32_t k = 0; k < n; k++) {
+        if (!mask[k]) continue;
+        char what[48];
+        snprintf(what, sizeof what, "reset_batch (instance %d)", (int)k);
+        RLT_TRY(user_check_obs(&envs[0], what, (const unsigned char *)obs + k * ob));
+    }
+    return RLT_OK;
+}
+
+int rlt_env_user_step_batch(rlt_env *envs, int32_t n, const void *actions, void *obs, float *rewards,
+                            uint8_t *terminated, uint8_t *truncated) {
+    user_env_state *u = user_of(&envs[0]);
+    const int64_t ob = rlt_space_bytes(&envs[0].obs_space);
+    memset(terminated, 0, (size_t)n);
+    memset(truncated, 0, (size_t)n);
+    int rc = u->cb.step_batch(u->cb.user, n, actions, obs, rewards, terminated, truncated);
+    if (rc != 0) return user_fail(&envs[0], "step_batch", rc);
+    for (int32_t k = 0; k < n; k++) {
+        RLT_TRY(user_check_row(envs, k, (const unsigned char *)obs + k * ob, rewards[k], &terminated[k], &truncated[k]));
+        /* The time limit as rlt_env_step applies it to one instance. */
+        rlt_env *env = &envs[k];
+        env->t++;
+        if (!terminated[k] && env->max_steps > 0 && env->t >= env->max_steps) truncated[k] = 1;
+    }
+    return RLT_OK;
 }

@@ -288,6 +288,27 @@ RLT_API rlt_agent *rlt_trainer_agent(rlt_trainer *tr);
  *   state_bytes bytes, so that checkpoints hold it and rlt_trainer_resume can continue a run; without
  *   them checkpoints are still written, but resuming from one is refused.
  *
+ * A vector environment (optional, since version 2 of the struct): reset_batch and step_batch, both or neither,
+ * drive the training instances 0..num_envs-1 as one environment stepped all at once, for simulators whose
+ * sub-environments can only be stepped together (worker processes, a GPU, a batched simulator). With them the
+ * trainer calls step_batch once per vector step, where it would call step num_envs times, and reset and step
+ * only for the evaluation instance num_envs, which stays a single environment; the transitions, and so the
+ * run, are exactly those of the per-instance callbacks on the same environments. Rows are instances: row k
+ * of obs and actions is instance k's, laid out as reset and step take one.
+ * reset_batch: starts an episode in each instance k whose mask[k] is 1, with seeds[k] as reset's seed for
+ *   instance k (drawn from the same stream), and writes its first observation to row k of obs; it leaves the
+ *   other rows alone. The trainer calls it with every mask byte 1 before the first step, and after each
+ *   vector step in which episodes ended, with the ended instances (the trainer's time limit included), once
+ *   it has counted them: an ended instance is not stepped again before reset_batch restarted it.
+ * step_batch: applies action row k to instance k, for all n, and writes row k of obs (the real final
+ *   observation when the episode ends), rewards[k] and the two end flags of each as step does (the trainer
+ *   clears the flags first). An environment that restarts an ended instance on its own inside the step
+ *   (Gymnasium's autoreset) still writes the final observation here, keeps the first one of the new episode,
+ *   and hands it over when reset_batch asks for that row, with no work left to do. A failing call (nonzero)
+ *   stops the run as a failing step does, naming step_batch or reset_batch.
+ * save_state / load_state stay per instance (0..num_envs-1) with them: without them a vector environment's
+ *   checkpoints are written but resuming from one is refused, as for any user environment.
+ *
  * ABI: struct_size must be set to sizeof(rlt_env_callbacks) as the caller compiled it. Later versions only
  * append fields; the library reads struct_size bytes and treats fields beyond them as zero. */
 typedef struct rlt_env_callbacks {
@@ -306,6 +327,10 @@ typedef struct rlt_env_callbacks {
                 uint8_t *truncated);
     int (*save_state)(void *user, int32_t instance, void *state);
     int (*load_state)(void *user, int32_t instance, const void *state);
+    /* Version 2: the training instances as one vector environment (above); NULL: per instance. */
+    int (*reset_batch)(void *user, int32_t n, const uint8_t *mask, const uint64_t *seeds, void *obs);
+    int (*step_batch)(void *user, int32_t n, const void *actions, void *obs, float *rewards, uint8_t *terminated,
+                      uint8_t *truncated);
 } rlt_env_callbacks;
 
 /* As rlt_trainer_init, with the environment given by env instead of the config's env.name (which is then

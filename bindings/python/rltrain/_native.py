@@ -229,6 +229,11 @@ GROUP_PROGRESS_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINT
 ENV_RESET_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int32, ctypes.c_uint64, ctypes.c_void_p)
 ENV_STEP_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
                                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+# reset_batch(user, n, mask, seeds, obs) and step_batch(user, n, actions, obs, rewards, terminated, truncated).
+ENV_RESET_BATCH_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
+                                      ctypes.c_void_p)
+ENV_STEP_BATCH_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
+                                     ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 
 
 class rlt_env_callbacks(ctypes.Structure):
@@ -247,6 +252,8 @@ class rlt_env_callbacks(ctypes.Structure):
         ("step", ENV_STEP_FN),
         ("save_state", ctypes.c_void_p),  # not used by the bindings (NULL: checkpoints are not resumable)
         ("load_state", ctypes.c_void_p),
+        ("reset_batch", ENV_RESET_BATCH_FN),  # a vector environment's training instances (NULL: per instance)
+        ("step_batch", ENV_STEP_BATCH_FN),
     ]
 
 # ---------------------------------------------------------------------------------------------------

@@ -13,14 +13,22 @@ From the shell (the native ``rltrain`` CLI runs only the built-in environments):
 
 Episode ends follow Gymnasium's API: ``terminated`` (a terminal state: no bootstrapping) and
 ``truncated`` (a time limit: the agent still bootstraps from the real final observation, which
-``env.step`` returns). The environment must not reset itself (no autoreset wrapper): the trainer resets
+``env.step`` returns). A single environment must not reset itself (no autoreset wrapper): the trainer resets
 it after each episode end.
+
+Vector environments (``gymnasium.vector.SyncVectorEnv``, ``AsyncVectorEnv`` or any ``VectorEnv``) train as
+the trainer's ``env.num_envs`` environments through one batched step per vector step (``step_batch`` of
+``rlt_env_callbacks``), so sub-environments in worker processes work. Their autoreset is handled for each
+mode (``metadata["autoreset_mode"]``): the transition always gets the real final observation and the next
+step acts on the new episode's first one (see :class:`_VectorCallbacks`). Evaluation runs on a single
+environment made from the sub-environments' spec.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import dataclasses
 import json
 import logging
 import math
@@ -85,7 +93,8 @@ class _GymCallbacks:
     The trainer passes the addresses of its own observation and action buffers; numpy views of them are
     made once per address. An exception in a callback is kept in ``raised`` and the callback returns 1,
     which stops the run; :func:`train` raises the exception again. ``on_episode`` is called at each reset
-    of a training instance that follows an episode end (the trainer has counted the episode by then).
+    of a training instance that follows an episode end (the trainer has counted the episode by then), with
+    no arguments here (:class:`_VectorCallbacks` passes the episode's place and return).
     """
 
     def __init__(self, envs, obs_space: Space, act_space: Space, seed: int, name: str):
@@ -173,6 +182,176 @@ class _GymCallbacks:
             return 1
 
 
+def _autoreset_mode(vector) -> str:
+    """The vector environment's autoreset mode as Gymnasium's AutoresetMode value ("NextStep", "SameStep",
+    "Disabled"); one that does not say is Gymnasium's default, NextStep. The mode the environment steps with
+    (Sync/AsyncVectorEnv's autoreset_mode) comes first: metadata["autoreset_mode"] can be another vector
+    environment's, as Gymnasium 1.2 writes it into the sub-environments' metadata dict, which their class shares."""
+    base = getattr(vector, "unwrapped", vector)
+    mode = getattr(base, "autoreset_mode", None)
+    if mode is None:
+        mode = (getattr(vector, "metadata", None) or {}).get("autoreset_mode")
+    return str(getattr(mode, "value", mode)) if mode is not None else "NextStep"
+
+
+class _VectorCallbacks(_GymCallbacks):
+    """A Gymnasium vector environment as the trainer's N training instances (``reset_batch`` and
+    ``step_batch``: one ``vector.step`` per vector step), and ``eval_env`` as the evaluation instance N (per
+    instance, as :class:`_GymCallbacks`).
+
+    Episode ends. The trainer counts the episodes that a step ended and then asks ``reset_batch`` for the first
+    observation of each one's next episode; the transition itself always gets the real final observation.
+    How the new episode is had depends on the vector environment's autoreset mode:
+
+    - ``SAME_STEP``: the step that ends an episode already restarted the sub-environment; it returns the new
+      first observation and the final one in ``info["final_obs"]``. The final one goes to the transition, the
+      first one is kept and handed over by ``reset_batch``, with no further call into the environment.
+    - ``NEXT_STEP`` (Gymnasium's default) and ``DISABLED``: the step returns the final observation;
+      ``reset_batch`` resets the ended sub-environments at once with ``vector.reset(options={"reset_mask":
+      ...})``, so the next step is a real step for every one of them (NEXT_STEP would spend it on the reset,
+      with reward 0, which is no transition). An ``AsyncVectorEnv(shared_memory=False)`` in NEXT_STEP mode is
+      refused: its workers do not forget the pending autoreset after such a reset.
+
+    A sub-environment that the trainer's own time limit (``env.max_episode_steps``) ended is reset with
+    ``reset_mask`` in every mode. The first reset seeds sub-environment k with ``seed + k`` (``vector.reset(seed=
+    seed)``), later ones continue each sub-environment's generator, as the per-instance adapter does, so a
+    vector environment trains exactly the run of its sub-environments given one by one.
+    """
+
+    def __init__(self, vector, eval_env, obs_space: Space, act_space: Space, seed: int, name: str):
+        self.vector = vector
+        self.n = int(vector.num_envs)
+        super().__init__((*([None] * self.n), eval_env), obs_space, act_space, seed, name)
+        self.seed = seed
+        self.same_step = _autoreset_mode(vector) == "SameStep"
+        self._started = False
+        self._kept: dict[int, np.ndarray] = {}  # SAME_STEP: row -> its next episode's first observation
+        # Each row's episode return as the trainer sums it (float32 rewards into a float64), for the callback.
+        self._returns = np.zeros(self.n)
+        self._reset_batch_fn = _native.ENV_RESET_BATCH_FN(self._reset_batch)
+        self._step_batch_fn = _native.ENV_STEP_BATCH_FN(self._step_batch)
+        self.struct.reset_batch, self.struct.step_batch = self._reset_batch_fn, self._step_batch_fn
+
+    def _rows(self, address: int, kind: str) -> np.ndarray:
+        """A numpy array over one of the trainer's batch buffers at ``address``: n rows."""
+        key = (address, "rows-" + kind)
+        view = self._views.get(key)
+        if view is None:
+            if kind == "obs":
+                raw = (self._obs_ctype * (self.obs_space.size * self.n)).from_address(address)
+                view = np.ctypeslib.as_array(raw).reshape((self.n, *self.obs_space.shape))
+            elif kind == "act":
+                ctype = ctypes.c_int32 if self.discrete else ctypes.c_float
+                view = np.ctypeslib.as_array((ctype * (self.act_space.size * self.n)).from_address(address))
+                view = view.reshape(self.n, self.act_space.size)
+            else:
+                ctype = {"f32": ctypes.c_float, "u8": ctypes.c_uint8}[kind]
+                view = np.ctypeslib.as_array((ctype * self.n).from_address(address))
+            self._views[key] = view
+        return view
+
+    def _write_row(self, view: np.ndarray, k: int, obs) -> None:
+        """One sub-environment's observation into row k."""
+        if self.obs_space.kind == "dict":
+            obs = self.obs_space.flatten(obs)
+        o = np.asarray(obs)
+        if o.shape != self.obs_space.shape:
+            raise ValueError(f"sub-environment {k} returned an observation of shape {o.shape}: expected "
+                             f"{self.obs_space.shape}")
+        np.copyto(view[k], o, casting="unsafe")
+
+    def _write_rows(self, view: np.ndarray, obs, rows) -> None:
+        """The vector environment's batched observation ``obs`` into ``rows`` of view (all when None)."""
+        rows = range(self.n) if rows is None else rows
+        if self.obs_space.kind == "dict":  # a dict of batched parts: one flattened row per sub-environment
+            for k in rows:
+                self._write_row(view, k, {key: part[k] for key, part in obs.items()})
+            return
+        o = np.asarray(obs)
+        if o.shape != (self.n, *self.obs_space.shape):
+            raise ValueError(f"the vector environment returned observations of shape {o.shape}: expected "
+                             f"{(self.n, *self.obs_space.shape)}")
+        if len(rows) == self.n:
+            np.copyto(view, o, casting="unsafe")  # float64 -> float32 as the per-instance adapter does
+            return
+        for k in rows:
+            np.copyto(view[k], o[k], casting="unsafe")
+
+    def _reset_batch(self, user, n: int, mask: int, seeds: int, obs: int) -> int:
+        try:
+            view = self._rows(obs, "obs")
+            if not self._started:  # the run's first reset: every row, seeded
+                self._started = True
+                o, _ = self.vector.reset(seed=self.seed)
+                self._write_rows(view, o, None)
+                return 0
+            rows = [int(k) for k in np.flatnonzero(self._rows(mask, "u8"))]
+            need = np.zeros(self.n, dtype=np.bool_)
+            for k in rows:
+                first = self._kept.pop(k, None)
+                if first is None:
+                    need[k] = True  # not restarted by the step: NEXT_STEP, DISABLED, or the trainer's time limit
+                else:
+                    view[k] = first
+            if need.any():
+                o, _ = self.vector.reset(options={"reset_mask": need})
+                self._write_rows(view, o, np.flatnonzero(need))
+            for i, k in enumerate(rows):  # the trainer has counted these episodes, in this order
+                ret, self._returns[k] = float(self._returns[k]), 0.0
+                if self.on_episode is not None:
+                    self.on_episode(len(rows) - 1 - i, ret)
+            return 0
+        except BaseException as exc:  # noqa: BLE001 - carried across the C frames and raised by train()
+            self.raised.append(exc)
+            return 1
+
+    def _step_batch(self, user, n: int, actions: int, obs: int, rewards: int, terminated: int, truncated: int) -> int:
+        try:
+            a = self._rows(actions, "act")
+            space = self.vector.single_action_space
+            if self.discrete:
+                env_actions = a[:, 0].astype(np.int64) + self.act_space.start
+            else:  # a copy: the trainer reuses its buffer for the next actions
+                env_actions = np.array(a, dtype=space.dtype).reshape((self.n, *space.shape))
+            o, r, term, trunc, info = self.vector.step(env_actions)
+            view = self._rows(obs, "obs")
+            self._write_rows(view, o, None)
+            ended = np.flatnonzero(np.logical_or(term, trunc))
+            if self.same_step and len(ended):
+                # o holds the new episodes' first observations; the transitions take the final ones.
+                final = info.get("final_obs") if isinstance(info, dict) else None
+                if final is None:
+                    raise ValueError("the vector environment's autoreset mode is SAME_STEP, but a step that ended "
+                                     "an episode gave no info['final_obs']")
+                for k in ended:
+                    self._kept[int(k)] = view[k].copy()
+                    self._write_row(view, int(k), final[k])
+            rew = self._rows(rewards, "f32")
+            np.copyto(rew, np.asarray(r).reshape(self.n), casting="unsafe")
+            np.copyto(self._rows(terminated, "u8"), np.asarray(term).reshape(self.n), casting="unsafe")
+            np.copyto(self._rows(truncated, "u8"), np.asarray(trunc).reshape(self.n), casting="unsafe")
+            self._returns += rew
+            return 0
+        except BaseException as exc:  # noqa: BLE001
+            self.raised.append(exc)
+            return 1
+
+
+def _check_vector(vector) -> None:
+    """Refuses a vector environment whose autoreset this adapter cannot drive exactly, saying what to use."""
+    mode = _autoreset_mode(vector)
+    if mode not in ("NextStep", "SameStep", "Disabled"):
+        raise ValueError(f"{type(vector).__name__}: autoreset mode {mode!r} is none of Gymnasium's NEXT_STEP, "
+                         "SAME_STEP and DISABLED")
+    base = getattr(vector, "unwrapped", vector)
+    if mode == "NextStep" and type(base).__name__ == "AsyncVectorEnv" and not getattr(base, "shared_memory", True):
+        raise ValueError("AsyncVectorEnv(shared_memory=False) in autoreset mode NEXT_STEP: its workers keep a "
+                         "pending autoreset through reset(options={'reset_mask': ...}), so the step after an "
+                         "episode end would be a reset, not a transition; construct it with "
+                         "autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP (one call per step, the fastest "
+                         "here) or shared_memory=True")
+
+
 def _env_name(env) -> str:
     """The name for summary.json and logs: the Gymnasium id when there is one."""
     spec = getattr(env, "spec", None)
@@ -198,9 +377,13 @@ def train(
     """Trains an agent on a Gymnasium environment, writes the run directory, and returns the results.
 
     Args:
-        env: a Gymnasium id (``"Pendulum-v1"``), an ``EnvSpec``, an environment instance, or a
-            ``gymnasium.vector.SyncVectorEnv`` (its sub-environments become the trainer's N training
-            environments, ``env.num_envs``). The algorithm of the config must suit its action space (td3:
+        env: a Gymnasium id (``"Pendulum-v1"``), an ``EnvSpec``, an environment instance, or a vector
+            environment (``gymnasium.vector.SyncVectorEnv``, ``AsyncVectorEnv``, ``gymnasium.make_vec(...)``):
+            its sub-environments become the trainer's N training environments (``env.num_envs``), stepped
+            with one ``step`` call per vector step, in any autoreset mode (an ``AsyncVectorEnv(shared_memory=
+            False)`` needs SAME_STEP or DISABLED; SAME_STEP makes one call per step also when episodes end).
+            The transitions are those of the same sub-environments given one by one, final observations
+            included. The caller closes it. The algorithm of the config must suit its action space (td3:
             Box, dqn: Discrete).
         config: a :class:`rltrain.Config` or a path to a YAML file. It is copied, not changed.
         total_steps: environment steps (default: the config's ``train.total_steps``). It also sets the
@@ -212,7 +395,8 @@ def train(
             ``step``, ``episodes``, ``updates``, ``return`` (of that episode or evaluation; the last
             episode's for ``progress``), ``best_eval_return``, ``elapsed_s`` and ``progress`` (a
             :class:`rltrain.Progress`); returning a true value stops training after the current step.
-        eval_env: the environment for evaluations; default: a new one from ``env``'s id or spec.
+        eval_env: the environment for evaluations; default: a new one from ``env``'s id or spec (a vector
+            environment's: its sub-environments' spec).
         eval_every: steps between evaluations (default ``train.eval_every``; 0 evaluates only at the end).
         eval_episodes: episodes per evaluation (default ``train.eval_episodes``).
         save_path: where to save the agent's checkpoint at the end, if given (``out_dir/final.ckpt`` is
@@ -275,23 +459,33 @@ def train(
         return _train_group(env, eval_env, cfg, callback)
     seed = int(cfg.get("seed"))
 
-    # A vector environment (it has single_observation_space) is stepped through its sub-environments, one
-    # trainer instance each: that needs them in this process, as SyncVectorEnv keeps them (``envs``).
+    # A vector environment (it has single_observation_space) is the trainer's env.num_envs training
+    # environments, stepped all at once (_VectorCallbacks), wherever its sub-environments live.
     vector = env if hasattr(env, "single_observation_space") else None
     if vector is not None:
-        subs = list(getattr(vector, "envs", None) or [])
-        if not subs:
-            raise ValueError(f"{type(vector).__name__}: the trainer steps each sub-environment itself, so it needs "
-                             "them in this process; pass a gymnasium.vector.SyncVectorEnv (AsyncVectorEnv keeps them "
-                             "in worker processes), or an id with num_envs=N")
-        if num_envs is not None and int(num_envs) != len(subs):
-            raise ValueError(f"num_envs={num_envs}, but the vector environment has {len(subs)}")
-        num_envs = len(subs)
+        _check_vector(vector)
+        if num_envs is not None and int(num_envs) != int(vector.num_envs):
+            raise ValueError(f"num_envs={num_envs}, but the vector environment has {vector.num_envs}")
+        num_envs = int(vector.num_envs)
     if num_envs is not None:
         cfg.set("env.num_envs", int(num_envs))
     n_envs = int(cfg.get("env.num_envs"))
     if vector is not None:
-        train_envs, own_env, env = subs, False, subs[0]
+        # The sub-environments' spec (from the workers for an AsyncVectorEnv) names the run and makes the
+        # evaluation environment, as an environment's own spec does for one environment.
+        base = getattr(vector, "unwrapped", vector)  # under any vector wrappers
+        try:
+            spec = base.get_attr("spec")[0] if hasattr(base, "get_attr") else None
+        except Exception:  # noqa: BLE001 - a wrapper that Gymnasium cannot record has no spec
+            spec = None
+        train_envs, own_env = [], False
+        name = spec.id if spec is not None and spec.id else type(base).__name__
+        obs_gym, act_gym = vector.single_observation_space, vector.single_action_space
+        if eval_env is None:
+            if spec is None:
+                raise ValueError("pass eval_env: the vector environment's sub-environments have no spec to make an "
+                                 "evaluation environment from")
+            eval_env = spec
     else:
         env, own_env = _make(env, "training")
         train_envs = [env]
@@ -303,10 +497,11 @@ def train(
         if n_envs > 1:
             # More of the same: copies made here from its id or spec (closed at the end).
             train_envs += [_make(env.spec, "training")[0] for _ in range(n_envs - 1)]
-    if eval_env is None:
-        if env.spec is None:
-            raise ValueError("pass eval_env: the environment has no spec to make an evaluation copy from")
-        eval_env = env.spec
+        name, obs_gym, act_gym = _env_name(env), env.observation_space, env.action_space
+        if eval_env is None:
+            if env.spec is None:
+                raise ValueError("pass eval_env: the environment has no spec to make an evaluation copy from")
+            eval_env = env.spec
     eval_env, own_eval = _make(eval_env, "evaluation")
     trainer = board = None
     try:
@@ -314,15 +509,20 @@ def train(
             from .tensorboard import TrainCallback
 
             board = callback = TrainCallback(tensorboard, then=callback)
-        if type(env.observation_space).__name__ == "Dict":
-            obs_space = Space.from_gym_dict(env.observation_space, cfg)
+        if type(obs_gym).__name__ == "Dict":
+            obs_space = Space.from_gym_dict(obs_gym, cfg)
         else:
-            obs_space = Space.from_gym(env.observation_space)
-        act_space = Space.from_gym(env.action_space, actions=True)
-        bridge = _GymCallbacks((*train_envs, eval_env), obs_space, act_space, seed, _env_name(env))
+            obs_space = Space.from_gym(obs_gym)
+        act_space = Space.from_gym(act_gym, actions=True)
+        if vector is not None:
+            bridge = _VectorCallbacks(vector, eval_env, obs_space, act_space, seed, name)
+        else:
+            bridge = _GymCallbacks((*train_envs, eval_env), obs_space, act_space, seed, name)
         trainer = Trainer(cfg, _env=bridge.struct)
         log.info("memory plan:\n%s", trainer.plan_table().rstrip())
-        for k, e in enumerate(train_envs):
+        # The trainer draws its own random actions; the environments' action spaces are seeded for an
+        # environment that samples them itself (a SyncVectorEnv's here too; an AsyncVectorEnv's live in its workers).
+        for k, e in enumerate(train_envs if vector is None else getattr(base, "envs", None) or []):
             e.action_space.seed(seed + k)
         evaluations: list[tuple[int, float]] = []
         stopped = False
@@ -336,9 +536,14 @@ def train(
                 "best_eval_return": p.best_eval_return, "elapsed_s": p.elapsed_s, "progress": p,
             }))
 
-        def on_episode() -> None:
+        def on_episode(later: int = 0, ret: float | None = None) -> None:
+            # A vector environment reports the episodes one step ended after the trainer counted all of them:
+            # `later` of them come after this one, and `ret` is this one's return.
             nonlocal stopped
-            if report("episode", trainer.progress()):
+            p = trainer.progress()
+            if ret is not None:
+                p = dataclasses.replace(p, episodes=p.episodes - later, last_episode_return=ret)
+            if report("episode", p):
                 stopped = True
                 trainer.request_stop()  # after this step, as the loop would have broken here
 
@@ -381,7 +586,7 @@ def train(
             board.close()
         if own_env:
             env.close()
-        for e in train_envs[1:] if vector is None else []:
+        for e in train_envs[1:]:
             e.close()  # the copies made here
         if own_eval:
             eval_env.close()
@@ -515,6 +720,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true", help="no progress lines (and no memory plan on stderr)")
     ap.add_argument("--json", action="store_true", help="print only the results, as one JSON object")
     ap.add_argument("--tensorboard", metavar="LOGDIR", help="also write TensorBoard scalars here (needs tensorboard)")
+    ap.add_argument("--vector", choices=("sync", "async"),
+                    help="step the env.num_envs training environments as one Gymnasium vector environment "
+                         "(gymnasium.make_vec with this vectorization mode and SAME_STEP autoreset; async: a worker "
+                         "process each) instead of copies stepped one by one in this process; the same run")
     args = ap.parse_args(argv)
     quiet = args.quiet or args.json
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="rltrain: %(message)s")
@@ -523,13 +732,20 @@ def main(argv: list[str] | None = None) -> int:
         if ev["kind"] != "episode" and not quiet:
             print(ev["progress"].line(), flush=True)
 
-    out_dir = None
+    out_dir = vector = None
     try:
         cfg = Config.from_file(args.config)
         for s in args.set:
             cfg.set(s)
         out_dir = cfg.get("out_dir")
-        result = train(args.env, cfg, total_steps=args.steps, seed=args.seed, callback=progress, save_path=args.save,
+        env = args.env
+        if args.vector:
+            import gymnasium
+
+            same_step = {"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP}
+            vector = env = gymnasium.make_vec(args.env, num_envs=int(cfg.get("env.num_envs")),
+                                              vectorization_mode=args.vector, vector_kwargs=same_step)
+        result = train(env, cfg, total_steps=args.steps, seed=args.seed, callback=progress, save_path=args.save,
                        tensorboard=args.tensorboard)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
@@ -552,6 +768,9 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as e:  # --tensorboard without the tensorboard package
         print(f"error: {e}", file=sys.stderr)
         return 1
+    finally:
+        if vector is not None:
+            vector.close()
     if args.json:
         # JSON has no NaN: a value that does not exist yet is null.
         print(json.dumps(_json_clean(result)))
