@@ -1,7 +1,8 @@
 /* seed_bench.h: the --seeds N mode of bench_td3_update and bench_dqn_update: N agents of one benchmark, each
  * made, trained and freed in a thread of its own, as a seed group runs its members (engine/seed_group.c). It
- * times the first agent alone (the single-agent figure, in the same process), then all N at once, each running
- * the same number of updates, and prints both rates and their ratio. */
+ * times one agent alone as a single run makes it (the single-agent figure, in the same process, freed before the
+ * others are made), then the N at once as a group makes them (one lane each, CUDA_DEVICE_MAX_CONNECTIONS 32 unless
+ * set), each running the same number of updates, and prints both rates and their ratio. */
 #ifndef RLT_BENCH_SEED_BENCH_H
 #define RLT_BENCH_SEED_BENCH_H
 
@@ -10,8 +11,9 @@
 typedef struct seed_bench {
     const char *name; /* "td3_update" */
     void *ctx;        /* the benchmark's settings, passed back to its functions */
-    /* Makes agent k and fills its replay (in agent k's thread); NULL after printing why. */
-    rlt_agent *(*setup)(void *ctx, int k);
+    /* Makes agent k (seed k + 1) with at most `lanes` lanes (0: the backend's choice) and fills its replay (in the
+     * thread that runs it); NULL after printing why. */
+    rlt_agent *(*setup)(void *ctx, int k, int lanes);
     /* Runs `updates` updates and waits for the device; returns the count run, or -1 after printing why. */
     long (*run)(void *ctx, rlt_agent *ag, int updates);
 } seed_bench;

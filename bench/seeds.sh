@@ -3,12 +3,12 @@
 # bench_td3_update and bench_dqn_update --seeds N make N agents, one thread each, and print agent 0's updates/s
 # alone, the N agents' updates/s together and the ratio (the target on an H100: 16 agents >= 8x one, for TD3
 # 256-256/b256 and DQN MLP). Then a whole seed group end to end: configs/td3_pendulum.yaml with 16 seeds.
-# Usage: bash bench/seeds.sh [BUILD_DIR] [DEVICE] [N...]    (defaults: build cuda:0 "4 8 16"; builds nothing)
+# Usage: bash bench/seeds.sh [BUILD_DIR] [DEVICE] [N...]    (defaults: build cuda:0 "2 4 8 16"; builds nothing)
 set -uo pipefail
 build=${1:-build}
 device=${2:-cuda:0}
 shift 2 2>/dev/null || shift $#
-ns=${*:-4 8 16}
+ns=${*:-2 4 8 16}
 # The bench programs link the library statically: point them at the CUDA module of this build.
 export RLT_CUDA_MODULE=${RLT_CUDA_MODULE:-$PWD/$build/librltrain_cuda.so}
 for n in $ns; do

@@ -322,6 +322,7 @@ int agent_prepare(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
         RLT_FAIL(e, RLT_ESTATE, "this agent was allocated for another algorithm than '%s'", ag->cfg.algo);
     RLT_TRY(agent_check_spaces(ag, obs, act));
     char why[512] = "";
+    ag->bk.lanes = ag->cfg.lanes;
     RLT_TRY(rlt_backend_open_device(&ag->bk, e, config_device(&ag->cfg), ag->cfg.cpu.threads, why, sizeof why));
     ag->backend_open = 1;
     /* A data-parallel rank: its gradient averages go through the group's communicator from the first capture. */

@@ -469,6 +469,11 @@ struct rlt_backend {
      * how it was measured and which handles exist, for the plan table. */
     uint64_t context_bytes, handle_bytes;
     char memory_note[160];
+    /* Set by the caller before the open, kept by it: the most lanes (branch/join) ops may use; 0 is the backend's
+     * own choice. 1 runs every op of an update in order on one stream: what several trainers sharing one GPU want
+     * (a seed group), since their updates overlap each other instead, and each stream costs the device one of its
+     * hardware queues (CUDA_DEVICE_MAX_CONNECTIONS). The schedule changes, never the results. */
+    int32_t lanes;
     void *module;   /* the dlopen handle of the backend's module (NULL for the built-in CPU backend); owned
                      * by the registry, which closes it in rlt_backend_close */
 };

@@ -7,7 +7,8 @@
 #include "backend.h"
 #include "device.h"
 
-/* Opens `device`. On success bk is open and bk->err = e.
+/* Opens `device`. On success bk is open and bk->err = e. bk->lanes is the caller's (rlt_backend), read here; the
+ * rest of *bk is overwritten.
  * cuda / cuda:N that cannot be used: RLT_EDEVICE with the reason (module missing, no driver, no such
  * device index, ...). auto never fails for lack of a GPU: it opens the CPU backend and writes the reason
  * into why_cpu (cap bytes) so the caller can log one line. */

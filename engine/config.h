@@ -207,6 +207,9 @@ struct rlt_config {
      * (and rank 0, n_ranks 1): a run of its own. */
     struct rlt_comm *comm;
     int32_t rank, n_ranks;
+    /* The most lanes the backend may use (rlt_backend.lanes; 0: its own choice): 1 for the members of a seed group
+     * that share a GPU. */
+    int32_t lanes;
 };
 
 void config_set_defaults(rlt_config *cfg);

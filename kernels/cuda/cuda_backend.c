@@ -257,9 +257,11 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
     if (!c) return rlt_err_set(bk->err, RLT_ENOMEM, __FILE__, __LINE__, "out of host memory for the CUDA backend");
     c->device = index;
     c->capturing = -1;
-    /* The one developer switch, read once here (see cuda_ops.h): it changes the schedule, never the results. */
+    /* The one developer switch, read once here (see cuda_ops.h), and the caller's limit (bk->lanes, a seed group's
+     * members sharing the GPU): they change the schedule, never the results. */
     const char *lanes = getenv("RLT_CUDA_LANES");
     c->n_lanes = lanes && strcmp(lanes, "1") == 0 ? 1 : RLT_BACKEND_MAX_LANES;
+    if (bk->lanes > 0 && bk->lanes < c->n_lanes) c->n_lanes = bk->lanes;
     bk->impl = c;
     bk->device_is_host = 0;
     bk->device_index = index;
