@@ -309,6 +309,31 @@ static void refusals(const char *dir) {
     rlt_config_free(cfg);
 }
 
+/* Several seeds with a device list: a seed group whose seed k runs on device k mod R, each the single run of its
+ * seed (on the CPU byte for byte, as any seed group member). */
+static void seeds_over_devices(const char *dir) {
+    char group[600], single[600], a[700], b[700];
+    snprintf(group, sizeof group, "%s/group", dir);
+    snprintf(single, sizeof single, "%s/single", dir);
+    rlt_config *cfg = config(k_td3, group, (const char *const[]){"train.seeds=[3, 4, 5]", NULL});
+    rlt_group *g;
+    int rc = run_group(cfg, NULL, NULL, NULL, &g);
+    CHECK(rc == RLT_OK && rlt_group_ranks(g) == 0 && rlt_group_size(g) == 3, "3 seeds over 2 devices: %s",
+          rlt_group_errmsg(g));
+    rlt_group_free(g);
+    rlt_config_free(cfg);
+    cfg = config(k_td3, single, (const char *const[]){"devices=[]", "seed=5", NULL});
+    rlt_trainer *tr;
+    CHECK(rlt_trainer_init(cfg, &tr) == RLT_OK && rlt_trainer_run(tr, NULL, NULL) == RLT_OK, "single run: %s",
+          rlt_trainer_errmsg(tr));
+    rlt_trainer_free(tr);
+    rlt_config_free(cfg);
+    snprintf(a, sizeof a, "%s/seed_5/final.ckpt", group);
+    snprintf(b, sizeof b, "%s/final.ckpt", single);
+    CHECK(test_files_differ(a, b) == 0, "seed 5 of the group (on the first device again) = its single run (%ld bytes "
+          "differ)", test_files_differ(a, b));
+}
+
 int main(void) {
     comm_collectives();
     char whole[600]; /* test_tmpdir's buffer is reused by its next call */
@@ -318,5 +343,6 @@ int main(void) {
     stop_and_resume(whole, test_tmpdir("tmp_dp_stop"));
     failing_rank(test_tmpdir("tmp_dp_fail"));
     refusals(test_tmpdir("tmp_dp_refuse"));
+    seeds_over_devices(test_tmpdir("tmp_dp_seeds"));
     return test_summary("test_data_parallel");
 }
