@@ -317,7 +317,10 @@ __device__ __forceinline__ void lin_run(const lin_problem &p, int32_t tile, floa
 
 /* Blocks 0 .. p[0].tiles - 1 run problem 0, the rest problem 1 (the branch is uniform within a block). The
  * descriptors are read in place from parameter space (__grid_constant__), never copied per thread. */
-__global__ void __launch_bounds__(LIN_THREADS) linear_kernel(const __grid_constant__ lin_launch L) {
+#ifndef LIN_MIN_BLOCKS
+#define LIN_MIN_BLOCKS 1
+#endif
+__global__ void __launch_bounds__(LIN_THREADS, LIN_MIN_BLOCKS) linear_kernel(const __grid_constant__ lin_launch L) {
     __shared__ __align__(16) float smem[LIN_SMEM_FLOATS];
     cuda_pdl_wait(); /* launched with cuda_launch_pdl: nothing touches memory before this */
     cuda_pdl_trigger();
