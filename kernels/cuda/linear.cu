@@ -317,8 +317,12 @@ __device__ __forceinline__ void lin_run(const lin_problem &p, int32_t tile, floa
 
 /* Blocks 0 .. p[0].tiles - 1 run problem 0, the rest problem 1 (the branch is uniform within a block). The
  * descriptors are read in place from parameter space (__grid_constant__), never copied per thread. */
+/* Blocks of this kernel that must fit an SM at once (launch bounds): 3 caps it at 80 registers a thread (from
+ * 114, with 8 bytes of spill), so 3 blocks share an SM instead of 2. A single run loses nothing measurable and 16
+ * seeds sharing a GPU gain 18% (TD3 256-256/b256, H100; bench/RESULTS.md); 4 (64 registers, 172 bytes of spill)
+ * costs a single run 6%. Registers change no arithmetic: the same bits whatever the value. */
 #ifndef LIN_MIN_BLOCKS
-#define LIN_MIN_BLOCKS 1
+#define LIN_MIN_BLOCKS 3
 #endif
 __global__ void __launch_bounds__(LIN_THREADS, LIN_MIN_BLOCKS) linear_kernel(const __grid_constant__ lin_launch L) {
     __shared__ __align__(16) float smem[LIN_SMEM_FLOATS];
