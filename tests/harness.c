@@ -2,7 +2,9 @@
 #include "harness.h"
 
 #include "rltrain.h"
+#include "checkpoint.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -162,4 +164,35 @@ void test_strip_wall(char *text) {
         line += len;
     }
     *out = '\0';
+}
+
+static unsigned char g_ckpt_a[1 << 20], g_ckpt_b[1 << 20];
+
+int test_ckpt_same_tensor(const char *a_path, const char *b_path, const char *name) {
+    rlt_err e;
+    ckpt_reader ra, rb;
+    const ckpt_tensor_info *ia, *ib;
+    int same = -1;
+    if (ckpt_reader_open(&ra, &e, a_path) != RLT_OK) return -1;
+    if (ckpt_reader_open(&rb, &e, b_path) != RLT_OK) {
+        ckpt_reader_close(&ra);
+        return -1;
+    }
+    if (ckpt_reader_find(&ra, name, &ia) == RLT_OK && ckpt_reader_find(&rb, name, &ib) == RLT_OK &&
+        ia->bytes <= sizeof g_ckpt_a && ia->bytes == ib->bytes &&
+        ckpt_reader_read(&ra, name, g_ckpt_a, ia->bytes) == RLT_OK && ckpt_reader_read(&rb, name, g_ckpt_b, ib->bytes) == RLT_OK)
+        same = memcmp(g_ckpt_a, g_ckpt_b, ia->bytes) == 0;
+    ckpt_reader_close(&ra);
+    ckpt_reader_close(&rb);
+    return same;
+}
+
+int test_ckpt_same_replica(const char *a_path, const char *b_path) {
+    const char *state[] = {"params", "adam_m", "adam_v", "target"};
+    for (int i = 0; i < 4; i++)
+        if (test_ckpt_same_tensor(a_path, b_path, state[i]) != 1) {
+            fprintf(stderr, "  tensor '%s' differs between %s and %s\n", state[i], a_path, b_path);
+            return 0;
+        }
+    return 1;
 }

@@ -44,6 +44,11 @@ struct rlt_agent;
 struct rlt_agent *test_td3_synthetic(const char *const *sets, int *rc);
 /* Bytes that differ between two files, or -1 when one is missing or their lengths differ. */
 long test_files_differ(const char *a, const char *b);
+/* Tensor `name` of two checkpoints: 1 when equal byte for byte, 0 when not, -1 when missing from either (or
+ * larger than 1 MiB). */
+int test_ckpt_same_tensor(const char *a_path, const char *b_path, const char *name);
+/* 1 when the two checkpoints hold the same replica: params, adam_m, adam_v and target equal byte for byte. */
+int test_ckpt_same_replica(const char *a_path, const char *b_path);
 /* A whole file into buf (at most cap bytes): its size, or -1 when it cannot be opened. */
 long test_read_file(const char *path, void *buf, size_t cap);
 /* n bytes from buf as the whole file at path: 0, or -1 on failure. */

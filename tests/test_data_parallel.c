@@ -110,27 +110,6 @@ static void comm_collectives(void) {
 
 /* ---- training ------------------------------------------------------------------------------------- */
 
-static unsigned char a_buf[1 << 20], b_buf[1 << 20];
-
-/* Tensor `name` of two checkpoints: 1 when equal byte for byte, 0 when not, -1 when missing. */
-static int same_tensor(const char *a_path, const char *b_path, const char *name) {
-    rlt_err e;
-    ckpt_reader ra, rb;
-    const ckpt_tensor_info *ia, *ib;
-    int same = -1;
-    if (ckpt_reader_open(&ra, &e, a_path) != RLT_OK) return -1;
-    if (ckpt_reader_open(&rb, &e, b_path) != RLT_OK) {
-        ckpt_reader_close(&ra);
-        return -1;
-    }
-    if (ckpt_reader_find(&ra, name, &ia) == RLT_OK && ckpt_reader_find(&rb, name, &ib) == RLT_OK &&
-        ia->bytes <= sizeof a_buf && ia->bytes == ib->bytes && ckpt_reader_read(&ra, name, a_buf, ia->bytes) == RLT_OK &&
-        ckpt_reader_read(&rb, name, b_buf, ib->bytes) == RLT_OK)
-        same = memcmp(a_buf, b_buf, ia->bytes) == 0;
-    ckpt_reader_close(&ra);
-    ckpt_reader_close(&rb);
-    return same;
-}
 
 static int run_group(rlt_config *cfg, const char *resume, rlt_group_progress_fn fn, void *user, rlt_group **out) {
     rlt_group *g;
@@ -150,10 +129,8 @@ static void replicas_equal(const char *dir, const char *what, const char *replay
     char a[700], b[700];
     snprintf(a, sizeof a, "%s/rank_0/final.ckpt", dir);
     snprintf(b, sizeof b, "%s/rank_1/final.ckpt", dir);
-    const char *state[] = {"params", "adam_m", "adam_v", "target"};
-    for (int i = 0; i < 4; i++)
-        CHECK(same_tensor(a, b, state[i]) == 1, "%s: tensor '%s' is the same on both ranks", what, state[i]);
-    CHECK(same_tensor(a, b, replay_field) == 0, "%s: the ranks' replays differ (each its own environments)", what);
+    CHECK(test_ckpt_same_replica(a, b), "%s: parameters, Adam moments and targets are the same on both ranks", what);
+    CHECK(test_ckpt_same_tensor(a, b, replay_field) == 0, "%s: the ranks' replays differ (each its own environments)", what);
 }
 
 static void trains_replicas(const char *base, const char *dir, const char *what, const char *replay_field) {
