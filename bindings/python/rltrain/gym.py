@@ -605,7 +605,11 @@ def _factory(env_or_id, what: str) -> Callable[[], Any]:
 
 
 def _group_seeds(cfg: Config) -> list[int]:
-    """The members' seeds as the config names them (train.seeds, else seed .. seed + train.num_seeds - 1)."""
+    """The members' seeds as the config names them (train.seeds, else seed .. seed + train.num_seeds - 1); a
+    data-parallel run's ranks (``devices`` with one seed) all have the run's seed."""
+    ranks = int(_native.lib.rlt_config_ranks(cfg._handle))
+    if ranks > 0:
+        return [int(cfg.get("seed"))] * ranks
     listed = cfg.get("train.seeds")
     if listed:
         return [int(s) for s in listed]
@@ -624,7 +628,12 @@ def _train_group(env, eval_env, cfg: Config, callback) -> dict:
     try:
         bridges = []
         obs_space = act_space = None
-        for s in seeds:
+        ranks = int(_native.lib.rlt_config_ranks(cfg._handle))
+        for r, s in enumerate(seeds):
+            # Rank r of a data-parallel run steps environments r N .. r N + N - 1 of one numbering, as the engine
+            # numbers its built-in ones: their first resets and action spaces take seed + that number.
+            if ranks > 0:
+                s = s + r * n_envs
             train_envs = [make() for _ in range(n_envs)]
             made += train_envs
             ev = make_eval()
@@ -633,6 +642,8 @@ def _train_group(env, eval_env, cfg: Config, callback) -> dict:
                 obs_space = Space.from_gym(train_envs[0].observation_space)
                 act_space = Space.from_gym(train_envs[0].action_space, actions=True)
             bridges.append(_GymCallbacks((*train_envs, ev), obs_space, act_space, s, _env_name(train_envs[0])))
+            if ranks > 0:  # the replicas evaluate on the same episodes, as the engine's ranks do
+                bridges[-1].first_seed[-1] = seeds[0] + 100
             for k, e in enumerate(train_envs):
                 e.action_space.seed(s + k)
         group = Group(cfg, _envs=[b.struct for b in bridges])
@@ -673,6 +684,7 @@ def _train_group(env, eval_env, cfg: Config, callback) -> dict:
             })
         return {
             "seeds": group.seeds,
+            "ranks": ranks,  # > 0: a data-parallel run, runs[k] is rank k (out_dir/rank_<k>)
             "runs": runs,
             "final_eval_mean": final.eval_mean,
             "final_eval_min": final.eval_min,

@@ -159,3 +159,21 @@ def test_gym_module_cli_with_num_seeds(tmp_path, configs):
                         f"each) and {out}/summary.csv"
     assert any(line.startswith("[eval] step 600/600 (2 seeds) | eval mean") for line in lines), lines
     assert (out / "seed_2" / "final.ckpt").is_file() and (out / "summary.csv").is_file()
+
+
+def test_gym_train_data_parallel_over_two_cpu_ranks(tmp_path, configs):
+    """devices=[cpu, cpu] with one seed: train() runs the ranks of one data-parallel run, each on Gymnasium
+    environments of its own (rank 1's first reset seeded after rank 0's), out_dir/rank_<k>/; the replicas end with
+    the same parameters (the evaluations agree exactly) while their data differ (their episodes do)."""
+    cfg = quick(configs, tmp_path / "dp")
+    cfg.set("devices=[cpu, cpu]")
+    assert _native.lib.rlt_config_ranks(cfg._handle) == 2
+    result = rltrain.gym.train("Pendulum-v1", cfg)
+    assert result["ranks"] == 2 and len(result["runs"]) == 2
+    r0, r1 = result["runs"]
+    assert r0["out_dir"] == str(tmp_path / "dp" / "rank_0") and r1["out_dir"] == str(tmp_path / "dp" / "rank_1")
+    assert r0["env_steps"] == r1["env_steps"] == 600 and r0["updates"] == r1["updates"] > 0
+    assert r0["final_eval_return"] == r1["final_eval_return"]
+    assert r0["last_episode_return"] != r1["last_episode_return"]
+    with open(tmp_path / "dp" / "summary.csv") as f:
+        assert [int(r["rank"]) for r in csv.DictReader(f)] == [0, 1]
