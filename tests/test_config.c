@@ -755,7 +755,7 @@ static void check_enum_values(void) {
                                     "dqn: {loss: mse}\nnetwork: {conv: nature}\nmemory: {on_oom: cpu}\n", "all.yaml") == RLT_OK,
           "all: %s", rlt_config_errmsg(c));
     rlt_config_dump(c, dump, sizeof dump);
-    CHECK(!strncmp(dump, "algo: td3\nenv:\n", 15) && strstr(dump, "\ndevice: cuda:2\nprecision: bf16\ntrain:\n") &&
+    CHECK(!strncmp(dump, "algo: td3\nenv:\n", 15) && strstr(dump, "\ndevice: cuda:2\ndevices: []\nprecision: bf16\ntrain:\n") &&
               strstr(dump, "\nreplay:\n  capacity: 100000\n  location: host\n  obs_dtype: fp16\ntd3:\n") &&
               strstr(dump, "\n  double: true\n  loss: mse\n  target_update_every: 500\n") &&
               strstr(dump, "\n  conv: nature\nmemory:\n") && strstr(dump, "\n  on_oom: cpu\ncheckpoint:\n"),

@@ -258,6 +258,28 @@ static void refused(const char *base, const char *set, const char *want) {
     rlt_config_free(cfg);
 }
 
+/* device: [..] is the list key written where one device goes; the dump writes it back as devices, which reads
+ * back to the same config; a bad entry is refused with file:line:column and the key. */
+static void device_list_syntax(void) {
+    rlt_config *cfg, *again;
+    static char dump[1 << 16], dump2[1 << 16];
+    CHECK(rlt_config_init(&cfg) == RLT_OK && rlt_config_init(&again) == RLT_OK, "configs");
+    CHECK(rlt_config_load_string(cfg, "algo: td3\ndevice: [cuda:1, cuda]\ntrain: {batch_size: 64}\n", "l.yaml") ==
+          RLT_OK, "device as a list: %s", rlt_config_errmsg(cfg));
+    rlt_config_dump(cfg, dump, sizeof dump);
+    CHECK(strstr(dump, "\ndevices: [cuda:1, cuda:0]\n") != NULL, "the dump writes the list (a bare cuda is GPU 0):\n%s", dump);
+    CHECK(rlt_config_load_string(again, dump, "dump.yaml") == RLT_OK, "the dump reads back: %s", rlt_config_errmsg(again));
+    rlt_config_dump(again, dump2, sizeof dump2);
+    CHECK(strcmp(dump, dump2) == 0, "and dumps the same");
+    CHECK(rlt_config_ranks(again) == 2, "two ranks");
+    CHECK(rlt_config_load_string(again, "devices: [cuda:0, gpu1]\n", "bad.yaml") == RLT_ECONFIG &&
+              strstr(rlt_config_errmsg(again), "bad.yaml:1:") && strstr(rlt_config_errmsg(again), "key 'devices'") &&
+              strstr(rlt_config_errmsg(again), "entry 2: 'gpu1' is not a device"),
+          "a bad entry names file, line, key and entry: %s", rlt_config_errmsg(again));
+    rlt_config_free(cfg);
+    rlt_config_free(again);
+}
+
 static void refusals(const char *dir) {
     refused(k_td3, "train.batch_size=63", "does not split evenly over the 2 devices");
     refused(k_td3, "precision=fp16", "fp16 with 2 devices");
@@ -319,6 +341,7 @@ int main(void) {
     trains_replicas(k_dqn, test_tmpdir("tmp_dp_dqn"), "dqn", "replay.frame");
     stop_and_resume(whole, test_tmpdir("tmp_dp_stop"));
     failing_rank(test_tmpdir("tmp_dp_fail"));
+    device_list_syntax();
     refusals(test_tmpdir("tmp_dp_refuse"));
     seeds_over_devices(test_tmpdir("tmp_dp_seeds"));
     return test_summary("test_data_parallel");
