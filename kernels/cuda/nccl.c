@@ -62,6 +62,17 @@ static void nccl_load(void) {
 }
 
 int cuda_comm_init(int32_t n, const int32_t *devices, void **comms, rlt_err *e) {
+    /* The devices first: NCCL's own message for a missing one is "unhandled cuda error". */
+    int count = 0;
+    cudaError_t crc = cudaGetDeviceCount(&count);
+    if (crc != cudaSuccess)
+        return rlt_err_set(e, RLT_EDEVICE, __FILE__, __LINE__, "devices lists %d GPUs, but CUDA finds none: %s", (int)n,
+                           cudaGetErrorString(crc));
+    for (int32_t k = 0; k < n; k++)
+        if (devices[k] < 0 || devices[k] >= count)
+            return rlt_err_set(e, RLT_EDEVICE, __FILE__, __LINE__,
+                               "devices lists cuda:%d, but this machine has %d GPU%s (cuda:0 .. cuda:%d)", (int)devices[k],
+                               count, count == 1 ? "" : "s", count - 1);
     pthread_once(&g_nccl.once, nccl_load);
     if (!g_nccl.lib)
         return rlt_err_set(e, RLT_EDEVICE, __FILE__, __LINE__,
