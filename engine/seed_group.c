@@ -333,10 +333,12 @@ static int member_config(rlt_group *g, int32_t k) {
         len = snprintf(m->cfg.out_dir, sizeof m->cfg.out_dir, "%s/seed_%llu", g->cfg.out_dir, (unsigned long long)m->seed);
     }
     if (len < 0 || (size_t)len >= sizeof m->cfg.out_dir) {
-        char where[400];
-        RLT_FAIL(&g->err, RLT_ECONFIG, "%s: '%s/seed_%llu' (seed %llu's out_dir) is longer than %d bytes; use a shorter "
-                 "out_dir", config_key_where(&g->cfg, "out_dir", where, sizeof where), g->cfg.out_dir,
-                 (unsigned long long)m->seed, (unsigned long long)m->seed, (int)sizeof m->cfg.out_dir - 1);
+        char where[400], sub[48];
+        if (g->dp) snprintf(sub, sizeof sub, "rank_%d", (int)k);
+        else snprintf(sub, sizeof sub, "seed_%llu", (unsigned long long)m->seed);
+        RLT_FAIL(&g->err, RLT_ECONFIG, "%s: '%s/%s' (%s's out_dir) is longer than %d bytes; use a shorter out_dir",
+                 config_key_where(&g->cfg, "out_dir", where, sizeof where), g->cfg.out_dir, sub, sub,
+                 (int)sizeof m->cfg.out_dir - 1);
     }
     return RLT_OK;
 }
