@@ -189,7 +189,7 @@ static const cfg_key schema[] = {
     ROW_BOOL("checkpoint.include_replay", checkpoint.include_replay, "true",
              "save the replay buffer in checkpoints, so a resumed run continues exactly where it stopped"),
     ROW_I32("cpu.threads", cpu.threads, 0, 1024, "0",
-            "CPU backend threads; 0 means 1; 2 or more adds one worker that splits large dense layers (same results)"),
+            "CPU backend threads; 0 means 1; 2 or more adds a worker for independent and large ops (same results)"),
     ROW_STR("out_dir", out_dir, "runs/td3_pendulum", "directory for config.yaml, metrics.csv, summary.json, final.ckpt"),
 };
 #define N_KEYS (sizeof schema / sizeof schema[0])

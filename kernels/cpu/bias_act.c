@@ -19,8 +19,34 @@ CPU_HOT int cpu_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float *b,
     return RLT_OK;
 }
 
-CPU_HOT int cpu_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows, int32_t cols,
+/* The op issued on a side lane, as the worker's queue runs it (lanes.c). */
+typedef struct act_grad_job {
+    rlt_backend *bk;
+    float *dy;
+    const float *y;
+    int32_t lddy, ldy, rows, cols;
+    rlt_act act;
+} act_grad_job;
+
+static void act_grad_run(void *arg) {
+    const act_grad_job *j = arg;
+    (void)cpu_act_grad_plain(j->bk, j->dy, j->lddy, j->y, j->ldy, j->rows, j->cols, j->act); /* checked: cannot fail */
+}
+
+int cpu_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows, int32_t cols,
                  rlt_act act) {
+    CPU_REQUIRE(bk, rows >= 0 && cols >= 0 && lddy >= cols && ldy >= cols, "act_grad");
+    CPU_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "act_grad");
+    if (act == RLT_ACT_NONE) return RLT_OK;
+    if (cpu_lane_side(bk)) {
+        act_grad_job j = {bk, dy, y, lddy, ldy, rows, cols, act};
+        return cpu_lane_defer(bk, act_grad_run, &j, sizeof j);
+    }
+    return cpu_act_grad_plain(bk, dy, lddy, y, ldy, rows, cols, act);
+}
+
+CPU_HOT int cpu_act_grad_plain(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows,
+                               int32_t cols, rlt_act act) {
     CPU_REQUIRE(bk, rows >= 0 && cols >= 0 && lddy >= cols && ldy >= cols, "act_grad");
     CPU_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "act_grad");
     if (act == RLT_ACT_NONE) return RLT_OK;

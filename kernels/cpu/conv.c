@@ -55,6 +55,7 @@ static uint64_t ws_floats(const rlt_conv_shape *s) {
 }
 
 int cpu_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes) {
+    cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
     cpu_impl *impl = cpu_get(bk);
     CPU_REQUIRE(bk, impl != NULL && shape != NULL && ws_bytes != NULL, "conv_prepare");
     CPU_REQUIRE(bk, slot >= 0 && slot < RLT_BACKEND_MAX_CONVS, "conv_prepare");
@@ -156,6 +157,7 @@ static float act_of(float z, rlt_act act) {
 }
 
 int cpu_conv_forward(rlt_backend *bk, const rlt_conv_fwd *desc) {
+    cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
     void *y = desc->y, *ws = desc->ws;
     const void *x = desc->x, *w = desc->w;
     const float *b = desc->b;
@@ -187,7 +189,7 @@ static int conv_backward_f32(rlt_backend *bk, const rlt_conv_shape *s, float *dx
     int32_t K = s->c * s->kh * s->kw, P = oh * ow;
     float *col = ws;
     /* dy becomes the gradient of the pre-activation output, in place (as the contract says). */
-    RLT_TRY(cpu_act_grad(bk, dy, s->k * P, y, s->k * P, s->n, s->k * P, act));
+    RLT_TRY(cpu_act_grad_plain(bk, dy, s->k * P, y, s->k * P, s->n, s->k * P, act));
     if (db) {
         for (int32_t ko = 0; ko < s->k; ko++) {
             float acc = db[ko];
@@ -214,6 +216,7 @@ static int conv_backward_f32(rlt_backend *bk, const rlt_conv_shape *s, float *dx
 }
 
 int cpu_conv_backward(rlt_backend *bk, const rlt_conv_bwd *desc) {
+    cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
     void *dx = desc->dx, *dy = desc->dy, *ws = desc->ws;
     float *dw = desc->dw, *db = desc->db;
     const void *y = desc->y, *x = desc->x, *w = desc->w;

@@ -49,8 +49,8 @@ static void cpu_blas_note(int32_t threads) {
 
 static int cpu_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads) {
     /* OpenBLAS's own threading costs more than it gains at RL sizes (networks of 64-256 units): it runs
-     * one thread. `cpu.threads` >= 2 starts our own worker instead (below), which splits each large dense
-     * layer op in two; without the fast kernels it raises OpenBLAS's threads, as before. */
+     * one thread. `cpu.threads` >= 2 starts our own worker instead (below), which runs an update's side lanes
+     * and halves of large ops (lanes.c); without the fast kernels it raises OpenBLAS's threads, as before. */
     /* OpenBLAS takes its GEMM buffer on the first level-3 call that needs it: make that call now, before
      * the arena is sealed, so training never triggers an allocation (and a limit that leaves no room for it
      * is found here, not in the middle of a run). Small products and alpha 1, beta 0 ones go to kernels that
@@ -126,11 +126,13 @@ static int cpu_host_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
 static void cpu_host_release(rlt_backend *bk, void *base) { rlt_mem_free(base); }
 
 static int cpu_copy(rlt_backend *bk, void *dst, const void *src, uint64_t bytes, rlt_copy_kind kind) {
+    cpu_lane_fence(bk);
     if (bytes) memmove(dst, src, bytes);
     return RLT_OK;
 }
 
-static int cpu_sync(rlt_backend *bk) { return RLT_OK; }
+/* Everything issued has run once the worker's queue is empty (sync joins first). */
+static int cpu_sync(rlt_backend *bk) { return cpu_join(bk); }
 static int cpu_graph_supported(rlt_backend *bk) { return 0; }
 
 static int cpu_graph_unsupported(rlt_backend *bk, int32_t slot) {
@@ -151,6 +153,7 @@ static int cpu_comm_attach(rlt_backend *bk, rlt_comm *c, void *device_comm, int3
 
 static int cpu_allreduce_mean(rlt_backend *bk, float *x, uint64_t n) {
     cpu_impl *im = bk->impl;
+    cpu_lane_fence(bk);
     if (!im || !im->comm || rlt_comm_size(im->comm) == 1) return RLT_OK;
     if (rlt_comm_allreduce_mean(im->comm, im->rank, x, n) != RLT_OK)
         return rlt_err_set(bk->err, RLT_EINTERRUPTED, __FILE__, __LINE__,

@@ -8,6 +8,8 @@
 #ifndef RLT_CPU_OPS_H
 #define RLT_CPU_OPS_H
 
+#include <stddef.h>
+
 #include "../../engine/backend.h"
 
 /* ---- table ops ---- */
@@ -52,6 +54,10 @@ int cpu_gemm(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int3
              int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc);
 /* y[r, c] = act(y[r, c] + b[c]) for r < rows, c < cols (b may be NULL). */
 int cpu_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float *b, int32_t rows, int32_t cols, rlt_act act);
+/* act_grad run on the calling thread (the table's act_grad may queue it on a side lane): for ops that use it
+ * inside themselves. */
+int cpu_act_grad_plain(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows,
+                       int32_t cols, rlt_act act);
 /* db[c] = beta * db[c] + sum_r dy[r, c], summed in row order. */
 int cpu_bias_grad(rlt_backend *bk, float *db, const float *dy, int32_t lddy, int32_t rows, int32_t cols, float beta);
 /* The dense layers as the plain ops they stand for (fused.c): fp32 is cpu_gemm, then cpu_bias_act (forward) or
@@ -72,6 +78,9 @@ int cpu_adam_polyak(rlt_backend *bk, float *p, const float *g, float *m, float *
 /* Global L2 clipping of one flat gradient block (PyTorch's clip_grad_norm_): *norm = ||g||_2 (summed in double),
  * then g *= min(1, max_norm / (*norm + 1e-6)). */
 int cpu_clip_grad_norm(rlt_backend *bk, float *g, uint64_t n, float max_norm, float *norm);
+/* sample_indices in two steps: its shape checks, then rows [r0, r1) of idx drawn (what a split gather runs). */
+int cpu_sample_check(rlt_backend *bk, int32_t n, const rlt_sample_spec *s);
+void cpu_sample_rows(int32_t *idx, int32_t r0, int32_t r1, const rlt_sample_spec *s);
 /* dst row i (at dst + i*dst_stride bytes) = src row idx[i] (row_bytes bytes at src + idx[i]*row_bytes). */
 int cpu_gather_rows(rlt_backend *bk, void *dst, uint64_t dst_stride, const void *src, uint64_t row_bytes,
                     const int32_t *idx, int32_t n);
@@ -110,16 +119,49 @@ extern const cpu_dense_kernels cpu_dense512_kernels, cpu_dense256_kernels;
  * the best this CPU runs. NULL when the choice is the reference or the CPU cannot run the one asked for. */
 const cpu_dense_kernels *cpu_dense_select(const char *want);
 
-/* The second thread (worker.c): started at open when cpu.threads >= 2, it runs one posted job at a time. */
+/* The second thread (worker.c): started at open when cpu.threads >= 2, it runs jobs posted by the calling
+ * thread. A job's lane orders it: jobs of one lane run in the order posted, except that a job posted `beside`
+ * the previous one (same lane) may run at the same time as it; jobs of different lanes, or of lane CPU_JOB_FREE
+ * (split halves: ordered with nothing), may run at the same time, one on each thread. cpu_worker_post copies
+ * `bytes` (at most CPU_JOB_BYTES) of arg into the job's slot and returns its ticket; cpu_worker_wait(ticket)
+ * returns once that job (of lane CPU_JOB_FREE) has run, running it on the calling thread when the worker has not
+ * started it; cpu_worker_drain returns once every job posted has run, running the ready ones on the calling
+ * thread meanwhile; idle: none is queued or running. One thread at a time posts and waits: the one running the
+ * backend's ops. cpu_worker_self: 1 on w's thread. */
+#define CPU_JOB_BYTES 256
+#define CPU_JOB_FREE (-1)
 typedef struct cpu_worker cpu_worker;
 int cpu_worker_start(cpu_worker **out);
 void cpu_worker_stop(cpu_worker *w);
-/* Runs fn(arg) on the worker; cpu_worker_wait returns once it has finished (or runs it on the calling thread
- * when the worker has not started it yet). One job at a time. */
-void cpu_worker_post(cpu_worker *w, void (*fn)(void *), void *arg);
-void cpu_worker_wait(cpu_worker *w);
-/* Multiply-adds below which a dense op runs on the calling thread alone (handing over costs ~1 us). */
+uint64_t cpu_worker_post(cpu_worker *w, int32_t lane, int beside, void (*fn)(void *), const void *arg,
+                         size_t bytes);
+void cpu_worker_wait(cpu_worker *w, uint64_t ticket);
+void cpu_worker_drain(cpu_worker *w);
+int cpu_worker_idle(cpu_worker *w);
+int cpu_worker_self(cpu_worker *w);
+/* 1 while the worker asks the caller to run alone: another process has been taking its core (worker.c). */
+int cpu_worker_contended(cpu_worker *w);
+/* Multiply-adds (rows x fi x fo, twice that for a backward with dW and dx) below which a dense op is never split
+ * in two (handing half over costs about a microsecond). On a side lane an op of at least twice this goes to
+ * the queue as two halves that may run at once (dense.c), so that whichever thread is free takes one. */
 #define CPU_SPLIT_MIN_MACS 65536
+/* Multiply-adds (rows x fi x fo) from which an op on lane 0 is split even while the worker has side-lane jobs
+ * queued, its half waiting behind them: past about 40 us of arithmetic, halving the op beats leaving it to
+ * one thread. Below it, lane 0's ops are split only when the worker is idle (lanes.c). */
+#define CPU_SPLIT_BUSY_MACS 4194304
+
+/* Lanes on two threads (lanes.c): with a worker, ops issued on a side lane (branch(1..3)) go to the worker's
+ * queue when they can (cpu_lane_defer), lane 0 runs on the calling thread, and join waits for the queue.
+ * cpu_lane_side: the op being issued should go to the queue. cpu_lane_fence: the op runs here now, so when it
+ * was issued on a side lane, the ops queued before it finish first. cpu_lane_can_split: the worker may take
+ * half of an op issued here: when its queue is empty, or, for a `big` op (one that lasts much longer than the
+ * small side-lane jobs it would queue behind), always. */
+int cpu_lane_side(rlt_backend *bk);
+int cpu_lane_defer(rlt_backend *bk, void (*fn)(void *), const void *arg, size_t bytes);
+/* The same, beside the job deferred just before (the second half of a split op: the two may run at once). */
+int cpu_lane_defer_beside(rlt_backend *bk, void (*fn)(void *), const void *arg, size_t bytes);
+void cpu_lane_fence(rlt_backend *bk);
+int cpu_lane_can_split(rlt_backend *bk, int big);
 
 /* The CPU backend's private state (bk->impl), allocated by cpu_open before the seal: per-backend, never
  * global, so two CPU backends in one process do not share convolution slots. */
@@ -130,9 +172,15 @@ typedef struct cpu_impl {
     float *pack;                                /* the planned workspace: a panel of W^T (NULL until set) */
     float *pack2;                               /* the worker's panel (second half of the workspace) */
     cpu_worker *worker;                         /* NULL: one thread */
+    int32_t lane;                               /* the lane ops are issued on (branch/join: lanes.c) */
+    int32_t solo;                               /* 1: the worker is left alone until the next join */
     rlt_comm *comm;                             /* data-parallel rank `rank` of comm (comm_attach), or NULL */
     int32_t rank;
 } cpu_impl;
+
+/* The panel of W^T for a forward running on this thread (lanes.c): each thread has its own (the workspace's
+ * two halves), so two jobs can pack at the same time. */
+float *cpu_lane_panel(const cpu_impl *im);
 
 /* The hot elementwise loops are compiled for several x86-64 levels (AVX-512, AVX2, baseline) and the
  * loader picks the best one this CPU runs (GCC's target_clones, an ifunc): one portable binary, wide

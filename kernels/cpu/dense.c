@@ -20,110 +20,132 @@ const cpu_dense_kernels *cpu_dense_select(const char *want) {
     return NULL;
 }
 
-/* One half of a split dense op, as the worker runs it: a forward over a range of rows, or a backward's dW
- * over a range of outputs plus its dx over a range of rows. */
-typedef struct dense_job {
-    const cpu_dense_kernels *k;
-    int32_t rows, fi, fo;
-    const float *x, *W, *b, *dy;
-    int32_t ldx, ldy, lddy, lddx, act;
-    float *y, *pack, *dW, *dx;
-    float beta;
-    int backward;
-} dense_job;
+/* A part of a dense op, as one thread runs it: a forward over outputs [o0, o1) of rows [r0, r1); a backward's dW
+ * over outputs [o0, o1), its dx over rows [r0, r1), and db when `db` is set. A whole op is one part; a split op is
+ * two, run by the two threads at once (each forward part packs its own panel of W^T, cpu_lane_panel). Every output
+ * element is computed by the same code, in the same order, whatever the parts: splits never change a bit. */
+typedef struct dense_part {
+    rlt_backend *bk;
+    int32_t o0, o1, r0, r1, db;
+    union {
+        rlt_linear_fwd f;
+        rlt_linear_bwd b;
+    } d;
+} dense_part;
+_Static_assert(sizeof(dense_part) <= CPU_JOB_BYTES, "a dense part fits one job");
 
-static void dense_job_run(void *arg) {
-    const dense_job *j = arg;
-    if (!j->backward) {
-        j->k->linear_forward(j->rows, j->fi, j->fo, j->x, j->ldx, j->W, j->b, j->y, j->ldy, j->act, j->pack);
-        return;
-    }
-    if (j->dW) j->k->linear_backward(j->rows, j->fi, j->fo, j->dy, j->lddy, j->x, j->ldx, j->act, j->W, j->dW, j->beta,
-                                     NULL, 0);
-    if (j->dx) j->k->linear_backward(j->rows, j->fi, j->fo, j->dy, j->lddy, j->x, j->ldx, j->act, j->W, NULL, 0.0f,
-                                     j->dx, j->lddx);
+static void forward_part(void *arg) {
+    const dense_part *p = arg;
+    const rlt_linear_fwd *d = &p->d.f;
+    const cpu_impl *im = p->bk->impl;
+    int32_t rows = p->r1 - p->r0, fo = p->o1 - p->o0, fi = d->fi, ldy = d->ldy;
+    const float *x = (const float *)d->x + (int64_t)p->r0 * d->ldx, *W = (const float *)d->W + (int64_t)p->o0 * fi;
+    float *y = (float *)d->y + (int64_t)p->r0 * ldy + p->o0;
+    im->dense->linear_forward(rows, fi, fo, x, d->ldx, W, d->b ? d->b + p->o0 : NULL, y, ldy, d->act == RLT_ACT_RELU,
+                              cpu_lane_panel(im));
+    /* tanh after the kernels, which apply ReLU themselves. */
+    if (d->act == RLT_ACT_TANH)
+        for (int32_t r = 0; r < rows; r++)
+            for (int32_t c = 0; c < fo; c++) y[(int64_t)r * ldy + c] = tanhf(y[(int64_t)r * ldy + c]);
 }
 
-/* Both halves of a backward's worker share: dW's outputs (job 0), then dx's rows (job 1). */
-static void dense_pair_run(void *arg) {
-    const dense_job *j = arg;
-    if (j[0].dW) dense_job_run((void *)&j[0]);
-    if (j[1].dx) dense_job_run((void *)&j[1]);
+static void backward_part(void *arg) {
+    const dense_part *p = arg;
+    const rlt_linear_bwd *d = &p->d.b;
+    const cpu_dense_kernels *k = ((const cpu_impl *)p->bk->impl)->dense;
+    const float *dy = d->dy, *x = d->x, *W = d->W;
+    int32_t fi = d->fi, fo = d->fo;
+    if (d->dW && p->o1 > p->o0)
+        k->linear_backward(d->rows, fi, p->o1 - p->o0, dy + p->o0, d->lddy, x, d->ldx, d->act_x,
+                           W + (int64_t)p->o0 * fi, d->dW + (int64_t)p->o0 * fi, d->beta, NULL, 0);
+    if (d->dx && p->r1 > p->r0)
+        k->linear_backward(p->r1 - p->r0, fi, fo, dy + (int64_t)p->r0 * d->lddy, d->lddy,
+                           x + (int64_t)p->r0 * d->ldx, d->ldx, d->act_x, W, NULL, 0.0f,
+                           (float *)d->dx + (int64_t)p->r0 * d->lddx, d->lddx);
+    /* Column sums in row order: the reference op's own loop, so db is bit for bit the reference's. Its shapes
+     * were checked when the op was issued, so this cannot fail. */
+    if (p->db && d->db) (void)cpu_bias_grad(p->bk, d->db, dy, d->lddy, d->rows, fo, d->beta);
 }
 
 /* The split point of n rows: half, rounded to whole register tiles (6 rows) so both halves run full tiles. */
 static int32_t split_rows(int32_t n) { return (n / 2 + 5) / 6 * 6 < n ? (n / 2 + 5) / 6 * 6 : n / 2; }
 
+/* Runs an op whose parts `whole` describes, split in two when `split` (`half` sets the halves up): on a side lane
+ * the op goes to the worker's queue, a split op as two halves queued beside each other (either thread may take
+ * either, both at once); on lane 0 the calling thread runs the first half while the worker runs the second, or
+ * runs the whole op. */
+static int run_parts(rlt_backend *bk, void (*fn)(void *), dense_part *whole, int split, int side,
+                     void (*half)(dense_part *first, dense_part *second)) {
+    cpu_impl *im = bk->impl;
+    if (!split) {
+        if (side) return cpu_lane_defer(bk, fn, whole, sizeof *whole);
+        fn(whole);
+        return RLT_OK;
+    }
+    dense_part second = *whole;
+    half(whole, &second);
+    if (side) {
+        cpu_lane_defer(bk, fn, whole, sizeof *whole);
+        return cpu_lane_defer_beside(bk, fn, &second, sizeof second);
+    }
+    uint64_t t = cpu_worker_post(im->worker, CPU_JOB_FREE, 0, fn, &second, sizeof second);
+    fn(whole);
+    cpu_worker_wait(im->worker, t);
+    return RLT_OK;
+}
+
+/* A forward's halves: by outputs at a whole panel when the layer is wide (CPU_DENSE_PACK_W, a multiple of every
+ * kernel's panel width: each thread packs only its half of W^T), else by rows. */
+static void forward_halves(dense_part *a, dense_part *b) {
+    int32_t fo = a->o1, rows = a->r1;
+    if (fo >= 2 * CPU_DENSE_PACK_W) a->o1 = b->o0 = fo / 2 / CPU_DENSE_PACK_W * CPU_DENSE_PACK_W;
+    else a->r1 = b->r0 = split_rows(rows);
+}
+
+/* A backward's halves: dW by outputs, dx by rows; db in the first. */
+static void backward_halves(dense_part *a, dense_part *b) {
+    a->o1 = b->o0 = a->o1 / 2;
+    a->r1 = b->r0 = split_rows(a->r1);
+    b->db = 0;
+}
+
 int cpu_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d) {
     cpu_impl *im = bk->impl;
     /* A few rows (acting on one observation) are faster through CBLAS than through packing a panel; 16-bit
-     * layers have only the reference. */
-    if (!im || !im->dense || d->rows < CPU_DENSE_MIN_ROWS || d->dtype != RLT_LP_F32)
+     * layers have only the reference. Both run on the calling thread (CBLAS never on the worker). */
+    if (!im || !im->dense || d->rows < CPU_DENSE_MIN_ROWS || d->dtype != RLT_LP_F32) {
+        cpu_lane_fence(bk);
         return cpu_linear_forward_ref(bk, d);
-    int32_t rows = d->rows, fi = d->fi, fo = d->fo, ldx = d->ldx, ldy = d->ldy;
-    const float *x = d->x, *W = d->W, *b = d->b;
-    float *y = d->y;
-    rlt_act act = d->act;
-    CPU_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && ldx >= fi && ldy >= fo, "linear_forward");
-    CPU_REQUIRE(bk, d->y_dtype == RLT_LP_F32, "linear_forward");
-    CPU_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward");
-    int32_t relu = act == RLT_ACT_RELU;
-    if (im->worker && im->pack2 && (int64_t)rows * fi * fo >= CPU_SPLIT_MIN_MACS && fo >= 2 * CPU_DENSE_PACK_W) {
-        /* Wide layers split by outputs at a whole panel (CPU_DENSE_PACK_W, a multiple of every kernel's panel
-         * width): each thread packs only its own half of W^T, and every element of y still comes from the same
-         * panels, tiles and FMA chain as unsplit. */
-        int32_t oh = fo / 2 / CPU_DENSE_PACK_W * CPU_DENSE_PACK_W;
-        dense_job j = {im->dense, rows, fi, fo - oh, x, W + (int64_t)oh * fi, b ? b + oh : NULL, NULL, ldx, ldy, 0, 0,
-                       relu, y + oh, im->pack2, NULL, NULL, 0.0f, 0};
-        cpu_worker_post(im->worker, dense_job_run, &j);
-        im->dense->linear_forward(rows, fi, oh, x, ldx, W, b, y, ldy, relu, im->pack);
-        cpu_worker_wait(im->worker);
-    } else if (im->worker && im->pack2 && (int64_t)rows * fi * fo >= CPU_SPLIT_MIN_MACS && rows >= 12) {
-        /* Rows split in two; each thread packs its own panel of W^T (a few percent of the work, no wait). */
-        int32_t h = split_rows(rows);
-        dense_job j = {im->dense, rows - h, fi, fo, x + (int64_t)h * ldx, W, b, NULL, ldx, ldy, 0, 0, relu,
-                       y + (int64_t)h * ldy, im->pack2, NULL, NULL, 0.0f, 0};
-        cpu_worker_post(im->worker, dense_job_run, &j);
-        im->dense->linear_forward(h, fi, fo, x, ldx, W, b, y, ldy, relu, im->pack);
-        cpu_worker_wait(im->worker);
-    } else {
-        im->dense->linear_forward(rows, fi, fo, x, ldx, W, b, y, ldy, relu, im->pack);
     }
-    if (act == RLT_ACT_TANH)
-        for (int32_t r = 0; r < rows; r++)
-            for (int32_t c = 0; c < fo; c++) y[(int64_t)r * ldy + c] = tanhf(y[(int64_t)r * ldy + c]);
-    return RLT_OK;
+    int32_t rows = d->rows, fi = d->fi, fo = d->fo;
+    CPU_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && d->ldx >= fi && d->ldy >= fo, "linear_forward");
+    CPU_REQUIRE(bk, d->y_dtype == RLT_LP_F32, "linear_forward");
+    CPU_REQUIRE(bk, d->act >= RLT_ACT_NONE && d->act <= RLT_ACT_TANH, "linear_forward");
+    int64_t macs = (int64_t)rows * fi * fo;
+    /* Only with both panels (a workspace planned for two threads) does a forward leave this thread. */
+    int side = im->pack2 && cpu_lane_side(bk), big = macs >= CPU_SPLIT_BUSY_MACS;
+    if (!side) cpu_lane_fence(bk);
+    int split = im->pack2 && macs >= CPU_SPLIT_MIN_MACS && (fo >= 2 * CPU_DENSE_PACK_W || rows >= 12) &&
+                (side ? macs >= 2 * CPU_SPLIT_MIN_MACS : cpu_lane_can_split(bk, big));
+    dense_part whole = {bk, 0, fo, 0, rows, 0, {.f = *d}};
+    return run_parts(bk, forward_part, &whole, split, side, forward_halves);
 }
 
 int cpu_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d) {
     cpu_impl *im = bk->impl;
-    if (!im || !im->dense || d->dtype != RLT_LP_F32) return cpu_linear_backward_ref(bk, d);
-    int32_t rows = d->rows, fi = d->fi, fo = d->fo, lddy = d->lddy, ldx = d->ldx, lddx = d->lddx;
-    const float *dy = d->dy, *x = d->x, *W = d->W;
-    float *dW = d->dW, *db = d->db, beta = d->beta, *dx = d->dx;
-    rlt_act act_x = d->act_x;
-    CPU_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && lddy >= fo && ldx >= fi, "linear_backward");
-    CPU_REQUIRE(bk, !dx || (lddx >= fi && d->dx_dtype == RLT_LP_F32), "linear_backward");
-    CPU_REQUIRE(bk, act_x >= RLT_ACT_NONE && act_x <= RLT_ACT_TANH, "linear_backward");
-    int64_t macs = (int64_t)rows * fi * fo * ((dW ? 1 : 0) + (dx ? 1 : 0));
-    if (im->worker && macs >= CPU_SPLIT_MIN_MACS && rows >= 12 && (!dW || fo >= 2)) {
-        /* The worker takes dW's second half of outputs and dx's second half of rows; this thread the first
-         * halves and db. Every element is computed by the same code as unsplit. */
-        int32_t oh = dW ? fo / 2 : 0, rh = dx ? split_rows(rows) : 0;
-        dense_job j[2] = {
-            {im->dense, rows, fi, fo - oh, x, W + (int64_t)oh * fi, NULL, dy + oh, ldx, 0, lddy, lddx, act_x, NULL, NULL,
-             dW ? dW + (int64_t)oh * fi : NULL, NULL, beta, 1},
-            {im->dense, rows - rh, fi, fo, x + (int64_t)rh * ldx, W, NULL, dy + (int64_t)rh * lddy, ldx, 0, lddy, lddx,
-             act_x, NULL, NULL, NULL, dx ? dx + (int64_t)rh * lddx : NULL, 0.0f, 1}};
-        cpu_worker_post(im->worker, dense_pair_run, j);
-        if (dW) im->dense->linear_backward(rows, fi, oh, dy, lddy, x, ldx, act_x, W, dW, beta, NULL, 0);
-        if (dx) im->dense->linear_backward(rh, fi, fo, dy, lddy, x, ldx, act_x, W, NULL, 0.0f, dx, lddx);
-        int rc = db ? cpu_bias_grad(bk, db, dy, lddy, rows, fo, beta) : RLT_OK;
-        cpu_worker_wait(im->worker);
-        return rc;
+    if (!im || !im->dense || d->dtype != RLT_LP_F32) {
+        cpu_lane_fence(bk);
+        return cpu_linear_backward_ref(bk, d);
     }
-    im->dense->linear_backward(rows, fi, fo, dy, lddy, x, ldx, act_x, W, dW, beta, dx, lddx);
-    /* Column sums in row order: the reference op's own loop, so db is bit for bit the reference's. */
-    if (db) RLT_TRY(cpu_bias_grad(bk, db, dy, lddy, rows, fo, beta));
-    return RLT_OK;
+    int32_t rows = d->rows, fi = d->fi, fo = d->fo;
+    CPU_REQUIRE(bk, rows >= 0 && fi >= 1 && fo >= 1 && d->lddy >= fo && d->ldx >= fi, "linear_backward");
+    CPU_REQUIRE(bk, !d->dx || (d->lddx >= fi && d->dx_dtype == RLT_LP_F32), "linear_backward");
+    CPU_REQUIRE(bk, d->act_x >= RLT_ACT_NONE && d->act_x <= RLT_ACT_TANH, "linear_backward");
+    int64_t macs = (int64_t)rows * fi * fo * ((d->dW ? 1 : 0) + (d->dx ? 1 : 0));
+    int side = cpu_lane_side(bk), big = (int64_t)rows * fi * fo >= CPU_SPLIT_BUSY_MACS;
+    if (!side) cpu_lane_fence(bk);
+    int split = macs >= CPU_SPLIT_MIN_MACS && rows >= 12 && (!d->dW || fo >= 2) &&
+                (side ? macs >= 2 * CPU_SPLIT_MIN_MACS : cpu_lane_can_split(bk, big));
+    dense_part whole = {bk, 0, fo, 0, rows, 1, {.b = *d}};
+    return run_parts(bk, backward_part, &whole, split, side, backward_halves);
 }

@@ -8,6 +8,7 @@
 
 int cpu_gather_u8_f32(rlt_backend *bk, float *dst, const uint8_t *src, uint64_t row, const int32_t *idx, int32_t n,
                       float scale) {
+    cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
     CPU_REQUIRE(bk, n >= 0, "gather_u8_f32");
     for (int32_t i = 0; i < n; i++) {
         const uint8_t *s = src + (uint64_t)(idx ? idx[i] : i) * row;

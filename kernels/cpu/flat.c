@@ -6,6 +6,10 @@
 
 #include "cpu_ops.h"
 
+/* Elements from which a flat pass is split in two even when the worker has side-lane jobs queued (a quarter
+ * of a million: some 100 us of Adam, far longer than those jobs). */
+#define FLAT_BIG 262144
+
 typedef struct fill_job {
     float *x;
     uint64_t n;
@@ -24,15 +28,18 @@ static void fill_range(void *arg) {
 int cpu_fill(rlt_backend *bk, float *x, uint64_t n, float value) {
     cpu_impl *im = bk->impl;
     fill_job j = {x, n, value};
-    if (im && im->worker && n >= 65536) {
-        /* Halves on a 64-byte line (from an aligned start): a zero-grad then leaves each half in the cache
-         * of the thread whose half of Adam reads it. */
+    /* A zero-grad issued on a side lane goes whole to the worker, beside the calling thread's gather. */
+    if (cpu_lane_side(bk)) return cpu_lane_defer(bk, fill_range, &j, sizeof j);
+    if (n >= 65536 && cpu_lane_can_split(bk, n >= FLAT_BIG)) {
+        /* Halves on a 64-byte line (from an aligned start), the worker's first as in Adam (below): a zero-grad
+         * then leaves each half in the cache of the thread whose half of Adam reads it. */
         uint64_t h = n / 2 / 16 * 16;
-        fill_job w = {x + h, n - h, value};
-        j.n = h;
-        cpu_worker_post(im->worker, fill_range, &w);
+        fill_job w = {x, h, value};
+        j.x += h;
+        j.n = n - h;
+        uint64_t t = cpu_worker_post(im->worker, CPU_JOB_FREE, 0, fill_range, &w, sizeof w);
         fill_range(&j);
-        cpu_worker_wait(im->worker);
+        cpu_worker_wait(im->worker, t);
         return RLT_OK;
     }
     fill_range(&j);
@@ -40,12 +47,24 @@ int cpu_fill(rlt_backend *bk, float *x, uint64_t n, float value) {
 }
 
 int cpu_copy_f32(rlt_backend *bk, float *dst, const float *src, uint64_t n) {
+    cpu_lane_fence(bk);
     if (n) memmove(dst, src, n * sizeof *dst);
     return RLT_OK;
 }
 
+typedef struct counter_job {
+    int64_t *c, v;
+} counter_job;
+
+static void counter_run(void *arg) {
+    const counter_job *j = arg;
+    *j->c += j->v;
+}
+
 int cpu_counter_add(rlt_backend *bk, int64_t *c, int64_t v) {
-    *c += v;
+    counter_job j = {c, v};
+    if (cpu_lane_side(bk)) return cpu_lane_defer(bk, counter_run, &j, sizeof j);
+    counter_run(&j);
     return RLT_OK;
 }
 
@@ -151,10 +170,11 @@ static void adam_range(void *arg) {
 }
 
 /* Blocks at least this long are split between the two threads (below it the hand-off costs more). */
-#define ADAM_SPLIT_MIN 16384
+#define ADAM_SPLIT_MIN 4096
 
 CPU_HOT int cpu_adam_polyak(rlt_backend *bk, float *p, const float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp,
                             const int64_t *step, float *target, float tau) {
+    cpu_lane_fence(bk); /* before *step is read: a side lane's counter_add may still be queued */
     CPU_REQUIRE(bk, *step >= 1, "adam");
     CPU_REQUIRE(bk, !target || (tau >= 0.0f && tau <= 1.0f), "polyak");
     rlt_adam_coef c = rlt_adam_coefs(hp, *step);
@@ -164,18 +184,20 @@ CPU_HOT int cpu_adam_polyak(rlt_backend *bk, float *p, const float *g, float *m,
     fast = !im || im->dense;
 #endif
     adam_job j = {p, g, m, v, target, n, hp, c.step_size, 1.0f / c.bc2_sqrt, tau, fast};
-    if (im && im->worker && n >= ADAM_SPLIT_MIN) {
+    if (n >= ADAM_SPLIT_MIN && cpu_lane_can_split(bk, n >= FLAT_BIG)) {
         /* Elementwise, so any split gives the same bits as long as each element takes the same path: the
          * first half is a whole number of 16-lane vectors, and only the second half has a scalar tail. The
-         * split falls on a 64-byte line so the threads never write the same cache line. */
+         * split falls on a 64-byte line so the threads never write the same cache line. The worker takes the
+         * first half: in TD3's critic block (Q1 | Q2) that is Q1, whose gradients it computed (lanes.c), so
+         * each half is stepped where its gradients and weights already are. */
         uint64_t h = n / 2 / 16 * 16;
         adam_job w = j;
-        w.p += h, w.g += h, w.m += h, w.v += h, w.n = n - h;
-        if (target) w.target += h;
-        j.n = h;
-        cpu_worker_post(im->worker, adam_range, &w);
+        j.p += h, j.g += h, j.m += h, j.v += h, j.n = n - h;
+        if (target) j.target += h;
+        w.n = h;
+        uint64_t t = cpu_worker_post(im->worker, CPU_JOB_FREE, 0, adam_range, &w, sizeof w);
         adam_range(&j);
-        cpu_worker_wait(im->worker);
+        cpu_worker_wait(im->worker, t);
         return RLT_OK;
     }
     adam_range(&j);
@@ -184,6 +206,7 @@ CPU_HOT int cpu_adam_polyak(rlt_backend *bk, float *p, const float *g, float *m,
 
 CPU_HOT int cpu_polyak(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau) {
     CPU_REQUIRE(bk, tau >= 0.0f && tau <= 1.0f, "polyak");
+    cpu_lane_fence(bk);
     for (uint64_t i = 0; i < n; i++) target[i] = tau * src[i] + (1.0f - tau) * target[i];
     return RLT_OK;
 }

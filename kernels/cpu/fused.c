@@ -1,4 +1,4 @@
-/* fused.c: the CPU twins of the fused ops (engine/backend.h): lanes, the reference dense layers, the
+/* fused.c: the CPU twins of the fused ops (engine/backend.h): the reference dense layers, the
  * multi-field gather, the TD3 and DQN losses, and the optimiser step. On the GPU each of these is one launch
  * (one graph node); here each is written as the sequence of the plain ops (the oracles of cpu_ops.h) it stands
  * for, called in the same order with the same arguments, so a CPU run through the fused ops produces exactly
@@ -9,14 +9,6 @@
 
 #include "lowp.h"
 #include "cpu_ops.h"
-
-/* The CPU runs every op to completion in call order, which satisfies any branch/join schedule. */
-int cpu_branch(rlt_backend *bk, int32_t lane) {
-    CPU_REQUIRE(bk, lane >= 0 && lane < RLT_BACKEND_MAX_LANES, "branch");
-    return RLT_OK;
-}
-
-int cpu_join(rlt_backend *bk) { return RLT_OK; }
 
 int cpu_linear_forward_ref(rlt_backend *bk, const rlt_linear_fwd *d) {
     if (d->dtype != RLT_LP_F32) return cpu_linear_forward_lp(bk, d);
@@ -39,15 +31,53 @@ int cpu_linear_backward_ref(rlt_backend *bk, const rlt_linear_bwd *d) {
     if (d->db) RLT_TRY(cpu_bias_grad(bk, d->db, dy, lddy, rows, fo, d->beta));
     if (dx) {
         RLT_TRY(cpu_gemm(bk, 0, 0, rows, fi, fo, 1.0f, dy, lddy, W, fi, 0.0f, dx, lddx));
-        RLT_TRY(cpu_act_grad(bk, dx, lddx, x, ldx, rows, fi, d->act_x));
+        RLT_TRY(cpu_act_grad_plain(bk, dx, lddx, x, ldx, rows, fi, d->act_x));
     }
     return RLT_OK;
 }
 
+/* Rows [r0, r1) of gather_fields (shapes checked): their replay indices drawn, when there is a sample spec, then
+ * every field's rows copied or widened. Each row depends on nothing but its own index, so any split of the rows
+ * gives the whole's bits. */
+typedef struct gather_job {
+    int32_t *idx;
+    int32_t r0, r1, n_fields;
+    const rlt_sample_spec *sample;
+    const rlt_gather_field *fields;
+} gather_job;
+
+static void gather_run(void *arg) {
+    const gather_job *j = arg;
+    if (j->sample) cpu_sample_rows(j->idx, j->r0, j->r1, j->sample);
+    for (int32_t f = 0; f < j->n_fields; f++) {
+        const rlt_gather_field *g = &j->fields[f];
+        int wide = g->src_dtype == RLT_LP_F16 || g->src_dtype == RLT_LP_BF16;
+        unsigned char *d = g->dst;
+        const unsigned char *s = g->src;
+        for (int32_t i = j->r0; i < j->r1; i++) {
+            int64_t k = g->via ? g->via[j->idx[i]] : j->idx[i];
+            const unsigned char *row = s + (uint64_t)k * g->row_bytes;
+            if (!wide) {
+                memcpy(d + (uint64_t)i * g->dst_stride, row, g->row_bytes);
+                continue;
+            }
+            /* A compact replay row: each 16-bit element widened to fp32 (exact; no plain op does this). */
+            float *out = (float *)(d + (uint64_t)i * g->dst_stride);
+            const uint16_t *h = (const uint16_t *)row;
+            for (uint64_t e = 0; e < g->row_bytes / 2; e++)
+                out[e] = g->src_dtype == RLT_LP_F16 ? rlt_f16_to_f32(h[e]) : rlt_bf16_to_f32(h[e]);
+        }
+    }
+}
+
+/* Rows from which the gather is split between the two threads: it leads every update, so both wait for it. */
+#define GATHER_SPLIT_ROWS 64
+
 int cpu_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *sample, int32_t n_fields,
                       const rlt_gather_field *fields) {
+    cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
     CPU_REQUIRE(bk, n >= 0 && n_fields >= 0 && n_fields <= RLT_GATHER_MAX_FIELDS, "gather_fields");
-    if (sample) RLT_TRY(cpu_sample_indices(bk, idx, n, sample));
+    if (sample) RLT_TRY(cpu_sample_check(bk, n, sample));
     for (int32_t f = 0; f < n_fields; f++) {
         const rlt_gather_field *g = &fields[f];
         int wide = g->src_dtype == RLT_LP_F16 || g->src_dtype == RLT_LP_BF16;
@@ -56,32 +86,32 @@ int cpu_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample
                                                    (uintptr_t)g->dst % 4 == 0 && g->dst_stride % 4 == 0),
                      "gather_fields");
         CPU_REQUIRE(bk, g->dst_stride >= rlt_gather_dst_bytes(g), "gather_fields");
-        unsigned char *d = g->dst;
-        const unsigned char *s = g->src;
-        for (int32_t i = 0; i < n; i++) {
-            int64_t j = g->via ? g->via[idx[i]] : idx[i];
-            const unsigned char *row = s + (uint64_t)j * g->row_bytes;
-            if (!wide) {
-                memcpy(d + (uint64_t)i * g->dst_stride, row, g->row_bytes);
-                continue;
-            }
-            /* A compact replay row: each 16-bit element widened to fp32 (exact; no plain op does this). */
-            float *out = (float *)(d + (uint64_t)i * g->dst_stride);
-            const uint16_t *h = (const uint16_t *)row;
-            for (uint64_t k = 0; k < g->row_bytes / 2; k++)
-                out[k] = g->src_dtype == RLT_LP_F16 ? rlt_f16_to_f32(h[k]) : rlt_bf16_to_f32(h[k]);
-        }
     }
+    gather_job j = {idx, 0, n, n_fields, sample, fields};
+    if (n >= GATHER_SPLIT_ROWS && cpu_lane_can_split(bk, 1)) {
+        /* The worker takes the second half of the rows (this thread runs it too when the worker has not
+         * started it by then); the descriptors the job points to live until the wait below. */
+        gather_job w = j;
+        j.r1 = w.r0 = n / 2;
+        cpu_impl *im = bk->impl;
+        uint64_t t = cpu_worker_post(im->worker, CPU_JOB_FREE, 0, gather_run, &w, sizeof w);
+        gather_run(&j);
+        cpu_worker_wait(im->worker, t);
+        return RLT_OK;
+    }
+    gather_run(&j);
     return RLT_OK;
 }
 
 int cpu_td3_critic_loss(rlt_backend *bk, const rlt_td3_loss *d) {
+    cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
     RLT_TRY(cpu_td3_target(bk, d->y, d->r, d->term, d->qt1, d->qt2, 1, d->n, d->gamma));
     RLT_TRY(cpu_mse_grad(bk, d->dq1, d->loss1, d->q1, d->y, d->n, d->grad_scale));
     return cpu_mse_grad(bk, d->dq2, d->loss2, d->q2, d->y, d->n, d->grad_scale);
 }
 
 int cpu_dqn_loss(rlt_backend *bk, const rlt_q_loss *d) {
+    cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
     RLT_TRY(cpu_dqn_target(bk, d->y, NULL, d->r, d->term, d->q_next_target, d->q_next_online, d->ldqn, d->n, d->n_act,
                            d->gamma));
     return cpu_q_loss_grad(bk, d->dq, d->lddq, d->loss, d->q, d->ldq, d->act, d->y, d->n, d->n_act, d->huber_delta,
@@ -89,6 +119,7 @@ int cpu_dqn_loss(rlt_backend *bk, const rlt_q_loss *d) {
 }
 
 int cpu_adam(rlt_backend *bk, const rlt_adam_step *d) {
+    cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
     uint64_t n = d->n;
     if (d->skip && *d->skip) return RLT_OK; /* an fp16 step with non-finite gradients */
     if (d->max_grad_norm > 0.0f) RLT_TRY(cpu_clip_grad_norm(bk, d->g, n, d->max_grad_norm, d->norm));

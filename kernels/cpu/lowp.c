@@ -24,6 +24,7 @@ static float act_deriv(float y, rlt_act act) {
 }
 
 int cpu_cast(rlt_backend *bk, const rlt_cast *d) {
+    cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
     int32_t rows = d->rows;
     int64_t cols = d->cols, ldd = d->ldd, lds = d->lds;
     void *dst = d->dst;
@@ -103,6 +104,7 @@ int cpu_linear_backward_lp(rlt_backend *bk, const rlt_linear_bwd *d) {
 }
 
 int cpu_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp) {
+    cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
     CPU_REQUIRE(bk, amp != NULL, "amp_unscale");
     float inv = 1.0f / amp->scale;
     int bad = 0;
@@ -117,6 +119,7 @@ int cpu_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp) {
 
 int cpu_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
                    int32_t growth_interval) {
+    cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
     CPU_REQUIRE(bk, amp != NULL && growth_interval >= 1, "amp_update");
     if (amp->found_inf) {
         amp->scale *= backoff;

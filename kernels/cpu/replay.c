@@ -4,13 +4,23 @@
 #include "philox.h"
 #include "cpu_ops.h"
 
-int cpu_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *s) {
+int cpu_sample_check(rlt_backend *bk, int32_t n, const rlt_sample_spec *s) {
     CPU_REQUIRE(bk, n >= 0 && *s->size >= 1 && *s->size <= INT32_MAX, "sample_indices");
     CPU_REQUIRE(bk, s->row0 >= 0 && s->batch >= s->row0 + n, "sample_indices");
+    return RLT_OK;
+}
+
+void cpu_sample_rows(int32_t *idx, int32_t r0, int32_t r1, const rlt_sample_spec *s) {
     uint64_t ctr = (uint64_t)*s->counter, sz = (uint64_t)*s->size;
-    for (int32_t i = 0; i < n; i++)
+    for (int32_t i = r0; i < r1; i++)
         idx[i] = (int32_t)rlt_replay_slot(s->seed, s->stream, ctr, (uint64_t)(s->row0 + i), (uint64_t)s->batch, sz,
                                           s->valid);
+}
+
+int cpu_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *s) {
+    cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
+    RLT_TRY(cpu_sample_check(bk, n, s));
+    cpu_sample_rows(idx, 0, n, s);
     return RLT_OK;
 }
 

@@ -34,12 +34,13 @@ int cpu_td3_target_action(rlt_backend *bk, const rlt_target_noise *d) {
     int32_t lda = d->lda, rows = d->rows, cols = d->cols, row0 = d->row0;
     CPU_REQUIRE(bk, rows >= 0 && cols >= 0 && lda >= cols && row0 >= 0, "td3_target_action");
     cpu_impl *im = bk->impl;
-    if (im && im->worker && (int64_t)rows * cols >= 512) {
+    cpu_lane_fence(bk);
+    if ((int64_t)rows * cols >= 512 && cpu_lane_can_split(bk, (int64_t)rows * cols >= 1024)) {
         /* The second half of the rows on the worker (a Philox normal is some 30 ns: 256 x 6 is worth it). */
         noise_job w = {d, rows / 2, rows}, j = {d, 0, rows / 2};
-        cpu_worker_post(im->worker, noise_rows, &w);
+        uint64_t t = cpu_worker_post(im->worker, CPU_JOB_FREE, 0, noise_rows, &w, sizeof w);
         noise_rows(&j);
-        cpu_worker_wait(im->worker);
+        cpu_worker_wait(im->worker, t);
         return RLT_OK;
     }
     noise_job j = {d, 0, rows};
