@@ -36,7 +36,8 @@ int main(void) {
         CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
         CHECK(rlt_config_load_file(cfg, RLT_SOURCE_DIR "/configs/td3_pendulum_fast.yaml") == RLT_OK, "%s",
               rlt_config_errmsg(cfg));
-        const char *sets[] = {"devices=[cpu, cpu]", "train.progress_every_s=0", seed, out, NULL};
+        /* One thread per rank: two ranks on a 2-core machine leave no core for a worker each. */
+        const char *sets[] = {"devices=[cpu, cpu]", "cpu.threads=1", "train.progress_every_s=0", seed, out, NULL};
         for (int i = 0; sets[i]; i++) CHECK(rlt_config_set(cfg, sets[i]) == RLT_OK, "%s: %s", sets[i], rlt_config_errmsg(cfg));
         rlt_group *g;
         int rc = run_group(cfg, &g);
