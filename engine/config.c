@@ -883,15 +883,6 @@ void config_for_rank(const rlt_config *cfg, int32_t rank, rlt_config *out) {
     out->replay.capacity = (cfg->replay.capacity + R - 1) / R;
 }
 
-int32_t rlt_config_ranks(const rlt_config *cfg) {
-    if (!cfg) return 0;
-    rlt_config *c = rlt_mem_alloc(sizeof *c, 64);
-    if (!c) return 0;
-    *c = *cfg; /* validate records its message in the config: not in the caller's */
-    int32_t n = rlt_config_validate(c) == RLT_OK && config_is_data_parallel(c) ? c->devices.n : 0;
-    rlt_mem_free(c);
-    return n;
-}
 
 /* ---- the dump ---------------------------------------------------------------------------------------- */
 

@@ -103,15 +103,22 @@ static uint64_t group_seed_of(const rlt_config *c, int32_t k) {
 /* The key that named the members, for messages. */
 static const char *group_key(const rlt_config *c) { return c->train.seeds.n > 0 ? "train.seeds" : "train.num_seeds"; }
 
-int32_t rlt_group_count(const rlt_config *cfg) {
+static int32_t ranks_of(const rlt_config *c) { return config_is_data_parallel(c) ? c->devices.n : 0; }
+
+/* count(cfg) for a valid cfg, else 0; validated on a copy, since validate records its message in the config. */
+static int32_t count_valid(const rlt_config *cfg, int32_t (*count)(const rlt_config *)) {
     if (!cfg) return 0;
     rlt_config *c = rlt_mem_alloc(sizeof *c, 64);
     if (!c) return 0;
-    *c = *cfg; /* validate records its message in the config: not in the caller's */
-    int32_t n = rlt_config_validate(c) == RLT_OK ? group_members_of(c) : 0;
+    *c = *cfg;
+    int32_t n = rlt_config_validate(c) == RLT_OK ? count(c) : 0;
     rlt_mem_free(c);
     return n;
 }
+
+int32_t rlt_group_count(const rlt_config *cfg) { return count_valid(cfg, group_members_of); }
+
+int32_t rlt_config_ranks(const rlt_config *cfg) { return count_valid(cfg, ranks_of); }
 
 /* ---- the members' threads ------------------------------------------------------------------------------ */
 
@@ -318,11 +325,8 @@ static int member_config(rlt_group *g, int32_t k) {
     if (g->cfg.devices.n > 0) m->cfg.device = g->cfg.devices.d[k % g->cfg.devices.n];
     memset(&m->cfg.devices, 0, sizeof m->cfg.devices);
     /* Seeds sharing a GPU overlap each other's updates: each then runs its update on one stream (bench/seeds.sh). */
-    int32_t d = g->cfg.devices.n, sharing = g->n;
-    if (d > 0) {
-        sharing = 0;
-        for (int32_t j = 0; j < g->n; j++) sharing += j % d == k % d;
-    }
+    int32_t d = g->cfg.devices.n, sharing = 0;
+    for (int32_t j = 0; j < g->n; j++) sharing += d == 0 || j % d == k % d;
     if (!g->dp && sharing > 1) m->cfg.lanes = 1;
     int len;
     if (g->dp) {
