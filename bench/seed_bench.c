@@ -5,11 +5,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "seed_bench.h"
-#include "agent.h"
 
 typedef struct slot {
     const seed_bench *b;
@@ -21,8 +19,6 @@ typedef struct slot {
 
 static pthread_mutex_t g_make_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_barrier_t g_made;
-static pthread_barrier_t g_rr_done; /* round-robin mode: the main thread has run every agent's updates */
-static int g_rr;
 static int g_failed;
 
 static double now_s(void) {
@@ -38,9 +34,7 @@ static void *seed_thread(void *arg) {
     if (!s->ag) g_failed = 1;
     pthread_mutex_unlock(&g_make_mu);
     pthread_barrier_wait(&g_made);
-    if (g_rr) {
-        pthread_barrier_wait(&g_rr_done);
-    } else if (!__atomic_load_n(&g_failed, __ATOMIC_SEQ_CST)) {
+    if (!__atomic_load_n(&g_failed, __ATOMIC_SEQ_CST)) {
         s->t_start = now_s();
         s->done = s->b->run(s->b->ctx, s->ag, s->updates);
         s->t_end = now_s();
@@ -62,9 +56,7 @@ int seed_bench_main(const seed_bench *b, int n, int updates) {
     if (single_done < 0) return 1;
     slot *s = calloc((size_t)n, sizeof *s);
     pthread_t *th = calloc((size_t)n, sizeof *th);
-    g_rr = getenv("SEED_BENCH_RR") != NULL;
-    if (!s || !th || pthread_barrier_init(&g_made, NULL, (unsigned)n + (g_rr ? 1u : 0u)) ||
-        pthread_barrier_init(&g_rr_done, NULL, (unsigned)n + 1u)) {
+    if (!s || !th || pthread_barrier_init(&g_made, NULL, (unsigned)n)) {
         fprintf(stderr, "%s: could not set up %d threads\n", b->name, n);
         return 1;
     }
@@ -74,35 +66,6 @@ int seed_bench_main(const seed_bench *b, int n, int updates) {
             fprintf(stderr, "%s: could not start thread %d\n", b->name, k);
             exit(1); /* the others wait at a barrier for it */
         }
-    }
-    if (g_rr) { /* one thread launches every agent's updates in turn */
-        pthread_barrier_wait(&g_made);
-        double t0 = now_s();
-        int merge = !strcmp(getenv("SEED_BENCH_RR"), "merge");
-        rlt_backend *bks[64];
-        for (int k = 0; k < n && k < 64; k++) bks[k] = &s[k].ag->bk;
-        rlt_backend *lead = bks[0];
-        if (merge && lead->ops->graph_merge(lead, RLT_BACKEND_MAX_GRAPHS - 1, bks, n, 0) != RLT_OK) {
-            fprintf(stderr, "merge: %s\n", rlt_agent_errmsg(s[0].ag));
-            g_failed = 1;
-        }
-        t0 = now_s();
-        for (int i = 0; i < updates && !g_failed; i++) {
-            if (merge) {
-                if (lead->ops->graph_launch(lead, RLT_BACKEND_MAX_GRAPHS - 1) != RLT_OK) g_failed = 1;
-                continue;
-            }
-            for (int k = 0; k < n; k++)
-                if (agent_run_update(s[k].ag, 0) != RLT_OK) {
-                    fprintf(stderr, "update: %s\n", rlt_agent_errmsg(s[k].ag));
-                    g_failed = 1;
-                }
-        }
-        float losses[RLT_LOSS_COUNT];
-        for (int k = 0; k < n; k++) agent_read_losses(s[k].ag, losses);
-        double t1 = now_s();
-        for (int k = 0; k < n; k++) s[k] = (slot){.b = b, .k = k, .ag = s[k].ag, .done = updates, .t_start = t0, .t_end = t1};
-        pthread_barrier_wait(&g_rr_done);
     }
     for (int k = 0; k < n; k++) pthread_join(th[k], NULL);
     int rc = g_failed ? 1 : 0;

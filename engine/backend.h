@@ -449,18 +449,11 @@ typedef struct rlt_backend_ops {
     /* x[0..n) = the mean of x over the ranks (each rank the same n, the same bits on every rank), on the current
      * lane, captured like any op. With no comm attached, or one of a single rank, it does nothing. */
     int (*allreduce_mean)(rlt_backend *bk, float *x, uint64_t n);
-
-    /* ---- several backends' graphs as one (seed groups on one GPU) ---- */
-    /* Makes graph slot `into` of bk one graph whose independent branches are graph slot `slot` of each of the n
-     * backends (bk may be one of them): one graph_launch(bk, into) then runs all of them, each on its own arena,
-     * at once. Every backend must be on bk's device and have captured `slot`. NULL where graphs are not
-     * supported. */
-    int (*graph_merge)(rlt_backend *bk, int32_t into, rlt_backend *const *members, int32_t n, int32_t slot);
 } rlt_backend_ops;
 
 /* The version of this interface, bumped whenever this table or a struct it uses changes: librltrain and
  * librltrain_cuda.so are built together, and the registry refuses a module built against another. */
-#define RLT_BACKEND_ABI 11
+#define RLT_BACKEND_ABI 10
 
 
 struct rlt_backend {

@@ -51,10 +51,8 @@ static void cuda_close(rlt_backend *bk) {
     }
     for (int32_t k = 0; k < RLT_BACKEND_MAX_LANES; k++)
         if (c->streams[k]) cudaStreamSynchronize(c->streams[k]);
-    for (int32_t i = 0; i < RLT_BACKEND_MAX_GRAPHS; i++) {
+    for (int32_t i = 0; i < RLT_BACKEND_MAX_GRAPHS; i++)
         if (c->graphs[i]) cudaGraphExecDestroy(c->graphs[i]);
-        if (c->graph_src[i]) cudaGraphDestroy(c->graph_src[i]);
-    }
     cuda_conv_close(bk);
     if (c->scratch) cudaFree(c->scratch);
     cuda_lt_close(bk);
@@ -479,8 +477,6 @@ static int cuda_graph_begin(rlt_backend *bk, int32_t slot) {
     return RLT_OK;
 }
 
-static int cuda_graph_install(rlt_backend *bk, int32_t slot, cudaGraph_t graph);
-
 static int cuda_graph_end(rlt_backend *bk, int32_t slot) {
     cuda_impl *c = cuda_get(bk);
     RLT_TRY(cuda_check_slot(bk, slot, "graph_end"));
@@ -498,20 +494,13 @@ static int cuda_graph_end(rlt_backend *bk, int32_t slot) {
         cudaGraphDestroy(graph);
         return jrc;
     }
-    return cuda_graph_install(bk, slot, graph);
-}
-
-/* Instantiates graph into slot (replacing what was there) and keeps graph itself for graph_merge. */
-static int cuda_graph_install(rlt_backend *bk, int32_t slot, cudaGraph_t graph) {
-    cuda_impl *c = cuda_get(bk);
     if (c->graphs[slot]) {
         cudaGraphExecDestroy(c->graphs[slot]);
         c->graphs[slot] = NULL;
     }
-    if (c->graph_src[slot]) cudaGraphDestroy(c->graph_src[slot]);
-    c->graph_src[slot] = graph;
     /* Kernel nodes keep the priority of the lane they were captured on. */
     cudaError_t rc = cudaGraphInstantiateWithFlags(&c->graphs[slot], graph, cudaGraphInstantiateFlagUseNodePriority);
+    cudaGraphDestroy(graph); /* the executable graph keeps its own copy */
     if (rc != cudaSuccess) {
         c->graphs[slot] = NULL;
         return rlt_err_set(bk->err, RLT_ERUNTIME, __FILE__, __LINE__, "cudaGraphInstantiate for slot %d failed: %s",
@@ -520,31 +509,6 @@ static int cuda_graph_install(rlt_backend *bk, int32_t slot, cudaGraph_t graph) 
     /* Uploading now moves the graph's setup cost out of the first training step. */
     CUDA_CHECK(bk, cudaGraphUpload(c->graphs[slot], c->streams[0]));
     return RLT_OK;
-}
-
-static int cuda_graph_merge(rlt_backend *bk, int32_t into, rlt_backend *const *members, int32_t n, int32_t slot) {
-    cuda_impl *c = cuda_get(bk);
-    RLT_TRY(cuda_check_slot(bk, into, "graph_merge"));
-    RLT_TRY(cuda_check_slot(bk, slot, "graph_merge"));
-    for (int32_t i = 0; i < n; i++) {
-        const cuda_impl *m = cuda_get(members[i]);
-        if (members[i]->ops != bk->ops || m->device != c->device || !m->graph_src[slot] || (members[i] == bk && into == slot))
-            return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
-                               "graph_merge: member %d is not a CUDA backend on device %d with graph slot %d captured "
-                               "(or it is the slot merged into)", (int)i, (int)c->device, (int)slot);
-    }
-    cudaGraph_t g = NULL;
-    CUDA_CHECK(bk, cudaGraphCreate(&g, 0));
-    for (int32_t i = 0; i < n; i++) {
-        cudaGraphNode_t node;
-        cudaError_t rc = cudaGraphAddChildGraphNode(&node, g, NULL, 0, cuda_get(members[i])->graph_src[slot]);
-        if (rc != cudaSuccess) {
-            cudaGraphDestroy(g);
-            return rlt_err_set(bk->err, RLT_ERUNTIME, __FILE__, __LINE__, "graph_merge: adding member %d failed: %s",
-                               (int)i, cudaGetErrorString(rc));
-        }
-    }
-    return cuda_graph_install(bk, into, g);
 }
 
 static int cuda_graph_launch(rlt_backend *bk, int32_t slot) {
@@ -574,7 +538,6 @@ static const rlt_backend_ops cuda_ops = {
     .graph_begin = cuda_graph_begin,
     .graph_end = cuda_graph_end,
     .graph_launch = cuda_graph_launch,
-    .graph_merge = cuda_graph_merge,
     .fill = cuda_fill,
     .copy_f32 = cuda_copy_f32,
     .polyak = cuda_polyak,

@@ -74,7 +74,6 @@ typedef struct cuda_impl {
     int32_t capturing;       /* the slot being captured, or -1 */
     int32_t reserved_;
     cudaGraphExec_t graphs[RLT_BACKEND_MAX_GRAPHS];
-    cudaGraph_t graph_src[RLT_BACKEND_MAX_GRAPHS]; /* what each was instantiated from, for graph_merge */
     /* Device scratch for multi-stage reductions (the gradient clipping's per-block partial sums), allocated at
      * open, before the seal, and so counted in context_bytes. Only lane 0 uses it (adam with clipping checks
      * this), so ops in order on that lane can share it. */
