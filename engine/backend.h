@@ -449,11 +449,23 @@ typedef struct rlt_backend_ops {
     /* x[0..n) = the mean of x over the ranks (each rank the same n, the same bits on every rank), on the current
      * lane, captured like any op. With no comm attached, or one of a single rank, it does nothing. */
     int (*allreduce_mean)(rlt_backend *bk, float *x, uint64_t n);
+
+    /* ---- seed batching (seed groups on one GPU); NULL where not supported (the CPU) ---- */
+    /* n > 1: every op issued from now on runs for n agents whose plans are identical to this backend's agent's,
+     * in one launch: agent k's buffers are this agent's device-arena buffers moved by delta[k] bytes, and where
+     * an op takes the config seed it uses seed[k] (both arrays of n entries, in this agent's device arena, written
+     * by the caller; n <= rlt_backend.seeds). n 0: back to one agent. Meant around a capture: an op that cannot
+     * run batched (a library product, a convolution, a 16-bit cast, a copy) or that names memory outside the
+     * arena returns RLT_ESTATE naming itself, and the caller keeps one graph per agent. */
+    int (*seed_batch)(rlt_backend *bk, int32_t n, const int64_t *delta, const uint64_t *seed);
+    /* Launches graph slot of bk (captured batched over the n agents of members, members[0] == bk) once every
+     * member's work issued so far is done, and orders each member's later work after it. */
+    int (*graph_launch_seeds)(rlt_backend *bk, int32_t slot, rlt_backend *const *members, int32_t n);
 } rlt_backend_ops;
 
 /* The version of this interface, bumped whenever this table or a struct it uses changes: librltrain and
  * librltrain_cuda.so are built together, and the registry refuses a module built against another. */
-#define RLT_BACKEND_ABI 10
+#define RLT_BACKEND_ABI 11
 
 
 struct rlt_backend {
@@ -474,6 +486,9 @@ struct rlt_backend {
      * (a seed group), since their updates overlap each other instead, and each stream costs the device one of its
      * hardware queues (CUDA_DEVICE_MAX_CONNECTIONS). The schedule changes, never the results. */
     int32_t lanes;
+    /* Set by the caller before the open, kept by it: the most agents a seed_batch of this backend may cover (the
+     * seed group's agents on this device); 0 or 1: no batching. */
+    int32_t seeds;
     void *module;   /* the dlopen handle of the backend's module (NULL for the built-in CPU backend); owned
                      * by the registry, which closes it in rlt_backend_close */
 };

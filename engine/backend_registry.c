@@ -135,9 +135,10 @@ int rlt_backend_open_device(rlt_backend *bk, rlt_err *e, rlt_device device, int3
                             size_t cap) {
     if (why_cpu && cap) why_cpu[0] = '\0';
     if (!bk) return rlt_err_set(e, RLT_EINVAL, __FILE__, __LINE__, "rlt_backend_open: no backend given");
-    const int32_t lanes = bk->lanes; /* the caller's, kept through the resets below */
+    const int32_t lanes = bk->lanes, seeds = bk->seeds; /* the caller's, kept through the resets below */
     memset(bk, 0, sizeof *bk);
     bk->lanes = lanes;
+    bk->seeds = seeds;
     bk->err = e;
     bk->device_index = -1;
     if (e) rlt_err_clear(e);
@@ -159,6 +160,7 @@ int rlt_backend_open_device(rlt_backend *bk, rlt_err *e, rlt_device device, int3
         if (why_cpu && cap) snprintf(why_cpu, cap, "%s", scratch.msg);
         memset(bk, 0, sizeof *bk);
         bk->lanes = lanes;
+        bk->seeds = seeds;
         bk->err = e;
         bk->device_index = -1;
         return open_cpu(bk, cpu_threads);
@@ -176,7 +178,7 @@ int rlt_backend_open(rlt_backend *bk, rlt_err *e, const char *device, int32_t cp
         return rlt_err_set(e, RLT_ECONFIG, __FILE__, __LINE__,
                            "device '%s' is not one of: cpu, cuda, cuda:N (N = 0, 1, ...), auto", device);
     }
-    if (bk) bk->lanes = 0; /* callers of the text form (tests, tools) may hand in an uninitialised backend */
+    if (bk) bk->lanes = bk->seeds = 0; /* callers of the text form (tests, tools) may hand in an uninitialised backend */
     return rlt_backend_open_device(bk, e, d, cpu_threads, why_cpu, cap);
 }
 

@@ -210,6 +210,9 @@ struct rlt_config {
     /* The most lanes the backend may use (rlt_backend.lanes; 0: its own choice): 1 for the members of a seed group
      * that share a GPU. */
     int32_t lanes;
+    /* The seed group's agents on this agent's GPU when they may run batched (rlt_backend.seeds; 0: a run of its
+     * own): the plan then holds the group's seed table. */
+    int32_t batch_seeds;
 };
 
 void config_set_defaults(rlt_config *cfg);

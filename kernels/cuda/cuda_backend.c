@@ -55,6 +55,7 @@ static void cuda_close(rlt_backend *bk) {
         if (c->graphs[i]) cudaGraphExecDestroy(c->graphs[i]);
     cuda_conv_close(bk);
     if (c->scratch) cudaFree(c->scratch);
+    if (c->seed_event) cudaEventDestroy(c->seed_event);
     cuda_lt_close(bk);
     if (c->blas) cublasDestroy(c->blas);
     for (int32_t k = 0; k < RLT_BACKEND_MAX_LANES; k++) {
@@ -110,11 +111,13 @@ static int cuda_open_device(rlt_backend *bk, cuda_impl *c) {
         CUDA_CHECK(bk, cudaEventCreateWithFlags(&c->join_event[k], cudaEventDisableTiming));
     }
     CUDA_CHECK(bk, cudaEventCreateWithFlags(&c->fork_event, cudaEventDisableTiming));
+    CUDA_CHECK(bk, cudaEventCreateWithFlags(&c->seed_event, cudaEventDisableTiming));
     /* No cuBLAS handle yet: it costs tens of MiB of device memory (64 MiB on an H100), and a plan whose ops
      * never call cuBLAS (every dense layer within linear.cu's kernels) never creates one (cuda_blas_ensure). */
     /* Reduction scratch now, before the seal (and before the memory measurement below, so it counts as
      * context): ops must never allocate. */
-    CUDA_CHECK(bk, cudaMalloc((void **)&c->scratch, CUDA_SCRATCH_FLOATS * sizeof(float)));
+    c->max_seeds = bk->seeds > 1 ? bk->seeds : 1; /* a batched op keeps each agent's partial sums apart */
+    CUDA_CHECK(bk, cudaMalloc((void **)&c->scratch, (size_t)c->max_seeds * CUDA_SCRATCH_FLOATS * sizeof(float)));
     CUDA_CHECK(bk, cuda_preload_all());
     CUDA_CHECK(bk, cudaDeviceSynchronize());
 
@@ -521,6 +524,68 @@ static int cuda_graph_launch(rlt_backend *bk, int32_t slot) {
     return RLT_OK;
 }
 
+/* ---- seed batching ---- */
+
+int cuda_seeds_check(rlt_backend *bk, const char *op, int32_t n, ...) {
+    cuda_impl *c = cuda_get(bk);
+    if (c->seeds.n <= 1) return RLT_OK;
+    va_list ap;
+    va_start(ap, n);
+    int rc = RLT_OK;
+    uint64_t s_lo = (uint64_t)(uintptr_t)c->scratch, s_hi = s_lo + CUDA_SCRATCH_FLOATS * sizeof(float);
+    for (int32_t i = 0; i < n && rc == RLT_OK; i++) {
+        uint64_t p = (uint64_t)(uintptr_t)va_arg(ap, const void *);
+        if (p && !(p >= c->seeds_lo && p < c->seeds_hi) && !(p >= s_lo && p < s_hi))
+            rc = rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__,
+                             "%s cannot run for several seeds at once: its pointer %d is outside the agent's arena",
+                             op, (int)i);
+    }
+    va_end(ap);
+    return rc;
+}
+
+int cuda_seeds_refuse(rlt_backend *bk, const char *op) {
+    if (cuda_get(bk)->seeds.n <= 1) return RLT_OK;
+    return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "%s cannot run for several seeds at once", op);
+}
+
+static int cuda_seed_batch(rlt_backend *bk, int32_t n, const int64_t *delta, const uint64_t *seed) {
+    cuda_impl *c = cuda_get(bk);
+    if (n <= 1) {
+        c->seeds = (cuda_seeds){NULL, NULL, 0};
+        return RLT_OK;
+    }
+    if (n > c->max_seeds || !delta || !seed || !c->reserved_last)
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
+                           "seed_batch(%d): this backend was opened for at most %d seeds%s", (int)n,
+                           (int)c->max_seeds, c->reserved_last ? "" : " and has no device arena");
+    c->seeds = (cuda_seeds){delta, seed, n};
+    c->seeds_lo = (uint64_t)(uintptr_t)c->reserved_last;
+    c->seeds_hi = c->seeds_lo + c->reserved_last_bytes;
+    return RLT_OK;
+}
+
+static int cuda_graph_launch_seeds(rlt_backend *bk, int32_t slot, rlt_backend *const *members, int32_t n) {
+    cuda_impl *c = cuda_get(bk);
+    RLT_TRY(cuda_check_slot(bk, slot, "graph_launch_seeds"));
+    if (!c->graphs[slot])
+        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "graph_launch_seeds(%d): nothing was captured there",
+                           (int)slot);
+    for (int32_t i = 0; i < n; i++) {
+        cuda_impl *m = cuda_get(members[i]);
+        if (m == c) continue;
+        CUDA_CHECK(bk, cudaEventRecord(m->seed_event, m->streams[0]));
+        CUDA_CHECK(bk, cudaStreamWaitEvent(c->streams[0], m->seed_event, 0));
+    }
+    CUDA_CHECK(bk, cudaGraphLaunch(c->graphs[slot], c->streams[0]));
+    CUDA_CHECK(bk, cudaEventRecord(c->seed_event, c->streams[0]));
+    for (int32_t i = 0; i < n; i++) {
+        cuda_impl *m = cuda_get(members[i]);
+        if (m != c) CUDA_CHECK(bk, cudaStreamWaitEvent(m->streams[0], c->seed_event, 0));
+    }
+    return RLT_OK;
+}
+
 static const rlt_backend_ops cuda_ops = {
     .name = "cuda",
     .abi_version = RLT_BACKEND_ABI,
@@ -538,6 +603,8 @@ static const rlt_backend_ops cuda_ops = {
     .graph_begin = cuda_graph_begin,
     .graph_end = cuda_graph_end,
     .graph_launch = cuda_graph_launch,
+    .seed_batch = cuda_seed_batch,
+    .graph_launch_seeds = cuda_graph_launch_seeds,
     .fill = cuda_fill,
     .copy_f32 = cuda_copy_f32,
     .polyak = cuda_polyak,

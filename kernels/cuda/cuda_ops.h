@@ -27,6 +27,15 @@ extern "C" {
  * the summation order must not depend on the device. */
 #define CUDA_THREADS 256
 
+/* The seed-batching state a kernel receives by value (cuda_impl.seeds): n agents; delta[z] (bytes) moves a
+ * pointer into the leading agent's arena to agent z's, seed[z] is agent z's config seed. n 0 or 1: off (delta
+ * NULL). Both arrays live in the leading agent's arena (its plan's "group.seed_table"). */
+typedef struct cuda_seeds {
+    const int64_t *delta;
+    const uint64_t *seed;
+    int32_t n;
+} cuda_seeds;
+
 /* One developer switch, read from the environment at open: RLT_CUDA_LANES=1 makes branch a no-op, so every op
  * runs on lane 0 in call order. tests/gpu_train.c runs a conv network with it and without it and requires the
  * same checkpoint bytes, which is how a missing dependency between lanes would show; it changes no result. */
@@ -96,6 +105,15 @@ typedef struct cuda_impl {
      * number of ranks; NULL and 1 otherwise. */
     void *nccl;
     int32_t nranks;
+    /* Seed batching (seed_batch, seed groups on one GPU): while seeds.n > 1 every op issued launches its kernels
+     * once for seeds.n agents of identical plans (grid z = the agent), each block moving its arena pointers by
+     * the agent's delta and keying its random streams with the agent's seed (cuda_seeds, below). seeds_lo/hi:
+     * the leading agent's device arena, the only memory a batched op may name besides the scratch; max_seeds:
+     * rlt_backend.seeds at open (the scratch holds that many agents' partial sums). */
+    cuda_seeds seeds;
+    uint64_t seeds_lo, seeds_hi;
+    int32_t max_seeds;
+    cudaEvent_t seed_event; /* recorded on streams[0] by graph_launch_seeds: this agent's work so far */
 } cuda_impl;
 
 /* Floats in cuda_impl.scratch; dqn.cu's reductions use at most this many partial sums. */
@@ -116,6 +134,21 @@ static inline unsigned cuda_blocks(rlt_backend *bk, uint64_t n, unsigned threads
     if (want > cap) want = cap;
     return want ? (unsigned)want : 1u;
 }
+
+/* ---- seed batching, host side ----
+ * The grid z extent of every launch (1 when not batching), and the state a kernel takes. */
+static inline unsigned cuda_seeds_z(rlt_backend *bk) {
+    int32_t n = cuda_get(bk)->seeds.n;
+    return n > 1 ? (unsigned)n : 1u;
+}
+static inline cuda_seeds cuda_seeds_of(rlt_backend *bk) { return cuda_get(bk)->seeds; }
+/* While batching: RLT_OK when each of the n pointers (NULL ones skipped) lies in the leading agent's device arena
+ * or the scratch, so moving it by an agent's delta names the same buffer of that agent; otherwise an error naming
+ * op. Not batching: RLT_OK. Every batched launcher checks its pointers with it before launching. */
+int cuda_seeds_check(rlt_backend *bk, const char *op, int32_t n, ...);
+/* For ops that cannot run batched (library products, convolutions, 16-bit casts, copies): RLT_ESTATE naming op
+ * while batching, RLT_OK otherwise. */
+int cuda_seeds_refuse(rlt_backend *bk, const char *op);
 
 /* One check macro per library: each records the failing call's text, file:line and the library's error
  * string in bk->err and returns a status from the enclosing function. */
@@ -335,6 +368,25 @@ __device__ __forceinline__ float cuda_act(float z, int32_t act) {
     if (act == RLT_ACT_RELU) return z > 0.0f ? z : 0.0f;
     if (act == RLT_ACT_TANH) return tanhf(z);
     return z;
+}
+
+/* ---- seed batching, device side ----
+ * Agent z = blockIdx.z's copy of p (a pointer into the leading agent's arena); NULL stays NULL. */
+template <typename T> __device__ __forceinline__ T *cuda_seed_ptr(const cuda_seeds &s, T *p) {
+    if (!s.delta || !p) return p;
+    return (T *)(void *)((char *)(void *)p + s.delta[blockIdx.z]);
+}
+template <typename T> __device__ __forceinline__ const T *cuda_seed_ptr(const cuda_seeds &s, const T *p) {
+    if (!s.delta || !p) return p;
+    return (const T *)(const void *)((const char *)(const void *)p + s.delta[blockIdx.z]);
+}
+/* Agent z's seed in place of the leading agent's (a kernel's seed argument is always its config seed). */
+__device__ __forceinline__ uint64_t cuda_seed_key(const cuda_seeds &s, uint64_t seed) {
+    return s.delta ? s.seed[blockIdx.z] : seed;
+}
+/* Agent z's part of the reduction scratch (CUDA_SCRATCH_FLOATS floats each). */
+__device__ __forceinline__ float *cuda_seed_scratch(const cuda_seeds &s, float *scratch) {
+    return s.delta ? scratch + (size_t)blockIdx.z * CUDA_SCRATCH_FLOATS : scratch;
 }
 
 /* ---- programmatic dependent launch (the .cu files only) ----
