@@ -54,13 +54,16 @@ typedef struct dqn_seeds {
     int nature, n_act;
 } dqn_seeds;
 
-static rlt_agent *seeds_setup(void *ctx, int k, int lanes) {
+static rlt_agent *seeds_setup(void *ctx, int k, int lanes, int batch_seeds) {
     dqn_seeds *d = ctx;
     rlt_agent *ag = NULL;
     char seed[32];
     snprintf(seed, sizeof seed, "seed=%d", k + 1);
     rlt_config *cfg = rlt_config_clone(d->cfg);
-    if (cfg) cfg->lanes = lanes; /* what a seed group gives members that share the GPU */
+    if (cfg) { /* what a seed group gives members that share the GPU */
+        cfg->lanes = lanes;
+        cfg->batch_seeds = batch_seeds;
+    }
     if (!cfg || rlt_config_set(cfg, seed) != RLT_OK || rlt_agent_init(cfg, &d->os, &d->as, &ag) != RLT_OK) {
         fprintf(stderr, "agent %d: init: %s\n", k, cfg ? rlt_agent_errmsg(ag) : "out of memory");
         rlt_agent_free(ag);

@@ -1,25 +1,30 @@
 /* seed_bench.c: see seed_bench.h. Agents are made one at a time (a mutex), each in its own thread, so every
  * thread-bound state of an agent (the CUDA current device, OpenBLAS's buffer) belongs to the thread that
- * trains it, as in a seed group. Phases are separated by barriers: all made; agent 0 alone; all together. */
+ * trains it, as in a seed group. Phases are separated by barriers: all made; (batched: agent 0's thread captures
+ * the batched graphs); all run; all free. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
+#include "seed_batch.h"
 #include "seed_bench.h"
 
 typedef struct slot {
     const seed_bench *b;
-    int k, n, updates;
+    int k, n, updates, batched;
     rlt_agent *ag;
+    struct slot *all;
     long done;
     double t_start, t_end;
 } slot;
 
 static pthread_mutex_t g_make_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_barrier_t g_made;
+static pthread_barrier_t g_made, g_captured;
 static int g_failed;
+static rlt_lockstep *g_ls;
+static char g_why[320];
 
 static double now_s(void) {
     struct timespec ts;
@@ -27,49 +32,62 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Agent 0's thread, once all are made: the batched graphs and the lock-step that launches them. */
+static void capture(slot *s) {
+    rlt_agent *agents[64];
+    for (int k = 0; k < s->n; k++) agents[k] = s->all[k].ag;
+    if (seed_batch_capture(agents, s->n, g_why, sizeof g_why) != RLT_OK || !(g_ls = lockstep_new(agents, s->n))) {
+        fprintf(stderr, "%s: batched graphs: %s\n", s->b->name, g_why);
+        __atomic_store_n(&g_failed, 1, __ATOMIC_SEQ_CST);
+        return;
+    }
+    lockstep_attach(g_ls);
+}
+
 static void *seed_thread(void *arg) {
     slot *s = arg;
     pthread_mutex_lock(&g_make_mu);
-    s->ag = s->b->setup(s->b->ctx, s->k, 1);
+    s->ag = s->b->setup(s->b->ctx, s->k, 1, s->batched ? s->n : 0);
     if (!s->ag) g_failed = 1;
     pthread_mutex_unlock(&g_make_mu);
     pthread_barrier_wait(&g_made);
+    if (s->batched) {
+        if (s->k == 0 && !__atomic_load_n(&g_failed, __ATOMIC_SEQ_CST)) capture(s);
+        pthread_barrier_wait(&g_captured);
+    }
     if (!__atomic_load_n(&g_failed, __ATOMIC_SEQ_CST)) {
         s->t_start = now_s();
         s->done = s->b->run(s->b->ctx, s->ag, s->updates);
         s->t_end = now_s();
         if (s->done < 0) __atomic_store_n(&g_failed, 1, __ATOMIC_SEQ_CST);
+        if (g_ls) lockstep_leave(g_ls, s->ag);
     }
+    pthread_barrier_wait(&g_captured); /* every agent done before any is freed (the batched graph covers all) */
     rlt_agent_free(s->ag);
     return NULL;
 }
 
-int seed_bench_main(const seed_bench *b, int n, int updates) {
-    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); /* what a seed group sets, before CUDA starts */
-    /* One agent as a single run makes it, alone in the process. */
-    rlt_agent *one = b->setup(b->ctx, 0, 0);
-    if (!one) return 1;
-    double t0 = now_s();
-    long single_done = b->run(b->ctx, one, updates);
-    double single_s = now_s() - t0;
-    rlt_agent_free(one);
-    if (single_done < 0) return 1;
+/* n agents at once, each its own graphs or (batched) one graph for all; their updates/s together, or -1. */
+static double run_group(const seed_bench *b, int n, int updates, int batched) {
     slot *s = calloc((size_t)n, sizeof *s);
     pthread_t *th = calloc((size_t)n, sizeof *th);
-    if (!s || !th || pthread_barrier_init(&g_made, NULL, (unsigned)n)) {
+    g_failed = 0;
+    g_ls = NULL;
+    if (!s || !th || n > 64 || pthread_barrier_init(&g_made, NULL, (unsigned)n) ||
+        pthread_barrier_init(&g_captured, NULL, (unsigned)n)) {
         fprintf(stderr, "%s: could not set up %d threads\n", b->name, n);
-        return 1;
+        return -1;
     }
     for (int k = 0; k < n; k++) {
-        s[k] = (slot){.b = b, .k = k, .n = n, .updates = updates};
+        s[k] = (slot){.b = b, .k = k, .n = n, .updates = updates, .batched = batched, .all = s};
         if (pthread_create(&th[k], NULL, seed_thread, &s[k]) != 0) {
             fprintf(stderr, "%s: could not start thread %d\n", b->name, k);
             exit(1); /* the others wait at a barrier for it */
         }
     }
     for (int k = 0; k < n; k++) pthread_join(th[k], NULL);
-    int rc = g_failed ? 1 : 0;
-    if (!rc) {
+    double rate = -1;
+    if (!g_failed) {
         double start = s[0].t_start, end = s[0].t_end;
         long total = 0;
         for (int k = 0; k < n; k++) {
@@ -77,15 +95,43 @@ int seed_bench_main(const seed_bench *b, int n, int updates) {
             end = s[k].t_end > end ? s[k].t_end : end;
             total += s[k].done;
         }
-        double single = single_done / single_s, together = total / (end - start);
-        printf("  single agent     %.0f updates/s  (%ld updates in %.3f s, alone in this process, as a single run)\n",
-               single, single_done, single_s);
-        printf("  %d agents        %.0f updates/s together  (%d x %d updates in %.3f s, one thread each)\n", n, together,
-               n, updates, end - start);
-        printf("  ratio            %.2f x the single agent\n", together / single);
+        rate = total / (end - start);
     }
+    lockstep_free(g_ls);
+    g_ls = NULL;
     pthread_barrier_destroy(&g_made);
+    pthread_barrier_destroy(&g_captured);
     free(s);
     free(th);
-    return rc;
+    return rate;
+}
+
+int seed_bench_main(const seed_bench *b, int n, int updates) {
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); /* what a seed group sets, before CUDA starts */
+    /* One agent as a single run makes it, alone in the process. */
+    rlt_agent *one = b->setup(b->ctx, 0, 0, 0);
+    if (!one) return 1;
+    double t0 = now_s();
+    long single_done = b->run(b->ctx, one, updates);
+    double single_s = now_s() - t0;
+    int gpu = one->graphs;
+    rlt_agent_free(one);
+    if (single_done < 0) return 1;
+    double single = single_done / single_s;
+    double own = run_group(b, n, updates, 0);
+    if (own < 0) return 1;
+    printf("  single agent     %.0f updates/s  (%ld updates in %.3f s, alone in this process, as a single run)\n", single,
+           single_done, single_s);
+    printf("  %d agents        %.0f updates/s together, each its own graphs  (%.2f x the single agent)\n", n, own,
+           own / single);
+    if (gpu && n > 1) {
+        double batched = run_group(b, n, updates, 1);
+        if (batched < 0) return 1;
+        printf("  %d agents        %.0f updates/s together, one batched graph  (%.2f x the single agent)\n", n, batched,
+               batched / single);
+        printf("  ratio            %.2f x the single agent\n", batched / single);
+    } else {
+        printf("  ratio            %.2f x the single agent\n", own / single);
+    }
+    return 0;
 }

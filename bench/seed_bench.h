@@ -11,9 +11,10 @@
 typedef struct seed_bench {
     const char *name; /* "td3_update" */
     void *ctx;        /* the benchmark's settings, passed back to its functions */
-    /* Makes agent k (seed k + 1) with at most `lanes` lanes (0: the backend's choice) and fills its replay (in the
-     * thread that runs it); NULL after printing why. */
-    rlt_agent *(*setup)(void *ctx, int k, int lanes);
+    /* Makes agent k (seed k + 1) with at most `lanes` lanes (0: the backend's choice), room for a batched graph of
+     * batch_seeds agents (0: none; rlt_config.batch_seeds) and fills its replay (in the thread that runs it); NULL
+     * after printing why. */
+    rlt_agent *(*setup)(void *ctx, int k, int lanes, int batch_seeds);
     /* Runs `updates` updates and waits for the device; returns the count run, or -1 after printing why. */
     long (*run)(void *ctx, rlt_agent *ag, int updates);
 } seed_bench;

@@ -52,13 +52,16 @@ typedef struct td3_seeds {
     int ups;
 } td3_seeds;
 
-static rlt_agent *seeds_setup(void *ctx, int k, int lanes) {
+static rlt_agent *seeds_setup(void *ctx, int k, int lanes, int batch_seeds) {
     td3_seeds *t = ctx;
     rlt_agent *ag = NULL;
     char seed[32];
     snprintf(seed, sizeof seed, "seed=%d", k + 1);
     rlt_config *cfg = rlt_config_clone(t->cfg);
-    if (cfg) cfg->lanes = lanes; /* what a seed group gives members that share the GPU */
+    if (cfg) { /* what a seed group gives members that share the GPU */
+        cfg->lanes = lanes;
+        cfg->batch_seeds = batch_seeds;
+    }
     if (!cfg || rlt_config_set(cfg, seed) != RLT_OK || rlt_agent_init(cfg, &t->os, &t->as, &ag) != RLT_OK) {
         fprintf(stderr, "agent %d: init: %s\n", k, cfg ? rlt_agent_errmsg(ag) : "out of memory");
         rlt_agent_free(ag);

@@ -12,6 +12,7 @@
 #include "config_schema.h"
 #include "env.h"
 #include "mem.h"
+#include "seed_batch.h"
 
 #define MIB (1024.0 * 1024.0)
 /* What the process maps after the plan besides the host arena, held against the host's memory limit
@@ -114,6 +115,9 @@ static int agent_build_plan(rlt_agent *ag, rlt_location replay_loc) {
                              ? ag->io_stage_bytes
                              : (uint64_t)RLT_OBSERVE_STAGE_ROWS * (ag->act_dim + 1) * 4;
     RLT_TRY(plan_add(p, e, "staging.io", "staging", RLT_LOC_HOST, ag->io_stage_bytes, (void **)&ag->io_stage));
+    /* A seed group's agents sharing a GPU may run one batched update graph: its table of arena offsets and seeds. */
+    uint64_t table = ag->cfg.batch_seeds > 1 && !bk->device_is_host ? seed_batch_table_bytes(ag->cfg.batch_seeds) : 0;
+    RLT_TRY(plan_add(p, e, "group.seed_table", "counters", RLT_LOC_DEVICE, table, &ag->seed_table));
     /* The library workspace from the plan's shapes: none when no op of this plan calls the library (the
      * backend creates the library handles it needs here too, so the measured context below includes them). */
     uint64_t ws = bk->ops->workspace_bytes(bk);
@@ -323,6 +327,7 @@ int agent_prepare(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
     RLT_TRY(agent_check_spaces(ag, obs, act));
     char why[512] = "";
     ag->bk.lanes = ag->cfg.lanes;
+    ag->bk.seeds = ag->cfg.batch_seeds;
     RLT_TRY(rlt_backend_open_device(&ag->bk, e, config_device(&ag->cfg), ag->cfg.cpu.threads, why, sizeof why));
     ag->backend_open = 1;
     /* A data-parallel rank: its gradient averages go through the group's communicator from the first capture. */
@@ -541,6 +546,7 @@ void rlt_agent_free(rlt_agent *ag) {
 }
 
 int agent_run_update(rlt_agent *ag, int32_t variant) {
+    if (ag->lockstep) return lockstep_update(ag->lockstep, ag, variant);
     if (ag->graphs) return ag->bk.ops->graph_launch(&ag->bk, variant);
     return ag->algo->update_ops(ag, variant);
 }

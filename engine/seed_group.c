@@ -28,6 +28,7 @@
 #include "comm.h"
 #include "mem.h"
 #include "outputs.h"
+#include "seed_batch.h"
 #include "text.h"
 #include "trainer.h"
 
@@ -40,7 +41,7 @@
 #define GROUP_THREAD_ARENA_BYTES ((uint64_t)64 << 20)
 #define GROUP_BLAS_BUFFER_BYTES ((uint64_t)129 << 20)
 
-typedef enum { CMD_NONE, CMD_INIT, CMD_RESUME, CMD_RUN, CMD_EXIT } member_cmd;
+typedef enum { CMD_NONE, CMD_INIT, CMD_RESUME, CMD_BATCH, CMD_RUN, CMD_EXIT } member_cmd;
 
 typedef struct seed_member {
     struct rlt_group *g;
@@ -80,6 +81,10 @@ struct rlt_group {
     int32_t dp;
     rlt_comm *comm;
     const rlt_backend_ops *dev_ops;
+    /* Seeds sharing one GPU (engine/seed_batch.h): the lock-step of their batched update graphs, NULL when each
+     * member runs its own (then batch_why says why). */
+    rlt_lockstep *ls;
+    char batch_why[320];
 };
 
 static double now_s(void) {
@@ -147,7 +152,17 @@ static int member_do(seed_member *m, member_cmd cmd) {
         snprintf(path, sizeof path, "%s/%s", m->cfg.out_dir, g->resume_name);
         return rlt_trainer_resume(m->tr, path);
     }
-    case CMD_RUN: return rlt_trainer_run(m->tr, member_progress, m);
+    case CMD_BATCH: { /* in the leading member's thread: the capture is bound to it */
+        rlt_agent *agents[64];
+        for (int32_t k = 0; k < g->n && k < 64; k++) agents[k] = g->m[k].tr->agent;
+        return seed_batch_capture(agents, g->n, g->batch_why, sizeof g->batch_why);
+    }
+    case CMD_RUN: {
+        int rc = rlt_trainer_run(m->tr, member_progress, m);
+        /* Its outputs are written: the other seeds stop waiting for this one's updates. */
+        if (m->tr->agent->lockstep) lockstep_leave(m->tr->agent->lockstep, m->tr->agent);
+        return rc;
+    }
     case CMD_EXIT:
         rlt_trainer_free(m->tr);
         m->tr = NULL;
@@ -328,6 +343,8 @@ static int member_config(rlt_group *g, int32_t k) {
     int32_t d = g->cfg.devices.n, sharing = 0;
     for (int32_t j = 0; j < g->n; j++) sharing += d == 0 || j % d == k % d;
     if (!g->dp && sharing > 1) m->cfg.lanes = 1;
+    /* All seeds on one GPU may run one batched update graph (engine/seed_batch.h): the plan holds its table. */
+    if (!g->dp && d <= 1 && sharing > 1 && m->cfg.device.kind == RLT_DEVICE_CUDA) m->cfg.batch_seeds = sharing;
     int len;
     if (g->dp) {
         config_for_rank(&g->cfg, k, &m->cfg);
@@ -445,6 +462,18 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
             return group_member_failed(g, k, rc, then);
         }
     }
+    /* Seeds sharing a GPU: their updates as one batched graph when the backend and the plan allow it. */
+    if (g->m[0].cfg.batch_seeds > 1) {
+        if (n > 64) snprintf(g->batch_why, sizeof g->batch_why, "more than 64 seeds on one GPU");
+        else if (group_one(g, 0, CMD_BATCH) == RLT_OK) {
+            rlt_agent *agents[64];
+            for (int32_t k = 0; k < n; k++) agents[k] = g->m[k].tr->agent;
+            g->ls = lockstep_new(agents, n);
+            if (!g->ls) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for the seed group's lock-step");
+        }
+        if (g->ls) rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates run as one batched graph (one launch for all)", (int)n);
+        else rlt_log(RLT_LOG_INFO, "seed group: each seed runs its own update graph: %s", g->batch_why);
+    }
     /* The group is sealed now: each member's count of allocations after init starts here, so the members
      * initialised after it (which allocate, before any run) do not count against the first. */
     uint64_t sealed = rlt_mem_alloc_count();
@@ -495,6 +524,7 @@ void rlt_group_free(rlt_group *g) {
         pthread_cond_destroy(&g->cv_done);
         pthread_mutex_destroy(&g->mu);
     }
+    lockstep_free(g->ls);
     if (g->comm) {
         for (int32_t k = 0; g->dev_ops && k < rlt_comm_size(g->comm); k++)
             if (rlt_comm_device(g->comm, k)) g->dev_ops->comm_destroy(rlt_comm_device(g->comm, k));
@@ -704,6 +734,19 @@ static int group_prepare(rlt_group *g) {
     return out_mkdirs(&g->err, g->cfg.out_dir);
 }
 
+/* Batched updates need the seeds in step: after a resume from checkpoints of different update counts (a seed
+ * that stopped early) each seed runs its own graphs instead. */
+static void group_lockstep_attach(rlt_group *g) {
+    if (!g->ls) return;
+    for (int32_t k = 1; k < g->n; k++)
+        if (g->m[k].tr->agent->updates != g->m[0].tr->agent->updates) {
+            rlt_log(RLT_LOG_INFO, "seed group: the seeds resumed at different update counts (%lld and %lld); each runs "
+                    "its own update graph", (long long)g->m[0].tr->agent->updates, (long long)g->m[k].tr->agent->updates);
+            return;
+        }
+    lockstep_attach(g->ls);
+}
+
 int rlt_group_run(rlt_group *g, rlt_group_progress_fn fn, void *user) {
     if (!g) return RLT_EINVAL;
     if (!g->m || g->n < 1 || !g->m[g->n - 1].tr || !g->m[g->n - 1].tr->agent || !g->m[g->n - 1].tr->agent->plan.sealed)
@@ -720,8 +763,10 @@ int rlt_group_run(rlt_group *g, rlt_group_progress_fn fn, void *user) {
     pthread_mutex_unlock(&g->mu);
     if (g->stop)
         for (int32_t k = 0; k < g->n; k++) rlt_trainer_request_stop(g->m[k].tr);
+    group_lockstep_attach(g);
     group_post(g, 0, g->n, CMD_RUN);
     int by_fn = group_supervise(g, fn, user);
+    lockstep_detach(g->ls);
     pthread_mutex_lock(&g->mu);
     g->t_end = now_s();
     for (int32_t k = 0; k < g->n; k++) rlt_trainer_progress(g->m[k].tr, &g->m[k].snap);

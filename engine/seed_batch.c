@@ -1,0 +1,191 @@
+/* seed_batch.c: see seed_batch.h. The capture of the batched update graphs, and the lock-step that launches them. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "agent.h"
+#include "mem.h"
+#include "seed_batch.h"
+
+struct rlt_lockstep {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int32_t n;
+    int32_t active;  /* agents still running */
+    int32_t arrived; /* agents waiting in this round */
+    int32_t variant; /* of this round */
+    int32_t failed;  /* a round failed: every later call fails too */
+    uint64_t round;
+    char why[sizeof(((rlt_err *)0)->msg) + 64];
+    rlt_agent **agents;
+    rlt_backend **bks;
+};
+
+uint64_t seed_batch_table_bytes(int32_t n) { return n > 1 ? (uint64_t)n * (sizeof(int64_t) + sizeof(uint64_t)) : 0; }
+
+/* Why agent k cannot share agent 0's batched graph, or "" when it can. */
+static void seed_batch_mismatch(const rlt_agent *lead, const rlt_agent *ag, char *why, size_t cap) {
+    why[0] = '\0';
+    const rlt_plan *a = &lead->plan, *b = &ag->plan;
+    if (!ag->graphs || !ag->plan.sealed || !ag->plan.base[RLT_LOC_DEVICE]) {
+        snprintf(why, cap, "an agent has no captured graphs or no device arena");
+        return;
+    }
+    if (ag->bk.ops != lead->bk.ops || ag->bk.device_index != lead->bk.device_index) {
+        snprintf(why, cap, "the agents are not on one GPU");
+        return;
+    }
+    if (a->n != b->n || a->arena_bytes[RLT_LOC_DEVICE] != b->arena_bytes[RLT_LOC_DEVICE]) {
+        snprintf(why, cap, "the agents' memory plans differ");
+        return;
+    }
+    for (int32_t i = 0; i < a->n; i++)
+        if (a->entries[i].offset != b->entries[i].offset || a->entries[i].bytes != b->entries[i].bytes ||
+            a->entries[i].location != b->entries[i].location || strcmp(a->entries[i].name, b->entries[i].name)) {
+            snprintf(why, cap, "the agents' memory plans differ at %s", a->entries[i].name);
+            return;
+        }
+    /* A batched kernel moves pointers into the device arena only: the replay and everything else an update reads
+     * must be there. */
+    for (int32_t i = 0; i < b->n; i++)
+        if (b->entries[i].location == RLT_LOC_HOST && b->entries[i].bytes && !strcmp(b->entries[i].region, "replay")) {
+            snprintf(why, cap, "the replay is in host memory");
+            return;
+        }
+}
+
+int seed_batch_capture(rlt_agent *const *agents, int32_t n, char *why, size_t cap) {
+    rlt_agent *lead = agents[0];
+    rlt_backend *bk = &lead->bk;
+    why[0] = '\0';
+    if (n < 2 || !lead->seed_table || n > lead->cfg.batch_seeds || !bk->ops->seed_batch) {
+        snprintf(why, cap, "%s", bk->ops->seed_batch ? "the plan has no seed table for this many agents"
+                                                     : "the backend cannot batch seeds");
+        return RLT_ESTATE;
+    }
+    if (lead->algo->n_variants > RLT_BACKEND_MAX_GRAPHS - SEED_BATCH_SLOT0) {
+        snprintf(why, cap, "the algorithm has too many update variants");
+        return RLT_ESTATE;
+    }
+    for (int32_t k = 0; k < n; k++) {
+        seed_batch_mismatch(lead, agents[k], why, cap);
+        if (why[0]) return RLT_ESTATE;
+    }
+    /* The table, written once: agent k's arena offset from the lead's, then its seed. */
+    int64_t delta[64];
+    uint64_t seed[64];
+    if (n > 64) {
+        snprintf(why, cap, "more than 64 agents on one GPU");
+        return RLT_ESTATE;
+    }
+    const unsigned char *base0 = lead->plan.base[RLT_LOC_DEVICE];
+    for (int32_t k = 0; k < n; k++) {
+        delta[k] = (int64_t)((const unsigned char *)agents[k]->plan.base[RLT_LOC_DEVICE] - base0);
+        seed[k] = agents[k]->cfg.seed;
+    }
+    int64_t *d_delta = lead->seed_table;
+    uint64_t *d_seed = (uint64_t *)(void *)(d_delta + n);
+    int rc = agent_put(lead, d_delta, delta, (uint64_t)n * sizeof *delta);
+    if (rc == RLT_OK) rc = agent_put(lead, d_seed, seed, (uint64_t)n * sizeof *seed);
+    for (int32_t v = 0; v < lead->algo->n_variants && rc == RLT_OK; v++) {
+        rc = bk->ops->graph_begin(bk, SEED_BATCH_SLOT0 + v);
+        if (rc != RLT_OK) break;
+        int brc = bk->ops->seed_batch(bk, n, d_delta, d_seed);
+        int urc = brc == RLT_OK ? lead->algo->update_ops(lead, v) : brc;
+        bk->ops->seed_batch(bk, 0, NULL, NULL);
+        char msg[sizeof lead->err.msg];
+        snprintf(msg, sizeof msg, "%s", lead->err.msg);
+        int erc = bk->ops->graph_end(bk, SEED_BATCH_SLOT0 + v);
+        rc = urc != RLT_OK ? urc : erc;
+        if (urc != RLT_OK) snprintf(lead->err.msg, sizeof lead->err.msg, "%s", msg);
+    }
+    if (rc != RLT_OK) {
+        snprintf(why, cap, "%s", lead->err.msg);
+        rlt_err_clear(&lead->err);
+        return rc;
+    }
+    lead->batch_n = n;
+    return RLT_OK;
+}
+
+rlt_lockstep *lockstep_new(rlt_agent *const *agents, int32_t n) {
+    rlt_lockstep *ls = rlt_mem_alloc(sizeof *ls + (size_t)n * (sizeof(rlt_agent *) + sizeof(rlt_backend *)), 64);
+    if (!ls) return NULL;
+    memset(ls, 0, sizeof *ls);
+    ls->agents = (rlt_agent **)(void *)(ls + 1);
+    ls->bks = (rlt_backend **)(void *)(ls->agents + n);
+    for (int32_t k = 0; k < n; k++) {
+        ls->agents[k] = agents[k];
+        ls->bks[k] = &agents[k]->bk;
+    }
+    ls->n = ls->active = n;
+    pthread_mutex_init(&ls->mu, NULL);
+    pthread_cond_init(&ls->cv, NULL);
+    return ls;
+}
+
+void lockstep_attach(rlt_lockstep *ls) {
+    ls->active = ls->n;
+    ls->arrived = 0;
+    ls->failed = 0;
+    for (int32_t k = 0; k < ls->n; k++) ls->agents[k]->lockstep = ls;
+}
+
+void lockstep_detach(rlt_lockstep *ls) {
+    if (!ls) return;
+    for (int32_t k = 0; k < ls->n; k++) ls->agents[k]->lockstep = NULL;
+}
+
+void lockstep_free(rlt_lockstep *ls) {
+    if (!ls) return;
+    lockstep_detach(ls);
+    pthread_cond_destroy(&ls->cv);
+    pthread_mutex_destroy(&ls->mu);
+    rlt_mem_free(ls);
+}
+
+/* Under mu, by the last agent to arrive: runs the round. */
+static void lockstep_launch(rlt_lockstep *ls) {
+    rlt_agent *lead = ls->agents[0];
+    int rc = lead->bk.ops->graph_launch_seeds(&lead->bk, SEED_BATCH_SLOT0 + ls->variant, ls->bks, ls->n);
+    if (rc != RLT_OK) {
+        ls->failed = 1;
+        snprintf(ls->why, sizeof ls->why, "the seeds' batched update failed: %s", lead->err.msg);
+    }
+    ls->arrived = 0;
+    ls->round++;
+    pthread_cond_broadcast(&ls->cv);
+}
+
+int lockstep_update(rlt_lockstep *ls, rlt_agent *ag, int32_t variant) {
+    pthread_mutex_lock(&ls->mu);
+    if (!ls->failed && ls->arrived > 0 && variant != ls->variant) {
+        ls->failed = 1;
+        snprintf(ls->why, sizeof ls->why,
+                 "the seeds' updates are out of step (update variants %d and %d in one batched round)", (int)ls->variant,
+                 (int)variant);
+        pthread_cond_broadcast(&ls->cv);
+    }
+    if (!ls->failed) {
+        ls->variant = variant;
+        uint64_t mine = ls->round;
+        if (++ls->arrived >= ls->active) lockstep_launch(ls);
+        else
+            while (ls->round == mine && !ls->failed) pthread_cond_wait(&ls->cv, &ls->mu);
+    }
+    int failed = ls->failed;
+    char why[sizeof ls->why];
+    memcpy(why, ls->why, sizeof why);
+    pthread_mutex_unlock(&ls->mu);
+    if (failed) RLT_FAIL(&ag->err, RLT_ERUNTIME, "%s", why);
+    return RLT_OK;
+}
+
+void lockstep_leave(rlt_lockstep *ls, rlt_agent *ag) {
+    (void)ag;
+    pthread_mutex_lock(&ls->mu);
+    ls->active--;
+    /* The others may all be waiting for this one. */
+    if (!ls->failed && ls->arrived > 0 && ls->arrived >= ls->active) lockstep_launch(ls);
+    pthread_mutex_unlock(&ls->mu);
+}

@@ -1,0 +1,113 @@
+/* gpu_seed_batch.c: seeds sharing a GPU run one batched update graph (engine/seed_batch.h), and each seed still
+ * trains exactly as its single run does.
+ * - TD3 (Pendulum, 64-64) and DQN (CartPole) groups of three seeds on cuda:0 say they run batched, and each
+ *   member ends with the final.ckpt (byte for byte) and metrics.csv (but wall_s) of the single run with its seed:
+ *   block z of every batched kernel computes agent z's update and nothing else.
+ * - A group whose replay is in host memory cannot batch (a batched kernel moves device-arena pointers only): it
+ *   says why, each seed runs its own graphs, and the results are again the single runs'.
+ * Skipped (77) without a GPU. */
+#include <string.h>
+
+#include "harness.h"
+#include "rltrain.h"
+
+static const char *const k_td3 =
+    "algo: td3\ndevice: cuda:0\n"
+    "train: {total_steps: 3000, start_steps: 500, batch_size: 128, eval_every: 1500, eval_episodes: 2, "
+    "progress_every_s: 0}\n"
+    "td3: {actor_hidden: [64, 64], critic_hidden: [64, 64]}\nreplay: {capacity: 4000, location: device}\n";
+
+static const char *const k_dqn =
+    "algo: dqn\ndevice: cuda:0\nenv: {name: cartpole}\n"
+    "train: {total_steps: 4000, batch_size: 64, eval_every: 2000, eval_episodes: 2, progress_every_s: 0}\n"
+    "replay: {capacity: 5000, location: device}\n"
+    "network: {hidden: [64, 64]}\n"
+    "dqn: {learning_starts: 500, train_freq: 4, gradient_steps: 2, target_update_every: 100}\n";
+
+static char g_log[8192];
+
+static void on_log(void *user, int level, const char *message) {
+    (void)user;
+    (void)level;
+    size_t n = strlen(g_log);
+    snprintf(g_log + n, sizeof g_log - n, "%s\n", message);
+}
+
+static rlt_config *config(const char *yaml, const char *out_dir, const char *set1, const char *set2) {
+    rlt_config *cfg;
+    CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
+    CHECK(rlt_config_load_string(cfg, yaml, "batch.yaml") == RLT_OK, "%s", rlt_config_errmsg(cfg));
+    char set[700];
+    snprintf(set, sizeof set, "out_dir=%s", out_dir);
+    CHECK(rlt_config_set(cfg, set) == RLT_OK, "%s", rlt_config_errmsg(cfg));
+    if (set1) CHECK(rlt_config_set(cfg, set1) == RLT_OK, "%s: %s", set1, rlt_config_errmsg(cfg));
+    if (set2) CHECK(rlt_config_set(cfg, set2) == RLT_OK, "%s: %s", set2, rlt_config_errmsg(cfg));
+    return cfg;
+}
+
+static char a_buf[1 << 20], b_buf[1 << 20];
+
+static void same_run(const char *a_dir, const char *b_dir, const char *what) {
+    char a[800], b[800];
+    snprintf(a, sizeof a, "%s/final.ckpt", a_dir);
+    snprintf(b, sizeof b, "%s/final.ckpt", b_dir);
+    CHECK(test_files_differ(a, b) == 0, "%s: final.ckpt differs from the single run's (%ld bytes)", what,
+          test_files_differ(a, b));
+    snprintf(a, sizeof a, "%s/metrics.csv", a_dir);
+    snprintf(b, sizeof b, "%s/metrics.csv", b_dir);
+    test_read_text(a, a_buf, sizeof a_buf);
+    test_read_text(b, b_buf, sizeof b_buf);
+    test_strip_wall(a_buf);
+    test_strip_wall(b_buf);
+    CHECK(strlen(a_buf) > 50 && strcmp(a_buf, b_buf) == 0, "%s: metrics.csv differs from the single run's (but wall_s)",
+          what);
+}
+
+/* A group of seeds 1..3 of yaml (plus extra), whose log must say `expect`; then each seed against its single run. */
+static void group_vs_single(const char *yaml, const char *tag, const char *extra, const char *expect) {
+    char gdir[600], sdir[600], what[160];
+    snprintf(what, sizeof what, "tmp_gpu_batch_%s", tag);
+    snprintf(gdir, sizeof gdir, "%s", test_tmpdir(what));
+    rlt_config *cfg = config(yaml, gdir, "train.num_seeds=3", extra);
+    g_log[0] = '\0';
+    rlt_log_set_callback(on_log, NULL);
+    rlt_group *g;
+    int rc = rlt_group_init(cfg, &g);
+    CHECK(rc == RLT_OK, "%s: group init: %s", tag, rlt_group_errmsg(g));
+    if (rc == RLT_OK) rc = rlt_group_run(g, NULL, NULL);
+    CHECK(rc == RLT_OK, "%s: group run: %s", tag, rlt_group_errmsg(g));
+    rlt_group_free(g);
+    rlt_config_free(cfg);
+    rlt_log_set_callback(NULL, NULL);
+    CHECK(strstr(g_log, expect) != NULL, "%s: the group's log says '%s'; it says:\n%s", tag, expect, g_log);
+    for (int s = 1; s <= 3; s++) {
+        snprintf(what, sizeof what, "tmp_gpu_batch_%s_single%d", tag, s);
+        snprintf(sdir, sizeof sdir, "%s", test_tmpdir(what));
+        char seed[32];
+        snprintf(seed, sizeof seed, "seed=%d", s);
+        rlt_config *one = config(yaml, sdir, seed, extra);
+        rlt_trainer *tr;
+        rc = rlt_trainer_init(one, &tr);
+        CHECK(rc == RLT_OK, "%s: single init: %s", tag, rlt_trainer_errmsg(tr));
+        if (rc == RLT_OK) CHECK(rlt_trainer_run(tr, NULL, NULL) == RLT_OK, "%s: single run: %s", tag, rlt_trainer_errmsg(tr));
+        rlt_trainer_free(tr);
+        rlt_config_free(one);
+        char mdir[640];
+        snprintf(mdir, sizeof mdir, "%s/seed_%d", gdir, s);
+        snprintf(what, sizeof what, "%s seed %d", tag, s);
+        same_run(mdir, sdir, what);
+    }
+}
+
+int main(void) {
+    rlt_config *probe = config(k_td3, test_tmpdir("tmp_gpu_batch_probe"), NULL, NULL);
+    rlt_trainer *tr;
+    int rc = rlt_trainer_init(probe, &tr);
+    rlt_trainer_free(tr);
+    rlt_config_free(probe);
+    if (rc == RLT_EDEVICE) test_skip("no GPU: cuda:0 does not open");
+    group_vs_single(k_td3, "td3", NULL, "run as one batched graph");
+    group_vs_single(k_dqn, "dqn", NULL, "run as one batched graph");
+    group_vs_single(k_td3, "td3_host_replay", "replay.location=host", "each seed runs its own update graph: the replay is in host memory");
+    return test_summary("gpu_seed_batch");
+}
