@@ -380,6 +380,7 @@ static int cuda_copy(rlt_backend *bk, void *dst, const void *src, uint64_t bytes
     if (kind < RLT_COPY_H2D || kind > RLT_COPY_D2D)
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "copy: unknown copy kind %d", (int)kind);
     if (bytes == 0) return RLT_OK;
+    RLT_TRY(cuda_seeds_refuse(bk, "copy"));
     CUDA_CHECK(bk, cudaMemcpyAsync(dst, src, bytes, kinds[kind], cuda_stream(bk)));
     return RLT_OK;
 }
