@@ -103,12 +103,12 @@ int dqn_dict_update_ops(rlt_agent *ag) {
         RLT_TRY(mnet_backward(bk, &d->mnet, d->params, d->params_lp, d->grads, d->x, Bm, d->dq, A, agent_loss_scale(ag)));
     }
     rlt_adam_hp hp = {(float)c->dqn.lr, 0.9f, 0.999f, 1e-8f};
-    RLT_TRY(agent_amp_unscale(ag, d->grads, d->n_params));
+    RLT_TRY(agent_grads_ready(ag, d->grads, d->n_params));
     rlt_adam_step st = {.p = d->params, .g = d->grads, .m = d->adam_m, .v = d->adam_v, .n = d->n_params, .hp = hp,
                         .step = &ctr[RLT_CTR_CRITIC_STEP],
                         .max_grad_norm = c->dqn.max_grad_norm > 0 ? (float)c->dqn.max_grad_norm : 0.0f,
                         .norm = d->grad_norm, .p_lp = d->params_lp, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag)};
-    RLT_TRY(algo_adam(bk, &st));
+    RLT_TRY(bk->ops->adam(bk, &st));
     RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
     return op->join(bk);
 }

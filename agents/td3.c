@@ -57,12 +57,12 @@ int td3_actor_adam(rlt_agent *ag, float *actor_p, float *actor_g, float *actor_t
     rlt_td3 *t = td3_state(ag);
     const rlt_config *c = &ag->cfg;
     rlt_adam_hp actor_hp = {(float)c->td3.actor_lr, 0.9f, 0.999f, 1e-8f};
-    RLT_TRY(agent_amp_unscale(ag, actor_g, t->n_actor));
+    RLT_TRY(agent_grads_ready(ag, actor_g, t->n_actor));
     rlt_adam_step actor_st = {.p = actor_p, .g = actor_g, .m = t->adam_m, .v = t->adam_v, .n = t->n_actor,
                               .hp = actor_hp, .step = &ag->counters[RLT_CTR_ACTOR_STEP], .target = actor_tp,
                               .tau = (float)c->td3.tau, .p_lp = actor_pl, .target_lp = actor_tl, .lp_dtype = ag->lp,
                               .skip = agent_amp_skip(ag)};
-    RLT_TRY(algo_adam(&ag->bk, &actor_st));
+    RLT_TRY(ag->bk.ops->adam(&ag->bk, &actor_st));
     return agent_amp_update(ag, &ag->counters[RLT_CTR_ACTOR_STEP]);
 }
 
@@ -281,12 +281,12 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
      * toward the critics just updated, which the actor step below does not change. */
     /* fp16: the gradients come out multiplied by the loss scale; unscale and check them first, and skip the
      * step (and the target update riding on it) on the device when one is not finite. */
-    RLT_TRY(agent_amp_unscale(ag, q1_g, t->n_q1 + t->n_q2));
+    RLT_TRY(agent_grads_ready(ag, q1_g, t->n_q1 + t->n_q2));
     rlt_adam_step critic_st = {.p = q1_p, .g = q1_g, .m = t->adam_m + t->n_actor, .v = t->adam_v + t->n_actor,
                                .n = t->n_q1 + t->n_q2, .hp = critic_hp, .step = &ctr[RLT_CTR_CRITIC_STEP],
                                .target = actor_step ? q1_tp : NULL, .tau = (float)c->td3.tau, .p_lp = q1_pl,
                                .target_lp = q1_tl, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag)};
-    RLT_TRY(algo_adam(bk, &critic_st));
+    RLT_TRY(bk->ops->adam(bk, &critic_st));
     RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
 
     if (actor_step) {

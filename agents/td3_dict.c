@@ -152,12 +152,12 @@ int td3_dict_update_ops(rlt_agent *ag, int actor_step) {
         RLT_TRY(mnet_backward(bk, &t->q2_m, q2_p, q2_pl, q2_g, t->x, Bm, t->dq2, 1, S));
     }
     rlt_adam_hp critic_hp = {(float)c->td3.critic_lr, 0.9f, 0.999f, 1e-8f};
-    RLT_TRY(agent_amp_unscale(ag, q1_g, t->n_q1 + t->n_q2));
+    RLT_TRY(agent_grads_ready(ag, q1_g, t->n_q1 + t->n_q2));
     rlt_adam_step critic_st = {.p = q1_p, .g = q1_g, .m = t->adam_m + t->n_actor, .v = t->adam_v + t->n_actor,
                                .n = t->n_q1 + t->n_q2, .hp = critic_hp, .step = &ctr[RLT_CTR_CRITIC_STEP],
                                .target = actor_step ? q1_tp : NULL, .tau = (float)c->td3.tau, .p_lp = q1_pl,
                                .target_lp = q1_tl, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag)};
-    RLT_TRY(algo_adam(bk, &critic_st));
+    RLT_TRY(bk->ops->adam(bk, &critic_st));
     RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
     if (!actor_step) return op->join(bk);
 

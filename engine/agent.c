@@ -52,7 +52,8 @@ int agent_read_losses(rlt_agent *ag, float out[RLT_LOSS_COUNT]) {
     return RLT_OK;
 }
 
-int agent_amp_unscale(rlt_agent *ag, float *g, uint64_t n) {
+int agent_grads_ready(rlt_agent *ag, float *g, uint64_t n) {
+    RLT_TRY(ag->bk.ops->allreduce_mean(&ag->bk, g, n));
     return ag->amp ? ag->bk.ops->amp_unscale(&ag->bk, g, n, ag->amp) : RLT_OK;
 }
 

@@ -142,8 +142,12 @@ int agent_run_update(struct rlt_agent *ag, int32_t variant);
 #define RLT_AMP_GROWTH_INTERVAL 2000
 /* The loss scale for mlp_backward's dout_scale: amp's scale with fp16, NULL otherwise. */
 static inline const float *agent_loss_scale(const struct rlt_agent *ag) { return ag->amp ? &ag->amp->scale : NULL; }
-/* fp16: unscale the gradient block and check it (amp_unscale); a no-op otherwise. */
-int agent_amp_unscale(struct rlt_agent *ag, float *g, uint64_t n);
+/* Before every optimiser step, on the gradient block it steps with: averages it over the ranks of a data-parallel
+ * run (allreduce_mean; nothing without a group), then with fp16 unscales and checks it (amp_unscale). Every agent's
+ * parameters are replicated on the ranks, so every rank takes the same step from the same gradient; and since the
+ * check reads the average, every rank finds the same overflow and skips the same steps (its loss scale stays the
+ * others'). */
+int agent_grads_ready(struct rlt_agent *ag, float *g, uint64_t n);
 /* fp16: after an optimiser step given agent_amp_skip as its skip flag (amp_update); a no-op otherwise. */
 int agent_amp_update(struct rlt_agent *ag, int64_t *step);
 static inline const int32_t *agent_amp_skip(const struct rlt_agent *ag) { return ag->amp ? &ag->amp->found_inf : NULL; }
@@ -152,14 +156,6 @@ int agent_refresh_lp(struct rlt_agent *ag, const float *p, void *p_lp, const flo
 /* "hidden: [64, 64]": config key `key`'s value as the config dump writes it, under a short label (for
  * network_text). */
 void agent_key_text(rlt_text *o, const struct rlt_agent *ag, const char *label, const char *key);
-
-/* One optimiser step of a block of parameters (rlt_adam_step). Every agent's parameters are replicated on the
- * ranks of a data-parallel run, so the gradient is first averaged over the ranks (allreduce_mean; nothing
- * without a group), and every rank then takes the same step from the same gradient. */
-static inline int algo_adam(rlt_backend *bk, const rlt_adam_step *st) {
-    RLT_TRY(bk->ops->allreduce_mean(bk, st->g, st->n));
-    return bk->ops->adam(bk, st);
-}
 
 /* ---- the registry (agents/registry.c) ---- */
 /* The algorithm called `name`, or NULL. */

@@ -843,10 +843,6 @@ int rlt_config_validate(rlt_config *cfg) {
             RLT_FAIL(e, RLT_ECONFIG, "%s: %d does not split evenly over the %d devices of a data-parallel run (each takes "
                      "an equal share of every batch); use a multiple of %d", config_key_where(cfg, "train.batch_size",
                      where, sizeof where), (int)cfg->train.batch_size, (int)R, (int)R);
-        if (cfg->precision == RLT_PRECISION_FP16)
-            RLT_FAIL(e, RLT_ECONFIG, "%s: fp16 with %d devices: each rank's loss scaler would skip steps on its own "
-                     "gradients and the replicas would drift apart; use bf16 (no loss scaling) or one device",
-                     config_key_where(cfg, "precision", where, sizeof where), (int)R);
         if (cfg->memory.on_oom == RLT_ON_OOM_CPU)
             RLT_FAIL(e, RLT_ECONFIG, "%s: cpu with %d devices: one rank falling back to the CPU cannot average with the "
                      "others; use memory.on_oom: fail", config_key_where(cfg, "memory.on_oom", where, sizeof where),

@@ -3,7 +3,7 @@
  *   cuda:0. Its gradient averages are ncclAllReduce nodes inside the captured update graph, and over one rank
  *   they are identities, so the run must end with the same parameters, Adam moments and targets, bit for bit,
  *   as the run without it: this checks that NCCL loads, that its calls capture, and that they touch only the
- *   gradients.
+ *   gradients; in fp32 and in fp16 (where the average comes before the loss scaler's overflow check).
  * - Two GPUs or more (when cuda:1 opens): devices: [cuda:0, cuda:1] trains two replicas on different data that
  *   end equal, bit for bit, as on the CPU.
  * Skipped (77) without a GPU. NCCL comes from RLT_NCCL_LIBRARY or libnccl.so.2; its absence on a GPU machine
@@ -35,8 +35,8 @@ static rlt_config *config(const char *out_dir, const char *extra) {
     return cfg;
 }
 
-static void run_single(const char *dir, rlt_comm *comm) {
-    rlt_config *cfg = config(dir, NULL);
+static void run_single(const char *dir, rlt_comm *comm, const char *extra) {
+    rlt_config *cfg = config(dir, extra);
     cfg->comm = comm; /* what a group sets in a rank's config */
     cfg->rank = 0;
     cfg->n_ranks = 1;
@@ -48,7 +48,7 @@ static void run_single(const char *dir, rlt_comm *comm) {
     rlt_config_free(cfg);
 }
 
-static void one_rank_nccl(const rlt_backend_ops *ops) {
+static void one_rank_nccl(const rlt_backend_ops *ops, const char *extra) {
     rlt_err e = {0};
     void *dev = NULL;
     int32_t idx[1] = {0};
@@ -60,13 +60,15 @@ static void one_rank_nccl(const rlt_backend_ops *ops) {
     char plain[600], nccl[600]; /* test_tmpdir's buffer is reused by its next call */
     snprintf(plain, sizeof plain, "%s", test_tmpdir("tmp_gpu_dp_plain"));
     snprintf(nccl, sizeof nccl, "%s", test_tmpdir("tmp_gpu_dp_nccl"));
-    run_single(plain, NULL);
-    run_single(nccl, comm);
+    run_single(plain, NULL, extra);
+    run_single(nccl, comm, extra);
     char a[700], b[700];
     snprintf(a, sizeof a, "%s/final.ckpt", plain);
     snprintf(b, sizeof b, "%s/final.ckpt", nccl);
-    CHECK(test_ckpt_same_replica(a, b), "one rank through NCCL: the same parameters, moments and targets as without it");
-    CHECK(test_files_differ(a, b) == 0, "one rank through NCCL: the same final.ckpt (%ld bytes differ)",
+    const char *what = extra ? extra : "fp32";
+    CHECK(test_ckpt_same_replica(a, b), "one rank through NCCL (%s): the same parameters, moments and targets as without it",
+          what);
+    CHECK(test_files_differ(a, b) == 0, "one rank through NCCL (%s): the same final.ckpt (%ld bytes differ)", what,
           test_files_differ(a, b));
     ops->comm_destroy(dev);
     rlt_comm_free(comm);
@@ -98,7 +100,11 @@ int main(void) {
     char why[512];
     const rlt_backend_ops *ops = rlt_backend_cuda_ops(why, sizeof why);
     CHECK(ops && ops->comm_init, "the CUDA module and its collectives: %s", why);
-    if (ops && ops->comm_init) one_rank_nccl(ops);
+    if (ops && ops->comm_init) {
+        one_rank_nccl(ops, NULL);
+        /* fp16: the average comes before the loss scaler's overflow check (agent_grads_ready). */
+        one_rank_nccl(ops, "precision=fp16");
+    }
     memset(&bk, 0, sizeof bk);
     int second = rlt_backend_open(&bk, &e, "cuda:1", 1, NULL, 0) == RLT_OK;
     if (second) rlt_backend_close(&bk);

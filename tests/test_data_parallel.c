@@ -9,7 +9,7 @@
  *   final.ckpt as the run that was never stopped.
  * - A rank whose environment fails ends the run with an error naming the rank, and the other rank does not
  *   wait for it forever.
- * - The refusals (batch not divisible, fp16, on_oom cpu, mixed or repeated devices, one trainer on a list).
+ * - The refusals (batch not divisible, on_oom cpu, mixed or repeated devices, one trainer on a list).
  * Learning over two ranks: test_learn_dp_pendulum.c. */
 #include <math.h>
 #include <pthread.h>
@@ -282,7 +282,6 @@ static void device_list_syntax(void) {
 
 static void refusals(const char *dir) {
     refused(k_td3, "train.batch_size=63", "does not split evenly over the 2 devices");
-    refused(k_td3, "precision=fp16", "fp16 with 2 devices");
     refused(k_td3, "memory.on_oom=cpu", "use memory.on_oom: fail");
     refused(k_td3, "devices=[cpu, cuda:0]", "mixes cpu (entry 1) and cuda:0 (entry 2)");
     refused(k_td3, "device=[cuda:1, cuda:1]", "entry 2 (cuda:1) repeats entry 1");
