@@ -82,6 +82,11 @@ int seed_batch_capture(rlt_agent *const *agents, int32_t n, char *why, size_t ca
     for (int32_t k = 0; k < n; k++) {
         delta[k] = (int64_t)((const unsigned char *)agents[k]->plan.base[RLT_LOC_DEVICE] - base0);
         seed[k] = agents[k]->cfg.seed;
+        /* Kernels pick their vector widths from the lead's addresses: every agent's must align as well. */
+        if (delta[k] % RLT_PLAN_ALIGN != 0) {
+            snprintf(why, cap, "the agents' arenas are not %d-byte aligned to each other", RLT_PLAN_ALIGN);
+            return RLT_ESTATE;
+        }
     }
     int64_t *d_delta = lead->seed_table;
     uint64_t *d_seed = (uint64_t *)(void *)(d_delta + n);

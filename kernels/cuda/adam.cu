@@ -15,12 +15,23 @@
  * publishes it. Then each element is clipped, stepped, copied to 16 bits and averaged into the target, in that
  * order, while it is in a register. */
 #define ADAM_THREADS 256
+/* Seed batching: adam_kernel<true> runs agent blockIdx.z's step, its pointers moved and its partial sums its slice
+ * of the scratch. Built apart from adam_kernel<false>, the single-agent kernel as it was: ten moved pointers take
+ * registers the parameter space spares it (56 against 31 on sm_90), and the blocks an SM holds at once would
+ * halve. */
+template <bool SEEDS>
 __global__ void adam_kernel(float *p, float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp, const int64_t *step,
                                const float *partial, float *norm, float max_norm, float *target, float tau,
-                               void *p_lp, void *target_lp, int32_t lp_dtype, const int32_t *skip) {
+                               void *p_lp, void *target_lp, int32_t lp_dtype, const int32_t *skip, cuda_seeds sd) {
     __shared__ float shared[ADAM_THREADS];
     cuda_pdl_wait(); /* launched with cuda_launch_pdl */
     cuda_pdl_trigger();
+    if (SEEDS) {
+        p = cuda_seed_ptr(sd, p), g = cuda_seed_ptr(sd, g), m = cuda_seed_ptr(sd, m), v = cuda_seed_ptr(sd, v);
+        step = cuda_seed_ptr(sd, step), norm = cuda_seed_ptr(sd, norm), target = cuda_seed_ptr(sd, target);
+        p_lp = cuda_seed_ptr(sd, p_lp), target_lp = cuda_seed_ptr(sd, target_lp), skip = cuda_seed_ptr(sd, skip);
+        if (partial) partial = cuda_seed_scratch(sd, (float *)partial);
+    }
     if (skip && *skip) return; /* an fp16 step with non-finite gradients: nothing changes (amp_unscale) */
     float coef = 1.0f;
     if (partial) {
@@ -69,6 +80,8 @@ extern "C" int cuda_adam(rlt_backend *bk, const rlt_adam_step *d) {
     cuda_impl *c = cuda_get(bk);
     float *p = d->p, *g = d->g, *m = d->m, *v = d->v;
     uint64_t n = d->n;
+    RLT_TRY(cuda_seeds_check(bk, "adam", 10, p, g, m, v, d->step, clip ? d->norm : NULL, d->target, d->p_lp,
+                             d->target ? d->target_lp : NULL, d->skip));
     if (clip) {
         /* The partial sums live in the backend's scratch, which only lane 0 may use. */
         if (c->lane != 0)
@@ -85,14 +98,17 @@ extern "C" int cuda_adam(rlt_backend *bk, const rlt_adam_step *d) {
     int32_t lp_dtype = d->lp_dtype;
     const int32_t *skip = d->skip;
     CUDA_REQUIRE(bk, !p_lp || lp_dtype == RLT_LP_BF16 || lp_dtype == RLT_LP_F16, "adam");
-    CUDA_CHECK(bk, cuda_launch_pdl(bk, adam_kernel, dim3(cuda_blocks(bk, n ? n : 1, ADAM_THREADS)),
-                                   dim3(ADAM_THREADS), p, g, m, v, n, d->hp, d->step, partial, norm, max_norm, target,
-                                   tau, p_lp, target_lp, lp_dtype, skip));
+    const unsigned z = cuda_seeds_z(bk);
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, z > 1 ? adam_kernel<true> : adam_kernel<false>,
+                                   dim3(cuda_blocks(bk, n ? n : 1, ADAM_THREADS), 1, z), dim3(ADAM_THREADS), p, g, m, v,
+                                   n, d->hp, d->step, partial, norm, max_norm, target, tau, p_lp, target_lp, lp_dtype,
+                                   skip, cuda_seeds_of(bk)));
     CUDA_CHECK_LAUNCH(bk, "adam_kernel");
     return RLT_OK;
 }
 
 extern "C" cudaError_t cuda_preload_adam(void) {
     cudaFuncAttributes a;
-    return cudaFuncGetAttributes(&a, adam_kernel);
+    cudaError_t rc = cudaFuncGetAttributes(&a, adam_kernel<false>);
+    return rc == cudaSuccess ? cudaFuncGetAttributes(&a, adam_kernel<true>) : rc;
 }

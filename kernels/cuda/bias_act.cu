@@ -25,9 +25,11 @@ __global__ void bias_act_kernel(float *y, int32_t ldy, const float *b, int32_t r
 }
 
 template <int ACT>
-__global__ void act_grad_kernel(float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows, int32_t cols) {
+__global__ void act_grad_kernel(float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows, int32_t cols,
+                                cuda_seeds sd) {
     cuda_pdl_wait(); /* launched with cuda_launch_pdl */
     cuda_pdl_trigger();
+    dy = cuda_seed_ptr(sd, dy), y = cuda_seed_ptr(sd, y); /* seed batching: grid z is the agent */
     for (int32_t r = blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += gridDim.y * blockDim.y) {
         float *d = dy + (int64_t)r * lddy;
         const float *o = y + (int64_t)r * ldy;
@@ -68,6 +70,8 @@ extern "C" int cuda_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float
                              int32_t act) {
     CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && ldy >= cols, "bias_act");
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "bias_act");
+    /* Only the library routes (after a cuBLAS product, itself refused) use it. */
+    RLT_TRY(cuda_seeds_refuse(bk, "bias_act"));
     if (rows == 0 || cols == 0) return RLT_OK;
     dim3 grid = grid_2d(bk, rows, cols), block(TILE_X, TILE_Y);
     cudaStream_t s = cuda_stream(bk);
@@ -83,12 +87,12 @@ extern "C" int cuda_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const flo
     CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && lddy >= cols && ldy >= cols, "act_grad");
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "act_grad");
     if (act == RLT_ACT_NONE || rows == 0 || cols == 0) return RLT_OK;
+    RLT_TRY(cuda_seeds_check(bk, "act_grad", 2, dy, y));
     dim3 grid = grid_2d(bk, rows, cols), block(TILE_X, TILE_Y);
+    grid.z = cuda_seeds_z(bk);
     /* On the actor step's critical path (the tanh output's derivative): launched with cuda_launch_pdl. */
-    if (act == RLT_ACT_RELU)
-        CUDA_CHECK(bk, cuda_launch_pdl(bk, act_grad_kernel<RLT_ACT_RELU>, grid, block, dy, lddy, y, ldy, rows, cols));
-    else
-        CUDA_CHECK(bk, cuda_launch_pdl(bk, act_grad_kernel<RLT_ACT_TANH>, grid, block, dy, lddy, y, ldy, rows, cols));
+    auto kernel = act == RLT_ACT_RELU ? act_grad_kernel<RLT_ACT_RELU> : act_grad_kernel<RLT_ACT_TANH>;
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, kernel, grid, block, dy, lddy, y, ldy, rows, cols, cuda_seeds_of(bk)));
     CUDA_CHECK_LAUNCH(bk, "act_grad_kernel");
     return RLT_OK;
 }
@@ -96,6 +100,7 @@ extern "C" int cuda_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const flo
 extern "C" int cuda_bias_grad(rlt_backend *bk, float *db, const float *dy, int32_t lddy, int32_t rows, int32_t cols,
                               float beta) {
     CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && lddy >= cols, "bias_grad");
+    RLT_TRY(cuda_seeds_refuse(bk, "bias_grad")); /* the library routes only, as bias_act */
     if (cols == 0) return RLT_OK;
     /* Small blocks: with one thread per column, a 64-unit layer should still spread over a few SMs. */
     unsigned threads = 64;
@@ -107,6 +112,7 @@ extern "C" int cuda_bias_grad(rlt_backend *bk, float *db, const float *dy, int32
 
 extern "C" int cuda_bias_grad_add(rlt_backend *bk, float *db, const float *s, int32_t n, float beta) {
     CUDA_REQUIRE(bk, n >= 0, "bias_grad_add");
+    RLT_TRY(cuda_seeds_refuse(bk, "bias_grad_add")); /* after a cuBLASLt product only */
     if (n == 0) return RLT_OK;
     bias_grad_add_kernel<<<(unsigned)((n + CUDA_THREADS - 1) / CUDA_THREADS), CUDA_THREADS, 0, cuda_stream(bk)>>>(db, s, n,
                                                                                                              beta);

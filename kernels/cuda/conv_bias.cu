@@ -59,6 +59,7 @@ __global__ void conv_bias_grad_kernel(float *db, const void *dy, int32_t dt, int
 
 extern "C" int cuda_conv_bias_act(rlt_backend *bk, void *y, int32_t dt, const float *b, int32_t n, int32_t k,
                                   int32_t hw, int32_t act) {
+    RLT_TRY(cuda_seeds_refuse(bk, "conv_bias_act"));
     CUDA_REQUIRE(bk, n >= 0 && k >= 1 && hw >= 1, "conv_bias_act");
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "conv_bias_act");
     uint64_t total = (uint64_t)n * (uint64_t)k * (uint64_t)hw;
@@ -75,6 +76,7 @@ extern "C" int cuda_conv_bias_act(rlt_backend *bk, void *y, int32_t dt, const fl
 
 extern "C" int cuda_conv_bias_grad(rlt_backend *bk, float *db, const void *dy, int32_t dt, int32_t n, int32_t k,
                                    int32_t hw) {
+    RLT_TRY(cuda_seeds_refuse(bk, "conv_bias_grad"));
     CUDA_REQUIRE(bk, n >= 0 && k >= 1 && hw >= 1, "conv_bias_grad");
     conv_bias_grad_kernel<<<(unsigned)k, CONV_BIAS_THREADS, 0, cuda_stream(bk)>>>(db, dy, dt, n, k, hw);
     CUDA_CHECK_LAUNCH(bk, "conv_bias_grad_kernel");

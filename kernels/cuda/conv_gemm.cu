@@ -140,6 +140,7 @@ static int conv_im2col(rlt_backend *bk, float *col, const float *x, const conv_g
 
 extern "C" int cuda_conv_gemm_forward(rlt_backend *bk, const rlt_conv_shape *s, float *y, const float *x,
                                       const float *w, const float *b, int32_t act, void *ws) {
+    RLT_TRY(cuda_seeds_refuse(bk, "conv_forward"));
     conv_geom g = conv_geom_of(s);
     if (conv_igemm_fits(g)) return conv_igemm_forward(bk, g, y, x, w, b, act, (float *)ws);
     float *col = (float *)ws;
@@ -162,6 +163,7 @@ static int conv_dx(rlt_backend *bk, const conv_geom &g, float *dx, const float *
 
 extern "C" int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s, float *dx, float *dw, float *db,
                                        float *dy, const float *y, const float *x, const float *w, int32_t act, void *ws) {
+    RLT_TRY(cuda_seeds_refuse(bk, "conv_backward"));
     conv_geom g = conv_geom_of(s);
     const int32_t P = g.oh * g.ow, R = g.n * P, K = g.c * g.kh * g.kw;
     float *col = (float *)ws;

@@ -39,6 +39,8 @@ static int conv_check_call(rlt_backend *bk, const cuda_conv_slot *sl, int32_t ac
 
 int cuda_conv_forward(rlt_backend *bk, const rlt_conv_fwd *d) {
     cuda_conv_slot *sl = NULL;
+    /* Convolutions (cuBLAS and cuDNN inside) are never batched over seeds (cuda_seeds). */
+    RLT_TRY(cuda_seeds_refuse(bk, "conv_forward"));
     RLT_TRY(conv_find_slot(bk, d->slot, "conv_forward", &sl));
     RLT_TRY(conv_check_call(bk, sl, d->act, d->ws, d->ws_bytes, "conv_forward"));
     if (sl->gemm) return cuda_conv_gemm_forward(bk, &sl->s, d->y, d->x, d->w, d->b, d->act, d->ws);
@@ -47,6 +49,7 @@ int cuda_conv_forward(rlt_backend *bk, const rlt_conv_fwd *d) {
 
 int cuda_conv_backward(rlt_backend *bk, const rlt_conv_bwd *d) {
     cuda_conv_slot *sl = NULL;
+    RLT_TRY(cuda_seeds_refuse(bk, "conv_backward"));
     RLT_TRY(conv_find_slot(bk, d->slot, "conv_backward", &sl));
     RLT_TRY(conv_check_call(bk, sl, d->act, d->ws, d->ws_bytes, "conv_backward"));
     if (sl->gemm)
@@ -108,6 +111,7 @@ static int conv_warm_up(rlt_backend *bk, int32_t slot, cuda_conv_slot *sl) {
 
 int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes) {
     cuda_impl *c = cuda_get(bk);
+    RLT_TRY(cuda_seeds_refuse(bk, "conv_prepare"));
     CUDA_REQUIRE(bk, shape != NULL && ws_bytes != NULL, "conv_prepare");
     CUDA_REQUIRE(bk, slot >= 0 && slot < RLT_BACKEND_MAX_CONVS, "conv_prepare");
     const rlt_conv_shape *s = shape;

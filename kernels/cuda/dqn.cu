@@ -29,7 +29,8 @@ __device__ static float dqn_block_sum(float x, float *shared) {
 }
 
 __global__ void gather_u8_f32_kernel(float *dst, const uint8_t *src, uint64_t row, const int32_t *idx, uint64_t total,
-                                     float scale) {
+                                     float scale, cuda_seeds sd) {
+    dst = cuda_seed_ptr(sd, dst), src = cuda_seed_ptr(sd, src), idx = cuda_seed_ptr(sd, idx); /* z: the agent */
     for (uint64_t e = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (uint64_t)gridDim.x * blockDim.x) {
         uint64_t i = e / row, j = e - i * row;
         uint64_t from = idx ? (uint64_t)idx[i] : i;
@@ -43,10 +44,15 @@ __global__ void gather_u8_f32_kernel(float *dst, const uint8_t *src, uint64_t ro
  * partial sums. Batches are a few hundred rows. y and dq are the CPU oracles' bits. */
 __global__ void dqn_loss_kernel(float *y, float *dq, int32_t lddq, float *loss, const float *q, int32_t ldq,
                                 const int32_t *act, const float *r, const float *term, const float *qt, const float *sel,
-                                int32_t ldqn, int32_t n, int32_t n_act, float gamma, float delta, float k) {
+                                int32_t ldqn, int32_t n, int32_t n_act, float gamma, float delta, float k,
+                                cuda_seeds sd) {
     __shared__ float shared[DQN_REDUCE_THREADS];
     cuda_pdl_wait(); /* launched with cuda_launch_pdl */
     cuda_pdl_trigger();
+    /* Seed batching: block z is agent z's whole loss. */
+    y = cuda_seed_ptr(sd, y), dq = cuda_seed_ptr(sd, dq), loss = cuda_seed_ptr(sd, loss), q = cuda_seed_ptr(sd, q);
+    act = cuda_seed_ptr(sd, act), r = cuda_seed_ptr(sd, r), term = cuda_seed_ptr(sd, term);
+    qt = cuda_seed_ptr(sd, qt), sel = cuda_seed_ptr(sd, sel);
     float acc = 0.0f;
     for (int32_t i = threadIdx.x; i < n; i += DQN_REDUCE_THREADS) {
         const float *s = sel + (int64_t)i * ldqn;
@@ -68,11 +74,14 @@ __global__ void dqn_loss_kernel(float *y, float *dq, int32_t lddq, float *loss, 
     if (loss && threadIdx.x == 0) *loss = total / (float)n;
 }
 
-/* Stage 1: block b writes the sum of squares of its threads' strided slices to partial[b]. */
-__global__ void sumsq_partial_kernel(float *partial, const float *g, uint64_t n) {
+/* Stage 1: block b writes the sum of squares of its threads' strided slices to partial[b] (batched: block (b, z)
+ * to agent z's slice of the scratch). */
+__global__ void sumsq_partial_kernel(float *partial, const float *g, uint64_t n, cuda_seeds sd) {
     __shared__ float shared[DQN_REDUCE_THREADS];
     cuda_pdl_wait(); /* launched with cuda_launch_pdl */
     cuda_pdl_trigger();
+    partial = cuda_seed_scratch(sd, partial);
+    g = cuda_seed_ptr(sd, g);
     float acc = 0.0f;
     const uint64_t stride = (uint64_t)CLIP_BLOCKS * DQN_REDUCE_THREADS;
     for (uint64_t i = (uint64_t)blockIdx.x * DQN_REDUCE_THREADS + threadIdx.x; i < n; i += stride) acc += g[i] * g[i];
@@ -85,8 +94,9 @@ extern "C" int cuda_gather_u8_f32(rlt_backend *bk, float *dst, const uint8_t *sr
     CUDA_REQUIRE(bk, n >= 0, "gather_u8_f32");
     uint64_t total = (uint64_t)n * row;
     if (total == 0) return RLT_OK;
-    gather_u8_f32_kernel<<<cuda_blocks(bk, total, CUDA_THREADS), CUDA_THREADS, 0, cuda_stream(bk)>>>(dst, src, row, idx,
-                                                                                                     total, scale);
+    RLT_TRY(cuda_seeds_check(bk, "gather_u8_f32", 3, dst, src, idx));
+    gather_u8_f32_kernel<<<dim3(cuda_blocks(bk, total, CUDA_THREADS), 1, cuda_seeds_z(bk)), CUDA_THREADS, 0,
+                           cuda_stream(bk)>>>(dst, src, row, idx, total, scale, cuda_seeds_of(bk));
     CUDA_CHECK_LAUNCH(bk, "gather_u8_f32_kernel");
     return RLT_OK;
 }
@@ -98,9 +108,11 @@ extern "C" int cuda_dqn_loss(rlt_backend *bk, const rlt_q_loss *d) {
     /* Formed on the host in float, exactly as cpu_q_loss_grad does: the gradients then match bit for bit. */
     float k = d->grad_scale / (float)n;
     const float *sel = d->q_next_online ? d->q_next_online : d->q_next_target;
-    CUDA_CHECK(bk, cuda_launch_pdl(bk, dqn_loss_kernel, dim3(1), dim3(DQN_REDUCE_THREADS), d->y, d->dq, d->lddq, d->loss,
-                                   d->q, d->ldq, d->act, d->r, d->term, d->q_next_target, sel, d->ldqn, n, n_act,
-                                   d->gamma, d->huber_delta, k));
+    RLT_TRY(cuda_seeds_check(bk, "dqn_loss", 9, d->y, d->dq, d->loss, d->q, d->act, d->r, d->term, d->q_next_target,
+                             sel));
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, dqn_loss_kernel, dim3(1, 1, cuda_seeds_z(bk)), dim3(DQN_REDUCE_THREADS), d->y,
+                                   d->dq, d->lddq, d->loss, d->q, d->ldq, d->act, d->r, d->term, d->q_next_target, sel,
+                                   d->ldqn, n, n_act, d->gamma, d->huber_delta, k, cuda_seeds_of(bk)));
     CUDA_CHECK_LAUNCH(bk, "dqn_loss_kernel");
     return RLT_OK;
 }
@@ -110,7 +122,9 @@ extern "C" int cuda_dqn_loss(rlt_backend *bk, const rlt_q_loss *d) {
 extern "C" int cuda_sumsq_partial(rlt_backend *bk, const float *g, uint64_t n) {
     cuda_impl *c = cuda_get(bk);
     static_assert(CLIP_BLOCKS <= CUDA_SCRATCH_FLOATS, "the partial sums must fit the scratch");
-    CUDA_CHECK(bk, cuda_launch_pdl(bk, sumsq_partial_kernel, dim3(CLIP_BLOCKS), dim3(DQN_REDUCE_THREADS), c->scratch, g, n));
+    RLT_TRY(cuda_seeds_check(bk, "adam (clipping)", 1, g));
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, sumsq_partial_kernel, dim3(CLIP_BLOCKS, 1, cuda_seeds_z(bk)), dim3(DQN_REDUCE_THREADS),
+                                   c->scratch, g, n, cuda_seeds_of(bk)));
     CUDA_CHECK_LAUNCH(bk, "sumsq_partial_kernel");
     return RLT_OK;
 }

@@ -30,6 +30,8 @@ static int cuda_blas_bind(rlt_backend *bk) {
  * tensor cores (cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32: precision: tf32 asked for it). */
 static int gemm_f32(rlt_backend *bk, int32_t tf32, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha,
                     const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc) {
+    /* A library product cannot move its pointers per agent: never batched over seeds (cuda_seeds). */
+    RLT_TRY(cuda_seeds_refuse(bk, "gemm"));
     CUDA_REQUIRE(bk, m >= 0 && n >= 0 && k >= 0, "gemm");
     CUDA_REQUIRE(bk, lda >= (ta ? m : k) && lda >= 1, "gemm");
     CUDA_REQUIRE(bk, ldb >= (tb ? k : n) && ldb >= 1, "gemm");
@@ -57,6 +59,7 @@ int cuda_gemm(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int
 static int gemm_f32_uniform(rlt_backend *bk, int32_t tf32, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k,
                             float alpha, const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C,
                             int32_t ldc) {
+    RLT_TRY(cuda_seeds_refuse(bk, "gemm"));
     cuda_impl *c = cuda_get(bk);
     uint64_t ws = c->lane_ws_bytes[c->lane] < CUDA_SIDE_WORKSPACE ? c->lane_ws_bytes[c->lane] : CUDA_SIDE_WORKSPACE;
     RLT_TRY(cuda_blas_bind(bk));
@@ -86,6 +89,7 @@ static cudaDataType_t cuda_lp_type(int32_t dtype) {
 int cuda_gemm_lp(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const void *A,
                  int32_t lda, const void *B, int32_t ldb, int32_t ab_dtype, float beta, void *C, int32_t c_dtype,
                  int32_t ldc) {
+    RLT_TRY(cuda_seeds_refuse(bk, "gemm_lp"));
     CUDA_REQUIRE(bk, m >= 0 && n >= 0 && k >= 0, "gemm_lp");
     CUDA_REQUIRE(bk, lda >= (ta ? m : k) && lda >= 1 && ldb >= (tb ? k : n) && ldb >= 1 && ldc >= n, "gemm_lp");
     CUDA_REQUIRE(bk, ab_dtype == RLT_LP_BF16 || ab_dtype == RLT_LP_F16, "gemm_lp");

@@ -292,6 +292,8 @@ static int lt_bias_act(rlt_backend *bk, void *y, int32_t y_dtype, int32_t ldy, c
 
 int cuda_lt_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d, int *done) {
     *done = 0;
+    /* A library product cannot move its pointers per agent: never batched over seeds (cuda_seeds). */
+    RLT_TRY(cuda_seeds_refuse(bk, "linear_forward (cuBLASLt)"));
     /* y[rows, fo] = x[rows, fi] W^T: A = x (ta 0), B = W stored [fo, fi] (tb 1). */
     lt_op op = {.ta = 0, .tb = 1, .m = d->rows, .n = d->fo, .k = d->fi, .A = d->x, .lda = d->ldx, .B = d->W,
                 .ldb = d->fi, .ab_dtype = d->dtype, .beta = 0.0f, .C = d->y, .ldc = d->ldy, .c_dtype = d->y_dtype,
@@ -318,6 +320,7 @@ int cuda_lt_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d, int *done) 
 int cuda_lt_linear_wgrad(rlt_backend *bk, const rlt_linear_bwd *d, int32_t db_lane, int *done) {
     cuda_impl *c = cuda_get(bk);
     *done = 0;
+    RLT_TRY(cuda_seeds_refuse(bk, "linear_backward (cuBLASLt)"));
     if (!d->dW) return RLT_OK; /* a bias gradient alone is no product: the caller's kernel */
     /* dW[fo, fi] = beta dW + dy^T x: A = dy stored [rows, fo] (ta 1), B = x [rows, fi] (tb 0), k = rows. */
     lt_op op = {.ta = 1, .tb = 0, .m = d->fo, .n = d->fi, .k = d->rows, .A = d->dy, .lda = d->lddy, .B = d->x,
@@ -354,6 +357,7 @@ int cuda_lt_linear_wgrad(rlt_backend *bk, const rlt_linear_bwd *d, int32_t db_la
 
 int cuda_lt_linear_dgrad(rlt_backend *bk, const rlt_linear_bwd *d, int *done) {
     *done = 0;
+    RLT_TRY(cuda_seeds_refuse(bk, "linear_backward (cuBLASLt)"));
     if (!d->dx) return RLT_OK;
     int32_t dx_dtype = d->dtype == RLT_LP_F32 ? RLT_LP_F32 : d->dx_dtype;
     /* dx[rows, fi] = dy W: A = dy [rows, fo] (ta 0), B = W [fo, fi] (tb 0), k = fo. */

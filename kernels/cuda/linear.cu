@@ -34,7 +34,13 @@
  * 3136-wide flatten), where the library splits K across blocks, and products of at least LIN_BLAS_MACS
  * multiply-adds (1024-wide layers at a batch of 1024 or more), where its large tiles win. They run on cuBLASLt
  * with the bias, ReLU and bias gradient in its epilogue (gemm_lt.c; cuBLAS plus our bias_act.cu passes when
- * it offers no algorithm), in fp32, or on TF32 tensor cores when the plan asked for precision: tf32. */
+ * it offers no algorithm), in fp32, or on TF32 tensor cores when the plan asked for precision: tf32.
+ *
+ * Seed batching (cuda_seeds): grid z is the agent. Its buffers lie dz = delta[z] bytes from the lead's, added
+ * where an address is formed from a descriptor's pointer (lin_at); the descriptors stay in parameter space. The
+ * kernel is built twice: linear_kernel<false> (not batching) has dz the constant 0, so it is the single-agent
+ * kernel as it was, and linear_kernel<true> reads dz (both 80 registers and 8 bytes of spill on sm_90). The
+ * library routes cannot move per agent and refuse while batching. */
 #include <string.h>
 
 #include "cp_async.cuh"
@@ -83,20 +89,32 @@ typedef struct lin_problem {
 
 typedef struct lin_launch {
     lin_problem p[2];
+    cuda_seeds sd;
 } lin_launch;
 
+/* Seed batching: the bytes agent blockIdx.z's buffers lie from the lead's; sd NULL (not batching): 0. */
+__device__ __forceinline__ int64_t lin_dz(const cuda_seeds *sd) { return sd ? sd->delta[blockIdx.z] : 0; }
+/* Agent blockIdx.z's copy of p, a non-NULL pointer of a descriptor, dz bytes from the lead's (see the file
+ * comment); a NULL one is only ever tested, never moved. */
+template <typename T> __device__ __forceinline__ T *lin_at(T *p, int64_t dz) {
+    return (T *)(void *)((char *)(void *)p + dz);
+}
+template <typename T> __device__ __forceinline__ const T *lin_at(const T *p, int64_t dz) {
+    return (const T *)(const void *)((const char *)(const void *)p + dz);
+}
+
 /* The epilogue of one output element (see the file comment). */
-__device__ __forceinline__ void lin_store(const lin_problem &p, int32_t m, int32_t n, float v) {
+__device__ __forceinline__ void lin_store(const lin_problem &p, int32_t m, int32_t n, float v, int64_t dz) {
     if (p.epi == LIN_EPI_DW) {
-        float *d = n == p.N ? p.C2 + m : p.C + (int64_t)m * p.ldc + n;
+        float *d = n == p.N ? lin_at(p.C2, dz) + m : lin_at(p.C, dz) + (int64_t)m * p.ldc + n;
         *d = p.beta == 0.0f ? v : p.beta * *d + v;
     } else if (p.epi == LIN_EPI_FWD) {
-        p.C[(int64_t)m * p.ldc + n] = cuda_act(v + (p.aux ? p.aux[n] : 0.0f), p.act);
+        lin_at(p.C, dz)[(int64_t)m * p.ldc + n] = cuda_act(v + (p.aux ? lin_at(p.aux, dz)[n] : 0.0f), p.act);
     } else {
-        float x = p.aux[(int64_t)m * p.ld_aux + n];
+        float x = lin_at(p.aux, dz)[(int64_t)m * p.ld_aux + n];
         if (p.act == RLT_ACT_RELU) v = x > 0.0f ? v : 0.0f;
         else if (p.act == RLT_ACT_TANH) v *= 1.0f - x * x;
-        p.C[(int64_t)m * p.ldc + n] = v;
+        lin_at(p.C, dz)[(int64_t)m * p.ldc + n] = v;
     }
 }
 
@@ -105,7 +123,7 @@ __device__ __forceinline__ void lin_store(const lin_problem &p, int32_t m, int32
  * write 32 different banks: along m (or n) when the operand is contiguous there, else as 4 rows of 8
  * consecutive k (one 32-byte sector of global memory per row). */
 template <int BM>
-__device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile, float *smem) {
+__device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile, float *smem, const cuda_seeds *sd) {
     constexpr int BN = LIN_BN, BK = LIN_BK;
     constexpr int SA = BM + LIN_PAD, SB = BN + LIN_PAD;
     constexpr int TPG = (BM / 4) * (BN / 4); /* threads per k-group, each owning a 4x4 block of the tile */
@@ -121,6 +139,8 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
     const int g = t / TPG, r = t % TPG;
     const int tm = (r / (BN / 4)) * 4, tn = (r % (BN / 4)) * 4;
     const int32_t chunks = (p.K + BK - 1) / BK;
+    const int64_t dz = lin_dz(sd);
+    const float *A = lin_at(p.A, dz), *B = lin_at(p.B, dz);
 
     /* Each thread copies the same elements of every chunk: where they go in shared memory and where they
      * come from at chunk 0 are worked out once; chunk c reads c steps further along k. */
@@ -145,7 +165,7 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
         a_kl[i] = kl;
         a_ok[i] = m < p.M;
         const int64_t mm = a_ok[i] ? m : 0;
-        a_src[i] = p.a_kcont ? p.A + mm * p.lda + kl : p.A + (int64_t)kl * p.lda + mm;
+        a_src[i] = p.a_kcont ? A + mm * p.lda + kl : A + (int64_t)kl * p.lda + mm;
     }
 #pragma unroll
     for (int i = 0; i < EB; i++) {
@@ -165,7 +185,7 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
         b_ok[i] = n < p.N;
         b_one[i] = p.ones && n == p.N;
         const int64_t nn = b_ok[i] ? n : 0;
-        b_src[i] = p.b_kcont ? p.B + nn * p.ldb + kl : p.B + (int64_t)kl * p.ldb + nn;
+        b_src[i] = p.b_kcont ? B + nn * p.ldb + kl : B + (int64_t)kl * p.ldb + nn;
     }
     const int64_t a_step = p.a_kcont ? BK : (int64_t)BK * p.lda, b_step = p.b_kcont ? BK : (int64_t)BK * p.ldb;
 
@@ -214,30 +234,33 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
 #pragma unroll
         for (int j = 0; j < 4; j++) red[(g * BM + tm + i) * BN + tn + j] = acc[i][j];
     __syncthreads();
+    /* dz read again rather than held through the main loop, where its register costs spills (batched: 8 bytes
+     * of spill, as the single kernel, instead of 16). */
+    const int64_t dz_out = lin_dz(sd);
     for (int o = t; o < BM * BN; o += LIN_THREADS) {
         const int ml = o / BN, nl = o % BN;
         float v = red[ml * BN + nl];
         for (int q = 1; q < KG; q++) v += red[(q * BM + ml) * BN + nl];
         const int32_t m = m0 + ml, n = n0 + nl;
-        if (m < p.M && n < n_out) lin_store(p, m, n, v);
+        if (m < p.M && n < n_out) lin_store(p, m, n, v, dz_out);
     }
 }
 
 /* N <= 8 outputs per row, A and B contiguous along k: a warp per row. */
-__device__ __forceinline__ void lin_rowdot_tile(const lin_problem &p, int32_t tile) {
+__device__ __forceinline__ void lin_rowdot_tile(const lin_problem &p, int32_t tile, int64_t dz) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int32_t m = tile * (LIN_THREADS / 32) + warp;
     if (m >= p.M) return;
     float acc[LIN_ROWDOT_MAXN];
 #pragma unroll
     for (int j = 0; j < LIN_ROWDOT_MAXN; j++) acc[j] = 0.0f;
-    const float *a = p.A + (int64_t)m * p.lda;
+    const float *a = lin_at(p.A, dz) + (int64_t)m * p.lda, *B = lin_at(p.B, dz);
 #pragma unroll 4
     for (int32_t k = lane; k < p.K; k += 32) {
         const float av = a[k];
 #pragma unroll
         for (int j = 0; j < LIN_ROWDOT_MAXN; j++)
-            if (j < p.N) acc[j] = fmaf(av, p.B[(int64_t)j * p.ldb + k], acc[j]);
+            if (j < p.N) acc[j] = fmaf(av, B[(int64_t)j * p.ldb + k], acc[j]);
     }
     /* Butterfly: lanes i and i^off add the same two values, so every lane ends with the same bits. */
 #pragma unroll
@@ -248,22 +271,23 @@ __device__ __forceinline__ void lin_rowdot_tile(const lin_problem &p, int32_t ti
 #pragma unroll
     for (int j = 1; j < LIN_ROWDOT_MAXN; j++)
         if (lane == j) v = acc[j];
-    if (lane < p.N) lin_store(p, m, lane, v);
+    if (lane < p.N) lin_store(p, m, lane, v, dz);
 }
 
 /* M <= 8 output rows, A contiguous along m, B along n: lanes over 32 columns, the 8 warps over k. */
-__device__ __forceinline__ void lin_colsum_tile(const lin_problem &p, int32_t tile, float *smem) {
+__device__ __forceinline__ void lin_colsum_tile(const lin_problem &p, int32_t tile, float *smem, int64_t dz) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     constexpr int WARPS = LIN_THREADS / 32;
     const int32_t n = tile * 32 + lane;
     const bool real = n < p.N, one = p.ones && n == p.N;
+    const float *A = lin_at(p.A, dz), *B = lin_at(p.B, dz);
     float acc[LIN_COLSUM_MAXM];
 #pragma unroll
     for (int i = 0; i < LIN_COLSUM_MAXM; i++) acc[i] = 0.0f;
 #pragma unroll 8
     for (int32_t k = warp; k < p.K; k += WARPS) {
-        const float b = real ? p.B[(int64_t)k * p.ldb + n] : (one ? 1.0f : 0.0f);
-        const float *a = p.A + (int64_t)k * p.lda;
+        const float b = real ? B[(int64_t)k * p.ldb + n] : (one ? 1.0f : 0.0f);
+        const float *a = A + (int64_t)k * p.lda;
 #pragma unroll
         for (int i = 0; i < LIN_COLSUM_MAXM; i++)
             if (i < p.M) acc[i] = fmaf(a[i], b, acc[i]);
@@ -277,7 +301,7 @@ __device__ __forceinline__ void lin_colsum_tile(const lin_problem &p, int32_t ti
     if (i < p.M && col < p.N + p.ones) {
         float v = part[i * 32 + lane];
         for (int w = 1; w < WARPS; w++) v += part[(w * LIN_COLSUM_MAXM + i) * 32 + lane];
-        lin_store(p, i, col, v);
+        lin_store(p, i, col, v, dz);
     }
 }
 
@@ -286,33 +310,35 @@ __device__ __forceinline__ void lin_colsum_tile(const lin_problem &p, int32_t ti
  * The GEMM paths would put all of these k in k-group 0 of a tile, whose sum runs in the same order and then
  * has the other groups' zero partial sums added, so `+ 0.0f` here gives the same bits (it turns -0 into +0,
  * as they do). */
-__device__ __forceinline__ void lin_outer_tile(const lin_problem &p, int32_t tile) {
+__device__ __forceinline__ void lin_outer_tile(const lin_problem &p, int32_t tile, int64_t dz) {
     const int32_t n = (tile % p.tiles_n) * LIN_THREADS + (int32_t)threadIdx.x;
     const int32_t m0 = (tile / p.tiles_n) * LIN_OUTER_ROWS;
     if (n >= p.N) return;
+    const float *A = lin_at(p.A, dz), *B = lin_at(p.B, dz);
     float b[LIN_OUTER_MAXK];
 #pragma unroll
     for (int k = 0; k < LIN_OUTER_MAXK; k++)
-        b[k] = k < p.K ? (p.b_kcont ? p.B[(int64_t)n * p.ldb + k] : p.B[(int64_t)k * p.ldb + n]) : 0.0f;
+        b[k] = k < p.K ? (p.b_kcont ? B[(int64_t)n * p.ldb + k] : B[(int64_t)k * p.ldb + n]) : 0.0f;
 #pragma unroll
     for (int i = 0; i < LIN_OUTER_ROWS; i++) {
         const int32_t m = m0 + i;
         if (m >= p.M) break;
-        const float *a = p.A + (int64_t)m * p.lda;
+        const float *a = A + (int64_t)m * p.lda;
         float v = 0.0f;
 #pragma unroll
         for (int k = 0; k < LIN_OUTER_MAXK; k++)
             if (k < p.K) v = fmaf(a[k], b[k], v);
-        lin_store(p, m, n, v + 0.0f);
+        lin_store(p, m, n, v + 0.0f, dz);
     }
 }
 
-__device__ __forceinline__ void lin_run(const lin_problem &p, int32_t tile, float *smem) {
-    if (p.path == LIN_PATH_GEMM32) lin_gemm_tile<32>(p, tile, smem);
-    else if (p.path == LIN_PATH_GEMM16) lin_gemm_tile<16>(p, tile, smem);
-    else if (p.path == LIN_PATH_ROWDOT) lin_rowdot_tile(p, tile);
-    else if (p.path == LIN_PATH_OUTER) lin_outer_tile(p, tile);
-    else lin_colsum_tile(p, tile, smem);
+/* sd: the seed-batching state, or NULL (a constant) when not batching. */
+__device__ __forceinline__ void lin_run(const lin_problem &p, int32_t tile, float *smem, const cuda_seeds *sd) {
+    if (p.path == LIN_PATH_GEMM32) lin_gemm_tile<32>(p, tile, smem, sd);
+    else if (p.path == LIN_PATH_GEMM16) lin_gemm_tile<16>(p, tile, smem, sd);
+    else if (p.path == LIN_PATH_ROWDOT) lin_rowdot_tile(p, tile, lin_dz(sd));
+    else if (p.path == LIN_PATH_OUTER) lin_outer_tile(p, tile, lin_dz(sd));
+    else lin_colsum_tile(p, tile, smem, lin_dz(sd));
 }
 
 /* Blocks 0 .. p[0].tiles - 1 run problem 0, the rest problem 1 (the branch is uniform within a block). The
@@ -324,13 +350,15 @@ __device__ __forceinline__ void lin_run(const lin_problem &p, int32_t tile, floa
 #ifndef LIN_MIN_BLOCKS
 #define LIN_MIN_BLOCKS 3
 #endif
+template <bool SEEDS>
 __global__ void __launch_bounds__(LIN_THREADS, LIN_MIN_BLOCKS) linear_kernel(const __grid_constant__ lin_launch L) {
     __shared__ __align__(16) float smem[LIN_SMEM_FLOATS];
     cuda_pdl_wait(); /* launched with cuda_launch_pdl: nothing touches memory before this */
     cuda_pdl_trigger();
+    const cuda_seeds *sd = SEEDS ? &L.sd : nullptr; /* seed batching: block (x, 0, z) runs block x for agent z */
     const int32_t b = (int32_t)blockIdx.x;
-    if (b < L.p[0].tiles) lin_run(L.p[0], b, smem);
-    else lin_run(L.p[1], b - L.p[0].tiles, smem);
+    if (b < L.p[0].tiles) lin_run(L.p[0], b, smem, sd);
+    else lin_run(L.p[1], b - L.p[0].tiles, smem, sd);
 }
 
 /* Chooses the path and the block count of a problem from its shape alone (so the summation order, and the
@@ -413,7 +441,13 @@ static int lin_launch_problems(rlt_backend *bk, lin_launch *L) {
     int64_t blocks = (int64_t)L->p[0].tiles + L->p[1].tiles;
     if (blocks == 0) return RLT_OK;
     CUDA_REQUIRE(bk, blocks <= INT32_MAX, "linear: grid size");
-    CUDA_CHECK(bk, cuda_launch_pdl(bk, linear_kernel, dim3((unsigned)blocks), dim3(LIN_THREADS), *L));
+    for (int i = 0; i < 2; i++)
+        if (L->p[i].tiles)
+            RLT_TRY(cuda_seeds_check(bk, "linear", 5, L->p[i].A, L->p[i].B, L->p[i].C, L->p[i].C2, L->p[i].aux));
+    L->sd = cuda_seeds_of(bk);
+    const unsigned z = cuda_seeds_z(bk);
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, z > 1 ? linear_kernel<true> : linear_kernel<false>, dim3((unsigned)blocks, 1, z),
+                                   dim3(LIN_THREADS), *L));
     CUDA_CHECK_LAUNCH(bk, "linear_kernel");
     return RLT_OK;
 }
@@ -429,6 +463,7 @@ extern "C" int cuda_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d) {
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward");
     if (rows == 0) return RLT_OK;
     if (fi > LIN_MAX_K || lin_big(rows, fo, fi)) {
+        RLT_TRY(cuda_seeds_refuse(bk, "linear_forward (a layer on the library)"));
         int done = 0;
         RLT_TRY(cuda_lt_linear_forward(bk, d, &done));
         if (done) return RLT_OK;
@@ -462,6 +497,8 @@ extern "C" int cuda_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d) {
      * whole update 3% faster for dW, commit 18adc9c). */
     int fuse_w = (dW || db) && rows <= LIN_MAX_K && fi <= LIN_MAX_K && !lin_big(fo, fi, rows);
     int fuse_x = dx && fo <= LIN_MAX_K && fi <= LIN_MAX_K && !lin_big(rows, fi, fo);
+    if ((!fuse_w && (dW || db)) || (dx && !fuse_x))
+        RLT_TRY(cuda_seeds_refuse(bk, "linear_backward (a layer on the library)"));
     if (!fuse_w && !fuse_x) {
         /* Both parts in the library (a wide layer): dW with db in its epilogue on a side lane beside dx
          * (cuda_fork_side); db's own kernel, when not fused, on the other side lane. */
@@ -503,7 +540,8 @@ extern "C" int cuda_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d) {
 
 extern "C" cudaError_t cuda_preload_linear(void) {
     cudaFuncAttributes a;
-    return cudaFuncGetAttributes(&a, linear_kernel);
+    cudaError_t rc = cudaFuncGetAttributes(&a, linear_kernel<false>);
+    return rc == cudaSuccess ? cudaFuncGetAttributes(&a, linear_kernel<true>) : rc;
 }
 
 /* The rule cuda_linear_forward and cuda_linear_backward follow above, for the plan (cuda_backend.c): the forward

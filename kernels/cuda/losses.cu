@@ -21,8 +21,9 @@ __device__ float block_sum(float x, float *shared) {
     return shared[0];
 }
 
-__global__ void sum_kernel(float *out, const float *x, int32_t ldx, int32_t n, float scale) {
+__global__ void sum_kernel(float *out, const float *x, int32_t ldx, int32_t n, float scale, cuda_seeds sd) {
     __shared__ float shared[REDUCE_THREADS];
+    out = cuda_seed_ptr(sd, out), x = cuda_seed_ptr(sd, x); /* seed batching: block z is agent z's sum */
     float acc = 0.0f;
     for (int32_t i = threadIdx.x; i < n; i += REDUCE_THREADS) acc += x[(int64_t)i * ldx];
     float total = block_sum(acc, shared);
@@ -31,7 +32,9 @@ __global__ void sum_kernel(float *out, const float *x, int32_t ldx, int32_t n, f
 
 extern "C" int cuda_sum(rlt_backend *bk, float *out, const float *x, int32_t ldx, int32_t n, float scale) {
     CUDA_REQUIRE(bk, n >= 0 && ldx >= 1, "sum");
-    sum_kernel<<<1, REDUCE_THREADS, 0, cuda_stream(bk)>>>(out, x, ldx, n, scale);
+    RLT_TRY(cuda_seeds_check(bk, "sum", 2, out, x));
+    sum_kernel<<<dim3(1, 1, cuda_seeds_z(bk)), REDUCE_THREADS, 0, cuda_stream(bk)>>>(out, x, ldx, n, scale,
+                                                                                     cuda_seeds_of(bk));
     CUDA_CHECK_LAUNCH(bk, "sum_kernel");
     return RLT_OK;
 }
@@ -41,10 +44,15 @@ extern "C" int cuda_sum(rlt_backend *bk, float *out, const float *x, int32_t ldx
  * bit; each loss is summed by the fixed tree of block_sum. */
 __global__ void td3_critic_loss_kernel(float *y, float *dq1, float *dq2, float *loss1, float *loss2, const float *q1,
                                        const float *q2, const float *qt1, const float *qt2, const float *r,
-                                       const float *term, int32_t n, float gamma, float k) {
+                                       const float *term, int32_t n, float gamma, float k, cuda_seeds sd) {
     __shared__ float shared[REDUCE_THREADS];
     cuda_pdl_wait(); /* launched with cuda_launch_pdl */
     cuda_pdl_trigger();
+    /* Seed batching: block z is agent z's whole loss. */
+    y = cuda_seed_ptr(sd, y), dq1 = cuda_seed_ptr(sd, dq1), dq2 = cuda_seed_ptr(sd, dq2);
+    loss1 = cuda_seed_ptr(sd, loss1), loss2 = cuda_seed_ptr(sd, loss2);
+    q1 = cuda_seed_ptr(sd, q1), q2 = cuda_seed_ptr(sd, q2), qt1 = cuda_seed_ptr(sd, qt1), qt2 = cuda_seed_ptr(sd, qt2);
+    r = cuda_seed_ptr(sd, r), term = cuda_seed_ptr(sd, term);
     float acc1 = 0.0f, acc2 = 0.0f;
     for (int32_t i = threadIdx.x; i < n; i += REDUCE_THREADS) {
         float a = qt1[i], b = qt2[i];
@@ -71,8 +79,11 @@ extern "C" int cuda_td3_critic_loss(rlt_backend *bk, const rlt_td3_loss *d) {
     /* The gradient factor is computed here, in host float arithmetic, exactly as cpu_mse_grad does, so the
      * gradients are bit-identical to the CPU's. */
     float k = d->grad_scale * 2.0f / (float)n;
-    CUDA_CHECK(bk, cuda_launch_pdl(bk, td3_critic_loss_kernel, dim3(1), dim3(REDUCE_THREADS), d->y, d->dq1, d->dq2,
-                                   d->loss1, d->loss2, d->q1, d->q2, d->qt1, d->qt2, d->r, d->term, n, d->gamma, k));
+    RLT_TRY(cuda_seeds_check(bk, "td3_critic_loss", 11, d->y, d->dq1, d->dq2, d->loss1, d->loss2, d->q1, d->q2, d->qt1,
+                             d->qt2, d->r, d->term));
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, td3_critic_loss_kernel, dim3(1, 1, cuda_seeds_z(bk)), dim3(REDUCE_THREADS), d->y,
+                                   d->dq1, d->dq2, d->loss1, d->loss2, d->q1, d->q2, d->qt1, d->qt2, d->r, d->term, n,
+                                   d->gamma, k, cuda_seeds_of(bk)));
     CUDA_CHECK_LAUNCH(bk, "td3_critic_loss_kernel");
     return RLT_OK;
 }

@@ -32,6 +32,8 @@ __global__ void cast_kernel(int64_t rows, int64_t cols, void *dst, int32_t dd, i
 }
 
 extern "C" int cuda_cast(rlt_backend *bk, const rlt_cast *d) {
+    /* Nothing in this file runs batched over seeds (cuda_seeds): the 16-bit layers are library products. */
+    RLT_TRY(cuda_seeds_refuse(bk, "cast"));
     int32_t rows = d->rows;
     int64_t cols = d->cols, ldd = d->ldd, lds = d->lds;
     void *dst = d->dst;
@@ -86,6 +88,7 @@ static unsigned lp_grid(rlt_backend *bk, int32_t rows, int32_t cols) {
 }
 
 extern "C" int cuda_linear_forward_lp(rlt_backend *bk, const rlt_linear_fwd *d) {
+    RLT_TRY(cuda_seeds_refuse(bk, "linear_forward (16-bit)"));
     int32_t dtype = d->dtype, y_dtype = d->y_dtype, act = d->act;
     int32_t rows = d->rows, fi = d->fi, fo = d->fo, ldx = d->ldx, ldy = d->ldy;
     const void *x = d->x, *W = d->W;
@@ -107,6 +110,7 @@ extern "C" int cuda_linear_forward_lp(rlt_backend *bk, const rlt_linear_fwd *d) 
 }
 
 extern "C" int cuda_linear_backward_lp(rlt_backend *bk, const rlt_linear_bwd *d) {
+    RLT_TRY(cuda_seeds_refuse(bk, "linear_backward (16-bit)"));
     int32_t dtype = d->dtype, dx_dtype = d->dx_dtype, act_x = d->act_x;
     int32_t rows = d->rows, fi = d->fi, fo = d->fo, lddy = d->lddy, ldx = d->ldx, lddx = d->lddx;
     const void *dy = d->dy, *x = d->x, *W = d->W;
@@ -140,6 +144,7 @@ extern "C" int cuda_linear_backward_lp(rlt_backend *bk, const rlt_linear_bwd *d)
 
 extern "C" int cuda_lp_bias_act(rlt_backend *bk, void *y, int32_t yd, int32_t ldy, const float *b, int32_t rows,
                                 int32_t cols, int32_t act) {
+    RLT_TRY(cuda_seeds_refuse(bk, "lp_bias_act"));
     CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && ldy >= cols && lp_dtype_ok(yd), "lp_bias_act");
     if ((!b && act == RLT_ACT_NONE) || rows == 0 || cols == 0) return RLT_OK;
     lp_bias_act_kernel<<<lp_grid(bk, rows, cols), CUDA_THREADS, 0, cuda_stream(bk)>>>(y, yd, ldy, b, rows, cols, act);
@@ -149,6 +154,7 @@ extern "C" int cuda_lp_bias_act(rlt_backend *bk, void *y, int32_t yd, int32_t ld
 
 extern "C" int cuda_lp_bias_grad(rlt_backend *bk, float *db, const void *dy, int32_t dyd, int32_t lddy, int32_t rows,
                                  int32_t cols, float beta) {
+    RLT_TRY(cuda_seeds_refuse(bk, "lp_bias_grad"));
     CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && lddy >= cols && lp_dtype_ok(dyd), "lp_bias_grad");
     if (cols == 0) return RLT_OK;
     lp_bias_grad_kernel<<<(unsigned)((cols + 127) / 128), 128, 0, cuda_stream(bk)>>>(db, dy, dyd, lddy, rows, cols, beta);
@@ -158,6 +164,7 @@ extern "C" int cuda_lp_bias_grad(rlt_backend *bk, float *db, const void *dy, int
 
 extern "C" int cuda_lp_act_grad(rlt_backend *bk, void *dx, int32_t dxd, int32_t lddx, const void *x, int32_t xd,
                                 int32_t ldx, int32_t rows, int32_t cols, int32_t act) {
+    RLT_TRY(cuda_seeds_refuse(bk, "lp_act_grad"));
     CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && lddx >= cols && ldx >= cols, "lp_act_grad");
     if (act == RLT_ACT_NONE || rows == 0 || cols == 0) return RLT_OK;
     lp_act_grad_kernel<<<lp_grid(bk, rows, cols), CUDA_THREADS, 0, cuda_stream(bk)>>>(dx, dxd, lddx, x, xd, ldx, rows, cols,
@@ -173,6 +180,7 @@ __global__ void lp_add_kernel(float *dst, const void *src, int32_t dt, uint64_t 
 }
 
 extern "C" int cuda_lp_add(rlt_backend *bk, float *dst, const void *src, int32_t dtype, uint64_t n) {
+    RLT_TRY(cuda_seeds_refuse(bk, "lp_add"));
     if (n == 0) return RLT_OK;
     lp_add_kernel<<<cuda_blocks(bk, n, CUDA_THREADS), CUDA_THREADS, 0, cuda_stream(bk)>>>(dst, src, dtype, n);
     CUDA_CHECK_LAUNCH(bk, "lp_add_kernel");
@@ -194,6 +202,7 @@ __global__ void amp_unscale_kernel(float *g, uint64_t n, rlt_amp_state *amp) {
 }
 
 extern "C" int cuda_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp) {
+    RLT_TRY(cuda_seeds_refuse(bk, "amp_unscale"));
     CUDA_REQUIRE(bk, amp != NULL, "amp_unscale");
     if (n == 0) return RLT_OK;
     amp_unscale_kernel<<<cuda_blocks(bk, n, CUDA_THREADS), CUDA_THREADS, 0, cuda_stream(bk)>>>(g, n, amp);
@@ -216,6 +225,7 @@ __global__ void amp_update_kernel(rlt_amp_state *amp, int64_t *step, float growt
 
 extern "C" int cuda_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
                                int32_t growth_interval) {
+    RLT_TRY(cuda_seeds_refuse(bk, "amp_update"));
     CUDA_REQUIRE(bk, amp != NULL && growth_interval >= 1, "amp_update");
     amp_update_kernel<<<1, 1, 0, cuda_stream(bk)>>>(amp, step, growth, backoff, growth_interval);
     CUDA_CHECK_LAUNCH(bk, "amp_update_kernel");

@@ -101,6 +101,7 @@ void cuda_comm_abort(void *comm) {
 int cuda_comm_attach(rlt_backend *bk, rlt_comm *c, void *device_comm, int32_t rank, int32_t n_ranks) {
     cuda_impl *im = cuda_get(bk);
     (void)c; /* the module keeps no host-comm code of its own: everything it needs comes as arguments */
+    RLT_TRY(cuda_seeds_refuse(bk, "comm_attach"));
     if (rank < 0 || rank >= n_ranks || n_ranks > RLT_COMM_MAX_RANKS)
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "comm_attach: rank %d of %d ranks", (int)rank,
                            (int)n_ranks);
@@ -116,6 +117,9 @@ int cuda_allreduce_mean(rlt_backend *bk, float *x, uint64_t n) {
     cuda_impl *im = cuda_get(bk);
     /* A communicator of one rank still goes through NCCL (an identity), so one GPU can check the captured path. */
     if (!im->nccl || n == 0) return RLT_OK;
+    /* Batched over seeds (cuda_seeds), a collective would reduce the leading agent's buffer only; with one rank it
+     * is the identity on it, and the other agents need none. */
+    if (im->nranks > 1) RLT_TRY(cuda_seeds_refuse(bk, "allreduce_mean"));
     nccl_result_t rc = g_nccl.all_reduce(x, x, (size_t)n, NCCL_FLOAT32, NCCL_AVG, (nccl_comm_t)im->nccl,
                                          cuda_stream(bk));
     if (rc != 0)

@@ -28,6 +28,7 @@ typedef struct gather_args {
     int32_t wsize[RLT_GATHER_MAX_FIELDS]; /* raw: bytes per word (16, 4, 1); widened: elements per word (4, 1) */
     int32_t n, sample;
     rlt_sample_spec s;
+    cuda_seeds sd; /* seed batching: grid z is the agent, every pointer above moved by its delta, s.seed its seed */
 } gather_args;
 
 template <int D>
@@ -53,28 +54,34 @@ __device__ __forceinline__ void gather_word(unsigned char *dst, const unsigned c
 template <typename W, int D, int K>
 __device__ __forceinline__ void gather_field_words(const gather_args &g, const rlt_gather_field &f, uint64_t words,
                                                    int32_t *idx, int first_field) {
+    const cuda_seeds &sd = g.sd;
+    unsigned char *dst = (unsigned char *)cuda_seed_ptr(sd, f.dst);
+    const unsigned char *src = (const unsigned char *)cuda_seed_ptr(sd, f.src);
+    const int32_t *via = cuda_seed_ptr(sd, f.via);
+    const uint8_t *valid = cuda_seed_ptr(sd, g.s.valid);
+    const uint64_t seed = cuda_seed_key(sd, g.s.seed);
+    idx = cuda_seed_ptr(sd, idx);
     uint64_t total = (uint64_t)g.n * words;
     uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
     uint64_t ctr = 0, n_rows = 0;
     if (g.sample) {
-        int64_t sz = *g.s.size; /* clamped as in gather_sample_only_kernel: never a wild index */
+        int64_t sz = *cuda_seed_ptr(sd, g.s.size); /* clamped as in gather_sample_only_kernel: never a wild index */
         n_rows = sz > 0 ? (uint64_t)sz : 0u;
-        ctr = (uint64_t)*g.s.counter;
+        ctr = (uint64_t)*cuda_seed_ptr(sd, g.s.counter);
     }
     for (uint64_t t = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += stride) {
         uint64_t row = t / words, w = t - row * words;
         int32_t j;
         if (g.sample) {
-            j = n_rows ? (int32_t)rlt_replay_slot(g.s.seed, g.s.stream, ctr, (uint64_t)g.s.row0 + row,
-                                                  (uint64_t)g.s.batch, n_rows, g.s.valid)
+            j = n_rows ? (int32_t)rlt_replay_slot(seed, g.s.stream, ctr, (uint64_t)g.s.row0 + row, (uint64_t)g.s.batch,
+                                                  n_rows, valid)
                        : 0;
             if (first_field && w == 0) idx[row] = j;
         } else {
             j = idx[row];
         }
-        if (f.via) j = f.via[j];
-        gather_word<W, D, K>((unsigned char *)f.dst + row * f.dst_stride,
-                             (const unsigned char *)f.src + (uint64_t)j * f.row_bytes, w);
+        if (via) j = via[j];
+        gather_word<W, D, K>(dst + row * f.dst_stride, src + (uint64_t)j * f.row_bytes, w);
     }
 }
 
@@ -105,11 +112,15 @@ __global__ void gather_fields_kernel(const __grid_constant__ gather_args g, int3
 __global__ void gather_sample_only_kernel(const __grid_constant__ gather_args g, int32_t *idx) {
     cuda_pdl_wait(); /* launched with cuda_launch_pdl */
     cuda_pdl_trigger();
-    int64_t sz = *g.s.size;
-    uint64_t n_rows = sz > 0 ? (uint64_t)sz : 0u, ctr = (uint64_t)*g.s.counter;
+    const cuda_seeds &sd = g.sd;
+    idx = cuda_seed_ptr(sd, idx);
+    const uint8_t *valid = cuda_seed_ptr(sd, g.s.valid);
+    const uint64_t seed = cuda_seed_key(sd, g.s.seed);
+    int64_t sz = *cuda_seed_ptr(sd, g.s.size);
+    uint64_t n_rows = sz > 0 ? (uint64_t)sz : 0u, ctr = (uint64_t)*cuda_seed_ptr(sd, g.s.counter);
     for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < g.n; i += gridDim.x * blockDim.x)
-        idx[i] = n_rows ? (int32_t)rlt_replay_slot(g.s.seed, g.s.stream, ctr, (uint64_t)(g.s.row0 + i),
-                                                   (uint64_t)g.s.batch, n_rows, g.s.valid)
+        idx[i] = n_rows ? (int32_t)rlt_replay_slot(seed, g.s.stream, ctr, (uint64_t)(g.s.row0 + i), (uint64_t)g.s.batch,
+                                                   n_rows, valid)
                         : 0;
 }
 
@@ -124,6 +135,10 @@ extern "C" int cuda_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, cons
     g.n = n;
     g.sample = sample != NULL;
     if (sample) g.s = *sample;
+    /* Batched over seeds, the word sizes chosen below from the leading agent's addresses hold for every agent: each
+     * arena is one cudaMalloc (256-byte aligned) of the same plan, so the deltas are multiples of 256. */
+    g.sd = cuda_seeds_of(bk);
+    RLT_TRY(cuda_seeds_check(bk, "gather_fields", 4, idx, g.s.size, g.s.valid, g.s.counter));
     uint64_t most = 0;
     int32_t used = 0;
     for (int32_t i = 0; i < n_fields; i++) {
@@ -135,6 +150,7 @@ extern "C" int cuda_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, cons
                      "gather_fields");
         CUDA_REQUIRE(bk, f->dst_stride >= rlt_gather_dst_bytes(f), "gather_fields");
         if (f->row_bytes == 0) continue;
+        RLT_TRY(cuda_seeds_check(bk, "gather_fields", 3, f->dst, f->src, f->via));
         int32_t ws;
         if (wide) {
             /* Four elements a word: 8-byte source words and 16-byte destination words, both aligned. */
@@ -154,14 +170,15 @@ extern "C" int cuda_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, cons
     }
     if (used == 0) {
         if (!sample) return RLT_OK;
-        CUDA_CHECK(bk, cuda_launch_pdl(bk, gather_sample_only_kernel, dim3(cuda_blocks(bk, (uint64_t)n, CUDA_THREADS)),
+        CUDA_CHECK(bk, cuda_launch_pdl(bk, gather_sample_only_kernel,
+                                       dim3(cuda_blocks(bk, (uint64_t)n, CUDA_THREADS), 1, cuda_seeds_z(bk)),
                                        dim3(CUDA_THREADS), g, idx));
         CUDA_CHECK_LAUNCH(bk, "gather_sample_only_kernel");
         return RLT_OK;
     }
     /* The field that stores the drawn indices (field 0) must cover every row: it does, since every used
      * field has at least one word per row. */
-    dim3 grid(cuda_blocks(bk, most, CUDA_THREADS), (unsigned)used);
+    dim3 grid(cuda_blocks(bk, most, CUDA_THREADS), (unsigned)used, cuda_seeds_z(bk));
     CUDA_CHECK(bk, cuda_launch_pdl(bk, gather_fields_kernel, grid, dim3(CUDA_THREADS), g, idx));
     CUDA_CHECK_LAUNCH(bk, "gather_fields_kernel");
     return RLT_OK;

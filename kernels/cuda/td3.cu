@@ -11,9 +11,13 @@ __device__ __forceinline__ float clampf(float x, float lo, float hi) { return x 
  * between CUDA's and glibc's logf/cosf. The RNG counter is read from device memory so a captured graph
  * draws fresh noise on each replay. */
 __global__ void td3_target_action_kernel(float *a, int32_t lda, int32_t rows, int32_t cols, float std, float clip,
-                                         uint64_t seed, uint32_t stream, const int64_t *counter, int32_t row0) {
+                                         uint64_t seed, uint32_t stream, const int64_t *counter, int32_t row0,
+                                         cuda_seeds sd) {
     cuda_pdl_wait(); /* launched with cuda_launch_pdl */
     cuda_pdl_trigger();
+    /* Seed batching: grid z is the agent, drawing from its own seed's stream. */
+    a = cuda_seed_ptr(sd, a), counter = cuda_seed_ptr(sd, counter);
+    seed = cuda_seed_key(sd, seed);
     uint64_t ctr = (uint64_t)*counter;
     for (int32_t r = blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += gridDim.y * blockDim.y) {
         for (int32_t c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x) {
@@ -40,8 +44,9 @@ extern "C" int cuda_td3_target_action(rlt_backend *bk, const rlt_target_noise *d
     unsigned gy = (unsigned)((rows + 31) / 32);
     unsigned cap = (unsigned)cuda_get(bk)->sm_count * 8u;
     if (gy > cap) gy = cap;
-    CUDA_CHECK(bk, cuda_launch_pdl(bk, td3_target_action_kernel, dim3(gx, gy), block, a, lda, rows, cols, std, clip, seed,
-                                   stream, counter, row0));
+    RLT_TRY(cuda_seeds_check(bk, "td3_target_action", 2, a, counter));
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, td3_target_action_kernel, dim3(gx, gy, cuda_seeds_z(bk)), block, a, lda, rows, cols,
+                                   std, clip, seed, stream, counter, row0, cuda_seeds_of(bk)));
     CUDA_CHECK_LAUNCH(bk, "td3_target_action_kernel");
     return RLT_OK;
 }
