@@ -118,7 +118,7 @@ static int agent_build_plan(rlt_agent *ag, rlt_location replay_loc) {
     RLT_TRY(plan_add(p, e, "staging.io", "staging", RLT_LOC_HOST, ag->io_stage_bytes, (void **)&ag->io_stage));
     /* A seed group's agents sharing a GPU may run one batched update graph: its table of arena offsets and seeds. */
     uint64_t table = ag->cfg.batch_seeds > 1 && !bk->device_is_host ? seed_batch_table_bytes(ag->cfg.batch_seeds) : 0;
-    RLT_TRY(plan_add(p, e, "group.seed_table", "counters", RLT_LOC_DEVICE, table, &ag->seed_table));
+    RLT_TRY(plan_add(p, e, "group.seed_table", "group", RLT_LOC_DEVICE, table, &ag->seed_table));
     /* The library workspace from the plan's shapes: none when no op of this plan calls the library (the
      * backend creates the library handles it needs here too, so the measured context below includes them). */
     uint64_t ws = bk->ops->workspace_bytes(bk);

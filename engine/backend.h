@@ -458,9 +458,14 @@ typedef struct rlt_backend_ops {
      * run batched (a library product, a convolution, a 16-bit cast, a copy) or that names memory outside the
      * arena returns RLT_ESTATE naming itself, and the caller keeps one graph per agent. */
     int (*seed_batch)(rlt_backend *bk, int32_t n, const int64_t *delta, const uint64_t *seed);
-    /* Launches graph slot of bk (captured batched over the n agents of members, members[0] == bk) once every
-     * member's work issued so far is done, and orders each member's later work after it. */
+    /* The hand-over around a batched launch, so that each agent's stream orders its own work without the launching
+     * thread touching it: seed_mark (in the agent's thread, before the launch) marks the work the agent issued so
+     * far; graph_launch_seeds launches graph slot of bk (captured batched over the n agents of members, members[0]
+     * == bk) after every other member's mark; seed_follow (in the agent's thread, after it) orders the agent's
+     * later work after the latest batched launch of lead. */
+    int (*seed_mark)(rlt_backend *bk);
     int (*graph_launch_seeds)(rlt_backend *bk, int32_t slot, rlt_backend *const *members, int32_t n);
+    int (*seed_follow)(rlt_backend *bk, rlt_backend *lead);
 } rlt_backend_ops;
 
 /* The version of this interface, bumped whenever this table or a struct it uses changes: librltrain and

@@ -148,6 +148,7 @@ struct rlt_config {
         int32_t overwrite; /* a run may replace the outputs of an earlier one in out_dir */
         int32_t num_seeds;     /* members of a seed group, seeds seed .. seed + num_seeds - 1 (1: one plain run) */
         rlt_seed_list seeds;   /* or the members' seeds written out (n 0: none) */
+        int32_t seed_batching; /* the seeds sharing a GPU run one batched update graph (engine/seed_batch.h) */
     } train;
     struct {
         int64_t capacity;

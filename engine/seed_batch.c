@@ -1,5 +1,7 @@
 /* seed_batch.c: see seed_batch.h. The capture of the batched update graphs, and the lock-step that launches them. */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -7,15 +9,18 @@
 #include "mem.h"
 #include "seed_batch.h"
 
+/* Arrivals are counted under mu; the agents that wait spin on round (and failed), which the last to arrive
+ * advances after its launch: a round costs microseconds, too short for a condition variable's wake-ups (16
+ * threads woken one after another took longer than the batched update itself). A waiter yields its core after
+ * a short spin, so seeds outnumbering the cores still make progress. */
 struct rlt_lockstep {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
     int32_t n;
-    int32_t active;  /* agents still running */
-    int32_t arrived; /* agents waiting in this round */
-    int32_t variant; /* of this round */
-    int32_t failed;  /* a round failed: every later call fails too */
-    uint64_t round;
+    int32_t active;  /* agents still running (under mu) */
+    int32_t arrived; /* agents waiting in this round (under mu) */
+    int32_t variant; /* of this round (under mu) */
+    atomic_int failed;  /* a round failed: every later call fails too */
+    atomic_ullong round;
     char why[sizeof(((rlt_err *)0)->msg) + 64];
     rlt_agent **agents;
     rlt_backend **bks;
@@ -124,15 +129,16 @@ rlt_lockstep *lockstep_new(rlt_agent *const *agents, int32_t n) {
         ls->bks[k] = &agents[k]->bk;
     }
     ls->n = ls->active = n;
+    atomic_init(&ls->failed, 0);
+    atomic_init(&ls->round, 0);
     pthread_mutex_init(&ls->mu, NULL);
-    pthread_cond_init(&ls->cv, NULL);
     return ls;
 }
 
 void lockstep_attach(rlt_lockstep *ls) {
     ls->active = ls->n;
     ls->arrived = 0;
-    ls->failed = 0;
+    atomic_store(&ls->failed, 0);
     for (int32_t k = 0; k < ls->n; k++) ls->agents[k]->lockstep = ls;
 }
 
@@ -144,45 +150,59 @@ void lockstep_detach(rlt_lockstep *ls) {
 void lockstep_free(rlt_lockstep *ls) {
     if (!ls) return;
     lockstep_detach(ls);
-    pthread_cond_destroy(&ls->cv);
     pthread_mutex_destroy(&ls->mu);
     rlt_mem_free(ls);
 }
 
-/* Under mu, by the last agent to arrive: runs the round. */
+/* Under mu, by the last agent to arrive: runs the round, then lets the others go. */
 static void lockstep_launch(rlt_lockstep *ls) {
     rlt_agent *lead = ls->agents[0];
     int rc = lead->bk.ops->graph_launch_seeds(&lead->bk, SEED_BATCH_SLOT0 + ls->variant, ls->bks, ls->n);
     if (rc != RLT_OK) {
-        ls->failed = 1;
         snprintf(ls->why, sizeof ls->why, "the seeds' batched update failed: %s", lead->err.msg);
+        atomic_store(&ls->failed, 1);
     }
     ls->arrived = 0;
-    ls->round++;
-    pthread_cond_broadcast(&ls->cv);
+    atomic_fetch_add(&ls->round, 1);
 }
 
-int lockstep_update(rlt_lockstep *ls, rlt_agent *ag, int32_t variant) {
+static int lockstep_fail(rlt_lockstep *ls, rlt_agent *ag) {
     pthread_mutex_lock(&ls->mu);
-    if (!ls->failed && ls->arrived > 0 && variant != ls->variant) {
-        ls->failed = 1;
-        snprintf(ls->why, sizeof ls->why,
-                 "the seeds' updates are out of step (update variants %d and %d in one batched round)", (int)ls->variant,
-                 (int)variant);
-        pthread_cond_broadcast(&ls->cv);
-    }
-    if (!ls->failed) {
-        ls->variant = variant;
-        uint64_t mine = ls->round;
-        if (++ls->arrived >= ls->active) lockstep_launch(ls);
-        else
-            while (ls->round == mine && !ls->failed) pthread_cond_wait(&ls->cv, &ls->mu);
-    }
-    int failed = ls->failed;
     char why[sizeof ls->why];
     memcpy(why, ls->why, sizeof why);
     pthread_mutex_unlock(&ls->mu);
-    if (failed) RLT_FAIL(&ag->err, RLT_ERUNTIME, "%s", why);
+    RLT_FAIL(&ag->err, RLT_ERUNTIME, "%s", why);
+}
+
+int lockstep_update(rlt_lockstep *ls, rlt_agent *ag, int32_t variant) {
+    rlt_agent *lead = ls->agents[0];
+    /* This agent's work so far (its observations' copies), which the batched update reads. */
+    if (ag != lead) RLT_TRY(ag->bk.ops->seed_mark(&ag->bk));
+    pthread_mutex_lock(&ls->mu);
+    if (!atomic_load(&ls->failed) && ls->arrived > 0 && variant != ls->variant) {
+        snprintf(ls->why, sizeof ls->why,
+                 "the seeds' updates are out of step (update variants %d and %d in one batched round)", (int)ls->variant,
+                 (int)variant);
+        atomic_store(&ls->failed, 1);
+    }
+    if (atomic_load(&ls->failed)) {
+        pthread_mutex_unlock(&ls->mu);
+        return lockstep_fail(ls, ag);
+    }
+    ls->variant = variant;
+    unsigned long long mine = atomic_load(&ls->round);
+    int last = ++ls->arrived >= ls->active;
+    if (last) lockstep_launch(ls);
+    pthread_mutex_unlock(&ls->mu);
+    for (uint32_t spins = 0; !last && atomic_load(&ls->round) == mine && !atomic_load(&ls->failed); spins++) {
+        if (spins > 2000) sched_yield();
+#if defined(__x86_64__) || defined(__i386__)
+        else __builtin_ia32_pause();
+#endif
+    }
+    if (atomic_load(&ls->failed)) return lockstep_fail(ls, ag);
+    /* This agent's later work (its next action) reads what the batched update wrote. */
+    if (ag != lead) RLT_TRY(ag->bk.ops->seed_follow(&ag->bk, &lead->bk));
     return RLT_OK;
 }
 
@@ -191,6 +211,6 @@ void lockstep_leave(rlt_lockstep *ls, rlt_agent *ag) {
     pthread_mutex_lock(&ls->mu);
     ls->active--;
     /* The others may all be waiting for this one. */
-    if (!ls->failed && ls->arrived > 0 && ls->arrived >= ls->active) lockstep_launch(ls);
+    if (!atomic_load(&ls->failed) && ls->arrived > 0 && ls->arrived >= ls->active) lockstep_launch(ls);
     pthread_mutex_unlock(&ls->mu);
 }

@@ -337,6 +337,7 @@ static int member_config(rlt_group *g, int32_t k) {
     m->cfg.seed = m->seed;
     m->cfg.train.num_seeds = 1;
     memset(&m->cfg.train.seeds, 0, sizeof m->cfg.train.seeds);
+    m->cfg.train.seed_batching = 0; /* a group key: the member is one run (batch_seeds below carries it) */
     if (g->cfg.devices.n > 0) m->cfg.device = g->cfg.devices.d[k % g->cfg.devices.n];
     memset(&m->cfg.devices, 0, sizeof m->cfg.devices);
     /* Seeds sharing a GPU overlap each other's updates: each then runs its update on one stream (bench/seeds.sh). */
@@ -344,7 +345,12 @@ static int member_config(rlt_group *g, int32_t k) {
     for (int32_t j = 0; j < g->n; j++) sharing += d == 0 || j % d == k % d;
     if (!g->dp && sharing > 1) m->cfg.lanes = 1;
     /* All seeds on one GPU may run one batched update graph (engine/seed_batch.h): the plan holds its table. */
-    if (!g->dp && d <= 1 && sharing > 1 && m->cfg.device.kind == RLT_DEVICE_CUDA) m->cfg.batch_seeds = sharing;
+    if (g->cfg.train.seed_batching && !g->dp && d <= 1 && sharing > 1 && m->cfg.device.kind == RLT_DEVICE_CUDA) {
+        m->cfg.batch_seeds = sharing;
+        /* The leading member's batched graph is every seed's update: it keeps the lanes of a single run, so its
+         * branches (the target networks beside the online ones) run side by side. */
+        if (k == 0) m->cfg.lanes = 0;
+    }
     int len;
     if (g->dp) {
         config_for_rank(&g->cfg, k, &m->cfg);

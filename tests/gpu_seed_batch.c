@@ -1,8 +1,8 @@
 /* gpu_seed_batch.c: seeds sharing a GPU run one batched update graph (engine/seed_batch.h), and each seed still
  * trains exactly as its single run does.
- * - TD3 (Pendulum, 64-64) and DQN (CartPole) groups of three seeds on cuda:0 say they run batched, and each
- *   member ends with the final.ckpt (byte for byte) and metrics.csv (but wall_s) of the single run with its seed:
- *   block z of every batched kernel computes agent z's update and nothing else.
+ * - TD3 (Pendulum, 64-64) and DQN (CartPole) groups of three seeds on cuda:0 with train.seed_batching say they
+ *   run batched, and each member ends with the final.ckpt (byte for byte) and metrics.csv (but wall_s) of the
+ *   single run with its seed: block z of every batched kernel computes agent z's update and nothing else.
  * - A group whose replay is in host memory cannot batch (a batched kernel moves device-arena pointers only): it
  *   says why, each seed runs its own graphs, and the results are again the single runs'.
  * Skipped (77) without a GPU. */
@@ -69,6 +69,7 @@ static void group_vs_single(const char *yaml, const char *tag, const char *extra
     snprintf(what, sizeof what, "tmp_gpu_batch_%s", tag);
     snprintf(gdir, sizeof gdir, "%s", test_tmpdir(what));
     rlt_config *cfg = config(yaml, gdir, "train.num_seeds=3", extra);
+    CHECK(rlt_config_set(cfg, "train.seed_batching=true") == RLT_OK, "%s", rlt_config_errmsg(cfg));
     g_log[0] = '\0';
     rlt_log_set_callback(on_log, NULL);
     rlt_group *g;

@@ -566,6 +566,12 @@ static int cuda_seed_batch(rlt_backend *bk, int32_t n, const int64_t *delta, con
     return RLT_OK;
 }
 
+static int cuda_seed_mark(rlt_backend *bk) {
+    cuda_impl *c = cuda_get(bk);
+    CUDA_CHECK(bk, cudaEventRecord(c->seed_event, c->streams[0]));
+    return RLT_OK;
+}
+
 static int cuda_graph_launch_seeds(rlt_backend *bk, int32_t slot, rlt_backend *const *members, int32_t n) {
     cuda_impl *c = cuda_get(bk);
     RLT_TRY(cuda_check_slot(bk, slot, "graph_launch_seeds"));
@@ -574,16 +580,16 @@ static int cuda_graph_launch_seeds(rlt_backend *bk, int32_t slot, rlt_backend *c
                            (int)slot);
     for (int32_t i = 0; i < n; i++) {
         cuda_impl *m = cuda_get(members[i]);
-        if (m == c) continue;
-        CUDA_CHECK(bk, cudaEventRecord(m->seed_event, m->streams[0]));
-        CUDA_CHECK(bk, cudaStreamWaitEvent(c->streams[0], m->seed_event, 0));
+        if (m != c) CUDA_CHECK(bk, cudaStreamWaitEvent(c->streams[0], m->seed_event, 0));
     }
     CUDA_CHECK(bk, cudaGraphLaunch(c->graphs[slot], c->streams[0]));
     CUDA_CHECK(bk, cudaEventRecord(c->seed_event, c->streams[0]));
-    for (int32_t i = 0; i < n; i++) {
-        cuda_impl *m = cuda_get(members[i]);
-        if (m != c) CUDA_CHECK(bk, cudaStreamWaitEvent(m->streams[0], c->seed_event, 0));
-    }
+    return RLT_OK;
+}
+
+static int cuda_seed_follow(rlt_backend *bk, rlt_backend *lead) {
+    cuda_impl *c = cuda_get(bk), *l = cuda_get(lead);
+    if (c != l) CUDA_CHECK(bk, cudaStreamWaitEvent(c->streams[0], l->seed_event, 0));
     return RLT_OK;
 }
 
@@ -605,7 +611,9 @@ static const rlt_backend_ops cuda_ops = {
     .graph_end = cuda_graph_end,
     .graph_launch = cuda_graph_launch,
     .seed_batch = cuda_seed_batch,
+    .seed_mark = cuda_seed_mark,
     .graph_launch_seeds = cuda_graph_launch_seeds,
+    .seed_follow = cuda_seed_follow,
     .fill = cuda_fill,
     .copy_f32 = cuda_copy_f32,
     .polyak = cuda_polyak,

@@ -113,7 +113,7 @@ typedef struct cuda_impl {
     cuda_seeds seeds;
     uint64_t seeds_lo, seeds_hi;
     int32_t max_seeds;
-    cudaEvent_t seed_event; /* recorded on streams[0] by graph_launch_seeds: this agent's work so far */
+    cudaEvent_t seed_event; /* an agent's: its work before a batched launch (seed_mark); the lead's: the launch */
 } cuda_impl;
 
 /* Floats in cuda_impl.scratch; dqn.cu's reductions use at most this many partial sums. */
