@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # seeds.sh: several independent agents in one process (seed groups: train.num_seeds, engine/seed_group.c).
 # bench_td3_update and bench_dqn_update --seeds N make N agents, one thread each, and print agent 0's updates/s
-# alone, the N agents' updates/s together and the ratio (the target on an H100: 16 agents >= 8x one, for TD3
-# 256-256/b256 and DQN MLP). Then a whole seed group end to end: configs/td3_pendulum.yaml with 16 seeds.
+# alone, the N agents' updates/s together, first with a graph each, then with one batched graph for all
+# (train.seed_batching), and the ratios (the target on an H100: 16 agents >= 8x one, for TD3 256-256/b256 and DQN
+# MLP). Then whole seed groups end to end, both ways: configs/td3_pendulum.yaml and configs/dqn_cartpole.yaml, 16 seeds.
 # Usage: bash bench/seeds.sh [BUILD_DIR] [DEVICE] [N...]    (defaults: build cuda:0 "2 4 8 16"; builds nothing)
 set -uo pipefail
 build=${1:-build}
@@ -19,6 +20,18 @@ done
 echo "== one seed end to end (the reference for the group below): configs/td3_pendulum.yaml on $device"
 /usr/bin/time -f "wall %e s" "$build/rltrain" --config configs/td3_pendulum.yaml --set device="$device" \
   --set out_dir=/tmp/seeds_single --set train.overwrite=true --quiet | tail -1
-echo "== a seed group end to end: configs/td3_pendulum.yaml, train.num_seeds=16, on $device"
-/usr/bin/time -f "wall %e s" "$build/rltrain" --config configs/td3_pendulum.yaml --set device="$device" \
-  --set train.num_seeds=16 --set out_dir=/tmp/seeds_group --set train.overwrite=true --quiet | tail -3
+for batching in false true; do
+  echo "== a seed group end to end: configs/td3_pendulum.yaml, train.num_seeds=16, train.seed_batching=$batching, on $device"
+  /usr/bin/time -f "wall %e s" "$build/rltrain" --config configs/td3_pendulum.yaml --set device="$device" \
+    --set train.num_seeds=16 --set train.seed_batching=$batching --set out_dir=/tmp/seeds_group --set train.overwrite=true \
+    --quiet 2>&1 | tail -3
+done
+echo "== one seed end to end: configs/dqn_cartpole.yaml on $device"
+/usr/bin/time -f "wall %e s" "$build/rltrain" --config configs/dqn_cartpole.yaml --set device="$device" \
+  --set out_dir=/tmp/seeds_single --set train.overwrite=true --quiet 2>&1 | tail -1
+for batching in false true; do
+  echo "== a seed group end to end: configs/dqn_cartpole.yaml, train.num_seeds=16, train.seed_batching=$batching, on $device"
+  /usr/bin/time -f "wall %e s" "$build/rltrain" --config configs/dqn_cartpole.yaml --set device="$device" \
+    --set train.num_seeds=16 --set train.seed_batching=$batching --set out_dir=/tmp/seeds_group --set train.overwrite=true \
+    --quiet 2>&1 | tail -3
+done
