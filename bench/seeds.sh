@@ -17,21 +17,14 @@ for n in $ns; do
   "$build/bench/bench_td3_update" --device "$device" --updates 5000 --seeds "$n"
   "$build/bench/bench_dqn_update" --device "$device" --case mlp --updates 10000 --seeds "$n"
 done
-echo "== one seed end to end (the reference for the group below): configs/td3_pendulum.yaml on $device"
-/usr/bin/time -f "wall %e s" "$build/rltrain" --config configs/td3_pendulum.yaml --set device="$device" \
-  --set out_dir=/tmp/seeds_single --set train.overwrite=true --quiet | tail -1
-for batching in false true; do
-  echo "== a seed group end to end: configs/td3_pendulum.yaml, train.num_seeds=16, train.seed_batching=$batching, on $device"
-  /usr/bin/time -f "wall %e s" "$build/rltrain" --config configs/td3_pendulum.yaml --set device="$device" \
-    --set train.num_seeds=16 --set train.seed_batching=$batching --set out_dir=/tmp/seeds_group --set train.overwrite=true \
-    --quiet 2>&1 | tail -3
-done
-echo "== one seed end to end: configs/dqn_cartpole.yaml on $device"
-/usr/bin/time -f "wall %e s" "$build/rltrain" --config configs/dqn_cartpole.yaml --set device="$device" \
-  --set out_dir=/tmp/seeds_single --set train.overwrite=true --quiet 2>&1 | tail -1
-for batching in false true; do
-  echo "== a seed group end to end: configs/dqn_cartpole.yaml, train.num_seeds=16, train.seed_batching=$batching, on $device"
-  /usr/bin/time -f "wall %e s" "$build/rltrain" --config configs/dqn_cartpole.yaml --set device="$device" \
-    --set train.num_seeds=16 --set train.seed_batching=$batching --set out_dir=/tmp/seeds_group --set train.overwrite=true \
-    --quiet 2>&1 | tail -3
+for config in td3_pendulum dqn_cartpole; do
+  echo "== one seed end to end (the reference for the groups below): configs/$config.yaml on $device"
+  /usr/bin/time -f "wall %e s" "$build/rltrain" --config configs/$config.yaml --set device="$device" \
+    --set out_dir=/tmp/seeds_single --set train.overwrite=true --quiet 2>&1 | tail -2
+  for batching in false true; do
+    echo "== a seed group end to end: configs/$config.yaml, train.num_seeds=16, train.seed_batching=$batching, on $device"
+    /usr/bin/time -f "wall %e s" "$build/rltrain" --config configs/$config.yaml --set device="$device" \
+      --set train.num_seeds=16 --set train.seed_batching=$batching --set out_dir=/tmp/seeds_group \
+      --set train.overwrite=true --quiet 2>&1 | tail -3
+  done
 done

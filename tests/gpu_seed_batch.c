@@ -45,23 +45,6 @@ static rlt_config *config(const char *yaml, const char *out_dir, const char *set
     return cfg;
 }
 
-static char a_buf[1 << 20], b_buf[1 << 20];
-
-static void same_run(const char *a_dir, const char *b_dir, const char *what) {
-    char a[800], b[800];
-    snprintf(a, sizeof a, "%s/final.ckpt", a_dir);
-    snprintf(b, sizeof b, "%s/final.ckpt", b_dir);
-    CHECK(test_files_differ(a, b) == 0, "%s: final.ckpt differs from the single run's (%ld bytes)", what,
-          test_files_differ(a, b));
-    snprintf(a, sizeof a, "%s/metrics.csv", a_dir);
-    snprintf(b, sizeof b, "%s/metrics.csv", b_dir);
-    test_read_text(a, a_buf, sizeof a_buf);
-    test_read_text(b, b_buf, sizeof b_buf);
-    test_strip_wall(a_buf);
-    test_strip_wall(b_buf);
-    CHECK(strlen(a_buf) > 50 && strcmp(a_buf, b_buf) == 0, "%s: metrics.csv differs from the single run's (but wall_s)",
-          what);
-}
 
 /* A group of seeds 1..3 of yaml (plus extra), whose log must say `expect`; then each seed against its single run. */
 static void group_vs_single(const char *yaml, const char *tag, const char *extra, const char *expect) {
@@ -96,7 +79,7 @@ static void group_vs_single(const char *yaml, const char *tag, const char *extra
         char mdir[640];
         snprintf(mdir, sizeof mdir, "%s/seed_%d", gdir, s);
         snprintf(what, sizeof what, "%s seed %d", tag, s);
-        same_run(mdir, sdir, what);
+        test_same_run(mdir, sdir, what);
     }
 }
 

@@ -196,3 +196,18 @@ int test_ckpt_same_replica(const char *a_path, const char *b_path) {
         }
     return 1;
 }
+
+void test_same_run(const char *dir_a, const char *dir_b, const char *what) {
+    static char text_a[1 << 20], text_b[1 << 20];
+    char a[800], b[800];
+    snprintf(a, sizeof a, "%s/final.ckpt", dir_a);
+    snprintf(b, sizeof b, "%s/final.ckpt", dir_b);
+    CHECK(test_files_differ(a, b) == 0, "%s: final.ckpt differs (%ld bytes)", what, test_files_differ(a, b));
+    snprintf(a, sizeof a, "%s/metrics.csv", dir_a);
+    snprintf(b, sizeof b, "%s/metrics.csv", dir_b);
+    test_read_text(a, text_a, sizeof text_a);
+    test_read_text(b, text_b, sizeof text_b);
+    test_strip_wall(text_a);
+    test_strip_wall(text_b);
+    CHECK(strchr(text_a, '\n') && strcmp(text_a, text_b) == 0, "%s: metrics.csv differs (but wall_s)", what);
+}

@@ -58,6 +58,9 @@ int test_write_file(const char *path, const void *buf, size_t n);
 size_t test_read_text(const char *path, char *buf, size_t cap);
 /* metrics.csv text without its wall_s column (the 7th), which differs between runs, in place. */
 void test_strip_wall(char *text);
+/* CHECKs that the runs in dir_a and dir_b are the same run: final.ckpt byte for byte, and metrics.csv (not
+ * empty) row for row but its wall_s column; `what` names the pair in the messages. */
+void test_same_run(const char *dir_a, const char *dir_b, const char *what);
 /* Trains configs/<config> (from the source tree) on `device` (NULL: as configured) into a fresh
  * tmp_<tag> directory, printing each evaluation; fills *out with the final progress. Returns the run's
  * status (init and run failures are CHECKed). */

@@ -222,23 +222,6 @@ static int be_run(const char *yaml, const char *dir, rlt_env_callbacks *cb, cons
     return rc;
 }
 
-static char text_a[1 << 18], text_b[1 << 18];
-
-/* dir_a's and dir_b's runs are the same run: final.ckpt byte for byte, metrics.csv less its wall_s column. */
-static void same_run(const char *dir_a, const char *dir_b, const char *what) {
-    char a[800], b[800];
-    snprintf(a, sizeof a, "%s/final.ckpt", dir_a);
-    snprintf(b, sizeof b, "%s/final.ckpt", dir_b);
-    CHECK(test_files_differ(a, b) == 0, "%s: final.ckpt differs (%ld bytes)", what, test_files_differ(a, b));
-    snprintf(a, sizeof a, "%s/metrics.csv", dir_a);
-    snprintf(b, sizeof b, "%s/metrics.csv", dir_b);
-    test_read_text(a, text_a, sizeof text_a);
-    test_read_text(b, text_b, sizeof text_b);
-    test_strip_wall(text_a);
-    test_strip_wall(text_b);
-    CHECK(text_a[0] && strcmp(text_a, text_b) == 0, "%s: metrics.csv differs", what);
-}
-
 /* Seeded resets: the batched run is the per-instance run (TD3, then DQN with discrete pushes). */
 static void seeded_equals_per_instance(const char *root, int discrete) {
     static be_world wp, wb;
@@ -253,7 +236,7 @@ static void seeded_equals_per_instance(const char *root, int discrete) {
     rlt_env_callbacks cp = be_callbacks(&wp, 0, 0), cbb = be_callbacks(&wb, 1, 0);
     CHECK(be_run(yaml, dp, &cp, NULL, 0, NULL, 0) == RLT_OK, "per-instance run");
     CHECK(be_run(yaml, db, &cbb, NULL, 1, NULL, 0) == RLT_OK, "batched run");
-    same_run(dp, db, discrete ? "dqn: batched vs per instance" : "td3: batched vs per instance");
+    test_same_run(dp, db, discrete ? "dqn: batched vs per instance" : "td3: batched vs per instance");
     long episodes = wp.ends_terminated + wp.ends_fuel;
     printf("%s: %ld episodes ended by the environment (%ld terminated), %ld batched resets of %ld rows\n",
            discrete ? "dqn" : "td3", episodes, wp.ends_terminated, wb.batch_resets, wb.batch_reset_rows);
@@ -286,7 +269,7 @@ static void autoreset_equals_per_instance(const char *root) {
     rlt_env_callbacks cp = be_callbacks(&wp, 0, 0), cbb = be_callbacks(&wb, 1, 0);
     CHECK(be_run(td3_yaml, dp, &cp, NULL, 0, NULL, 0) == RLT_OK, "per-instance run");
     CHECK(be_run(td3_yaml, db, &cbb, NULL, 0, NULL, 0) == RLT_OK, "autoreset run");
-    same_run(dp, db, "autoreset batched vs per instance");
+    test_same_run(dp, db, "autoreset batched vs per instance");
     CHECK(wb.real_resets_after_autoreset > 0,
           "the trainer's time limit made reset_batch restart rows the environment had not (%ld)",
           wb.real_resets_after_autoreset);
@@ -304,7 +287,7 @@ static void first_version_ignores_batch_fields(const char *root) {
     snprintf(ref, sizeof ref, "%s/td3_per_instance", root);
     CHECK(be_run(td3_yaml, d, &cb, NULL, 0, NULL, 0) == RLT_OK, "v1 run");
     CHECK(w.batch_steps == 0 && w.step_calls[0] > 0, "version 1: per-instance calls only (%ld batched)", w.batch_steps);
-    same_run(ref, d, "version 1 struct vs per instance");
+    test_same_run(ref, d, "version 1 struct vs per instance");
 }
 
 static void resume(const char *root) {

@@ -46,20 +46,6 @@ static rlt_config *config(const char *out_dir, const char *const *sets) {
 
 static char a_buf[1 << 20], b_buf[1 << 20];
 
-/* Member dir `a` and single run dir `b` trained the same: final.ckpt byte for byte, metrics.csv but wall_s. */
-static void same_run(const char *a_dir, const char *b_dir, const char *what) {
-    char a[700], b[700];
-    snprintf(a, sizeof a, "%s/final.ckpt", a_dir);
-    snprintf(b, sizeof b, "%s/final.ckpt", b_dir);
-    CHECK(test_files_differ(a, b) == 0, "%s: final.ckpt differs (%ld bytes)", what, test_files_differ(a, b));
-    snprintf(a, sizeof a, "%s/metrics.csv", a_dir);
-    snprintf(b, sizeof b, "%s/metrics.csv", b_dir);
-    test_read_text(a, a_buf, sizeof a_buf);
-    test_read_text(b, b_buf, sizeof b_buf);
-    test_strip_wall(a_buf);
-    test_strip_wall(b_buf);
-    CHECK(strlen(a_buf) > 100 && strcmp(a_buf, b_buf) == 0, "%s: metrics.csv differs (but wall_s)", what);
-}
 
 /* One plain run of the base config with `seed` into out_dir. */
 static void single_run(const char *out_dir, unsigned seed) {
@@ -167,7 +153,7 @@ static void bit_identity_and_outputs(const char *dir) {
         snprintf(path, sizeof path, "%s/seed_%u", group_dir, seeds[k]);
         char what[64];
         snprintf(what, sizeof what, "seed %u", seeds[k]);
-        same_run(path, single, what);
+        test_same_run(path, single, what);
     }
     /* The member's config.yaml is a single run's: its seed, its out_dir, no group. */
     snprintf(path, sizeof path, "%s/seed_2/config.yaml", group_dir);
@@ -378,7 +364,7 @@ static void stop_and_resume(const char *dir) {
         snprintf(b, sizeof b, "%s/seed_%d", whole, seed);
         char what[64];
         snprintf(what, sizeof what, "seed %d stopped and resumed", seed);
-        same_run(a, b, what);
+        test_same_run(a, b, what);
     }
     CHECK(rlt_group_init(cfg, &g) == RLT_OK, "init");
     CHECK(rlt_group_resume(g, "ckpt_99.ckpt") == RLT_EIO && strstr(rlt_group_errmsg(g), "seed 11"),
