@@ -6,7 +6,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "seed_batch.h"
@@ -15,7 +14,6 @@
 typedef struct slot {
     const seed_bench *b;
     int k, n, updates, batched;
-    int bsz; /* batched: agents per batched graph (agents k - k % bsz .. share one) */
     rlt_agent *ag;
     struct slot *all;
     long done;
@@ -25,7 +23,8 @@ typedef struct slot {
 static pthread_mutex_t g_make_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_barrier_t g_made, g_captured;
 static int g_failed;
-static rlt_lockstep *g_ls[64]; /* batched: one per batched graph, at [lead / bsz] */
+static rlt_lockstep *g_ls;
+static char g_why[320];
 
 static double now_s(void) {
     struct timespec ts;
@@ -33,44 +32,35 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The agents one batched graph covers with agent k (its lead is k - k % bsz). */
-static int batch_size_of(const slot *s) {
-    int lead = s->k - s->k % s->bsz;
-    return s->n - lead < s->bsz ? s->n - lead : s->bsz;
-}
-
-/* A leading agent's thread, once all are made: its batch's graphs and the lock-step that launches them. */
+/* Agent 0's thread, once all are made: the batched graphs and the lock-step that launches them. */
 static void capture(slot *s) {
     rlt_agent *agents[64];
-    int m = batch_size_of(s);
-    for (int k = 0; k < m; k++) agents[k] = s->all[s->k + k].ag;
-    rlt_lockstep **ls = &g_ls[s->k / s->bsz];
-    char why[320];
-    if (seed_batch_capture(agents, m, why, sizeof why) != RLT_OK || !(*ls = lockstep_new(agents, m))) {
-        fprintf(stderr, "%s: batched graphs: %s\n", s->b->name, why);
+    for (int k = 0; k < s->n; k++) agents[k] = s->all[k].ag;
+    if (seed_batch_capture(agents, s->n, g_why, sizeof g_why) != RLT_OK || !(g_ls = lockstep_new(agents, s->n))) {
+        fprintf(stderr, "%s: batched graphs: %s\n", s->b->name, g_why);
         __atomic_store_n(&g_failed, 1, __ATOMIC_SEQ_CST);
         return;
     }
-    lockstep_attach(*ls);
+    lockstep_attach(g_ls);
 }
 
 static void *seed_thread(void *arg) {
     slot *s = arg;
     pthread_mutex_lock(&g_make_mu);
     /* Batched, the leading agent's graph is all the agents' update: it keeps its own lanes (as a group makes it). */
-    s->ag = s->b->setup(s->b->ctx, s->k, s->batched && s->k % s->bsz == 0 ? 0 : 1, s->batched ? batch_size_of(s) : 0);
+    s->ag = s->b->setup(s->b->ctx, s->k, s->batched && s->k == 0 ? 0 : 1, s->batched ? s->n : 0);
     if (!s->ag) g_failed = 1;
     pthread_mutex_unlock(&g_make_mu);
     pthread_barrier_wait(&g_made);
     if (s->batched) {
-        if (s->k % s->bsz == 0 && !__atomic_load_n(&g_failed, __ATOMIC_SEQ_CST)) capture(s);
+        if (s->k == 0 && !__atomic_load_n(&g_failed, __ATOMIC_SEQ_CST)) capture(s);
         pthread_barrier_wait(&g_captured);
     }
     if (s->batched == 2) { /* agent 0's thread launches the batched graph alone: the GPU's side of a round */
         if (s->k == 0 && !__atomic_load_n(&g_failed, __ATOMIC_SEQ_CST)) {
             rlt_backend *bks[64];
             for (int k = 0; k < s->n; k++) bks[k] = &s->all[k].ag->bk;
-            lockstep_detach(g_ls[0]);
+            lockstep_detach(g_ls);
             s->t_start = now_s();
             for (int i = 0; i < s->updates; i++)
                 if (s->ag->bk.ops->graph_launch_seeds(bks[0], SEED_BATCH_SLOT0 + i % s->ag->algo->n_variants, bks, s->n)) {
@@ -87,27 +77,26 @@ static void *seed_thread(void *arg) {
         s->done = s->b->run(s->b->ctx, s->ag, s->updates);
         s->t_end = now_s();
         if (s->done < 0) __atomic_store_n(&g_failed, 1, __ATOMIC_SEQ_CST);
-        if (g_ls[s->k / s->bsz]) lockstep_leave(g_ls[s->k / s->bsz], s->ag);
+        if (g_ls) lockstep_leave(g_ls, s->ag);
     }
     pthread_barrier_wait(&g_captured); /* every agent done before any is freed (the batched graph covers all) */
     rlt_agent_free(s->ag);
     return NULL;
 }
 
-/* n agents at once, each its own graphs or (batched) one graph for each bsz of them; their updates/s together, or
- * -1. */
-static double run_group(const seed_bench *b, int n, int updates, int batched, int bsz) {
+/* n agents at once, each its own graphs or (batched) one graph for all; their updates/s together, or -1. */
+static double run_group(const seed_bench *b, int n, int updates, int batched) {
     slot *s = calloc((size_t)n, sizeof *s);
     pthread_t *th = calloc((size_t)n, sizeof *th);
     g_failed = 0;
-    memset(g_ls, 0, sizeof g_ls);
+    g_ls = NULL;
     if (!s || !th || n > 64 || pthread_barrier_init(&g_made, NULL, (unsigned)n) ||
         pthread_barrier_init(&g_captured, NULL, (unsigned)n)) {
         fprintf(stderr, "%s: could not set up %d threads\n", b->name, n);
         return -1;
     }
     for (int k = 0; k < n; k++) {
-        s[k] = (slot){.b = b, .k = k, .n = n, .updates = updates, .batched = batched, .bsz = bsz, .all = s};
+        s[k] = (slot){.b = b, .k = k, .n = n, .updates = updates, .batched = batched, .all = s};
         if (pthread_create(&th[k], NULL, seed_thread, &s[k]) != 0) {
             fprintf(stderr, "%s: could not start thread %d\n", b->name, k);
             exit(1); /* the others wait at a barrier for it */
@@ -126,8 +115,8 @@ static double run_group(const seed_bench *b, int n, int updates, int batched, in
         }
         rate = total / (end - start);
     }
-    for (int i = 0; i < 64; i++) lockstep_free(g_ls[i]);
-    memset(g_ls, 0, sizeof g_ls);
+    lockstep_free(g_ls);
+    g_ls = NULL;
     pthread_barrier_destroy(&g_made);
     pthread_barrier_destroy(&g_captured);
     free(s);
@@ -147,27 +136,21 @@ int seed_bench_main(const seed_bench *b, int n, int updates) {
     rlt_agent_free(one);
     if (single_done < 0) return 1;
     double single = single_done / single_s;
-    double own = run_group(b, n, updates, 0, n);
+    double own = run_group(b, n, updates, 0);
     if (own < 0) return 1;
     printf("  single agent     %.0f updates/s  (%ld updates in %.3f s, alone in this process, as a single run)\n", single,
            single_done, single_s);
     printf("  %d agents        %.0f updates/s together, each its own graphs  (%.2f x the single agent)\n", n, own,
            own / single);
     if (gpu && n > 1) {
-        double batched = run_group(b, n, updates, 1, n);
+        double batched = run_group(b, n, updates, 1);
         if (batched < 0) return 1;
         printf("  %d agents        %.0f updates/s together, one batched graph  (%.2f x the single agent)\n", n, batched,
                batched / single);
-        double alone = run_group(b, n, updates, 2, n);
+        double alone = run_group(b, n, updates, 2);
         if (alone < 0) return 1;
         printf("  (the batched graph launched from one thread, no lock-step: %.0f updates/s, %.2f x)\n", alone,
                alone / single);
-        for (int bsz = n / 2; bsz >= 2; bsz /= 2) { /* batched graphs of fewer agents, side by side on the GPU */
-            double sub = run_group(b, n, updates, 1, bsz);
-            if (sub < 0) return 1;
-            printf("  %d agents        %.0f updates/s together, %d batched graphs of %d  (%.2f x the single agent)\n", n,
-                   sub, n / bsz, bsz, sub / single);
-        }
         printf("  ratio            %.2f x the single agent\n", batched / single);
     } else {
         printf("  ratio            %.2f x the single agent\n", own / single);
