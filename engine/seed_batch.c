@@ -21,6 +21,7 @@ struct rlt_lockstep {
     int32_t variant; /* of this round (under mu) */
     atomic_int failed;  /* a round failed: every later call fails too */
     atomic_ullong round;
+    unsigned long long failed_round; /* the round that failed (under mu; read once failed is seen) */
     char why[sizeof(((rlt_err *)0)->msg) + 64];
     rlt_agent **agents;
     rlt_backend **bks;
@@ -160,6 +161,7 @@ static void lockstep_launch(rlt_lockstep *ls) {
     int rc = lead->bk.ops->graph_launch_seeds(&lead->bk, SEED_BATCH_SLOT0 + ls->variant, ls->bks, ls->n);
     if (rc != RLT_OK) {
         snprintf(ls->why, sizeof ls->why, "the seeds' batched update failed: %s", lead->err.msg);
+        ls->failed_round = atomic_load(&ls->round);
         atomic_store(&ls->failed, 1);
     }
     ls->arrived = 0;
@@ -183,6 +185,7 @@ int lockstep_update(rlt_lockstep *ls, rlt_agent *ag, int32_t variant) {
         snprintf(ls->why, sizeof ls->why,
                  "the seeds' updates are out of step (update variants %d and %d in one batched round)", (int)ls->variant,
                  (int)variant);
+        ls->failed_round = atomic_load(&ls->round);
         atomic_store(&ls->failed, 1);
     }
     if (atomic_load(&ls->failed)) {
@@ -200,7 +203,14 @@ int lockstep_update(rlt_lockstep *ls, rlt_agent *ag, int32_t variant) {
         else __builtin_ia32_pause();
 #endif
     }
-    if (atomic_load(&ls->failed)) return lockstep_fail(ls, ag);
+    /* This agent's round succeeded if it was launched, whatever a later round (which others may have reached
+     * already) did. */
+    if (atomic_load(&ls->failed)) {
+        pthread_mutex_lock(&ls->mu);
+        int mine_failed = ls->failed_round <= mine;
+        pthread_mutex_unlock(&ls->mu);
+        if (mine_failed) return lockstep_fail(ls, ag);
+    }
     /* This agent's later work (its next action) reads what the batched update wrote. */
     if (ag != lead) RLT_TRY(ag->bk.ops->seed_follow(&ag->bk, &lead->bk));
     return RLT_OK;

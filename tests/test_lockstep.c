@@ -1,0 +1,164 @@
+/* test_lockstep.c: the lock-step of batched seed groups (engine/seed_batch.h), on the CPU with a stand-in backend
+ * that counts the hand-over calls instead of touching a GPU.
+ * - Four agents, 3,000 updates each: exactly one launch per round, of the round's variant, after every other agent
+ *   marked its work, and every non-leading agent follows each launch; the leading agent never marks or follows.
+ * - An agent that leaves early (its run over) stops being waited for: the others finish their rounds.
+ * - Variants out of step in one round fail that round and every later call, for every agent, naming the cause.
+ * - A failed launch fails every agent of that round and later ones, with the backend's message. No case hangs
+ *   (a watchdog ends the test). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "algo.h"
+#include "harness.h"
+#include "seed_batch.h"
+
+#define N_AGENTS 4
+#define ROUNDS 3000
+
+static atomic_int g_marks[N_AGENTS], g_follows[N_AGENTS];
+static int g_launches, g_fail_at = -1, g_marks_at_launch_ok = 1;
+static int32_t g_slots[ROUNDS + 8];
+static rlt_agent g_ag[N_AGENTS];
+
+static int agent_index(const rlt_backend *bk) {
+    for (int k = 0; k < N_AGENTS; k++)
+        if (bk == &g_ag[k].bk) return k;
+    return -1;
+}
+
+static int fake_mark(rlt_backend *bk) {
+    atomic_fetch_add(&g_marks[agent_index(bk)], 1);
+    return RLT_OK;
+}
+
+/* Called under the lock-step's mutex: plain counters suffice. */
+static int fake_launch(rlt_backend *bk, int32_t slot, rlt_backend *const *members, int32_t n) {
+    if (g_launches == g_fail_at) return rlt_err_set(bk->err, RLT_ERUNTIME, __FILE__, __LINE__, "the device fell over");
+    /* Every other member has marked this round's work: its mark count is ahead of the launches. */
+    for (int32_t i = 1; i < n; i++)
+        if (atomic_load(&g_marks[agent_index(members[i])]) < g_launches + 1) g_marks_at_launch_ok = 0;
+    if (g_launches < ROUNDS + 8) g_slots[g_launches] = slot;
+    g_launches++;
+    return RLT_OK;
+}
+
+static int fake_follow(rlt_backend *bk, rlt_backend *lead) {
+    (void)lead;
+    atomic_fetch_add(&g_follows[agent_index(bk)], 1);
+    return RLT_OK;
+}
+
+static const rlt_backend_ops k_ops = {
+    .name = "lockstep-test", .seed_mark = fake_mark, .graph_launch_seeds = fake_launch, .seed_follow = fake_follow};
+
+typedef struct worker {
+    rlt_lockstep *ls;
+    int k, rounds, odd_round; /* odd_round: the round in which this agent asks for variant 1 (-1: never) */
+    int ok, first_err;
+    char msg[512];
+} worker;
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    rlt_agent *ag = &g_ag[w->k];
+    w->first_err = -1;
+    for (int i = 0; i < w->rounds; i++) {
+        int variant = i == w->odd_round ? 1 : 0;
+        if (lockstep_update(w->ls, ag, variant) != RLT_OK) {
+            w->first_err = i;
+            snprintf(w->msg, sizeof w->msg, "%s", ag->err.msg);
+            break;
+        }
+        w->ok++;
+    }
+    lockstep_leave(w->ls, ag);
+    return NULL;
+}
+
+/* Runs the agents with rounds[k] updates each (agent k asks for variant 1 in round odd[k]); fills w. */
+static void run(const int *rounds, const int *odd, worker *w) {
+    g_launches = 0;
+    g_marks_at_launch_ok = 1;
+    for (int k = 0; k < N_AGENTS; k++) {
+        atomic_store(&g_marks[k], 0);
+        atomic_store(&g_follows[k], 0);
+        memset(&g_ag[k], 0, sizeof g_ag[k]);
+        g_ag[k].bk.ops = &k_ops;
+        g_ag[k].bk.err = &g_ag[k].err;
+    }
+    rlt_agent *agents[N_AGENTS];
+    for (int k = 0; k < N_AGENTS; k++) agents[k] = &g_ag[k];
+    rlt_lockstep *ls = lockstep_new(agents, N_AGENTS);
+    CHECK(ls != NULL, "lockstep_new");
+    if (!ls) return;
+    lockstep_attach(ls);
+    CHECK(g_ag[2].lockstep == ls, "attach sets every agent's lock-step");
+    pthread_t th[N_AGENTS];
+    for (int k = 0; k < N_AGENTS; k++) {
+        w[k] = (worker){.ls = ls, .k = k, .rounds = rounds[k], .odd_round = odd[k]};
+        pthread_create(&th[k], NULL, worker_main, &w[k]);
+    }
+    for (int k = 0; k < N_AGENTS; k++) pthread_join(th[k], NULL);
+    lockstep_free(ls);
+    CHECK(g_ag[2].lockstep == NULL, "free detaches the agents");
+}
+
+static void in_step(void) {
+    worker w[N_AGENTS];
+    const int rounds[N_AGENTS] = {ROUNDS, ROUNDS, ROUNDS, ROUNDS}, odd[N_AGENTS] = {-1, -1, -1, -1};
+    run(rounds, odd, w);
+    CHECK(g_launches == ROUNDS, "one launch per round: %d launches for %d rounds", g_launches, ROUNDS);
+    CHECK(g_marks_at_launch_ok, "every launch comes after every other agent's mark of that round");
+    int slots_ok = 1;
+    for (int i = 0; i < ROUNDS; i++) slots_ok &= g_slots[i] == SEED_BATCH_SLOT0;
+    CHECK(slots_ok, "each launch runs the batched slot of the round's variant");
+    for (int k = 0; k < N_AGENTS; k++) {
+        CHECK(w[k].ok == ROUNDS && w[k].first_err < 0, "agent %d: %d of %d updates (%s)", k, w[k].ok, ROUNDS, w[k].msg);
+        int want = k == 0 ? 0 : ROUNDS;
+        CHECK(atomic_load(&g_marks[k]) == want && atomic_load(&g_follows[k]) == want,
+              "agent %d marked %d and followed %d times, want %d", k, atomic_load(&g_marks[k]),
+              atomic_load(&g_follows[k]), want);
+    }
+}
+
+static void one_leaves(void) {
+    worker w[N_AGENTS];
+    const int rounds[N_AGENTS] = {ROUNDS, ROUNDS, 700, ROUNDS}, odd[N_AGENTS] = {-1, -1, -1, -1};
+    run(rounds, odd, w);
+    CHECK(g_launches == ROUNDS, "after an agent left the others still run every round: %d launches", g_launches);
+    for (int k = 0; k < N_AGENTS; k++)
+        CHECK(w[k].ok == rounds[k], "agent %d: %d of %d updates (%s)", k, w[k].ok, rounds[k], w[k].msg);
+}
+
+static void out_of_step(void) {
+    worker w[N_AGENTS];
+    const int rounds[N_AGENTS] = {ROUNDS, ROUNDS, ROUNDS, ROUNDS}, odd[N_AGENTS] = {-1, 500, -1, -1};
+    run(rounds, odd, w);
+    CHECK(g_launches == 500, "the rounds before the mismatch ran, none after: %d launches", g_launches);
+    for (int k = 0; k < N_AGENTS; k++)
+        CHECK(w[k].first_err == 500 && strstr(w[k].msg, "out of step"),
+              "agent %d fails in round 500 naming the cause: round %d, '%s'", k, w[k].first_err, w[k].msg);
+}
+
+static void launch_fails(void) {
+    worker w[N_AGENTS];
+    const int rounds[N_AGENTS] = {ROUNDS, ROUNDS, ROUNDS, ROUNDS}, odd[N_AGENTS] = {-1, -1, -1, -1};
+    g_fail_at = 100;
+    run(rounds, odd, w);
+    g_fail_at = -1;
+    for (int k = 0; k < N_AGENTS; k++)
+        CHECK(w[k].first_err == 100 && strstr(w[k].msg, "the device fell over"),
+              "agent %d fails in round 100 with the backend's message: round %d, '%s'", k, w[k].first_err, w[k].msg);
+}
+
+int main(void) {
+    alarm(60); /* a lock-step that hangs fails the test instead of the CI job */
+    in_step();
+    one_leaves();
+    out_of_step();
+    launch_fails();
+    return test_summary("test_lockstep");
+}
