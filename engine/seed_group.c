@@ -479,6 +479,10 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
         }
         if (g->ls) rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates run as one batched graph (one launch for all)", (int)n);
         else rlt_log(RLT_LOG_INFO, "seed group: each seed runs its own update graph: %s", g->batch_why);
+    } else if (g->cfg.train.seed_batching) {
+        rlt_log(RLT_LOG_INFO, "seed group: train.seed_batching has no effect here: it batches the seeds that share one "
+                "GPU named as device: cuda or cuda:N (%s)", g->dp ? "this is a data-parallel run" :
+                g->cfg.devices.n > 1 ? "the seeds spread over several devices" : "not a GPU");
     }
     /* The group is sealed now: each member's count of allocations after init starts here, so the members
      * initialised after it (which allocate, before any run) do not count against the first. */
