@@ -2,7 +2,9 @@
  * made, trained and freed in a thread of its own, as a seed group runs its members (engine/seed_group.c). It
  * times one agent alone as a single run makes it (the single-agent figure, in the same process, freed before the
  * others are made), then the N at once as a group makes them (one lane each, CUDA_DEVICE_MAX_CONNECTIONS 32 unless
- * set), each running the same number of updates, and prints both rates and their ratio. */
+ * set), each running the same number of updates, and on a GPU the N again with one batched update graph for all
+ * (train.seed_batching: engine/seed_batch.h), in lock-step, and that graph launched from one thread with no
+ * lock-step (the GPU's side alone); it prints every rate and its ratio to the single agent. */
 #ifndef RLT_BENCH_SEED_BENCH_H
 #define RLT_BENCH_SEED_BENCH_H
 
