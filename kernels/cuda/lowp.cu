@@ -50,26 +50,30 @@ extern "C" int cuda_cast(rlt_backend *bk, const rlt_cast *d) {
     return RLT_OK;
 }
 
+/* The elementwise passes below run over [rows, cols] with blocks along the columns (grid x) and rows (grid y), so an
+ * element's row and column come without a 64-bit division per element (which made a pass over 4096 x 1024 bf16
+ * take 18 us on an H100, 3.6x its memory time). */
+
 /* y = act(y + b) in fp32, rounded back to y's type. */
 __global__ void lp_bias_act_kernel(void *y, int32_t yd, int32_t ldy, const float *b, int32_t rows, int32_t cols,
                                    int32_t act) {
-    uint64_t n = (uint64_t)rows * (uint64_t)cols, stride = (uint64_t)gridDim.x * blockDim.x;
-    for (uint64_t k = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += stride) {
-        int64_t r = (int64_t)(k / (uint64_t)cols), c = (int64_t)(k % (uint64_t)cols);
-        float z = lp_load(y, yd, r * ldy + c) + (b ? b[c] : 0.0f);
-        lp_store(y, yd, r * ldy + c, cuda_act(z, act));
-    }
+    for (int32_t r = (int32_t)blockIdx.y; r < rows; r += (int32_t)gridDim.y)
+        for (int32_t c = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); c < cols; c += (int32_t)(gridDim.x * blockDim.x)) {
+            const int64_t i = (int64_t)r * ldy + c;
+            float z = lp_load(y, yd, i) + (b ? b[c] : 0.0f);
+            lp_store(y, yd, i, cuda_act(z, act));
+        }
 }
 
 /* dx *= act'(x) in fp32, rounded back to dx's type. */
 __global__ void lp_act_grad_kernel(void *dx, int32_t dxd, int32_t lddx, const void *x, int32_t xd, int32_t ldx,
                                    int32_t rows, int32_t cols, int32_t act) {
-    uint64_t n = (uint64_t)rows * (uint64_t)cols, stride = (uint64_t)gridDim.x * blockDim.x;
-    for (uint64_t k = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += stride) {
-        int64_t r = (int64_t)(k / (uint64_t)cols), c = (int64_t)(k % (uint64_t)cols);
-        float d = lp_load(dx, dxd, r * lddx + c) * lp_act_deriv(lp_load(x, xd, r * ldx + c), act);
-        lp_store(dx, dxd, r * lddx + c, d);
-    }
+    for (int32_t r = (int32_t)blockIdx.y; r < rows; r += (int32_t)gridDim.y)
+        for (int32_t c = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); c < cols; c += (int32_t)(gridDim.x * blockDim.x)) {
+            const int64_t i = (int64_t)r * lddx + c;
+            float d = lp_load(dx, dxd, i) * lp_act_deriv(lp_load(x, xd, (int64_t)r * ldx + c), act);
+            lp_store(dx, dxd, i, d);
+        }
 }
 
 /* db[c] = beta db[c] + sum_r dy[r, c]: a block per 32 columns, its LP_BGRAD_WARPS warps each summing a fixed
@@ -106,8 +110,16 @@ __global__ void lp_bias_grad_kernel(float *db, const void *dy, int32_t dyd, int3
     }
 }
 
-static unsigned lp_grid(rlt_backend *bk, int32_t rows, int32_t cols) {
-    return cuda_blocks(bk, (uint64_t)rows * (uint64_t)cols, CUDA_THREADS);
+/* The grid of an elementwise pass (see above): enough column blocks for the row, and rows to fill the device a few
+ * times over. */
+static dim3 lp_grid(rlt_backend *bk, int32_t rows, int32_t cols) {
+    unsigned gx = (unsigned)((cols + CUDA_THREADS - 1) / CUDA_THREADS);
+    if (gx == 0) gx = 1;
+    uint64_t want = (uint64_t)cuda_get(bk)->sm_count * 32u / gx;
+    if (want < 1) want = 1;
+    if (want > (uint64_t)rows) want = rows > 0 ? (uint64_t)rows : 1;
+    if (want > 65535) want = 65535;
+    return dim3(gx, (unsigned)want);
 }
 
 extern "C" int cuda_linear_forward_lp(rlt_backend *bk, const rlt_linear_fwd *d) {
