@@ -34,9 +34,9 @@ static double now_s(void) {
 
 /* Agent 0's thread, once all are made: the batched graphs and the lock-step that launches them. */
 static void capture(slot *s) {
-    rlt_agent *agents[64];
-    for (int k = 0; k < s->n; k++) agents[k] = s->all[k].ag;
-    if (seed_batch_capture(agents, s->n, g_why, sizeof g_why) != RLT_OK || !(g_ls = lockstep_new(agents, s->n))) {
+    rlt_agent *agents[SEED_BATCH_MAX];
+    for (int k = 0; k < s->n && k < SEED_BATCH_MAX; k++) agents[k] = s->all[k].ag;
+    if (seed_batch_capture(agents, s->n, &g_ls, g_why, sizeof g_why) != RLT_OK) {
         fprintf(stderr, "%s: batched graphs: %s\n", s->b->name, g_why);
         __atomic_store_n(&g_failed, 1, __ATOMIC_SEQ_CST);
         return;
@@ -58,7 +58,7 @@ static void *seed_thread(void *arg) {
     }
     if (s->batched == 2) { /* agent 0's thread launches the batched graph alone: the GPU's side of a round */
         if (s->k == 0 && !__atomic_load_n(&g_failed, __ATOMIC_SEQ_CST)) {
-            rlt_backend *bks[64];
+            rlt_backend *bks[SEED_BATCH_MAX];
             for (int k = 0; k < s->n; k++) bks[k] = &s->all[k].ag->bk;
             lockstep_detach(g_ls);
             s->t_start = now_s();
@@ -77,7 +77,7 @@ static void *seed_thread(void *arg) {
         s->done = s->b->run(s->b->ctx, s->ag, s->updates);
         s->t_end = now_s();
         if (s->done < 0) __atomic_store_n(&g_failed, 1, __ATOMIC_SEQ_CST);
-        if (g_ls) lockstep_leave(g_ls, s->ag);
+        if (g_ls) lockstep_leave(g_ls);
     }
     pthread_barrier_wait(&g_captured); /* every agent done before any is freed (the batched graph covers all) */
     rlt_agent_free(s->ag);
@@ -90,7 +90,7 @@ static double run_group(const seed_bench *b, int n, int updates, int batched) {
     pthread_t *th = calloc((size_t)n, sizeof *th);
     g_failed = 0;
     g_ls = NULL;
-    if (!s || !th || n > 64 || pthread_barrier_init(&g_made, NULL, (unsigned)n) ||
+    if (!s || !th || n > SEED_BATCH_MAX || pthread_barrier_init(&g_made, NULL, (unsigned)n) ||
         pthread_barrier_init(&g_captured, NULL, (unsigned)n)) {
         fprintf(stderr, "%s: could not set up %d threads\n", b->name, n);
         return -1;

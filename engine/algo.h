@@ -103,10 +103,9 @@ struct rlt_agent {
     int64_t updates;   /* updates run (host mirror of counters[RLT_CTR_UPDATE]) */
     int32_t graphs;    /* 1 when the updates were captured as graphs */
     /* Seed batching (engine/seed_batch.h): the group's seed table in the device arena (cfg.batch_seeds > 1; NULL
-     * otherwise), the agents the batched graphs cover when this agent leads them (0: none captured), and the
-     * lock-step that replaces this agent's own graph launches while its group runs batched (NULL: its own). */
+     * otherwise), and the lock-step that replaces this agent's own graph launches while its group runs batched
+     * (NULL: its own). */
     void *seed_table;
-    int32_t batch_n;
     struct rlt_lockstep *lockstep;
     int32_t precision_fallback; /* a reduced precision was asked for on a backend that computes fp32 */
     /* The compute type of the networks' dense layers: RLT_LP_F32, or RLT_LP_BF16 / RLT_LP_F16 on the GPU

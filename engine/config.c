@@ -879,7 +879,6 @@ void config_for_rank(const rlt_config *cfg, int32_t rank, rlt_config *out) {
     out->replay.capacity = (cfg->replay.capacity + R - 1) / R;
 }
 
-
 /* ---- the dump ---------------------------------------------------------------------------------------- */
 
 

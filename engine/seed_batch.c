@@ -60,10 +60,15 @@ static void seed_batch_mismatch(const rlt_agent *lead, const rlt_agent *ag, char
         }
 }
 
-int seed_batch_capture(rlt_agent *const *agents, int32_t n, char *why, size_t cap) {
+int seed_batch_capture(rlt_agent *const *agents, int32_t n, rlt_lockstep **ls, char *why, size_t cap) {
+    why[0] = '\0';
+    *ls = NULL;
+    if (n > SEED_BATCH_MAX) {
+        snprintf(why, cap, "more than %d seeds on one GPU", SEED_BATCH_MAX);
+        return RLT_ESTATE;
+    }
     rlt_agent *lead = agents[0];
     rlt_backend *bk = &lead->bk;
-    why[0] = '\0';
     if (n < 2 || !lead->seed_table || n > lead->cfg.batch_seeds || !bk->ops->seed_batch) {
         snprintf(why, cap, "%s", bk->ops->seed_batch ? "the plan has no seed table for this many agents"
                                                      : "the backend cannot batch seeds");
@@ -78,12 +83,8 @@ int seed_batch_capture(rlt_agent *const *agents, int32_t n, char *why, size_t ca
         if (why[0]) return RLT_ESTATE;
     }
     /* The table, written once: agent k's arena offset from the lead's, then its seed. */
-    int64_t delta[64];
-    uint64_t seed[64];
-    if (n > 64) {
-        snprintf(why, cap, "more than 64 agents on one GPU");
-        return RLT_ESTATE;
-    }
+    int64_t delta[SEED_BATCH_MAX];
+    uint64_t seed[SEED_BATCH_MAX];
     const unsigned char *base0 = lead->plan.base[RLT_LOC_DEVICE];
     for (int32_t k = 0; k < n; k++) {
         delta[k] = (int64_t)((const unsigned char *)agents[k]->plan.base[RLT_LOC_DEVICE] - base0);
@@ -115,7 +116,8 @@ int seed_batch_capture(rlt_agent *const *agents, int32_t n, char *why, size_t ca
         rlt_err_clear(&lead->err);
         return rc;
     }
-    lead->batch_n = n;
+    *ls = lockstep_new(agents, n);
+    if (!*ls) RLT_FAIL(&lead->err, RLT_ENOMEM, "out of host memory for the seeds' lock-step");
     return RLT_OK;
 }
 
@@ -216,8 +218,7 @@ int lockstep_update(rlt_lockstep *ls, rlt_agent *ag, int32_t variant) {
     return RLT_OK;
 }
 
-void lockstep_leave(rlt_lockstep *ls, rlt_agent *ag) {
-    (void)ag;
+void lockstep_leave(rlt_lockstep *ls) {
     pthread_mutex_lock(&ls->mu);
     ls->active--;
     /* The others may all be waiting for this one. */

@@ -22,16 +22,19 @@ typedef struct rlt_lockstep rlt_lockstep;
 
 /* Graph slots of the batched variants: the agent's own variants use the slots below this. */
 #define SEED_BATCH_SLOT0 4
+/* The most agents one batched graph covers (the capture's table is built on the stack). */
+#define SEED_BATCH_MAX 64
 
 /* Bytes of the seed table for n agents (int64 arena offsets, then uint64 seeds). */
 uint64_t seed_batch_table_bytes(int32_t n);
 
 /* Captures lead's update variants batched over agents[0..n) (agents[0] == lead, all initialised with graphs, on
- * one GPU, with identical plans, cfg.batch_seeds >= n). RLT_OK with lead->batch_n = n; otherwise an error status
- * with the reason in why (the agents then keep their own graphs; nothing else changed). */
-int seed_batch_capture(struct rlt_agent *const *agents, int32_t n, char *why, size_t cap);
+ * one GPU, with identical plans, cfg.batch_seeds >= n, n <= SEED_BATCH_MAX) and makes the lock-step that launches
+ * them (*ls, detached). RLT_OK; otherwise an error status with the reason in why and *ls NULL (the agents then keep
+ * their own graphs; nothing else changed). */
+int seed_batch_capture(struct rlt_agent *const *agents, int32_t n, rlt_lockstep **ls, char *why, size_t cap);
 
-/* A lock-step over agents[0..n) (agents[0] led the capture); NULL when out of memory. Attach sets every agent's
+/* A lock-step over agents[0..n) (agents[0] led the capture; seed_batch_capture makes it); NULL when out of memory. Attach sets every agent's
  * lockstep; detach clears them (agents must not be updating). */
 rlt_lockstep *lockstep_new(struct rlt_agent *const *agents, int32_t n);
 void lockstep_attach(rlt_lockstep *ls);
@@ -41,7 +44,7 @@ void lockstep_free(rlt_lockstep *ls);
  * to arrive launches the batched graph. An error (variants out of step, a failed launch) is reported to every
  * agent waiting in that round and to all later calls. */
 int lockstep_update(rlt_lockstep *ls, struct rlt_agent *ag, int32_t variant);
-/* The calling agent's run is over: the others stop waiting for it. */
-void lockstep_leave(rlt_lockstep *ls, struct rlt_agent *ag);
+/* One agent's run is over: the others stop waiting for it. */
+void lockstep_leave(rlt_lockstep *ls);
 
 #endif

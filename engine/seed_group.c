@@ -153,14 +153,14 @@ static int member_do(seed_member *m, member_cmd cmd) {
         return rlt_trainer_resume(m->tr, path);
     }
     case CMD_BATCH: { /* in the leading member's thread: the capture is bound to it */
-        rlt_agent *agents[64];
-        for (int32_t k = 0; k < g->n && k < 64; k++) agents[k] = g->m[k].tr->agent;
-        return seed_batch_capture(agents, g->n, g->batch_why, sizeof g->batch_why);
+        rlt_agent *agents[SEED_BATCH_MAX]; /* more seeds than it holds: the capture refuses them */
+        for (int32_t k = 0; k < g->n && k < SEED_BATCH_MAX; k++) agents[k] = g->m[k].tr->agent;
+        return seed_batch_capture(agents, g->n, &g->ls, g->batch_why, sizeof g->batch_why);
     }
     case CMD_RUN: {
         int rc = rlt_trainer_run(m->tr, member_progress, m);
         /* Its outputs are written: the other seeds stop waiting for this one's updates. */
-        if (m->tr->agent->lockstep) lockstep_leave(m->tr->agent->lockstep, m->tr->agent);
+        if (m->tr->agent->lockstep) lockstep_leave(m->tr->agent->lockstep);
         return rc;
     }
     case CMD_EXIT:
@@ -470,13 +470,7 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
     }
     /* Seeds sharing a GPU: their updates as one batched graph when the backend and the plan allow it. */
     if (g->m[0].cfg.batch_seeds > 1) {
-        if (n > 64) snprintf(g->batch_why, sizeof g->batch_why, "more than 64 seeds on one GPU");
-        else if (group_one(g, 0, CMD_BATCH) == RLT_OK) {
-            rlt_agent *agents[64];
-            for (int32_t k = 0; k < n; k++) agents[k] = g->m[k].tr->agent;
-            g->ls = lockstep_new(agents, n);
-            if (!g->ls) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for the seed group's lock-step");
-        }
+        group_one(g, 0, CMD_BATCH); /* on failure batch_why says why, and each seed keeps its own graphs */
         if (g->ls) rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates run as one batched graph (one launch for all)", (int)n);
         else rlt_log(RLT_LOG_INFO, "seed group: each seed runs its own update graph: %s", g->batch_why);
     } else if (g->cfg.train.seed_batching) {

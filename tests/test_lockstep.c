@@ -74,7 +74,7 @@ static void *worker_main(void *arg) {
         }
         w->ok++;
     }
-    lockstep_leave(w->ls, ag);
+    lockstep_leave(w->ls);
     return NULL;
 }
 
