@@ -60,14 +60,10 @@ static uint64_t act_floats(const rlt_mlp *net, int32_t upto) {
 
 static int mlp_lowp(const rlt_mlp *net) { return net->dtype != RLT_LP_F32; }
 static uint64_t mlp_esize(const rlt_mlp *net) { return rlt_lp_size(net->dtype); }
-/* The row stride of the input's 16-bit copy: its width rounded up to 8 elements, so every row starts on 16 bytes.
- * cuBLASLt has kernels for the first layer's weight gradient only then: with a critic's 23 inputs it found none
- * and the fallback ran a 16-block kernel, 257 us of a 1024-1024/b4096 bf16 TD3 update on an H100 (bench/RESULTS.md). */
-static int32_t in_ld(const rlt_mlp *net) { return (net->dims[0] + 7) / 8 * 8; }
 /* Elements before the first layer output in an activation set (the input's 16-bit copy), and before the
  * first hidden gradient in the gradient set (the output gradient's 16-bit copy). */
 static uint64_t in_slot(const rlt_mlp *net) {
-    return mlp_lowp(net) && net->in_dtype == RLT_LP_F32 ? (uint64_t)net->batch * in_ld(net) : 0;
+    return mlp_lowp(net) && net->in_dtype == RLT_LP_F32 ? (uint64_t)net->batch * net->dims[0] : 0;
 }
 static uint64_t out_slot(const rlt_mlp *net) { return mlp_lowp(net) ? (uint64_t)net->batch * net->dims[net->n_layers] : 0; }
 
@@ -148,11 +144,11 @@ int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *
         const void *in = x;
         int32_t ldin = ldx;
         if (net->in_dtype == RLT_LP_F32) {
-            rlt_cast c = {.rows = rows, .cols = net->dims[0], .dst = net->h, .dst_dtype = dt, .ldd = in_ld(net),
+            rlt_cast c = {.rows = rows, .cols = net->dims[0], .dst = net->h, .dst_dtype = dt, .ldd = net->dims[0],
                           .src = x, .src_dtype = RLT_LP_F32, .lds = ldx};
             RLT_TRY(op->cast(bk, &c));
             in = net->h;
-            ldin = in_ld(net);
+            ldin = net->dims[0];
         }
         for (int32_t l = 0; l < net->n_layers; l++) {
             int32_t fi = net->dims[l], fo = net->dims[l + 1];
@@ -209,7 +205,7 @@ static int mlp_backward_lp(rlt_backend *bk, rlt_mlp *net, const float *params, c
         /* Layer 0's input: the 16-bit copy made by the forward, or the caller's 16-bit x. */
         int x16 = net->in_dtype != RLT_LP_F32;
         const void *in = l > 0 ? layer_out(net, net->h, l - 1) : x16 ? x : net->h;
-        int32_t ldin = l > 0 ? fi : x16 ? ldx : in_ld(net);
+        int32_t ldin = l > 0 || !x16 ? fi : ldx;
         void *dnext = l > 0 ? layer_grad(net, net->dh, l - 1) : dx;
         int32_t lddn = l > 0 ? fi : lddx;
         rlt_linear_bwd b = {.rows = rows, .fi = fi, .fo = fo, .dtype = dt, .dy = dy, .lddy = lddy, .x = in,

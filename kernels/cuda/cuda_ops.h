@@ -242,7 +242,7 @@ int cuda_bias_grad_add(rlt_backend *bk, float *db, const float *s, int32_t n, fl
 int cuda_linear_forward_lp(rlt_backend *bk, const rlt_linear_fwd *d);
 int cuda_linear_backward_lp(rlt_backend *bk, const rlt_linear_bwd *d);
 /* lowp.cu's epilogue passes for gemm_lt.c: y = act(y + b) over [rows, cols] in y's type yd (fp32 arithmetic, b NULL:
- * none), and db[c] = beta db[c] + sum_r dy[r, c] in row order with dy in type dyd. */
+ * none), and db[c] = beta db[c] + sum_r dy[r, c] with dy in type dyd (rows summed in an order fixed by the shape). */
 int cuda_lp_bias_act(rlt_backend *bk, void *y, int32_t yd, int32_t ldy, const float *b, int32_t rows, int32_t cols,
                      int32_t act);
 int cuda_lp_bias_grad(rlt_backend *bk, float *db, const void *dy, int32_t dyd, int32_t lddy, int32_t rows, int32_t cols,
