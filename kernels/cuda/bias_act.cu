@@ -1,5 +1,6 @@
-/* bias_act.cu: bias + activation forward, the activation's backward through its output, and bias
- * gradients; the CUDA twins of kernels/cpu/bias_act.c (and the add of a bias gradient cuBLASLt summed, gemm_lt.c).
+/* bias_act.cu: bias + activation forward and the activation's backward through its output after a library
+ * product, the CUDA twins of kernels/cpu/bias_act.c, and the add of a bias gradient cuBLASLt summed (gemm_lt.c).
+ * The column sum for a bias gradient the library did not fuse is lowp.cu's cuda_lp_bias_grad, for every type.
  *
  * The 2-D kernels put threadIdx.x along a row (columns), so a warp reads consecutive floats of one row:
  * coalesced for any leading dimension. Both loops are grid-stride, so any shape runs with a bounded grid. */
@@ -40,29 +41,8 @@ __global__ void act_grad_kernel(float *dy, int32_t lddy, const float *y, int32_t
     }
 }
 
-/* One thread per column, summing its rows in row order: the same additions in the same order as the CPU
- * twin, so the result is bit-identical to it and independent of the grid. Reads are coalesced across the
- * threads of a warp (neighbouring columns). For RL batch sizes (a few hundred rows) the serial loop is
- * short; a split over row blocks would change the summation order. */
-__global__ void bias_grad_kernel(float *db, const float *dy, int32_t lddy, int32_t rows, int32_t cols, float beta) {
-    for (int32_t c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x) {
-        float acc = beta == 0.0f ? 0.0f : beta * db[c];
-        int32_t r = 0;
-        /* Loads issued 16 rows ahead of their adds (same adds, same order): one wait on memory per 16 rows. */
-        for (; r + 16 <= rows; r += 16) {
-            float v[16];
-#pragma unroll
-            for (int i = 0; i < 16; i++) v[i] = dy[(int64_t)(r + i) * lddy + c];
-#pragma unroll
-            for (int i = 0; i < 16; i++) acc += v[i];
-        }
-        for (; r < rows; r++) acc += dy[(int64_t)r * lddy + c];
-        db[c] = acc;
-    }
-}
-
 /* db[c] = beta db[c] + s[c]: the bias gradient cuBLASLt's BGRADB epilogue wrote to scratch (it has no beta), added
- * into the accumulated one with the bias_grad kernel's expression (beta db first, then the new sum). */
+ * into the accumulated one with the column sum's expression (beta db first, then the new sum; lowp.cu). */
 __global__ void bias_grad_add_kernel(float *db, const float *s, int32_t n, float beta) {
     int32_t c = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
     if (c < n) db[c] = beta == 0.0f ? s[c] : beta * db[c] + s[c];
@@ -106,19 +86,6 @@ extern "C" int cuda_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const flo
     return RLT_OK;
 }
 
-extern "C" int cuda_bias_grad(rlt_backend *bk, float *db, const float *dy, int32_t lddy, int32_t rows, int32_t cols,
-                              float beta) {
-    CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && lddy >= cols, "bias_grad");
-    RLT_TRY(cuda_seeds_refuse(bk, "bias_grad")); /* the library routes only, as bias_act */
-    if (cols == 0) return RLT_OK;
-    /* Small blocks: with one thread per column, a 64-unit layer should still spread over a few SMs. */
-    unsigned threads = 32;
-    bias_grad_kernel<<<cuda_blocks(bk, (uint64_t)cols, threads), threads, 0, cuda_stream(bk)>>>(db, dy, lddy, rows,
-                                                                                                cols, beta);
-    CUDA_CHECK_LAUNCH(bk, "bias_grad_kernel");
-    return RLT_OK;
-}
-
 extern "C" int cuda_bias_grad_add(rlt_backend *bk, float *db, const float *s, int32_t n, float beta) {
     CUDA_REQUIRE(bk, n >= 0, "bias_grad_add");
     RLT_TRY(cuda_seeds_refuse(bk, "bias_grad_add")); /* after a cuBLASLt product only */
@@ -137,7 +104,6 @@ extern "C" cudaError_t cuda_preload_bias_act(void) {
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, bias_act_kernel<RLT_ACT_TANH>);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, act_grad_kernel<RLT_ACT_RELU>);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, act_grad_kernel<RLT_ACT_TANH>);
-    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, bias_grad_kernel);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, bias_grad_add_kernel);
     return rc;
 }

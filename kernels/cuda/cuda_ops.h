@@ -231,10 +231,8 @@ int cuda_allreduce_mean(rlt_backend *bk, float *x, uint64_t n);
  * kernels and the convolutions' GEMMs. */
 int cuda_gemm(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const float *A,
               int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc);
-/* y[r, c] = act(y[r, c] + b[c]) and db[c] = beta db[c] + sum_r dy[r, c] in row order (bias_act.cu): a dense layer's
- * epilogues where cuBLAS ran its product. */
+/* y[r, c] = act(y[r, c] + b[c]) (bias_act.cu): a dense layer's forward epilogue where cuBLAS ran its product. */
 int cuda_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float *b, int32_t rows, int32_t cols, int32_t act);
-int cuda_bias_grad(rlt_backend *bk, float *db, const float *dy, int32_t lddy, int32_t rows, int32_t cols, float beta);
 /* db[c] = beta db[c] + s[c] for c < n (beta 0: s[c]) (bias_act.cu): a bias gradient cuBLASLt summed into scratch
  * memory, added into the accumulated one. */
 int cuda_bias_grad_add(rlt_backend *bk, float *db, const float *s, int32_t n, float beta);
@@ -242,7 +240,8 @@ int cuda_bias_grad_add(rlt_backend *bk, float *db, const float *s, int32_t n, fl
 int cuda_linear_forward_lp(rlt_backend *bk, const rlt_linear_fwd *d);
 int cuda_linear_backward_lp(rlt_backend *bk, const rlt_linear_bwd *d);
 /* lowp.cu's epilogue passes for gemm_lt.c: y = act(y + b) over [rows, cols] in y's type yd (fp32 arithmetic, b NULL:
- * none), and db[c] = beta db[c] + sum_r dy[r, c] with dy in type dyd (rows summed in an order fixed by the shape). */
+ * none), and db[c] = beta db[c] + sum_r dy[r, c] with dy in type dyd, fp32 included: the bias gradient of every
+ * library-routed layer the library did not fuse (rows summed in an order fixed by the shape). */
 int cuda_lp_bias_act(rlt_backend *bk, void *y, int32_t yd, int32_t ldy, const float *b, int32_t rows, int32_t cols,
                      int32_t act);
 int cuda_lp_bias_grad(rlt_backend *bk, float *db, const void *dy, int32_t dyd, int32_t lddy, int32_t rows, int32_t cols,

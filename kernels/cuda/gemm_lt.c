@@ -137,9 +137,16 @@ static int32_t lt_align(const void *p) {
     return al;
 }
 
-/* Weight gradients of at most this many input columns take the plain product and our bias-gradient kernel rather
- * than the BGRADB epilogue (see cuda_lt_linear_wgrad). */
+/* Whether a weight gradient dW[fo, fi] asks for its bias gradient in the epilogue (BGRADB) or runs the plain
+ * product and our column sum. Skinny products went badly with BGRADB on an H100 at batch 4096 (bench/RESULTS.md):
+ * a narrow input (a critic's 23 observation-and-action columns) got a 16-block kernel, 257 us against 15 us for the
+ * plain product plus 10 for the column sum; a narrow output (an actor's 6 actions) got a 16-block
+ * magma_sgemmEx_kernel, 293 us. One output (a critic's head) stays fused: its BGRADB kernels took 19 us. By shape
+ * alone, so a shape keeps its bits. */
 #define LT_BGRAD_MIN_COLS 64
+static int lt_bgrad_fused(int32_t fi, int32_t fo) {
+    return fi > LT_BGRAD_MIN_COLS && (fo == 1 || fo > LT_BGRAD_MIN_COLS);
+}
 
 /* Fills e's descriptors for its key and asks the heuristic. Returns the first failing status (and *what names
  * the call); CUBLAS_STATUS_SUCCESS with e->usable 0 when the heuristic offered no algorithm. */
@@ -332,10 +339,7 @@ int cuda_lt_linear_wgrad(rlt_backend *bk, const rlt_linear_bwd *d, int32_t db_la
                 .c_dtype = RLT_LP_F32};
     if (!lt_ready(bk, &op)) return RLT_OK;
     int ran = 0;
-    /* A narrow input (a critic's 23 observation-and-action columns) makes a skinny product that cuBLASLt, asked for
-     * the bias gradient in its epilogue, gave to a 16-block kernel: 257 us at batch 4096 against 15 us for the plain
-     * product plus 10 for our column sum (H100, bench/RESULTS.md). By shape alone, so a shape keeps its bits. */
-    if (d->db && d->fi > LT_BGRAD_MIN_COLS) {
+    if (d->db && lt_bgrad_fused(d->fi, d->fo)) {
         float *dst = d->beta == 0.0f ? d->db : lt_scratch(bk, d->fo);
         if (dst) {
             op.bias = dst;
@@ -351,9 +355,7 @@ int cuda_lt_linear_wgrad(rlt_backend *bk, const rlt_linear_bwd *d, int32_t db_la
             /* No fused bias gradient: our column sum, on its own lane when the caller forked one. */
             const int32_t lane = c->lane;
             c->lane = db_lane;
-            int rc = d->dtype == RLT_LP_F32
-                         ? cuda_bias_grad(bk, d->db, (const float *)d->dy, d->lddy, d->rows, d->fo, d->beta)
-                         : cuda_lp_bias_grad(bk, d->db, d->dy, d->dtype, d->lddy, d->rows, d->fo, d->beta);
+            int rc = cuda_lp_bias_grad(bk, d->db, d->dy, d->dtype, d->lddy, d->rows, d->fo, d->beta);
             c->lane = lane;
             RLT_TRY(rc);
         }

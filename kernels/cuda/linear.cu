@@ -31,8 +31,9 @@
  * contraction in this module; the products inside the sums are explicit fmaf).
  *
  * Products beyond these kernels go to the library, chosen by shape alone: K above LIN_MAX_K (a Nature CNN's
- * 3136-wide flatten), where the library splits K across blocks, and products of at least LIN_BLAS_MACS
- * multiply-adds (1024-wide layers at a batch of 1024 or more), where its large tiles win. They run on cuBLASLt
+ * 3136-wide flatten), where the library splits K across blocks, products of at least LIN_BLAS_MACS
+ * multiply-adds (1024-wide layers at a batch of 1024 or more), where its large tiles win, and forwards of at least
+ * LIN_BLAS_OUTPUTS outputs (a 1024-wide first layer at a batch of 4096). They run on cuBLASLt
  * with the bias, ReLU and bias gradient in its epilogue (gemm_lt.c; cuBLAS plus our bias_act.cu passes when
  * it offers no algorithm), in fp32, or on TF32 tensor cores when the plan asked for precision: tf32.
  *
@@ -69,6 +70,11 @@ enum { LIN_PATH_GEMM32 = 0, LIN_PATH_GEMM16 = 1, LIN_PATH_ROWDOT = 2, LIN_PATH_C
 static __host__ __device__ inline int lin_big(int32_t m, int32_t n, int32_t k) {
     return (int64_t)m * n * k >= LIN_BLAS_MACS;
 }
+/* A forward with at least this many outputs (rows x fo) goes to the library too, whatever its K: a 4096-row batch
+ * into a 1024-wide first layer (17 or 23 inputs, 96 M multiply-adds) was 4096 of our 32x32 tiles, 49 us on an
+ * H100, where cuBLASLt writes the same outputs with the bias and ReLU in a few large tiles (bench/RESULTS.md). */
+#define LIN_BLAS_OUTPUTS (1ll << 22)
+static inline int lin_wide(int32_t rows, int32_t fo) { return (int64_t)rows * fo >= LIN_BLAS_OUTPUTS; }
 /* A problem with fewer 32x32 tiles than this uses 16x32 tiles: twice the blocks, half the work each. */
 #define LIN_SMALL_TILES 96
 
@@ -420,7 +426,7 @@ static int lin_blas_wgrad(rlt_backend *bk, const rlt_linear_bwd *d, int32_t db_l
     cuda_impl *c = cuda_get(bk);
     const int32_t lane = c->lane;
     c->lane = db_lane;
-    int rc = cuda_bias_grad(bk, d->db, (const float *)d->dy, d->lddy, d->rows, d->fo, d->beta);
+    int rc = cuda_lp_bias_grad(bk, d->db, d->dy, RLT_LP_F32, d->lddy, d->rows, d->fo, d->beta);
     c->lane = lane;
     return rc;
 }
@@ -462,7 +468,7 @@ extern "C" int cuda_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d) {
     CUDA_REQUIRE(bk, d->y_dtype == RLT_LP_F32, "linear_forward");
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward");
     if (rows == 0) return RLT_OK;
-    if (fi > LIN_MAX_K || lin_big(rows, fo, fi)) {
+    if (fi > LIN_MAX_K || lin_big(rows, fo, fi) || lin_wide(rows, fo)) {
         RLT_TRY(cuda_seeds_refuse(bk, "linear_forward (a layer on the library)"));
         int done = 0;
         RLT_TRY(cuda_lt_linear_forward(bk, d, &done));
@@ -545,9 +551,9 @@ extern "C" cudaError_t cuda_preload_linear(void) {
 }
 
 /* The rule cuda_linear_forward and cuda_linear_backward follow above, for the plan (cuda_backend.c): the forward
- * calls cuBLAS when fi > LIN_MAX_K or the product is big, the backward when a part of it is beyond the fused
+ * calls cuBLAS when fi > LIN_MAX_K or the product is big or wide, the backward when a part of it is beyond the fused
  * kernels (rows or fi for dW, fo or fi for dx; dx may not be asked for, which the rule does not know, so it
  * says yes then too) or big (every part has the same M N K). */
 extern "C" int cuda_linear_calls_blas(int32_t rows, int32_t fi, int32_t fo) {
-    return rows > LIN_MAX_K || fi > LIN_MAX_K || fo > LIN_MAX_K || lin_big(rows, fi, fo);
+    return rows > LIN_MAX_K || fi > LIN_MAX_K || fo > LIN_MAX_K || lin_big(rows, fi, fo) || lin_wide(rows, fo);
 }

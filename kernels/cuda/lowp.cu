@@ -76,11 +76,74 @@ __global__ void lp_act_grad_kernel(void *dx, int32_t dxd, int32_t lddx, const vo
         }
 }
 
-/* db[c] = beta db[c] + sum_r dy[r, c]: a block per 32 columns, its LP_BGRAD_WARPS warps each summing a fixed
- * range of rows in order (loads issued 16 rows ahead of their adds), then warp 0 adding the warps' partial sums in
- * warp order. The order depends on the shape alone, so the bits are the same on every run; it is not the CPU
- * twin's row order, which the 16-bit path does not promise (cuBLASLt's BGRADB, its other route, has its own). One
- * thread per column summing every row ran 485 us for 4096 x 1024 on an H100; this spreads it over 16 warps. */
+/* The same two passes over a 16-bit buffer, eight elements (16 bytes) per load and store, when the rows start on
+ * 16 bytes and hold a multiple of eight: each element is computed as above, in fp32 and rounded once, so the bits
+ * are the scalar kernels'. One 2-byte access per thread kept a pass over 4096 x 1024 bf16 at 16-18 us on an H100,
+ * three times its memory time (bench/RESULTS.md). T is __nv_bfloat16 or __half. */
+template <typename T> struct __align__(16) lp_vec8 { T v[8]; };
+__device__ __forceinline__ float lp_to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float lp_to_f(__half v) { return __half2float(v); }
+template <typename T> __device__ __forceinline__ T lp_from_f(float v);
+template <> __device__ __forceinline__ __nv_bfloat16 lp_from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <> __device__ __forceinline__ __half lp_from_f<__half>(float v) { return __float2half_rn(v); }
+
+/* Each thread takes one 8-wide column of LP_VEC_ROWS rows gridDim.y apart, all loads issued before the stores:
+ * one 16-byte load in flight per thread left the pass at 11.6 us (1.4 TB/s). */
+#define LP_VEC_ROWS 4
+
+template <typename T>
+__global__ void lp_bias_act8_kernel(T *y, int32_t ldy, const float *b, int32_t rows, int32_t cols8, int32_t act) {
+    const int32_t gy = (int32_t)gridDim.y;
+    for (int32_t r0 = (int32_t)blockIdx.y; r0 < rows; r0 += LP_VEC_ROWS * gy)
+        for (int32_t c = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); c < cols8; c += (int32_t)(gridDim.x * blockDim.x)) {
+            lp_vec8<T> v[LP_VEC_ROWS];
+#pragma unroll
+            for (int j = 0; j < LP_VEC_ROWS; j++)
+                if (r0 + j * gy < rows) v[j] = *((const lp_vec8<T> *)(const void *)(y + (int64_t)(r0 + j * gy) * ldy) + c);
+            float bias[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) bias[k] = b ? b[8 * c + k] : 0.0f;
+#pragma unroll
+            for (int j = 0; j < LP_VEC_ROWS; j++) {
+                if (r0 + j * gy >= rows) break;
+#pragma unroll
+                for (int k = 0; k < 8; k++) v[j].v[k] = lp_from_f<T>(cuda_act(lp_to_f(v[j].v[k]) + bias[k], act));
+                *((lp_vec8<T> *)(void *)(y + (int64_t)(r0 + j * gy) * ldy) + c) = v[j];
+            }
+        }
+}
+
+template <typename T>
+__global__ void lp_act_grad8_kernel(T *dx, int32_t lddx, const T *x, int32_t ldx, int32_t rows, int32_t cols8,
+                                    int32_t act) {
+    const int32_t gy = (int32_t)gridDim.y;
+    for (int32_t r0 = (int32_t)blockIdx.y; r0 < rows; r0 += LP_VEC_ROWS * gy)
+        for (int32_t c = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); c < cols8; c += (int32_t)(gridDim.x * blockDim.x)) {
+            lp_vec8<T> v[LP_VEC_ROWS], xv[LP_VEC_ROWS];
+#pragma unroll
+            for (int j = 0; j < LP_VEC_ROWS; j++)
+                if (r0 + j * gy < rows) {
+                    v[j] = *((const lp_vec8<T> *)(const void *)(dx + (int64_t)(r0 + j * gy) * lddx) + c);
+                    xv[j] = *((const lp_vec8<T> *)(const void *)(x + (int64_t)(r0 + j * gy) * ldx) + c);
+                }
+#pragma unroll
+            for (int j = 0; j < LP_VEC_ROWS; j++) {
+                if (r0 + j * gy >= rows) break;
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    v[j].v[k] = lp_from_f<T>(lp_to_f(v[j].v[k]) * lp_act_deriv(lp_to_f(xv[j].v[k]), act));
+                *((lp_vec8<T> *)(void *)(dx + (int64_t)(r0 + j * gy) * lddx) + c) = v[j];
+            }
+        }
+}
+
+/* db[c] = beta db[c] + sum_r dy[r, c], dy in any of the three types: the bias gradient of every library-routed layer
+ * whose product the library ran without it (fp32 ones included). A block per 32 columns, its LP_BGRAD_WARPS warps
+ * each summing a fixed range of rows in order (loads issued 16 rows ahead of their adds), then warp 0 adding the
+ * warps' partial sums in warp order. The order depends on the shape alone, so the bits are the same on every run;
+ * it is not the CPU twin's row order, which no library-routed layer promises (its product has the library's order,
+ * and cuBLASLt's BGRADB, the other route, its own). One thread per column summing every row ran 485 us for 4096 x
+ * 1024 bf16 and 146 us in fp32 on an H100; this spreads it over 16 warps (15 us). */
 #define LP_BGRAD_WARPS 16
 __global__ void lp_bias_grad_kernel(float *db, const void *dy, int32_t dyd, int32_t lddy, int32_t rows, int32_t cols,
                                     float beta) {
@@ -112,14 +175,60 @@ __global__ void lp_bias_grad_kernel(float *db, const void *dy, int32_t dyd, int3
 
 /* The grid of an elementwise pass (see above): enough column blocks for the row, and rows to fill the device a few
  * times over. */
-static dim3 lp_grid(rlt_backend *bk, int32_t rows, int32_t cols) {
-    unsigned gx = (unsigned)((cols + CUDA_THREADS - 1) / CUDA_THREADS);
+static dim3 lp_grid(rlt_backend *bk, int32_t rows, int32_t cols, int32_t threads) {
+    unsigned gx = (unsigned)((cols + threads - 1) / threads);
     if (gx == 0) gx = 1;
     uint64_t want = (uint64_t)cuda_get(bk)->sm_count * 32u / gx;
     if (want < 1) want = 1;
     if (want > (uint64_t)rows) want = rows > 0 ? (uint64_t)rows : 1;
     if (want > 65535) want = 65535;
     return dim3(gx, (unsigned)want);
+}
+
+/* Threads per block of the 8-wide passes: a 1024-column row is 128 vectors. */
+#define LP_VEC_THREADS 128
+
+/* 1 when a [rows, cols] 16-bit buffer with row stride ld can be read 16 bytes at a time. */
+static int lp_vec8_ok(const void *p, int32_t dt, int32_t ld, int32_t cols) {
+    return lp_half_ok(dt) && ((uintptr_t)p & 15u) == 0 && ld % 8 == 0 && cols % 8 == 0;
+}
+
+/* y = act(y + b) over [rows, cols] (rows, cols >= 1), 8-wide where the layout allows. */
+static int lp_bias_act_launch(rlt_backend *bk, void *y, int32_t yd, int32_t ldy, const float *b, int32_t rows,
+                              int32_t cols, int32_t act) {
+    if (lp_vec8_ok(y, yd, ldy, cols)) {
+        dim3 g = lp_grid(bk, (rows + LP_VEC_ROWS - 1) / LP_VEC_ROWS, cols / 8, LP_VEC_THREADS);
+        if (yd == RLT_LP_BF16)
+            lp_bias_act8_kernel<<<g, LP_VEC_THREADS, 0, cuda_stream(bk)>>>((__nv_bfloat16 *)y, ldy, b, rows, cols / 8, act);
+        else
+            lp_bias_act8_kernel<<<g, LP_VEC_THREADS, 0, cuda_stream(bk)>>>((__half *)y, ldy, b, rows, cols / 8, act);
+        CUDA_CHECK_LAUNCH(bk, "lp_bias_act8_kernel");
+        return RLT_OK;
+    }
+    lp_bias_act_kernel<<<lp_grid(bk, rows, cols, CUDA_THREADS), CUDA_THREADS, 0, cuda_stream(bk)>>>(y, yd, ldy, b, rows,
+                                                                                                 cols, act);
+    CUDA_CHECK_LAUNCH(bk, "lp_bias_act_kernel");
+    return RLT_OK;
+}
+
+/* dx *= act'(x) over [rows, cols] (rows, cols >= 1), 8-wide where both layouts allow. */
+static int lp_act_grad_launch(rlt_backend *bk, void *dx, int32_t dxd, int32_t lddx, const void *x, int32_t xd,
+                              int32_t ldx, int32_t rows, int32_t cols, int32_t act) {
+    if (dxd == xd && lp_vec8_ok(dx, dxd, lddx, cols) && lp_vec8_ok(x, xd, ldx, cols)) {
+        dim3 g = lp_grid(bk, (rows + LP_VEC_ROWS - 1) / LP_VEC_ROWS, cols / 8, LP_VEC_THREADS);
+        if (dxd == RLT_LP_BF16)
+            lp_act_grad8_kernel<<<g, LP_VEC_THREADS, 0, cuda_stream(bk)>>>((__nv_bfloat16 *)dx, lddx,
+                                                                          (const __nv_bfloat16 *)x, ldx, rows, cols / 8, act);
+        else
+            lp_act_grad8_kernel<<<g, LP_VEC_THREADS, 0, cuda_stream(bk)>>>((__half *)dx, lddx, (const __half *)x, ldx, rows,
+                                                                          cols / 8, act);
+        CUDA_CHECK_LAUNCH(bk, "lp_act_grad8_kernel");
+        return RLT_OK;
+    }
+    lp_act_grad_kernel<<<lp_grid(bk, rows, cols, CUDA_THREADS), CUDA_THREADS, 0, cuda_stream(bk)>>>(dx, dxd, lddx, x, xd,
+                                                                                                 ldx, rows, cols, act);
+    CUDA_CHECK_LAUNCH(bk, "lp_act_grad_kernel");
+    return RLT_OK;
 }
 
 extern "C" int cuda_linear_forward_lp(rlt_backend *bk, const rlt_linear_fwd *d) {
@@ -139,9 +248,7 @@ extern "C" int cuda_linear_forward_lp(rlt_backend *bk, const rlt_linear_fwd *d) 
     /* y[rows, fo] = x[rows, fi] W^T. */
     RLT_TRY(cuda_gemm_lp(bk, 0, 1, rows, fo, fi, 1.0f, x, ldx, W, fi, dtype, 0.0f, y, y_dtype, ldy));
     if (!b && act == RLT_ACT_NONE) return RLT_OK;
-    lp_bias_act_kernel<<<lp_grid(bk, rows, fo), CUDA_THREADS, 0, cuda_stream(bk)>>>(y, y_dtype, ldy, b, rows, fo, act);
-    CUDA_CHECK_LAUNCH(bk, "lp_bias_act_kernel");
-    return RLT_OK;
+    return lp_bias_act_launch(bk, y, y_dtype, ldy, b, rows, fo, act);
 }
 
 extern "C" int cuda_linear_backward_lp(rlt_backend *bk, const rlt_linear_bwd *d) {
@@ -168,11 +275,7 @@ extern "C" int cuda_linear_backward_lp(rlt_backend *bk, const rlt_linear_bwd *d)
         if (done) return RLT_OK;
         /* dx[rows, fi] = dy W, then times act_x'(x). */
         RLT_TRY(cuda_gemm_lp(bk, 0, 0, rows, fi, fo, 1.0f, dy, lddy, W, fi, dtype, 0.0f, dx, dx_dtype, lddx));
-        if (act_x != RLT_ACT_NONE) {
-            lp_act_grad_kernel<<<lp_grid(bk, rows, fi), CUDA_THREADS, 0, cuda_stream(bk)>>>(dx, dx_dtype, lddx, x, dtype,
-                                                                                          ldx, rows, fi, act_x);
-            CUDA_CHECK_LAUNCH(bk, "lp_act_grad_kernel");
-        }
+        if (act_x != RLT_ACT_NONE) RLT_TRY(lp_act_grad_launch(bk, dx, dx_dtype, lddx, x, dtype, ldx, rows, fi, act_x));
     }
     return RLT_OK;
 }
@@ -182,9 +285,7 @@ extern "C" int cuda_lp_bias_act(rlt_backend *bk, void *y, int32_t yd, int32_t ld
     RLT_TRY(cuda_seeds_refuse(bk, "lp_bias_act"));
     CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && ldy >= cols && lp_dtype_ok(yd), "lp_bias_act");
     if ((!b && act == RLT_ACT_NONE) || rows == 0 || cols == 0) return RLT_OK;
-    lp_bias_act_kernel<<<lp_grid(bk, rows, cols), CUDA_THREADS, 0, cuda_stream(bk)>>>(y, yd, ldy, b, rows, cols, act);
-    CUDA_CHECK_LAUNCH(bk, "lp_bias_act_kernel");
-    return RLT_OK;
+    return lp_bias_act_launch(bk, y, yd, ldy, b, rows, cols, act);
 }
 
 extern "C" int cuda_lp_bias_grad(rlt_backend *bk, float *db, const void *dy, int32_t dyd, int32_t lddy, int32_t rows,
@@ -203,10 +304,7 @@ extern "C" int cuda_lp_act_grad(rlt_backend *bk, void *dx, int32_t dxd, int32_t 
     RLT_TRY(cuda_seeds_refuse(bk, "lp_act_grad"));
     CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && lddx >= cols && ldx >= cols, "lp_act_grad");
     if (act == RLT_ACT_NONE || rows == 0 || cols == 0) return RLT_OK;
-    lp_act_grad_kernel<<<lp_grid(bk, rows, cols), CUDA_THREADS, 0, cuda_stream(bk)>>>(dx, dxd, lddx, x, xd, ldx, rows, cols,
-                                                                                    act);
-    CUDA_CHECK_LAUNCH(bk, "lp_act_grad_kernel");
-    return RLT_OK;
+    return lp_act_grad_launch(bk, dx, dxd, lddx, x, xd, ldx, rows, cols, act);
 }
 
 __global__ void lp_add_kernel(float *dst, const void *src, int32_t dt, uint64_t n) {
@@ -273,7 +371,11 @@ extern "C" cudaError_t cuda_preload_lowp(void) {
     const void *kernels[] = {(const void *)cast_kernel,        (const void *)lp_bias_act_kernel,
                              (const void *)lp_act_grad_kernel, (const void *)lp_bias_grad_kernel,
                              (const void *)amp_unscale_kernel, (const void *)amp_update_kernel,
-                             (const void *)lp_add_kernel};
+                             (const void *)lp_add_kernel,
+                             (const void *)lp_bias_act8_kernel<__nv_bfloat16>,
+                             (const void *)lp_bias_act8_kernel<__half>,
+                             (const void *)lp_act_grad8_kernel<__nv_bfloat16>,
+                             (const void *)lp_act_grad8_kernel<__half>};
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
         cudaError_t rc = cudaFuncGetAttributes(&a, kernels[i]);
         if (rc != cudaSuccess) return rc;
