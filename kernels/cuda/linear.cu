@@ -32,8 +32,8 @@
  *
  * Products beyond these kernels go to the library, chosen by shape alone: K above LIN_MAX_K (a Nature CNN's
  * 3136-wide flatten), where the library splits K across blocks, products of at least LIN_BLAS_MACS
- * multiply-adds (1024-wide layers at a batch of 1024 or more), where its large tiles win, and forwards of at least
- * LIN_BLAS_OUTPUTS outputs (a 1024-wide first layer at a batch of 4096). They run on cuBLASLt
+ * multiply-adds (1024-wide layers at a batch of 1024 or more), where its large tiles win, and the wide layers'
+ * forwards (and under tf32 input gradients) of at least LIN_BLAS_WIDE elements (1024-wide at batch 4096). They run on cuBLASLt
  * with the bias, ReLU and bias gradient in its epilogue (gemm_lt.c; cuBLAS plus our bias_act.cu passes when
  * it offers no algorithm), in fp32, or on TF32 tensor cores when the plan asked for precision: tf32.
  *
@@ -70,11 +70,20 @@ enum { LIN_PATH_GEMM32 = 0, LIN_PATH_GEMM16 = 1, LIN_PATH_ROWDOT = 2, LIN_PATH_C
 static __host__ __device__ inline int lin_big(int32_t m, int32_t n, int32_t k) {
     return (int64_t)m * n * k >= LIN_BLAS_MACS;
 }
-/* A forward with at least this many outputs (rows x fo) goes to the library too, whatever its K: a 4096-row batch
- * into a 1024-wide first layer (17 or 23 inputs, 96 M multiply-adds) was 4096 of our 32x32 tiles, 49 us on an
- * H100, where cuBLASLt writes the same outputs with the bias and ReLU in a few large tiles (bench/RESULTS.md). */
-#define LIN_BLAS_OUTPUTS (1ll << 22)
-static inline int lin_wide(int32_t rows, int32_t fo) { return (int64_t)rows * fo >= LIN_BLAS_OUTPUTS; }
+/* Wide layers go to the library too, whatever their K: in fp32 a forward with at least LIN_BLAS_WIDE outputs
+ * (rows x fo); under precision: tf32, whose library products run on the tensor cores, the forward and the input
+ * gradient of a layer with at least LIN_BLAS_WIDE inputs or outputs (rows x the larger of fi, fo). That is the rest
+ * of a 4096-row batch through 1024-wide layers, where our kernels spent 49 us on a first layer's forward (17 or
+ * 23 inputs: 4096 of our 32x32 tiles; cuBLASLt 12 us with its bias/ReLU epilogue), 20 us on a critic head's
+ * forward (a warp per row) and 44-58 us on the input gradients of a head or an actor's last layer (K of 1 or 6),
+ * on an H100. Measured whole (bench/RESULTS.md): the first layer's forward helps in both precisions; the rest
+ * helps under tf32 (1,030 -> 1,110 updates/s) and costs in fp32 (363 -> 335), where the library's products for
+ * these skinny shapes are its SIMT kernels. */
+#define LIN_BLAS_WIDE (1ll << 22)
+static inline int lin_wide(int32_t rows, int32_t fi, int32_t fo, int dx, int tf32) {
+    if (!tf32) return !dx && (int64_t)rows * fo >= LIN_BLAS_WIDE;
+    return (int64_t)rows * (fi > fo ? fi : fo) >= LIN_BLAS_WIDE;
+}
 /* A problem with fewer 32x32 tiles than this uses 16x32 tiles: twice the blocks, half the work each. */
 #define LIN_SMALL_TILES 96
 
@@ -468,7 +477,7 @@ extern "C" int cuda_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d) {
     CUDA_REQUIRE(bk, d->y_dtype == RLT_LP_F32, "linear_forward");
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward");
     if (rows == 0) return RLT_OK;
-    if (fi > LIN_MAX_K || lin_big(rows, fo, fi) || lin_wide(rows, fo)) {
+    if (fi > LIN_MAX_K || lin_big(rows, fo, fi) || lin_wide(rows, fi, fo, 0, cuda_get(bk)->tf32)) {
         RLT_TRY(cuda_seeds_refuse(bk, "linear_forward (a layer on the library)"));
         int done = 0;
         RLT_TRY(cuda_lt_linear_forward(bk, d, &done));
@@ -502,7 +511,8 @@ extern "C" int cuda_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d) {
      * its weight gradient and long ones for its input gradient; the library runs both in a few large ones (the
      * whole update 3% faster for dW, commit 18adc9c). */
     int fuse_w = (dW || db) && rows <= LIN_MAX_K && fi <= LIN_MAX_K && !lin_big(fo, fi, rows);
-    int fuse_x = dx && fo <= LIN_MAX_K && fi <= LIN_MAX_K && !lin_big(rows, fi, fo);
+    int fuse_x = dx && fo <= LIN_MAX_K && fi <= LIN_MAX_K && !lin_big(rows, fi, fo) &&
+                 !lin_wide(rows, fi, fo, 1, cuda_get(bk)->tf32);
     if ((!fuse_w && (dW || db)) || (dx && !fuse_x))
         RLT_TRY(cuda_seeds_refuse(bk, "linear_backward (a layer on the library)"));
     if (!fuse_w && !fuse_x) {
@@ -551,9 +561,11 @@ extern "C" cudaError_t cuda_preload_linear(void) {
 }
 
 /* The rule cuda_linear_forward and cuda_linear_backward follow above, for the plan (cuda_backend.c): the forward
- * calls cuBLAS when fi > LIN_MAX_K or the product is big or wide, the backward when a part of it is beyond the fused
- * kernels (rows or fi for dW, fo or fi for dx; dx may not be asked for, which the rule does not know, so it
- * says yes then too) or big (every part has the same M N K). */
+ * calls cuBLAS when fi > LIN_MAX_K or the product is big or the layer wide, the backward when a part of it is
+ * beyond the fused kernels (rows or fi for dW, fo or fi for dx; dx may not be asked for, which the rule does not
+ * know, so it says yes then too), big (every part has the same M N K) or wide (as under tf32, the wider rule:
+ * the plan does not know the precision here either). */
 extern "C" int cuda_linear_calls_blas(int32_t rows, int32_t fi, int32_t fo) {
-    return rows > LIN_MAX_K || fi > LIN_MAX_K || fo > LIN_MAX_K || lin_big(rows, fi, fo) || lin_wide(rows, fo);
+    return rows > LIN_MAX_K || fi > LIN_MAX_K || fo > LIN_MAX_K || lin_big(rows, fi, fo) ||
+           lin_wide(rows, fi, fo, 1, 1);
 }
