@@ -32,10 +32,10 @@
  *
  * Products beyond these kernels go to the library, chosen by shape alone: K above LIN_MAX_K (a Nature CNN's
  * 3136-wide flatten), where the library splits K across blocks, products of at least LIN_BLAS_MACS
- * multiply-adds (1024-wide layers at a batch of 1024 or more), where its large tiles win, and the wide layers'
- * forwards (and under tf32 input gradients) of at least LIN_BLAS_WIDE elements (1024-wide at batch 4096). They run on cuBLASLt
- * with the bias, ReLU and bias gradient in its epilogue (gemm_lt.c; cuBLAS plus our bias_act.cu passes when
- * it offers no algorithm), in fp32, or on TF32 tensor cores when the plan asked for precision: tf32.
+ * multiply-adds (1024-wide layers at a batch of 1024 or more), where its large tiles win, and the forwards (under
+ * tf32 also the input gradients) of wide layers, LIN_BLAS_WIDE elements or more (1024-wide at batch 4096). They
+ * run on cuBLASLt with the bias, ReLU and bias gradient in its epilogue (gemm_lt.c; cuBLAS plus our bias_act.cu
+ * passes when it offers no algorithm), in fp32, or on TF32 tensor cores when the plan asked for precision: tf32.
  *
  * Seed batching (cuda_seeds): grid z is the agent. Its buffers lie dz = delta[z] bytes from the lead's, added
  * where an address is formed from a descriptor's pointer (lin_at); the descriptors stay in parameter space. The

@@ -84,7 +84,17 @@ template <typename T> struct __align__(16) lp_vec8 { T v[8]; };
 __device__ __forceinline__ float lp_to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ float lp_to_f(__half v) { return __half2float(v); }
 template <typename T> __device__ __forceinline__ T lp_from_f(float v);
-template <> __device__ __forceinline__ __nv_bfloat16 lp_from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 lp_from_f<__nv_bfloat16>(float v) {
+    return __float2bfloat16_rn(v);
+}
+/* The c-th 8-wide vector of row r of a buffer with row stride ld. */
+template <typename T> __device__ __forceinline__ lp_vec8<T> *lp_vec_at(T *p, int32_t r, int32_t ld, int32_t c) {
+    return (lp_vec8<T> *)(void *)(p + (int64_t)r * ld) + c;
+}
+template <typename T>
+__device__ __forceinline__ const lp_vec8<T> *lp_vec_at(const T *p, int32_t r, int32_t ld, int32_t c) {
+    return (const lp_vec8<T> *)(const void *)(p + (int64_t)r * ld) + c;
+}
 template <> __device__ __forceinline__ __half lp_from_f<__half>(float v) { return __float2half_rn(v); }
 
 /* Each thread takes one 8-wide column of LP_VEC_ROWS rows gridDim.y apart, all loads issued before the stores:
@@ -93,13 +103,13 @@ template <> __device__ __forceinline__ __half lp_from_f<__half>(float v) { retur
 
 template <typename T>
 __global__ void lp_bias_act8_kernel(T *y, int32_t ldy, const float *b, int32_t rows, int32_t cols8, int32_t act) {
-    const int32_t gy = (int32_t)gridDim.y;
+    const int32_t gy = (int32_t)gridDim.y, c0 = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
     for (int32_t r0 = (int32_t)blockIdx.y; r0 < rows; r0 += LP_VEC_ROWS * gy)
-        for (int32_t c = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); c < cols8; c += (int32_t)(gridDim.x * blockDim.x)) {
+        for (int32_t c = c0; c < cols8; c += (int32_t)(gridDim.x * blockDim.x)) {
             lp_vec8<T> v[LP_VEC_ROWS];
 #pragma unroll
             for (int j = 0; j < LP_VEC_ROWS; j++)
-                if (r0 + j * gy < rows) v[j] = *((const lp_vec8<T> *)(const void *)(y + (int64_t)(r0 + j * gy) * ldy) + c);
+                if (r0 + j * gy < rows) v[j] = *lp_vec_at(y, r0 + j * gy, ldy, c);
             float bias[8];
 #pragma unroll
             for (int k = 0; k < 8; k++) bias[k] = b ? b[8 * c + k] : 0.0f;
@@ -108,7 +118,7 @@ __global__ void lp_bias_act8_kernel(T *y, int32_t ldy, const float *b, int32_t r
                 if (r0 + j * gy >= rows) break;
 #pragma unroll
                 for (int k = 0; k < 8; k++) v[j].v[k] = lp_from_f<T>(cuda_act(lp_to_f(v[j].v[k]) + bias[k], act));
-                *((lp_vec8<T> *)(void *)(y + (int64_t)(r0 + j * gy) * ldy) + c) = v[j];
+                *lp_vec_at(y, r0 + j * gy, ldy, c) = v[j];
             }
         }
 }
@@ -116,15 +126,15 @@ __global__ void lp_bias_act8_kernel(T *y, int32_t ldy, const float *b, int32_t r
 template <typename T>
 __global__ void lp_act_grad8_kernel(T *dx, int32_t lddx, const T *x, int32_t ldx, int32_t rows, int32_t cols8,
                                     int32_t act) {
-    const int32_t gy = (int32_t)gridDim.y;
+    const int32_t gy = (int32_t)gridDim.y, c0 = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
     for (int32_t r0 = (int32_t)blockIdx.y; r0 < rows; r0 += LP_VEC_ROWS * gy)
-        for (int32_t c = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); c < cols8; c += (int32_t)(gridDim.x * blockDim.x)) {
+        for (int32_t c = c0; c < cols8; c += (int32_t)(gridDim.x * blockDim.x)) {
             lp_vec8<T> v[LP_VEC_ROWS], xv[LP_VEC_ROWS];
 #pragma unroll
             for (int j = 0; j < LP_VEC_ROWS; j++)
                 if (r0 + j * gy < rows) {
-                    v[j] = *((const lp_vec8<T> *)(const void *)(dx + (int64_t)(r0 + j * gy) * lddx) + c);
-                    xv[j] = *((const lp_vec8<T> *)(const void *)(x + (int64_t)(r0 + j * gy) * ldx) + c);
+                    v[j] = *lp_vec_at(dx, r0 + j * gy, lddx, c);
+                    xv[j] = *lp_vec_at(x, r0 + j * gy, ldx, c);
                 }
 #pragma unroll
             for (int j = 0; j < LP_VEC_ROWS; j++) {
@@ -132,7 +142,7 @@ __global__ void lp_act_grad8_kernel(T *dx, int32_t lddx, const T *x, int32_t ldx
 #pragma unroll
                 for (int k = 0; k < 8; k++)
                     v[j].v[k] = lp_from_f<T>(lp_to_f(v[j].v[k]) * lp_act_deriv(lp_to_f(xv[j].v[k]), act));
-                *((lp_vec8<T> *)(void *)(dx + (int64_t)(r0 + j * gy) * lddx) + c) = v[j];
+                *lp_vec_at(dx, r0 + j * gy, lddx, c) = v[j];
             }
         }
 }
@@ -199,14 +209,15 @@ static int lp_bias_act_launch(rlt_backend *bk, void *y, int32_t yd, int32_t ldy,
     if (lp_vec8_ok(y, yd, ldy, cols)) {
         dim3 g = lp_grid(bk, (rows + LP_VEC_ROWS - 1) / LP_VEC_ROWS, cols / 8, LP_VEC_THREADS);
         if (yd == RLT_LP_BF16)
-            lp_bias_act8_kernel<<<g, LP_VEC_THREADS, 0, cuda_stream(bk)>>>((__nv_bfloat16 *)y, ldy, b, rows, cols / 8, act);
+            lp_bias_act8_kernel<<<g, LP_VEC_THREADS, 0, cuda_stream(bk)>>>((__nv_bfloat16 *)y, ldy, b, rows, cols / 8,
+                                                                          act);
         else
             lp_bias_act8_kernel<<<g, LP_VEC_THREADS, 0, cuda_stream(bk)>>>((__half *)y, ldy, b, rows, cols / 8, act);
         CUDA_CHECK_LAUNCH(bk, "lp_bias_act8_kernel");
         return RLT_OK;
     }
-    lp_bias_act_kernel<<<lp_grid(bk, rows, cols, CUDA_THREADS), CUDA_THREADS, 0, cuda_stream(bk)>>>(y, yd, ldy, b, rows,
-                                                                                                 cols, act);
+    dim3 g = lp_grid(bk, rows, cols, CUDA_THREADS);
+    lp_bias_act_kernel<<<g, CUDA_THREADS, 0, cuda_stream(bk)>>>(y, yd, ldy, b, rows, cols, act);
     CUDA_CHECK_LAUNCH(bk, "lp_bias_act_kernel");
     return RLT_OK;
 }
@@ -217,16 +228,16 @@ static int lp_act_grad_launch(rlt_backend *bk, void *dx, int32_t dxd, int32_t ld
     if (dxd == xd && lp_vec8_ok(dx, dxd, lddx, cols) && lp_vec8_ok(x, xd, ldx, cols)) {
         dim3 g = lp_grid(bk, (rows + LP_VEC_ROWS - 1) / LP_VEC_ROWS, cols / 8, LP_VEC_THREADS);
         if (dxd == RLT_LP_BF16)
-            lp_act_grad8_kernel<<<g, LP_VEC_THREADS, 0, cuda_stream(bk)>>>((__nv_bfloat16 *)dx, lddx,
-                                                                          (const __nv_bfloat16 *)x, ldx, rows, cols / 8, act);
+            lp_act_grad8_kernel<<<g, LP_VEC_THREADS, 0, cuda_stream(bk)>>>(
+                (__nv_bfloat16 *)dx, lddx, (const __nv_bfloat16 *)x, ldx, rows, cols / 8, act);
         else
-            lp_act_grad8_kernel<<<g, LP_VEC_THREADS, 0, cuda_stream(bk)>>>((__half *)dx, lddx, (const __half *)x, ldx, rows,
-                                                                          cols / 8, act);
+            lp_act_grad8_kernel<<<g, LP_VEC_THREADS, 0, cuda_stream(bk)>>>((__half *)dx, lddx, (const __half *)x, ldx,
+                                                                          rows, cols / 8, act);
         CUDA_CHECK_LAUNCH(bk, "lp_act_grad8_kernel");
         return RLT_OK;
     }
-    lp_act_grad_kernel<<<lp_grid(bk, rows, cols, CUDA_THREADS), CUDA_THREADS, 0, cuda_stream(bk)>>>(dx, dxd, lddx, x, xd,
-                                                                                                 ldx, rows, cols, act);
+    dim3 g = lp_grid(bk, rows, cols, CUDA_THREADS);
+    lp_act_grad_kernel<<<g, CUDA_THREADS, 0, cuda_stream(bk)>>>(dx, dxd, lddx, x, xd, ldx, rows, cols, act);
     CUDA_CHECK_LAUNCH(bk, "lp_act_grad_kernel");
     return RLT_OK;
 }
