@@ -53,25 +53,6 @@ static int run(const char *out_dir, const char *resume, rlt_progress_fn fn, cons
 
 static char a_buf[1 << 20], b_buf[1 << 20];
 
-static void same_metrics(const char *a_dir, const char *b_dir, const char *what) {
-    char a[700], b[700];
-    snprintf(a, sizeof a, "%s/metrics.csv", a_dir);
-    snprintf(b, sizeof b, "%s/metrics.csv", b_dir);
-    test_read_text(a, a_buf, sizeof a_buf);
-    test_read_text(b, b_buf, sizeof b_buf);
-    test_strip_wall(a_buf);
-    test_strip_wall(b_buf);
-    CHECK(a_buf[0] && strcmp(a_buf, b_buf) == 0, "%s: metrics.csv equals the uninterrupted run's (%zu vs %zu bytes)",
-          what, strlen(a_buf), strlen(b_buf));
-}
-
-static void same_final(const char *a_dir, const char *b_dir, const char *what) {
-    char a[700], b[700];
-    snprintf(a, sizeof a, "%s/final.ckpt", a_dir);
-    snprintf(b, sizeof b, "%s/final.ckpt", b_dir);
-    CHECK(test_files_differ(a, b) == 0, "%s: final.ckpt equals the uninterrupted run's", what);
-}
-
 /* Rows of kind `kind` in dir/metrics.csv, and the largest env_step of any row. */
 static int count_rows(const char *dir, const char *kind, long *last_step) {
     char path[700];
@@ -163,8 +144,7 @@ int main(void) {
     if (tmp) fclose(tmp);
     snprintf(path, sizeof path, "%s/ckpt_2000.ckpt", k);
     CHECK(run(k, path, NULL, NULL) == RLT_OK, "K resumed: %s", errmsg);
-    same_metrics(a, k, "K");
-    same_final(a, k, "K");
+    test_same_run(a, k, "K");
     CHECK(count_tmp(k) == 0, "K: no temporary files are left");
 
     /* L: SIGKILL from outside, at a moment after ckpt_2000 was written. */
@@ -183,8 +163,7 @@ int main(void) {
     CHECK(!exists(l, "final.ckpt"), "L: no final.ckpt");
     snprintf(path, sizeof path, "%s/ckpt_2000.ckpt", l);
     CHECK(run(l, path, NULL, NULL) == RLT_OK, "L resumed: %s", errmsg);
-    same_metrics(a, l, "L");
-    same_final(a, l, "L");
+    test_same_run(a, l, "L");
 
     /* A new run into A is refused and changes nothing. */
     snprintf(path, sizeof path, "%s/metrics.csv", a);

@@ -143,9 +143,9 @@ static int32_t lt_align(const void *p) {
  * plain product plus 10 for the column sum; a narrow output (an actor's 6 actions) got a 16-block
  * magma_sgemmEx_kernel, 293 us. One output (a critic's head) stays fused: its BGRADB kernels took 19 us. By shape
  * alone, so a shape keeps its bits. */
-#define LT_BGRAD_MIN_COLS 64
+#define LT_BGRAD_MIN_WIDTH 64
 static int lt_bgrad_fused(int32_t fi, int32_t fo) {
-    return fi > LT_BGRAD_MIN_COLS && (fo == 1 || fo > LT_BGRAD_MIN_COLS);
+    return fi > LT_BGRAD_MIN_WIDTH && (fo == 1 || fo > LT_BGRAD_MIN_WIDTH);
 }
 
 /* Fills e's descriptors for its key and asks the heuristic. Returns the first failing status (and *what names
