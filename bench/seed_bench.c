@@ -126,6 +126,11 @@ static double run_group(const seed_bench *b, int n, int updates, int batched) {
 
 int seed_bench_main(const seed_bench *b, int n, int updates) {
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); /* what a seed group sets, before CUDA starts */
+    if (getenv("RLT_SEED_BENCH_BATCHED_ONLY")) { /* for a profiler: the batched graph's rounds alone */
+        double batched = run_group(b, n, updates, 2);
+        printf("  %d agents        %.0f updates/s together, one batched graph launched from one thread\n", n, batched);
+        return batched < 0;
+    }
     /* One agent as a single run makes it, alone in the process. */
     rlt_agent *one = b->setup(b->ctx, 0, 0, 0);
     if (!one) return 1;

@@ -4,7 +4,8 @@
  * others are made), then the N at once as a group makes them (one lane each, CUDA_DEVICE_MAX_CONNECTIONS 32 unless
  * set), each running the same number of updates, and on a GPU the N again with one batched update graph for all
  * (train.seed_batching: engine/seed_batch.h), in lock-step, and that graph launched from one thread with no
- * lock-step (the GPU's side alone); it prints every rate and its ratio to the single agent. */
+ * lock-step (the GPU's side alone); it prints every rate and its ratio to the single agent. With the environment
+ * variable RLT_SEED_BENCH_BATCHED_ONLY set it runs only that last phase (for a profiler: no other kernels). */
 #ifndef RLT_BENCH_SEED_BENCH_H
 #define RLT_BENCH_SEED_BENCH_H
 

@@ -150,9 +150,9 @@ void lockstep_detach(rlt_lockstep *ls) {
     for (int32_t k = 0; k < ls->n; k++) ls->agents[k]->lockstep = NULL;
 }
 
+/* Touches only the lock-step: its agents may be gone already (a group frees its members first). */
 void lockstep_free(rlt_lockstep *ls) {
     if (!ls) return;
-    lockstep_detach(ls);
     pthread_mutex_destroy(&ls->mu);
     rlt_mem_free(ls);
 }

@@ -35,7 +35,8 @@ uint64_t seed_batch_table_bytes(int32_t n);
 int seed_batch_capture(struct rlt_agent *const *agents, int32_t n, rlt_lockstep **ls, char *why, size_t cap);
 
 /* A lock-step over agents[0..n) (agents[0] led the capture; seed_batch_capture makes it); NULL when out of memory.
- * Attach sets every agent's lockstep; detach clears them (agents must not be updating). */
+ * Attach sets every agent's lockstep; detach clears them (agents must not be updating). Free releases the lock-step
+ * alone and never reads its agents, which may be freed by then: detach first, while they live. */
 rlt_lockstep *lockstep_new(struct rlt_agent *const *agents, int32_t n);
 void lockstep_attach(rlt_lockstep *ls);
 void lockstep_detach(rlt_lockstep *ls);

@@ -5,9 +5,11 @@
  * - An agent that leaves early (its run over) stops being waited for: the others finish their rounds.
  * - Variants out of step in one round fail that round and every later call, for every agent, naming the cause.
  * - A failed launch fails every agent of that round and later ones, with the backend's message. No case hangs
- *   (a watchdog ends the test). */
+ *   (a watchdog ends the test).
+ * - lockstep_free never touches its agents, which a group has freed by then. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -102,8 +104,38 @@ static void run(const int *rounds, const int *odd, worker *w) {
         pthread_create(&th[k], NULL, worker_main, &w[k]);
     }
     for (int k = 0; k < N_AGENTS; k++) pthread_join(th[k], NULL);
+    lockstep_detach(ls);
+    CHECK(g_ag[2].lockstep == NULL, "detach clears every agent's lock-step");
     lockstep_free(ls);
-    CHECK(g_ag[2].lockstep == NULL, "free detaches the agents");
+}
+
+/* A group frees its members before the lock-step: lockstep_free must not touch them (it used to detach them,
+ * a use-after-free in every batched seed group). The agents here are a heap block filled with a pattern and
+ * freed before the lock-step; under ASan (build-asan) a write to them stops the test, and without it the
+ * pattern, checked while the block is still live in the first round, shows any write. */
+static void free_after_agents(void) {
+    for (int round = 0; round < 2; round++) {
+        rlt_agent *a = calloc(N_AGENTS, sizeof *a);
+        CHECK(a != NULL, "out of memory");
+        if (!a) return;
+        rlt_agent *agents[N_AGENTS];
+        for (int k = 0; k < N_AGENTS; k++) agents[k] = &a[k];
+        rlt_lockstep *ls = lockstep_new(agents, N_AGENTS);
+        CHECK(ls != NULL, "lockstep_new");
+        lockstep_attach(ls);
+        lockstep_detach(ls);
+        memset(a, 0xa5, N_AGENTS * sizeof *a);
+        if (round == 0) {
+            lockstep_free(ls); /* the agents still live: any write shows in the pattern */
+            int clean = 1;
+            for (size_t i = 0; i < N_AGENTS * sizeof *a; i++) clean &= ((unsigned char *)a)[i] == 0xa5;
+            CHECK(clean, "lockstep_free wrote into its agents");
+            free(a);
+        } else {
+            free(a);
+            lockstep_free(ls); /* as a group frees: the agents are gone */
+        }
+    }
 }
 
 static void in_step(void) {
@@ -160,5 +192,6 @@ int main(void) {
     one_leaves();
     out_of_step();
     launch_fails();
+    free_after_agents();
     return test_summary("test_lockstep");
 }
