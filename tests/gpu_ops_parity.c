@@ -562,6 +562,8 @@ static void test_linear_forward(void) {
         {7, 33, 9, 1, 2, 0, RLT_ACT_TANH},       /* odd everything */
         {1, 1, 1, 0, 0, 1, RLT_ACT_RELU},        {3, 1000, 5, 0, 0, 1, RLT_ACT_NONE},
         {128, 84, 2, 0, 0, 1, RLT_ACT_NONE},     /* CartPole DQN's head */
+        {128, 4, 120, 0, 0, 1, RLT_ACT_RELU},    /* CartPole DQN's first layer: K <= 4, a thread per element */
+        {7, 3, 300, 2, 3, 1, RLT_ACT_NONE},      /* the same path past 256 columns, odd rows, padded rows */
         {64, 1500, 40, 0, 0, 1, RLT_ACT_RELU},   /* K beyond the fused kernels: cuBLAS */
         {0, 16, 16, 0, 0, 1, RLT_ACT_RELU},
     };
@@ -626,6 +628,7 @@ static void test_linear_backward(void) {
         {256, 23, 256, RLT_ACT_NONE, 1, 1, 0, 0.0f},  /* first layer, overwrite */
         {128, 84, 2, RLT_ACT_RELU, 1, 1, 1, 1.0f},    {128, 4, 120, RLT_ACT_NONE, 1, 1, 0, 1.0f},
         {100, 17, 6, RLT_ACT_TANH, 1, 1, 1, 0.5f},    {33, 7, 9, RLT_ACT_TANH, 1, 1, 1, 1.0f},
+        {33, 300, 3, RLT_ACT_RELU, 1, 1, 1, 1.0f},    /* dx with k = 3 past 256 columns, odd rows */
         {256, 300, 40, RLT_ACT_RELU, 0, 0, 1, 1.0f},  /* input gradient only (the actor step's critic) */
         {256, 64, 64, RLT_ACT_RELU, 0, 1, 0, 0.0f},   /* bias gradient alone */
         {1100, 16, 16, RLT_ACT_NONE, 1, 1, 1, 1.0f},  /* rows beyond the fused kernels: dW, db on cuBLAS */

@@ -10,8 +10,8 @@
  * differs only through powf's last-ulp differences from glibc. */
 #include "lowp_elem.cuh"
 
-/* Every block first reduces the CUDA_CLIP_BLOCKS partial sums of squares (written by cuda_sumsq_partial just
- * before) with one fixed tree, so each obtains the same norm, bit for bit, without a grid-wide barrier; block 0
+/* Every block first reduces the CUDA_CLIP_BLOCKS partial sums of squares (the first n_parts written by
+ * cuda_sumsq_partial just before, the others +0.0f) with one fixed tree, so each obtains the same norm, bit for bit, without a grid-wide barrier; block 0
  * publishes it. Then each element is clipped, stepped, copied to 16 bits and averaged into the target, in that
  * order, while it is in a register. */
 #define ADAM_THREADS 256
@@ -21,7 +21,7 @@
  * halve. */
 template <bool SEEDS>
 __global__ void adam_kernel(float *p, float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp, const int64_t *step,
-                               const float *partial, float *norm, float max_norm, float *target, float tau,
+                               const float *partial, uint32_t n_parts, float *norm, float max_norm, float *target, float tau,
                                void *p_lp, void *target_lp, int32_t lp_dtype, const int32_t *skip, cuda_seeds sd) {
     __shared__ float shared[ADAM_THREADS];
     cuda_pdl_wait(); /* launched with cuda_launch_pdl */
@@ -35,7 +35,7 @@ __global__ void adam_kernel(float *p, float *g, float *m, float *v, uint64_t n, 
     if (skip && *skip) return; /* an fp16 step with non-finite gradients: nothing changes (amp_unscale) */
     float coef = 1.0f;
     if (partial) {
-        shared[threadIdx.x] = threadIdx.x < CUDA_CLIP_BLOCKS ? partial[threadIdx.x] : 0.0f;
+        shared[threadIdx.x] = threadIdx.x < n_parts ? partial[threadIdx.x] : 0.0f;
         __syncthreads();
         for (int half = ADAM_THREADS / 2; half > 0; half /= 2) {
             if ((int)threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
@@ -101,7 +101,7 @@ extern "C" int cuda_adam(rlt_backend *bk, const rlt_adam_step *d) {
     const unsigned z = cuda_seeds_z(bk);
     CUDA_CHECK(bk, cuda_launch_pdl(bk, z > 1 ? adam_kernel<true> : adam_kernel<false>,
                                    dim3(cuda_blocks(bk, n ? n : 1, ADAM_THREADS), 1, z), dim3(ADAM_THREADS), p, g, m, v,
-                                   n, d->hp, d->step, partial, norm, max_norm, target, tau, p_lp, target_lp, lp_dtype,
+                                   n, d->hp, d->step, partial, cuda_clip_parts(n), norm, max_norm, target, tau, p_lp, target_lp, lp_dtype,
                                    skip, cuda_seeds_of(bk)));
     CUDA_CHECK_LAUNCH(bk, "adam_kernel");
     return RLT_OK;

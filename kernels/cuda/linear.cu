@@ -24,7 +24,9 @@
  *   COLSUM weight gradients of narrow layers (M <= 8 outputs): lanes over columns, warps over k, partial
  *          sums added in warp order.
  *   OUTER  forwards and input gradients with K <= 4 (a critic's Q layer seen from its input gradient, a
- *          CartPole network's first layer): a thread per column and two rows, no shared memory.
+ *          CartPole network's first layer): a thread per column of two rows, the threads laid along the columns
+ *          of one row pair and on into the next, so no thread idles however narrow the layer (a 120-wide
+ *          one took 64 blocks of 256 threads for 128 rows, half of them idle; now 30); no shared memory.
  * Every sum runs in an order fixed by the shapes alone: the same bits on every run. The order differs from
  * OpenBLAS's, so results agree with the CPU to the rounding of a length-K dot product (the parity test's
  * GEMM bound), not bit for bit. The epilogues' expressions are the CPU twins' term for term (no FMA
@@ -97,7 +99,7 @@ typedef struct lin_problem {
     int32_t a_kcont;   /* A(m, k) = a_kcont ? A[m lda + k] : A[k lda + m] */
     int32_t b_kcont;   /* B(k, n) = b_kcont ? B[n ldb + k] : B[k ldb + n] */
     int32_t ones, epi, act, path;
-    int32_t tiles_n;   /* GEMM and OUTER: output tiles along n */
+    int32_t tiles_n;   /* GEMM: output tiles along n */
     int32_t tiles;     /* blocks this problem takes */
     float beta;
 } lin_problem;
@@ -326,9 +328,12 @@ __device__ __forceinline__ void lin_colsum_tile(const lin_problem &p, int32_t ti
  * has the other groups' zero partial sums added, so `+ 0.0f` here gives the same bits (it turns -0 into +0,
  * as they do). */
 __device__ __forceinline__ void lin_outer_tile(const lin_problem &p, int32_t tile, int64_t dz) {
-    const int32_t n = (tile % p.tiles_n) * LIN_THREADS + (int32_t)threadIdx.x;
-    const int32_t m0 = (tile / p.tiles_n) * LIN_OUTER_ROWS;
-    if (n >= p.N) return;
+    /* Work item t is column t % N of row pair t / N: every thread of every block has one (except past the
+     * end), whatever N is. Each element's sum is the same whichever thread forms it. */
+    const int64_t t = (int64_t)tile * LIN_THREADS + threadIdx.x;
+    const int32_t n = (int32_t)(t % p.N);
+    const int64_t m0 = t / p.N * LIN_OUTER_ROWS;
+    if (m0 >= p.M) return;
     const float *A = lin_at(p.A, dz), *B = lin_at(p.B, dz);
     float b[LIN_OUTER_MAXK];
 #pragma unroll
@@ -336,7 +341,7 @@ __device__ __forceinline__ void lin_outer_tile(const lin_problem &p, int32_t til
         b[k] = k < p.K ? (p.b_kcont ? B[(int64_t)n * p.ldb + k] : B[(int64_t)k * p.ldb + n]) : 0.0f;
 #pragma unroll
     for (int i = 0; i < LIN_OUTER_ROWS; i++) {
-        const int32_t m = m0 + i;
+        const int32_t m = (int32_t)m0 + i;
         if (m >= p.M) break;
         const float *a = A + (int64_t)m * p.lda;
         float v = 0.0f;
@@ -396,8 +401,8 @@ static void lin_choose_path(lin_problem *p) {
     }
     if (p->epi != LIN_EPI_DW && p->K <= LIN_OUTER_MAXK && p->a_kcont) {
         p->path = LIN_PATH_OUTER;
-        p->tiles_n = (p->N + LIN_THREADS - 1) / LIN_THREADS;
-        p->tiles = ((p->M + LIN_OUTER_ROWS - 1) / LIN_OUTER_ROWS) * p->tiles_n;
+        int64_t items = (int64_t)((p->M + LIN_OUTER_ROWS - 1) / LIN_OUTER_ROWS) * p->N;
+        p->tiles = (int32_t)((items + LIN_THREADS - 1) / LIN_THREADS);
         return;
     }
     p->tiles_n = (n_out + LIN_BN - 1) / LIN_BN;
