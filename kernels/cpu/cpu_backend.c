@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "host_limits.h"
@@ -68,8 +69,12 @@ static int cpu_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads) 
     cpu_impl *impl = rlt_mem_alloc(sizeof(cpu_impl), 64);
     if (!impl) return rlt_err_set(bk->err, RLT_ENOMEM, __FILE__, __LINE__, "out of host memory for the CPU backend");
     /* The dense layers run on the fastest kernels this CPU has (tests/test_dense.c checks each against the
-     * reference ops through cpu_dense_select). */
-    impl->dense = cpu_dense_select(NULL);
+     * reference ops through cpu_dense_select). One developer switch, for benchmarks: RLT_CPU_DENSE=avx2 (or
+     * avx512, or reference) picks that set where this CPU has it (each agrees with the reference to the GEMM bound,
+     * not bit for bit with the others); a name it lacks leaves the default. */
+    const char *want = getenv("RLT_CPU_DENSE");
+    impl->dense = cpu_dense_select(want);
+    if (!impl->dense && want && *want && strcmp(want, "reference")) impl->dense = cpu_dense_select(NULL);
     int32_t blas_threads = impl->dense || cpu_threads < 1 ? 1 : cpu_threads;
     int rc = cpu_blas_room(bk, blas_threads);
     if (rc != RLT_OK) {
