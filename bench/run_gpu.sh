@@ -1,21 +1,40 @@
 #!/usr/bin/env bash
 # run_gpu.sh: everything the GPU machine checks in one call: build for sm_90, the GPU tests, and the
 # benchmarks whose figures go into bench/RESULTS.md. Logs go to $OUT (or ./gpu_out).
-# Usage on the device machine (see shared/device/README.md): bash bench/run_gpu.sh [tests|bench|seeds|all] [minatar_steps]
-# (seeds: only bench/seeds.sh, several agents in one process, 4, 8 and 16 of them)
+# Usage on the device machine (see shared/device/README.md): bash bench/run_gpu.sh [tests|bench|seeds|asan|all] [minatar_steps]
+# (seeds: only bench/seeds.sh, several agents in one process, 4, 8 and 16 of them; asan: the GPU tests and a
+# batched seed benchmark again, built with AddressSanitizer and UBSan in build-asan-gpu: the host code of the CUDA
+# paths, which CI's sanitizer build (no GPU) never runs)
 set -uo pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 what=${1:-all}
 source .devdeps/deps.sh unpack .devdeps >/dev/null
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/build.log" 2>&1
-cmake --build build -j16 >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-export RLT_CUDA_MODULE=$PWD/build/librltrain_cuda.so
 # NCCL for the data-parallel test and benchmark: the loader's libnccl.so.2, else PyTorch's nvidia-nccl wheel.
 if [ -z "${RLT_NCCL_LIBRARY:-}" ] && ! ldconfig -p 2>/dev/null | grep -q libnccl.so.2; then
   RLT_NCCL_LIBRARY=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)
   [ -n "$RLT_NCCL_LIBRARY" ] && export RLT_NCCL_LIBRARY
 fi
+if [ "$what" = asan ]; then
+  cmake -S . -B build-asan-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRLT_SANITIZE=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    >"$OUT/asan_build.log" 2>&1 && cmake --build build-asan-gpu -j16 >>"$OUT/asan_build.log" 2>&1 ||
+    { tail -30 "$OUT/asan_build.log"; exit 1; }
+  export RLT_CUDA_MODULE=$PWD/build-asan-gpu/librltrain_cuda.so
+  # The CUDA runtime maps memory where ASan keeps its shadow gap; leaks are the runtime's own.
+  export ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0
+  rc=0
+  ctest --test-dir build-asan-gpu -L gpu --output-on-failure 2>&1 | tee "$OUT/asan_gpu_tests.log" |
+    grep -E "tests passed|Failed|ERROR: AddressSanitizer|runtime error" || rc=1
+  for n in 2 16; do
+    build-asan-gpu/bench/bench_dqn_update --device cuda:0 --case mlp --updates 200 --seeds $n >"$OUT/asan_seeds_$n.log" 2>&1 ||
+      { echo "bench_dqn_update --seeds $n under ASan failed:"; tail -20 "$OUT/asan_seeds_$n.log"; rc=1; }
+  done
+  grep -q "100% tests passed" "$OUT/asan_gpu_tests.log" || rc=1
+  exit $rc
+fi
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/build.log" 2>&1
+cmake --build build -j16 >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+export RLT_CUDA_MODULE=$PWD/build/librltrain_cuda.so
 if [ "$what" = seeds ]; then bash bench/seeds.sh build cuda:0 2>&1 | tee "$OUT/seeds.log"; exit 0; fi
 if [ "$what" != bench ]; then
   ctest --test-dir build -L gpu --output-on-failure -V 2>&1 | tee "$OUT/gpu_tests.log" |
