@@ -4,7 +4,8 @@
  *   run batched, and each member ends with the final.ckpt (byte for byte) and metrics.csv (but wall_s) of the
  *   single run with its seed: block z of every batched kernel computes agent z's update and nothing else.
  * - A group whose replay is in host memory cannot batch (a batched kernel moves device-arena pointers only): it
- *   says why, each seed runs its own graphs, and the results are again the single runs'.
+ *   says why, each seed runs its own graphs, and the results are again the single runs'. So does a bf16 group,
+ *   whose products are cuBLASLt's (it used to be told only that the seeds' plans differ).
  * Skipped (77) without a GPU. */
 #include <string.h>
 
@@ -93,5 +94,6 @@ int main(void) {
     group_vs_single(k_td3, "td3", NULL, "run as one batched graph");
     group_vs_single(k_dqn, "dqn", NULL, "run as one batched graph");
     group_vs_single(k_td3, "td3_host_replay", "replay.location=host", "each seed runs its own update graph: the replay is in host memory");
+    group_vs_single(k_td3, "td3_bf16", "precision=bf16", "each seed runs its own update graph: the plan calls cuBLAS");
     return test_summary("gpu_seed_batch");
 }
