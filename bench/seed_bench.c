@@ -80,7 +80,11 @@ static void *seed_thread(void *arg) {
         if (g_ls) lockstep_leave(g_ls);
     }
     pthread_barrier_wait(&g_captured); /* every agent done before any is freed (the batched graph covers all) */
+    /* One at a time, as they were made: under Nsight Compute 2025.3 (ncu) graph executables destroyed from several
+     * threads at once hit a double free inside its injection library (seen with ASan on the H100). */
+    pthread_mutex_lock(&g_make_mu);
     rlt_agent_free(s->ag);
+    pthread_mutex_unlock(&g_make_mu);
     return NULL;
 }
 
