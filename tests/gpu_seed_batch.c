@@ -94,6 +94,7 @@ int main(void) {
     group_vs_single(k_td3, "td3", NULL, "run as one batched graph");
     group_vs_single(k_dqn, "dqn", NULL, "run as one batched graph");
     group_vs_single(k_td3, "td3_host_replay", "replay.location=host", "each seed runs its own update graph: the replay is in host memory");
-    group_vs_single(k_td3, "td3_bf16", "precision=bf16", "each seed runs its own update graph: the plan calls cuBLAS");
+    group_vs_single(k_td3, "td3_bf16", "precision=bf16",
+                    "each seed runs its own update graph: the plan calls cuBLAS");
     return test_summary("gpu_seed_batch");
 }

@@ -11,8 +11,8 @@
 #include "lowp_elem.cuh"
 
 /* Every block first reduces the CUDA_CLIP_BLOCKS partial sums of squares (the first n_parts written by
- * cuda_sumsq_partial just before, the others +0.0f) with one fixed tree, so each obtains the same norm, bit for bit, without a grid-wide barrier; block 0
- * publishes it. Then each element is clipped, stepped, copied to 16 bits and averaged into the target, in that
+ * cuda_sumsq_partial just before, the others +0.0f) with one fixed tree, so each obtains the same norm, bit for
+ * bit, without a grid-wide barrier; block 0 publishes it. Then each element is clipped, stepped, copied to 16 bits and averaged into the target, in that
  * order, while it is in a register. */
 #define ADAM_THREADS 256
 /* Seed batching: adam_kernel<true> runs agent blockIdx.z's step, its pointers moved and its partial sums its slice
@@ -21,8 +21,9 @@
  * halve. */
 template <bool SEEDS>
 __global__ void adam_kernel(float *p, float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp, const int64_t *step,
-                               const float *partial, uint32_t n_parts, float *norm, float max_norm, float *target, float tau,
-                               void *p_lp, void *target_lp, int32_t lp_dtype, const int32_t *skip, cuda_seeds sd) {
+                               const float *partial, uint32_t n_parts, float *norm, float max_norm, float *target,
+                               float tau, void *p_lp, void *target_lp, int32_t lp_dtype, const int32_t *skip,
+                               cuda_seeds sd) {
     __shared__ float shared[ADAM_THREADS];
     cuda_pdl_wait(); /* launched with cuda_launch_pdl */
     cuda_pdl_trigger();
@@ -101,8 +102,8 @@ extern "C" int cuda_adam(rlt_backend *bk, const rlt_adam_step *d) {
     const unsigned z = cuda_seeds_z(bk);
     CUDA_CHECK(bk, cuda_launch_pdl(bk, z > 1 ? adam_kernel<true> : adam_kernel<false>,
                                    dim3(cuda_blocks(bk, n ? n : 1, ADAM_THREADS), 1, z), dim3(ADAM_THREADS), p, g, m, v,
-                                   n, d->hp, d->step, partial, cuda_clip_parts(n), norm, max_norm, target, tau, p_lp, target_lp, lp_dtype,
-                                   skip, cuda_seeds_of(bk)));
+                                   n, d->hp, d->step, partial, cuda_clip_parts(n), norm, max_norm, target, tau, p_lp,
+                                   target_lp, lp_dtype, skip, cuda_seeds_of(bk)));
     CUDA_CHECK_LAUNCH(bk, "adam_kernel");
     return RLT_OK;
 }
