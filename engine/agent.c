@@ -450,19 +450,27 @@ static int agent_reserve(rlt_agent *ag) {
     return rc;
 }
 
+uint64_t agent_plan_workspace(const rlt_agent *ag, void **at) {
+    uint64_t bytes = 0;
+    if (at) *at = NULL;
+    for (int32_t i = 0; i < ag->plan.n; i++) {
+        const rlt_plan_entry *en = &ag->plan.entries[i];
+        if (strcmp(en->name, "backend.workspace") == 0 && en->bytes) {
+            if (at && ag->plan.base[en->location]) *at = (unsigned char *)ag->plan.base[en->location] + en->offset;
+            bytes = en->bytes;
+        }
+    }
+    return bytes;
+}
+
 static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
     rlt_err *e = &ag->err;
     RLT_TRY(agent_prepare(ag, obs, act));
     RLT_TRY(agent_auto_fit(ag));
     RLT_TRY(agent_reserve(ag));
     ag->replay.size_dev = &ag->counters[RLT_CTR_REPLAY_SIZE];
-    void *ws = NULL;
-    uint64_t ws_bytes = 0;
-    for (int32_t i = 0; i < ag->plan.n; i++)
-        if (strcmp(ag->plan.entries[i].name, "backend.workspace") == 0 && ag->plan.entries[i].bytes) {
-            ws = (unsigned char *)ag->plan.base[ag->plan.entries[i].location] + ag->plan.entries[i].offset;
-            ws_bytes = ag->plan.entries[i].bytes;
-        }
+    void *ws;
+    uint64_t ws_bytes = agent_plan_workspace(ag, &ws);
     RLT_TRY(ag->bk.ops->set_workspace(&ag->bk, ws, ws_bytes));
     memset(ag->counters_host, 0, RLT_CTR_COUNT * sizeof(int64_t));
     RLT_TRY(agent_put(ag, ag->counters, ag->counters_host, RLT_CTR_COUNT * sizeof(int64_t)));

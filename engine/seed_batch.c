@@ -44,12 +44,11 @@ static void seed_batch_mismatch(const rlt_agent *lead, const rlt_agent *ag, char
     /* A plan with a library workspace calls cuBLAS / cuBLASLt (bf16 or fp16, layers large enough for the library,
      * convolutions on it), whose products cannot move per agent. Said first: the workspace is sized by each
      * seed's lanes, so the plans would otherwise only be reported as different. */
-    for (int32_t i = 0; i < b->n; i++)
-        if (b->entries[i].bytes && !strcmp(b->entries[i].name, "backend.workspace")) {
-            snprintf(why, cap, "the plan calls cuBLAS (bf16/fp16, layers large enough for it, or convolutions), "
-                               "whose products cannot run for several seeds at once");
-            return;
-        }
+    if (agent_plan_workspace(ag, NULL)) {
+        snprintf(why, cap, "the plan calls cuBLAS (bf16/fp16, layers large enough for it, or convolutions), "
+                           "whose products cannot run for several seeds at once");
+        return;
+    }
     if (a->n != b->n || a->arena_bytes[RLT_LOC_DEVICE] != b->arena_bytes[RLT_LOC_DEVICE]) {
         snprintf(why, cap, "the agents' memory plans differ");
         return;
