@@ -1,4 +1,4 @@
-/* cp_async.cuh: 4-byte asynchronous copies from global to shared memory (sm_80 and later; a plain copy on older
+/* cp_async.cuh: 4- and 16-byte asynchronous copies from global to shared memory (sm_80 and later; a plain copy on older
  * GPUs), and the ring of stages they fill, for the tile loaders of linear.cu and conv_igemm.cu: a thread issues
  * the copies of several tiles, commits each as a group and waits for the oldest, so a block waits on one round
  * trip to L2 for several tiles instead of one per tile. */
@@ -15,6 +15,19 @@ __device__ __forceinline__ void cp_async4(float *dst, const float *src, bool ok)
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(ok ? 4 : 0) : "memory");
 #else
     *dst = ok ? *src : 0.0f;
+#endif
+}
+
+/* The 4 floats at dst = the first bytes / 4 floats at src, the rest zero (written by the copy itself; bytes 0
+ * reads nothing, but src must be a valid address all the same). dst and src 16-byte aligned. Through L2 only
+ * (.cg): the tiles are read once per block. */
+__device__ __forceinline__ void cp_async16(float *dst, const float *src, int bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(bytes) : "memory");
+#else
+#pragma unroll
+    for (int i = 0; i < 4; i++) dst[i] = 4 * i < bytes ? src[i] : 0.0f;
 #endif
 }
 
