@@ -556,7 +556,8 @@ static void test_linear_forward(void) {
     } cases[] = {
         {256, 23, 256, 0, 0, 1, RLT_ACT_RELU},   /* 16x32 tiles, one k chunk */
         {256, 256, 256, 0, 0, 1, RLT_ACT_RELU},  /* 16x32 tiles, 8 chunks */
-        {512, 256, 300, 3, 5, 1, RLT_ACT_NONE},  /* 32x32 tiles, ragged n */
+        {512, 256, 300, 3, 5, 1, RLT_ACT_NONE},  /* 32x32 tiles (the 16-byte tile), ragged n, x by 4 bytes */
+        {512, 384, 300, 0, 0, 1, RLT_ACT_RELU},  /* the same with every operand by 16 bytes */
         {256, 256, 1, 0, 0, 1, RLT_ACT_NONE},    /* a critic's head: a warp per row */
         {100, 17, 6, 2, 1, 1, RLT_ACT_TANH},     /* an actor's head */
         {7, 33, 9, 1, 2, 0, RLT_ACT_TANH},       /* odd everything */
@@ -624,6 +625,7 @@ static void test_linear_backward(void) {
         float beta;
     } cases[] = {
         {256, 256, 256, RLT_ACT_RELU, 1, 1, 1, 1.0f}, /* hidden layer: both problems on 16x32 / 32x32 tiles */
+        {512, 384, 384, RLT_ACT_RELU, 1, 1, 1, 1.0f}, /* both on 32x32 tiles: the 16-byte tile's single kernel */
         {256, 256, 1, RLT_ACT_RELU, 1, 1, 1, 1.0f},   /* critic head: column sums, dx with k = 1 */
         {256, 23, 256, RLT_ACT_NONE, 1, 1, 0, 0.0f},  /* first layer, overwrite */
         {128, 84, 2, RLT_ACT_RELU, 1, 1, 1, 1.0f},    {128, 4, 120, RLT_ACT_NONE, 1, 1, 0, 1.0f},
