@@ -138,6 +138,31 @@ __device__ __forceinline__ void lin_store(const lin_problem &p, int32_t m, int32
     }
 }
 
+/* The end of a GEMM tile: each thread's 4x4 partial sums (rows tm.., columns c0 + cs j) into shared memory, then
+ * each output the k-groups' partials added in group order, and its epilogue. smem is free: the ring has ended. */
+template <int BM, int KG>
+__device__ __forceinline__ void lin_gemm_finish(const lin_problem &p, const float (&acc)[4][4], float *smem, int g,
+                                                int tm, int c0, int cs, int32_t m0, int32_t n0, const cuda_seeds *sd) {
+    constexpr int BN = LIN_BN;
+    float *red = smem;
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) red[(g * BM + tm + i) * BN + c0 + cs * j] = acc[i][j];
+    __syncthreads();
+    /* dz read again rather than held through the main loop, where its register costs spills (batched: 8 bytes
+     * of spill, as the single kernel, instead of 16). */
+    const int64_t dz_out = lin_dz(sd);
+    const int32_t n_out = p.N + p.ones;
+    for (int o = threadIdx.x; o < BM * BN; o += LIN_THREADS) {
+        const int ml = o / BN, nl = o % BN;
+        float v = red[ml * BN + nl];
+        for (int q = 1; q < KG; q++) v += red[(q * BM + ml) * BN + nl];
+        const int32_t m = m0 + ml, n = n0 + nl;
+        if (m < p.M && n < n_out) lin_store(p, m, n, v, dz_out);
+    }
+}
+
 /* The single-agent kernel's tile for latency-bound layers (see lin_run): one BM x 32 output tile by 4-byte
  * copies. Shared memory holds each chunk k-major (As[k][m], Bs[k][n]) so a thread reads its
  * 4 rows and 4 columns of one k as two 16-byte loads. Elements are copied so that the 32 lanes of a warp
@@ -156,7 +181,6 @@ __device__ __forceinline__ void lin_gemm_tile4(const lin_problem &p, int32_t til
     static_assert((BM * BK) % LIN_THREADS == 0 && (BK * BN) % LIN_THREADS == 0, "whole elements per thread");
     const int t = threadIdx.x;
     const int32_t m0 = (tile / p.tiles_n) * BM, n0 = (tile % p.tiles_n) * BN;
-    const int32_t n_out = p.N + p.ones;
     const int g = t / TPG, r = t % TPG;
     const int tm = (r / (BN / 4)) * 4, tn = (r % (BN / 4)) * 4;
     const int32_t chunks = (p.K + BK - 1) / BK;
@@ -248,23 +272,7 @@ __device__ __forceinline__ void lin_gemm_tile4(const lin_problem &p, int32_t til
         }
     });
 
-    /* The k-groups' partial sums, added in group order. */
-    float *red = smem;
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++) red[(g * BM + tm + i) * BN + tn + j] = acc[i][j];
-    __syncthreads();
-    /* dz read again rather than held through the main loop, where its register costs spills (batched: 8 bytes
-     * of spill, as the single kernel, instead of 16). */
-    const int64_t dz_out = lin_dz(sd);
-    for (int o = t; o < BM * BN; o += LIN_THREADS) {
-        const int ml = o / BN, nl = o % BN;
-        float v = red[ml * BN + nl];
-        for (int q = 1; q < KG; q++) v += red[(q * BM + ml) * BN + nl];
-        const int32_t m = m0 + ml, n = n0 + nl;
-        if (m < p.M && n < n_out) lin_store(p, m, n, v, dz_out);
-    }
+    lin_gemm_finish<BM, KG>(p, acc, smem, g, tm, tn, 1, m0, n0, sd);
 }
 
 /* One BM x 32 output tile, for A contiguous along k (AK) or along m, and B contiguous along k (BK_) or along n.
@@ -290,7 +298,6 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
     static_assert(KPG % 4 == 0 && BK == BN && BK == 32, "k in quads; B's two layouts the same size");
     const int t = threadIdx.x;
     const int32_t m0 = (tile / p.tiles_n) * BM, n0 = (tile % p.tiles_n) * BN;
-    const int32_t n_out = p.N + p.ones;
     const int g = t / TPG, r = t % TPG;
     const int tm = (r / (BN / 4)) * 4, rn = r % (BN / 4);
     const int32_t chunks = (p.K + BK - 1) / BK;
@@ -411,23 +418,7 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
         }
     });
 
-    /* The k-groups' partial sums, added in group order. */
-    float *red = smem;
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++) red[(g * BM + tm + i) * BN + (BK_ ? rn + 8 * j : rn * 4 + j)] = acc[i][j];
-    __syncthreads();
-    /* dz read again rather than held through the main loop, where its register costs spills (batched: 8 bytes
-     * of spill, as the single kernel, instead of 16). */
-    const int64_t dz_out = lin_dz(sd);
-    for (int o = t; o < BM * BN; o += LIN_THREADS) {
-        const int ml = o / BN, nl = o % BN;
-        float v = red[ml * BN + nl];
-        for (int q = 1; q < KG; q++) v += red[(q * BM + ml) * BN + nl];
-        const int32_t m = m0 + ml, n = n0 + nl;
-        if (m < p.M && n < n_out) lin_store(p, m, n, v, dz_out);
-    }
+    lin_gemm_finish<BM, KG>(p, acc, smem, g, tm, BK_ ? rn : rn * 4, BK_ ? 8 : 1, m0, n0, sd);
 }
 
 /* N <= 8 outputs per row, A and B contiguous along k: a warp per row. */
