@@ -174,11 +174,23 @@ static void agent_fit_hints(rlt_agent *ag) {
     uint64_t row = replay_row_bytes(&ag->replay);
     char hint[1024];
     size_t n = 0;
-    n += (size_t)snprintf(hint + n, sizeof hint - n, "\n  largest: replay %.2f MiB, activations %.2f MiB, params+grads+adam+target %.2f MiB",
-                          replay / MIB, plan_region_bytes(p, "activations", loc) / MIB,
-                          (plan_region_bytes(p, "params", loc) + plan_region_bytes(p, "grads", loc) +
-                           plan_region_bytes(p, "adam_m", loc) + plan_region_bytes(p, "adam_v", loc) +
-                           plan_region_bytes(p, "target", loc)) / MIB);
+    /* The three groups that set the size, the largest first. */
+    typedef struct {
+        const char *name;
+        uint64_t bytes;
+    } fit_group;
+    fit_group big[3] = {{"replay", replay},
+                {"activations", plan_region_bytes(p, "activations", loc)},
+                {"params+grads+adam+target", plan_region_bytes(p, "params", loc) + plan_region_bytes(p, "grads", loc) +
+                                                 plan_region_bytes(p, "adam_m", loc) + plan_region_bytes(p, "adam_v", loc) +
+                                                 plan_region_bytes(p, "target", loc)}};
+    for (int i = 1; i < 3; i++)
+        for (int j = i; j > 0 && big[j].bytes > big[j - 1].bytes; j--) {
+            fit_group t = big[j];
+            big[j] = big[j - 1], big[j - 1] = t;
+        }
+    n += (size_t)snprintf(hint + n, sizeof hint - n, "\n  largest: %s %.2f MiB, %s %.2f MiB, %s %.2f MiB", big[0].name,
+                          big[0].bytes / MIB, big[1].name, big[1].bytes / MIB, big[2].name, big[2].bytes / MIB);
     uint64_t rest = need - replay;
     if (row && rest < budget) {
         /* Alignment padding is at most one RLT_PLAN_ALIGN per replay field. */

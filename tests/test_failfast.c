@@ -51,6 +51,17 @@ int main(void) {
     CHECK(strstr(out_text, "DOES NOT FIT") && strstr(out_text, "replay.obs"), "plan table printed: %s", out_text);
     CHECK(strstr(out_text, "hint: replay.capacity") != NULL, "capacity hint: %s", out_text);
     CHECK(strstr(out_text, "memory.budget_mb") != NULL, "names the budget key");
+    /* The groups that set the size, largest first (here activations 4.8 MiB, then the weights' 3.9, then replay). */
+    const char *lg = strstr(out_text, "largest: ");
+    double mib[3] = {0, 0, 0};
+    for (int i = 0; lg && i < 3; i++) {
+        const char *num = strpbrk(lg + (i ? 1 : 9), "0123456789");
+        mib[i] = num ? strtod(num, NULL) : 0;
+        lg = num ? strstr(num, "MiB") : NULL;
+    }
+    CHECK(lg && mib[2] > 0 && mib[0] >= mib[1] && mib[1] >= mib[2], "largest groups in order: %.2f %.2f %.2f: %s",
+          mib[0], mib[1], mib[2], out_text);
+    CHECK(strstr(out_text, "largest: activations"), "activations named first: %s", out_text);
     printf("fail-fast exit 3 after %.1f ms\n", wall * 1000);
 
     /* The capacity the hint proposes fits. */
