@@ -41,16 +41,22 @@ static int print_eval(void *user, const rlt_progress *p) {
     return 0;
 }
 
-int test_train_config_sets(const char *config, const char *const *sets, const char *tag, rlt_progress *out) {
+/* configs/<config> from the source tree with the overrides, writing into a fresh tmp_<tag>/run. */
+static rlt_config *load_config(const char *config, const char *const *sets, const char *tag) {
     char path[700];
     rlt_config *cfg;
-    memset(out, 0, sizeof *out);
     CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
     snprintf(path, sizeof path, "%s/configs/%s", RLT_SOURCE_DIR, config);
     CHECK(rlt_config_load_file(cfg, path) == RLT_OK, "load %s: %s", config, rlt_config_errmsg(cfg));
     for (int i = 0; sets && sets[i]; i++) CHECK(rlt_config_set(cfg, sets[i]) == RLT_OK, "--set %s", sets[i]);
     snprintf(path, sizeof path, "out_dir=%s/run", test_tmpdir(tag));
     rlt_config_set(cfg, path);
+    return cfg;
+}
+
+int test_train_config_sets(const char *config, const char *const *sets, const char *tag, rlt_progress *out) {
+    memset(out, 0, sizeof *out);
+    rlt_config *cfg = load_config(config, sets, tag);
     rlt_trainer *tr;
     int rc = rlt_trainer_init(cfg, &tr);
     CHECK(rc == RLT_OK, "init %s: %s", config, rlt_trainer_errmsg(tr));
@@ -67,6 +73,52 @@ int test_train_config_sets(const char *config, const char *const *sets, const ch
     rlt_trainer_free(tr);
     rlt_config_free(cfg);
     return rc;
+}
+
+static int print_group_eval(void *user, const rlt_group_report *r) {
+    (void)user;
+    if (r->is_eval)
+        printf("step %7lld per seed  eval mean %8.1f  min %8.1f  max %8.1f\n", (long long)(r->env_steps / r->n_members),
+               r->eval_mean, r->eval_min, r->eval_max);
+    fflush(stdout);
+    return 0;
+}
+
+int test_train_seeds(const char *config, const char *const *sets, const char *tag, int n, rlt_progress *out) {
+    memset(out, 0, (size_t)n * sizeof *out);
+    rlt_config *cfg = load_config(config, sets, tag);
+    char num[48];
+    snprintf(num, sizeof num, "train.num_seeds=%d", n);
+    CHECK(rlt_config_set(cfg, num) == RLT_OK && rlt_config_set(cfg, "cpu.threads=1") == RLT_OK, "seed group sets");
+    rlt_group *g;
+    int rc = rlt_group_init(cfg, &g);
+    CHECK(rc == RLT_OK, "group init %s: %s", config, rlt_group_errmsg(g));
+    if (rc == RLT_OK) {
+        rc = rlt_group_run(g, print_group_eval, NULL);
+        CHECK(rc == RLT_OK, "group run %s: %s", config, rlt_group_errmsg(g));
+        CHECK(rlt_group_size(g) == n, "%d members", n);
+        for (int k = 0; k < n && k < rlt_group_size(g); k++) {
+            rlt_trainer *tr = rlt_group_member(g, k);
+            rlt_trainer_progress(tr, &out[k]);
+            CHECK(rlt_agent_allocations_after_init(rlt_trainer_agent(tr)) == 0, "member %d: no allocation after init", k);
+            printf("%s member %d: final eval %.1f, best %.1f after %lld steps (%.1f s)\n", config, k,
+                   out[k].last_eval_return, out[k].best_eval_return, (long long)out[k].env_steps, out[k].elapsed_s);
+        }
+    }
+    rlt_group_free(g);
+    rlt_config_free(cfg);
+    return rc;
+}
+
+double test_median(const double *v, int n) {
+    double s[64];
+    int m = n < 64 ? n : 64;
+    for (int i = 0; i < m; i++) { /* insertion sort: a handful of seeds */
+        int j = i;
+        for (; j > 0 && s[j - 1] > v[i]; j--) s[j] = s[j - 1];
+        s[j] = v[i];
+    }
+    return m % 2 ? s[m / 2] : 0.5 * (s[m / 2 - 1] + s[m / 2]);
 }
 
 int test_train_config(const char *config, const char *device, const char *tag, rlt_progress *out) {

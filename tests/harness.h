@@ -67,5 +67,12 @@ void test_same_run(const char *dir_a, const char *dir_b, const char *what);
 int test_train_config(const char *config, const char *device, const char *tag, struct rlt_progress *out);
 /* The same with any --set overrides (a NULL-terminated list, e.g. {"device=cuda:0", "precision=bf16", NULL}). */
 int test_train_config_sets(const char *config, const char *const *sets, const char *tag, struct rlt_progress *out);
+/* Trains seeds seed .. seed + n - 1 of configs/<config> as one seed group (train.num_seeds = n, cpu.threads 1:
+ * the members share the cores; on the CPU each is bit for bit its single run, whatever the thread count) into a
+ * fresh tmp_<tag>, printing the group's evaluations; fills out[0 .. n-1] with each member's final progress.
+ * Returns the group's status (init and run failures are CHECKed). */
+int test_train_seeds(const char *config, const char *const *sets, const char *tag, int n, struct rlt_progress *out);
+/* The median of v[0 .. n-1] (n <= 64). */
+double test_median(const double *v, int n);
 
 #endif
