@@ -186,6 +186,7 @@ struct rlt_config {
         int64_t every;          /* env steps between periodic checkpoints; 0: only the final one */
         int32_t keep;           /* periodic checkpoints kept (the oldest are deleted) */
         int32_t include_replay; /* save the replay buffer too: needed for a resume that continues exactly */
+        int32_t best;           /* best.ckpt after each evaluation that beats the best so far (no replay) */
     } checkpoint;
     struct {
         int32_t threads; /* CPU backend threads; 0 = 1; >= 2: one worker thread splits large dense ops */

@@ -191,9 +191,13 @@ static const cfg_key schema[] = {
     ROW_I32("checkpoint.keep", checkpoint.keep, 1, 1000, "3", "periodic checkpoints to keep; older ones are deleted"),
     ROW_BOOL("checkpoint.include_replay", checkpoint.include_replay, "true",
              "save the replay buffer in checkpoints, so a resumed run continues exactly where it stopped"),
+    ROW_BOOL("checkpoint.best", checkpoint.best, "true",
+             "after each evaluation that beats the best so far, write out_dir/best.ckpt: that step's checkpoint "
+             "without the replay (the best policy, for rlt_agent_load)"),
     ROW_I32("cpu.threads", cpu.threads, 0, 1024, "0",
             "CPU backend threads; 0 means 1; 2 or more adds a worker for independent and large ops (same results)"),
-    ROW_STR("out_dir", out_dir, "runs/td3_pendulum", "directory for config.yaml, metrics.csv, summary.json, final.ckpt"),
+    ROW_STR("out_dir", out_dir, "runs/td3_pendulum",
+            "directory for config.yaml, metrics.csv, summary.json, final.ckpt, best.ckpt"),
 };
 #define N_KEYS (sizeof schema / sizeof schema[0])
 _Static_assert(N_KEYS <= CFG_MAX_KEYS, "raise CFG_MAX_KEYS: the parser keeps one slot per key");

@@ -1,6 +1,6 @@
 /* trainer.c: the training loop: a built-in environment, or one the caller registered with callbacks
  * (rlt_trainer_init_env), drives an agent for train.total_steps steps, with periodic evaluation, progress
- * reports and the run's outputs (config.yaml, metrics.csv, summary.json, final.ckpt). Every buffer is
+ * reports and the run's outputs (config.yaml, metrics.csv, summary.json, final.ckpt, best.ckpt). Every buffer is
  * taken at init; the loop allocates nothing. */
 #include <ctype.h>
 #include <math.h>
@@ -332,7 +332,8 @@ static int trainer_after_step(rlt_trainer *tr, int64_t step, rlt_progress_fn fn,
         double mean = 0.0;
         RLT_TRY(trainer_evaluate(tr, &mean));
         p->last_eval_return = mean;
-        if (isnan(p->best_eval_return) || mean > p->best_eval_return) p->best_eval_return = mean;
+        const int better = isnan(p->best_eval_return) || mean > p->best_eval_return;
+        if (better) p->best_eval_return = mean;
         RLT_TRY(agent_call(tr, agent_read_losses(tr->agent, losses)));
         trainer_tick(tr);
         RLT_TRY(out_writer_printf(&tr->metrics, e, "eval,%lld,%lld,%.6f,,%lld,%.4f,", (long long)p->env_steps,
@@ -349,13 +350,19 @@ static int trainer_after_step(rlt_trainer *tr, int64_t step, rlt_progress_fn fn,
         if (tr->agent->amp) RLT_TRY(out_writer_printf(&tr->metrics, e, "%.6g,%lld\n", amp.scale, (long long)amp.skipped));
         else RLT_TRY(out_writer_printf(&tr->metrics, e, ",\n"));
         RLT_TRY(out_writer_flush(&tr->metrics, e));
+        /* The best policy so far: this step's checkpoint without the replay (a few MiB at most, where the replay
+         * can be GiB), written over the last one. */
+        if (better && c->checkpoint.best) {
+            snprintf(path, sizeof path, "%s/best.ckpt", c->out_dir);
+            RLT_TRY(trainer_save(tr, path, 0));
+        }
         RLT_TRY(trainer_report(tr, fn, user, 1, next_report));
     } else if (now_s() >= *next_report) {
         RLT_TRY(trainer_report(tr, fn, user, 0, next_report));
     }
     if (c->checkpoint.every > 0 && (step + 1) % c->checkpoint.every == 0 && !last) {
         snprintf(path, sizeof path, "%s/ckpt_%lld.ckpt", c->out_dir, (long long)(step + 1));
-        RLT_TRY(trainer_save(tr, path));
+        RLT_TRY(trainer_save(tr, path, c->checkpoint.include_replay));
         /* Keep the last checkpoint.keep: forget (and delete) the oldest. */
         if (tr->n_kept == c->checkpoint.keep || tr->n_kept == RLT_TRAINER_MAX_KEEP) {
             unlink(tr->kept[0]);
@@ -468,13 +475,13 @@ static int is_periodic_ckpt(const char *name, const char *suffix) {
 
 static int is_output(const char *name) {
     return !strcmp(name, "config.yaml") || !strcmp(name, "metrics.csv") || !strcmp(name, "summary.json") ||
-           !strcmp(name, "final.ckpt") || is_periodic_ckpt(name, "");
+           !strcmp(name, "final.ckpt") || !strcmp(name, "best.ckpt") || is_periodic_ckpt(name, "");
 }
 
 /* The temporary name of an output: written by a save that the process did not live to finish. */
 static int is_output_tmp(const char *name) {
     return !strcmp(name, "config.yaml.tmp") || !strcmp(name, "metrics.csv.tmp") || !strcmp(name, "summary.json.tmp") ||
-           !strcmp(name, "final.ckpt.tmp") || is_periodic_ckpt(name, ".tmp");
+           !strcmp(name, "final.ckpt.tmp") || !strcmp(name, "best.ckpt.tmp") || is_periodic_ckpt(name, ".tmp");
 }
 
 typedef struct out_dir_scan {
@@ -559,7 +566,7 @@ static int trainer_finish(rlt_trainer *tr, int rc) {
     int orc = out_writer_close(&tr->metrics, e);
     if (orc != RLT_OK) out_err = tr->err;
     snprintf(path, sizeof path, "%s/final.ckpt", tr->cfg.out_dir);
-    int crc = trainer_save(tr, path);
+    int crc = trainer_save(tr, path, tr->cfg.checkpoint.include_replay);
     if (orc == RLT_OK && crc != RLT_OK) orc = crc, out_err = tr->err;
     int loop_ok = rc == RLT_OK || rc == RLT_EINTERRUPTED;
     const char *status = orc != RLT_OK || !loop_ok ? "failed" : rc == RLT_OK ? "finished" : "stopped";

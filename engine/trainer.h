@@ -54,7 +54,7 @@ struct rlt_trainer {
 };
 
 /* The full trainer checkpoint: agent state (with replay when configured) plus the loop's state. */
-int trainer_save(struct rlt_trainer *tr, const char *path);
+int trainer_save(struct rlt_trainer *tr, const char *path, int include_replay);
 /* Opens out_dir/metrics.csv for the run: a new file with its header, or, for a run resumed from a checkpoint
  * in out_dir, the same file with the rows up to the checkpoint's step (later ones, from the run that went on
  * past it, are dropped), replaced atomically; rows are then appended. */

@@ -42,7 +42,7 @@ static int from_agent(rlt_trainer *tr, int rc) {
     return rc;
 }
 
-int trainer_save(rlt_trainer *tr, const char *path) {
+int trainer_save(rlt_trainer *tr, const char *path, int include_replay) {
     rlt_agent *ag = tr->agent;
     const rlt_progress *p = &tr->prog;
     char meta[1024];
@@ -100,7 +100,7 @@ int trainer_save(rlt_trainer *tr, const char *path) {
                      "%s", tr->env_name, urc, (int)k, path);
         }
     }
-    int rc = agent_write_state(ag, w, tr->cfg.checkpoint.include_replay);
+    int rc = agent_write_state(ag, w, include_replay);
     if (rc == RLT_OK) rc = ckpt_writer_add(w, "trainer.state", RLT_DTYPE_I64, 1, shape_s, s, sizeof s);
     if (rc == RLT_OK) rc = ckpt_writer_add(w, "trainer.env_name", RLT_DTYPE_U8, 1, shape_n, name, sizeof name);
     if (rc == RLT_OK)

@@ -123,6 +123,13 @@ static int print_group_progress(void *user, const rlt_group_report *r) {
 
 /* A config with train.num_seeds N > 1 or train.seeds: N trainers in one process (rlt_group_*), each writing
  * out_dir/seed_<seed>/, then out_dir/summary.csv and the mean, min and max of their final evaluations. */
+/* 1 when the boolean key is true in cfg. */
+static int config_flag(rlt_config *cfg, const char *key) {
+    char v[16] = "";
+    rlt_config_get(cfg, key, v, sizeof v);
+    return strcmp(v, "true") == 0;
+}
+
 static int group_command(rlt_config *cfg, const char *config_path, const char *resume_path, int dry_run, int quiet,
                          char *text, size_t cap) {
     rlt_group *g = NULL;
@@ -173,8 +180,9 @@ static int group_command(rlt_config *cfg, const char *config_path, const char *r
                        "mean %.1f, min %.1f, max %.1f\n", n, (long long)r.env_steps, (long long)r.updates, r.elapsed_s,
                        r.updates_per_s, r.eval_mean, r.eval_min, r.eval_max);
             }
-            printf("outputs written to %s/%s/ (config.yaml, metrics.csv, summary.json, final.ckpt each) and "
-                   "%s/summary.csv\n", rlt_group_out_dir(g), member_dir, rlt_group_out_dir(g));
+            const int best_ckpt = config_flag(cfg, "checkpoint.best");
+            printf("outputs written to %s/%s/ (config.yaml, metrics.csv, summary.json, final.ckpt%s each) and "
+                   "%s/summary.csv\n", rlt_group_out_dir(g), member_dir, best_ckpt ? ", best.ckpt" : "", rlt_group_out_dir(g));
         }
         if (rc == RLT_EINTERRUPTED)
             printf("interrupted: continue with  rltrain --config %s --resume final.ckpt  (each %s from its "
@@ -447,7 +455,9 @@ int main(int argc, char **argv) {
         printf("finished: %lld env steps, %lld updates in %.1fs (%.0f updates/s); final eval %.1f, best %.1f\n",
                (long long)p.env_steps, (long long)p.updates, p.elapsed_s, p.updates_per_s, p.last_eval_return,
                p.best_eval_return);
-        printf("outputs written to %s/ (config.yaml, metrics.csv, summary.json, final.ckpt)\n", rlt_trainer_out_dir(tr));
+        const int best_ckpt = config_flag(cfg, "checkpoint.best");
+        printf("outputs written to %s/ (config.yaml, metrics.csv, summary.json, final.ckpt%s)\n", rlt_trainer_out_dir(tr),
+               best_ckpt ? ", best.ckpt" : "");
     }
     if (rc == RLT_EINTERRUPTED)
         printf("interrupted: continue with  rltrain --config %s --resume %s/final.ckpt\n", config_path, rlt_trainer_out_dir(tr));

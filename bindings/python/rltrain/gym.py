@@ -402,7 +402,8 @@ def train(
         save_path: where to save the agent's checkpoint at the end, if given (``out_dir/final.ckpt`` is
             the trainer's checkpoint, written always).
         out_dir: the run directory (default: the config's ``out_dir``). It gets what ``rltrain --config``
-            writes: config.yaml (the resolved config), metrics.csv, summary.json and final.ckpt.
+            writes: config.yaml (the resolved config), metrics.csv, summary.json, final.ckpt and (with
+            ``checkpoint.best``, the default) best.ckpt.
         tensorboard: a folder for TensorBoard scalars of the run as it trains (``episode/return``,
             ``eval/return``, ``progress/updates_per_s``, ...); needs the ``tensorboard`` package
             (:mod:`rltrain.tensorboard`). ``callback`` is still called.
@@ -787,6 +788,7 @@ def main(argv: list[str] | None = None) -> int:
         # JSON has no NaN: a value that does not exist yet is null.
         print(json.dumps(_json_clean(result)))
         return 0
+    best = ", best.ckpt" if str(cfg.get("checkpoint.best")).lower() == "true" else ""
     if "runs" in result:  # a seed group: the native CLI's closing lines for one
         for r in result["runs"]:
             print(f"seed {r['seed']}: {r['env_steps']} env steps, {r['updates']} updates in {r['wall_s']:.1f}s; "
@@ -796,13 +798,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{result['wall_s']:.1f}s ({rate:.0f} updates/s together); final eval mean {result['final_eval_mean']:.1f}, "
               f"min {result['final_eval_min']:.1f}, max {result['final_eval_max']:.1f}")
         print(f"outputs written to {result['out_dir']}/seed_<seed>/ (config.yaml, metrics.csv, summary.json, "
-              f"final.ckpt each) and {result['out_dir']}/summary.csv")
+              f"final.ckpt{best} each) and {result['out_dir']}/summary.csv")
         return 0
     # The native CLI's closing lines.
     print(f"finished: {result['env_steps']} env steps, {result['updates']} updates in {result['wall_s']:.1f}s "
           f"({result['updates'] / result['wall_s'] if result['wall_s'] > 0 else 0.0:.0f} updates/s); "
           f"final eval {result['final_eval_return']:.1f}, best {result['best_eval_return']:.1f}")
-    print(f"outputs written to {result['out_dir']}/ (config.yaml, metrics.csv, summary.json, final.ckpt)")
+    print(f"outputs written to {result['out_dir']}/ (config.yaml, metrics.csv, summary.json, final.ckpt{best})")
     if args.save:
         print(f"agent checkpoint written to {args.save}")
     return 0

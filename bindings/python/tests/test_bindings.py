@@ -433,7 +433,7 @@ def test_gym_train_takes_the_steps_of_a_loop_over_agent(tmp_path, configs):
 
 def test_gym_train_writes_the_cli_run_directory(tmp_path, configs):
     """train() writes what `rltrain --config` writes: config.yaml (loadable again), metrics.csv with the
-    trainer's columns, summary.json with its keys, final.ckpt."""
+    trainer's columns, summary.json with its keys, final.ckpt, best.ckpt."""
     cfg = rltrain.Config.from_file(configs / "td3_pendulum_fast.yaml").set("train.start_steps", 100)
     run = tmp_path / "gym"
     result = rltrain.gym.train("Pendulum-v1", cfg, total_steps=400, seed=3, eval_every=200, eval_episodes=1,
@@ -445,7 +445,7 @@ def test_gym_train_writes_the_cli_run_directory(tmp_path, configs):
     native = tmp_path / "native"
     with rltrain.Trainer(expected.copy().set("out_dir", str(native))) as tr:
         tr.run()
-    names = ["config.yaml", "final.ckpt", "metrics.csv", "summary.json"]
+    names = ["best.ckpt", "config.yaml", "final.ckpt", "metrics.csv", "summary.json"]
     assert sorted(p.name for p in run.iterdir()) == sorted(p.name for p in native.iterdir()) == names
     assert rltrain.Config.from_file(run / "config.yaml").to_dict() == expected.to_dict()
     with open(run / "metrics.csv") as f, open(native / "metrics.csv") as g:
