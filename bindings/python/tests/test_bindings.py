@@ -566,7 +566,7 @@ def test_gym_module_cli(tmp_path, configs):
     assert len(lines) <= 10 and "{" not in p.stdout, p.stdout  # no JSON dump
     assert re.match(r"finished: 300 env steps, 200 updates in [\d.]+s \(\d+ updates/s\); final eval -?\d+\.\d, "
                     r"best -?\d+\.\d$", lines[-3]), lines[-3]
-    assert lines[-2] == f"outputs written to {out}/ (config.yaml, metrics.csv, summary.json, final.ckpt)"
+    assert lines[-2] == f"outputs written to {out}/ (config.yaml, metrics.csv, summary.json, final.ckpt, best.ckpt)"
     assert lines[-1] == f"agent checkpoint written to {tmp_path / 'a.ckpt'}"
     assert all(PROGRESS_LINE.match(line) for line in lines[:-3]), lines[:-3]
     assert [line.split()[2] for line in lines[:-3] if line.startswith("[eval]")] == ["100/300", "200/300", "300/300"]

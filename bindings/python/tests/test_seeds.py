@@ -155,8 +155,8 @@ def test_gym_module_cli_with_num_seeds(tmp_path, configs):
     lines = p.stdout.splitlines()
     assert lines[-4].startswith("seed 1: 300 env steps") and lines[-3].startswith("seed 2: 300 env steps"), lines
     assert lines[-2].startswith("finished 2 seeds: 600 env steps") and "final eval mean" in lines[-2]
-    assert lines[-1] == f"outputs written to {out}/seed_<seed>/ (config.yaml, metrics.csv, summary.json, final.ckpt " \
-                        f"each) and {out}/summary.csv"
+    assert lines[-1] == f"outputs written to {out}/seed_<seed>/ (config.yaml, metrics.csv, summary.json, final.ckpt, " \
+                        f"best.ckpt each) and {out}/summary.csv"
     assert any(line.startswith("[eval] step 600/600 (2 seeds) | eval mean") for line in lines), lines
     assert (out / "seed_2" / "final.ckpt").is_file() and (out / "summary.csv").is_file()
 
