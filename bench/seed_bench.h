@@ -5,7 +5,8 @@
  * set), each running the same number of updates, and on a GPU the N again with one batched update graph for all
  * (train.seed_batching: engine/seed_batch.h), in lock-step, and that graph launched from one thread with no
  * lock-step (the GPU's side alone); it prints every rate and its ratio to the single agent. With the environment
- * variable RLT_SEED_BENCH_BATCHED_ONLY set it runs only that last phase (for a profiler: no other kernels). */
+ * variable RLT_SEED_BENCH_BATCHED_ONLY set it runs only that last phase, for a profiler (the agents' set-up still
+ * launches their own kernels first: filter on the batched variants, README). */
 #ifndef RLT_BENCH_SEED_BENCH_H
 #define RLT_BENCH_SEED_BENCH_H
 

@@ -4,7 +4,6 @@
  * 20,000 steps per rank, seeds 1-3: the median best evaluation return must reach -250, test_learn_td3_pendulum's
  * threshold (published TD3 and SAC Pendulum-v1 results settle between -150 and -200; a policy that cannot swing
  * up scores below -700), and the median final one -300. */
-#include <math.h>
 #include <stdio.h>
 
 #include "harness.h"
@@ -18,11 +17,6 @@ static int run_group(rlt_config *cfg, rlt_group **out) {
     CHECK(rc == RLT_OK, "run: %s", rlt_group_errmsg(g));
     *out = g;
     return rc;
-}
-
-static double median3(const double *v) {
-    double lo = fmin(v[0], fmin(v[1], v[2])), hi = fmax(v[0], fmax(v[1], v[2]));
-    return v[0] + v[1] + v[2] - lo - hi;
 }
 
 int main(void) {
@@ -50,7 +44,7 @@ int main(void) {
         rlt_group_free(g);
         rlt_config_free(cfg);
     }
-    CHECK(median3(best) >= -250.0, "median best eval %.1f over seeds 1-3 (need >= -250)", median3(best));
-    CHECK(median3(last) >= -300.0, "median final eval %.1f over seeds 1-3 (need >= -300)", median3(last));
+    CHECK(test_median(best, 3) >= -250.0, "median best eval %.1f over seeds 1-3 (need >= -250)", test_median(best, 3));
+    CHECK(test_median(last, 3) >= -300.0, "median final eval %.1f over seeds 1-3 (need >= -300)", test_median(last, 3));
     return test_summary("test_learn_dp_pendulum");
 }

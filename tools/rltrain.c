@@ -121,8 +121,6 @@ static int print_group_progress(void *user, const rlt_group_report *r) {
     return 0;
 }
 
-/* A config with train.num_seeds N > 1 or train.seeds: N trainers in one process (rlt_group_*), each writing
- * out_dir/seed_<seed>/, then out_dir/summary.csv and the mean, min and max of their final evaluations. */
 /* 1 when the boolean key is true in cfg. */
 static int config_flag(rlt_config *cfg, const char *key) {
     char v[16] = "";
@@ -130,6 +128,8 @@ static int config_flag(rlt_config *cfg, const char *key) {
     return strcmp(v, "true") == 0;
 }
 
+/* A config with train.num_seeds N > 1 or train.seeds: N trainers in one process (rlt_group_*), each writing
+ * out_dir/seed_<seed>/, then out_dir/summary.csv and the mean, min and max of their final evaluations. */
 static int group_command(rlt_config *cfg, const char *config_path, const char *resume_path, int dry_run, int quiet,
                          char *text, size_t cap) {
     rlt_group *g = NULL;
@@ -182,7 +182,8 @@ static int group_command(rlt_config *cfg, const char *config_path, const char *r
             }
             const int best_ckpt = config_flag(cfg, "checkpoint.best");
             printf("outputs written to %s/%s/ (config.yaml, metrics.csv, summary.json, final.ckpt%s each) and "
-                   "%s/summary.csv\n", rlt_group_out_dir(g), member_dir, best_ckpt ? ", best.ckpt" : "", rlt_group_out_dir(g));
+                   "%s/summary.csv\n", rlt_group_out_dir(g), member_dir, best_ckpt ? ", best.ckpt" : "",
+                   rlt_group_out_dir(g));
         }
         if (rc == RLT_EINTERRUPTED)
             printf("interrupted: continue with  rltrain --config %s --resume final.ckpt  (each %s from its "

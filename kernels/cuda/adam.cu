@@ -12,8 +12,8 @@
 
 /* Every block first reduces the CUDA_CLIP_BLOCKS partial sums of squares (the first n_parts written by
  * cuda_sumsq_partial just before, the others +0.0f) with one fixed tree, so each obtains the same norm, bit for
- * bit, without a grid-wide barrier; block 0 publishes it. Then each element is clipped, stepped, copied to 16 bits and averaged into the target, in that
- * order, while it is in a register. */
+ * bit, without a grid-wide barrier; block 0 publishes it. Then each element is clipped, stepped, copied to 16 bits
+ * and averaged into the target, in that order, while it is in a register. */
 #define ADAM_THREADS 256
 /* Seed batching: adam_kernel<true> runs agent blockIdx.z's step, its pointers moved and its partial sums its slice
  * of the scratch. Built apart from adam_kernel<false>, the single-agent kernel as it was: ten moved pointers take

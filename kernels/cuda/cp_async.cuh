@@ -1,5 +1,5 @@
-/* cp_async.cuh: 4- and 16-byte asynchronous copies from global to shared memory (sm_80 and later; a plain copy on older
- * GPUs), and the ring of stages they fill, for the tile loaders of linear.cu and conv_igemm.cu: a thread issues
+/* cp_async.cuh: 4- and 16-byte asynchronous copies from global to shared memory (sm_80 and later; a plain copy
+ * on older GPUs), and the ring of stages they fill, for the tile loaders of linear.cu and conv_igemm.cu: a thread issues
  * the copies of several tiles, commits each as a group and waits for the oldest, so a block waits on one round
  * trip to L2 for several tiles instead of one per tile. */
 #ifndef RLT_CP_ASYNC_CUH

@@ -514,10 +514,14 @@ __device__ __forceinline__ void lin_outer_tile(const lin_problem &p, int32_t til
  * dy^T and x across it, an input gradient dy along k and W across it. */
 __device__ __forceinline__ void lin_gemm_run(const lin_problem &p, int32_t tile, float *smem, const cuda_seeds *sd) {
     const bool big = p.path == LIN_PATH_GEMM32;
-    if (p.a_kcont && p.b_kcont) big ? lin_gemm_tile<32, true, true>(p, tile, smem, sd) : lin_gemm_tile<16, true, true>(p, tile, smem, sd);
-    else if (p.a_kcont) big ? lin_gemm_tile<32, true, false>(p, tile, smem, sd) : lin_gemm_tile<16, true, false>(p, tile, smem, sd);
-    else if (p.b_kcont) big ? lin_gemm_tile<32, false, true>(p, tile, smem, sd) : lin_gemm_tile<16, false, true>(p, tile, smem, sd);
-    else big ? lin_gemm_tile<32, false, false>(p, tile, smem, sd) : lin_gemm_tile<16, false, false>(p, tile, smem, sd);
+    if (p.a_kcont && p.b_kcont)
+        big ? lin_gemm_tile<32, true, true>(p, tile, smem, sd) : lin_gemm_tile<16, true, true>(p, tile, smem, sd);
+    else if (p.a_kcont)
+        big ? lin_gemm_tile<32, true, false>(p, tile, smem, sd) : lin_gemm_tile<16, true, false>(p, tile, smem, sd);
+    else if (p.b_kcont)
+        big ? lin_gemm_tile<32, false, true>(p, tile, smem, sd) : lin_gemm_tile<16, false, true>(p, tile, smem, sd);
+    else
+        big ? lin_gemm_tile<32, false, false>(p, tile, smem, sd) : lin_gemm_tile<16, false, false>(p, tile, smem, sd);
 }
 
 /* sd: the seed-batching state, or NULL (a constant) when not batching. VEC: the GEMM paths take the 16-byte tile
@@ -659,8 +663,9 @@ static int lin_launch_problems(rlt_backend *bk, lin_launch *L) {
     /* The 16-byte tile for seeds, and for a single agent's launches of 32-row GEMM tiles only (see linear_kernel). */
     int wide = 1;
     for (int i = 0; i < 2; i++) wide &= !L->p[i].tiles || L->p[i].path == LIN_PATH_GEMM32;
-    CUDA_CHECK(bk, cuda_launch_pdl(bk, z > 1 ? linear_kernel<true, true> : wide ? linear_kernel<false, true> : linear_kernel<false, false>, dim3((unsigned)blocks, 1, z),
-                                   dim3(LIN_THREADS), *L));
+    void (*kernel)(lin_launch) =
+        z > 1 ? linear_kernel<true, true> : wide ? linear_kernel<false, true> : linear_kernel<false, false>;
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, kernel, dim3((unsigned)blocks, 1, z), dim3(LIN_THREADS), *L));
     CUDA_CHECK_LAUNCH(bk, "linear_kernel");
     return RLT_OK;
 }

@@ -788,7 +788,7 @@ def main(argv: list[str] | None = None) -> int:
         # JSON has no NaN: a value that does not exist yet is null.
         print(json.dumps(_json_clean(result)))
         return 0
-    best = ", best.ckpt" if str(cfg.get("checkpoint.best")).lower() == "true" else ""
+    best = ", best.ckpt" if cfg.get("checkpoint.best") else ""
     if "runs" in result:  # a seed group: the native CLI's closing lines for one
         for r in result["runs"]:
             print(f"seed {r['seed']}: {r['env_steps']} env steps, {r['updates']} updates in {r['wall_s']:.1f}s; "
