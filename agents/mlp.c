@@ -167,6 +167,8 @@ int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *
         net->ld_last = ldout;
         return RLT_OK;
     }
+    /* y_l[rows, fo] = act(y_{l-1}[rows, fi] . W_l^T + b_l), y_{-1} = x: the layers as one op. */
+    rlt_linear_fwd f[RLT_MLP_MAX_LAYERS];
     const float *in = x;
     int32_t ldin = ldx;
     for (int32_t l = 0; l < net->n_layers; l++) {
@@ -174,14 +176,13 @@ int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *
         int last = l == net->n_layers - 1;
         float *y = last && out ? out : (float *)layer_out(net, net->h, l);
         int32_t ldy = last && out ? ldout : fo;
-        /* y[rows, fo] = act(in[rows, fi] . W^T + b): one op. */
-        rlt_linear_fwd f = {.rows = rows, .fi = fi, .fo = fo, .x = in, .ldx = ldin,
-                            .W = params + mlp_weight_offset(net, l), .b = params + mlp_bias_offset(net, l), .y = y,
-                            .ldy = ldy, .act = net->act[l]};
-        RLT_TRY(op->linear_forward(bk, &f));
+        f[l] = (rlt_linear_fwd){.rows = rows, .fi = fi, .fo = fo, .x = in, .ldx = ldin,
+                                .W = params + mlp_weight_offset(net, l), .b = params + mlp_bias_offset(net, l), .y = y,
+                                .ldy = ldy, .act = net->act[l]};
         in = y;
         ldin = ldy;
     }
+    RLT_TRY(op->linear_chain_forward(bk, f, net->n_layers));
     net->y_last = (float *)in;
     net->ld_last = ldin;
     return RLT_OK;

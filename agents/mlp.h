@@ -4,8 +4,9 @@
  * for each layer, W[out, in] row-major, then b[out], each block starting at a multiple of RLT_PARAM_ALIGN
  * floats (zeros in the gaps).
  *
- * Each layer's forward is one backend op (linear_forward) and so is its backward (linear_backward), so an
- * L-layer network costs L graph nodes each way. Forwards that should run side by side on different lanes
+ * In fp32 the whole forward is one backend op (linear_chain_forward: one graph node where the backend fuses the
+ * layers, L where it does not); each layer's backward is one op (linear_backward), so an L-layer network costs up
+ * to L graph nodes each way. Forwards that should run side by side on different lanes
  * (a network and its target copy, say) need activation buffers of their own: n_sets > 1 plans extra
  * forward-only sets, and mlp_view hands out a copy of the struct that uses one of them.
  *
@@ -23,7 +24,7 @@
 #include "../engine/plan.h"
 #include "rng.h"
 
-#define RLT_MLP_MAX_LAYERS 9
+#define RLT_MLP_MAX_LAYERS RLT_CHAIN_MAX_LAYERS /* the fp32 forward is one linear_chain_forward */
 #define RLT_MLP_MAX_SETS 3
 
 typedef struct rlt_mlp {

@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <time.h>
 
-enum { P_LIN_F, P_LIN_B, P_LIN_F_LP, P_LIN_B_LP, P_CONV_F, P_CONV_B, P_GATHER, P_GATHER_U8, P_LOSS_DQN, P_LOSS_TD3,
+enum { P_LIN_F, P_LIN_CHAIN, P_LIN_B, P_LIN_F_LP, P_LIN_B_LP, P_CONV_F, P_CONV_B, P_GATHER, P_GATHER_U8, P_LOSS_DQN, P_LOSS_TD3,
        P_ADAM, P_CAST, P_TD3_NOISE, P_OTHER_FILL, P_COUNT };
-static const char *names[P_COUNT] = {"linear_forward", "linear_backward", "linear_forward 16b", "linear_backward 16b",
+static const char *names[P_COUNT] = {"linear_forward", "linear_chain_forward", "linear_backward", "linear_forward 16b", "linear_backward 16b",
                                      "conv_forward", "conv_backward", "gather_fields", "gather_u8_f32", "dqn_loss",
                                      "td3_critic_loss", "adam", "cast", "td3_target_action", "fill"};
 static double total[P_COUNT];
@@ -35,6 +35,9 @@ static double now(void) {
 static int w_lin_f(rlt_backend *bk, const rlt_linear_fwd *d) {
     TIMED(d->dtype == RLT_LP_F32 ? P_LIN_F : P_LIN_F_LP, real->linear_forward(bk, d));
 }
+static int w_lin_chain(rlt_backend *bk, const rlt_linear_fwd *d, int32_t n) {
+    TIMED(P_LIN_CHAIN, real->linear_chain_forward(bk, d, n));
+}
 static int w_lin_b(rlt_backend *bk, const rlt_linear_bwd *d) {
     TIMED(d->dtype == RLT_LP_F32 ? P_LIN_B : P_LIN_B_LP, real->linear_backward(bk, d));
 }
@@ -60,6 +63,7 @@ int op_profile_run(rlt_agent *ag, int32_t variant, int reps) {
     real = ag->bk.ops;
     wrapped = *real;
     wrapped.linear_forward = w_lin_f;
+    wrapped.linear_chain_forward = w_lin_chain;
     wrapped.linear_backward = w_lin_b;
     wrapped.conv_forward = w_conv_f;
     wrapped.conv_backward = w_conv_b;

@@ -94,6 +94,8 @@ typedef struct rlt_conv_bwd {
 } rlt_conv_bwd;
 
 /* linear_forward: one dense layer, y[r, o] = act(sum_i x[r, i] W[o, i] + b[o]) for r < rows, o < fo, i < fi. */
+#define RLT_CHAIN_MAX_LAYERS 9 /* linear_chain_forward's most layers: an MLP's (agents/mlp.h) */
+
 typedef struct rlt_linear_fwd {
     int32_t rows, fi, fo;
     /* Type of x and W: RLT_LP_F32, or RLT_LP_BF16 / RLT_LP_F16 (the products summed in fp32, tensor cores on
@@ -337,6 +339,11 @@ typedef struct rlt_backend_ops {
     /* ---- dense layers: one op per layer and pass, so an MLP layer is one graph node ---- */
     /* See rlt_linear_fwd; fp32 or 16-bit by d->dtype. */
     int (*linear_forward)(rlt_backend *bk, const rlt_linear_fwd *d);
+    /* n (1 .. RLT_CHAIN_MAX_LAYERS) layers in a row, each reading the previous one's output (layers[i].x equal to
+     * layers[i - 1].y with the same row stride): every y, bit for bit, what linear_forward on each in order writes
+     * on the same backend. A backend may run them as one launch (CUDA, while seeds are batched: fp32 networks at
+     * most 128 wide, one graph node instead of n); otherwise it runs them one by one. */
+    int (*linear_chain_forward)(rlt_backend *bk, const rlt_linear_fwd *layers, int32_t n);
     /* See rlt_linear_bwd. dx is already the previous layer's dL/d(pre-activation), so a backward pass through
      * an MLP is one op per layer. Sums over r and o run in a fixed order on every backend (deterministic), not
      * necessarily the CPU's order. */

@@ -189,6 +189,7 @@ static const rlt_backend_ops cpu_ops = {
     .counter_add = cpu_counter_add,
     .adam = cpu_adam,
     .linear_forward = cpu_linear_forward,
+    .linear_chain_forward = cpu_linear_chain_forward,
     .linear_backward = cpu_linear_backward,
     .act_grad = cpu_act_grad,
     .conv_prepare = cpu_conv_prepare,

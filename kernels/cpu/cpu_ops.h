@@ -22,6 +22,7 @@ int cpu_adam(rlt_backend *bk, const rlt_adam_step *d);
 /* The dense layers (dense.c): fp32 on the fast kernels of dense_kernel.h where this CPU has them (the
  * reference below elsewhere); 16-bit layers on the reference. */
 int cpu_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d);
+int cpu_linear_chain_forward(rlt_backend *bk, const rlt_linear_fwd *layers, int32_t n);
 int cpu_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d);
 int cpu_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows, int32_t cols,
                  rlt_act act);

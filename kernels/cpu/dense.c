@@ -131,6 +131,18 @@ int cpu_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d) {
     return run_parts(bk, forward_part, &whole, split, side, forward_halves);
 }
 
+/* The CPU runs a chain layer by layer: the dense kernels gain nothing from fusing, and its bits are linear_forward's
+ * by construction. */
+int cpu_linear_chain_forward(rlt_backend *bk, const rlt_linear_fwd *layers, int32_t n) {
+    CPU_REQUIRE(bk, n >= 1 && n <= RLT_CHAIN_MAX_LAYERS, "linear_chain_forward");
+    for (int32_t l = 1; l < n; l++)
+        CPU_REQUIRE(bk, layers[l].x == layers[l - 1].y && layers[l].ldx == layers[l - 1].ldy &&
+                            layers[l].fi == layers[l - 1].fo && layers[l].dtype == layers[l - 1].y_dtype,
+                    "linear_chain_forward: each layer reads the previous one's output");
+    for (int32_t l = 0; l < n; l++) RLT_TRY(cpu_linear_forward(bk, &layers[l]));
+    return RLT_OK;
+}
+
 int cpu_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d) {
     cpu_impl *im = bk->impl;
     if (!im || !im->dense || d->dtype != RLT_LP_F32) {

@@ -74,7 +74,7 @@ static cudaError_t cuda_preload_all(void) {
     cudaError_t (*const preload[])(void) = {cuda_preload_bias_act, cuda_preload_fill,   cuda_preload_adam,
                                             cuda_preload_polyak,   cuda_preload_replay, cuda_preload_losses,
                                             cuda_preload_td3,      cuda_preload_dqn,    cuda_preload_conv_bias,
-                                            cuda_preload_linear,   cuda_preload_lowp,
+                                            cuda_preload_linear,   cuda_preload_linear_chain, cuda_preload_lowp,
                                             cuda_preload_conv_gemm};
     for (size_t i = 0; i < sizeof preload / sizeof preload[0]; i++) {
         cudaError_t rc = preload[i]();
@@ -97,6 +97,7 @@ static int cuda_open_device(rlt_backend *bk, cuda_impl *c) {
     c->cc_major = prop.major;
     c->cc_minor = prop.minor;
     c->sm_count = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
+    c->smem_optin = (int32_t)prop.sharedMemPerBlockOptin;
     snprintf(bk->device_name, sizeof bk->device_name, "cuda:%d (%.48s)", (int)c->device, prop.name);
 
     /* Non-blocking: our streams never synchronise with the legacy default stream, which other code in the
@@ -620,6 +621,7 @@ static const rlt_backend_ops cuda_ops = {
     .counter_add = cuda_counter_add,
     .adam = cuda_adam,
     .linear_forward = cuda_linear_forward,
+    .linear_chain_forward = cuda_linear_chain_forward,
     .linear_backward = cuda_linear_backward,
     .act_grad = cuda_act_grad,
     .conv_prepare = cuda_conv_prepare,

@@ -52,6 +52,7 @@ typedef struct cuda_impl {
     int32_t device;          /* the CUDA device index this backend was opened on */
     int32_t cc_major, cc_minor;
     int32_t sm_count;
+    int32_t smem_optin; /* shared memory a block may opt in to (linear_chain.cu) */
     /* One stream per lane (branch/join). streams[0] is the main stream, where copies, syncs and graph capture
      * happen; all are non-blocking (no syncs with the legacy default stream). Lanes 0 and 1 have the
      * device's highest priority (they carry an update's critical path). */
@@ -198,6 +199,13 @@ int cuda_adam(rlt_backend *bk, const rlt_adam_step *d);
  * cuBLASLt (lowp.cu); both with cuBLAS as the fallback (gemm_lt.c). */
 int cuda_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d);
 int cuda_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d);
+/* A small MLP's forward in one launch where it fits (linear_chain.cu), else cuda_linear_forward per layer. */
+int cuda_linear_chain_forward(rlt_backend *bk, const rlt_linear_fwd *layers, int32_t n);
+/* How cuda_linear_forward sums an fp32 layer of rows x fi -> fo (linear.cu): on the library, or on one of its own
+ * paths, whose sums linear_chain.cu repeats in the same order (a warp per row of N <= 8 outputs; K <= 4 products
+ * per output; the GEMM tile's 32-k chunks split over 8 or 4 k-groups). */
+enum { CUDA_FWD_LIBRARY = 0, CUDA_FWD_OUTER = 1, CUDA_FWD_ROWDOT = 2, CUDA_FWD_GEMM_KG8 = 3, CUDA_FWD_GEMM_KG4 = 4 };
+int cuda_linear_fwd_kind(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo);
 int cuda_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32_t ldy, int32_t rows, int32_t cols,
                   rlt_act act);
 int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes);
@@ -361,6 +369,7 @@ cudaError_t cuda_preload_td3(void);
 cudaError_t cuda_preload_dqn(void);
 cudaError_t cuda_preload_conv_bias(void);
 cudaError_t cuda_preload_linear(void);
+cudaError_t cuda_preload_linear_chain(void);
 cudaError_t cuda_preload_conv_gemm(void);
 cudaError_t cuda_preload_lowp(void);
 

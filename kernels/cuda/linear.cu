@@ -757,6 +757,25 @@ extern "C" int cuda_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d) {
     return lin_launch_problems(bk, &L);
 }
 
+/* How cuda_linear_forward sums an fp32 layer of this shape (see cuda_ops.h), for linear_chain.cu, which repeats
+ * those sums. */
+extern "C" int cuda_linear_fwd_kind(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo) {
+    if (fi > LIN_MAX_K || lin_big(rows, fo, fi) || lin_wide(rows, fi, fo, 0, cuda_get(bk)->tf32))
+        return CUDA_FWD_LIBRARY;
+    lin_problem p;
+    memset(&p, 0, sizeof p);
+    p.M = rows, p.N = fo, p.K = fi, p.a_kcont = 1, p.b_kcont = 1, p.epi = LIN_EPI_FWD;
+    lin_choose_path(&p);
+    if (p.tiles == 0) return CUDA_FWD_LIBRARY; /* no rows: nothing a chain would fuse */
+    static_assert(LIN_BK == 32 && LIN_THREADS == 256, "linear_chain.cu's sums assume 32-k chunks over 256 threads");
+    switch (p.path) {
+    case LIN_PATH_OUTER: return CUDA_FWD_OUTER;
+    case LIN_PATH_ROWDOT: return CUDA_FWD_ROWDOT;
+    case LIN_PATH_GEMM16: return CUDA_FWD_GEMM_KG8; /* 16x32 tiles: 8 k-groups of 4 k per chunk */
+    default: return CUDA_FWD_GEMM_KG4;              /* 32x32 tiles: 4 k-groups of 8 k per chunk */
+    }
+}
+
 extern "C" cudaError_t cuda_preload_linear(void) {
     cudaFuncAttributes a;
     cudaError_t rc = cudaFuncGetAttributes(&a, linear_kernel<false, false>);
