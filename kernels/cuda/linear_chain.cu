@@ -33,7 +33,7 @@
 #include "cuda_ops.h"
 
 #define CHAIN_THREADS 256
-#define CHAIN_ROWS 16 /* rows a block takes through the layers: 8 pairs */
+#define CHAIN_ROWS 16        /* rows a block takes through the layers: 8 pairs */
 #define CHAIN_MAX_WIDTH 128  /* inputs or outputs of a layer; 8 row pairs x 32 column quads = 256 threads */
 #define CHAIN_SMEM_MAX (96 * 1024)
 #define CHAIN_CHUNK 32       /* linear.cu's LIN_BK (its cuda_linear_fwd_kind asserts it) */
@@ -86,7 +86,8 @@ __device__ __forceinline__ void chain_wait(int n) {
 struct chain_walk {
     int q, r;
     const int d, dq, dr;
-    __device__ __forceinline__ chain_walk(int e, int d_) : q(e / d_), r(e % d_), d(d_), dq(CHAIN_THREADS / d_), dr(CHAIN_THREADS % d_) {}
+    __device__ __forceinline__ chain_walk(int e, int d_)
+        : q(e / d_), r(e % d_), d(d_), dq(CHAIN_THREADS / d_), dr(CHAIN_THREADS % d_) {}
     __device__ __forceinline__ void next() {
         q += dq, r += dr;
         if (r >= d) r -= d, q++;
@@ -239,7 +240,8 @@ __device__ __forceinline__ void chain_outer(const chain_layer &c, const float *w
     }
 }
 
-__global__ void __launch_bounds__(CHAIN_THREADS, CHAIN_MIN_BLOCKS) chain_kernel(const __grid_constant__ chain_launch L) {
+__global__ void __launch_bounds__(CHAIN_THREADS, CHAIN_MIN_BLOCKS)
+    chain_kernel(const __grid_constant__ chain_launch L) {
     extern __shared__ __align__(16) float smem[];
     cuda_pdl_wait(); /* launched with cuda_launch_pdl_smem: nothing touches memory before this */
     cuda_pdl_trigger();
