@@ -93,9 +93,9 @@ typedef struct rlt_conv_bwd {
     uint64_t ws_bytes;
 } rlt_conv_bwd;
 
-/* linear_forward: one dense layer, y[r, o] = act(sum_i x[r, i] W[o, i] + b[o]) for r < rows, o < fo, i < fi. */
 #define RLT_CHAIN_MAX_LAYERS 9 /* linear_chain_forward's most layers: an MLP's (agents/mlp.h) */
 
+/* linear_forward: one dense layer, y[r, o] = act(sum_i x[r, i] W[o, i] + b[o]) for r < rows, o < fo, i < fi. */
 typedef struct rlt_linear_fwd {
     int32_t rows, fi, fo;
     /* Type of x and W: RLT_LP_F32, or RLT_LP_BF16 / RLT_LP_F16 (the products summed in fp32, tensor cores on
@@ -112,6 +112,17 @@ typedef struct rlt_linear_fwd {
     rlt_lp y_dtype;   /* RLT_LP_F32 (the only choice for an fp32 layer), or dtype */
     rlt_act act;
 } rlt_linear_fwd;
+
+/* linear_chain_forward's contract on its layers: 1 .. RLT_CHAIN_MAX_LAYERS of them, each after the first reading the
+ * previous one's output (x equal to its y, the same row stride, fi its fo, dtype its y_dtype). */
+static inline int rlt_chain_ok(const rlt_linear_fwd *layers, int32_t n) {
+    if (n < 1 || n > RLT_CHAIN_MAX_LAYERS) return 0;
+    for (int32_t l = 1; l < n; l++)
+        if (layers[l].x != layers[l - 1].y || layers[l].ldx != layers[l - 1].ldy || layers[l].fi != layers[l - 1].fo ||
+            layers[l].dtype != layers[l - 1].y_dtype)
+            return 0;
+    return 1;
+}
 
 /* linear_backward: the backward of linear_forward given dy = dL/d(pre-activation output) [rows, fo], read only:
  *   dW[o, i] = beta dW[o, i] + sum_r dy[r, o] x[r, i]   (dW NULL: skipped; W's layout, [fo, fi])

@@ -134,11 +134,8 @@ int cpu_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d) {
 /* The CPU runs a chain layer by layer: the dense kernels gain nothing from fusing, and its bits are linear_forward's
  * by construction. */
 int cpu_linear_chain_forward(rlt_backend *bk, const rlt_linear_fwd *layers, int32_t n) {
-    CPU_REQUIRE(bk, n >= 1 && n <= RLT_CHAIN_MAX_LAYERS, "linear_chain_forward");
-    for (int32_t l = 1; l < n; l++)
-        CPU_REQUIRE(bk, layers[l].x == layers[l - 1].y && layers[l].ldx == layers[l - 1].ldy &&
-                            layers[l].fi == layers[l - 1].fo && layers[l].dtype == layers[l - 1].y_dtype,
-                    "linear_chain_forward: each layer reads the previous one's output");
+    CPU_REQUIRE(bk, rlt_chain_ok(layers, n),
+                "linear_chain_forward: 1 to 9 layers, each reading the previous one's output");
     for (int32_t l = 0; l < n; l++) RLT_TRY(cpu_linear_forward(bk, &layers[l]));
     return RLT_OK;
 }

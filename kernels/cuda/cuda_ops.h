@@ -385,6 +385,22 @@ __device__ __forceinline__ float cuda_act(float z, int32_t act) {
     return z;
 }
 
+/* A warp's n <= MAXN dot products, lane l holding its partial sums in acc[j]: each finished by a butterfly of
+ * shuffles (lanes i and i^off add the same two values, so every lane ends with the same bits); returns sum j = lane
+ * (lanes at or past MAXN: sum 0). linear.cu's one-warp-per-row path; linear_chain.cu repeats its sums with it. */
+template <int MAXN> __device__ __forceinline__ float cuda_warp_sums(float (&acc)[MAXN], int n, int lane) {
+#pragma unroll
+    for (int j = 0; j < MAXN; j++)
+        if (j < n)
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
+    float v = acc[0];
+#pragma unroll
+    for (int j = 1; j < MAXN; j++)
+        if (lane == j) v = acc[j];
+    return v;
+}
+
 /* ---- seed batching, device side ----
  * Agent z = blockIdx.z's copy of p (a pointer into the leading agent's arena); NULL stays NULL. */
 template <typename T> __device__ __forceinline__ T *cuda_seed_ptr(const cuda_seeds &s, T *p) {
@@ -394,6 +410,14 @@ template <typename T> __device__ __forceinline__ T *cuda_seed_ptr(const cuda_see
 template <typename T> __device__ __forceinline__ const T *cuda_seed_ptr(const cuda_seeds &s, const T *p) {
     if (!s.delta || !p) return p;
     return (const T *)(const void *)((const char *)(const void *)p + s.delta[blockIdx.z]);
+}
+/* p moved dz bytes (a batched agent's copy of a non-NULL pointer into the lead's arena, dz its delta read once per
+ * block: linear.cu, linear_chain.cu); a NULL one must be tested before, never moved. */
+template <typename T> __device__ __forceinline__ T *cuda_at(T *p, int64_t dz) {
+    return (T *)(void *)((char *)(void *)p + dz);
+}
+template <typename T> __device__ __forceinline__ const T *cuda_at(const T *p, int64_t dz) {
+    return (const T *)(const void *)((const char *)(const void *)p + dz);
 }
 /* Agent z's seed in place of the leading agent's (a kernel's seed argument is always its config seed). */
 __device__ __forceinline__ uint64_t cuda_seed_key(const cuda_seeds &s, uint64_t seed) {

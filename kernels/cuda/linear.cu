@@ -42,7 +42,7 @@
  * passes when it offers no algorithm), in fp32, or on TF32 tensor cores when the plan asked for precision: tf32.
  *
  * Seed batching (cuda_seeds): grid z is the agent. Its buffers lie dz = delta[z] bytes from the lead's, added
- * where an address is formed from a descriptor's pointer (lin_at); the descriptors stay in parameter space.
+ * where an address is formed from a descriptor's pointer (cuda_at); the descriptors stay in parameter space.
  * linear_kernel<false, ...> (not batching) has dz the constant 0, linear_kernel<true, true> reads it (80 registers
  * on sm_90; the small single kernel 8 bytes of spill, the others none). The library routes cannot move per agent
  * and refuse while batching. */
@@ -114,27 +114,18 @@ typedef struct lin_launch {
 
 /* Seed batching: the bytes agent blockIdx.z's buffers lie from the lead's; sd NULL (not batching): 0. */
 __device__ __forceinline__ int64_t lin_dz(const cuda_seeds *sd) { return sd ? sd->delta[blockIdx.z] : 0; }
-/* Agent blockIdx.z's copy of p, a non-NULL pointer of a descriptor, dz bytes from the lead's (see the file
- * comment); a NULL one is only ever tested, never moved. */
-template <typename T> __device__ __forceinline__ T *lin_at(T *p, int64_t dz) {
-    return (T *)(void *)((char *)(void *)p + dz);
-}
-template <typename T> __device__ __forceinline__ const T *lin_at(const T *p, int64_t dz) {
-    return (const T *)(const void *)((const char *)(const void *)p + dz);
-}
-
 /* The epilogue of one output element (see the file comment). */
 __device__ __forceinline__ void lin_store(const lin_problem &p, int32_t m, int32_t n, float v, int64_t dz) {
     if (p.epi == LIN_EPI_DW) {
-        float *d = n == p.N ? lin_at(p.C2, dz) + m : lin_at(p.C, dz) + (int64_t)m * p.ldc + n;
+        float *d = n == p.N ? cuda_at(p.C2, dz) + m : cuda_at(p.C, dz) + (int64_t)m * p.ldc + n;
         *d = p.beta == 0.0f ? v : p.beta * *d + v;
     } else if (p.epi == LIN_EPI_FWD) {
-        lin_at(p.C, dz)[(int64_t)m * p.ldc + n] = cuda_act(v + (p.aux ? lin_at(p.aux, dz)[n] : 0.0f), p.act);
+        cuda_at(p.C, dz)[(int64_t)m * p.ldc + n] = cuda_act(v + (p.aux ? cuda_at(p.aux, dz)[n] : 0.0f), p.act);
     } else {
-        float x = lin_at(p.aux, dz)[(int64_t)m * p.ld_aux + n];
+        float x = cuda_at(p.aux, dz)[(int64_t)m * p.ld_aux + n];
         if (p.act == RLT_ACT_RELU) v = x > 0.0f ? v : 0.0f;
         else if (p.act == RLT_ACT_TANH) v *= 1.0f - x * x;
-        lin_at(p.C, dz)[(int64_t)m * p.ldc + n] = v;
+        cuda_at(p.C, dz)[(int64_t)m * p.ldc + n] = v;
     }
 }
 
@@ -185,7 +176,7 @@ __device__ __forceinline__ void lin_gemm_tile4(const lin_problem &p, int32_t til
     const int tm = (r / (BN / 4)) * 4, tn = (r % (BN / 4)) * 4;
     const int32_t chunks = (p.K + BK - 1) / BK;
     const int64_t dz = lin_dz(sd);
-    const float *A = lin_at(p.A, dz), *B = lin_at(p.B, dz);
+    const float *A = cuda_at(p.A, dz), *B = cuda_at(p.B, dz);
 
     /* Each thread copies the same elements of every chunk: where they go in shared memory and where they
      * come from at chunk 0 are worked out once; chunk c reads c steps further along k. */
@@ -302,7 +293,7 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
     const int tm = (r / (BN / 4)) * 4, rn = r % (BN / 4);
     const int32_t chunks = (p.K + BK - 1) / BK;
     const int64_t dz = lin_dz(sd);
-    const float *A = lin_at(p.A, dz), *B = lin_at(p.B, dz);
+    const float *A = cuda_at(p.A, dz), *B = cuda_at(p.B, dz);
 
     /* The copies. Vector (p.a_vec, p.b_vec): unit t of a chunk is 4 floats along the operand's contiguous
      * dimension (A has 8 BM units: all threads or the first half; B 256). Element-wise (an operand whose rows are
@@ -429,7 +420,7 @@ __device__ __forceinline__ void lin_rowdot_tile(const lin_problem &p, int32_t ti
     float acc[LIN_ROWDOT_MAXN];
 #pragma unroll
     for (int j = 0; j < LIN_ROWDOT_MAXN; j++) acc[j] = 0.0f;
-    const float *a = lin_at(p.A, dz) + (int64_t)m * p.lda, *B = lin_at(p.B, dz);
+    const float *a = cuda_at(p.A, dz) + (int64_t)m * p.lda, *B = cuda_at(p.B, dz);
 #pragma unroll 4
     for (int32_t k = lane; k < p.K; k += 32) {
         const float av = a[k];
@@ -437,15 +428,7 @@ __device__ __forceinline__ void lin_rowdot_tile(const lin_problem &p, int32_t ti
         for (int j = 0; j < LIN_ROWDOT_MAXN; j++)
             if (j < p.N) acc[j] = fmaf(av, B[(int64_t)j * p.ldb + k], acc[j]);
     }
-    /* Butterfly: lanes i and i^off add the same two values, so every lane ends with the same bits. */
-#pragma unroll
-    for (int j = 0; j < LIN_ROWDOT_MAXN; j++)
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
-    float v = acc[0];
-#pragma unroll
-    for (int j = 1; j < LIN_ROWDOT_MAXN; j++)
-        if (lane == j) v = acc[j];
+    const float v = cuda_warp_sums<LIN_ROWDOT_MAXN>(acc, LIN_ROWDOT_MAXN, lane);
     if (lane < p.N) lin_store(p, m, lane, v, dz);
 }
 
@@ -455,7 +438,7 @@ __device__ __forceinline__ void lin_colsum_tile(const lin_problem &p, int32_t ti
     constexpr int WARPS = LIN_THREADS / 32;
     const int32_t n = tile * 32 + lane;
     const bool real = n < p.N, one = p.ones && n == p.N;
-    const float *A = lin_at(p.A, dz), *B = lin_at(p.B, dz);
+    const float *A = cuda_at(p.A, dz), *B = cuda_at(p.B, dz);
     float acc[LIN_COLSUM_MAXM];
 #pragma unroll
     for (int i = 0; i < LIN_COLSUM_MAXM; i++) acc[i] = 0.0f;
@@ -492,7 +475,7 @@ __device__ __forceinline__ void lin_outer_tile(const lin_problem &p, int32_t til
     const int32_t n = (int32_t)(t % p.N);
     const int64_t m0 = t / p.N * LIN_OUTER_ROWS;
     if (m0 >= p.M) return;
-    const float *A = lin_at(p.A, dz), *B = lin_at(p.B, dz);
+    const float *A = cuda_at(p.A, dz), *B = cuda_at(p.B, dz);
     float b[LIN_OUTER_MAXK];
 #pragma unroll
     for (int k = 0; k < LIN_OUTER_MAXK; k++)

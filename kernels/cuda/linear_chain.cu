@@ -61,11 +61,6 @@ typedef struct chain_launch {
     cuda_seeds sd;
 } chain_launch;
 
-/* Agent blockIdx.z's copy of p (NULL stays NULL). */
-template <typename T> __device__ __forceinline__ T *chain_at(T *p, int64_t dz) {
-    return p ? (T *)(void *)((char *)(void *)p + dz) : p;
-}
-
 /* Waits until at most n of this thread's copy groups are in flight (n < RLT_CHAIN_MAX_LAYERS). */
 __device__ __forceinline__ void chain_wait(int n) {
     switch (n) {
@@ -209,15 +204,7 @@ __device__ __forceinline__ void chain_rowdot(const chain_layer &c, const float *
             for (int j = 0; j < MAXN; j++)
                 if (j < c.fo) acc[j] = fmaf(av, ws[c.w_off + j * c.sk + k], acc[j]);
         }
-#pragma unroll
-        for (int j = 0; j < MAXN; j++)
-            if (j < c.fo)
-#pragma unroll
-                for (int off = 16; off > 0; off >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
-        float v = acc[0];
-#pragma unroll
-        for (int j = 1; j < MAXN; j++)
-            if (lane == j) v = acc[j];
+        const float v = cuda_warp_sums<MAXN>(acc, c.fo, lane);
         if (lane < c.fo) chain_store(c, b, y, out, sx, m, lane, rows, v);
     }
 }
@@ -253,7 +240,7 @@ __global__ void __launch_bounds__(CHAIN_THREADS, CHAIN_MIN_BLOCKS)
 
     /* This block's rows of x (zero rows past the end, zeros past fi) with the first layer's weights and bias, then
      * each further layer's as a copy group of its own. */
-    const float *x = chain_at(L.x, dz);
+    const float *x = cuda_at(L.x, dz);
     const int kp0 = L.l[0].kpad;
     for (int m = t / 32; m < CHAIN_ROWS; m += CHAIN_THREADS / 32)
         for (int k = t % 32; k < kp0; k += 32) {
@@ -262,9 +249,9 @@ __global__ void __launch_bounds__(CHAIN_THREADS, CHAIN_MIN_BLOCKS)
         }
     for (int l = 0; l < L.n; l++) {
         const chain_layer &c = L.l[l];
-        const float *b = chain_at(c.b, dz);
+        const float *b = c.b ? cuda_at(c.b, dz) : nullptr;
         for (int n = t; n < c.fo; n += CHAIN_THREADS) cp_async4(ws + c.b_off + n, b ? b + n : x, b != nullptr);
-        chain_copy_w(c, chain_at(c.W, dz), ws);
+        chain_copy_w(c, cuda_at(c.W, dz), ws);
         cp_async_commit();
     }
 
@@ -273,7 +260,7 @@ __global__ void __launch_bounds__(CHAIN_THREADS, CHAIN_MIN_BLOCKS)
         chain_wait(L.n - 1 - l);
         __syncthreads();
         const float *b = ws + c.b_off;
-        float *y = chain_at(c.y, dz) + (int64_t)m0 * c.ldy;
+        float *y = cuda_at(c.y, dz) + (int64_t)m0 * c.ldy;
         float *o = l + 1 < L.n ? out : nullptr; /* the last layer's output stays in global memory only */
         if (c.kind == CUDA_FWD_OUTER) chain_outer(c, ws, in, b, y, o, L.sx, rows);
         else if (c.kind == CUDA_FWD_ROWDOT) chain_rowdot(c, ws, in, b, y, o, L.sx, rows);
@@ -322,11 +309,8 @@ static int chain_plan(rlt_backend *bk, const rlt_linear_fwd *ly, int32_t n, chai
 }
 
 extern "C" int cuda_linear_chain_forward(rlt_backend *bk, const rlt_linear_fwd *layers, int32_t n) {
-    CUDA_REQUIRE(bk, n >= 1 && n <= RLT_CHAIN_MAX_LAYERS, "linear_chain_forward");
-    for (int32_t l = 1; l < n; l++)
-        CUDA_REQUIRE(bk, layers[l].x == layers[l - 1].y && layers[l].ldx == layers[l - 1].ldy &&
-                             layers[l].fi == layers[l - 1].fo && layers[l].dtype == layers[l - 1].y_dtype,
-                     "linear_chain_forward: each layer reads the previous one's output");
+    CUDA_REQUIRE(bk, rlt_chain_ok(layers, n),
+                 "linear_chain_forward: 1 to 9 layers, each reading the previous one's output");
     chain_launch L;
     size_t bytes = 0;
     const unsigned z = cuda_seeds_z(bk);
