@@ -352,8 +352,8 @@ typedef struct rlt_backend_ops {
     int (*linear_forward)(rlt_backend *bk, const rlt_linear_fwd *d);
     /* n (1 .. RLT_CHAIN_MAX_LAYERS) layers in a row, each reading the previous one's output (layers[i].x equal to
      * layers[i - 1].y with the same row stride): every y, bit for bit, what linear_forward on each in order writes
-     * on the same backend. A backend may run them as one launch (CUDA, while seeds are batched: fp32 networks at
-     * most 128 wide, one graph node instead of n); otherwise it runs them one by one. */
+     * on the same backend. A backend may run them as one launch (CUDA, while 8 or more seeds are batched: fp32
+     * networks at most 128 wide, one graph node instead of n); otherwise it runs them one by one. */
     int (*linear_chain_forward)(rlt_backend *bk, const rlt_linear_fwd *layers, int32_t n);
     /* See rlt_linear_bwd. dx is already the previous layer's dL/d(pre-activation), so a backward pass through
      * an MLP is one op per layer. Sums over r and o run in a fixed order on every backend (deterministic), not

@@ -944,9 +944,21 @@ static void routed_backward_case(routed_bwd t, int tf32) {
     reset();
 }
 
-/* linear_chain_forward against linear_forward layer by layer, all on the GPU: the chain runs for two seeds batched
- * (seed_batch: seed 1's buffers a fixed distance from seed 0's, its own inputs), which is when CUDA fuses it into one
- * launch; each seed's every layer output must equal, byte for byte, linear_forward run alone on that seed's inputs
+/* CUDA fuses a chain only while at least this many seeds are batched (linear_chain.cu's CHAIN_MIN_SEEDS). */
+#define CHAIN_SEEDS 8
+
+/* Seed batching for the chain tests: seed z's buffers lie gs[z] - gs[0] bytes from seed 0's, its RNG seed z + 1. */
+static void chain_seed_batch(void *const *gs, void *cd, void *gd, void *ck, void *gk) {
+    int64_t delta[CHAIN_SEEDS];
+    uint64_t seed[CHAIN_SEEDS];
+    for (int z = 0; z < CHAIN_SEEDS; z++) delta[z] = (int64_t)((char *)gs[z] - (char *)gs[0]), seed[z] = (uint64_t)z + 1;
+    put(cd, gd, delta, sizeof delta);
+    put(ck, gk, seed, sizeof seed);
+}
+
+/* linear_chain_forward against linear_forward layer by layer, all on the GPU: the chain runs for CHAIN_SEEDS seeds
+ * batched (seed_batch: seed z's buffers a fixed distance from seed 0's, its own inputs), which is when CUDA fuses it
+ * into one launch; each seed's every layer output must equal, byte for byte, linear_forward run alone on that seed's inputs
  * (the chain repeats each layer kernel's sums in their order), the output's padding columns untouched. The networks
  * take each path of the fused chain (K <= 4 products, the GEMM's 8 and 4 k-groups, a warp per row, zeros past a
  * narrow layer's output feeding a GEMM) and the layer-by-layer fallback (a 256-wide one). */
@@ -963,7 +975,7 @@ static void test_linear_chain(void) {
         {9, 1, 4, {8, 33, 7, 40, 3}, {RLT_ACT_RELU, RLT_ACT_TANH, RLT_ACT_RELU, RLT_ACT_NONE}},
         {256, 0, 3, {23, 256, 256, 1}, {RLT_ACT_RELU, RLT_ACT_RELU, RLT_ACT_NONE}}, /* too wide: layer by layer */
     };
-    printf("linear_chain_forward, two seeds batched, vs linear_forward per layer and seed (GPU)\n");
+    printf("linear_chain_forward, %d seeds batched, vs linear_forward per layer and seed (GPU)\n", CHAIN_SEEDS);
     for (size_t t = 0; t < sizeof nets / sizeof nets[0]; t++) {
         int rows = nets[t].rows, n = nets[t].n, ldx = nets[t].dims[0] + nets[t].ldx_pad;
         int last = nets[t].dims[n], ldo = last + 3; /* the output's row has 3 padding columns */
@@ -974,25 +986,22 @@ static void test_linear_chain(void) {
         }
         size_t per = nx + nw + ny; /* a seed's block: x, the weights, the chain's outputs */
         float *h = malloc(per * 4), *ya = malloc(ny * 4), *yb = malloc(ny * 4);
-        void *cs[2], *gs[2], *cr[2], *gr[2], *cd, *gd, *ck, *gk;
-        for (int z = 0; z < 2; z++) take(per * 4, &cs[z], &gs[z]);
-        for (int z = 0; z < 2; z++) take(ny * 4, &cr[z], &gr[z]); /* the per-layer reference's outputs */
-        take(2 * sizeof(int64_t), &cd, &gd);
-        take(2 * sizeof(uint64_t), &ck, &gk);
-        for (int z = 0; z < 2; z++) {
+        void *cs[CHAIN_SEEDS], *gs[CHAIN_SEEDS], *cr[CHAIN_SEEDS], *gr[CHAIN_SEEDS], *cd, *gd, *ck, *gk;
+        for (int z = 0; z < CHAIN_SEEDS; z++) take(per * 4, &cs[z], &gs[z]);
+        for (int z = 0; z < CHAIN_SEEDS; z++) take(ny * 4, &cr[z], &gr[z]); /* the per-layer reference's outputs */
+        take(CHAIN_SEEDS * sizeof(int64_t), &cd, &gd);
+        take(CHAIN_SEEDS * sizeof(uint64_t), &ck, &gk);
+        for (int z = 0; z < CHAIN_SEEDS; z++) {
             rnd_fill(h, nx, -1, 1);
             rnd_fill(h + nx, nw, -0.5f, 0.5f);
             rnd_fill(h + nx + nw, ny, -9, 9); /* poison */
             put(cs[z], gs[z], h, per * 4);
             put(cr[z], gr[z], h + nx + nw, ny * 4);
         }
-        int64_t delta[2] = {0, (int64_t)((char *)gs[1] - (char *)gs[0])};
-        uint64_t seed[2] = {1, 2};
-        put(cd, gd, delta, sizeof delta);
-        put(ck, gk, seed, sizeof seed);
+        chain_seed_batch(gs, cd, gd, ck, gk);
         /* the layers of seed z's block (y in its block) or of its reference (y in gr[z]) */
-        rlt_linear_fwd la[5], lb[2][5];
-        for (int z = -1; z < 2; z++) {
+        rlt_linear_fwd la[5], lb[CHAIN_SEEDS][5];
+        for (int z = -1; z < CHAIN_SEEDS; z++) {
             const float *base = gs[z < 0 ? 0 : z], *w = base + nx, *in = base;
             float *y = z < 0 ? (float *)base + nx + nw : gr[z];
             int ld_in = ldx;
@@ -1007,14 +1016,14 @@ static void test_linear_chain(void) {
                 y += (size_t)rows * ldy;
             }
         }
-        int r0 = P.gpu.ops->seed_batch(&P.gpu, 2, gd, gk);
+        int r0 = P.gpu.ops->seed_batch(&P.gpu, CHAIN_SEEDS, gd, gk);
         int r1 = r0 == RLT_OK ? P.gpu.ops->linear_chain_forward(&P.gpu, la, n) : r0;
         int r2 = P.gpu.ops->seed_batch(&P.gpu, 1, NULL, NULL);
-        for (int z = 0; z < 2; z++)
+        for (int z = 0; z < CHAIN_SEEDS; z++)
             for (int l = 0; l < n && r2 == RLT_OK; l++) r2 = P.gpu.ops->linear_forward(&P.gpu, &lb[z][l]);
         CHECK(r1 == RLT_OK && r2 == RLT_OK, "linear_chain_forward net %zu: chain %d layers %d (%s)", t, r1, r2,
               P.egpu.msg);
-        for (int z = 0; z < 2; z++) {
+        for (int z = 0; z < CHAIN_SEEDS; z++) {
             fetch(h, ya, cs[z], (char *)gs[z] + (nx + nw) * 4, ny * 4); /* h: the CPU side, unused */
             fetch(h, yb, cr[z], gr[z], ny * 4);
             char what[112];

@@ -1,8 +1,9 @@
 /* gpu_seed_batch.c: seeds sharing a GPU run one batched update graph (engine/seed_batch.h), and each seed still
  * trains exactly as its single run does.
- * - TD3 (Pendulum, 64-64) and DQN (CartPole) groups of three seeds on cuda:0 with train.seed_batching say they
- *   run batched, and each member ends with the final.ckpt (byte for byte) and metrics.csv (but wall_s) of the
- *   single run with its seed: block z of every batched kernel computes agent z's update and nothing else.
+ * - TD3 (Pendulum, 64-64) and DQN (CartPole) groups of three and of eight seeds on cuda:0 with train.seed_batching
+ *   say they run batched, and each member ends with the final.ckpt (byte for byte) and metrics.csv (but wall_s) of
+ *   the single run with its seed: block z of every batched kernel computes agent z's update and nothing else (from
+ *   eight seeds on, with each network's forward fused into one launch: linear_chain.cu).
  * - A group whose replay is in host memory cannot batch (a batched kernel moves device-arena pointers only): it
  *   says why, each seed runs its own graphs, and the results are again the single runs'. So does a bf16 group,
  *   whose products are cuBLASLt's (it used to be told only that the seeds' plans differ).
@@ -47,12 +48,14 @@ static rlt_config *config(const char *yaml, const char *out_dir, const char *set
 }
 
 
-/* A group of seeds 1..3 of yaml (plus extra), whose log must say `expect`; then each seed against its single run. */
-static void group_vs_single(const char *yaml, const char *tag, const char *extra, const char *expect) {
+/* A group of seeds 1..n of yaml (plus extra), whose log must say `expect`; then each seed against its single run. */
+static void group_vs_single(const char *yaml, const char *tag, int n, const char *extra, const char *expect) {
     char gdir[600], sdir[600], what[160];
     snprintf(what, sizeof what, "tmp_gpu_batch_%s", tag);
     snprintf(gdir, sizeof gdir, "%s", test_tmpdir(what));
-    rlt_config *cfg = config(yaml, gdir, "train.num_seeds=3", extra);
+    char num[40];
+    snprintf(num, sizeof num, "train.num_seeds=%d", n);
+    rlt_config *cfg = config(yaml, gdir, num, extra);
     CHECK(rlt_config_set(cfg, "train.seed_batching=true") == RLT_OK, "%s", rlt_config_errmsg(cfg));
     g_log[0] = '\0';
     rlt_log_set_callback(on_log, NULL);
@@ -65,7 +68,7 @@ static void group_vs_single(const char *yaml, const char *tag, const char *extra
     rlt_config_free(cfg);
     rlt_log_set_callback(NULL, NULL);
     CHECK(strstr(g_log, expect) != NULL, "%s: the group's log says '%s'; it says:\n%s", tag, expect, g_log);
-    for (int s = 1; s <= 3; s++) {
+    for (int s = 1; s <= n; s++) {
         snprintf(what, sizeof what, "tmp_gpu_batch_%s_single%d", tag, s);
         snprintf(sdir, sizeof sdir, "%s", test_tmpdir(what));
         char seed[32];
@@ -91,10 +94,13 @@ int main(void) {
     rlt_trainer_free(tr);
     rlt_config_free(probe);
     if (rc == RLT_EDEVICE) test_skip("no GPU: cuda:0 does not open");
-    group_vs_single(k_td3, "td3", NULL, "run as one batched graph");
-    group_vs_single(k_dqn, "dqn", NULL, "run as one batched graph");
-    group_vs_single(k_td3, "td3_host_replay", "replay.location=host", "each seed runs its own update graph: the replay is in host memory");
-    group_vs_single(k_td3, "td3_bf16", "precision=bf16",
+    group_vs_single(k_td3, "td3", 3, NULL, "run as one batched graph");
+    group_vs_single(k_dqn, "dqn", 3, NULL, "run as one batched graph");
+    /* From 8 seeds on, a network's forward is one launch (linear_chain.cu). */
+    group_vs_single(k_td3, "td3_8", 8, NULL, "run as one batched graph");
+    group_vs_single(k_dqn, "dqn_8", 8, NULL, "run as one batched graph");
+    group_vs_single(k_td3, "td3_host_replay", 3, "replay.location=host", "each seed runs its own update graph: the replay is in host memory");
+    group_vs_single(k_td3, "td3_bf16", 3, "precision=bf16",
                     "each seed runs its own update graph: the plan calls cuBLAS");
     return test_summary("gpu_seed_batch");
 }

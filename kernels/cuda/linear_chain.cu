@@ -16,8 +16,8 @@
  * then act(sum + b). Here a thread takes 2 rows x 4 columns and forms the KG partial sums one after another where
  * linear.cu spreads them over threads: the arithmetic is the same.
  *
- * Only while batching (cuda_seeds, grid z the agent, every pointer moved by its delta as in linear.cu): a single
- * agent's chain runs layer by layer. Measured on an H100 (bench/RESULTS.md): for one agent a one-launch forward
+ * Only while batching 8 or more seeds (cuda_seeds, grid z the agent, every pointer moved by its delta as in
+ * linear.cu; CHAIN_MIN_SEEDS below): fewer seeds' and a single agent's chains run layer by layer. Measured on an H100 (bench/RESULTS.md): for one agent a one-launch forward
  * (4-row blocks, the k-groups over threads, 8 us alone against 15 us for the three launches) only matched the
  * three launches inside the update's graph (35.6k against 35.7k updates/s), and 16 agents with a graph each lost
  * 11% (188k against 211k): its blocks hold an SM longer and copy the weights 32 times a network.
@@ -308,13 +308,20 @@ static int chain_plan(rlt_backend *bk, const rlt_linear_fwd *ly, int32_t n, chai
     return *bytes <= cap;
 }
 
+/* Fuses only from this many batched seeds on: below it the layers' own launches win (the same bits either way).
+ * Measured on an H100, 16 DQN seeds' networks (CartPole's 4-120-84-2) batched, fused against layer by layer
+ * (bench/RESULTS.md): 2 seeds 49.5k against 52.1k updates/s, 4 seeds 90.2k against 100.2k, 8 seeds 157.6k against
+ * 154.2k, 16 seeds 253.3k against 231.9k: with few seeds the chain's blocks, a whole network each, finish after the
+ * layers' many short ones. */
+#define CHAIN_MIN_SEEDS 8
+
 extern "C" int cuda_linear_chain_forward(rlt_backend *bk, const rlt_linear_fwd *layers, int32_t n) {
     CUDA_REQUIRE(bk, rlt_chain_ok(layers, n),
                  "linear_chain_forward: 1 to 9 layers, each reading the previous one's output");
     chain_launch L;
     size_t bytes = 0;
     const unsigned z = cuda_seeds_z(bk);
-    if (z <= 1 || !chain_plan(bk, layers, n, &L, &bytes)) { /* a single agent: layer by layer (see above) */
+    if (z < CHAIN_MIN_SEEDS || !chain_plan(bk, layers, n, &L, &bytes)) { /* layer by layer (see above) */
         for (int32_t l = 0; l < n; l++) RLT_TRY(cuda_linear_forward(bk, &layers[l]));
         return RLT_OK;
     }
