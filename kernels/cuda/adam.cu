@@ -34,6 +34,15 @@ __global__ void adam_kernel(float *p, float *g, float *m, float *v, uint64_t n, 
         if (partial) partial = cuda_seed_scratch(sd, (float *)partial);
     }
     if (skip && *skip) return; /* an fp16 step with non-finite gradients: nothing changes (amp_unscale) */
+    /* The step count and this thread's first element are read before the norm's tree: their loads need not wait for
+     * it (in an update's graph this kernel is a link of the critical chain, and the tree is a dozen barriers). */
+    const int64_t s = *step;
+    const uint64_t i0 = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    float g0 = 0.0f, m0 = 0.0f, v0 = 0.0f, p0 = 0.0f, t0 = 0.0f;
+    if (i0 < n) {
+        g0 = g[i0], m0 = m[i0], v0 = v[i0], p0 = p[i0];
+        if (target) t0 = target[i0];
+    }
     float coef = 1.0f;
     if (partial) {
         shared[threadIdx.x] = threadIdx.x < n_parts ? partial[threadIdx.x] : 0.0f;
@@ -47,26 +56,26 @@ __global__ void adam_kernel(float *p, float *g, float *m, float *v, uint64_t n, 
         coef = max_norm / (nrm + 1e-6f);
     }
     const bool clip = partial && coef < 1.0f;
-    int64_t s = *step;
     /* The CPU twin rejects step < 1; here that would need a host sync, so the update is skipped instead
      * (bias correction 1 - beta^0 = 0 would divide by zero). */
     if (s < 1) return;
     const rlt_adam_coef c = rlt_adam_coefs(hp, s);
     uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float gi = g[i];
+    for (uint64_t i = i0; i < n; i += stride) {
+        const bool first = i == i0;
+        float gi = first ? g0 : g[i];
         if (clip) {
             gi *= coef;
             g[i] = gi;
         }
-        float mi = m[i], vi = v[i];
-        float pi = rlt_adam_elem(hp, c, p[i], gi, &mi, &vi);
+        float mi = first ? m0 : m[i], vi = first ? v0 : v[i];
+        float pi = rlt_adam_elem(hp, c, first ? p0 : p[i], gi, &mi, &vi);
         m[i] = mi;
         v[i] = vi;
         p[i] = pi;
         if (p_lp) lp_store(p_lp, lp_dtype, (int64_t)i, pi);
         if (target) {
-            float ti = tau * pi + (1.0f - tau) * target[i];
+            float ti = tau * pi + (1.0f - tau) * (first ? t0 : target[i]);
             target[i] = ti;
             if (target_lp) lp_store(target_lp, lp_dtype, (int64_t)i, ti);
         }

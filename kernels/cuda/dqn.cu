@@ -55,17 +55,25 @@ __global__ void dqn_loss_kernel(float *y, float *dq, int32_t lddq, float *loss, 
     qt = cuda_seed_ptr(sd, qt), sel = cuda_seed_ptr(sd, sel);
     float acc = 0.0f;
     for (int32_t i = threadIdx.x; i < n; i += DQN_REDUCE_THREADS) {
-        const float *s = sel + (int64_t)i * ldqn;
-        int32_t best = 0;
-        for (int32_t j = 1; j < n_act; j++)
-            if (s[j] > s[best]) best = j;
-        float yi = r[i] + gamma * (1.0f - term[i]) * qt[(int64_t)i * ldqn + best];
+        /* Every load before the first store, none waiting on another but q's on the action: the target's value rides
+         * along with the argmax instead of being read after it (this kernel is a link of the update's critical chain,
+         * and each dependent load a round trip to L2). */
+        const int32_t a = act[i];
+        const float ri = r[i], ti = term[i];
+        const bool taken = a >= 0 && a < n_act;
+        const float qa = taken ? q[(int64_t)i * ldq + a] : 0.0f;
+        const float *s = sel + (int64_t)i * ldqn, *t = qt + (int64_t)i * ldqn;
+        float s_best = s[0], t_best = t[0];
+        for (int32_t j = 1; j < n_act; j++) {
+            const float sj = s[j], tj = t[j];
+            if (sj > s_best) s_best = sj, t_best = tj;
+        }
+        float yi = ri + gamma * (1.0f - ti) * t_best;
         y[i] = yi;
         float *row = dq + (int64_t)i * lddq;
         for (int32_t j = 0; j < n_act; j++) row[j] = 0.0f;
-        int32_t a = act[i];
-        if (a < 0 || a >= n_act) continue;
-        float d = q[(int64_t)i * ldq + a] - yi;
+        if (!taken) continue;
+        float d = qa - yi;
         float g, l = rlt_td_loss(d, delta, &g);
         row[a] = k * g;
         acc += l;
