@@ -55,10 +55,12 @@ __global__ void td3_critic_loss_kernel(float *y, float *dq1, float *dq2, float *
     r = cuda_seed_ptr(sd, r), term = cuda_seed_ptr(sd, term);
     float acc1 = 0.0f, acc2 = 0.0f;
     for (int32_t i = threadIdx.x; i < n; i += REDUCE_THREADS) {
-        float a = qt1[i], b = qt2[i];
-        float yi = r[i] + gamma * (1.0f - term[i]) * (a < b ? a : b);
+        /* Every load before the first store: after it, q1 and q2 would be read a round trip later (this kernel is a
+         * link of the update's critical chain). */
+        const float a = qt1[i], b = qt2[i], ri = r[i], ti = term[i], q1i = q1[i], q2i = q2[i];
+        float yi = ri + gamma * (1.0f - ti) * (a < b ? a : b);
         y[i] = yi;
-        float d1 = q1[i] - yi, d2 = q2[i] - yi;
+        float d1 = q1i - yi, d2 = q2i - yi;
         dq1[i] = k * d1;
         dq2[i] = k * d2;
         acc1 += d1 * d1;

@@ -21,9 +21,10 @@ __global__ void td3_target_action_kernel(float *a, int32_t lda, int32_t rows, in
     uint64_t ctr = (uint64_t)*counter;
     for (int32_t r = blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += gridDim.y * blockDim.y) {
         for (int32_t c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x) {
-            float eps = std * rlt_philox_normal(seed, stream, ctr, (uint64_t)(row0 + r) * (uint64_t)cols + (uint64_t)c);
             float *x = &a[(int64_t)r * lda + c];
-            *x = clampf(*x + clampf(eps, -clip, clip), -1.0f, 1.0f);
+            const float xv = *x; /* read first: its round trip overlaps the counter's and the draw */
+            float eps = std * rlt_philox_normal(seed, stream, ctr, (uint64_t)(row0 + r) * (uint64_t)cols + (uint64_t)c);
+            *x = clampf(xv + clampf(eps, -clip, clip), -1.0f, 1.0f);
         }
     }
 }
