@@ -17,10 +17,11 @@
  * linear.cu spreads them over threads: the arithmetic is the same.
  *
  * Only while batching 8 or more seeds (cuda_seeds, grid z the agent, every pointer moved by its delta as in
- * linear.cu; CHAIN_MIN_SEEDS below): fewer seeds' and a single agent's chains run layer by layer. Measured on an H100 (bench/RESULTS.md): for one agent a one-launch forward
- * (4-row blocks, the k-groups over threads, 8 us alone against 15 us for the three launches) only matched the
- * three launches inside the update's graph (35.6k against 35.7k updates/s), and 16 agents with a graph each lost
- * 11% (188k against 211k): its blocks hold an SM longer and copy the weights 32 times a network.
+ * linear.cu; CHAIN_MIN_SEEDS below): fewer seeds' and a single agent's chains run layer by layer. Measured on an
+ * H100 (bench/RESULTS.md): for one agent a one-launch forward (4-row blocks, the k-groups over threads, 8 us alone
+ * against 15 us for the three launches) only matched the three launches inside the update's graph (35.6k against
+ * 35.7k updates/s), and 16 agents with a graph each lost 11% (188k against 211k): its blocks hold an SM longer and
+ * copy the weights 32 times a network.
  *
  * Shape limits (else layer by layer): fp32, every layer at most 128 wide in and out and on our kernels (not the
  * library), weights and biases plus two 16-row activation buffers within CHAIN_SMEM_MAX bytes of shared memory
@@ -309,7 +310,7 @@ static int chain_plan(rlt_backend *bk, const rlt_linear_fwd *ly, int32_t n, chai
 }
 
 /* Fuses only from this many batched seeds on: below it the layers' own launches win (the same bits either way).
- * Measured on an H100, 16 DQN seeds' networks (CartPole's 4-120-84-2) batched, fused against layer by layer
+ * Measured on an H100, batched DQN seeds on CartPole's 4-120-84-2 network, fused against layer by layer
  * (bench/RESULTS.md): 2 seeds 49.5k against 52.1k updates/s, 4 seeds 90.2k against 100.2k, 8 seeds 157.6k against
  * 154.2k, 16 seeds 253.3k against 231.9k: with few seeds the chain's blocks, a whole network each, finish after the
  * layers' many short ones. */
