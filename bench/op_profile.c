@@ -5,11 +5,12 @@
 #include <stdio.h>
 #include <time.h>
 
-enum { P_LIN_F, P_LIN_CHAIN, P_LIN_B, P_LIN_F_LP, P_LIN_B_LP, P_CONV_F, P_CONV_B, P_GATHER, P_GATHER_U8, P_LOSS_DQN, P_LOSS_TD3,
-       P_ADAM, P_CAST, P_TD3_NOISE, P_OTHER_FILL, P_COUNT };
-static const char *names[P_COUNT] = {"linear_forward", "linear_chain_forward", "linear_backward", "linear_forward 16b", "linear_backward 16b",
-                                     "conv_forward", "conv_backward", "gather_fields", "gather_u8_f32", "dqn_loss",
-                                     "td3_critic_loss", "adam", "cast", "td3_target_action", "fill"};
+enum { P_LIN_F, P_LIN_CHAIN, P_LIN_B, P_LIN_F_LP, P_LIN_B_LP, P_CONV_F, P_CONV_B, P_GATHER, P_GATHER_U8, P_LOSS_DQN,
+       P_LOSS_TD3, P_ADAM, P_CAST, P_TD3_NOISE, P_OTHER_FILL, P_COUNT };
+static const char *names[P_COUNT] = {"linear_forward", "linear_chain_forward", "linear_backward", "linear_forward 16b",
+                                     "linear_backward 16b", "conv_forward", "conv_backward", "gather_fields",
+                                     "gather_u8_f32", "dqn_loss", "td3_critic_loss", "adam", "cast", "td3_target_action",
+                                     "fill"};
 static double total[P_COUNT];
 static long calls[P_COUNT];
 static const rlt_backend_ops *real;

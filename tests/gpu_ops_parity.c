@@ -958,8 +958,8 @@ static void chain_seed_batch(void *const *gs, void *cd, void *gd, void *ck, void
 
 /* linear_chain_forward against linear_forward layer by layer, all on the GPU: the chain runs for CHAIN_SEEDS seeds
  * batched (seed_batch: seed z's buffers a fixed distance from seed 0's, its own inputs), which is when CUDA fuses it
- * into one launch; each seed's every layer output must equal, byte for byte, linear_forward run alone on that seed's inputs
- * (the chain repeats each layer kernel's sums in their order), the output's padding columns untouched. The networks
+ * into one launch; each seed's every layer output must equal, byte for byte, linear_forward run alone on that seed's
+ * inputs (the chain repeats each layer kernel's sums in their order), the output's padding columns untouched. The networks
  * take each path of the fused chain (K <= 4 products, the GEMM's 8 and 4 k-groups, a warp per row, zeros past a
  * narrow layer's output feeding a GEMM) and the layer-by-layer fallback (a 256-wide one). */
 static void test_linear_chain(void) {

@@ -99,7 +99,8 @@ int main(void) {
     /* From 8 seeds on, a network's forward is one launch (linear_chain.cu). */
     group_vs_single(k_td3, "td3_8", 8, NULL, "run as one batched graph");
     group_vs_single(k_dqn, "dqn_8", 8, NULL, "run as one batched graph");
-    group_vs_single(k_td3, "td3_host_replay", 3, "replay.location=host", "each seed runs its own update graph: the replay is in host memory");
+    group_vs_single(k_td3, "td3_host_replay", 3, "replay.location=host",
+                    "each seed runs its own update graph: the replay is in host memory");
     group_vs_single(k_td3, "td3_bf16", 3, "precision=bf16",
                     "each seed runs its own update graph: the plan calls cuBLAS");
     return test_summary("gpu_seed_batch");

@@ -653,6 +653,11 @@ static int lin_launch_problems(rlt_backend *bk, lin_launch *L) {
     return RLT_OK;
 }
 
+/* Whether cuda_linear_forward runs an fp32 layer of this shape on the library (beyond our kernels' K, big or wide). */
+static int lin_fwd_on_library(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo) {
+    return fi > LIN_MAX_K || lin_big(rows, fo, fi) || lin_wide(rows, fi, fo, 0, cuda_get(bk)->tf32);
+}
+
 extern "C" int cuda_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d) {
     /* 16-bit layers are cuBLAS GEMMs on the tensor cores with elementwise epilogues (lowp.cu). */
     if (d->dtype != RLT_LP_F32) return cuda_linear_forward_lp(bk, d);
@@ -663,7 +668,7 @@ extern "C" int cuda_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d) {
     CUDA_REQUIRE(bk, d->y_dtype == RLT_LP_F32, "linear_forward");
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward");
     if (rows == 0) return RLT_OK;
-    if (fi > LIN_MAX_K || lin_big(rows, fo, fi) || lin_wide(rows, fi, fo, 0, cuda_get(bk)->tf32)) {
+    if (lin_fwd_on_library(bk, rows, fi, fo)) {
         RLT_TRY(cuda_seeds_refuse(bk, "linear_forward (a layer on the library)"));
         int done = 0;
         RLT_TRY(cuda_lt_linear_forward(bk, d, &done));
@@ -743,8 +748,7 @@ extern "C" int cuda_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d) {
 /* How cuda_linear_forward sums an fp32 layer of this shape (see cuda_ops.h), for linear_chain.cu, which repeats
  * those sums. */
 extern "C" int cuda_linear_fwd_kind(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo) {
-    if (fi > LIN_MAX_K || lin_big(rows, fo, fi) || lin_wide(rows, fi, fo, 0, cuda_get(bk)->tf32))
-        return CUDA_FWD_LIBRARY;
+    if (lin_fwd_on_library(bk, rows, fi, fo)) return CUDA_FWD_LIBRARY;
     lin_problem p;
     memset(&p, 0, sizeof p);
     p.M = rows, p.N = fo, p.K = fi, p.a_kcont = 1, p.b_kcont = 1, p.epi = LIN_EPI_FWD;
