@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "../engine/algo.h"
+#include "algo.h"
 #include "../engine/config_conv.h"
 #include "../engine/config_inputs.h"
 
@@ -157,7 +157,7 @@ static int dqn_init_state(rlt_agent *ag) {
     return bk->ops->sync(bk);
 }
 
-/* The schedule (lanes: see branch/join in engine/backend.h): lane 3 zeroes the gradients and counts the step;
+/* The schedule (lanes: see branch/join in kernels/backend.h): lane 3 zeroes the gradients and counts the step;
  * lane 0 samples and gathers everything in one op (u8 frames: then widens s on lane 1 and s' on lane 0); the
  * three forwards run on lanes 1, 2 and 0 (online Q(s) on activation set 0, which the backward needs, online
  * Q(s') on set 1, target Q'(s') on set 2, each set with its own conv workspace); then the target and the TD

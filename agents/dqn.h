@@ -40,7 +40,7 @@ typedef struct rlt_dqn {
 
 struct rlt_agent;
 
-/* The agent's DQN state (the algorithm's state block; see engine/algo.h). */
+/* The agent's DQN state (the algorithm's state block; see agents/algo.h). */
 rlt_dqn *dqn_state(const struct rlt_agent *ag);
 
 /* Replay field order of DQN. */

@@ -4,7 +4,7 @@
  * The replay bookkeeping, the loss, Adam and the schedule are dqn.c's. */
 #include "dqn.h"
 
-#include "../engine/algo.h"
+#include "algo.h"
 
 #define F32 4u
 

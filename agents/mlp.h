@@ -20,7 +20,7 @@
 #ifndef RLT_MLP_H
 #define RLT_MLP_H
 
-#include "../engine/backend.h"
+#include "backend.h"
 #include "../engine/plan.h"
 #include "rng.h"
 

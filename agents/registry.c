@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../engine/algo.h"
+#include "algo.h"
 
 extern const rlt_algo rlt_algo_td3;
 extern const rlt_algo rlt_algo_dqn;

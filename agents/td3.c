@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../engine/algo.h"
+#include "algo.h"
 #include "../engine/config_inputs.h"
 
 #define F32 4u
@@ -189,7 +189,7 @@ static int td3_gather(rlt_agent *ag, int32_t m, int critic, int actor_obs) {
     return bk->ops->gather_fields(bk, t->idx + (int64_t)m * Bm, Bm, t->N == 1 ? &smp : NULL, nf, f);
 }
 
-/* The schedule, with the lanes each chain runs on (0 is the main lane; see branch/join in engine/backend.h).
+/* The schedule, with the lanes each chain runs on (0 is the main lane; see branch/join in kernels/backend.h).
  * The critical path runs on lanes 0 and 1, work that can wait on lanes 2 and 3 (lower priority on CUDA):
  *   lane 3  zero the gradients, count the optimiser steps, the actor's constant loss gradient (none of it
  *           on the way of anything until the backward passes)

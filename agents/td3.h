@@ -38,7 +38,7 @@ typedef struct rlt_td3 {
     float *x, *x2, *a_b, *a2, *pi, *u8_scale;
 } rlt_td3;
 
-/* The agent's TD3 state (the algorithm's state block; see engine/algo.h). */
+/* The agent's TD3 state (the algorithm's state block; see agents/algo.h). */
 rlt_td3 *td3_state(const struct rlt_agent *ag);
 int td3_plan(struct rlt_agent *ag);
 int td3_init_state(struct rlt_agent *ag);

@@ -4,7 +4,7 @@
  * td3.c's; the critics' gradients reach their torsos, the actor's loss reaches the actor's torso through d/da. */
 #include "td3.h"
 
-#include "../engine/algo.h"
+#include "algo.h"
 
 #define F32 4u
 

@@ -70,7 +70,7 @@ RLT_HD float rlt_f16_to_f32(uint16_t h) {
     return f;
 }
 
-/* Element i of a buffer of dtype RLT_LP_F32 / RLT_LP_BF16 / RLT_LP_F16 (engine/backend.h), as float, and the
+/* Element i of a buffer of dtype RLT_LP_F32 / RLT_LP_BF16 / RLT_LP_F16 (kernels/backend.h), as float, and the
  * store that rounds to it. */
 RLT_HD float rlt_lp_load(const void *p, int32_t dtype, int64_t i) {
     if (dtype == 4) return rlt_bf16_to_f32(((const uint16_t *)p)[i]);

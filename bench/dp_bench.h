@@ -1,6 +1,6 @@
 /* dp_bench.h: the --devices N mode of bench_td3_update: the update of one agent with a batch of B, first on one
  * device alone, then data-parallel over N devices (N ranks, one thread each, batch B / N each, gradients averaged
- * through NCCL inside each rank's captured update, as a data-parallel run does: engine/seed_group.c). Prints both
+ * through NCCL inside each rank's captured update, as a data-parallel run does: train/seed_group.c). Prints both
  * rates in updates of the whole batch per second, and their ratio. N = 1 runs the second phase through a NCCL
  * communicator of one rank: the cost of the collective alone. */
 #ifndef RLT_BENCH_DP_BENCH_H

@@ -1,9 +1,9 @@
 /* seed_bench.h: the --seeds N mode of bench_td3_update and bench_dqn_update: N agents of one benchmark, each
- * made, trained and freed in a thread of its own, as a seed group runs its members (engine/seed_group.c). It
+ * made, trained and freed in a thread of its own, as a seed group runs its members (train/seed_group.c). It
  * times one agent alone as a single run makes it (the single-agent figure, in the same process, freed before the
  * others are made), then the N at once as a group makes them (one lane each, CUDA_DEVICE_MAX_CONNECTIONS 32 unless
  * set), each running the same number of updates, and on a GPU the N again with one batched update graph for all
- * (train.seed_batching: engine/seed_batch.h), in lock-step, and that graph launched from one thread with no
+ * (train.seed_batching: train/seed_batch.h), in lock-step, and that graph launched from one thread with no
  * lock-step (the GPU's side alone); it prints every rate and its ratio to the single agent. With the environment
  * variable RLT_SEED_BENCH_BATCHED_ONLY set it runs only that last phase, for a profiler (the agents' set-up still
  * launches their own kernels first: filter on the batched variants, README). */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# seeds.sh: several independent agents in one process (seed groups: train.num_seeds, engine/seed_group.c).
+# seeds.sh: several independent agents in one process (seed groups: train.num_seeds, train/seed_group.c).
 # bench_td3_update and bench_dqn_update --seeds N make N agents, one thread each, and print agent 0's updates/s
 # alone, the N agents' updates/s together, first with a graph each, then with one batched graph for all
 # (train.seed_batching), and the ratios (the target on an H100: 16 agents >= 8x one, for TD3 256-256/b256 and DQN

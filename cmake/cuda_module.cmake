@@ -45,6 +45,7 @@ add_library(rltrain_cuda MODULE ${RLT_CUDA_SOURCES} ${RLT_CUDA_CONV_SOURCES} ${C
 target_include_directories(rltrain_cuda PRIVATE
   ${CMAKE_CURRENT_SOURCE_DIR}/include
   ${CMAKE_CURRENT_SOURCE_DIR}/base
+  ${CMAKE_CURRENT_SOURCE_DIR}/kernels
   ${CMAKE_CURRENT_SOURCE_DIR}/engine
   ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(rltrain_cuda PRIVATE CUDA::cudart CUDA::cublas CUDA::cublasLt ${CMAKE_DL_LIBS})

@@ -65,7 +65,7 @@ typedef struct rlt_int_list {
     int32_t v[RLT_CFG_MAX_LAYERS];
 } rlt_int_list;
 
-/* train.seeds: the seeds of a seed group's members, in order (engine/seed_group.c). n 0 (the default) names
+/* train.seeds: the seeds of a seed group's members, in order (train/seed_group.c). n 0 (the default) names
  * none: train.num_seeds decides, and 1 of it is one plain run. */
 #define RLT_CFG_MAX_SEEDS 256
 
@@ -113,7 +113,7 @@ typedef struct rlt_input_list {
     rlt_input_spec in[RLT_CFG_MAX_INPUTS];
 } rlt_input_list;
 
-/* devices: the devices of a run on several of them, in order (engine/seed_group.c): with one seed, data-parallel
+/* devices: the devices of a run on several of them, in order (train/seed_group.c): with one seed, data-parallel
  * ranks (rank k on d[k]); with several, the seeds spread over them. n 0 (the default): `device` alone. */
 #define RLT_CFG_MAX_DEVICES 16
 
@@ -148,7 +148,7 @@ struct rlt_config {
         int32_t overwrite; /* a run may replace the outputs of an earlier one in out_dir */
         int32_t num_seeds;     /* members of a seed group, seeds seed .. seed + num_seeds - 1 (1: one plain run) */
         rlt_seed_list seeds;   /* or the members' seeds written out (n 0: none) */
-        int32_t seed_batching; /* the seeds sharing a GPU run one batched update graph (engine/seed_batch.h) */
+        int32_t seed_batching; /* the seeds sharing a GPU run one batched update graph (train/seed_batch.h) */
     } train;
     struct {
         int64_t capacity;
@@ -205,7 +205,7 @@ struct rlt_config {
     uint32_t n_sources;
     char source_names[RLT_CFG_ORIGINS][RLT_CFG_STR];
     rlt_err err;
-    /* Not keys: what a data-parallel group (engine/seed_group.c) sets in each rank's copy of the config. comm NULL
+    /* Not keys: what a data-parallel group (train/seed_group.c) sets in each rank's copy of the config. comm NULL
      * (and rank 0, n_ranks 1): a run of its own. */
     struct rlt_comm *comm;
     int32_t rank, n_ranks;

@@ -1,4 +1,4 @@
-/* gpu_seed_batch.c: seeds sharing a GPU run one batched update graph (engine/seed_batch.h), and each seed still
+/* gpu_seed_batch.c: seeds sharing a GPU run one batched update graph (train/seed_batch.h), and each seed still
  * trains exactly as its single run does.
  * - TD3 (Pendulum, 64-64) and DQN (CartPole) groups of three and of eight seeds on cuda:0 with train.seed_batching
  *   say they run batched, and each member ends with the final.ckpt (byte for byte) and metrics.csv (but wall_s) of

@@ -1,4 +1,4 @@
-/* test_algo_registry.c: the algorithm boundary (engine/algo.h, agents/registry.c).
+/* test_algo_registry.c: the algorithm boundary (agents/algo.h, agents/registry.c).
  * - The registry lists td3 and dqn in order; lookup by name finds each; an unknown name fails with
  *   RLT_ECONFIG and a message that lists the registered names.
  * - A tiny third algorithm defined here registers at run time: lookup finds it, the name list grows,
@@ -214,13 +214,14 @@ static void strip(char *s) {
 }
 
 static void check_engine_is_algorithm_free(void) {
-    static const char *files[] = {"agent.c", "agent_io.c", "trainer.c", "trainer_ckpt.c", "planner.c", "plan.c",
-                                  "plan_json.c", "replay.c", "checkpoint.c", "outputs.c", "device.c",
-                                  "backend_registry.c"};
+    static const char *files[] = {"train/agent.c", "train/agent_io.c", "train/trainer.c", "train/trainer_ckpt.c",
+                                  "train/planner.c", "engine/plan.c", "train/plan_json.c", "engine/replay.c",
+                                  "engine/checkpoint.c", "train/outputs.c", "engine/device.c",
+                                  "engine/backend_registry.c"};
     static char text[1 << 20];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char path[512];
-        snprintf(path, sizeof path, "%s/engine/%s", RLT_SOURCE_DIR, files[i]);
+        snprintf(path, sizeof path, "%s/%s", RLT_SOURCE_DIR, files[i]);
         FILE *f = fopen(path, "rb");
         CHECK(f != NULL, "open %s", path);
         if (!f) continue;
@@ -231,16 +232,16 @@ static void check_engine_is_algorithm_free(void) {
         for (char *p = text; *p; p++) *p = (char)tolower((unsigned char)*p);
         const char *hit = strstr(text, "td3");
         if (!hit) hit = strstr(text, "dqn");
-        CHECK(!hit, "engine/%s names an algorithm in code: '%.40s'", files[i], hit ? hit : "");
+        CHECK(!hit, "%s names an algorithm in code: '%.40s'", files[i], hit ? hit : "");
     }
     /* And the run layer's header does not pull the algorithms in. */
     char path[512];
-    snprintf(path, sizeof path, "%s/engine/agent.h", RLT_SOURCE_DIR);
+    snprintf(path, sizeof path, "%s/train/agent.h", RLT_SOURCE_DIR);
     FILE *f = fopen(path, "rb");
     size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
     if (f) fclose(f);
     text[n] = '\0';
-    CHECK(n > 0 && !strstr(text, "agents/"), "engine/agent.h includes nothing from agents/");
+    CHECK(n > 0 && !strstr(text, "agents/"), "train/agent.h includes nothing from agents/");
 }
 
 int main(void) {

@@ -19,7 +19,7 @@
 
 #define MAX_FILE (8u << 20)
 
-/* agent.host's int64 words (engine/agent_io.c) and trainer.state's (engine/trainer_ckpt.c). */
+/* agent.host's int64 words (train/agent_io.c) and trainer.state's (train/trainer_ckpt.c). */
 enum { H_ENV_STEPS, H_UPDATES, H_REPLAY_POS, H_REPLAY_SIZE, H_DQN_ADVANCES, H_DQN_PREV_ENDED, H_SEED, H_CTR, H_STREAM };
 enum {
     TS_ENV_STEPS, TS_EPISODES, TS_EP_LEN, TS_ENV_T, TS_ENV_SEED, TS_ENV_CTR, TS_ENV_STREAM, TS_EVAL_SEED, TS_EVAL_CTR,

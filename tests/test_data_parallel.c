@@ -1,4 +1,4 @@
-/* test_data_parallel.c: data-parallel runs (`devices` with one seed, engine/seed_group.c) on the CPU, where two
+/* test_data_parallel.c: data-parallel runs (`devices` with one seed, train/seed_group.c) on the CPU, where two
  * ranks are two CPU backends averaging through the host communicator (base/comm.h). GPU ranks differ only in
  * the communicator (NCCL); tests/gpu_data_parallel.c covers that part.
  * - The communicator: the mean is exact and the same bits on every rank; the agreement is an OR; an abort frees

@@ -1,4 +1,4 @@
-/* test_lockstep.c: the lock-step of batched seed groups (engine/seed_batch.h), on the CPU with a stand-in backend
+/* test_lockstep.c: the lock-step of batched seed groups (train/seed_batch.h), on the CPU with a stand-in backend
  * that counts the hand-over calls instead of touching a GPU.
  * - Four agents, 3,000 updates each: exactly one launch per round, of the round's variant, after every other agent
  *   marked its work, and every non-leading agent follows each launch; the leading agent never marks or follows.

@@ -1,5 +1,5 @@
 /* cpu_ops.h: the CPU backend's ops and its readable references.
- * - The table ops, one per backend table entry (semantics in engine/backend.h). Each has a CUDA twin of the
+ * - The table ops, one per backend table entry (semantics in kernels/backend.h). Each has a CUDA twin of the
  *   same name in kernels/cuda/ (cpu_linear_forward <-> cuda_linear_forward).
  * - The oracles: plain, unfused references (GEMM through CBLAS, bias and activation, the MSE and TD losses,
  *   the clipped double-Q and DQN targets, gradient-norm clipping, one Adam step, the row gather) that the
@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "../../engine/backend.h"
+#include "../backend.h"
 
 /* ---- table ops ---- */
 int cpu_fill(rlt_backend *bk, float *x, uint64_t n, float value);
@@ -102,7 +102,7 @@ int cpu_q_loss_grad(rlt_backend *bk, float *dq, int32_t lddq, float *loss, const
  * linear_forward and linear_backward use the best one the CPU runs and fall back to the reference ops
  * above (fused.c) where there is none. linear_forward applies act NONE or RELU (relu != 0); pack is
  * CPU_DENSE_PACK_FLOATS floats of scratch for a panel of W^T, or NULL (then no panel is packed).
- * linear_backward computes dW and dx as the op does (engine/backend.h) but not db. */
+ * linear_backward computes dW and dx as the op does (kernels/backend.h) but not db. */
 typedef struct cpu_dense_kernels {
     const char *name;
     void (*linear_forward)(int32_t rows, int32_t fi, int32_t fo, const float *x, int32_t ldx, const float *W,

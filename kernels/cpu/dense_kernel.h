@@ -225,7 +225,7 @@ static void DK(linear_forward)(int32_t rows, int32_t fi, int32_t fo, const float
     }
 }
 
-/* The backward of linear_forward (see engine/backend.h), db excepted (the caller sums it). */
+/* The backward of linear_forward (see kernels/backend.h), db excepted (the caller sums it). */
 static void DK(linear_backward)(int32_t rows, int32_t fi, int32_t fo, const float *dy, int32_t lddy, const float *x,
                                 int32_t ldx, int32_t act_x, const float *W, float *dW, float beta, float *dx,
                                 int32_t lddx) {

@@ -1,4 +1,4 @@
-/* fused.c: the CPU twins of the fused ops (engine/backend.h): the reference dense layers, the
+/* fused.c: the CPU twins of the fused ops (kernels/backend.h): the reference dense layers, the
  * multi-field gather, the TD3 and DQN losses, and the optimiser step. On the GPU each of these is one launch
  * (one graph node); here each is written as the sequence of the plain ops (the oracles of cpu_ops.h) it stands
  * for, called in the same order with the same arguments, so a CPU run through the fused ops produces exactly

@@ -1,4 +1,4 @@
-/* lanes.c: the CPU backend's lanes (branch/join, engine/backend.h). With one thread every op runs to completion
+/* lanes.c: the CPU backend's lanes (branch/join, kernels/backend.h). With one thread every op runs to completion
  * in call order, which satisfies any branch/join schedule. With the worker (cpu.threads >= 2), an update's
  * independent chains run side by side, as they do on CUDA streams: ops issued on a side lane (1..3) go to the
  * worker's queue, each lane in order (worker.c); ops on lane 0 run on the calling thread, split with the worker

@@ -1,5 +1,5 @@
 /* lowp.c: the reduced-precision ops (bf16/fp16 compute copies, fp32 masters) and fp16 loss scaling on the
- * CPU. The CPU backend trains in fp32 (a reduced-precision config falls back, engine/agent.c); these are the
+ * CPU. The CPU backend trains in fp32 (a reduced-precision config falls back, train/agent.c); these are the
  * readable twins the GPU parity test checks the CUDA ops against: inputs widened to fp32 exactly, products
  * summed in fp32 in index order, results rounded to nearest even (base/lowp.h). */
 #include <math.h>

@@ -102,7 +102,7 @@ static int cuda_open_device(rlt_backend *bk, cuda_impl *c) {
 
     /* Non-blocking: our streams never synchronise with the legacy default stream, which other code in the
      * process (a simulator, a framework) may be using. Lanes 0 and 1 get the highest priority and lanes 2
-     * and 3 the lowest (see branch in engine/backend.h): when lanes compete for SMs, the critical path goes
+     * and 3 the lowest (see branch in kernels/backend.h): when lanes compete for SMs, the critical path goes
      * first. The priorities are captured into the graph's kernel nodes. */
     int prio_lo = 0, prio_hi = 0;
     CUDA_CHECK(bk, cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi));
@@ -386,7 +386,7 @@ static int cuda_copy(rlt_backend *bk, void *dst, const void *src, uint64_t bytes
     return RLT_OK;
 }
 
-/* The lanes (see engine/backend.h). A side lane's stream waits for an event recorded on lane 0; lane 0 waits
+/* The lanes (see kernels/backend.h). A side lane's stream waits for an event recorded on lane 0; lane 0 waits
  * for each side lane with work pending. During a capture the same calls become the graph's fork and join
  * edges, so the lanes turn into parallel branches of one graph; outside a capture they order real streams.
  * An event can be recorded again as soon as the wait that used it was issued: a wait takes the event's state

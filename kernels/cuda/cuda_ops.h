@@ -1,10 +1,10 @@
 /* cuda_ops.h: the CUDA backend's private state, its check macros and its ops, one per backend table entry
- * (see engine/backend.h for what each op computes). Each op has a CPU twin of the same name in
+ * (see kernels/backend.h for what each op computes). Each op has a CPU twin of the same name in
  * kernels/cpu/ (cuda_linear_forward <-> cpu_linear_forward), which the parity test compares it against.
  *
  * This header is shared by the C files (cuda_backend.c, gemm.c) and the .cu files, so every declaration
  * has C linkage: the backend table is filled from C. Only this module includes CUDA headers; the engine
- * sees the backend through engine/backend.h alone. */
+ * sees the backend through kernels/backend.h alone. */
 #ifndef RLT_CUDA_OPS_H
 #define RLT_CUDA_OPS_H
 
@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-#include "../../engine/backend.h"
+#include "../backend.h"
 
 /* Threads per block for the elementwise kernels. Reductions use their own fixed block size (losses.cu):
  * the summation order must not depend on the device. */
@@ -188,7 +188,7 @@ int cuda_seeds_refuse(rlt_backend *bk, const char *op);
                                         "%s: shape precondition failed: %s", (op), #cond);         \
     } while (0)
 
-/* ---- the table's ops (semantics in engine/backend.h) ---- */
+/* ---- the table's ops (semantics in kernels/backend.h) ---- */
 int cuda_fill(rlt_backend *bk, float *x, uint64_t n, float value);
 int cuda_copy_f32(rlt_backend *bk, float *dst, const float *src, uint64_t n);
 int cuda_counter_add(rlt_backend *bk, int64_t *c, int64_t v);

@@ -1,5 +1,5 @@
 /* lowp.cu: the reduced-precision ops (bf16/fp16 compute copies with fp32 masters) and fp16 dynamic loss
- * scaling; CUDA twins of kernels/cpu/lowp.c (semantics in engine/backend.h).
+ * scaling; CUDA twins of kernels/cpu/lowp.c (semantics in kernels/backend.h).
  *
  * A reduced-precision dense layer is a cuBLASLt GEMM with 16-bit inputs summed in fp32 on the tensor cores, with
  * the bias and ReLU of the forward and the bias gradient of the backward in its epilogue (gemm_lt.c); tanh and

@@ -1,4 +1,4 @@
-/* nccl.c: the CUDA backend's data-parallel collectives (engine/backend.h comm_*, allreduce_mean) through NCCL.
+/* nccl.c: the CUDA backend's data-parallel collectives (kernels/backend.h comm_*, allreduce_mean) through NCCL.
  * NCCL is loaded with dlopen when a group first asks for it (RLT_NCCL_LIBRARY, else libnccl.so.2 on the
  * loader's path, as PyTorch's nvidia-nccl wheel or the CUDA toolkit installs it), so the module builds and
  * runs without it; only a run on several GPUs needs it. The few declarations below are NCCL's stable C ABI

@@ -2,7 +2,7 @@
  * seed (train.seeds, or train.num_seeds from `seed`), each in a thread of its own, and what the group adds
  * around them: the check that all of them fit the budgets, one combined progress report, out_dir/summary.csv.
  *
- * Member k is a whole trainer (engine/trainer.c) of the config with seed = its seed and out_dir =
+ * Member k is a whole trainer (train/trainer.c) of the config with seed = its seed and out_dir =
  * out_dir/seed_<seed>: its own agent, backend instance (on a GPU its own streams and captured graphs),
  * replay, environments, random streams and outputs. Nothing is shared but the process, so on the CPU member
  * k is bit-identical to the single run with its seed, by construction; on a GPU the members share one CUDA
@@ -81,7 +81,7 @@ struct rlt_group {
     int32_t dp;
     rlt_comm *comm;
     const rlt_backend_ops *dev_ops;
-    /* Seeds sharing one GPU (engine/seed_batch.h): the lock-step of their batched update graphs, NULL when each
+    /* Seeds sharing one GPU (train/seed_batch.h): the lock-step of their batched update graphs, NULL when each
      * member runs its own (then batch_why says why). */
     rlt_lockstep *ls;
     char batch_why[320];
@@ -344,7 +344,7 @@ static int member_config(rlt_group *g, int32_t k) {
     int32_t d = g->cfg.devices.n, sharing = 0;
     for (int32_t j = 0; j < g->n; j++) sharing += d == 0 || j % d == k % d;
     if (!g->dp && sharing > 1) m->cfg.lanes = 1;
-    /* All seeds on one GPU may run one batched update graph (engine/seed_batch.h): the plan holds its table. */
+    /* All seeds on one GPU may run one batched update graph (train/seed_batch.h): the plan holds its table. */
     if (g->cfg.train.seed_batching && !g->dp && d <= 1 && sharing > 1 && m->cfg.device.kind == RLT_DEVICE_CUDA) {
         m->cfg.batch_seeds = sharing;
         /* The leading member's batched graph is every seed's update: it keeps the lanes of a single run, so its

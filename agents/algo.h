@@ -102,7 +102,7 @@ struct rlt_agent {
     int64_t env_steps; /* transitions observed */
     int64_t updates;   /* updates run (host mirror of counters[RLT_CTR_UPDATE]) */
     int32_t graphs;    /* 1 when the updates were captured as graphs */
-    /* Seed batching (engine/seed_batch.h): the group's seed table in the device arena (cfg.batch_seeds > 1; NULL
+    /* Seed batching (train/seed_batch.h): the group's seed table in the device arena (cfg.batch_seeds > 1; NULL
      * otherwise), and the lock-step that replaces this agent's own graph launches while its group runs batched
      * (NULL: its own). */
     void *seed_table;
@@ -127,7 +127,7 @@ struct rlt_agent {
 /* The algorithm's own state: the one way agents/ reach it. */
 static inline void *agent_algo_state(const struct rlt_agent *ag) { return ag->algo_state; }
 
-/* ---- helpers the run layer gives algorithms (engine/agent.c) ---- */
+/* ---- helpers the run layer gives algorithms (train/agent.c) ---- */
 /* Stage `bytes` of device memory into io_stage (synchronously) and back. */
 int agent_fetch(struct rlt_agent *ag, void *host, const void *dev, uint64_t bytes);
 int agent_put(struct rlt_agent *ag, void *dev, const void *host, uint64_t bytes);

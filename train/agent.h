@@ -21,7 +21,7 @@ uint64_t agent_plan_need(const struct rlt_agent *ag);
 /* Bytes of the plan's library workspace ("backend.workspace": a plan has one only when some op of it calls
  * cuBLAS), and where it lies once the plan is reserved (*at may be NULL). */
 uint64_t agent_plan_workspace(const struct rlt_agent *ag, void **at);
-/* The agent's state in a checkpoint (engine/agent_io.c): write into an open writer, read from an open
+/* The agent's state in a checkpoint (train/agent_io.c): write into an open writer, read from an open
  * reader (everything is checked before anything changes). */
 int agent_write_state(struct rlt_agent *ag, ckpt_writer *w, int include_replay);
 int agent_read_state(struct rlt_agent *ag, ckpt_reader *r, const char *path);

@@ -338,7 +338,7 @@ static int trainer_after_step(rlt_trainer *tr, int64_t step, rlt_progress_fn fn,
         trainer_tick(tr);
         RLT_TRY(out_writer_printf(&tr->metrics, e, "eval,%lld,%lld,%.6f,,%lld,%.4f,", (long long)p->env_steps,
                                   (long long)p->episodes, mean, (long long)p->updates, p->elapsed_s));
-        /* The algorithm's loss columns (engine/algo.h), as it computes them from the device losses. */
+        /* The algorithm's loss columns (agents/algo.h), as it computes them from the device losses. */
         const rlt_algo *algo = tr->agent->algo;
         double cols[RLT_ALGO_MAX_LOSS_COLUMNS];
         algo->loss_values(losses, cols);
