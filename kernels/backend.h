@@ -472,10 +472,11 @@ typedef struct rlt_backend_ops {
     /* n > 1: every op issued from now on runs for n agents whose plans are identical to this backend's agent's,
      * in one launch: agent k's buffers are this agent's device-arena buffers moved by delta[k] bytes, and where
      * an op takes the config seed it uses seed[k] (both arrays of n entries, in this agent's device arena, written
-     * by the caller; n <= rlt_backend.seeds). n 0: back to one agent. Meant around a capture: an op that cannot
+     * by the caller; n <= rlt_backend.seeds; delta_host: the caller's host copy of delta, which library products
+     * need to build their pointer arrays without reading the device). n 0: back to one agent. Meant around a capture: an op that cannot
      * run batched (a library product, a convolution, a 16-bit cast, a copy) or that names memory outside the
      * arena returns RLT_ESTATE naming itself, and the caller keeps one graph per agent. */
-    int (*seed_batch)(rlt_backend *bk, int32_t n, const int64_t *delta, const uint64_t *seed);
+    int (*seed_batch)(rlt_backend *bk, int32_t n, const int64_t *delta, const uint64_t *seed, const int64_t *delta_host);
     /* The hand-over around a batched launch, so that each agent's stream orders its own work without the launching
      * thread touching it: seed_mark (in the agent's thread, before the launch) marks the work the agent issued so
      * far; graph_launch_seeds launches graph slot of bk (captured batched over the n agents of members, members[0]
@@ -488,7 +489,7 @@ typedef struct rlt_backend_ops {
 
 /* The version of this interface, bumped whenever this table or a struct it uses changes: librltrain and
  * librltrain_cuda.so are built together, and the registry refuses a module built against another. */
-#define RLT_BACKEND_ABI 11
+#define RLT_BACKEND_ABI 12
 
 
 struct rlt_backend {

@@ -947,12 +947,12 @@ static void routed_backward_case(routed_bwd t, int tf32) {
 /* CUDA fuses a chain only while at least this many seeds are batched (linear_chain.cu's CHAIN_MIN_SEEDS). */
 #define CHAIN_SEEDS 8
 
-/* Seed batching for the chain tests: seed z's buffers lie gs[z] - gs[0] bytes from seed 0's, its RNG seed z + 1. */
-static void chain_seed_batch(void *const *gs, void *cd, void *gd, void *ck, void *gk) {
-    int64_t delta[CHAIN_SEEDS];
+/* Seed batching for the chain tests: seed z's buffers lie gs[z] - gs[0] bytes from seed 0's, its RNG seed z + 1;
+ * delta: the host's copy of the offsets, which seed_batch also takes. */
+static void chain_seed_batch(void *const *gs, void *cd, void *gd, void *ck, void *gk, int64_t *delta) {
     uint64_t seed[CHAIN_SEEDS];
     for (int z = 0; z < CHAIN_SEEDS; z++) delta[z] = (int64_t)((char *)gs[z] - (char *)gs[0]), seed[z] = (uint64_t)z + 1;
-    put(cd, gd, delta, sizeof delta);
+    put(cd, gd, delta, CHAIN_SEEDS * sizeof *delta);
     put(ck, gk, seed, sizeof seed);
 }
 
@@ -971,9 +971,12 @@ static void test_linear_chain(void) {
         {128, 0, 3, {4, 120, 84, 2}, {RLT_ACT_RELU, RLT_ACT_RELU, RLT_ACT_NONE}}, /* CartPole's DQN */
         {1, 0, 3, {4, 120, 84, 2}, {RLT_ACT_RELU, RLT_ACT_RELU, RLT_ACT_NONE}},   /* one row */
         {37, 2, 3, {3, 64, 64, 1}, {RLT_ACT_TANH, RLT_ACT_RELU, RLT_ACT_NONE}},   /* a ragged last block */
-        {4096, 0, 3, {17, 96, 96, 6}, {RLT_ACT_RELU, RLT_ACT_RELU, RLT_ACT_TANH}}, /* 4 k-groups (32x32 tiles) */
+        /* 4 k-groups (32x32 tiles); each product under 2^22 multiply-adds, which batched seeds send to the library */
+        {1024, 0, 2, {17, 128, 6}, {RLT_ACT_RELU, RLT_ACT_TANH}},
         {9, 1, 4, {8, 33, 7, 40, 3}, {RLT_ACT_RELU, RLT_ACT_TANH, RLT_ACT_RELU, RLT_ACT_NONE}},
-        {256, 0, 3, {23, 256, 256, 1}, {RLT_ACT_RELU, RLT_ACT_RELU, RLT_ACT_NONE}}, /* too wide: layer by layer */
+        /* too wide: layer by layer (32 rows keep its 256 x 256 product on linear.cu's kernels; from 2^22 multiply-adds
+         * batched seeds' products go to the library: test_seeds_library) */
+        {32, 0, 3, {23, 256, 256, 1}, {RLT_ACT_RELU, RLT_ACT_RELU, RLT_ACT_NONE}},
     };
     printf("linear_chain_forward, %d seeds batched, vs linear_forward per layer and seed (GPU)\n", CHAIN_SEEDS);
     for (size_t t = 0; t < sizeof nets / sizeof nets[0]; t++) {
@@ -998,7 +1001,8 @@ static void test_linear_chain(void) {
             put(cs[z], gs[z], h, per * 4);
             put(cr[z], gr[z], h + nx + nw, ny * 4);
         }
-        chain_seed_batch(gs, cd, gd, ck, gk);
+        int64_t delta[CHAIN_SEEDS];
+        chain_seed_batch(gs, cd, gd, ck, gk, delta);
         /* the layers of seed z's block (y in its block) or of its reference (y in gr[z]) */
         rlt_linear_fwd la[5], lb[CHAIN_SEEDS][5];
         for (int z = -1; z < CHAIN_SEEDS; z++) {
@@ -1016,9 +1020,9 @@ static void test_linear_chain(void) {
                 y += (size_t)rows * ldy;
             }
         }
-        int r0 = P.gpu.ops->seed_batch(&P.gpu, CHAIN_SEEDS, gd, gk);
+        int r0 = P.gpu.ops->seed_batch(&P.gpu, CHAIN_SEEDS, gd, gk, delta);
         int r1 = r0 == RLT_OK ? P.gpu.ops->linear_chain_forward(&P.gpu, la, n) : r0;
-        int r2 = P.gpu.ops->seed_batch(&P.gpu, 1, NULL, NULL);
+        int r2 = P.gpu.ops->seed_batch(&P.gpu, 1, NULL, NULL, NULL);
         for (int z = 0; z < CHAIN_SEEDS; z++)
             for (int l = 0; l < n && r2 == RLT_OK; l++) r2 = P.gpu.ops->linear_forward(&P.gpu, &lb[z][l]);
         CHECK(r1 == RLT_OK && r2 == RLT_OK, "linear_chain_forward net %zu: chain %d layers %d (%s)", t, r1, r2,
@@ -1037,6 +1041,94 @@ static void test_linear_chain(void) {
 }
 
 /* Under dense_tf32 a product below the routing threshold stays on our fp32 kernels: the same bits as without. */
+/* Seed-batched layers on the library (linear.cu: from LIN_SEEDS_BLAS_MACS multiply-adds per seed in fp32, from 16 in
+ * every dimension under tf32): CHAIN_SEEDS seeds, each with its own x, W, b and dy at its own place in the arena, run
+ * as one captured forward and backward (dW, db, dx) of the lead's descriptors; every seed's outputs must be its own
+ * CPU forward and backward within the bounds of routed_forward_case (fp32: 2 gamma(K + 2) S for a length-K sum, S
+ * the same sum over absolute values; tf32: plus TF32_REL S), so each batched agent read and wrote its own buffers. */
+static void seeds_library_case(int rows, int fi, int fo, int act, int tf32) {
+    const int Z = CHAIN_SEEDS;
+    size_t nx = (size_t)rows * fi, nw = (size_t)fo * fi, ny = (size_t)rows * fo;
+    /* a seed's block: x | W | b | y | dy | dW | db | dx */
+    size_t ox = 0, ow = ox + nx, ob = ow + nw, oy = ob + (size_t)fo, ody = oy + ny, odw = ody + ny, odb = odw + nw,
+           odx = odb + (size_t)fo, per = odx + nx;
+    float *h = malloc(per * 4), *rc = malloc(per * 4), *rg = malloc(per * 4), *sa = malloc(per * 4);
+    double *bound = malloc(per * sizeof *bound);
+    void *cs[CHAIN_SEEDS], *gs[CHAIN_SEEDS], *ca, *ga, *cd, *gd, *ck, *gk;
+    for (int z = 0; z < Z; z++) take(per * 4, &cs[z], &gs[z]);
+    take(per * 4, &ca, &ga); /* the CPU's sums over absolute values */
+    take(Z * sizeof(int64_t), &cd, &gd);
+    take(Z * sizeof(uint64_t), &ck, &gk);
+    for (int z = 0; z < Z; z++) {
+        rnd_fill(h, per, -9, 9); /* poison the outputs */
+        rnd_fill(h + ox, nx, -1, 1);
+        rnd_fill(h + ow, nw, -0.5f, 0.5f);
+        rnd_fill(h + ob, (size_t)fo, -0.5f, 0.5f);
+        rnd_fill(h + ody, ny, -1, 1);
+        put(cs[z], gs[z], h, per * 4);
+    }
+    int64_t delta[CHAIN_SEEDS];
+    chain_seed_batch(gs, cd, gd, ck, gk, delta);
+    if (tf32) set_tf32(1);
+    /* descriptors of block base (CPU or GPU) */
+#define SEEDS_FWD(base) {.rows = rows, .fi = fi, .fo = fo, .x = (float *)(base) + ox, .ldx = fi, .W = (float *)(base) + ow, \
+                         .b = (float *)(base) + ob, .y = (float *)(base) + oy, .ldy = fo, .act = act}
+#define SEEDS_BWD(base, a) {.rows = rows, .fi = fi, .fo = fo, .dy = (float *)(base) + ody, .lddy = fo,               \
+                            .x = (float *)(base) + ox, .ldx = fi, .W = (float *)(base) + ow, .dW = (float *)(base) + odw, \
+                            .db = (float *)(base) + odb, .beta = 0.0f, .dx = (float *)(base) + odx, .lddx = fi, .act_x = (a)}
+    rlt_linear_fwd fg = SEEDS_FWD(gs[0]);
+    rlt_linear_bwd bg = SEEDS_BWD(gs[0], RLT_ACT_RELU);
+    int rb = P.gpu.ops->graph_begin(&P.gpu, 7);
+    int r0 = rb == RLT_OK ? P.gpu.ops->seed_batch(&P.gpu, Z, gd, gk, delta) : rb;
+    int r1 = r0 == RLT_OK ? P.gpu.ops->linear_forward(&P.gpu, &fg) : r0;
+    int r2 = r1 == RLT_OK ? P.gpu.ops->linear_backward(&P.gpu, &bg) : r1;
+    P.gpu.ops->seed_batch(&P.gpu, 0, NULL, NULL, NULL);
+    int re = rb == RLT_OK ? P.gpu.ops->graph_end(&P.gpu, 7) : rb;
+    int rl = re == RLT_OK && r2 == RLT_OK ? P.gpu.ops->graph_launch(&P.gpu, 7) : re;
+    if (tf32) set_tf32(0);
+    CHECK(r2 == RLT_OK && rl == RLT_OK, "seeds on the library %dx%d->%d%s: capture %d launch %d (%s)", rows, fi, fo,
+          tf32 ? " tf32" : "", r2, rl, P.egpu.msg);
+    for (int z = 0; z < Z && r2 == RLT_OK && rl == RLT_OK; z++) {
+        rlt_linear_fwd fc = SEEDS_FWD(cs[z]);
+        rlt_linear_bwd bc = SEEDS_BWD(cs[z], RLT_ACT_RELU);
+        die_on(P.cpu.ops->linear_forward(&P.cpu, &fc), &P.ecpu, "cpu forward");
+        die_on(P.cpu.ops->linear_backward(&P.cpu, &bc), &P.ecpu, "cpu backward");
+        fetch(rc, rg, cs[z], gs[z], per * 4);
+        /* S: the same forward and backward over absolute values, no activation, into the scratch block */
+        for (size_t i = 0; i < per; i++) sa[i] = fabsf(rc[i]);
+        memcpy((char *)ca, sa, per * 4);
+        rlt_linear_fwd fa = SEEDS_FWD(ca);
+        fa.act = RLT_ACT_NONE;
+        rlt_linear_bwd ba = SEEDS_BWD(ca, RLT_ACT_NONE);
+        die_on(P.cpu.ops->linear_forward(&P.cpu, &fa), &P.ecpu, "cpu S forward");
+        die_on(P.cpu.ops->linear_backward(&P.cpu, &ba), &P.ecpu, "cpu S backward");
+        memcpy(sa, ca, per * 4);
+        const struct { size_t off, n; int k; const char *name; } part[] = {
+            {oy, ny, fi, "y"}, {odw, nw, rows, "dW"}, {odb, (size_t)fo, rows, "db"}, {odx, nx, fo, "dx"}};
+        for (int p = 0; p < 4; p++) {
+            double rel = 2.0 * gamma_n(part[p].k + 2) + (tf32 ? TF32_REL : 0.0);
+            for (size_t i = 0; i < part[p].n; i++)
+                bound[i] = rel * sa[part[p].off + i] * S_SLACK +
+                           (p == 0 && act == RLT_ACT_TANH ? 8.0 * U * fabs(rc[part[p].off + i]) : 0.0) + 1e-37;
+            char what[128];
+            snprintf(what, sizeof what, "seeds lib%s %dx%d->%d seed %d %s", tf32 ? " tf32" : "", rows, fi, fo, z,
+                     part[p].name);
+            /* db has no product: the library path sums it with our kernel, in another order than the CPU's */
+            expect_close(what, rg + part[p].off, rc + part[p].off, part[p].n, bound, 0, 0);
+        }
+    }
+#undef SEEDS_FWD
+#undef SEEDS_BWD
+    free(h), free(rc), free(rg), free(sa), free(bound);
+    reset();
+}
+
+static void test_seeds_library(void) {
+    printf("seed-batched layers on the library (%d seeds, captured), vs the CPU per seed\n", CHAIN_SEEDS);
+    seeds_library_case(256, 256, 256, RLT_ACT_RELU, 0); /* TD3 256-256's hidden layer at batch 256 */
+    seeds_library_case(200, 96, 136, RLT_ACT_TANH, 1);  /* tf32: any product from 16 wide; ragged tiles */
+}
+
 static void routed_small_stays_fp32(void) {
     const int rows = 256, fi = 256, fo = 256;
     size_t nx = (size_t)rows * fi, nw = (size_t)fo * fi, ny = (size_t)rows * fo;
@@ -1656,6 +1748,7 @@ int main(void) {
     test_linear_forward();
     test_linear_backward();
     test_linear_chain();
+    test_seeds_library();
     test_linear_routed();
     test_gather_fields();
     test_gather_widen();

@@ -102,6 +102,6 @@ int main(void) {
     group_vs_single(k_td3, "td3_host_replay", 3, "replay.location=host",
                     "each seed runs its own update graph: the replay is in host memory");
     group_vs_single(k_td3, "td3_bf16", 3, "precision=bf16",
-                    "each seed runs its own update graph: the plan calls cuBLAS");
+                    "each seed runs its own update graph: the plan computes in bf16");
     return test_summary("gpu_seed_batch");
 }

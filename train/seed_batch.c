@@ -29,6 +29,17 @@ struct rlt_lockstep {
 
 uint64_t seed_batch_table_bytes(int32_t n) { return n > 1 ? (uint64_t)n * (sizeof(int64_t) + sizeof(uint64_t)) : 0; }
 
+/* The library workspace, the device arena's last entry: sized by each agent's lanes (the lead keeps its own, the
+ * others run on one), and never read by a batched launch, whose library products use the lead's. The plans must
+ * agree on everything before it. */
+#define SEED_BATCH_WORKSPACE "backend.workspace"
+static uint64_t seed_batch_arena_core(const rlt_plan *p) {
+    for (int32_t i = 0; i < p->n; i++)
+        if (!strcmp(p->entries[i].name, SEED_BATCH_WORKSPACE) && p->entries[i].location == RLT_LOC_DEVICE)
+            return p->entries[i].offset;
+    return p->arena_bytes[RLT_LOC_DEVICE];
+}
+
 /* Why agent k cannot share agent 0's batched graph, or "" when it can. */
 static void seed_batch_mismatch(const rlt_agent *lead, const rlt_agent *ag, char *why, size_t cap) {
     why[0] = '\0';
@@ -41,21 +52,24 @@ static void seed_batch_mismatch(const rlt_agent *lead, const rlt_agent *ag, char
         snprintf(why, cap, "the agents are not on one GPU");
         return;
     }
-    /* A plan with a library workspace calls cuBLAS / cuBLASLt (bf16 or fp16, layers large enough for the library,
-     * convolutions on it), whose products cannot move per agent. Said first: the workspace is sized by each
-     * seed's lanes, so the plans would otherwise only be reported as different. */
-    if (agent_plan_workspace(ag, NULL)) {
-        snprintf(why, cap, "the plan calls cuBLAS (bf16/fp16, layers large enough for it, or convolutions), "
-                           "whose products cannot run for several seeds at once");
+    /* bf16 and fp16 layers are cuBLAS products with 16-bit epilogues that run for one agent only. fp32 and tf32
+     * layers batch, the library-sized ones as batched library products (the backend says which op cannot, e.g. a
+     * convolution, when the capture refuses it). Said first: the workspace is sized by each seed's lanes, so the
+     * plans would otherwise only be reported as different. */
+    if (ag->lp != RLT_LP_F32 && agent_plan_workspace(ag, NULL)) {
+        snprintf(why, cap, "the plan computes in bf16/fp16 on cuBLAS, whose 16-bit products cannot run for several "
+                           "seeds at once");
         return;
     }
-    if (a->n != b->n || a->arena_bytes[RLT_LOC_DEVICE] != b->arena_bytes[RLT_LOC_DEVICE]) {
+    if (a->n != b->n || seed_batch_arena_core(a) != seed_batch_arena_core(b)) {
         snprintf(why, cap, "the agents' memory plans differ");
         return;
     }
     for (int32_t i = 0; i < a->n; i++)
-        if (a->entries[i].offset != b->entries[i].offset || a->entries[i].bytes != b->entries[i].bytes ||
-            a->entries[i].location != b->entries[i].location || strcmp(a->entries[i].name, b->entries[i].name)) {
+        if (strcmp(a->entries[i].name, b->entries[i].name) ||
+            (strcmp(a->entries[i].name, SEED_BATCH_WORKSPACE) &&
+             (a->entries[i].offset != b->entries[i].offset || a->entries[i].bytes != b->entries[i].bytes ||
+              a->entries[i].location != b->entries[i].location))) {
             snprintf(why, cap, "the agents' memory plans differ at %s", a->entries[i].name);
             return;
         }
@@ -110,9 +124,9 @@ int seed_batch_capture(rlt_agent *const *agents, int32_t n, rlt_lockstep **ls, c
     for (int32_t v = 0; v < lead->algo->n_variants && rc == RLT_OK; v++) {
         rc = bk->ops->graph_begin(bk, SEED_BATCH_SLOT0 + v);
         if (rc != RLT_OK) break;
-        int brc = bk->ops->seed_batch(bk, n, d_delta, d_seed);
+        int brc = bk->ops->seed_batch(bk, n, d_delta, d_seed, delta);
         int urc = brc == RLT_OK ? lead->algo->update_ops(lead, v) : brc;
-        bk->ops->seed_batch(bk, 0, NULL, NULL);
+        bk->ops->seed_batch(bk, 0, NULL, NULL, NULL);
         char msg[sizeof lead->err.msg];
         snprintf(msg, sizeof msg, "%s", lead->err.msg);
         int erc = bk->ops->graph_end(bk, SEED_BATCH_SLOT0 + v);

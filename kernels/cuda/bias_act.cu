@@ -16,7 +16,8 @@ static unsigned blocks_along(uint64_t n, unsigned per_block, unsigned cap) {
 }
 
 template <int ACT>
-__global__ void bias_act_kernel(float *y, int32_t ldy, const float *b, int32_t rows, int32_t cols) {
+__global__ void bias_act_kernel(float *y, int32_t ldy, const float *b, int32_t rows, int32_t cols, cuda_seeds sd) {
+    y = cuda_seed_ptr(sd, y), b = cuda_seed_ptr(sd, b); /* seed batching: grid z is the agent */
     for (int32_t r = blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += gridDim.y * blockDim.y) {
         float *row = y + (int64_t)r * ldy;
         for (int32_t c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x) {
@@ -59,14 +60,16 @@ extern "C" int cuda_bias_act(rlt_backend *bk, float *y, int32_t ldy, const float
                              int32_t act) {
     CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && ldy >= cols, "bias_act");
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "bias_act");
-    /* Only the library routes (after a cuBLAS product, itself refused) use it. */
-    RLT_TRY(cuda_seeds_refuse(bk, "bias_act"));
+    /* After a library product: a single agent's, or every batched seed's (cuda_gemm_seeds). */
+    RLT_TRY(cuda_seeds_check(bk, "bias_act", 2, y, b));
     if (rows == 0 || cols == 0) return RLT_OK;
     dim3 grid = grid_2d(bk, rows, cols), block(TILE_X, TILE_Y);
+    grid.z = cuda_seeds_z(bk);
     cudaStream_t s = cuda_stream(bk);
-    if (act == RLT_ACT_RELU) bias_act_kernel<RLT_ACT_RELU><<<grid, block, 0, s>>>(y, ldy, b, rows, cols);
-    else if (act == RLT_ACT_TANH) bias_act_kernel<RLT_ACT_TANH><<<grid, block, 0, s>>>(y, ldy, b, rows, cols);
-    else bias_act_kernel<RLT_ACT_NONE><<<grid, block, 0, s>>>(y, ldy, b, rows, cols);
+    const cuda_seeds sd = cuda_seeds_of(bk);
+    if (act == RLT_ACT_RELU) bias_act_kernel<RLT_ACT_RELU><<<grid, block, 0, s>>>(y, ldy, b, rows, cols, sd);
+    else if (act == RLT_ACT_TANH) bias_act_kernel<RLT_ACT_TANH><<<grid, block, 0, s>>>(y, ldy, b, rows, cols, sd);
+    else bias_act_kernel<RLT_ACT_NONE><<<grid, block, 0, s>>>(y, ldy, b, rows, cols, sd);
     CUDA_CHECK_LAUNCH(bk, "bias_act_kernel");
     return RLT_OK;
 }

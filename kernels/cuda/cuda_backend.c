@@ -55,6 +55,8 @@ static void cuda_close(rlt_backend *bk) {
         if (c->graphs[i]) cudaGraphExecDestroy(c->graphs[i]);
     cuda_conv_close(bk);
     if (c->scratch) cudaFree(c->scratch);
+    if (c->seed_ptrs) cudaFree(c->seed_ptrs);
+    free(c->seed_ptrs_host);
     if (c->seed_event) cudaEventDestroy(c->seed_event);
     cuda_lt_close(bk);
     if (c->blas) cublasDestroy(c->blas);
@@ -119,6 +121,13 @@ static int cuda_open_device(rlt_backend *bk, cuda_impl *c) {
      * context): ops must never allocate. */
     c->max_seeds = bk->seeds > 1 ? bk->seeds : 1; /* a batched op keeps each agent's partial sums apart */
     CUDA_CHECK(bk, cudaMalloc((void **)&c->scratch, (size_t)c->max_seeds * CUDA_SCRATCH_FLOATS * sizeof(float)));
+    if (c->max_seeds > 1) {
+        /* The batched library products' pointer arrays (cuda_gemm_seeds), device and host mirror, also now. */
+        size_t ptr_bytes = (size_t)3 * CUDA_SEED_GEMMS * c->max_seeds * sizeof(void *);
+        CUDA_CHECK(bk, cudaMalloc((void **)&c->seed_ptrs, ptr_bytes));
+        c->seed_ptrs_host = (void **)calloc(1, ptr_bytes);
+        if (!c->seed_ptrs_host) return rlt_err_set(bk->err, RLT_ENOMEM, __FILE__, __LINE__, "out of host memory");
+    }
     CUDA_CHECK(bk, cuda_preload_all());
     CUDA_CHECK(bk, cudaDeviceSynchronize());
 
@@ -165,13 +174,14 @@ int cuda_blas_ensure(rlt_backend *bk) {
  * convolutions run on cuDNN, which has its own handle and its workspace in the conv slots'. */
 /* Dense layers whose products go to the library: the 16-bit ones and those beyond linear.cu's kernels. They run on
  * cuBLASLt (gemm_lt.c), with cuBLAS as its fallback. */
-static int cuda_plan_dense_library(const rlt_op_use *use) {
+static int cuda_plan_dense_library(const cuda_impl *c, const rlt_op_use *use) {
     if (use->dense_lp) return 1;
-    return use->dense_rows > 0 && cuda_linear_calls_blas(use->dense_rows, use->dense_in, use->dense_out);
+    return use->dense_rows > 0 &&
+           cuda_linear_calls_blas(use->dense_rows, use->dense_in, use->dense_out, c->max_seeds, use->dense_tf32);
 }
 
 static int cuda_plan_calls_blas(const cuda_impl *c, const rlt_op_use *use) {
-    if (cuda_plan_dense_library(use)) return 1;
+    if (cuda_plan_dense_library(c, use)) return 1;
     for (int32_t i = 0; i < RLT_BACKEND_MAX_CONVS; i++)
         if (c->conv_slots[i].ready && c->conv_slots[i].gemm) return 1;
     return 0;
@@ -185,7 +195,7 @@ static int cuda_plan_workspace(rlt_backend *bk, const rlt_op_use *use, uint64_t 
     c->planned = 1;
     if (cuda_plan_calls_blas(c, use)) {
         RLT_TRY(cuda_blas_ensure(bk));
-        if (cuda_plan_dense_library(use)) RLT_TRY(cuda_lt_ensure(bk));
+        if (cuda_plan_dense_library(c, use)) RLT_TRY(cuda_lt_ensure(bk));
         *bytes = cuda_workspace_bytes(bk);
     } else if (c->blas && c->capturing < 0 && !c->workspace) {
         /* An earlier plan of this backend needed cuBLAS (memory.auto_fit or `rltrain plan` trying a larger batch)
@@ -266,6 +276,8 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
     const char *lanes = getenv("RLT_CUDA_LANES");
     c->n_lanes = lanes && strcmp(lanes, "1") == 0 ? 1 : RLT_BACKEND_MAX_LANES;
     if (bk->lanes > 0 && bk->lanes < c->n_lanes) c->n_lanes = bk->lanes;
+    const char *sblas = getenv("RLT_CUDA_SEEDS_BLAS");
+    c->seeds_blas = !(sblas && strcmp(sblas, "0") == 0);
     bk->impl = c;
     bk->device_is_host = 0;
     bk->device_index = index;
@@ -511,6 +523,8 @@ static int cuda_graph_end(rlt_backend *bk, int32_t slot) {
         return rlt_err_set(bk->err, RLT_ERUNTIME, __FILE__, __LINE__, "cudaGraphInstantiate for slot %d failed: %s",
                            (int)slot, cudaGetErrorString(rc));
     }
+    /* The pointer arrays of batched library products this capture added, before anything can launch it. */
+    RLT_TRY(cuda_seed_ptrs_upload(bk));
     /* Uploading now moves the graph's setup cost out of the first training step. */
     CUDA_CHECK(bk, cudaGraphUpload(c->graphs[slot], c->streams[0]));
     return RLT_OK;
@@ -551,17 +565,19 @@ int cuda_seeds_refuse(rlt_backend *bk, const char *op) {
     return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "%s cannot run for several seeds at once", op);
 }
 
-static int cuda_seed_batch(rlt_backend *bk, int32_t n, const int64_t *delta, const uint64_t *seed) {
+static int cuda_seed_batch(rlt_backend *bk, int32_t n, const int64_t *delta, const uint64_t *seed,
+                           const int64_t *delta_host) {
     cuda_impl *c = cuda_get(bk);
     if (n <= 1) {
         c->seeds = (cuda_seeds){NULL, NULL, 0};
         return RLT_OK;
     }
-    if (n > c->max_seeds || !delta || !seed || !c->reserved_last)
+    if (n > c->max_seeds || n > CUDA_SEEDS_MAX || !delta || !seed || !delta_host || !c->reserved_last)
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
                            "seed_batch(%d): this backend was opened for at most %d seeds%s", (int)n,
                            (int)c->max_seeds, c->reserved_last ? "" : " and has no device arena");
     c->seeds = (cuda_seeds){delta, seed, n};
+    memcpy(c->seeds_delta_host, delta_host, (size_t)n * sizeof *delta_host);
     c->seeds_lo = (uint64_t)(uintptr_t)c->reserved_last;
     c->seeds_hi = c->seeds_lo + c->reserved_last_bytes;
     return RLT_OK;

@@ -27,6 +27,11 @@ extern "C" {
  * the summation order must not depend on the device. */
 #define CUDA_THREADS 256
 
+/* The most agents one batched op covers (train/seed_batch.h's SEED_BATCH_MAX), and the most distinct library
+ * products the batched captures of one backend may issue (cuda_gemm_seeds: a TD3 update's two variants issue 17). */
+#define CUDA_SEEDS_MAX 64
+#define CUDA_SEED_GEMMS 96
+
 /* The seed-batching state a kernel receives by value (cuda_impl.seeds): n agents; delta[z] (bytes) moves a
  * pointer into the leading agent's arena to agent z's, seed[z] is agent z's config seed. n 0 or 1: off (delta
  * NULL). Both arrays live in the leading agent's arena (its plan's "group.seed_table"). */
@@ -38,7 +43,9 @@ typedef struct cuda_seeds {
 
 /* One developer switch, read from the environment at open: RLT_CUDA_LANES=1 makes branch a no-op, so every op
  * runs on lane 0 in call order. tests/gpu_train.c runs a conv network with it and without it and requires the
- * same checkpoint bytes, which is how a missing dependency between lanes would show; it changes no result. */
+ * same checkpoint bytes, which is how a missing dependency between lanes would show; it changes no result.
+ * A benchmark switch, also read at open: RLT_CUDA_SEEDS_BLAS=0 keeps batched seeds' products on linear.cu's kernels
+ * (the route before the library's batched GEMM), for an A/B in one build (bench/RESULTS.md). */
 
 /* A prepared convolution slot (conv_ops.c): fp32 slots on our GEMM-form kernels (gemm 1), the others on
  * cuDNN. */
@@ -114,6 +121,16 @@ typedef struct cuda_impl {
     cuda_seeds seeds;
     uint64_t seeds_lo, seeds_hi;
     int32_t max_seeds;
+    /* The batched library products (cuda_gemm_seeds, gemm.c): the host's copy of seeds.delta, and one slot of
+     * pointer arrays per distinct product a batched capture issued (agent z's B, A and C in slot s at
+     * seed_ptrs[(3 s + 0, 1, 2) max_seeds + z]), in device memory taken at open (NULL unless max_seeds > 1) and
+     * mirrored on the host; the mirror is uploaded at graph_end (seed_ptrs_dirty), before any launch reads it.
+     * seed_keys: each slot's lead pointers, so a product captured again (another variant) reuses its slot. */
+    int64_t seeds_delta_host[CUDA_SEEDS_MAX];
+    void **seed_ptrs, **seed_ptrs_host;
+    const void *seed_keys[CUDA_SEED_GEMMS][3];
+    int32_t seed_slots, seed_ptrs_dirty;
+    int32_t seeds_blas; /* 0 with RLT_CUDA_SEEDS_BLAS=0 (see above): batched products stay on our kernels */
     cudaEvent_t seed_event; /* an agent's: its work before a batched launch (seed_mark); the lead's: the launch */
 } cuda_impl;
 
@@ -279,8 +296,8 @@ int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s, float *dx,
  * (none until set_workspace), so cuBLAS never takes a workspace of its own. Its cost goes to handle_bytes. */
 int cuda_blas_ensure(rlt_backend *bk);
 /* 1 when linear_forward or linear_backward of this shape may call cuBLAS (linear.cu: layers beyond its
- * kernels' K). */
-int cuda_linear_calls_blas(int32_t rows, int32_t fi, int32_t fo);
+ * kernels' K, and with seeds > 1 agents batched, the products that go to the library's batched GEMM). */
+int cuda_linear_calls_blas(int32_t rows, int32_t fi, int32_t fo, int32_t seeds, int32_t tf32);
 /* process_memory.c: open reads NVML's figures before the context exists (call it before cudaSetDevice);
  * context_made picks the method once the context exists; now gives what this process holds on the device; method
  * says how, for the plan; close unloads NVML. None of them allocates device memory. */
@@ -304,6 +321,13 @@ int cuda_gemm_uniform(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_
 int cuda_gemm_tf32(rlt_backend *bk, int32_t uniform, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha,
                    const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc);
 /* gemm.c: C = alpha op(A) op(B) + beta C with A, B in ab_dtype (BF16 or F16), C in c_dtype (that or F32). */
+/* The same product for every agent of a seed batch (seeds.n > 1) in one cuBLAS batched call: agent z's operands are
+ * the lead's moved by its delta. fp32 (or TF32 under precision: tf32) with the side lanes' workspace size on any
+ * lane, as cuda_gemm_uniform; at most CUDA_SEED_GEMMS distinct products per backend (gemm.c). */
+int cuda_gemm_seeds(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha,
+                    const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc);
+/* Uploads the batched products' pointer arrays when a capture added some (graph_end, and eager batched calls). */
+int cuda_seed_ptrs_upload(rlt_backend *bk);
 int cuda_gemm_lp(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const void *A,
                  int32_t lda, const void *B, int32_t ldb, int32_t ab_dtype, float beta, void *C, int32_t c_dtype,
                  int32_t ldc);

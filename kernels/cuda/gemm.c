@@ -80,6 +80,64 @@ int cuda_gemm_tf32(rlt_backend *bk, int32_t uniform, int32_t ta, int32_t tb, int
     return gemm_f32(bk, 1, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* ---- one product for every agent of a seed batch ----
+ * cuBLAS's batched GEMM takes an array of pointers per operand, in device memory. Arenas never move, so agent z's
+ * pointers are fixed at capture: the lead's plus the agent's delta. Each distinct product gets a slot of arrays the
+ * first time it is issued (written to the host mirror now, uploaded at graph_end before any launch) and keeps it:
+ * the other update variant's capture finds it by its lead pointers and reuses it. */
+static int32_t gemm_seeds_slot(rlt_backend *bk, const float *A, const float *B, const float *C) {
+    cuda_impl *c = cuda_get(bk);
+    for (int32_t s = 0; s < c->seed_slots; s++)
+        if (c->seed_keys[s][0] == B && c->seed_keys[s][1] == A && c->seed_keys[s][2] == C) return s;
+    if (c->seed_slots == CUDA_SEED_GEMMS) return -1;
+    int32_t s = c->seed_slots++;
+    c->seed_keys[s][0] = B, c->seed_keys[s][1] = A, c->seed_keys[s][2] = C;
+    const void *lead[3] = {B, A, C};
+    for (int32_t j = 0; j < 3; j++)
+        for (int32_t z = 0; z < c->max_seeds; z++)
+            c->seed_ptrs_host[((size_t)3 * s + j) * c->max_seeds + z] =
+                z < c->seeds.n ? (void *)((char *)(uintptr_t)lead[j] + c->seeds_delta_host[z]) : NULL;
+    c->seed_ptrs_dirty = 1;
+    return s;
+}
+
+int cuda_seed_ptrs_upload(rlt_backend *bk) {
+    cuda_impl *c = cuda_get(bk);
+    if (!c->seed_ptrs_dirty) return RLT_OK;
+    CUDA_CHECK(bk, cudaMemcpy(c->seed_ptrs, c->seed_ptrs_host, (size_t)3 * c->seed_slots * c->max_seeds * sizeof(void *),
+                              cudaMemcpyHostToDevice));
+    c->seed_ptrs_dirty = 0;
+    return RLT_OK;
+}
+
+int cuda_gemm_seeds(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha,
+                    const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc) {
+    cuda_impl *c = cuda_get(bk);
+    CUDA_REQUIRE(bk, c->seeds.n > 1 && c->seed_ptrs && m >= 0 && n >= 0 && k >= 0, "gemm_seeds");
+    CUDA_REQUIRE(bk, lda >= (ta ? m : k) && lda >= 1 && ldb >= (tb ? k : n) && ldb >= 1 && ldc >= n, "gemm_seeds");
+    RLT_TRY(cuda_seeds_check(bk, "gemm_seeds", 3, A, B, C));
+    if (m == 0 || n == 0) return RLT_OK;
+    int32_t s = gemm_seeds_slot(bk, A, B, C);
+    if (s < 0)
+        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__,
+                           "gemm_seeds: more than %d distinct batched library products", CUDA_SEED_GEMMS);
+    if (c->capturing < 0) RLT_TRY(cuda_seed_ptrs_upload(bk));
+    void **arr = c->seed_ptrs + (size_t)3 * s * c->max_seeds;
+    cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    /* The side lanes' workspace size on any lane, as cuda_gemm_uniform: the same algorithm, so the same bits, on
+     * whichever lane the product runs. */
+    uint64_t ws = c->lane_ws_bytes[c->lane] < CUDA_SIDE_WORKSPACE ? c->lane_ws_bytes[c->lane] : CUDA_SIDE_WORKSPACE;
+    RLT_TRY(cuda_blas_bind(bk));
+    CUBLAS_CHECK(bk, cublasSetWorkspace(c->blas, c->lane_ws[c->lane], (size_t)ws));
+    cublasStatus_t st = cublasGemmBatchedEx(
+        c->blas, op_b, op_a, n, m, k, &alpha, (const void *const *)arr, CUDA_R_32F, ldb,
+        (const void *const *)(arr + c->max_seeds), CUDA_R_32F, lda, &beta, arr + 2 * c->max_seeds, CUDA_R_32F, ldc,
+        c->seeds.n, c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    CUBLAS_CHECK(bk, cublasSetWorkspace(c->blas, c->lane_ws[c->lane], (size_t)c->lane_ws_bytes[c->lane]));
+    CUBLAS_CHECK(bk, st);
+    return RLT_OK;
+}
+
 static cudaDataType_t cuda_lp_type(int32_t dtype) {
     return dtype == RLT_LP_BF16 ? CUDA_R_16BF : dtype == RLT_LP_F16 ? CUDA_R_16F : CUDA_R_32F;
 }

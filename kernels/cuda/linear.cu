@@ -44,8 +44,10 @@
  * Seed batching (cuda_seeds): grid z is the agent. Its buffers lie dz = delta[z] bytes from the lead's, added
  * where an address is formed from a descriptor's pointer (cuda_at); the descriptors stay in parameter space.
  * linear_kernel<false, ...> (not batching) has dz the constant 0, linear_kernel<true, true> reads it (80 registers
- * on sm_90; the small single kernel 8 bytes of spill, the others none). The library routes cannot move per agent
- * and refuse while batching. */
+ * on sm_90; the small single kernel 8 bytes of spill, the others none). Batched seeds' products from
+ * LIN_SEEDS_BLAS_MACS multiply-adds per agent (all of them under tf32, from 16 in every dimension) and every product
+ * a single agent would send to the library run as one batched library GEMM over the seeds (cuda_gemm_seeds: agent z's
+ * operands through pointer arrays) with our batched bias/activation and bias-gradient kernels around it. */
 #include <string.h>
 
 #include "cp_async.cuh"
@@ -87,6 +89,15 @@ static __host__ __device__ inline int lin_big(int32_t m, int32_t n, int32_t k) {
 static inline int lin_wide(int32_t rows, int32_t fi, int32_t fo, int dx, int tf32) {
     if (!tf32) return !dx && (int64_t)rows * fo >= LIN_BLAS_WIDE;
     return (int64_t)rows * (fi > fo ? fi : fo) >= LIN_BLAS_WIDE;
+}
+/* Seed-batched products go to the library's batched GEMM from this many multiply-adds per agent in fp32 (a 256-wide
+ * layer's product at a batch of 64 or more), and with all three dimensions of at least 16 under tf32: there the
+ * library's tensor-core tiles over n agents at once beat our fp32 tiles n agents wide (bench/RESULTS.md, seeds).
+ * Below it, our kernels, whose bits equal a single run's. Shapes and precision only, as every route here. */
+#define LIN_SEEDS_BLAS_MACS (1ll << 22)
+static inline int lin_seeds_blas(int32_t tf32, int32_t m, int32_t n, int32_t k) {
+    if (m < 16 || n < 16 || k < 16) return 0;
+    return tf32 || (m >= 32 && n >= 32 && k >= 32 && (int64_t)m * n * k >= LIN_SEEDS_BLAS_MACS);
 }
 /* A problem with fewer 32x32 tiles than this uses 16x32 tiles: twice the blocks, half the work each. */
 #define LIN_SMALL_TILES 96
@@ -655,7 +666,9 @@ static int lin_launch_problems(rlt_backend *bk, lin_launch *L) {
 
 /* Whether cuda_linear_forward runs an fp32 layer of this shape on the library (beyond our kernels' K, big or wide). */
 static int lin_fwd_on_library(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo) {
-    return fi > LIN_MAX_K || lin_big(rows, fo, fi) || lin_wide(rows, fi, fo, 0, cuda_get(bk)->tf32);
+    const cuda_impl *c = cuda_get(bk);
+    return fi > LIN_MAX_K || lin_big(rows, fo, fi) || lin_wide(rows, fi, fo, 0, c->tf32) ||
+           (c->seeds.n > 1 && c->seeds_blas && lin_seeds_blas(c->tf32, rows, fo, fi));
 }
 
 extern "C" int cuda_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d) {
@@ -669,7 +682,11 @@ extern "C" int cuda_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d) {
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "linear_forward");
     if (rows == 0) return RLT_OK;
     if (lin_fwd_on_library(bk, rows, fi, fo)) {
-        RLT_TRY(cuda_seeds_refuse(bk, "linear_forward (a layer on the library)"));
+        if (cuda_get(bk)->seeds.n > 1) {
+            /* Every batched seed's product in one library call, then the bias and activation for all of them. */
+            RLT_TRY(cuda_gemm_seeds(bk, 0, 1, rows, fo, fi, 1.0f, x, ldx, W, fi, 0.0f, y, ldy));
+            return cuda_bias_act(bk, y, ldy, b, rows, fo, act);
+        }
         int done = 0;
         RLT_TRY(cuda_lt_linear_forward(bk, d, &done));
         if (done) return RLT_OK;
@@ -701,12 +718,22 @@ extern "C" int cuda_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d) {
      * A layer wider than LIN_MAX_K inputs (a Nature DQN's 3136-wide head) makes thousands of small tiles here for
      * its weight gradient and long ones for its input gradient; the library runs both in a few large ones (the
      * whole update 3% faster for dW, commit 18adc9c). */
-    int fuse_w = (dW || db) && rows <= LIN_MAX_K && fi <= LIN_MAX_K && !lin_big(fo, fi, rows);
-    int fuse_x = dx && fo <= LIN_MAX_K && fi <= LIN_MAX_K && !lin_big(rows, fi, fo) &&
-                 !lin_wide(rows, fi, fo, 1, cuda_get(bk)->tf32);
-    if ((!fuse_w && (dW || db)) || (dx && !fuse_x))
-        RLT_TRY(cuda_seeds_refuse(bk, "linear_backward (a layer on the library)"));
-    if (!fuse_w && !fuse_x) {
+    const cuda_impl *c = cuda_get(bk);
+    const int seeds = c->seeds.n > 1, seeds_lib = seeds && c->seeds_blas;
+    int fuse_w = (dW || db) && rows <= LIN_MAX_K && fi <= LIN_MAX_K && !lin_big(fo, fi, rows) &&
+                 !(seeds_lib && lin_seeds_blas(c->tf32, fo, fi, rows));
+    int fuse_x = dx && fo <= LIN_MAX_K && fi <= LIN_MAX_K && !lin_big(rows, fi, fo) && !lin_wide(rows, fi, fo, 1, c->tf32) &&
+                 !(seeds_lib && lin_seeds_blas(c->tf32, rows, fi, fo));
+    if (seeds) {
+        /* Batched seeds: the parts left to the library as one batched product each, in order on this lane. */
+        if (!fuse_w && dW)
+            RLT_TRY(cuda_gemm_seeds(bk, 1, 0, fo, fi, rows, 1.0f, dy, lddy, x, ldx, beta, dW, fi));
+        if (!fuse_w && db) RLT_TRY(cuda_lp_bias_grad(bk, db, dy, RLT_LP_F32, lddy, rows, fo, beta));
+        if (dx && !fuse_x) {
+            RLT_TRY(cuda_gemm_seeds(bk, 0, 0, rows, fi, fo, 1.0f, dy, lddy, W, fi, 0.0f, dx, lddx));
+            RLT_TRY(cuda_act_grad(bk, dx, lddx, x, ldx, rows, fi, act_x));
+        }
+    } else if (!fuse_w && !fuse_x) {
         /* Both parts in the library (a wide layer): dW with db in its epilogue on a side lane beside dx
          * (cuda_fork_side); db's own kernel, when not fused, on the other side lane. */
         const int32_t lane = cuda_get(bk)->lane;
@@ -718,9 +745,10 @@ extern "C" int cuda_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d) {
         if (rc == RLT_OK && dx) rc = lin_blas_dgrad(bk, d);
         int rc2 = cuda_merge_side(bk, lane, side);
         return rc != RLT_OK ? rc : rc2;
+    } else {
+        if (!fuse_w) RLT_TRY(lin_blas_wgrad(bk, d, cuda_get(bk)->lane));
+        if (dx && !fuse_x) RLT_TRY(lin_blas_dgrad(bk, d));
     }
-    if (!fuse_w) RLT_TRY(lin_blas_wgrad(bk, d, cuda_get(bk)->lane));
-    if (dx && !fuse_x) RLT_TRY(lin_blas_dgrad(bk, d));
     lin_launch L;
     memset(&L, 0, sizeof L);
     int np = 0;
@@ -774,8 +802,8 @@ extern "C" cudaError_t cuda_preload_linear(void) {
  * calls cuBLAS when fi > LIN_MAX_K or the product is big or the layer wide, the backward when a part of it is
  * beyond the fused kernels (rows or fi for dW, fo or fi for dx; dx may not be asked for, which the rule does not
  * know, so it says yes then too), big (every part has the same M N K) or wide (as under tf32, the wider rule:
- * the plan does not know the precision here either). */
-extern "C" int cuda_linear_calls_blas(int32_t rows, int32_t fi, int32_t fo) {
+ * the plan does not know the precision here either), and with several seeds batched their library products. */
+extern "C" int cuda_linear_calls_blas(int32_t rows, int32_t fi, int32_t fo, int32_t seeds, int32_t tf32) {
     return rows > LIN_MAX_K || fi > LIN_MAX_K || fo > LIN_MAX_K || lin_big(rows, fi, fo) ||
-           lin_wide(rows, fi, fo, 1, 1);
+           lin_wide(rows, fi, fo, 1, 1) || (seeds > 1 && lin_seeds_blas(tf32, rows, fi, fo));
 }

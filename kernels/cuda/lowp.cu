@@ -156,7 +156,8 @@ __global__ void lp_act_grad8_kernel(T *dx, int32_t lddx, const T *x, int32_t ldx
  * 1024 bf16 and 146 us in fp32 on an H100; this spreads it over 16 warps (15 us). */
 #define LP_BGRAD_WARPS 16
 __global__ void lp_bias_grad_kernel(float *db, const void *dy, int32_t dyd, int32_t lddy, int32_t rows, int32_t cols,
-                                    float beta) {
+                                    float beta, cuda_seeds sd) {
+    db = cuda_seed_ptr(sd, db), dy = cuda_seed_ptr(sd, dy); /* seed batching (fp32 only): grid z is the agent */
     __shared__ float part[LP_BGRAD_WARPS][32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int32_t c = (int32_t)blockIdx.x * 32 + lane;
@@ -301,11 +302,14 @@ extern "C" int cuda_lp_bias_act(rlt_backend *bk, void *y, int32_t yd, int32_t ld
 
 extern "C" int cuda_lp_bias_grad(rlt_backend *bk, float *db, const void *dy, int32_t dyd, int32_t lddy, int32_t rows,
                                  int32_t cols, float beta) {
-    RLT_TRY(cuda_seeds_refuse(bk, "lp_bias_grad"));
+    /* Batched seeds only in fp32 (a seed-batched layer's library backward, linear.cu). */
+    if (dyd != RLT_LP_F32) RLT_TRY(cuda_seeds_refuse(bk, "lp_bias_grad"));
+    RLT_TRY(cuda_seeds_check(bk, "lp_bias_grad", 2, db, dy));
     CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && lddy >= cols && lp_dtype_ok(dyd), "lp_bias_grad");
     if (cols == 0) return RLT_OK;
-    lp_bias_grad_kernel<<<(unsigned)((cols + 31) / 32), 32 * LP_BGRAD_WARPS, 0, cuda_stream(bk)>>>(db, dy, dyd, lddy, rows,
-                                                                                             cols, beta);
+    dim3 grid((unsigned)((cols + 31) / 32), 1, cuda_seeds_z(bk));
+    lp_bias_grad_kernel<<<grid, 32 * LP_BGRAD_WARPS, 0, cuda_stream(bk)>>>(db, dy, dyd, lddy, rows, cols, beta,
+                                                                         cuda_seeds_of(bk));
     CUDA_CHECK_LAUNCH(bk, "lp_bias_grad_kernel");
     return RLT_OK;
 }
