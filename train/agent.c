@@ -15,34 +15,13 @@
 #include "seed_batch.h"
 
 #define MIB (1024.0 * 1024.0)
+
+static int agent_dispatch_update(rlt_agent *ag, int32_t variant);
 /* What the process maps after the plan besides the host arena, held against the host's memory limit
  * (ulimit -v/-d, the memory cgroup): the environment, the trainer's outputs and checkpoint files, stdio, and
  * with cpu.threads >= 2 the worker thread's stack. A TD3 run grows by under 10 MiB over what the plan saw
  * (tests/test_host_limits.c runs the CLI at the smallest limit the plan accepts). */
 #define AGENT_HOST_OVERHEAD ((uint64_t)16 << 20)
-
-int agent_put(rlt_agent *ag, void *dev, const void *host, uint64_t bytes) {
-    rlt_backend *bk = &ag->bk;
-    for (uint64_t off = 0; off < bytes; off += ag->io_stage_bytes) {
-        uint64_t k = bytes - off < ag->io_stage_bytes ? bytes - off : ag->io_stage_bytes;
-        if ((const unsigned char *)host + off != (unsigned char *)ag->io_stage)
-            memcpy(ag->io_stage, (const unsigned char *)host + off, k);
-        RLT_TRY(bk->ops->copy(bk, (unsigned char *)dev + off, ag->io_stage, k, RLT_COPY_H2D));
-        RLT_TRY(bk->ops->sync(bk));
-    }
-    return RLT_OK;
-}
-
-int agent_fetch(rlt_agent *ag, void *host, const void *dev, uint64_t bytes) {
-    rlt_backend *bk = &ag->bk;
-    for (uint64_t off = 0; off < bytes; off += ag->io_stage_bytes) {
-        uint64_t k = bytes - off < ag->io_stage_bytes ? bytes - off : ag->io_stage_bytes;
-        RLT_TRY(bk->ops->copy(bk, ag->io_stage, (const unsigned char *)dev + off, k, RLT_COPY_D2H));
-        RLT_TRY(bk->ops->sync(bk));
-        if ((unsigned char *)host + off != (unsigned char *)ag->io_stage) memcpy((unsigned char *)host + off, ag->io_stage, k);
-    }
-    return RLT_OK;
-}
 
 int agent_read_losses(rlt_agent *ag, float out[RLT_LOSS_COUNT]) {
     rlt_backend *bk = &ag->bk;
@@ -50,32 +29,6 @@ int agent_read_losses(rlt_agent *ag, float out[RLT_LOSS_COUNT]) {
     RLT_TRY(bk->ops->sync(bk));
     memcpy(out, ag->losses_host, RLT_LOSS_COUNT * sizeof(float));
     return RLT_OK;
-}
-
-int agent_grads_ready(rlt_agent *ag, float *g, uint64_t n) {
-    RLT_TRY(ag->bk.ops->allreduce_mean(&ag->bk, g, n));
-    return ag->amp ? ag->bk.ops->amp_unscale(&ag->bk, g, n, ag->amp) : RLT_OK;
-}
-
-int agent_amp_update(rlt_agent *ag, int64_t *step) {
-    return ag->amp ? ag->bk.ops->amp_update(&ag->bk, ag->amp, step, 2.0f, 0.5f, RLT_AMP_GROWTH_INTERVAL) : RLT_OK;
-}
-
-int agent_refresh_lp(rlt_agent *ag, const float *p, void *p_lp, const float *t, void *t_lp, uint64_t n) {
-    if (ag->lp == RLT_LP_F32) return RLT_OK;
-    rlt_backend *bk = &ag->bk;
-    rlt_cast c = {.rows = 1, .cols = (int64_t)n, .dst = p_lp, .dst_dtype = ag->lp, .ldd = (int64_t)n, .src = p,
-                  .src_dtype = RLT_LP_F32, .lds = (int64_t)n};
-    RLT_TRY(bk->ops->cast(bk, &c));
-    c.dst = t_lp;
-    c.src = t;
-    return bk->ops->cast(bk, &c);
-}
-
-void agent_key_text(rlt_text *o, const rlt_agent *ag, const char *label, const char *key) {
-    char v[256];
-    config_schema_format(config_schema_find(key, strlen(key)), &ag->cfg, v, sizeof v);
-    rlt_text_add(o, "%s: %s", label, v);
 }
 
 int agent_read_amp(rlt_agent *ag, rlt_amp_state *out) {
@@ -542,6 +495,7 @@ rlt_agent *agent_alloc(const rlt_config *cfg) {
     ag->algo_state_cap = state;
     rlt_err_clear(&ag->err);
     ag->bk.err = &ag->err;
+    ag->run_update = agent_dispatch_update;
     return ag;
 }
 
@@ -566,7 +520,9 @@ void rlt_agent_free(rlt_agent *ag) {
     rlt_mem_free(ag);
 }
 
-int agent_run_update(rlt_agent *ag, int32_t variant) {
+/* ag->run_update (agent_run_update, engine/agent_core.h): the group's batched launch while this agent is in
+ * lock-step, else its own graph, else the algorithm's ops run eagerly. */
+static int agent_dispatch_update(rlt_agent *ag, int32_t variant) {
     if (ag->lockstep) return lockstep_update(ag->lockstep, ag, variant);
     if (ag->graphs) return ag->bk.ops->graph_launch(&ag->bk, variant);
     return ag->algo->update_ops(ag, variant);

@@ -1,0 +1,57 @@
+/* agent_core.c: the optimiser-step services of engine/agent_core.h: what an algorithm's update and checkpoint
+ * hooks call on the agent (staging copies through io_stage, the gradient average and fp16 unscaling before a
+ * step, the loss scaler after it, the 16-bit compute copies, config values for network descriptions). */
+#include <string.h>
+
+#include "agent_core.h"
+#include "config_schema.h"
+
+int agent_put(rlt_agent *ag, void *dev, const void *host, uint64_t bytes) {
+    rlt_backend *bk = &ag->bk;
+    for (uint64_t off = 0; off < bytes; off += ag->io_stage_bytes) {
+        uint64_t k = bytes - off < ag->io_stage_bytes ? bytes - off : ag->io_stage_bytes;
+        if ((const unsigned char *)host + off != (unsigned char *)ag->io_stage)
+            memcpy(ag->io_stage, (const unsigned char *)host + off, k);
+        RLT_TRY(bk->ops->copy(bk, (unsigned char *)dev + off, ag->io_stage, k, RLT_COPY_H2D));
+        RLT_TRY(bk->ops->sync(bk));
+    }
+    return RLT_OK;
+}
+
+int agent_fetch(rlt_agent *ag, void *host, const void *dev, uint64_t bytes) {
+    rlt_backend *bk = &ag->bk;
+    for (uint64_t off = 0; off < bytes; off += ag->io_stage_bytes) {
+        uint64_t k = bytes - off < ag->io_stage_bytes ? bytes - off : ag->io_stage_bytes;
+        RLT_TRY(bk->ops->copy(bk, ag->io_stage, (const unsigned char *)dev + off, k, RLT_COPY_D2H));
+        RLT_TRY(bk->ops->sync(bk));
+        if ((unsigned char *)host + off != (unsigned char *)ag->io_stage) memcpy((unsigned char *)host + off, ag->io_stage, k);
+    }
+    return RLT_OK;
+}
+
+int agent_grads_ready(rlt_agent *ag, float *g, uint64_t n) {
+    RLT_TRY(ag->bk.ops->allreduce_mean(&ag->bk, g, n));
+    return ag->amp ? ag->bk.ops->amp_unscale(&ag->bk, g, n, ag->amp) : RLT_OK;
+}
+
+int agent_amp_update(rlt_agent *ag, int64_t *step) {
+    return ag->amp ? ag->bk.ops->amp_update(&ag->bk, ag->amp, step, 2.0f, 0.5f, RLT_AMP_GROWTH_INTERVAL) : RLT_OK;
+}
+
+int agent_refresh_lp(rlt_agent *ag, const float *p, void *p_lp, const float *t, void *t_lp, uint64_t n) {
+    if (ag->lp == RLT_LP_F32) return RLT_OK;
+    rlt_backend *bk = &ag->bk;
+    rlt_cast c = {.rows = 1, .cols = (int64_t)n, .dst = p_lp, .dst_dtype = ag->lp, .ldd = (int64_t)n, .src = p,
+                  .src_dtype = RLT_LP_F32, .lds = (int64_t)n};
+    RLT_TRY(bk->ops->cast(bk, &c));
+    c.dst = t_lp;
+    c.src = t;
+    return bk->ops->cast(bk, &c);
+}
+
+void agent_key_text(rlt_text *o, const rlt_agent *ag, const char *label, const char *key) {
+    char v[256];
+    config_schema_format(config_schema_find(key, strlen(key)), &ag->cfg, v, sizeof v);
+    rlt_text_add(o, "%s: %s", label, v);
+}
+
