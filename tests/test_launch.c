@@ -174,7 +174,7 @@ static pid_t start_cli(const char *dir, int rank, int world, int port, int ompi,
     int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
     unsetenv("RANK"), unsetenv("WORLD_SIZE"), unsetenv("SLURM_PROCID"), unsetenv("OMPI_COMM_WORLD_SIZE");
-    unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+    unsetenv("TORCHELASTIC_USE_AGENT_STORE"), unsetenv("TORCHELASTIC_RUN_ID");
     if (world > 0) {
         snprintf(v, sizeof v, "%d", rank);
         setenv(ompi ? "OMPI_COMM_WORLD_RANK" : "RANK", v, 1);

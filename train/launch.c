@@ -61,8 +61,10 @@ int launch_rendezvous(const rlt_config *cfg, rlt_comm_net *out, rlt_err *e) {
         if (!end || *end || p < 1 || p > 65535)
             RLT_FAIL(e, RLT_ECONFIG, "%s: env, and MASTER_PORT is '%s', not a port (1 .. 65535)",
                      config_key_where(cfg, "dist.rendezvous", where, sizeof where), port);
-        /* torchrun's agent serves its own store on MASTER_PORT (and says so to its workers): the next port is ours. */
-        if (strcmp(env_or("TORCHELASTIC_USE_AGENT_STORE", ""), "True") == 0) p = p < 65535 ? p + 1 : p - 1;
+        /* torchrun's agent serves its own store on MASTER_PORT: under torchrun (which sets TORCHELASTIC_RUN_ID in
+         * every worker) the next port is ours. */
+        if (getenv("TORCHELASTIC_RUN_ID") || strcmp(env_or("TORCHELASTIC_USE_AGENT_STORE", ""), "True") == 0)
+            p = p < 65535 ? p + 1 : p - 1;
     } else if (getenv("SLURM_JOB_ID")) {
         /* One port per Slurm job, the same on every task: 20000 .. 29999. */
         p = 20000 + strtol(getenv("SLURM_JOB_ID"), NULL, 10) % 10000;
