@@ -46,6 +46,12 @@ t0=$SECONDS
 t 150 bash -c 'cd build/tests && ./gpu_data_parallel' >"$OUT/test.txt" 2>&1
 rc=$?; say "gpu_data_parallel: exit $rc in $((SECONDS - t0))s: $(tail -1 "$OUT/test.txt")"
 grep -E "rank 0 of 2 alone|FAIL|failed" "$OUT/test.txt" | head -8 | tee -a "$S"
+if [ $rc -ne 0 ]; then # is it the non-blocking communicators? Once more with blocking ones.
+  t0=$SECONDS
+  t 100 bash -c 'cd build/tests && RLT_NCCL_BLOCKING=1 ./gpu_data_parallel' >"$W/test_blocking.txt" 2>&1
+  say "gpu_data_parallel with RLT_NCCL_BLOCKING=1: exit $? in $((SECONDS - t0))s: $(tail -1 "$W/test_blocking.txt")"
+  { echo; echo "== RLT_NCCL_BLOCKING=1"; grep -E "FAIL|failed|passed" "$W/test_blocking.txt" | head -12; } >>"$OUT/test.txt"
+fi
 
 # ---- the CLI on two GPUs in one process, NCCL_CUMEM_ENABLE unset --------------------------------------------
 C=configs/td3_pendulum.yaml

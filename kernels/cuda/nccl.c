@@ -278,7 +278,11 @@ int cuda_comm_init(rlt_comm_init_desc *d, void **comms, rlt_err *e) {
     }
     int prev = 0;
     cudaGetDevice(&prev);
-    nccl_config cfg = {sizeof(nccl_config), NCCL_CONFIG_MAGIC, NCCL_CONFIG_VERSION, 0, INT_MIN, INT_MIN, INT_MIN, NULL};
+    /* RLT_NCCL_BLOCKING=1: blocking communicators, for a NCCL whose non-blocking mode misbehaves; the set-up then
+     * cannot be timed out (it returns when done), every later wait still is. */
+    const char *blocking = getenv("RLT_NCCL_BLOCKING");
+    nccl_config cfg = {sizeof(nccl_config), NCCL_CONFIG_MAGIC, NCCL_CONFIG_VERSION, blocking && !strcmp(blocking, "1"),
+                       INT_MIN, INT_MIN, INT_MIN, NULL};
     /* Several ranks of one thread are made together (ncclCommInitAll's way); each returns at once (blocking = 0). */
     nccl_result_t rc = NCCL_SUCCESS, grc = NCCL_SUCCESS;
     int32_t made = 0;
