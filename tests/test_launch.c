@@ -10,6 +10,8 @@
  *   likewise through a rendezvous file (dist.rendezvous: file:PATH) with Open MPI's variables.
  * - SIGINT to rank 0 alone stops both ranks at the same step (exit 5); resuming both from final.ckpt ends with the
  *   final.ckpt of the run never stopped.
+ * - The launch settings' refusals: a rank out of range, dist.timeout_s 0, a device list, a seed group or device: auto
+ *   in a launched process, a tcp:// address without a port, env without MASTER_ADDR.
  * - A rank that never starts: rank 0 exits 1 within dist.timeout_s (2 s) naming rank 1; a rank killed mid-run:
  *   the other exits 1 at once naming it; a rank that stops answering (SIGSTOP): the other exits 1 after
  *   dist.timeout_s. Never a hang: every child is killed if it outlives its limit, which fails the test. */
@@ -370,8 +372,53 @@ static void lost_ranks(const char *base) {
     CHECK(strstr(g_text, "from rank 1, which never came"), "and names it: %s", g_text);
 }
 
+/* ---- the launch settings' refusals ---------------------------------------------------------------------- */
+
+static rlt_config *launch_config(int rank, int world, const char *set) {
+    rlt_config *cfg;
+    rlt_config_init(&cfg);
+    CHECK(rlt_config_load_string(cfg, k_cfg, "launch.yaml") == RLT_OK, "%s", rlt_config_errmsg(cfg));
+    CHECK(rlt_config_set_launch(cfg, rank, world, rank) == RLT_OK, "set_launch: %s", rlt_config_errmsg(cfg));
+    if (set) CHECK(rlt_config_set(cfg, set) == RLT_OK, "%s: %s", set, rlt_config_errmsg(cfg));
+    return cfg;
+}
+
+static void refusals(void) {
+    rlt_config *cfg = launch_config(0, 0, NULL);
+    CHECK(rlt_config_set_launch(cfg, 2, 2, 0) == RLT_EINVAL && strstr(rlt_config_errmsg(cfg), "rank 2 of 2"),
+          "rank 2 of 2 ranks is refused: %s", rlt_config_errmsg(cfg));
+    CHECK(rlt_config_set(cfg, "dist.timeout_s=0") == RLT_ECONFIG, "dist.timeout_s 0 is refused");
+    rlt_config_free(cfg);
+    cfg = launch_config(1, 2, "devices=[cpu, cpu]");
+    CHECK(rlt_config_validate(cfg) == RLT_ECONFIG && strstr(rlt_config_errmsg(cfg), "devices"),
+          "a device list in a launched process is refused: %s", rlt_config_errmsg(cfg));
+    rlt_config_free(cfg);
+    cfg = launch_config(1, 2, "train.num_seeds=4");
+    CHECK(rlt_config_validate(cfg) == RLT_ECONFIG && strstr(rlt_config_errmsg(cfg), "train.num_seeds"),
+          "a seed group in a launched process is refused: %s", rlt_config_errmsg(cfg));
+    rlt_config_free(cfg);
+    cfg = launch_config(1, 2, "device=auto");
+    CHECK(rlt_config_validate(cfg) == RLT_ECONFIG, "device: auto in a launched process is refused");
+    rlt_config_free(cfg);
+    /* Where rank 0 listens: a bad tcp:// address, and env without MASTER_ADDR, fail at init naming the key. */
+    cfg = launch_config(1, 2, "dist.rendezvous=tcp://localhost");
+    CHECK(rlt_config_ranks(cfg) == 2 && rlt_group_count(cfg) == 1, "a launched process: 2 ranks, one member here");
+    rlt_group *g = NULL;
+    CHECK(rlt_group_init(cfg, &g) == RLT_ECONFIG && strstr(rlt_group_errmsg(g), "dist.rendezvous"),
+          "tcp:// without a port is refused: %s", rlt_group_errmsg(g));
+    rlt_group_free(g);
+    rlt_config_free(cfg);
+    unsetenv("MASTER_ADDR"), unsetenv("SLURM_LAUNCH_NODE_IPADDR");
+    cfg = launch_config(1, 2, NULL);
+    CHECK(rlt_group_init(cfg, &g) == RLT_ECONFIG && strstr(rlt_group_errmsg(g), "MASTER_ADDR"),
+          "env without MASTER_ADDR says to set it: %s", rlt_group_errmsg(g));
+    rlt_group_free(g);
+    rlt_config_free(cfg);
+}
+
 int main(void) {
     net_collectives();
+    refusals();
     char base[256];
     snprintf(base, sizeof base, "%s", test_tmpdir("tmp_launch"));
     snprintf(g_cfg, sizeof g_cfg, "%s/cfg.yaml", base);
