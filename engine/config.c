@@ -728,6 +728,17 @@ int rlt_config_load_file(rlt_config *cfg, const char *path) {
     return rc;
 }
 
+int rlt_config_set_launch(rlt_config *cfg, int32_t rank, int32_t world, int32_t local_rank) {
+    if (!cfg) return RLT_EINVAL;
+    if (world < 0 || world > RLT_CFG_MAX_DEVICES || (world > 0 && (rank < 0 || rank >= world)) || local_rank < 0)
+        RLT_FAIL(&cfg->err, RLT_EINVAL, "rlt_config_set_launch: rank %d of %d ranks, local rank %d (at most %d ranks)",
+                 (int)rank, (int)world, (int)local_rank, RLT_CFG_MAX_DEVICES);
+    cfg->launch.rank = world > 1 ? rank : 0;
+    cfg->launch.world = world > 1 ? world : 0;
+    cfg->launch.local_rank = world > 1 ? local_rank : 0;
+    return RLT_OK;
+}
+
 int rlt_config_set(rlt_config *cfg, const char *assignment) {
     if (!cfg) return RLT_EINVAL;
     if (!assignment) RLT_FAIL(&cfg->err, RLT_EINVAL, "rlt_config_set: assignment is NULL");
@@ -837,8 +848,24 @@ int rlt_config_validate(rlt_config *cfg) {
     }
     /* Several devices with one seed: data-parallel ranks, each with an equal share of every batch, averaging
      * their gradients every update. */
+    /* A run launched as one process per device (rlt_config_set_launch): each process one rank on one device. */
+    if (cfg->launch.world > 1) {
+        if (cfg->train.num_seeds > 1 || cfg->train.seeds.n > 1)
+            RLT_FAIL(e, RLT_ECONFIG, "%s: a seed group cannot run as the %d processes of a launched data-parallel run "
+                     "(torchrun, srun, mpirun): run it in one process, or give one seed",
+                     config_key_where(cfg, cfg->train.seeds.n > 1 ? "train.seeds" : "train.num_seeds", where, sizeof where),
+                     (int)cfg->launch.world);
+        if (cfg->devices.n > 1)
+            RLT_FAIL(e, RLT_ECONFIG, "%s: %d devices in a process of a launched run of %d processes: each process is one "
+                     "rank on one device (a GPU: cuda:LOCAL_RANK); write device: cuda (or cpu) instead",
+                     config_key_where(cfg, "devices", where, sizeof where), (int)cfg->devices.n, (int)cfg->launch.world);
+        if (cfg->device.kind == RLT_DEVICE_AUTO)
+            RLT_FAIL(e, RLT_ECONFIG, "%s: auto in a process of a launched run of %d processes: every rank needs the same "
+                     "kind of device; write device: cuda (each process takes cuda:LOCAL_RANK) or cpu",
+                     config_key_where(cfg, "device", where, sizeof where), (int)cfg->launch.world);
+    }
     if (config_is_data_parallel(cfg)) {
-        int32_t R = cfg->devices.n;
+        int32_t R = config_world(cfg);
         if (cfg->train.batch_size % R != 0)
             RLT_FAIL(e, RLT_ECONFIG, "%s: %d does not split evenly over the %d devices of a data-parallel run (each takes "
                      "an equal share of every batch); use a multiple of %d", config_key_where(cfg, "train.batch_size",
@@ -865,13 +892,20 @@ int rlt_config_validate(rlt_config *cfg) {
 rlt_device config_device(const rlt_config *cfg) { return cfg->devices.n >= 1 ? cfg->devices.d[0] : cfg->device; }
 
 int config_is_data_parallel(const rlt_config *cfg) {
-    return cfg->devices.n > 1 && cfg->train.num_seeds <= 1 && cfg->train.seeds.n <= 1;
+    return (cfg->devices.n > 1 || cfg->launch.world > 1) && cfg->train.num_seeds <= 1 && cfg->train.seeds.n <= 1;
 }
 
+int32_t config_world(const rlt_config *cfg) { return cfg->launch.world > 1 ? cfg->launch.world : cfg->devices.n; }
+
 void config_for_rank(const rlt_config *cfg, int32_t rank, rlt_config *out) {
-    const int32_t R = cfg->devices.n;
+    const int32_t R = config_world(cfg);
     *out = *cfg;
-    out->device = cfg->devices.d[rank];
+    if (cfg->launch.world > 1) {
+        /* A process of a launched run: its one device, the GPU of its local rank when the config names a GPU. */
+        if (cfg->device.kind == RLT_DEVICE_CUDA) out->device.index = cfg->launch.local_rank;
+    } else {
+        out->device = cfg->devices.d[rank];
+    }
     memset(&out->devices, 0, sizeof out->devices);
     out->rank = rank;
     out->n_ranks = R;

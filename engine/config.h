@@ -191,6 +191,10 @@ struct rlt_config {
     struct {
         int32_t threads; /* CPU backend threads; 0 = 1; >= 2: one worker thread splits large dense ops */
     } cpu;
+    struct {
+        double timeout_s;             /* the longest a rank waits for the others: set-up, a collective, an agreement */
+        char rendezvous[RLT_CFG_STR]; /* env | tcp://HOST:PORT | file:PATH: where ranks launched as processes meet */
+    } dist;
     char out_dir[RLT_CFG_STR];
 
     /* Not config values: provenance and the last error. */
@@ -209,6 +213,11 @@ struct rlt_config {
      * (and rank 0, n_ranks 1): a run of its own. */
     struct rlt_comm *comm;
     int32_t rank, n_ranks;
+    /* Not keys: this process's place in a run launched as one process per device (torchrun, srun, mpirun; set by
+     * rlt_config_set_launch): rank `rank` of `world`, local_rank on its host. world 0: not launched so. */
+    struct {
+        int32_t rank, world, local_rank;
+    } launch;
     /* The most lanes the backend may use (rlt_backend.lanes; 0: its own choice): 1 for the members of a seed group
      * that share a GPU. */
     int32_t lanes;
@@ -222,6 +231,8 @@ void config_set_defaults(rlt_config *cfg);
 rlt_device config_device(const rlt_config *cfg);
 /* 1 when the config is a data-parallel run over several devices (devices lists more than one, one seed). */
 int config_is_data_parallel(const rlt_config *cfg);
+/* The ranks of a data-parallel run: the processes of a launched one, else the devices. */
+int32_t config_world(const rlt_config *cfg);
 /* Rank `rank`'s config of a data-parallel run (its device, 1/R of the batch, the replay shard's capacity rounded up,
  * rank and n_ranks; comm is the caller's to set). */
 void config_for_rank(const rlt_config *cfg, int32_t rank, rlt_config *out);

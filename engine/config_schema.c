@@ -196,6 +196,12 @@ static const cfg_key schema[] = {
              "without the replay (the best policy, for rlt_agent_load)"),
     ROW_I32("cpu.threads", cpu.threads, 0, 1024, "0",
             "CPU backend threads; 0 means 1; 2 or more adds a worker for independent and large ops (same results)"),
+    ROW_F64("dist.timeout_s", dist.timeout_s, 0, 604800, CFG_LO_OPEN, "300",
+            "the longest a data-parallel rank waits for the others (start-up, NCCL's set-up, a gradient average, the "
+            "agreement at each step); past it the run is aborted with exit 1 and a message naming the rank"),
+    ROW_STR("dist.rendezvous", dist.rendezvous, "env",
+            "where the ranks of a run launched as one process per device (torchrun, srun, mpirun) meet: env "
+            "(MASTER_ADDR and MASTER_PORT), tcp://HOST:PORT, or file:PATH (a file on a directory every rank sees)"),
     ROW_STR("out_dir", out_dir, "runs/td3_pendulum",
             "directory for config.yaml, metrics.csv, summary.json, final.ckpt, best.ckpt"),
 };

@@ -386,6 +386,12 @@ RLT_API int32_t rlt_group_count(const rlt_config *cfg);
  * gradients with the others' every update, NCCL on GPUs), or 0. Such a config is also a group
  * (rlt_group_count returns R): its members are the ranks, in out_dir/rank_<k>/. */
 RLT_API int32_t rlt_config_ranks(const rlt_config *cfg);
+/* This process as rank `rank` of the `world` processes of one data-parallel run, one process per device, as
+ * torchrun, srun and mpirun launch them (the CLI reads their variables). With device: cuda the process takes GPU
+ * `local_rank` (with one GPU visible, 0); the ranks meet as dist.rendezvous says and average over TCP (the CPU) or
+ * NCCL (GPUs). rlt_group_init then makes this process's one rank, in out_dir/rank_<rank>/; rank 0 writes
+ * summary.csv. world 0 or 1: a run of its own (the default). RLT_EINVAL for ranks out of range. */
+RLT_API int rlt_config_set_launch(rlt_config *cfg, int32_t rank, int32_t world, int32_t local_rank);
 /* Starts one thread per member and initialises the members in turn, each in its own thread; checks after the
  * first that all of them fit the budgets (else RLT_ENOFIT naming the largest number of seeds that fits, before
  * the others reserve anything). Nothing is written to disk. On failure *out is still set when possible (read
@@ -412,8 +418,11 @@ RLT_API void rlt_group_request_stop(rlt_group *g);
 /* The group's figures now (valid during and after rlt_group_run). */
 RLT_API int rlt_group_progress(const rlt_group *g, rlt_group_report *out);
 RLT_API int32_t rlt_group_size(const rlt_group *g);
-/* A data-parallel run's number of ranks (its members: one per device of `devices`), or 0 for a seed group. */
+/* A data-parallel run's number of ranks (one per device of `devices`, or the processes of a launched run), or 0
+ * for a seed group. */
 RLT_API int32_t rlt_group_ranks(const rlt_group *g);
+/* The data-parallel rank of member k (k in a launched run: this process's rank), or -1 for a seed group. */
+RLT_API int32_t rlt_group_rank(const rlt_group *g, int32_t k);
 /* Member k's trainer (progress, agent, out_dir); not to be run, resumed or freed by the caller. */
 RLT_API rlt_trainer *rlt_group_member(rlt_group *g, int32_t k);
 RLT_API uint64_t rlt_group_seed(const rlt_group *g, int32_t k);

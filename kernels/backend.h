@@ -302,6 +302,20 @@ typedef struct rlt_backend rlt_backend;
 
 /* The table. Only what the engine and the agents call is here; the readable references the tests compare
  * against (plain GEMM, the unfused losses and Adam) are functions of the CPU backend (kernels/cpu/cpu_ops.h). */
+/* comm_init's descriptor (a data-parallel run's device communicators). */
+typedef enum { RLT_COMM_INIT_RANKS = 0, RLT_COMM_INIT_ID = 1 } rlt_comm_init_mode;
+#define RLT_COMM_ID_BYTES 128
+typedef struct rlt_comm_init_desc {
+    rlt_comm_init_mode mode;
+    int32_t world;             /* ranks of the whole run */
+    int32_t first_rank, n;     /* the ranks made here, on devices[0..n) */
+    const int32_t *devices;
+    double timeout_s;          /* dist.timeout_s: for the set-up, then for each wait on a collective */
+    uint8_t id[RLT_COMM_ID_BYTES]; /* the run's id: RLT_COMM_INIT_ID's output; RLT_COMM_INIT_RANKS' input when
+                                    * world > n (processes), made inside otherwise */
+    char note[256];            /* out: what the backend set in the process environment, for the log ("" if nothing) */
+} rlt_comm_init_desc;
+
 typedef struct rlt_backend_ops {
     const char *name; /* "cpu", "cuda" */
     int32_t abi_version; /* RLT_BACKEND_ABI: the registry refuses a module built against another */
@@ -452,10 +466,13 @@ typedef struct rlt_backend_ops {
     int (*measure_memory)(rlt_backend *bk);
 
     /* ---- data-parallel groups: R ranks, one backend each, one agent's replicas (base/comm.h) ---- */
-    /* Makes the device communicators of n ranks on device indices devices[0..n) into comms[0..n), from one
-     * thread, before the ranks' backends plan anything (CUDA: NCCL, whose buffers are then part of each
-     * device's context). NULL where the backend has none: the CPU reduces through the host comm. */
-    int (*comm_init)(int32_t n, const int32_t *devices, void **comms, rlt_err *e);
+    /* Makes the device communicators of d->n ranks (d->first_rank .. of d->world) on device indices d->devices[]
+     * into comms[0..n), from one thread, before the ranks' backends plan anything (CUDA: NCCL, whose buffers are
+     * then part of each device's context), or with d->mode RLT_COMM_INIT_ID only the run's id (rank 0's process,
+     * handed to the others before they call with it). Waits at most d->timeout_s for the other ranks, then
+     * aborts and fails naming what it waited for. NULL where the backend has none: the CPU reduces through the
+     * host comm. */
+    int (*comm_init)(rlt_comm_init_desc *d, void **comms, rlt_err *e);
     /* Releases one of them (NULL where comm_init is). */
     void (*comm_destroy)(void *comm);
     /* Aborts one of them, from any thread: collectives waiting on it return (NULL where comm_init is). */

@@ -4,11 +4,15 @@
  *   they are identities, so the run must end with the same parameters, Adam moments and targets, bit for bit,
  *   as the run without it: this checks that NCCL loads, that its calls capture, and that they touch only the
  *   gradients; in fp32 and in fp16 (where the average comes before the loss scaler's overflow check).
+ * - A rank that never arrives: rank 0 of a communicator of two ranks whose rank 1 never starts fails NCCL's
+ *   set-up after dist.timeout_s (3 s here), with a message naming the rank, its GPU, what it waited for and the
+ *   NCCL settings to try, instead of waiting forever (one GPU is enough).
  * - Two GPUs or more (when cuda:1 opens): devices: [cuda:0, cuda:1] trains two replicas on different data that
  *   end equal, bit for bit, as on the CPU.
  * Skipped (77) without a GPU. NCCL comes from RLT_NCCL_LIBRARY or libnccl.so.2; its absence on a GPU machine
  * fails the test (a multi-GPU run there would fail the same way). */
 #include <string.h>
+#include <time.h>
 
 #include "backend_registry.h"
 #include "checkpoint.h"
@@ -52,7 +56,8 @@ static void one_rank_nccl(const rlt_backend_ops *ops, const char *extra) {
     rlt_err e = {0};
     void *dev = NULL;
     int32_t idx[1] = {0};
-    int rc = ops->comm_init(1, idx, &dev, &e);
+    rlt_comm_init_desc d = {.mode = RLT_COMM_INIT_RANKS, .world = 1, .first_rank = 0, .n = 1, .devices = idx, .timeout_s = 60};
+    int rc = ops->comm_init(&d, &dev, &e);
     CHECK(rc == RLT_OK && dev, "NCCL communicator of one rank on cuda:0: %s", e.msg);
     if (rc != RLT_OK) return;
     rlt_comm *comm = rlt_comm_create(1);
@@ -72,6 +77,30 @@ static void one_rank_nccl(const rlt_backend_ops *ops, const char *extra) {
           test_files_differ(a, b));
     ops->comm_destroy(dev);
     rlt_comm_free(comm);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void rank_never_arrives(const rlt_backend_ops *ops) {
+    rlt_err e = {0};
+    void *dev = NULL;
+    int32_t idx[1] = {0};
+    rlt_comm_init_desc d = {.mode = RLT_COMM_INIT_ID, .world = 2, .first_rank = 0, .n = 1, .devices = idx, .timeout_s = 3};
+    CHECK(ops->comm_init(&d, NULL, &e) == RLT_OK, "the run's NCCL id: %s", e.msg);
+    d.mode = RLT_COMM_INIT_RANKS;
+    double t0 = now_s();
+    int rc = ops->comm_init(&d, &dev, &e);
+    double took = now_s() - t0;
+    printf("rank 0 of 2 alone: rc %d after %.1f s: %s\n", rc, took, e.msg);
+    CHECK(rc == RLT_ERUNTIME && !dev, "rank 0 of 2 alone fails NCCL's set-up (rc %d)", rc);
+    CHECK(took >= 2.9 && took < 3 + 10 + 3, "within the timeout and the abort's limit (%.1f s)", took);
+    CHECK(strstr(e.msg, "rank 0 (cuda:0) of 2") && strstr(e.msg, "dist.timeout_s") && strstr(e.msg, "set-up") &&
+          strstr(e.msg, "NCCL_CUMEM_ENABLE=0") && strstr(e.msg, "NCCL_P2P_DISABLE=1") && strstr(e.msg, "NCCL_DEBUG=INFO"),
+          "the message names the rank, its GPU, the wait and the settings to try: %s", e.msg);
 }
 
 static void two_gpus(void) {
@@ -104,6 +133,7 @@ int main(void) {
         one_rank_nccl(ops, NULL);
         /* fp16: the average comes before the loss scaler's overflow check (agent_grads_ready). */
         one_rank_nccl(ops, "precision=fp16");
+        rank_never_arrives(ops);
     }
     memset(&bk, 0, sizeof bk);
     int second = rlt_backend_open(&bk, &e, "cuda:1", 1, NULL, 0) == RLT_OK;

@@ -8,12 +8,14 @@
  * say_error or log_to_stderr, which flush stdout first: lines come out in the order they were printed. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rltrain.h"
@@ -40,6 +42,11 @@ static const char *usage_text =
     "  --help, --version\n"
     "  plan                  the memory plan only (same as --dry-run) and what fits; --budget-mb and --device\n"
     "                        override those keys; --json prints one JSON document instead (docs/plan_json.md)\n"
+    "\n"
+    "One process per GPU: under torchrun (RANK, WORLD_SIZE, LOCAL_RANK), srun (SLURM_PROCID, SLURM_NTASKS,\n"
+    "SLURM_LOCALID) or mpirun (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK) with device: cuda, each process is one\n"
+    "rank of one data-parallel run on GPU LOCAL_RANK; the ranks meet as dist.rendezvous says (MASTER_ADDR and\n"
+    "MASTER_PORT by default). RLT_LAUNCH=none ignores those variables. docs/data_parallel.md has the recipes.\n"
     "\n"
     "SIGINT or SIGTERM finishes the current step (or stops the evaluation in progress), writes the outputs and\n"
     "final.ckpt, and exits 5. A run into an out_dir that holds an earlier run's outputs is refused (exit 2) unless\n"
@@ -128,6 +135,67 @@ static int config_flag(rlt_config *cfg, const char *key) {
     return strcmp(v, "true") == 0;
 }
 
+/* A data-parallel run that failed may leave a GPU's work or NCCL's threads stuck, and freeing them would then wait
+ * forever: this thread ends the process with `code` if the clean-up after the failure takes longer than 30 s. */
+static int g_watchdog_code;
+static void *watchdog_main(void *arg) {
+    (void)arg;
+    struct timespec ts = {30, 0};
+    while (nanosleep(&ts, &ts) != 0) {}
+    say_error("rltrain: the clean-up after the failure above did not end in 30 s (a device or NCCL wait that never "
+              "ends); exiting without it\n");
+    fflush(NULL);
+    _exit(g_watchdog_code);
+}
+static void watchdog_start(int code) {
+    pthread_t t;
+    g_watchdog_code = code;
+    if (pthread_create(&t, NULL, watchdog_main, NULL) == 0) pthread_detach(t);
+}
+
+/* An integer environment variable, or -1 when it is unset or not a number 0 .. 65535. */
+static long env_int(const char *name) {
+    const char *v = getenv(name);
+    char *end = NULL;
+    if (!v || !*v) return -1;
+    long x = strtol(v, &end, 10);
+    return *end || x < 0 || x > 65535 ? -1 : x;
+}
+
+/* The launchers' variables: this process as one rank of a data-parallel run, one process per device. torchrun's
+ * first (RANK, WORLD_SIZE, LOCAL_RANK), then Open MPI's, then Slurm's (srun sets SLURM_STEP_NUM_TASKS for the step;
+ * a batch script alone has no step of several tasks). The GPU is the local rank's, or the one GPU left visible
+ * (CUDA_VISIBLE_DEVICES of one entry, as srun --gpus-per-task=1 sets it). Returns the world size (0: not launched),
+ * or -1 after printing why the variables do not make sense. */
+static int launch_from_env(rlt_config *cfg) {
+    const char *off = getenv("RLT_LAUNCH");
+    if (off && !strcmp(off, "none")) return 0;
+    static const char *const names[3][4] = {{"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+                                            {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+                                            {"srun", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID"}};
+    for (int i = 0; i < 3; i++) {
+        long rank = env_int(names[i][1]), world = env_int(names[i][2]), local = env_int(names[i][3]);
+        if (world < 0 && i == 2 && getenv("SLURM_STEP_ID")) world = env_int("SLURM_NTASKS");
+        if (rank < 0 || world <= 1) continue;
+        if (rank >= world || world > 16) {
+            say_error("rltrain: %s says this process is rank %ld of %ld (%s, %s): ranks run 0 .. %ld, at most 16 of them; "
+                      "set RLT_LAUNCH=none to run it on its own\n", names[i][0], rank, world, names[i][1], names[i][2],
+                      world - 1);
+            return -1;
+        }
+        const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+        long gpu = vis && *vis && !strchr(vis, ',') ? 0 : local >= 0 ? local : rank;
+        if (rlt_config_set_launch(cfg, (int32_t)rank, (int32_t)world, (int32_t)gpu) != RLT_OK) {
+            say_error("rltrain: %s\n", rlt_config_errmsg(cfg));
+            return -1;
+        }
+        printf("launched by %s: rank %ld of %ld (%s=%ld, %s=%ld, %s=%ld); with device: cuda this process takes cuda:%ld\n",
+               names[i][0], rank, world, names[i][1], rank, names[i][2], world, names[i][3], local, gpu);
+        return (int)world;
+    }
+    return 0;
+}
+
 /* A config with train.num_seeds N > 1 or train.seeds: N trainers in one process (rlt_group_*), each writing
  * out_dir/seed_<seed>/, then out_dir/summary.csv and the mean, min and max of their final evaluations. */
 static int group_command(rlt_config *cfg, const char *config_path, const char *resume_path, int dry_run, int quiet,
@@ -157,6 +225,7 @@ static int group_command(rlt_config *cfg, const char *config_path, const char *r
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
         rc = rlt_group_run(g, quiet ? NULL : print_group_progress, (void *)members);
+        if (dp && rc != RLT_OK && rc != RLT_EINTERRUPTED) watchdog_start(exit_code_for(rc));
         int32_t n = rlt_group_size(g);
         rlt_group_report r;
         rlt_group_progress(g, &r);
@@ -166,14 +235,15 @@ static int group_command(rlt_config *cfg, const char *config_path, const char *r
                 rlt_progress p;
                 rlt_trainer_progress(rlt_group_member(g, k), &p);
                 printf("%s %llu: %lld env steps, %lld updates in %.1fs; final eval %.1f, best %.1f\n", dp ? "rank" : "seed",
-                       dp ? (unsigned long long)k : (unsigned long long)rlt_group_seed(g, k), (long long)p.env_steps,
+                       dp ? (unsigned long long)rlt_group_rank(g, k) : (unsigned long long)rlt_group_seed(g, k),
+                       (long long)p.env_steps,
                        (long long)p.updates, p.elapsed_s, p.last_eval_return, p.best_eval_return);
             }
             if (dp) {
                 rlt_progress p0;
                 rlt_trainer_progress(rlt_group_member(g, 0), &p0);
                 printf("finished a data-parallel run on %d devices: %lld env steps, %lld updates of the whole batch in "
-                       "%.1fs (%.0f/s); final eval %.1f\n", n, (long long)r.env_steps, (long long)p0.updates,
+                       "%.1fs (%.0f/s); final eval %.1f\n", (int)rlt_group_ranks(g), (long long)r.env_steps, (long long)p0.updates,
                        r.elapsed_s, r.elapsed_s > 0 ? p0.updates / r.elapsed_s : 0.0, r.eval_mean);
             } else {
                 printf("finished %d seeds: %lld env steps, %lld updates in %.1fs (%.0f updates/s together); final eval "
@@ -191,6 +261,7 @@ static int group_command(rlt_config *cfg, const char *config_path, const char *r
         g_group = NULL;
     } else if (rc != RLT_OK) {
         say_error("rltrain: %s: %s\n", rlt_strerror(rc), g ? rlt_group_errmsg(g) : "out of memory");
+        if (rlt_config_ranks(cfg) > 0) watchdog_start(exit_code_for(rc));
     }
     rlt_group_free(g);
     rlt_config_free(cfg);
@@ -394,6 +465,10 @@ int main(int argc, char **argv) {
         snprintf(assign, strlen(key) + strlen(value) + 1, "%s%s", key, value);
         rc = rlt_config_set(cfg, assign);
         free(assign);
+    }
+    if (rc == RLT_OK && argi == 1 && launch_from_env(cfg) < 0) {
+        rlt_config_free(cfg);
+        return EXIT_USAGE;
     }
     if (rc == RLT_OK) rc = rlt_config_validate(cfg);
     if (rc != RLT_OK) {

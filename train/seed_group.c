@@ -26,6 +26,7 @@
 #include "agent.h"
 #include "backend_registry.h"
 #include "comm.h"
+#include "launch.h"
 #include "mem.h"
 #include "outputs.h"
 #include "seed_batch.h"
@@ -79,6 +80,10 @@ struct rlt_group {
     /* A data-parallel group (config_is_data_parallel): the members are ranks of one run, one per device, that
      * average their gradients through comm (and, on GPUs, the NCCL communicators comm keeps, made by dev_ops). */
     int32_t dp;
+    int32_t world, first; /* the run's ranks, and the first one held here (members are ranks first .. first+n-1) */
+    int32_t launched;     /* one process per rank (config launch.world > 1): the others are elsewhere */
+    int32_t n_ranks_here; /* the members to be, while the group is set up */
+    char *rows;           /* a launched run: every rank's summary.csv row (world x GROUP_CSV_ROW), reserved at init */
     rlt_comm *comm;
     const rlt_backend_ops *dev_ops;
     /* Seeds sharing one GPU (train/seed_batch.h): the lock-step of their batched update graphs, NULL when each
@@ -95,7 +100,7 @@ static double now_s(void) {
 
 /* The members a valid config names: train.seeds' entries, else train.num_seeds above 1; 0 for one run. */
 static int32_t group_members_of(const rlt_config *c) {
-    if (config_is_data_parallel(c)) return c->devices.n;
+    if (config_is_data_parallel(c)) return c->launch.world > 1 ? 1 : c->devices.n; /* a launched run: this rank */
     if (c->train.seeds.n > 0) return c->train.seeds.n;
     return c->train.num_seeds > 1 ? c->train.num_seeds : 0;
 }
@@ -108,7 +113,7 @@ static uint64_t group_seed_of(const rlt_config *c, int32_t k) {
 /* The key that named the members, for messages. */
 static const char *group_key(const rlt_config *c) { return c->train.seeds.n > 0 ? "train.seeds" : "train.num_seeds"; }
 
-static int32_t ranks_of(const rlt_config *c) { return config_is_data_parallel(c) ? c->devices.n : 0; }
+static int32_t ranks_of(const rlt_config *c) { return config_is_data_parallel(c) ? config_world(c) : 0; }
 
 /* count(cfg) for a valid cfg, else 0; validated on a copy, since validate records its message in the config. */
 static int32_t count_valid(const rlt_config *cfg, int32_t (*count)(const rlt_config *)) {
@@ -223,8 +228,9 @@ static int group_member_failed(rlt_group *g, int32_t k, int rc, const char *then
     if (g->dp) {
         char dev[32];
         device_format(g->m[k].cfg.device, dev, sizeof dev);
-        rlt_err_set(&g->err, rc, __FILE__, __LINE__, "%s (rank %d of %d of the data-parallel run): %s%s", dev, (int)k,
-                    (int)g->n, tr ? rlt_trainer_errmsg(tr) : "out of host memory for the trainer", then);
+        rlt_err_set(&g->err, rc, __FILE__, __LINE__, "%s (rank %d of %d of the data-parallel run): %s%s", dev,
+                    (int)(g->first + k), (int)g->world, tr ? rlt_trainer_errmsg(tr) : "out of host memory for the trainer",
+                    then);
         return rc;
     }
     rlt_err_set(&g->err, rc, __FILE__, __LINE__, "seed %llu (member %d of %d): %s%s", (unsigned long long)g->m[k].seed,
@@ -353,15 +359,15 @@ static int member_config(rlt_group *g, int32_t k) {
     }
     int len;
     if (g->dp) {
-        config_for_rank(&g->cfg, k, &m->cfg);
+        config_for_rank(&g->cfg, g->first + k, &m->cfg);
         m->cfg.comm = g->comm;
-        len = snprintf(m->cfg.out_dir, sizeof m->cfg.out_dir, "%s/rank_%d", g->cfg.out_dir, (int)k);
+        len = snprintf(m->cfg.out_dir, sizeof m->cfg.out_dir, "%s/rank_%d", g->cfg.out_dir, (int)(g->first + k));
     } else {
         len = snprintf(m->cfg.out_dir, sizeof m->cfg.out_dir, "%s/seed_%llu", g->cfg.out_dir, (unsigned long long)m->seed);
     }
     if (len < 0 || (size_t)len >= sizeof m->cfg.out_dir) {
         char where[400], sub[48];
-        if (g->dp) snprintf(sub, sizeof sub, "rank_%d", (int)k);
+        if (g->dp) snprintf(sub, sizeof sub, "rank_%d", (int)(g->first + k));
         else snprintf(sub, sizeof sub, "seed_%llu", (unsigned long long)m->seed);
         RLT_FAIL(&g->err, RLT_ECONFIG, "%s: '%s/%s' (%s's out_dir) is longer than %d bytes; use a shorter out_dir",
                  config_key_where(&g->cfg, "out_dir", where, sizeof where), g->cfg.out_dir, sub, sub,
@@ -370,26 +376,83 @@ static int member_config(rlt_group *g, int32_t k) {
     return RLT_OK;
 }
 
-/* A data-parallel group's communicator: the host side, and on GPUs one NCCL communicator per rank, made here in
- * one call before any rank opens its backend, so that every rank captures its update with them. */
-static int group_comm_init(rlt_group *g, int32_t n) {
+/* A data-parallel group's communicator: the host side (ranks as threads here, or as processes connected over TCP
+ * for a launched run), and on GPUs one NCCL communicator per rank, made here before any rank opens its backend,
+ * so that every rank captures its update with them. A launched run's NCCL id comes from rank 0 over the host
+ * comm. Every wait is bounded by dist.timeout_s. */
+static int group_comm_init(rlt_group *g) {
     rlt_err *e = &g->err;
-    g->comm = rlt_comm_create(n);
-    if (!g->comm) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for the communicator of %d ranks", (int)n);
-    if (g->cfg.devices.d[0].kind != RLT_DEVICE_CUDA) return RLT_OK;
+    const int32_t n = g->n_ranks_here;
+    if (g->launched) {
+        rlt_comm_net d;
+        RLT_TRY(launch_rendezvous(&g->cfg, &d, e));
+        RLT_TRY(rlt_comm_connect(&d, &g->comm, e));
+    } else {
+        g->comm = rlt_comm_create(n);
+        if (!g->comm) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for the communicator of %d ranks", (int)n);
+        rlt_comm_set_timeout(g->comm, g->cfg.dist.timeout_s);
+    }
+    rlt_config rc0;
+    for (int32_t k = 0; k < n; k++) {
+        char dev[32];
+        config_for_rank(&g->cfg, g->first + k, &rc0);
+        device_format(rc0.device, dev, sizeof dev);
+        rlt_comm_set_name(g->comm, g->first + k, dev);
+    }
+    if (rc0.device.kind != RLT_DEVICE_CUDA) return RLT_OK;
     char why[512];
     g->dev_ops = rlt_backend_cuda_ops(why, sizeof why);
-    if (!g->dev_ops) RLT_FAIL(e, RLT_EDEVICE, "devices lists %d GPUs, but the CUDA backend cannot be loaded: %s", (int)n, why);
-    int32_t idx[RLT_COMM_MAX_RANKS];
-    void *comms[RLT_COMM_MAX_RANKS] = {0};
-    for (int32_t k = 0; k < n; k++) idx[k] = device_cuda_index(g->cfg.devices.d[k]);
+    if (!g->dev_ops) RLT_FAIL(e, RLT_EDEVICE, "a data-parallel run of %d GPUs, but the CUDA backend cannot be loaded: %s",
+                              (int)g->world, why);
     if (!g->dev_ops->comm_init) RLT_FAIL(e, RLT_EDEVICE, "the CUDA backend has no collectives");
-    int rc = g->dev_ops->comm_init(n, idx, comms, e);
+    int32_t idx[RLT_COMM_MAX_RANKS];
+    for (int32_t k = 0; k < n; k++) {
+        config_for_rank(&g->cfg, g->first + k, &rc0);
+        idx[k] = device_cuda_index(rc0.device);
+    }
+    rlt_comm_init_desc d;
+    memset(&d, 0, sizeof d);
+    d.world = g->world;
+    d.first_rank = g->first;
+    d.n = n;
+    d.devices = idx;
+    d.timeout_s = g->cfg.dist.timeout_s;
+    int rc = RLT_OK;
+    if (g->launched) {
+        if (g->first == 0) {
+            d.mode = RLT_COMM_INIT_ID;
+            rc = g->dev_ops->comm_init(&d, NULL, e);
+        }
+        /* A rank 0 that failed ends its process, and the others see its connection close. */
+        if (rc == RLT_OK && rlt_comm_bcast(g->comm, g->first, d.id, sizeof d.id, "NCCL's unique id from rank 0") != RLT_OK)
+            rc = rlt_err_set(e, RLT_ERUNTIME, __FILE__, __LINE__, "%s", rlt_comm_errmsg(g->comm));
+        d.mode = RLT_COMM_INIT_RANKS;
+    }
+    void *mine[RLT_COMM_MAX_RANKS] = {0}, *comms[RLT_COMM_MAX_RANKS] = {0};
+    if (rc == RLT_OK) rc = g->dev_ops->comm_init(&d, mine, e);
+    if (d.note[0]) rlt_log(RLT_LOG_INFO, "data-parallel run: %s", d.note);
     if (rc != RLT_OK) {
         g->dev_ops = NULL;
         return rc;
     }
+    for (int32_t k = 0; k < n; k++) comms[g->first + k] = mine[k];
     rlt_comm_set_device(g->comm, comms, g->dev_ops->comm_abort);
+    return RLT_OK;
+}
+
+/* A launched run: every rank learns whether any rank failed at `what` (its own status rc), so that no process
+ * goes on to wait for one that ended. A rank that failed keeps its own error; the others fail naming the step. */
+static int group_agree(rlt_group *g, int rc, const char *what) {
+    if (!g->launched || !g->comm) return rc;
+    int32_t any = 0;
+    int arc = rlt_comm_agree(g->comm, g->first, rc != RLT_OK, &any, what);
+    if (rc != RLT_OK) return rc;
+    if (arc != RLT_OK)
+        RLT_FAIL(&g->err, RLT_ERUNTIME, "%s", rlt_comm_errmsg(g->comm)[0] ? rlt_comm_errmsg(g->comm) : "the ranks' "
+                 "communicator was aborted");
+    if (any)
+        RLT_FAIL(&g->err, RLT_ERUNTIME, "rank %d of %d stops: another rank failed at %s (its own output says why)",
+                 (int)g->first, (int)g->world, what);
     return RLT_OK;
 }
 
@@ -402,6 +465,10 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
     }
     int32_t n = group_members_of(&g->cfg);
     g->dp = config_is_data_parallel(&g->cfg);
+    g->launched = g->dp && g->cfg.launch.world > 1;
+    g->world = g->dp ? config_world(&g->cfg) : n;
+    g->first = g->launched ? g->cfg.launch.rank : 0;
+    g->n_ranks_here = n;
     if (n < 1)
         RLT_FAIL(e, RLT_ECONFIG, "config: train.num_seeds is 1 and train.seeds is []: no seed group; set train.num_seeds: "
                  "N or train.seeds: [a, b, ...] for several seeds, or run one trainer (rlt_trainer_init)");
@@ -410,11 +477,12 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
                  (int)n, group_key(&g->cfg));
     for (int32_t k = 0; envs && k < n; k++)
         if (!envs[k]) RLT_FAIL(e, RLT_EINVAL, "rlt_group_init_env: envs[%d] is NULL", (int)k);
-    if (g->dp) RLT_TRY(group_comm_init(g, n));
+    if (g->dp) RLT_TRY(group_comm_init(g));
     g->m = rlt_mem_alloc(sizeof *g->m * (uint64_t)n, 64);
-    g->csv_cap = GROUP_CSV_ROW * ((size_t)n + 1);
+    g->csv_cap = GROUP_CSV_ROW * ((size_t)g->world + 1);
     g->csv = rlt_mem_alloc(g->csv_cap, 64);
-    if (!g->m || !g->csv) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for a seed group of %d members", (int)n);
+    if (g->launched) g->rows = rlt_mem_alloc(GROUP_CSV_ROW * (uint64_t)g->world, 64);
+    if (!g->m || !g->csv || (g->launched && !g->rows)) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for a seed group of %d members", (int)n);
     g->n = n;
     for (int32_t k = 0; k < n; k++) {
         seed_member *m = &g->m[k];
@@ -455,7 +523,8 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
     /* The first member, then the check that N of it fit, then the rest: a group that cannot fit stops before the
      * others reserve anything. */
     int rc = group_one(g, 0, CMD_INIT);
-    if (rc != RLT_OK) return group_member_failed(g, 0, rc, "");
+    if (rc != RLT_OK) rc = group_member_failed(g, 0, rc, "");
+    RLT_TRY(group_agree(g, rc, "start-up (planning and reserving each rank's memory)"));
     /* Members on one device share its budgets; on several, each member's init holds its own device's. */
     if (g->cfg.devices.n <= 1) RLT_TRY(group_fit(g));
     for (int32_t k = 1; k < n; k++) {
@@ -536,6 +605,7 @@ void rlt_group_free(rlt_group *g) {
     }
     rlt_mem_free(g->m);
     rlt_mem_free(g->csv);
+    rlt_mem_free(g->rows);
     rlt_mem_free(g);
 }
 
@@ -557,9 +627,10 @@ size_t rlt_group_plan_format(const rlt_group *g, char *buf, size_t cap) {
         device_format(g->m[g->shown].cfg.device, dev, sizeof dev);
         plan_bytes_text(a, sizeof a, s->device_bytes);
         plan_bytes_text(b, sizeof b, s->host_bytes);
-        rlt_text_add(&t, "data-parallel run: %d ranks (devices), one replica, arena and replay shard each (the table is "
+        rlt_text_add(&t, "data-parallel run: %d ranks (devices%s), one replica, arena and replay shard each (the table is "
                      "rank %d's, on %s: device arena %s, host arena %s); every rank takes batch %d of %d and averages "
-                     "its gradients with the others'\n", (int)g->n, (int)g->shown, dev, a, b,
+                     "its gradients with the others'\n", (int)g->world, g->launched ? ", one process each" : "",
+                     (int)(g->first + g->shown), dev, a, b,
                      (int)g->m[g->shown].cfg.train.batch_size, (int)g->cfg.train.batch_size);
         return t.len;
     }
@@ -603,7 +674,8 @@ int rlt_group_resume(rlt_group *g, const char *name) {
     snprintf(g->resume_name, sizeof g->resume_name, "%s", base);
     for (int32_t k = 0; k < g->n; k++) {
         int rc = group_one(g, k, CMD_RESUME);
-        if (rc != RLT_OK) return group_member_failed(g, k, rc, "");
+        if (rc != RLT_OK) rc = group_member_failed(g, k, rc, "");
+        RLT_TRY(group_agree(g, rc, "the resume (each rank from its own rank_<k>/ checkpoint)"));
     }
     g->resumed = 1;
     return RLT_OK;
@@ -692,24 +764,44 @@ static int group_supervise(rlt_group *g, rlt_group_progress_fn fn, void *user) {
 
 static const char *member_status(int rc) { return rc == RLT_OK ? "finished" : rc == RLT_EINTERRUPTED ? "stopped" : "failed"; }
 
-/* out_dir/summary.csv: one row per member, written atomically into the buffer reserved at init. Short formats
- * one at a time: glibc's printf takes a heap buffer for formats with many conversions. */
+/* Member k's summary.csv row into b (at most GROUP_CSV_ROW bytes); its length. Short formats one at a time: glibc's
+ * printf takes a heap buffer for formats with many conversions. */
+static size_t group_row(const rlt_group *g, int32_t k, char *b, size_t cap) {
+    const seed_member *m = &g->m[k];
+    rlt_progress p;
+    size_t o = 0;
+    rlt_trainer_progress(m->tr, &p);
+    o += (size_t)snprintf(b + o, cap - o, "%llu,%s,", g->dp ? (unsigned long long)(g->first + k) : (unsigned long long)m->seed,
+                          member_status(m->rc));
+    if (o < cap) o += (size_t)snprintf(b + o, cap - o, "%lld,%lld,", (long long)p.env_steps, (long long)p.updates);
+    if (o < cap && !isnan(p.last_eval_return)) o += (size_t)snprintf(b + o, cap - o, "%.6f", p.last_eval_return);
+    if (o < cap) o += (size_t)snprintf(b + o, cap - o, ",");
+    if (o < cap && !isnan(p.best_eval_return)) o += (size_t)snprintf(b + o, cap - o, "%.6f", p.best_eval_return);
+    if (o < cap) o += (size_t)snprintf(b + o, cap - o, ",%.4f\n", p.elapsed_s);
+    return o;
+}
+
+/* out_dir/summary.csv: one row per member (a launched run: one per rank, gathered to rank 0, which alone writes
+ * it; a rank lost on the way is a "lost" row), written atomically into the buffer reserved at init. */
 static int group_write_summary(rlt_group *g) {
     size_t o = 0, cap = g->csv_cap;
     char *b = g->csv;
     o += (size_t)snprintf(b + o, cap - o, "%s,status,env_steps,updates,last_eval_return,best_eval_return,wall_s\n",
                           g->dp ? "rank" : "seed");
-    for (int32_t k = 0; k < g->n && o < cap; k++) {
-        const seed_member *m = &g->m[k];
-        rlt_progress p;
-        rlt_trainer_progress(m->tr, &p);
-        o += (size_t)snprintf(b + o, cap - o, "%llu,%s,", g->dp ? (unsigned long long)k : (unsigned long long)m->seed,
-                              member_status(m->rc));
-        o += (size_t)snprintf(b + o, cap - o, "%lld,%lld,", (long long)p.env_steps, (long long)p.updates);
-        if (!isnan(p.last_eval_return)) o += (size_t)snprintf(b + o, cap - o, "%.6f", p.last_eval_return);
-        o += (size_t)snprintf(b + o, cap - o, ",");
-        if (!isnan(p.best_eval_return)) o += (size_t)snprintf(b + o, cap - o, "%.6f", p.best_eval_return);
-        o += (size_t)snprintf(b + o, cap - o, ",%.4f\n", p.elapsed_s);
+    if (g->launched) {
+        char mine[GROUP_CSV_ROW];
+        memset(mine, 0, sizeof mine);
+        group_row(g, 0, mine, sizeof mine - 1);
+        int grc = rlt_comm_allgather(g->comm, g->first, mine, GROUP_CSV_ROW, g->rows, "every rank's summary.csv row");
+        if (g->first != 0) return RLT_OK;
+        for (int32_t r = 0; r < g->world && o < cap; r++) {
+            const char *row = g->rows + (size_t)r * GROUP_CSV_ROW;
+            if (r == 0) row = mine;
+            if (grc == RLT_OK || r == 0) o += (size_t)snprintf(b + o, cap - o, "%s", row);
+            else o += (size_t)snprintf(b + o, cap - o, "%d,lost,,,,,\n", (int)r);
+        }
+    } else {
+        for (int32_t k = 0; k < g->n && o < cap; k++) o += group_row(g, k, b + o, cap - o);
     }
     if (o >= cap) RLT_FAIL(&g->err, RLT_ERUNTIME, "summary.csv is longer than its buffer (%zu bytes)", cap);
     char path[600];
@@ -723,7 +815,8 @@ static int group_write_summary(rlt_group *g) {
 static int group_prepare(rlt_group *g) {
     char path[600], where[400];
     snprintf(path, sizeof path, "%s/summary.csv", g->cfg.out_dir);
-    if (access(path, F_OK) == 0 && !g->resumed) {
+    /* A launched run's summary.csv is rank 0's to check and write. */
+    if (g->first == 0 && access(path, F_OK) == 0 && !g->resumed) {
         if (!g->cfg.train.overwrite)
             RLT_FAIL(&g->err, RLT_ECONFIG, "%s: '%s' holds the summary.csv of an earlier seed group, which this one would "
                      "replace; continue that group by resuming it (rltrain --resume final.ckpt), choose another out_dir, "
@@ -757,7 +850,7 @@ int rlt_group_run(rlt_group *g, rlt_group_progress_fn fn, void *user) {
         RLT_FAIL(&g->err, RLT_ESTATE, "rlt_group_run after a failed init");
     if (g->ran) RLT_FAIL(&g->err, RLT_ESTATE, "rlt_group_run runs a group once");
     g->ran = 1;
-    RLT_TRY(group_prepare(g));
+    RLT_TRY(group_agree(g, group_prepare(g), "the check of the output directories"));
     pthread_mutex_lock(&g->mu);
     for (int32_t k = 0; k < g->n; k++) {
         rlt_trainer_progress(g->m[k].tr, &g->m[k].snap); /* a resumed member starts from its step */
@@ -799,7 +892,9 @@ void rlt_group_request_stop(rlt_group *g) {
 
 int32_t rlt_group_size(const rlt_group *g) { return g ? g->n : 0; }
 
-int32_t rlt_group_ranks(const rlt_group *g) { return g && g->dp ? g->n : 0; }
+int32_t rlt_group_ranks(const rlt_group *g) { return g && g->dp ? g->world : 0; }
+
+int32_t rlt_group_rank(const rlt_group *g, int32_t k) { return g && g->dp && k >= 0 && k < g->n ? g->first + k : -1; }
 
 rlt_trainer *rlt_group_member(rlt_group *g, int32_t k) { return g && k >= 0 && k < g->n ? g->m[k].tr : NULL; }
 

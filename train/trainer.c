@@ -382,9 +382,13 @@ static int trainer_stop_agreed(rlt_trainer *tr, int64_t step, int32_t *stop) {
         *stop = tr->stop != 0;
         return RLT_OK;
     }
-    if (rlt_comm_any(tr->cfg.comm, tr->cfg.rank, tr->stop != 0, stop) != RLT_OK)
+    if (rlt_comm_any(tr->cfg.comm, tr->cfg.rank, tr->stop != 0, stop) != RLT_OK) {
+        /* A timeout or a lost process has its own message (base/comm.c); an abort by a rank that failed does not. */
+        if (rlt_comm_errmsg(tr->cfg.comm)[0])
+            RLT_FAIL(&tr->err, RLT_ERUNTIME, "at step %lld: %s", (long long)step, rlt_comm_errmsg(tr->cfg.comm));
         RLT_FAIL(&tr->err, RLT_ERUNTIME, "rank %d stops at step %lld: another rank of the data-parallel run failed "
                  "(its message comes first)", (int)tr->cfg.rank, (long long)step);
+    }
     tr->agreed_stop = *stop;
     return RLT_OK;
 }

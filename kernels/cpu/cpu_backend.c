@@ -160,9 +160,12 @@ static int cpu_allreduce_mean(rlt_backend *bk, float *x, uint64_t n) {
     cpu_impl *im = bk->impl;
     cpu_lane_fence(bk);
     if (!im || !im->comm || rlt_comm_size(im->comm) == 1) return RLT_OK;
-    if (rlt_comm_allreduce_mean(im->comm, im->rank, x, n) != RLT_OK)
+    if (rlt_comm_allreduce_mean(im->comm, im->rank, x, n) != RLT_OK) {
+        if (rlt_comm_errmsg(im->comm)[0]) /* a timeout or a lost process: the run fails (exit 1) */
+            return rlt_err_set(bk->err, RLT_ERUNTIME, __FILE__, __LINE__, "%s", rlt_comm_errmsg(im->comm));
         return rlt_err_set(bk->err, RLT_EINTERRUPTED, __FILE__, __LINE__,
                            "the gradient average was abandoned: another rank of the data-parallel group stopped");
+    }
     return RLT_OK;
 }
 

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda_ops.h"
 
@@ -49,8 +50,26 @@ static void cuda_close(rlt_backend *bk) {
         cudaGraph_t g = NULL;
         if (cudaStreamEndCapture(c->streams[0], &g) == cudaSuccess && g) cudaGraphDestroy(g);
     }
-    for (int32_t k = 0; k < RLT_BACKEND_MAX_LANES; k++)
-        if (c->streams[k]) cudaStreamSynchronize(c->streams[k]);
+    /* After an NCCL abort a stream may hold work that never ends: each gets a bounded wait, and if one still
+     * runs, the device objects are left to the process's end rather than freed (cudaFree would wait forever). */
+    int stuck = 0;
+    const int released = cuda_comm_released(bk);
+    for (int32_t k = 0; k < RLT_BACKEND_MAX_LANES; k++) {
+        if (!c->streams[k]) continue;
+        if (!released) {
+            cudaStreamSynchronize(c->streams[k]);
+            continue;
+        }
+        struct timespec nap = {0, 1000000};
+        for (int i = 0; i < 10000 && cudaStreamQuery(c->streams[k]) == cudaErrorNotReady; i++) nanosleep(&nap, NULL);
+        stuck |= cudaStreamQuery(c->streams[k]) == cudaErrorNotReady;
+    }
+    if (stuck) {
+        cudaGetLastError();
+        free(c);
+        bk->impl = NULL;
+        return;
+    }
     for (int32_t i = 0; i < RLT_BACKEND_MAX_GRAPHS; i++)
         if (c->graphs[i]) cudaGraphExecDestroy(c->graphs[i]);
     cuda_conv_close(bk);
@@ -458,6 +477,8 @@ int cuda_merge_side(rlt_backend *bk, int32_t lane, const int32_t side[2]) {
 
 static int cuda_sync(rlt_backend *bk) {
     RLT_TRY(cuda_join(bk));
+    /* A data-parallel rank's work includes NCCL's collectives: its wait is watched (nccl.c). */
+    if (cuda_get(bk)->nranks > 1) return cuda_comm_wait(bk, cuda_get(bk)->streams[0], "its work on the GPU");
     cudaError_t rc = cudaStreamSynchronize(cuda_get(bk)->streams[0]);
     if (rc != cudaSuccess)
         return rlt_err_set(bk->err, RLT_ERUNTIME, __FILE__, __LINE__,

@@ -244,10 +244,16 @@ int cuda_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp);
 int cuda_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
                     int32_t growth_interval);
 /* Data-parallel collectives through NCCL (nccl.c). */
-int cuda_comm_init(int32_t n, const int32_t *devices, void **comms, rlt_err *e);
+int cuda_comm_init(rlt_comm_init_desc *d, void **comms, rlt_err *e);
 void cuda_comm_destroy(void *comm);
 void cuda_comm_abort(void *comm);
 int cuda_comm_attach(rlt_backend *bk, rlt_comm *c, void *device_comm, int32_t rank, int32_t n_ranks);
+/* Waits for stream: on a rank of several, by polling with short naps and at most dist.timeout_s (then the NCCL
+ * communicator is aborted and the wait fails naming the rank, its GPU, `what` and the NCCL settings to try);
+ * otherwise cudaStreamSynchronize. */
+int cuda_comm_wait(rlt_backend *bk, cudaStream_t stream, const char *what);
+/* 1 when this backend's NCCL communicator was aborted: its streams may hold work that never ends. */
+int cuda_comm_released(rlt_backend *bk);
 int cuda_allreduce_mean(rlt_backend *bk, float *x, uint64_t n);
 /* branch and join live in cuda_backend.c with the streams. */
 

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# gpu2_check.sh: everything issue 38 needs from a machine with two GPUs, in one call of at most 9 minutes:
+# the build for sm_90, gpu_data_parallel, the CLI on [cuda:0, cuda:1] without NCCL_CUMEM_ENABLE set, the same run
+# launched by torchrun (one process per GPU), a GPU rank killed mid-run (the other must exit 1 within
+# dist.timeout_s), the scaling benchmark (TD3 1024-1024/b16384, fp32 and bf16, one GPU against two, both launch
+# models; 16 td3_pendulum seeds on one GPU against two), and the NCCL diagnostic (bench/nccl_diag.c). Every
+# command runs under `timeout`; a step that would not fit the time left is skipped and says so.
+# Results (7 files) in $OUT: summary.txt (pass/fail lines and the tables), build.txt, test.txt, cli.txt, dead.txt,
+# bench.txt, diag.txt.
+#   Run from the repository root on the device machine: bash bench/gpu2_check.sh
+set -uo pipefail
+OUT=${OUT:-gpu2_out}; mkdir -p "$OUT"
+S="$OUT/summary.txt"; : >"$S"
+BUDGET=${BUDGET:-525} # seconds for the whole script (the call allows 540)
+export NCCL_NVLS_ENABLE=0 # the machine's setting: no NVLink multicast, in every process started here
+unset NCCL_CUMEM_ENABLE   # the product must work without it
+say() { echo "$*" | tee -a "$S"; }
+left() { echo $((BUDGET - SECONDS)); }
+# t LIMIT CMD...: CMD under timeout min(LIMIT, time left - 5); 124 when it ran out, 125 when there was no time.
+t() {
+  local lim=$1; shift
+  local l=$(($(left) - 5))
+  [ "$lim" -gt "$l" ] && lim=$l
+  [ "$lim" -lt 5 ] && { echo "(skipped: no time left for: $*)"; return 125; }
+  timeout -k 5 "$lim" "$@"
+}
+
+if [ -f .devdeps/deps.sh ]; then source .devdeps/deps.sh unpack .devdeps >/dev/null
+else say "no .devdeps: libyaml and OpenBLAS must come from the system (see shared/device/README.md)"; fi
+nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader | tee -a "$S"
+nvidia-smi topo -m 2>/dev/null | head -4 >>"$S"
+ldconfig -p 2>/dev/null | grep libnccl.so | head -2 >>"$S"
+
+# ---- build -------------------------------------------------------------------------------------------------
+t 200 bash -c 'cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
+  cmake --build build -j32' >"$OUT/build.txt" 2>&1
+rc=$?; say "build: exit $rc after ${SECONDS}s"
+if [ $rc -ne 0 ]; then tail -40 "$OUT/build.txt" | tee -a "$S"; exit 1; fi
+tail -5 "$OUT/build.txt" >"$OUT/build.tail"; mv "$OUT/build.tail" "$OUT/build.txt"
+export RLT_CUDA_MODULE=$PWD/build/librltrain_cuda.so
+R=$PWD/build/rltrain
+W=/tmp/gpu2_check; rm -rf "$W"; mkdir -p "$W"
+
+# ---- gpu_data_parallel (one rank through NCCL, a rank that never arrives, two GPUs) ---------------------------
+t0=$SECONDS
+t 150 bash -c 'cd build/tests && ./gpu_data_parallel' >"$OUT/test.txt" 2>&1
+rc=$?; say "gpu_data_parallel: exit $rc in $((SECONDS - t0))s: $(tail -1 "$OUT/test.txt")"
+grep -E "rank 0 of 2 alone|FAIL|failed" "$OUT/test.txt" | head -8 | tee -a "$S"
+if [ $rc -ne 0 ]; then # is it the non-blocking communicators? Once more with blocking ones.
+  t0=$SECONDS
+  t 100 bash -c 'cd build/tests && RLT_NCCL_BLOCKING=1 ./gpu_data_parallel' >"$W/test_blocking.txt" 2>&1
+  say "gpu_data_parallel with RLT_NCCL_BLOCKING=1: exit $? in $((SECONDS - t0))s: $(tail -1 "$W/test_blocking.txt")"
+  { echo; echo "== RLT_NCCL_BLOCKING=1"; grep -E "FAIL|failed|passed" "$W/test_blocking.txt" | head -12; } >>"$OUT/test.txt"
+fi
+
+# ---- the CLI on two GPUs in one process, NCCL_CUMEM_ENABLE unset --------------------------------------------
+C=configs/td3_pendulum.yaml
+common=(--config $C --quiet --set train.total_steps=3000 --set dist.timeout_s=60)
+t0=$SECONDS
+t 90 $R "${common[@]}" --set 'devices=[cuda:0, cuda:1]' --set out_dir=$W/inproc >"$W/inproc.log" 2>&1
+rc=$?; say "CLI devices: [cuda:0, cuda:1], NCCL_CUMEM_ENABLE unset: exit $rc in $((SECONDS - t0))s"
+{ echo "== in-process (devices: [cuda:0, cuda:1])"; grep -vE "^ |^$|resolved config|^[a-z_]+:$" "$W/inproc.log" | tail -12
+  cat $W/inproc/summary.csv 2>/dev/null; } >"$OUT/cli.txt"
+grep -E "NCCL_CUMEM|final eval|rltrain:" "$W/inproc.log" | tail -3 | tee -a "$S"
+
+# ---- torchrun: one process per GPU ---------------------------------------------------------------------------
+t0=$SECONDS
+t 90 python3 -m torch.distributed.run --nproc_per_node 2 --master_port 29517 --no-python \
+  $R "${common[@]}" --set device=cuda --set out_dir=$W/torchrun >"$W/torchrun.log" 2>&1
+rc=$?; say "torchrun --nproc_per_node 2 rltrain (device: cuda): exit $rc in $((SECONDS - t0))s"
+{ echo; echo "== torchrun --nproc_per_node 2"; grep -E "launched by|finished|final eval|rltrain:|Error|error" "$W/torchrun.log" | tail -14
+  cat $W/torchrun/summary.csv 2>/dev/null; } >>"$OUT/cli.txt"
+for k in 0 1; do
+  if cmp -s $W/inproc/rank_$k/final.ckpt $W/torchrun/rank_$k/final.ckpt; then
+    say "rank $k: torchrun's final.ckpt = the in-process run's, byte for byte"
+  else say "rank $k: torchrun's final.ckpt DIFFERS from the in-process run's ($(cmp $W/inproc/rank_$k/final.ckpt $W/torchrun/rank_$k/final.ckpt 2>&1 | head -1))"; fi
+done
+
+# ---- a GPU rank killed mid-run ---------------------------------------------------------------------------------
+t0=$SECONDS
+{
+  env=(env MASTER_ADDR=127.0.0.1 MASTER_PORT=29533 WORLD_SIZE=2)
+  dead=(--config $C --quiet --set device=cuda --set train.total_steps=200000 --set dist.timeout_s=20 --set out_dir=$W/dead)
+  t 120 "${env[@]}" RANK=0 LOCAL_RANK=0 $R "${dead[@]}" >"$W/dead0.log" 2>&1 &
+  p0=$!
+  # Rank 1 under a timeout whose pid is known, so that the rltrain under it (its only child) can be killed.
+  bash -c 'echo $$ >'"$W/dead1.pid"'; exec timeout -k 5 120 "$@"' _ "${env[@]}" RANK=1 LOCAL_RANK=1 $R "${dead[@]}" \
+    >"$W/dead1.log" 2>&1 &
+  p1=$!
+  for i in $(seq 1 600); do [ -s $W/dead/rank_1/metrics.csv ] && break; sleep 0.1; done
+  sleep 3
+  pkill -KILL -P "$(cat $W/dead1.pid)"
+  tk=$SECONDS
+  wait $p0; rc0=$?
+  wait $p1
+  echo "rank 1 killed at $((tk - t0))s; rank 0 exit $rc0 $((SECONDS - tk))s later (dist.timeout_s 20)"
+  tail -4 "$W/dead0.log"
+} >"$OUT/dead.txt" 2>&1
+say "dead rank on GPU: $(head -1 "$OUT/dead.txt")"
+grep -o "rank 0 (cuda:0)[^;]*" "$OUT/dead.txt" | head -1 | tee -a "$S"
+
+# ---- scaling: TD3 1024-1024/b16384, one GPU against two, threads and processes ---------------------------------
+: >"$OUT/bench.txt"
+table=("| precision | launch | one GPU (updates/s) | two GPUs (updates/s) | ratio |" "|---|---|---|---|---|")
+for prec in fp32 bf16; do
+  n=1000; [ $prec = bf16 ] && n=3000
+  for mode in devices procs; do
+    t0=$SECONDS
+    t 120 build/bench/bench_td3_update --device cuda:0 --obs 17 --act 6 --hidden 1024 --batch 16384 --precision $prec \
+      --updates $n --$mode 2 >"$W/b.log" 2>&1
+    rc=$?; cat "$W/b.log" >>"$OUT/bench.txt"
+    one=$(awk '/one device/ {print $3}' "$W/b.log"); two=$(awk '/devices? +[0-9]/ && !/one device/ {print $3; exit}' "$W/b.log")
+    ratio=$(awk '/ratio/ {print $2}' "$W/b.log")
+    table+=("| $prec | $([ $mode = devices ] && echo 'one process' || echo 'one process per GPU') | ${one:-?} | ${two:-?} | ${ratio:-?} (exit $rc, $((SECONDS - t0))s) |")
+  done
+done
+# 16 td3_pendulum seeds: one GPU, then spread over two (end to end, wall time of the CLI).
+seeds=(--config $C --quiet --set train.num_seeds=16)
+t0=$SECONDS; t 100 $R "${seeds[@]}" --set device=cuda --set out_dir=$W/s1 >"$W/s1.log" 2>&1; rc1=$?; s1=$((SECONDS - t0))
+t0=$SECONDS; t 100 $R "${seeds[@]}" --set 'devices=[cuda:0, cuda:1]' --set out_dir=$W/s2 >"$W/s2.log" 2>&1; rc2=$?; s2=$((SECONDS - t0))
+tail -2 "$W/s1.log" "$W/s2.log" >>"$OUT/bench.txt"
+table+=("" "16 td3_pendulum seeds: one GPU ${s1}s (exit $rc1), over two GPUs ${s2}s (exit $rc2), $(awk -v a=$s1 -v b=$s2 'BEGIN{if (b > 0) printf "%.2fx", a / b}')")
+printf '%s\n' "${table[@]}" | tee -a "$S" >>"$OUT/bench.txt"
+
+# ---- the NCCL diagnostic: the cases in fresh processes, NCCL_CUMEM_ENABLE unset first --------------------------
+D=build/bench/bench_nccl_diag
+{
+  t 20 $D info
+  for c in initall nonblocking group contexts arena capture; do
+    echo "--- $c, NCCL_CUMEM_ENABLE unset"; t 20 env -u NCCL_CUMEM_ENABLE $D $c; echo "exit $?"
+  done
+  echo "--- initall, NCCL_CUMEM_ENABLE=0"; t 20 env NCCL_CUMEM_ENABLE=0 $D initall; echo "exit $?"
+  echo "--- nonblocking, NCCL_CUMEM_ENABLE=0"; t 20 env NCCL_CUMEM_ENABLE=0 $D nonblocking; echo "exit $?"
+  echo "--- initall, CUDA_DEVICE_MAX_CONNECTIONS=32 (what a seed group sets), NCCL_CUMEM_ENABLE unset"
+  t 20 env CUDA_DEVICE_MAX_CONNECTIONS=32 $D initall; echo "exit $?"
+  echo "--- initall, NCCL_CUMEM_ENABLE unset, NCCL_DEBUG=INFO (last lines)"
+  t 20 env NCCL_DEBUG=INFO $D initall >"$W/debug.log" 2>&1; echo "exit $?"
+  grep -E "NCCL INFO (cuMem|Init|Channel 00|Connected|comm 0x)|WARN|NCCL version" "$W/debug.log" | tail -25
+} >"$OUT/diag.txt" 2>&1
+say "diagnostic (exit 124 = hung until the 20 s timeout):"
+grep -E "NCCL version code|^--- |^case |^exit " "$OUT/diag.txt" >>"$S"
+say "total ${SECONDS}s"
