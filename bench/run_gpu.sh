@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run_gpu.sh: everything the GPU machine checks in one call: build for sm_90, the GPU tests, and the
 # benchmarks whose figures go into bench/RESULTS.md. Logs go to $OUT (or ./gpu_out).
-# Usage on the device machine (see shared/device/README.md): bash bench/run_gpu.sh [tests|bench|seeds|asan|all] [minatar_steps]
+# Usage on the device machine (see shared/device/README.md): bash bench/run_gpu.sh [tests|bench|seeds|seeds_jax|asan|all] [minatar_steps]
+# (seeds_jax: only bench/seeds_vs_jax.sh, rltrain's seeds beside the JAX vmap anchor bench/jax_vmap.py)
 # (seeds: only bench/seeds.sh, several agents in one process, 4, 8 and 16 of them; asan: the GPU tests and a
 # batched seed benchmark again, built with AddressSanitizer and UBSan in build-asan-gpu: the host code of the CUDA
 # paths, which CI's sanitizer build (no GPU) never runs)
@@ -36,6 +37,10 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$
 cmake --build build -j16 >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 export RLT_CUDA_MODULE=$PWD/build/librltrain_cuda.so
 if [ "$what" = seeds ]; then bash bench/seeds.sh build cuda:0 2>&1 | tee "$OUT/seeds.log"; exit 0; fi
+if [ "$what" = seeds_jax ]; then # the build's time counts: the whole call stays under the device's 10 minutes
+  left=$((560 - SECONDS)); SEEDS_JAX_BUDGET_S=${SEEDS_JAX_BUDGET_S:-$((left < 450 ? left : 450))} bash bench/seeds_vs_jax.sh build cuda:0
+  exit 0
+fi
 if [ "$what" != bench ]; then
   ctest --test-dir build -L gpu --output-on-failure -V 2>&1 | tee "$OUT/gpu_tests.log" |
     grep -E "[0-9]+: (gpu_|TD3|device free|hog|plan|rltrain is|updates beside|.*on cuda:0)|tests passed|Failed|Passed"
