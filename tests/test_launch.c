@@ -10,6 +10,7 @@
  *   likewise through a rendezvous file (dist.rendezvous: file:PATH) with Open MPI's variables.
  * - SIGINT to rank 0 alone stops both ranks at the same step (exit 5); resuming both from final.ckpt ends with the
  *   final.ckpt of the run never stopped.
+ * - A plan over budget: both processes exit 3, each naming its rank and device.
  * - The launch settings' refusals: a rank out of range, dist.timeout_s 0, a device list, a seed group or device: auto
  *   in a launched process, a tcp:// address without a port, env without MASTER_ADDR.
  * - A rank that never starts: rank 0 exits 1 within dist.timeout_s (2 s) naming rank 1; a rank killed mid-run:
@@ -325,6 +326,19 @@ static void stop_and_resume(const char *base) {
     same_ckpts(whole, dir, "stopped by SIGINT to rank 0, then resumed");
 }
 
+/* A rank that does not fit its device: exit 3 naming the rank and its device, before any rank trains. */
+static void no_fit(const char *base) {
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/nofit", base);
+    const char *sets[] = {"memory.budget_mb=0.05", NULL};
+    int port = free_port();
+    pid_t p0 = start_cli(dir, 0, 2, port, 0, sets), p1 = start_cli(dir, 1, 2, port, 0, sets);
+    int rc0 = wait_cli(p0, 60, NULL), rc1 = wait_cli(p1, 60, NULL);
+    log_of(dir, 1, g_text, sizeof g_text);
+    CHECK(rc0 == 3 && rc1 == 3, "a plan over budget: both ranks exit 3 (%d, %d)", rc0, rc1);
+    CHECK(strstr(g_text, "cpu (rank 1 of 2 of the data-parallel run)"), "rank 1 names itself and its device: %s", g_text);
+}
+
 static void lost_ranks(const char *base) {
     char dir[600];
     const char *quick[] = {"dist.timeout_s=2", NULL};
@@ -429,6 +443,7 @@ int main(void) {
     }
     two_processes(base);
     stop_and_resume(base);
+    no_fit(base);
     lost_ranks(base);
     return test_summary("test_launch");
 }
