@@ -80,7 +80,9 @@ const char *comm_device_hint(const rlt_comm *c) {
     return "";
 }
 
-int comm_aborted_status(rlt_comm *c) { return __atomic_load_n(&c->failed, __ATOMIC_ACQUIRE) ? RLT_ERUNTIME : RLT_EINTERRUPTED; }
+int comm_aborted_status(rlt_comm *c) {
+    return __atomic_load_n(&c->failed, __ATOMIC_ACQUIRE) ? RLT_ERUNTIME : RLT_EINTERRUPTED;
+}
 
 /* Aborts the device communicators once (outside mu: NCCL's abort may take a while). */
 static void comm_abort_devices(rlt_comm *c) {

@@ -40,12 +40,17 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* An agent of cfg with `batch`, on device cuda:k, rank k of comm (NULL: alone), replay filled. */
+/* The ranks are CPU backends (--device cpu: the host comm averages; a check of the bench's own logic without a
+ * GPU), else GPUs. */
+static int on_cpu(const dp_bench *b) { return b->cfg->device.kind == RLT_DEVICE_CPU; }
+
+/* An agent of cfg with `batch`, on device cuda:k (or the CPU), rank k of comm (NULL: alone), replay filled. */
 static rlt_agent *make_agent(const dp_bench *b, int k, int batch, rlt_comm *comm) {
     char set[64];
     rlt_config *cfg = rlt_config_clone(b->cfg);
     rlt_agent *ag = NULL;
-    snprintf(set, sizeof set, "device=cuda:%d", k);
+    if (on_cpu(b)) snprintf(set, sizeof set, "device=cpu");
+    else snprintf(set, sizeof set, "device=cuda:%d", k);
     int rc = cfg ? rlt_config_set(cfg, set) : RLT_ENOMEM;
     snprintf(set, sizeof set, "train.batch_size=%d", batch);
     if (rc == RLT_OK) rc = rlt_config_set(cfg, set);
@@ -128,9 +133,9 @@ static double single_rate(const dp_bench *b, int updates, long *done, double *se
 }
 
 static int ranks_as_threads(const dp_bench *b, int n, int updates, rank_slot *s) {
-    char why[512];
-    const rlt_backend_ops *ops = rlt_backend_cuda_ops(why, sizeof why);
-    if (!ops || !ops->comm_init) {
+    char why[512] = "";
+    const rlt_backend_ops *ops = on_cpu(b) ? NULL : rlt_backend_cuda_ops(why, sizeof why);
+    if (!on_cpu(b) && (!ops || !ops->comm_init)) {
         fprintf(stderr, "%s: the CUDA module: %s\n", b->name, why);
         return 1;
     }
@@ -140,14 +145,14 @@ static int ranks_as_threads(const dp_bench *b, int n, int updates, rank_slot *s)
     rlt_err e = {0};
     rlt_comm_init_desc d = {.mode = RLT_COMM_INIT_RANKS, .world = n, .first_rank = 0, .n = n, .devices = idx,
                             .timeout_s = DP_TIMEOUT_S};
-    if (ops->comm_init(&d, devs, &e) != RLT_OK) {
+    if (ops && ops->comm_init(&d, devs, &e) != RLT_OK) {
         fprintf(stderr, "%s: %s\n", b->name, e.msg);
         return 1;
     }
     if (d.note[0]) printf("  (%s)\n", d.note);
     rlt_comm *comm = rlt_comm_create(n);
     rlt_comm_set_timeout(comm, DP_TIMEOUT_S);
-    rlt_comm_set_device(comm, devs, ops->comm_abort);
+    if (ops) rlt_comm_set_device(comm, devs, ops->comm_abort);
     pthread_t th[RLT_COMM_MAX_RANKS];
     for (int k = 0; k < n; k++) {
         s[k] = (rank_slot){.b = b, .k = k, .n = n, .updates = updates, .comm = comm};
@@ -158,7 +163,7 @@ static int ranks_as_threads(const dp_bench *b, int n, int updates, rank_slot *s)
         pthread_join(th[k], NULL);
         failed |= s[k].failed;
     }
-    for (int k = 0; k < n; k++) ops->comm_destroy(devs[k]);
+    for (int k = 0; ops && k < n; k++) ops->comm_destroy(devs[k]);
     rlt_comm_free(comm);
     return failed;
 }
@@ -171,6 +176,12 @@ static int rank_process(const dp_bench *b, int k, int n, int updates, int port, 
     if (rlt_comm_connect(&net, &comm, &e) != RLT_OK) {
         fprintf(stderr, "%s: rank %d: %s\n", b->name, k, e.msg);
         return 1;
+    }
+    if (on_cpu(b)) { /* CPU ranks: the host comm is all they need */
+        *out = (rank_slot){.b = b, .k = k, .n = n, .updates = updates, .comm = comm};
+        rank_body(out, 0);
+        rlt_comm_free(comm);
+        return out->failed;
     }
     char why[512];
     const rlt_backend_ops *ops = rlt_backend_cuda_ops(why, sizeof why);
@@ -264,9 +275,9 @@ int dp_bench_main(const dp_bench *b, int n, int updates, int procs) {
     }
     double rn = s[0].done / (end - start);
     printf("  one device       %.0f updates/s  (batch %d, %ld updates in %.3f s)\n", r1, batch, single, single_s);
-    printf("  %d device%s      %.0f updates/s  (batch %d = %d x %d, %s, NCCL average in each rank's graph, %ld updates "
-           "in %.3f s)\n", n, n == 1 ? " " : "s", rn, batch, n, batch / n, procs ? "one process per GPU" : "one process",
-           s[0].done, end - start);
+    printf("  %d device%s      %.0f updates/s  (batch %d = %d x %d, %s, %s, %ld updates in %.3f s)\n", n,
+           n == 1 ? " " : "s", rn, batch, n, batch / n, procs ? "one process per device" : "one process",
+           on_cpu(b) ? "host-comm average (CPU)" : "NCCL average in each rank's graph", s[0].done, end - start);
     printf("  ratio            %.2f x one device\n", rn / r1);
     return 0;
 }

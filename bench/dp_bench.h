@@ -4,7 +4,8 @@
  * the ranks are threads of this process (device: [cuda:0, ...]); --procs: one process per GPU (as torchrun
  * launches them), connected through the host comm over loopback, each making its own NCCL communicator from the id
  * rank 0 sends. Prints both rates in updates of the whole batch per second, and their ratio. N = 1 runs the second
- * phase through a NCCL communicator of one rank: the cost of the collective alone. */
+ * phase through a NCCL communicator of one rank: the cost of the collective alone. With --device cpu the ranks
+ * are CPU backends averaging through the host comm: the bench's own logic, checked in CI (bench_dp_*_cpu). */
 #ifndef RLT_BENCH_DP_BENCH_H
 #define RLT_BENCH_DP_BENCH_H
 

@@ -109,7 +109,7 @@ for prec in fp32 bf16; do
     t 120 build/bench/bench_td3_update --device cuda:0 --obs 17 --act 6 --hidden 1024 --batch 16384 --precision $prec \
       --updates $n --$mode 2 >"$W/b.log" 2>&1
     rc=$?; cat "$W/b.log" >>"$OUT/bench.txt"
-    one=$(awk '/one device/ {print $3}' "$W/b.log"); two=$(awk '/devices? +[0-9]/ && !/one device/ {print $3; exit}' "$W/b.log")
+    one=$(awk '/^ *one device/ {print $3}' "$W/b.log"); two=$(awk '/^ *[0-9]+ devices? / {print $3; exit}' "$W/b.log")
     ratio=$(awk '/ratio/ {print $2}' "$W/b.log")
     table+=("| $prec | $([ $mode = devices ] && echo 'one process' || echo 'one process per GPU') | ${one:-?} | ${two:-?} | ${ratio:-?} (exit $rc, $((SECONDS - t0))s) |")
   done
@@ -139,4 +139,21 @@ D=build/bench/bench_nccl_diag
 } >"$OUT/diag.txt" 2>&1
 say "diagnostic (exit 124 = hung until the 20 s timeout):"
 grep -E "NCCL version code|^--- |^case |^exit " "$OUT/diag.txt" >>"$S"
+# ---- the same scaling end to end through the CLI, as issue 38 measured it (time permitting) -----------------------
+# TD3 1024-1024, batch 16384, 2,000 updates on Pendulum; summary.json's updates_per_s (rank 0's).
+big=(--config $C --quiet --set train.start_steps=1000 --set train.total_steps=3000 --set train.batch_size=16384
+     --set 'td3.actor_hidden=[1024, 1024]' --set 'td3.critic_hidden=[1024, 1024]' --set train.eval_every=0
+     --set train.eval_episodes=1 --set memory.budget_mb=16384)
+ups() { grep -o '"updates_per_s": [0-9.]*' "$1" 2>/dev/null | awk '{print $2}'; }
+table=("| precision (CLI, summary.json updates/s) | one GPU | [cuda:0, cuda:1] | torchrun 2 procs |" "|---|---|---|---|")
+for prec in fp32 bf16; do
+  [ "$(left)" -lt 40 ] && { table+=("| $prec | (no time left) | | |"); continue; }
+  t 60 $R "${big[@]}" --set precision=$prec --set device=cuda --set out_dir=$W/c1_$prec >"$W/c1.log" 2>&1
+  t 45 $R "${big[@]}" --set precision=$prec --set 'devices=[cuda:0, cuda:1]' --set out_dir=$W/c2_$prec >"$W/c2.log" 2>&1
+  t 45 python3 -m torch.distributed.run --nproc_per_node 2 --master_port 29541 --no-python \
+    $R "${big[@]}" --set precision=$prec --set device=cuda --set out_dir=$W/c3_$prec >"$W/c3.log" 2>&1
+  table+=("| $prec | $(ups $W/c1_$prec/summary.json) | $(ups $W/c2_$prec/rank_0/summary.json) | $(ups $W/c3_$prec/rank_0/summary.json) |")
+  tail -2 "$W/c1.log" "$W/c2.log" "$W/c3.log" >>"$OUT/bench.txt"
+done
+printf '%s\n' "${table[@]}" | tee -a "$S" >>"$OUT/bench.txt"
 say "total ${SECONDS}s"

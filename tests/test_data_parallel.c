@@ -8,12 +8,14 @@
  * - A stop requested mid-run ends both ranks at the same step; resuming both from final.ckpt gives the same
  *   final.ckpt as the run that was never stopped.
  * - A rank whose environment fails ends the run with an error naming the rank, and the other rank does not
- *   wait for it forever.
+ *   wait for it forever; a rank that stops answering for longer than dist.timeout_s fails the run (RLT_ERUNTIME)
+ *   with a message naming both ranks and the timeout.
  * - The refusals (batch not divisible, on_oom cpu, mixed or repeated devices, one trainer on a list).
  * Learning over two ranks: test_learn_dp_pendulum.c. */
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "checkpoint.h"
 #include "comm.h"
@@ -189,6 +191,7 @@ typedef struct line_world {
     float x;
     int64_t steps;
     int64_t fail_at; /* 0: never */
+    int64_t hang_at; /* 0: never; else sleeps 3 s once at that step */
 } line_world;
 
 static int line_reset(void *user, int32_t instance, uint64_t seed, void *obs) {
@@ -206,15 +209,19 @@ static int line_step(void *user, int32_t instance, const void *action, void *obs
     (void)term;
     (void)trunc;
     if (w->fail_at && ++w->steps >= w->fail_at) return -1;
+    if (w->hang_at && ++w->steps == w->hang_at) {
+        struct timespec ts = {3, 0};
+        nanosleep(&ts, NULL);
+    }
     w->x += 0.1f * ((const float *)action)[0];
     ((float *)obs)[0] = w->x;
     *reward = -w->x * w->x;
     return 0;
 }
 
-static void failing_rank(const char *dir) {
+static void failing_rank(const char *dir, int hang) {
     static const float lo[1] = {-1.0f}, hi[1] = {1.0f};
-    line_world w[2] = {{0, 0, 0}, {0, 0, 700}};
+    line_world w[2] = {{0, 0, 0, 0}, {0, 0, hang ? 0 : 700, hang ? 700 : 0}};
     rlt_env_callbacks cb[2];
     const rlt_env_callbacks *envs[2] = {&cb[0], &cb[1]};
     for (int k = 0; k < 2; k++) {
@@ -228,11 +235,18 @@ static void failing_rank(const char *dir) {
         cb[k].reset = line_reset;
         cb[k].step = line_step;
     }
-    rlt_config *cfg = config(k_td3, dir, NULL);
+    rlt_config *cfg = config(k_td3, dir, (const char *const[]){"dist.timeout_s=1", NULL});
     rlt_group *g;
     int rc = rlt_group_init_env(cfg, envs, 2, &g);
     CHECK(rc == RLT_OK, "init with user environments: %s", rlt_group_errmsg(g));
-    if (rc == RLT_OK) {
+    if (rc == RLT_OK && hang) {
+        /* Rank 1 stops answering for 3 s: rank 0 gives up after dist.timeout_s (1 s), naming it. */
+        rc = rlt_group_run(g, NULL, NULL);
+        CHECK(rc == RLT_ERUNTIME, "a rank that hangs fails the run (%d)", rc);
+        CHECK(strstr(rlt_group_errmsg(g), "rank 0 (cpu) waited 1 s (dist.timeout_s)") &&
+              strstr(rlt_group_errmsg(g), "rank 1 (cpu) never arrived"), "the message names both ranks and the "
+              "timeout: %s", rlt_group_errmsg(g));
+    } else if (rc == RLT_OK) {
         rc = rlt_group_run(g, NULL, NULL);
         CHECK(rc != RLT_OK && rc != RLT_EINTERRUPTED, "the run fails (%d)", rc);
         CHECK(strstr(rlt_group_errmsg(g), "rank 1") != NULL, "the message names the failing rank: %s",
@@ -339,7 +353,8 @@ int main(void) {
     trains_replicas(k_td3, whole, "td3", "replay.obs");
     trains_replicas(k_dqn, test_tmpdir("tmp_dp_dqn"), "dqn", "replay.frame");
     stop_and_resume(whole, test_tmpdir("tmp_dp_stop"));
-    failing_rank(test_tmpdir("tmp_dp_fail"));
+    failing_rank(test_tmpdir("tmp_dp_fail"), 0);
+    failing_rank(test_tmpdir("tmp_dp_hang"), 1);
     device_list_syntax();
     refusals(test_tmpdir("tmp_dp_refuse"));
     seeds_over_devices(test_tmpdir("tmp_dp_seeds"));

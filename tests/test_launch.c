@@ -10,10 +10,11 @@
  *   likewise through a rendezvous file (dist.rendezvous: file:PATH) with Open MPI's variables.
  * - SIGINT to rank 0 alone stops both ranks at the same step (exit 5); resuming both from final.ckpt ends with the
  *   final.ckpt of the run never stopped.
+ * - A plan over budget: both processes exit 3, each naming its rank and device.
  * - The launch settings' refusals: a rank out of range, dist.timeout_s 0, a device list, a seed group or device: auto
  *   in a launched process, a tcp:// address without a port, env without MASTER_ADDR.
- * - A rank that never starts: rank 0 exits 1 within dist.timeout_s (2 s) naming rank 1; a rank killed mid-run:
- *   the other exits 1 at once naming it; a rank that stops answering (SIGSTOP): the other exits 1 after
+ * - A rank that never starts: rank 0 exits 1 within dist.timeout_s (2 s) naming rank 1; a rank killed mid-run
+ *   (rank 1, then rank 0): the other exits 1 at once naming it; a rank that stops answering (SIGSTOP): the other exits 1 after
  *   dist.timeout_s. Never a hang: every child is killed if it outlives its limit, which fails the test. */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -325,6 +326,19 @@ static void stop_and_resume(const char *base) {
     same_ckpts(whole, dir, "stopped by SIGINT to rank 0, then resumed");
 }
 
+/* A rank that does not fit its device: exit 3 naming the rank and its device, before any rank trains. */
+static void no_fit(const char *base) {
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/nofit", base);
+    const char *sets[] = {"memory.budget_mb=0.05", NULL};
+    int port = free_port();
+    pid_t p0 = start_cli(dir, 0, 2, port, 0, sets), p1 = start_cli(dir, 1, 2, port, 0, sets);
+    int rc0 = wait_cli(p0, 60, NULL), rc1 = wait_cli(p1, 60, NULL);
+    log_of(dir, 1, g_text, sizeof g_text);
+    CHECK(rc0 == 3 && rc1 == 3, "a plan over budget: both ranks exit 3 (%d, %d)", rc0, rc1);
+    CHECK(strstr(g_text, "cpu (rank 1 of 2 of the data-parallel run)"), "rank 1 names itself and its device: %s", g_text);
+}
+
 static void lost_ranks(const char *base) {
     char dir[600];
     const char *quick[] = {"dist.timeout_s=2", NULL};
@@ -352,6 +366,22 @@ static void lost_ranks(const char *base) {
     log_of(dir, 0, g_text, sizeof g_text);
     CHECK(rc == 1 && took < 10, "rank 1 killed: rank 0 exits 1 (exit %d after %.1f s)", rc, took);
     CHECK(strstr(g_text, "lost rank 1"), "and names it: %s", g_text);
+    /* Rank 0 killed mid-run: rank 1 learns it from its connection to rank 0. */
+    snprintf(dir, sizeof dir, "%s/killed0", base);
+    port = free_port();
+    p0 = start_cli(dir, 0, 2, port, 0, slow);
+    p1 = start_cli(dir, 1, 2, port, 0, slow);
+    snprintf(path, sizeof path, "%s/rank_1/metrics.csv", dir);
+    CHECK(wait_file(path), "the run started");
+    usleep(100000);
+    kill(p0, SIGKILL);
+    waitpid(p0, NULL, 0);
+    t0 = now_s();
+    rc = wait_cli(p1, 30, NULL);
+    took = now_s() - t0;
+    log_of(dir, 1, g_text, sizeof g_text);
+    CHECK(rc == 1 && took < 10 && strstr(g_text, "rank 1 (cpu) lost rank 0"), "rank 0 killed: rank 1 exits 1 naming it "
+          "(exit %d after %.1f s): %s", rc, took, g_text);
     /* Rank 1 stops answering. */
     snprintf(dir, sizeof dir, "%s/hung", base);
     port = free_port();
@@ -429,6 +459,7 @@ int main(void) {
     }
     two_processes(base);
     stop_and_resume(base);
+    no_fit(base);
     lost_ranks(base);
     return test_summary("test_launch");
 }
