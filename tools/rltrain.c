@@ -153,6 +153,15 @@ static void watchdog_start(int code) {
     if (pthread_create(&t, NULL, watchdog_main, NULL) == 0) pthread_detach(t);
 }
 
+/* A data-parallel run that failed has written its outputs by the time it returns; what is left is freeing devices
+ * whose communicators may still be in an abort that was given up on in another thread (kernels/cuda/nccl.c). Freeing
+ * them under it, or the CUDA runtime's exit handlers, crashed a rank whose peer was killed (exit 139 on two H200s):
+ * the process ends here instead, with its exit code, leaving the rest to the kernel. */
+static void dp_failed_exit(int code) {
+    fflush(NULL);
+    _exit(code);
+}
+
 /* An integer environment variable, or -1 when it is unset or not a number 0 .. 65535. */
 static long env_int(const char *name) {
     const char *v = getenv(name);
@@ -230,6 +239,7 @@ static int group_command(rlt_config *cfg, const char *config_path, const char *r
         rlt_group_report r;
         rlt_group_progress(g, &r);
         if (rc != RLT_OK) say_error("rltrain: %s: %s\n", rlt_strerror(rc), rlt_group_errmsg(g));
+        if (dp && rc != RLT_OK && rc != RLT_EINTERRUPTED) dp_failed_exit(exit_code_for(rc));
         if (rc == RLT_OK || rc == RLT_EINTERRUPTED) {
             for (int32_t k = 0; k < n; k++) {
                 rlt_progress p;
@@ -261,7 +271,10 @@ static int group_command(rlt_config *cfg, const char *config_path, const char *r
         g_group = NULL;
     } else if (rc != RLT_OK) {
         say_error("rltrain: %s: %s\n", rlt_strerror(rc), g ? rlt_group_errmsg(g) : "out of memory");
-        if (rlt_config_ranks(cfg) > 0) watchdog_start(exit_code_for(rc));
+        if (rlt_config_ranks(cfg) > 0) {
+            watchdog_start(exit_code_for(rc));
+            dp_failed_exit(exit_code_for(rc));
+        }
     }
     rlt_group_free(g);
     rlt_config_free(cfg);
