@@ -575,9 +575,11 @@ static int trainer_finish(rlt_trainer *tr, int rc) {
     long long step = (long long)tr->prog.env_steps;
     if (orc == RLT_OK) {
         tr->err = loop_err;
+        /* A user environment without save_state leaves its state out of final.ckpt, which then does not resume. */
         if (!loop_ok)
             rlt_log(RLT_LOG_INFO, "outputs up to step %lld written to %s/ (summary.json status \"failed\"; final.ckpt "
-                    "resumes from there)", step, tr->cfg.out_dir);
+                    "%s)", step, tr->cfg.out_dir, tr->user_env && !tr->user_state_bytes ? "holds the agent, but not the "
+                    "environment's state, so it does not resume" : "resumes from there");
         return rc;
     }
     if (loop_ok) {

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _native
 from ._native import lib
+from ._signals import stop_on_signals
 from .errors import error_for
 from .spaces import Space
 
@@ -436,11 +437,22 @@ class Trainer(_Owned):
 
         ``progress`` is called with a :class:`Progress` every ``train.progress_every_s`` seconds and after
         each evaluation; returning a true value stops the run early (its outputs are still written, and
-        no exception is raised). An exception raised by ``progress`` (KeyboardInterrupt included) stops
-        the run and is raised again here.
+        no exception is raised). An exception raised by ``progress`` stops the run and is raised again here.
+
+        SIGINT (Ctrl-C) and SIGTERM during the run stop it after the current step, as in the native CLI: the
+        outputs and final.ckpt are written, summary.json says ``stopped``, and then the signal goes to the
+        handler that was in place (KeyboardInterrupt for Ctrl-C by default); :meth:`resume` continues the run.
         """
         _run_reporting(lib.rlt_trainer_run, self, _native.PROGRESS_FN, Progress.from_c, progress)
         return self.progress()
+
+    def resume(self, path: str | os.PathLike) -> None:
+        """Loads a checkpoint of this config's run (``out_dir/final.ckpt`` or a periodic ``ckpt_<step>.ckpt``)
+        before :meth:`run`, which then continues from its step (``rlt_trainer_resume``; on the CPU bit for bit
+        the run that was never stopped). A checkpoint in ``out_dir`` continues its metrics.csv there."""
+        rc = lib.rlt_trainer_resume(self._handle, _native.c_path(path, "checkpoint path"))
+        if rc != 0:
+            raise error_for(rc, self.errmsg)
 
     def request_stop(self) -> None:
         """Asks a running :meth:`run` (of this thread, e.g. from an environment callback) to stop after the
@@ -582,7 +594,8 @@ class Group(_Owned):
         ``progress`` is called (in this thread) every ``train.progress_every_s`` seconds and each time every
         member has made one more evaluation; returning a true value stops every member (their outputs are
         still written, and no exception is raised). A member that fails stops the others, and the error,
-        raised here, names its seed.
+        raised here, names its seed. SIGINT and SIGTERM stop every member after its current step, then reach
+        the handler that was in place, as for :meth:`Trainer.run`.
         """
         _run_reporting(lib.rlt_group_run, self, _native.GROUP_PROGRESS_FN, GroupProgress.from_c, progress)
         return self.progress()
@@ -655,7 +668,10 @@ def _run_reporting(run, owner, fn_type, convert, progress) -> None:
             return 1
 
     callback = fn_type(on_progress)  # alive for the whole call
-    rc = run(owner._handle, callback, None)
+    # Ctrl-C and SIGTERM ask the run to stop after its current step instead of raising inside a callback
+    # (rltrain/_signals.py); the signal reaches its own handler once the outputs are written.
+    with stop_on_signals(owner.request_stop):
+        rc = run(owner._handle, callback, None)
     if raised:
         raise raised[0]
     asked = stopped or owner._stop_requested
