@@ -21,7 +21,7 @@
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_NOFIT = 3, EXIT_DEVICE = 4, EXIT_INTERRUPTED = 5 };
 
 static const char *usage_text =
-    "usage: rltrain --config FILE [--set key.path=value]... [--resume CKPT] [--dry-run] [--quiet]\n"
+    "usage: rltrain --config FILE [--set key.path=value]... [--resume CKPT] [--dry-run] [--quiet|-q|-qq]\n"
     "       rltrain plan --config FILE [--set key.path=value]... [--budget-mb N] [--device D] [--json]\n"
     "\n"
     "Trains a TD3 agent (algo: td3, continuous actions) or a DQN agent (algo: dqn, discrete actions, MLP or\n"
@@ -36,7 +36,8 @@ static const char *usage_text =
     "                        several seeds (train.num_seeds, train.seeds) each resumes from its\n"
     "                        out_dir/seed_<seed>/ file of that name\n"
     "  --dry-run             print the resolved config and the memory plan, then exit (0, or 3 if it does not fit)\n"
-    "  --quiet               no progress lines\n"
+    "  --quiet, -q           no progress lines (the resolved config, the memory plan and the closing lines stay)\n"
+    "  -qq (--quiet twice)   only errors, warnings and the closing lines\n"
     "  --help, --version\n"
     "  plan                  the memory plan only (same as --dry-run) and what fits; --budget-mb and --device\n"
     "                        override those keys; --json prints one JSON document instead (docs/plan_json.md)\n"
@@ -96,8 +97,41 @@ static int print_progress(void *user, const rlt_progress *p) {
     return 0;
 }
 
+/* One argument as a POSIX shell reads it back: as it is when it holds only safe characters, else in single quotes. */
+static void print_shell_word(const char *a) {
+    int plain = *a != '\0';
+    for (const char *c = a; *c && plain; c++)
+        plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("_-./=:,+@%", *c);
+    if (plain) {
+        fputs(a, stdout);
+        return;
+    }
+    putchar('\'');
+    for (const char *c = a; *c; c++)
+        if (*c == '\'') fputs("'\\''", stdout);
+        else putchar(*c);
+    putchar('\'');
+}
+
+/* The command that continues this run: the same arguments (every --set), --resume RESUME in place of any other. */
+static void print_resume_command(int argc, char **argv, const char *resume) {
+    print_shell_word(argv[0]);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--resume")) {
+            i++;
+            continue;
+        }
+        putchar(' ');
+        print_shell_word(argv[i]);
+    }
+    fputs(" --resume ", stdout);
+    print_shell_word(resume);
+}
+
 static rlt_trainer *g_running; /* the trainer a signal asks to stop */
 static rlt_group *g_group;     /* or the seed group */
+static int g_argc;             /* the command line, for the command that resumes */
+static char **g_argv;
 
 static void on_signal(int sig) {
     (void)sig;
@@ -134,7 +168,7 @@ static int group_command(rlt_config *cfg, const char *config_path, const char *r
                          char *text, size_t cap) {
     rlt_group *g = NULL;
     int rc = rlt_group_init(cfg, &g);
-    if (g && rlt_group_plan_format(g, text, cap) > 0) printf("%s\n", text);
+    if (g && (quiet < 2 || rc == RLT_ENOFIT) && rlt_group_plan_format(g, text, cap) > 0) printf("%s\n", text);
     /* A data-parallel run is a group whose members are ranks (one per device) of one run, in out_dir/rank_<k>/. */
     const int dp = g && rlt_group_ranks(g) > 0;
     const char *members = dp ? "ranks" : "seeds", *member_dir = dp ? "rank_<k>" : "seed_<seed>";
@@ -185,9 +219,11 @@ static int group_command(rlt_config *cfg, const char *config_path, const char *r
                    "%s/summary.csv\n", rlt_group_out_dir(g), member_dir, best_ckpt ? ", best.ckpt" : "",
                    rlt_group_out_dir(g));
         }
-        if (rc == RLT_EINTERRUPTED)
-            printf("interrupted: continue with  rltrain --config %s --resume final.ckpt  (each %s from its "
-                   "%s/%s/final.ckpt)\n", config_path, dp ? "rank" : "seed", rlt_group_out_dir(g), member_dir);
+        if (rc == RLT_EINTERRUPTED) {
+            printf("interrupted: continue with  ");
+            print_resume_command(g_argc, g_argv, "final.ckpt");
+            printf("  (each %s from its %s/%s/final.ckpt)\n", dp ? "rank" : "seed", rlt_group_out_dir(g), member_dir);
+        }
         g_group = NULL;
     } else if (rc != RLT_OK) {
         say_error("rltrain: %s: %s\n", rlt_strerror(rc), g ? rlt_group_errmsg(g) : "out of memory");
@@ -239,6 +275,15 @@ static int plan_command(rlt_config *cfg, char *text, size_t cap) {
     if (seeds > 0)
         printf("  %d seeds (a seed group)  %.2f MiB (%d x %.2f MiB) -> %s\n", seeds, mib(f.need_bytes) * seeds, seeds,
                mib(f.need_bytes), group_fits ? "fits" : "DOES NOT FIT");
+    /* The seed count that fits, as --dry-run's refusal says it; the answers below are for one seed. */
+    if (seeds > 0 && !group_fits && f.need_bytes > 0) {
+        long long most = (long long)(f.limit_bytes / f.need_bytes);
+        if (most > 0)
+            printf("  train.num_seeds          %lld fit (hint: train.num_seeds: %lld, or memory.budget_mb: %.0f for %d)\n",
+                   most, most, ceil(mib(f.need_bytes) * seeds), seeds);
+        else
+            printf("  train.num_seeds          none: not even 1 seed fits (the answers below are for one seed)\n");
+    }
     /* 0 means that not even the smallest value fits: say so instead of proposing 0. */
     if (f.max_batch_size > 0) printf("  largest train.batch_size %d (one micro-batch)\n", f.max_batch_size);
     else printf("  largest train.batch_size none: not even 1 fits (with replay.capacity %s)\n", capacity);
@@ -328,6 +373,8 @@ int main(int argc, char **argv) {
     const char *config_path = NULL, *resume_path = NULL;
     int dry_run = 0, quiet = 0, json = 0, argi = 1;
     setvbuf(stdout, NULL, _IOLBF, 0); /* whole lines, in order with stderr (see the top of this file) */
+    g_argc = argc;
+    g_argv = argv;
     if (argc > 1 && strcmp(argv[1], "plan") == 0) {
         dry_run = 1;
         argi = 2;
@@ -358,11 +405,21 @@ int main(int argc, char **argv) {
                 rlt_config_free(cfg);
                 return EXIT_USAGE;
             }
+            /* `--set train.batch_size 64`: the value went into an argument of its own. */
+            if (!strcmp(argv[i], "--set") && !strchr(argv[i + 1], '=')) {
+                int spaced = i + 2 < argc && strncmp(argv[i + 2], "--", 2) != 0;
+                say_error("rltrain: --set takes key=value as one argument, such as --set %s=%s%s\n", argv[i + 1],
+                          spaced ? argv[i + 2] : "VALUE", spaced ? " (with '=', not a space)" : "");
+                rlt_config_free(cfg);
+                return EXIT_USAGE;
+            }
             i++;
         } else if (!strcmp(argv[i], "--dry-run")) {
             dry_run = 1;
-        } else if (!strcmp(argv[i], "--quiet")) {
-            quiet = 1;
+        } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
+            quiet++;
+        } else if (!strcmp(argv[i], "-qq")) {
+            quiet += 2;
         } else if (!strcmp(argv[i], "--json") && argi == 2) {
             json = 1;
         } else if (!strcmp(argv[i], "--json")) {
@@ -405,14 +462,14 @@ int main(int argc, char **argv) {
     size_t cap = 1 << 16;
     char *text = text_buffer(cap);
     rlt_config_dump(cfg, text, cap);
-    printf("resolved config (%s):\n%s\n", config_path, text);
+    if (quiet < 2 || argi == 2) printf("resolved config (%s):\n%s\n", config_path, text);
     if (argi == 2) return plan_command(cfg, text, cap);
     if (rlt_group_count(cfg) > 0) return group_command(cfg, config_path, resume_path, dry_run, quiet, text, cap);
 
     rlt_trainer *tr = NULL;
     rc = rlt_trainer_init(cfg, &tr);
     rlt_plan_summary ps;
-    if (tr && rlt_trainer_memory_plan(tr, &ps, NULL) == RLT_OK && ps.n_entries > 0) {
+    if (tr && rlt_trainer_memory_plan(tr, &ps, NULL) == RLT_OK && ps.n_entries > 0 && (quiet < 2 || rc == RLT_ENOFIT)) {
         rlt_trainer_plan_format(tr, text, cap);
         printf("%s\n", text);
     }
@@ -446,6 +503,8 @@ int main(int argc, char **argv) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    rlt_progress p0;
+    rlt_trainer_progress(tr, &p0); /* a resumed run's counts at its start */
     rc = rlt_trainer_run(tr, quiet ? NULL : print_progress, NULL);
     rlt_progress p;
     rlt_trainer_progress(tr, &p);
@@ -453,15 +512,26 @@ int main(int argc, char **argv) {
     /* The library returns OK or EINTERRUPTED only when every output was written; after another failure it
      * logs what it wrote. */
     if (rc == RLT_OK || rc == RLT_EINTERRUPTED) {
-        printf("finished: %lld env steps, %lld updates in %.1fs (%.0f updates/s); final eval %.1f, best %.1f\n",
-               (long long)p.env_steps, (long long)p.updates, p.elapsed_s, p.updates_per_s, p.last_eval_return,
-               p.best_eval_return);
+        if (resume_path) /* the rate is this process's: its updates over its time */
+            printf("finished: %lld env steps, %lld updates (%lld of them in %.1fs since the resume at step %lld, %.0f "
+                   "updates/s); final eval %.1f, best %.1f\n", (long long)p.env_steps, (long long)p.updates,
+                   (long long)(p.updates - p0.updates), p.elapsed_s, (long long)p0.env_steps, p.updates_per_s,
+                   p.last_eval_return, p.best_eval_return);
+        else
+            printf("finished: %lld env steps, %lld updates in %.1fs (%.0f updates/s); final eval %.1f, best %.1f\n",
+                   (long long)p.env_steps, (long long)p.updates, p.elapsed_s, p.updates_per_s, p.last_eval_return,
+                   p.best_eval_return);
         const int best_ckpt = config_flag(cfg, "checkpoint.best");
         printf("outputs written to %s/ (config.yaml, metrics.csv, summary.json, final.ckpt%s)\n", rlt_trainer_out_dir(tr),
                best_ckpt ? ", best.ckpt" : "");
     }
-    if (rc == RLT_EINTERRUPTED)
-        printf("interrupted: continue with  rltrain --config %s --resume %s/final.ckpt\n", config_path, rlt_trainer_out_dir(tr));
+    if (rc == RLT_EINTERRUPTED) {
+        char resume[1100];
+        snprintf(resume, sizeof resume, "%s/final.ckpt", rlt_trainer_out_dir(tr));
+        printf("interrupted: continue with  ");
+        print_resume_command(g_argc, g_argv, resume);
+        printf("\n");
+    }
     rlt_trainer_free(tr);
     rlt_config_free(cfg);
     free(text);

@@ -108,6 +108,13 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
         else rlt_err_set(e, rc, __FILE__, __LINE__, "out of host memory for the agent");
         return rc;
     }
+    /* A run that ends before its first update only takes random (or epsilon) actions: never what was meant. */
+    const int64_t first_update = !strcmp(c->algo, "dqn") ? c->dqn.learning_starts : c->train.start_steps;
+    if (c->train.total_steps <= first_update)
+        rlt_log(RLT_LOG_WARN, "train.total_steps %lld is not above %s %lld: the run makes no update and its policy stays "
+                "the initial one; raise train.total_steps or lower %s", (long long)c->train.total_steps,
+                !strcmp(c->algo, "dqn") ? "dqn.learning_starts" : "train.start_steps", (long long)first_update,
+                !strcmp(c->algo, "dqn") ? "dqn.learning_starts" : "train.start_steps");
     /* A replay smaller than the run trains the end of it on recent data only, which changes learning: say so
      * (the TD3 and DQN reference codes keep 1,000,000 transitions). */
     if (c->train.total_steps > c->replay.capacity)
@@ -260,11 +267,18 @@ static int trainer_evaluate(rlt_trainer *tr, double *mean) {
 
 static void trainer_tick(rlt_trainer *tr) {
     rlt_progress *p = &tr->prog;
-    p->elapsed_s = now_s() - tr->t0;
+    const double now = now_s();
+    p->elapsed_s = now - tr->t0;
     p->updates = tr->agent->updates;
-    p->updates_per_s = p->elapsed_s > 0 ? p->updates / p->elapsed_s : 0;
-    p->env_steps_per_s = p->elapsed_s > 0 ? p->env_steps / p->elapsed_s : 0;
-    p->eta_s = p->env_steps > 0 ? p->elapsed_s * (double)(p->total_steps - p->env_steps) / p->env_steps : NAN;
+    /* Rates count what this process did: a resumed run's earlier updates took another process's time. */
+    p->updates_per_s = p->elapsed_s > 0 ? (double)(p->updates - tr->updates0) / p->elapsed_s : 0;
+    p->env_steps_per_s = p->elapsed_s > 0 ? (double)(p->env_steps - tr->steps0) / p->elapsed_s : 0;
+    /* The ETA from the steps since the first update: the random-action steps before it are many times faster, and
+     * an ETA from them was a fraction of the time taken. Unknown (NaN) until updates run. */
+    if (p->updates > tr->updates0 && tr->learn_t <= 0) tr->learn_t = now, tr->learn_step = p->env_steps;
+    const int64_t learned = p->env_steps - tr->learn_step;
+    p->eta_s = tr->learn_t > 0 && learned > 0 ? (now - tr->learn_t) * (double)(p->total_steps - p->env_steps) / (double)learned
+             : p->env_steps >= p->total_steps ? 0.0 : NAN;
 }
 
 static int trainer_report(rlt_trainer *tr, rlt_progress_fn fn, void *user, int is_eval, double *next_report) {
@@ -602,6 +616,9 @@ int rlt_trainer_run(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
     char path[600];
     tr->t0 = now_s();
     tr->prog.total_steps = c->train.total_steps;
+    tr->steps0 = tr->prog.env_steps;
+    tr->updates0 = tr->agent->updates;
+    tr->learn_t = 0.0;
     RLT_TRY(trainer_prepare_out_dir(tr));
     RLT_TRY(out_mkdirs(e, c->out_dir));
     snprintf(path, sizeof path, "%s/config.yaml", c->out_dir);

@@ -38,6 +38,10 @@ struct rlt_trainer {
     char *dump;                     /* resolved config text */
     rlt_progress prog;
     double t0;
+    /* This process's share of the run, for rates and the ETA: the step and update counts it started at (a
+     * resumed run's), and the time and step of its first update (random-action steps cost far less). */
+    int64_t steps0, updates0, learn_step;
+    double learn_t;
     out_writer metrics;
     /* Loop state that a checkpoint carries. */
     double *ep_ret;  /* per training environment: the current episode's return and length */
