@@ -1,0 +1,40 @@
+"""The small things a user meets in the first week of the Python package (issue 41), each once."""
+
+import subprocess
+import sys
+
+import pytest
+
+import rltrain
+import rltrain.gym
+import rltrain.plot
+
+gymnasium = pytest.importorskip("gymnasium")
+
+
+def test_td3_on_a_discrete_env_suggests_dqn(tmp_path, configs):
+    cfg = rltrain.Config.from_file(configs / "td3_pendulum_fast.yaml")
+    with pytest.raises(rltrain.RltError, match="algo: dqn"):
+        rltrain.gym.train("CartPole-v1", cfg, total_steps=100, out_dir=tmp_path / "r")
+
+
+def test_gym_module_version_exits_0():
+    p = subprocess.run([sys.executable, "-m", "rltrain.gym", "--version"], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.startswith("rltrain-gym ") and rltrain.version() in p.stdout
+
+
+def test_gym_module_default_out_dir_is_not_the_native_clis(configs):
+    """python -m rltrain.gym without --set out_dir writes beside the native CLI's directory of the same config
+    (runs/td3_pendulum_fast), never into it: one run would otherwise refuse the other's outputs."""
+    assert rltrain.gym._default_out_dir("runs/td3_pendulum_fast", "Pendulum-v1") == "runs/td3_pendulum_fast-Pendulum-v1"
+    assert rltrain.gym._default_out_dir("runs/x/", "MinAtar/Breakout-v1") == "runs/x-MinAtar_Breakout-v1"
+
+
+def test_resume_command_quotes_every_set():
+    cmd = rltrain.gym._resume_command(["--config", "c.yaml", "--set", "out_dir=a b", "--resume", "old"], "a b/final.ckpt")
+    assert cmd == "python -m rltrain.gym --config c.yaml --set 'out_dir=a b' --resume 'a b/final.ckpt'"
+
+
+def test_tensorboard_names_are_folder_safe():
+    assert rltrain.plot._tb_name("TD3 fast/seed 1") == "TD3_fast_seed_1"
+    assert rltrain.plot._tb_name("td3_s1.v-2") == "td3_s1.v-2"
