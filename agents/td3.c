@@ -441,6 +441,7 @@ const rlt_algo rlt_algo_td3 = {
     .state_bytes = sizeof(rlt_td3),
     .n_variants = 2,
     .min_replay_capacity = 1,
+    .first_update_key = "train.start_steps",
     .n_loss_columns = 2,
     .loss_columns = {"critic_loss", "actor_loss"},
     .loss_values = td3_loss_values,

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include "rltrain.h"
+#include "described/described.h"
 #include "device.h"
 #include "err.h"
 
@@ -215,6 +216,9 @@ struct rlt_config {
     /* The seed group's agents on this agent's GPU when they may run batched (rlt_backend.seeds; 0: a run of its
      * own): the plan then holds the group's seed table. */
     int32_t batch_seeds;
+    /* A GPU described instead of opened (rlt_config_describe_gpu, `rltrain plan --arch`): plans on `cuda` use the
+     * described backend (kernels/described/). Not a key: never in the dump, config.yaml or checkpoints. */
+    rlt_gpu_desc gpu_desc;
 };
 
 void config_set_defaults(rlt_config *cfg);

@@ -23,6 +23,7 @@ enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_NOFIT = 3, EXIT_DEVIC
 static const char *usage_text =
     "usage: rltrain --config FILE [--set key.path=value]... [--resume CKPT] [--dry-run] [--quiet|-q|-qq]\n"
     "       rltrain plan --config FILE [--set key.path=value]... [--budget-mb N] [--device D] [--json]\n"
+    "                    [--arch sm_XX --gpu-memory SIZE | --gpu NAME] [--others SIZE]\n"
     "\n"
     "Trains a TD3 agent (algo: td3, continuous actions) or a DQN agent (algo: dqn, discrete actions, MLP or\n"
     "convolutional networks) on a built-in environment (env.name) as the YAML config says. Every byte the\n"
@@ -40,7 +41,10 @@ static const char *usage_text =
     "  -qq (--quiet twice)   only errors, warnings and the closing lines\n"
     "  --help, --version\n"
     "  plan                  the memory plan only (same as --dry-run) and what fits; --budget-mb and --device\n"
-    "                        override those keys; --json prints one JSON document instead (docs/plan_json.md)\n"
+    "                        override those keys; --json prints one JSON document instead (docs/plan_json.md);\n"
+    "                        --arch sm_75 --gpu-memory 6GiB [--others 5.4GiB] (or --gpu t4, a10, l4, a100-40,\n"
+    "                        h100, ...) plans for that GPU without one: the arena exactly, the context and\n"
+    "                        library handles from a table (docs/described_gpu.md)\n"
     "\n"
     "SIGINT or SIGTERM finishes the current step (or stops the evaluation in progress), writes the outputs and\n"
     "final.ckpt, and exits 5. A run into an out_dir that holds an earlier run's outputs is refused (exit 2) unless\n"
@@ -319,6 +323,82 @@ static int plan_command(rlt_config *cfg, char *text, size_t cap) {
     return f.fits && group_fits ? EXIT_OK : EXIT_NOFIT;
 }
 
+/* ---- a described GPU for `rltrain plan` (--arch, --gpu-memory, --others, --gpu) ---------------------- */
+
+/* "6GiB", "5.4 GiB", "6144MiB", "6GB", "512M", plain bytes: bytes into *out; 0 when the text is none of them. */
+static int parse_size(const char *text, uint64_t *out) {
+    char *end;
+    double v = strtod(text, &end);
+    while (*end == ' ') end++;
+    double unit = !*end || !strcmp(end, "B") ? 1.0
+                  : !strcmp(end, "KiB") || !strcmp(end, "K") ? 1024.0
+                  : !strcmp(end, "MiB") || !strcmp(end, "M") ? 1048576.0
+                  : !strcmp(end, "GiB") || !strcmp(end, "G") ? 1073741824.0
+                  : !strcmp(end, "KB") ? 1e3 : !strcmp(end, "MB") ? 1e6 : !strcmp(end, "GB") ? 1e9 : 0.0;
+    if (end == text || unit == 0.0 || !(v >= 0) || v * unit > 1e15) return 0;
+    *out = (uint64_t)(v * unit + 0.5);
+    return 1;
+}
+
+/* Named GPUs for --gpu: the architecture and the memory nvidia-smi shows as the total (MiB). */
+static const struct { const char *name; int32_t arch; uint64_t mib; } k_gpus[] = {
+    {"t4", 75, 15360},       {"rtx2080", 75, 8192},  {"rtx3060", 86, 12288}, {"a10", 86, 23028},
+    {"l4", 89, 23034},       {"rtx4090", 89, 24564}, {"a100-40", 80, 40960}, {"a100-80", 80, 81920},
+    {"h100", 90, 81559},     {"h200", 90, 143771},
+};
+
+/* --arch sm_75 (or 75, 7.5): the compute capability as major * 10 + minor; 0 when it is none. */
+static int32_t parse_arch(const char *text) {
+    if (!strncmp(text, "sm_", 3)) text += 3;
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end) return 0;
+    return strchr(text, '.') ? (int32_t)(v * 10 + 0.5) : (int32_t)v;
+}
+
+/* Applies --gpu / --arch / --gpu-memory / --others to cfg (rlt_config_describe_gpu); EXIT_OK or a usage error. */
+static int describe_gpu(rlt_config *cfg, const char *gpu, const char *arch, const char *memory, const char *others) {
+    int32_t a = 0;
+    uint64_t mem = 0, oth = 0;
+    if (gpu) {
+        size_t i = 0;
+        while (i < sizeof k_gpus / sizeof k_gpus[0] && strcmp(k_gpus[i].name, gpu)) i++;
+        if (i == sizeof k_gpus / sizeof k_gpus[0]) {
+            say_error("rltrain: --gpu %s: not a known GPU; known: t4, rtx2080, rtx3060, a10, l4, rtx4090, a100-40, "
+                      "a100-80, h100, h200 (or give --arch and --gpu-memory)\n", gpu);
+            return EXIT_USAGE;
+        }
+        a = k_gpus[i].arch, mem = k_gpus[i].mib << 20;
+    }
+    if (arch && !(a = parse_arch(arch))) {
+        say_error("rltrain: --arch %s: give the compute capability, such as sm_75, sm_86 or sm_90\n", arch);
+        return EXIT_USAGE;
+    }
+    if (memory && !parse_size(memory, &mem)) {
+        say_error("rltrain: --gpu-memory %s: give a size such as 6GiB or 6144MiB\n", memory);
+        return EXIT_USAGE;
+    }
+    if (others && !parse_size(others, &oth)) {
+        say_error("rltrain: --others %s: give a size such as 5.4GiB\n", others);
+        return EXIT_USAGE;
+    }
+    if (!a || !mem) {
+        say_error("rltrain: a described GPU needs --arch and --gpu-memory (or --gpu NAME)\n");
+        return EXIT_USAGE;
+    }
+    char device[32] = "";
+    rlt_config_get(cfg, "device", device, sizeof device);
+    if (!strcmp(device, "cpu")) {
+        say_error("rltrain: the described GPU is for device cuda; add --device cuda\n");
+        return EXIT_USAGE;
+    }
+    if (rlt_config_describe_gpu(cfg, mem, a, oth) != RLT_OK) {
+        say_error("rltrain: %s\n", rlt_config_errmsg(cfg));
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
 /* `rltrain plan --json`: the same answers as one JSON document on stdout (docs/plan_json.md), nothing else
  * there; exit 0 when the configured plan fits, 3 when not. */
 static int plan_json_command(rlt_config *cfg) {
@@ -371,6 +451,7 @@ __attribute__((section(".preinit_array"), used)) static void (*const preinit_bla
 
 int main(int argc, char **argv) {
     const char *config_path = NULL, *resume_path = NULL;
+    const char *gpu = NULL, *gpu_arch = NULL, *gpu_memory = NULL, *gpu_others = NULL; /* a described GPU (plan) */
     int dry_run = 0, quiet = 0, json = 0, argi = 1;
     setvbuf(stdout, NULL, _IOLBF, 0); /* whole lines, in order with stderr (see the top of this file) */
     g_argc = argc;
@@ -414,6 +495,16 @@ int main(int argc, char **argv) {
                 return EXIT_USAGE;
             }
             i++;
+        } else if (argi == 2 && (!strcmp(argv[i], "--gpu") || !strcmp(argv[i], "--arch") ||
+                                 !strcmp(argv[i], "--gpu-memory") || !strcmp(argv[i], "--others"))) {
+            if (i + 1 >= argc) {
+                say_error("rltrain: %s needs a value\n\n%s", argv[i], usage_text);
+                rlt_config_free(cfg);
+                return EXIT_USAGE;
+            }
+            const char **slot = !strcmp(argv[i], "--gpu") ? &gpu : !strcmp(argv[i], "--arch") ? &gpu_arch
+                                : !strcmp(argv[i], "--gpu-memory") ? &gpu_memory : &gpu_others;
+            *slot = argv[++i];
         } else if (!strcmp(argv[i], "--dry-run")) {
             dry_run = 1;
         } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
@@ -445,7 +536,12 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--set")) key = "";
         else if (!strcmp(argv[i], "--budget-mb")) key = "memory.budget_mb=";
         else if (!strcmp(argv[i], "--device")) key = "device=";
-        else { if (!strcmp(argv[i], "--config") || !strcmp(argv[i], "--resume")) i++; continue; }
+        else {
+            if (!strcmp(argv[i], "--config") || !strcmp(argv[i], "--resume") || !strcmp(argv[i], "--gpu") ||
+                !strcmp(argv[i], "--arch") || !strcmp(argv[i], "--gpu-memory") || !strcmp(argv[i], "--others"))
+                i++;
+            continue;
+        }
         const char *value = argv[++i];
         char *assign = text_buffer(strlen(key) + strlen(value) + 1);
         snprintf(assign, strlen(key) + strlen(value) + 1, "%s%s", key, value);
@@ -457,6 +553,13 @@ int main(int argc, char **argv) {
         say_error("rltrain: %s\n", rlt_config_errmsg(cfg));
         rlt_config_free(cfg);
         return exit_code_for(rc == RLT_EIO ? RLT_ECONFIG : rc);
+    }
+    if (gpu || gpu_arch || gpu_memory || gpu_others) {
+        int urc = describe_gpu(cfg, gpu, gpu_arch, gpu_memory, gpu_others);
+        if (urc != EXIT_OK) {
+            rlt_config_free(cfg);
+            return urc;
+        }
     }
     if (json) return plan_json_command(cfg);
     size_t cap = 1 << 16;

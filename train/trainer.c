@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -108,13 +109,14 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
         else rlt_err_set(e, rc, __FILE__, __LINE__, "out of host memory for the agent");
         return rc;
     }
-    /* A run that ends before its first update only takes random (or epsilon) actions: never what was meant. */
-    const int64_t first_update = !strcmp(c->algo, "dqn") ? c->dqn.learning_starts : c->train.start_steps;
-    if (c->train.total_steps <= first_update)
-        rlt_log(RLT_LOG_WARN, "train.total_steps %lld is not above %s %lld: the run makes no update and its policy stays "
-                "the initial one; raise train.total_steps or lower %s", (long long)c->train.total_steps,
-                !strcmp(c->algo, "dqn") ? "dqn.learning_starts" : "train.start_steps", (long long)first_update,
-                !strcmp(c->algo, "dqn") ? "dqn.learning_starts" : "train.start_steps");
+    /* A run that ends before its first update only takes random (or epsilon) actions: never what was meant. The
+     * algorithm names the key (agents/algo.h); its value is read like any key's. */
+    const char *first_key = tr->agent->algo->first_update_key;
+    char first[32] = "";
+    if (first_key && rlt_config_get(c, first_key, first, sizeof first) > 0 && c->train.total_steps <= strtoll(first, NULL, 10))
+        rlt_log(RLT_LOG_WARN, "train.total_steps %lld is not above %s %s: the run makes no update and its policy stays "
+                "the initial one; raise train.total_steps or lower %s", (long long)c->train.total_steps, first_key, first,
+                first_key);
     /* A replay smaller than the run trains the end of it on recent data only, which changes learning: say so
      * (the TD3 and DQN reference codes keep 1,000,000 transitions). */
     if (c->train.total_steps > c->replay.capacity)

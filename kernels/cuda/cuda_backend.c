@@ -29,12 +29,11 @@ static const char *const k_device_hint =
  * takes its workspace per call from the first 4 MiB of the current lane's slice, on every lane alike. That is
  * the workspace for ops of any shape (workspace_bytes); an agent's plan has one only when some op of it calls
  * cuBLAS (plan_workspace), and no cuBLAS handle at all otherwise. */
-static uint64_t cuda_lane0_workspace(const cuda_impl *c) { return (c && c->cc_major >= 9) ? 32ull << 20 : 4ull << 20; }
+static uint64_t cuda_lane0_workspace(const cuda_impl *c) { return cuda_rule_lane0_workspace(c ? c->cc_major : 0); }
 
 static uint64_t cuda_workspace_bytes(rlt_backend *bk) {
     cuda_impl *c = cuda_get(bk);
-    int32_t lanes = c ? c->n_lanes : 1;
-    return cuda_lane0_workspace(c) + (uint64_t)(lanes - 1) * CUDA_SIDE_WORKSPACE;
+    return cuda_rule_workspace_bytes(c ? c->cc_major : 0, c ? c->n_lanes : 1);
 }
 
 static int cuda_measure_memory(rlt_backend *bk);
@@ -165,10 +164,7 @@ int cuda_blas_ensure(rlt_backend *bk) {
  * convolutions run on cuDNN, which has its own handle and its workspace in the conv slots'. */
 /* Dense layers whose products go to the library: the 16-bit ones and those beyond linear.cu's kernels. They run on
  * cuBLASLt (gemm_lt.c), with cuBLAS as its fallback. */
-static int cuda_plan_dense_library(const rlt_op_use *use) {
-    if (use->dense_lp) return 1;
-    return use->dense_rows > 0 && cuda_linear_calls_blas(use->dense_rows, use->dense_in, use->dense_out);
-}
+static int cuda_plan_dense_library(const rlt_op_use *use) { return cuda_rule_dense_library(use); }
 
 static int cuda_plan_calls_blas(const cuda_impl *c, const rlt_op_use *use) {
     if (cuda_plan_dense_library(use)) return 1;
@@ -263,9 +259,7 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
     c->capturing = -1;
     /* The one developer switch, read once here (see cuda_ops.h), and the caller's limit (bk->lanes, a seed group's
      * members sharing the GPU): they change the schedule, never the results. */
-    const char *lanes = getenv("RLT_CUDA_LANES");
-    c->n_lanes = lanes && strcmp(lanes, "1") == 0 ? 1 : RLT_BACKEND_MAX_LANES;
-    if (bk->lanes > 0 && bk->lanes < c->n_lanes) c->n_lanes = bk->lanes;
+    c->n_lanes = cuda_rule_lanes(getenv("RLT_CUDA_LANES"), bk->lanes);
     bk->impl = c;
     bk->device_is_host = 0;
     bk->device_index = index;
