@@ -182,6 +182,7 @@ struct rlt_config {
         int32_t auto_fit; /* pick the largest micro-batch that fits, keeping batch_size through accumulation */
         double wait_s;    /* retry a failed device reservation once a second for this long */
         rlt_on_oom on_oom; /* what to do when the device arena cannot be reserved */
+        double warn_free_mb; /* GPU runs: warn once when the device's free memory falls under it; 0: never */
     } memory;
     struct {
         int64_t every;          /* env steps between periodic checkpoints; 0: only the final one */

@@ -239,6 +239,10 @@ typedef struct rlt_progress {
     double eta_s;
     int32_t is_eval; /* 1 when this report follows an evaluation */
     int32_t reserved_;
+    /* GPU runs, for a GPU shared with a simulator: the device's free memory and what other processes hold on it
+     * (the device's memory less the free and this process's), measured at most once a second; NaN on the CPU. */
+    double device_free_mib;
+    double cotenants_mib;
 } rlt_progress;
 
 /* Called at least every train.progress_every_s seconds and after each evaluation; return nonzero to

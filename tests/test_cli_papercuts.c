@@ -66,6 +66,13 @@ static void test_no_update_warning_and_qq(void) {
           out_text);
     CHECK(!strstr(out_text, "resolved config") && !strstr(out_text, "memory plan"), "-qq: %s", out_text);
     CHECK(strstr(out_text, "finished: 300 env steps") && count_lines(out_text) <= 4, "%s", out_text);
+    /* A CPU run's metrics.csv keeps its columns: the device ones are a GPU run's (tests/gpu_watch_memory.c). */
+    FILE *f = fopen("tmp_papercuts/qq/metrics.csv", "r");
+    char header[512] = "";
+    CHECK(f && fgets(header, sizeof header, f), "metrics.csv");
+    if (f) fclose(f);
+    CHECK(!strcmp(header, "kind,env_step,episode,return,length,updates,wall_s,critic_loss,actor_loss,loss_scale,"
+                          "amp_skipped\n"), "CPU header: %s", header);
 }
 
 static void test_plan_seed_hint(void) {
@@ -107,11 +114,12 @@ static void test_resume_hint(void) {
 }
 
 typedef struct eta_log {
-    int n_random, n_random_known, n_learning_known;
+    int n_random, n_random_known, n_learning_known, n_device_figures;
 } eta_log;
 
 static int record_eta(void *user, const rlt_progress *p) {
     eta_log *l = user;
+    l->n_device_figures += !isnan(p->device_free_mib) || !isnan(p->cotenants_mib); /* NaN on the CPU */
     if (p->updates == 0) {
         l->n_random++;
         l->n_random_known += !isnan(p->eta_s);
@@ -130,11 +138,12 @@ static void test_eta_in_random_phase(void) {
     for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) CHECK(rlt_config_set(cfg, sets[i]) == RLT_OK, "%s", sets[i]);
     rlt_trainer *tr = NULL;
     CHECK(rlt_trainer_init(cfg, &tr) == RLT_OK, "init: %s", rlt_trainer_errmsg(tr));
-    eta_log l = {0, 0, 0};
+    eta_log l = {0, 0, 0, 0};
     CHECK(rlt_trainer_run(tr, record_eta, &l) == RLT_OK, "run: %s", rlt_trainer_errmsg(tr));
     CHECK(l.n_random > 100 && l.n_random_known == 0, "random phase: %d reports, %d with an ETA", l.n_random,
           l.n_random_known);
     CHECK(l.n_learning_known > 100, "an ETA once updates run: %d reports", l.n_learning_known);
+    CHECK(l.n_device_figures == 0, "no GPU figures on the CPU: %d reports", l.n_device_figures);
     rlt_trainer_free(tr);
     rlt_config_free(cfg);
 }

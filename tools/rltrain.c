@@ -94,9 +94,13 @@ static int print_progress(void *user, const rlt_progress *p) {
     fmt_time(eta, sizeof eta, p->eta_s);
     if (isnan(p->last_eval_return)) snprintf(ev, sizeof ev, "-");
     else snprintf(ev, sizeof ev, "%.1f (best %.1f)", p->last_eval_return, p->best_eval_return);
-    printf("%s step %lld/%lld | episodes %lld | last return %.1f | eval %s | %.0f updates/s | %.0f steps/s | %s | ETA %s\n",
+    char gpu[96] = ""; /* GPU runs: the device's free memory and the co-tenants' (a simulator beside the run) */
+    if (!isnan(p->device_free_mib))
+        snprintf(gpu, sizeof gpu, " | GPU free %.0f MiB, others %.0f MiB", p->device_free_mib, p->cotenants_mib);
+    printf("%s step %lld/%lld | episodes %lld | last return %.1f | eval %s | %.0f updates/s | %.0f steps/s | %s | ETA %s%s\n",
            p->is_eval ? "[eval]" : "      ", (long long)p->env_steps, (long long)p->total_steps, (long long)p->episodes,
-           isnan(p->last_episode_return) ? 0.0 : p->last_episode_return, ev, p->updates_per_s, p->env_steps_per_s, el, eta);
+           isnan(p->last_episode_return) ? 0.0 : p->last_episode_return, ev, p->updates_per_s, p->env_steps_per_s, el, eta,
+           gpu);
     fflush(stdout);
     return 0;
 }

@@ -137,6 +137,8 @@ static int trainer_init(const rlt_config *cfg, const rlt_env_callbacks *user_env
     tr->prog.last_eval_return = NAN;
     tr->prog.best_eval_return = NAN;
     tr->prog.last_episode_return = NAN;
+    tr->prog.device_free_mib = NAN; /* GPU runs fill them (trainer_watch_device) */
+    tr->prog.cotenants_mib = NAN;
     return trainer_setup(tr, user_env);
 }
 
@@ -267,9 +269,41 @@ static int trainer_evaluate(rlt_trainer *tr, double *mean) {
     return RLT_OK;
 }
 
+/* 1 on a GPU run: the device columns of metrics.csv and the progress line's GPU figures. */
+int trainer_on_gpu(const rlt_trainer *tr) { return tr->agent && !tr->agent->plan.device_is_host; }
+
+/* GPU runs, for a GPU shared with a simulator: the device's free memory and what other processes hold on it
+ * (its memory less the free and this process's context and arena), measured with the backend's measure_memory at
+ * most once a second (NVML and cudaMemGetInfo: no allocation, no sync), and one warning when the free memory falls
+ * under memory.warn_free_mb: the arena is reserved and cannot be taken away, but the process beside it may fail. */
+static void trainer_watch_device(rlt_trainer *tr, double now) {
+    rlt_backend *bk = &tr->agent->bk;
+    if (!trainer_on_gpu(tr) || !bk->ops->measure_memory || (tr->mem_t > 0 && now - tr->mem_t < 1.0)) return;
+    tr->mem_t = now;
+    if (bk->ops->measure_memory(bk) != RLT_OK) return; /* the last figures stay */
+    const double mib = 1024.0 * 1024.0, mine = (double)bk->context_bytes + (double)agent_plan_need(tr->agent);
+    const double others = (double)bk->device_total - (double)bk->device_free - mine;
+    tr->prog.device_free_mib = (double)bk->device_free / mib;
+    tr->prog.cotenants_mib = others > 0 ? others / mib : 0.0;
+    if (!tr->mem_warned && tr->cfg.memory.warn_free_mb > 0 && tr->prog.device_free_mib < tr->cfg.memory.warn_free_mb) {
+        tr->mem_warned = 1;
+        rlt_log(RLT_LOG_WARN, "the GPU has %.0f MiB free at step %lld (other processes hold %.0f MiB, this one %.0f MiB): "
+                "under memory.warn_free_mb %.0f. This run's arena is reserved and cannot be taken away, but a process "
+                "beside it (a simulator) may fail to allocate; said once", tr->prog.device_free_mib,
+                (long long)tr->prog.env_steps, tr->prog.cotenants_mib, mine / mib, tr->cfg.memory.warn_free_mb);
+    }
+}
+
+/* The device columns of a metrics.csv row on a GPU run (nothing on the CPU, whose columns stay as they were). */
+int trainer_device_cells(rlt_trainer *tr) {
+    if (!trainer_on_gpu(tr)) return RLT_OK;
+    return out_writer_printf(&tr->metrics, &tr->err, ",%.1f,%.1f", tr->prog.device_free_mib, tr->prog.cotenants_mib);
+}
+
 static void trainer_tick(rlt_trainer *tr) {
     rlt_progress *p = &tr->prog;
     const double now = now_s();
+    trainer_watch_device(tr, now);
     p->elapsed_s = now - tr->t0;
     p->updates = tr->agent->updates;
     /* Rates count what this process did: a resumed run's earlier updates took another process's time. */
@@ -363,8 +397,10 @@ static int trainer_after_step(rlt_trainer *tr, int64_t step, rlt_progress_fn fn,
         /* fp16's loss scaler: its scale and the optimiser steps it skipped (empty in other precisions). */
         rlt_amp_state amp;
         RLT_TRY(agent_call(tr, agent_read_amp(tr->agent, &amp)));
-        if (tr->agent->amp) RLT_TRY(out_writer_printf(&tr->metrics, e, "%.6g,%lld\n", amp.scale, (long long)amp.skipped));
-        else RLT_TRY(out_writer_printf(&tr->metrics, e, ",\n"));
+        if (tr->agent->amp) RLT_TRY(out_writer_printf(&tr->metrics, e, "%.6g,%lld", amp.scale, (long long)amp.skipped));
+        else RLT_TRY(out_writer_printf(&tr->metrics, e, ","));
+        RLT_TRY(trainer_device_cells(tr));
+        RLT_TRY(out_writer_printf(&tr->metrics, e, "\n"));
         RLT_TRY(out_writer_flush(&tr->metrics, e));
         /* The best policy so far: this step's checkpoint without the replay (a few MiB at most, where the replay
          * can be GiB), written over the last one. */
@@ -466,6 +502,7 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
                                       (long long)p->updates, p->elapsed_s));
             for (int32_t j = 0; j < tr->agent->algo->n_loss_columns + 2; j++)
                 RLT_TRY(out_writer_printf(&tr->metrics, e, ","));
+            RLT_TRY(trainer_device_cells(tr));
             RLT_TRY(out_writer_printf(&tr->metrics, e, "\n"));
             /* Each row reaches the file when it is complete: a killed run keeps every finished row. */
             RLT_TRY(out_writer_flush(&tr->metrics, e));

@@ -201,11 +201,11 @@ static int cuda_measure_memory(rlt_backend *bk) {
     CUDA_CHECK(bk, cudaSetDevice(c->device));
     uint64_t held = 0;
     RLT_TRY(cuda_procmem_now(bk, &held));
-    if (!c->reserved_bytes) {
-        size_t free_b = 0, total_b = 0;
-        CUDA_CHECK(bk, cudaMemGetInfo(&free_b, &total_b));
-        bk->device_free = free_b;
-    }
+    /* The device's free memory now, also while training (the trainer's watch of a shared GPU); the plan keeps its
+     * own figure from before the reservation. */
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(bk, cudaMemGetInfo(&free_b, &total_b));
+    bk->device_free = free_b;
     /* cudaMalloc rounds the arena up to its page size: what the rounding takes counts as context. */
     bk->context_bytes = held > c->reserved_bytes ? held - c->reserved_bytes : 0;
     bk->handle_bytes = c->handle_bytes < bk->context_bytes ? c->handle_bytes : bk->context_bytes;

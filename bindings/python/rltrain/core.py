@@ -11,7 +11,7 @@ import ctypes
 import json
 import math
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 import numpy as np
@@ -380,6 +380,9 @@ class Progress:
     elapsed_s: float
     eta_s: float
     is_eval: bool
+    # GPU runs: the device's free memory and other processes' on it (NaN on the CPU); measurements, left out of ==.
+    device_free_mib: float = field(default=math.nan, compare=False)
+    cotenants_mib: float = field(default=math.nan, compare=False)
 
     @classmethod
     def from_c(cls, p: _native.rlt_progress) -> "Progress":
@@ -401,9 +404,11 @@ class Progress:
         else:
             ev = f"{self.last_eval_return:.1f} (best {self.best_eval_return:.1f})"
         last = 0.0 if math.isnan(self.last_episode_return) else self.last_episode_return
+        gpu = "" if math.isnan(self.device_free_mib) else \
+            f" | GPU free {self.device_free_mib:.0f} MiB, others {self.cotenants_mib:.0f} MiB"
         return (f"{'[eval]' if self.is_eval else '      '} step {self.env_steps}/{self.total_steps} | "
                 f"episodes {self.episodes} | last return {last:.1f} | eval {ev} | {self.updates_per_s:.0f} updates/s | "
-                f"{self.env_steps_per_s:.0f} steps/s | {duration(self.elapsed_s)} | ETA {duration(self.eta_s)}")
+                f"{self.env_steps_per_s:.0f} steps/s | {duration(self.elapsed_s)} | ETA {duration(self.eta_s)}{gpu}")
 
 
 class Trainer(_Owned):

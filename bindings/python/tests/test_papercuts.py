@@ -38,3 +38,16 @@ def test_resume_command_quotes_every_set():
 def test_tensorboard_names_are_folder_safe():
     assert rltrain.plot._tb_name("TD3 fast/seed 1") == "TD3_fast_seed_1"
     assert rltrain.plot._tb_name("td3_s1.v-2") == "td3_s1.v-2"
+
+
+def test_progress_line_shows_a_shared_gpus_memory():
+    """GPU runs add the device's free memory and the other processes' to the line, as the native CLI prints it
+    (tools/rltrain.c print_progress); CPU runs (NaN) keep the line as it was."""
+    import math
+
+    p = rltrain.Progress(env_steps=5, total_steps=10, episodes=0, updates=0, last_episode_return=math.nan,
+                         last_eval_return=math.nan, best_eval_return=math.nan, updates_per_s=2.0,
+                         env_steps_per_s=3.0, elapsed_s=1.0, eta_s=math.nan, is_eval=False)
+    assert p.line().endswith("| 1.0s | ETA ?")
+    gpu = rltrain.Progress(**{**p.__dict__, "device_free_mib": 812.4, "cotenants_mib": 5400.0})
+    assert gpu.line().endswith("| 1.0s | ETA ? | GPU free 812 MiB, others 5400 MiB")
