@@ -11,6 +11,7 @@ import ctypes
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
@@ -113,15 +114,25 @@ class Config(_Owned):
                                                _native.c_string(name, "name")))
         return self
 
-    def set(self, assignment: str, value: Any = _MISSING) -> "Config":
+    def set(self, assignment: str, value: Any = _MISSING, *, source: str | None = None) -> "Config":
         """One override; returns self.
 
         Either ``set("td3.actor_hidden=[64,64]")`` (the value in YAML flow syntax, as ``--set`` takes
-        it) or ``set("td3.actor_hidden", [64, 64])`` (a Python value: bool, number, str, list, dict).
+        it) or ``set("td3.actor_hidden", [64, 64])`` (a Python value: bool, number, str, list, dict). An error
+        names where the value came from: ``--set key=value:line:column`` for the first form, the call
+        (``Config.set('key', value)``, or ``source``, such as ``rltrain.gym.train(out_dir='x')``) for the second.
         """
+        label = None
         if value is not _MISSING:
+            label = source or f"Config.set({assignment!r}, {value!r})"
             assignment = f"{assignment}={_yaml_flow(value)}"
-        self._check(lib.rlt_config_set(self._handle, _native.c_string(assignment, "assignment")))
+        rc = lib.rlt_config_set(self._handle, _native.c_string(assignment, "assignment"))
+        if rc != 0:
+            msg = self.errmsg
+            where = f"--set {assignment}:"
+            if label and msg.startswith(where):  # "--set key=value:1:19: key ..." -> "<the call>: key ..."
+                msg = label + re.sub(r"^\d+:\d+", "", msg[len(where):], count=1)
+            raise error_for(rc, msg)
         return self
 
     def validate(self) -> "Config":

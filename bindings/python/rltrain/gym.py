@@ -661,16 +661,20 @@ def train(
     if seeds is not None and seed is not None:
         raise ValueError("give seed= (one run) or seeds= (one run per seed), not both")
     cfg = _as_config(config).copy()
+
+    def arg(key: str, value, name: str) -> None:  # an error names the keyword argument, not a --set
+        cfg.set(key, value, source=f"rltrain.gym.train({name}={value!r})")
+
     if total_steps is not None:
-        cfg.set("train.total_steps", int(total_steps))
+        arg("train.total_steps", int(total_steps), "total_steps")
     if seed is not None:
-        cfg.set("seed", int(seed))
+        arg("seed", int(seed), "seed")
     if eval_every is not None:
-        cfg.set("train.eval_every", int(eval_every))
+        arg("train.eval_every", int(eval_every), "eval_every")
     if eval_episodes is not None:
-        cfg.set("train.eval_episodes", int(eval_episodes))
+        arg("train.eval_episodes", int(eval_episodes), "eval_episodes")
     if out_dir is not None:
-        cfg.set("out_dir", os.fspath(out_dir))
+        arg("out_dir", os.fspath(out_dir), "out_dir")
     if seeds is not None:
         seeds = [int(s) for s in seeds]
         if not seeds:

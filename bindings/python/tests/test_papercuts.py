@@ -51,3 +51,13 @@ def test_progress_line_shows_a_shared_gpus_memory():
     assert p.line().endswith("| 1.0s | ETA ?")
     gpu = rltrain.Progress(**{**p.__dict__, "device_free_mib": 812.4, "cotenants_mib": 5400.0})
     assert gpu.line().endswith("| 1.0s | ETA ? | GPU free 812 MiB, others 5400 MiB")
+
+
+def test_keyword_argument_errors_name_the_argument(tmp_path, configs):
+    cfg = rltrain.Config.from_file(configs / "td3_pendulum_fast.yaml")
+    with pytest.raises(rltrain.ConfigError, match=r"^rltrain\.gym\.train\(total_steps=-5\): key 'train\.total_steps'"):
+        rltrain.gym.train("Pendulum-v1", cfg, total_steps=-5, out_dir=tmp_path / "r")
+    with pytest.raises(rltrain.ConfigError, match=r"^Config\.set\('out_dir', ''\): key 'out_dir'"):
+        rltrain.Config().set("out_dir", "")
+    with pytest.raises(rltrain.ConfigError, match=r"^--set train\.total_steps=abc:1:19: "):  # the --set form keeps it
+        rltrain.Config().set("train.total_steps=abc")
