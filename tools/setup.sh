@@ -46,6 +46,10 @@ elif command -v nvcc >/dev/null 2>&1; then
     echo "setup: RLT_CUDA=OFF bash tools/setup.sh builds without it, RLT_CUDA_ARCHS=86 for one architecture"
   fi
 fi
+if [ -n "${RLT_SETUP_DRY_RUN:-}" ]; then  # tests/check_setup.sh: what would be configured, and nothing else
+  echo "setup: cmake args: ${cuda_args[*]:-}"
+  exit 0
+fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${cuda_args[@]}" ${RLT_CMAKE_ARGS:-} >build-configure.log 2>&1 ||
   { cat build-configure.log; exit 1; }
 grep -A8 "configuration summary" build-configure.log || true
