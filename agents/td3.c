@@ -21,7 +21,8 @@ static int td3_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_space
         RLT_FAIL(e, RLT_EINVAL, "td3 needs a 1-D float32 Box observation space, or a dict one (network.inputs)");
     if (act->kind != RLT_SPACE_BOX || act->ndim != 1 || act->shape[0] < 1 || act->shape[0] > 16)
         RLT_FAIL(e, RLT_EINVAL, "td3 needs a 1-D Box action space of 1..16 dimensions (continuous actions)%s",
-                 act->kind == RLT_SPACE_DISCRETE ? "; this action space is Discrete: use algo: dqn (--set algo=dqn)" : "");
+                 act->kind == RLT_SPACE_DISCRETE ? "; this action space is Discrete: use algo: dqn (--set algo=dqn)"
+                                                 : "");
     ag->act_dim = act->shape[0];
     for (int32_t i = 0; i < ag->act_dim; i++) {
         ag->act_low[i] = act->low ? act->low[i] : -1.0f;

@@ -632,7 +632,9 @@ static int trainer_finish(rlt_trainer *tr, int rc) {
         if (!loop_ok)
             rlt_log(RLT_LOG_INFO, "outputs up to step %lld written to %s/ (summary.json status \"failed\"; final.ckpt "
                     "%s)", step, tr->cfg.out_dir, tr->user_env && !tr->user_state_bytes ? "holds the agent, but not the "
-                    "environment's state, so it does not resume" : "resumes from there");
+                    "environment's state, so it does not resume" : tr->user_env ? "resumes from there with the same "
+                    "environment: rltrain.gym.train(..., resume=\"OUT_DIR/final.ckpt\") or python -m rltrain.gym ... "
+                    "--resume OUT_DIR/final.ckpt for a Gymnasium one" : "resumes from there: rltrain --resume");
         return rc;
     }
     if (loop_ok) {

@@ -107,7 +107,8 @@ def _time_limit(env) -> int:
 def _env_layers(env) -> list:
     """The environment and every wrapper around it, outermost first, down to ``env.unwrapped``."""
     layers = [env]
-    while getattr(layers[-1], "env", None) is not None and layers[-1] is not getattr(layers[-1], "unwrapped", layers[-1]):
+    while getattr(layers[-1], "env", None) is not None and layers[-1] is not getattr(layers[-1], "unwrapped",
+                                                                                     layers[-1]):
         layers.append(layers[-1].env)
     return layers
 
@@ -1000,11 +1001,15 @@ def _json_clean(value):
 
 
 @contextlib.contextmanager
-def _sigint_ignored_in_new_processes():
-    """SIGINT ignored while an AsyncVectorEnv starts its workers, which inherit that: Ctrl-C in a terminal goes to
-    every process of the foreground group, and a worker that gets it fails its next step (Gymnasium's worker reports
-    the KeyboardInterrupt as its error), where the run is to stop after the step. The workers end with the vector
-    environment's close()."""
+def ignore_sigint_in_workers():
+    """SIGINT ignored while an AsyncVectorEnv starts its workers, which inherit that::
+
+        with rltrain.gym.ignore_sigint_in_workers():
+            vec = gymnasium.vector.AsyncVectorEnv([make] * 4)
+
+    Ctrl-C in a terminal goes to every process of the foreground group, and a worker that gets it fails its next
+    step (Gymnasium's worker reports the KeyboardInterrupt as its error), where the run is to stop after the step.
+    The workers end with the vector environment's close(). ``python -m rltrain.gym --vector async`` does this."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -1078,7 +1083,8 @@ def main(argv: list[str] | None = None) -> int:
 
     out_dir = vector = None
     # SIGTERM as Ctrl-C: the run stops after its step and writes its outputs (rltrain/_signals.py), then exit 5.
-    on_term = signal.signal(signal.SIGTERM, _raise_interrupt) if threading.current_thread() is threading.main_thread() else None
+    main_thread = threading.current_thread() is threading.main_thread()
+    on_term = signal.signal(signal.SIGTERM, _raise_interrupt) if main_thread else None
     try:
         cfg = Config.from_file(args.config)
         for s in args.set:
@@ -1091,7 +1097,7 @@ def main(argv: list[str] | None = None) -> int:
             import gymnasium
 
             same_step = {"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP}
-            with _sigint_ignored_in_new_processes():
+            with ignore_sigint_in_workers():
                 vector = env = gymnasium.make_vec(args.env, num_envs=int(cfg.get("env.num_envs")),
                                                   vectorization_mode=args.vector, vector_kwargs=same_step)
         result = train(env, cfg, total_steps=args.steps, seed=args.seed, callback=progress, save_path=args.save,
