@@ -32,6 +32,9 @@ typedef struct rlt_algo {
     int32_t n_variants;   /* update variants, each captured as its own graph (TD3: with and without actor step) */
     /* Replay needs: the smallest replay.capacity this algorithm works with (the planner's floor). */
     int64_t min_replay_capacity;
+    /* The config key of the env step before which no update runs (TD3: train.start_steps), for the run layer's
+     * warning about a run that ends before it. */
+    const char *first_update_key;
     /* Metrics: the loss columns of metrics.csv, and their values from the latest device losses. */
     int32_t n_loss_columns;
     const char *loss_columns[RLT_ALGO_MAX_LOSS_COLUMNS];

@@ -439,6 +439,7 @@ const rlt_algo rlt_algo_dqn = {
     .state_bytes = sizeof(rlt_dqn),
     .n_variants = 1,
     .min_replay_capacity = 3, /* a transition, its next frame and the slot after an episode's end */
+    .first_update_key = "dqn.learning_starts",
     .n_loss_columns = 2,
     .loss_columns = {"critic_loss", "actor_loss"},
     .loss_values = dqn_loss_values,

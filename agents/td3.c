@@ -20,7 +20,9 @@ static int td3_check_spaces(rlt_agent *ag, const rlt_space *obs, const rlt_space
     if (!td3_state(ag)->dict && (obs->kind != RLT_SPACE_BOX || obs->dtype != RLT_DTYPE_F32 || obs->ndim != 1))
         RLT_FAIL(e, RLT_EINVAL, "td3 needs a 1-D float32 Box observation space, or a dict one (network.inputs)");
     if (act->kind != RLT_SPACE_BOX || act->ndim != 1 || act->shape[0] < 1 || act->shape[0] > 16)
-        RLT_FAIL(e, RLT_EINVAL, "td3 needs a 1-D Box action space of 1..16 dimensions (continuous actions)");
+        RLT_FAIL(e, RLT_EINVAL, "td3 needs a 1-D Box action space of 1..16 dimensions (continuous actions)%s",
+                 act->kind == RLT_SPACE_DISCRETE ? "; this action space is Discrete: use algo: dqn (--set algo=dqn)"
+                                                 : "");
     ag->act_dim = act->shape[0];
     for (int32_t i = 0; i < ag->act_dim; i++) {
         ag->act_low[i] = act->low ? act->low[i] : -1.0f;
@@ -440,6 +442,7 @@ const rlt_algo rlt_algo_td3 = {
     .state_bytes = sizeof(rlt_td3),
     .n_variants = 2,
     .min_replay_capacity = 1,
+    .first_update_key = "train.start_steps",
     .n_loss_columns = 2,
     .loss_columns = {"critic_loss", "actor_loss"},
     .loss_values = td3_loss_values,

@@ -58,7 +58,8 @@ get_filename_component(libdir "${libdir}" DIRECTORY)
 set(expected
   "${prefix}/include/rltrain.h" "${libdir}/librltrain.so" "${libdir}/librltrain.a"
   "${libdir}/cmake/rltrain/rltrainConfig.cmake" "${libdir}/cmake/rltrain/rltrainConfigVersion.cmake"
-  "${libdir}/cmake/rltrain/rltrainTargets.cmake" "${prefix}/bin/rltrain")
+  "${libdir}/cmake/rltrain/rltrainTargets.cmake" "${prefix}/bin/rltrain"
+  "${prefix}/share/rltrain/configs/td3_pendulum.yaml" "${prefix}/share/rltrain/configs/dqn_cartpole.yaml")
 if(CUDA_MODULE)
   list(APPEND expected "${libdir}/librltrain_cuda.so")
 endif()
@@ -115,6 +116,10 @@ message(STATUS "embed_trainer: ${line_trainer}")
 find_program(PKG_CONFIG pkg-config REQUIRED)
 set(ENV{PKG_CONFIG_PATH} "${libdir}/pkgconfig")
 step("pkg-config" "${PKG_CONFIG}" --cflags --libs rltrain)
+# The README's `cc app.c $(pkg-config --cflags --libs rltrain)` links a program that calls libm (sinf, cosf).
+if(NOT step_output MATCHES "-lm")
+  message(FATAL_ERROR "pkg-config --libs rltrain has no -lm: ${step_output}")
+endif()
 string(STRIP "${step_output}" flags)
 separate_arguments(flags UNIX_COMMAND "${flags}")
 # The prefix is not a system library directory, so Libs carries the rpath that lets the program start.

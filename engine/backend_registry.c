@@ -131,6 +131,17 @@ static int open_cuda(rlt_backend *bk, const char *device, int32_t index, int32_t
     return RLT_OK;
 }
 
+int rlt_backend_open_described(rlt_backend *bk, rlt_err *e, const rlt_gpu_desc *d) {
+    if (!bk || !d) return rlt_err_set(e, RLT_EINVAL, __FILE__, __LINE__, "rlt_backend_open_described: no backend given");
+    const int32_t lanes = bk->lanes, seeds = bk->seeds; /* the caller's, as rlt_backend_open_device keeps them */
+    memset(bk, 0, sizeof *bk);
+    bk->lanes = lanes;
+    bk->seeds = seeds;
+    bk->err = e;
+    if (e) rlt_err_clear(e);
+    return described_open(bk, d);
+}
+
 int rlt_backend_open_device(rlt_backend *bk, rlt_err *e, rlt_device device, int32_t cpu_threads, char *why_cpu,
                             size_t cap) {
     if (why_cpu && cap) why_cpu[0] = '\0';

@@ -5,6 +5,7 @@
 #define RLT_BACKEND_REGISTRY_H
 
 #include "backend.h"
+#include "described/described.h"
 #include "device.h"
 
 /* Opens `device`. On success bk is open and bk->err = e. bk->lanes is the caller's (rlt_backend), read here; the
@@ -18,6 +19,8 @@ int rlt_backend_open_device(rlt_backend *bk, rlt_err *e, rlt_device device, int3
  * tools; text that is none of them is RLT_ECONFIG. */
 int rlt_backend_open(rlt_backend *bk, rlt_err *e, const char *device, int32_t cpu_threads, char *why_cpu, size_t cap);
 void rlt_backend_close(rlt_backend *bk);
+/* Opens the described GPU d (kernels/described/): it plans as that GPU would and reserves nothing. */
+int rlt_backend_open_described(rlt_backend *bk, rlt_err *e, const rlt_gpu_desc *d);
 /* The CUDA module's table, or NULL with the dlopen/dlsym reason in why (for tests and `rltrain plan`). */
 const rlt_backend_ops *rlt_backend_cuda_ops(char *why, size_t cap);
 

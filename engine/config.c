@@ -739,6 +739,27 @@ int rlt_config_set_launch(rlt_config *cfg, int32_t rank, int32_t world, int32_t 
     return RLT_OK;
 }
 
+int rlt_config_describe_gpu(rlt_config *cfg, uint64_t memory_bytes, int32_t arch, uint64_t others_bytes) {
+    if (!cfg) return RLT_EINVAL;
+    rlt_err_clear(&cfg->err);
+    if (memory_bytes == 0 && arch == 0) { /* no description: plans open the real device again */
+        memset(&cfg->gpu_desc, 0, sizeof cfg->gpu_desc);
+        return RLT_OK;
+    }
+    const described_arch *row = described_arch_find(arch);
+    if (!row)
+        RLT_FAIL(&cfg->err, RLT_ECONFIG, "described GPU: no architecture sm_%d in the table (docs/described_gpu.md); "
+                 "it has %s", (int)arch, described_arch_names());
+    if (memory_bytes < (64u << 20))
+        RLT_FAIL(&cfg->err, RLT_ECONFIG, "described GPU: memory of %llu bytes; give the GPU's memory, such as 6GiB",
+                 (unsigned long long)memory_bytes);
+    if (others_bytes >= memory_bytes)
+        RLT_FAIL(&cfg->err, RLT_ECONFIG, "described GPU: other processes hold %.2f GiB of its %.2f GiB: nothing is left",
+                 (double)others_bytes / (1u << 30), (double)memory_bytes / (1u << 30));
+    cfg->gpu_desc = (rlt_gpu_desc){memory_bytes, others_bytes, arch, 0};
+    return RLT_OK;
+}
+
 int rlt_config_set(rlt_config *cfg, const char *assignment) {
     if (!cfg) return RLT_EINVAL;
     if (!assignment) RLT_FAIL(&cfg->err, RLT_EINVAL, "rlt_config_set: assignment is NULL");

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include "rltrain.h"
+#include "described/described.h"
 #include "device.h"
 #include "err.h"
 
@@ -181,6 +182,7 @@ struct rlt_config {
         int32_t auto_fit; /* pick the largest micro-batch that fits, keeping batch_size through accumulation */
         double wait_s;    /* retry a failed device reservation once a second for this long */
         rlt_on_oom on_oom; /* what to do when the device arena cannot be reserved */
+        double warn_free_mb; /* GPU runs: warn once when the device's free memory falls under it; 0: never */
     } memory;
     struct {
         int64_t every;          /* env steps between periodic checkpoints; 0: only the final one */
@@ -224,6 +226,9 @@ struct rlt_config {
     /* The seed group's agents on this agent's GPU when they may run batched (rlt_backend.seeds; 0: a run of its
      * own): the plan then holds the group's seed table. */
     int32_t batch_seeds;
+    /* A GPU described instead of opened (rlt_config_describe_gpu, `rltrain plan --arch`): plans on `cuda` use the
+     * described backend (kernels/described/). Not a key: never in the dump, config.yaml or checkpoints. */
+    rlt_gpu_desc gpu_desc;
 };
 
 void config_set_defaults(rlt_config *cfg);

@@ -186,6 +186,9 @@ static const cfg_key schema[] = {
             "when another process holds the device memory, retry the reservation once a second for this many seconds"),
     ROW_ENUM("memory.on_oom", memory.on_oom, rlt_on_oom, on_oom_names, "fail",
              "when the device arena cannot be reserved: fail (exit 3) or run on the CPU instead"),
+    ROW_F64("memory.warn_free_mb", memory.warn_free_mb, 0, 16777216, CFG_MIB, "256",
+            "GPU runs: warn once when the device's free memory falls under this many MiB while training (a "
+            "simulator beside the run may then fail to allocate; the run's own arena is reserved); 0: never"),
     ROW_I64("checkpoint.every", checkpoint.every, 0, BIG_STEPS, "0",
             "env steps between periodic checkpoints (out_dir/ckpt_<step>.ckpt); 0 writes only final.ckpt"),
     ROW_I32("checkpoint.keep", checkpoint.keep, 1, 1000, "3", "periodic checkpoints to keep; older ones are deleted"),

@@ -70,8 +70,13 @@ int rlt_env_make(rlt_env *env, rlt_err *e, const char *name, uint64_t seed, uint
         /* A third of the name's length catches typos and case slips ("pendulum-v1", "CartPole-v0")
          * without proposing an unrelated name for a wild guess. */
         int close = nearest && best <= (int)(strlen(nearest) / 3);
-        RLT_FAIL(e, RLT_ECONFIG, "unknown environment '%s'%s%s%s; built-in environments: %s", name,
-                 close ? " (did you mean '" : "", close ? nearest : "", close ? "'?)" : "", rlt_env_names());
+        /* A Gymnasium id that is no built-in one (Hopper-v5): the config is for the Python adapter. */
+        const char *v = strstr(name, "-v");
+        int gym_id = !close && v && v[2] >= '0' && v[2] <= '9';
+        RLT_FAIL(e, RLT_ECONFIG, "unknown environment '%s'%s%s%s; built-in environments: %s%s%s%s", name,
+                 close ? " (did you mean '" : "", close ? nearest : "", close ? "'?)" : "", rlt_env_names(),
+                 gym_id ? "; Gymnasium environments train through the Python package: python -m rltrain.gym --config "
+                 "CONFIG --env " : "", gym_id ? name : "", gym_id ? " (bindings/python)" : "");
     }
     memset(env, 0, sizeof *env);
     env->cls = cls;

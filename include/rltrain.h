@@ -75,6 +75,12 @@ RLT_API int rlt_config_load_file(rlt_config *cfg, const char *path);
 RLT_API int rlt_config_load_string(rlt_config *cfg, const char *yaml, const char *name_for_errors);
 /* One override "key.path=value", value in YAML flow syntax ("td3.actor_hidden=[64,64]"). */
 RLT_API int rlt_config_set(rlt_config *cfg, const char *assignment);
+/* Plans of this config on `cuda` (or `auto`) target a described GPU instead of opening one (rlt_plan_fit,
+ * rlt_plan_fit_json; `rltrain plan --arch sm_75 --gpu-memory 6GiB [--others 5.4GiB]`), for CI without a GPU:
+ * the arena exactly as on such a GPU, the CUDA context and library handles from a table per architecture
+ * (docs/described_gpu.md: arch 75, 80, 86, 89, 90). memory_bytes is the GPU's memory, others_bytes what other
+ * processes hold on it. A trainer or agent of such a config cannot reserve (RLT_EDEVICE). 0, 0, 0 removes it. */
+RLT_API int rlt_config_describe_gpu(rlt_config *cfg, uint64_t memory_bytes, int32_t arch, uint64_t others_bytes);
 /* Checks the whole config for consistency (called by the inits; callable early for a fast error). */
 RLT_API int rlt_config_validate(rlt_config *cfg);
 /* The resolved config as YAML text into buf (always NUL-terminated); returns the length it needs
@@ -233,6 +239,10 @@ typedef struct rlt_progress {
     double eta_s;
     int32_t is_eval; /* 1 when this report follows an evaluation */
     int32_t reserved_;
+    /* GPU runs, for a GPU shared with a simulator: the device's free memory and what other processes hold on it
+     * (the device's memory less the free and this process's), measured at most once a second; NaN on the CPU. */
+    double device_free_mib;
+    double cotenants_mib;
 } rlt_progress;
 
 /* Called at least every train.progress_every_s seconds and after each evaluation; return nonzero to

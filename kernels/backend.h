@@ -461,8 +461,9 @@ typedef struct rlt_backend_ops {
      * set_workspace is then given *bytes (or NULL and 0). */
     int (*plan_workspace)(rlt_backend *bk, const rlt_op_use *use, uint64_t *bytes);
     /* Measures what this process holds on the device now and refreshes bk->context_bytes (everything but the
-     * reservations of mem_reserve), bk->handle_bytes and bk->memory_note, and, while nothing is reserved,
-     * bk->device_free. No allocation, no sync of the streams. */
+     * reservations of mem_reserve), bk->handle_bytes and bk->memory_note, and bk->device_free (the device's free
+     * memory now, also during training; the plan keeps its figure from before the reservation). No allocation, no
+     * sync of the streams. */
     int (*measure_memory)(rlt_backend *bk);
 
     /* ---- data-parallel groups: R ranks, one backend each, one agent's replicas (base/comm.h) ---- */
@@ -506,7 +507,7 @@ typedef struct rlt_backend_ops {
 
 /* The version of this interface, bumped whenever this table or a struct it uses changes: librltrain and
  * librltrain_cuda.so are built together, and the registry refuses a module built against another. */
-#define RLT_BACKEND_ABI 12
+#define RLT_BACKEND_ABI 13
 
 
 struct rlt_backend {

@@ -77,9 +77,12 @@ int test_train_config_sets(const char *config, const char *const *sets, const ch
 
 static int print_group_eval(void *user, const rlt_group_report *r) {
     (void)user;
+    /* The long learning tests' progress, as it comes (ctest -V, or a failure's output): time so far and the ETA. */
+    char eta[32] = "?";
+    if (r->eta_s == r->eta_s) snprintf(eta, sizeof eta, "%.0f s", r->eta_s); /* NaN: not known yet */
     if (r->is_eval)
-        printf("step %7lld per seed  eval mean %8.1f  min %8.1f  max %8.1f\n", (long long)(r->env_steps / r->n_members),
-               r->eval_mean, r->eval_min, r->eval_max);
+        printf("step %7lld per seed  eval mean %8.1f  min %8.1f  max %8.1f  | %.0f s, ETA %s\n",
+               (long long)(r->env_steps / r->n_members), r->eval_mean, r->eval_min, r->eval_max, r->elapsed_s, eta);
     fflush(stdout);
     return 0;
 }

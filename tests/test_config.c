@@ -758,7 +758,7 @@ static void check_enum_values(void) {
     CHECK(!strncmp(dump, "algo: td3\nenv:\n", 15) && strstr(dump, "\ndevice: cuda:2\ndevices: []\nprecision: bf16\ntrain:\n") &&
               strstr(dump, "\nreplay:\n  capacity: 100000\n  location: host\n  obs_dtype: fp16\ntd3:\n") &&
               strstr(dump, "\n  double: true\n  loss: mse\n  target_update_every: 500\n") &&
-              strstr(dump, "\n  conv: nature\nmemory:\n") && strstr(dump, "\n  on_oom: cpu\ncheckpoint:\n"),
+              strstr(dump, "\n  conv: nature\nmemory:\n") && strstr(dump, "\n  on_oom: cpu\n  warn_free_mb: 256\ncheckpoint:\n"),
           "enum lines of the dump:\n%s", dump);
     check_dump_stable(c, "all enums");
     rlt_config_free(c);

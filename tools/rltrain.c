@@ -23,8 +23,9 @@
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_NOFIT = 3, EXIT_DEVICE = 4, EXIT_INTERRUPTED = 5 };
 
 static const char *usage_text =
-    "usage: rltrain --config FILE [--set key.path=value]... [--resume CKPT] [--dry-run] [--quiet]\n"
+    "usage: rltrain --config FILE [--set key.path=value]... [--resume CKPT] [--dry-run] [--quiet|-q|-qq]\n"
     "       rltrain plan --config FILE [--set key.path=value]... [--budget-mb N] [--device D] [--json]\n"
+    "                    [--arch sm_XX --gpu-memory SIZE | --gpu NAME] [--others SIZE]\n"
     "\n"
     "Trains a TD3 agent (algo: td3, continuous actions) or a DQN agent (algo: dqn, discrete actions, MLP or\n"
     "convolutional networks) on a built-in environment (env.name) as the YAML config says. Every byte the\n"
@@ -38,10 +39,14 @@ static const char *usage_text =
     "                        several seeds (train.num_seeds, train.seeds) each resumes from its\n"
     "                        out_dir/seed_<seed>/ file of that name\n"
     "  --dry-run             print the resolved config and the memory plan, then exit (0, or 3 if it does not fit)\n"
-    "  --quiet               no progress lines\n"
+    "  --quiet, -q           no progress lines (the resolved config, the memory plan and the closing lines stay)\n"
+    "  -qq (--quiet twice)   only errors, warnings and the closing lines\n"
     "  --help, --version\n"
     "  plan                  the memory plan only (same as --dry-run) and what fits; --budget-mb and --device\n"
-    "                        override those keys; --json prints one JSON document instead (docs/plan_json.md)\n"
+    "                        override those keys; --json prints one JSON document instead (docs/plan_json.md);\n"
+    "                        --arch sm_75 --gpu-memory 6GiB [--others 5.4GiB] (or --gpu t4, a10, l4, a100-40,\n"
+    "                        h100, ...) plans for that GPU without one: the arena exactly, the context and\n"
+    "                        library handles from a table (docs/described_gpu.md)\n"
     "\n"
     "One process per GPU: under torchrun (RANK, WORLD_SIZE, LOCAL_RANK), srun (SLURM_PROCID, SLURM_NTASKS,\n"
     "SLURM_LOCALID) or mpirun (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK) with device: cuda, each process is one\n"
@@ -96,15 +101,52 @@ static int print_progress(void *user, const rlt_progress *p) {
     fmt_time(eta, sizeof eta, p->eta_s);
     if (isnan(p->last_eval_return)) snprintf(ev, sizeof ev, "-");
     else snprintf(ev, sizeof ev, "%.1f (best %.1f)", p->last_eval_return, p->best_eval_return);
-    printf("%s step %lld/%lld | episodes %lld | last return %.1f | eval %s | %.0f updates/s | %.0f steps/s | %s | ETA %s\n",
+    char gpu[96] = ""; /* GPU runs: the device's free memory and the co-tenants' (a simulator beside the run) */
+    if (!isnan(p->device_free_mib))
+        snprintf(gpu, sizeof gpu, " | GPU free %.0f MiB, others %.0f MiB", p->device_free_mib, p->cotenants_mib);
+    printf("%s step %lld/%lld | episodes %lld | last return %.1f | eval %s | %.0f updates/s | %.0f steps/s | %s | ETA %s%s\n",
            p->is_eval ? "[eval]" : "      ", (long long)p->env_steps, (long long)p->total_steps, (long long)p->episodes,
-           isnan(p->last_episode_return) ? 0.0 : p->last_episode_return, ev, p->updates_per_s, p->env_steps_per_s, el, eta);
+           isnan(p->last_episode_return) ? 0.0 : p->last_episode_return, ev, p->updates_per_s, p->env_steps_per_s, el, eta,
+           gpu);
     fflush(stdout);
     return 0;
 }
 
+/* One argument as a POSIX shell reads it back: as it is when it holds only safe characters, else in single quotes. */
+static void print_shell_word(const char *a) {
+    int plain = *a != '\0';
+    for (const char *c = a; *c && plain; c++)
+        plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("_-./=:,+@%", *c);
+    if (plain) {
+        fputs(a, stdout);
+        return;
+    }
+    putchar('\'');
+    for (const char *c = a; *c; c++)
+        if (*c == '\'') fputs("'\\''", stdout);
+        else putchar(*c);
+    putchar('\'');
+}
+
+/* The command that continues this run: the same arguments (every --set), --resume RESUME in place of any other. */
+static void print_resume_command(int argc, char **argv, const char *resume) {
+    print_shell_word(argv[0]);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--resume")) {
+            i++;
+            continue;
+        }
+        putchar(' ');
+        print_shell_word(argv[i]);
+    }
+    fputs(" --resume ", stdout);
+    print_shell_word(resume);
+}
+
 static rlt_trainer *g_running; /* the trainer a signal asks to stop */
 static rlt_group *g_group;     /* or the seed group */
+static int g_argc;             /* the command line, for the command that resumes */
+static char **g_argv;
 
 static void on_signal(int sig) {
     (void)sig;
@@ -211,7 +253,7 @@ static int group_command(rlt_config *cfg, const char *config_path, const char *r
                          char *text, size_t cap) {
     rlt_group *g = NULL;
     int rc = rlt_group_init(cfg, &g);
-    if (g && rlt_group_plan_format(g, text, cap) > 0) printf("%s\n", text);
+    if (g && (quiet < 2 || rc == RLT_ENOFIT) && rlt_group_plan_format(g, text, cap) > 0) printf("%s\n", text);
     /* A data-parallel run is a group whose members are ranks (one per device) of one run, in out_dir/rank_<k>/. */
     const int dp = g && rlt_group_ranks(g) > 0;
     const char *members = dp ? "ranks" : "seeds", *member_dir = dp ? "rank_<k>" : "seed_<seed>";
@@ -265,9 +307,11 @@ static int group_command(rlt_config *cfg, const char *config_path, const char *r
                    "%s/summary.csv\n", rlt_group_out_dir(g), member_dir, best_ckpt ? ", best.ckpt" : "",
                    rlt_group_out_dir(g));
         }
-        if (rc == RLT_EINTERRUPTED)
-            printf("interrupted: continue with  rltrain --config %s --resume final.ckpt  (each %s from its "
-                   "%s/%s/final.ckpt)\n", config_path, dp ? "rank" : "seed", rlt_group_out_dir(g), member_dir);
+        if (rc == RLT_EINTERRUPTED) {
+            printf("interrupted: continue with  ");
+            print_resume_command(g_argc, g_argv, "final.ckpt");
+            printf("  (each %s from its %s/%s/final.ckpt)\n", dp ? "rank" : "seed", rlt_group_out_dir(g), member_dir);
+        }
         g_group = NULL;
     } else if (rc != RLT_OK) {
         say_error("rltrain: %s: %s\n", rlt_strerror(rc), g ? rlt_group_errmsg(g) : "out of memory");
@@ -323,6 +367,15 @@ static int plan_command(rlt_config *cfg, char *text, size_t cap) {
     if (seeds > 0)
         printf("  %d seeds (a seed group)  %.2f MiB (%d x %.2f MiB) -> %s\n", seeds, mib(f.need_bytes) * seeds, seeds,
                mib(f.need_bytes), group_fits ? "fits" : "DOES NOT FIT");
+    /* The seed count that fits, as --dry-run's refusal says it; the answers below are for one seed. */
+    if (seeds > 0 && !group_fits && f.need_bytes > 0) {
+        long long most = (long long)(f.limit_bytes / f.need_bytes);
+        if (most > 0)
+            printf("  train.num_seeds          %lld fit (hint: train.num_seeds: %lld, or memory.budget_mb: %.0f for %d)\n",
+                   most, most, ceil(mib(f.need_bytes) * seeds), seeds);
+        else
+            printf("  train.num_seeds          none: not even 1 seed fits (the answers below are for one seed)\n");
+    }
     /* 0 means that not even the smallest value fits: say so instead of proposing 0. */
     if (f.max_batch_size > 0) printf("  largest train.batch_size %d (one micro-batch)\n", f.max_batch_size);
     else printf("  largest train.batch_size none: not even 1 fits (with replay.capacity %s)\n", capacity);
@@ -356,6 +409,82 @@ static int plan_command(rlt_config *cfg, char *text, size_t cap) {
     rlt_config_free(cfg);
     free(text);
     return f.fits && group_fits ? EXIT_OK : EXIT_NOFIT;
+}
+
+/* ---- a described GPU for `rltrain plan` (--arch, --gpu-memory, --others, --gpu) ---------------------- */
+
+/* "6GiB", "5.4 GiB", "6144MiB", "6GB", "512M", plain bytes: bytes into *out; 0 when the text is none of them. */
+static int parse_size(const char *text, uint64_t *out) {
+    char *end;
+    double v = strtod(text, &end);
+    while (*end == ' ') end++;
+    double unit = !*end || !strcmp(end, "B") ? 1.0
+                  : !strcmp(end, "KiB") || !strcmp(end, "K") ? 1024.0
+                  : !strcmp(end, "MiB") || !strcmp(end, "M") ? 1048576.0
+                  : !strcmp(end, "GiB") || !strcmp(end, "G") ? 1073741824.0
+                  : !strcmp(end, "KB") ? 1e3 : !strcmp(end, "MB") ? 1e6 : !strcmp(end, "GB") ? 1e9 : 0.0;
+    if (end == text || unit == 0.0 || !(v >= 0) || v * unit > 1e15) return 0;
+    *out = (uint64_t)(v * unit + 0.5);
+    return 1;
+}
+
+/* Named GPUs for --gpu: the architecture and the memory nvidia-smi shows as the total (MiB). */
+static const struct { const char *name; int32_t arch; uint64_t mib; } k_gpus[] = {
+    {"t4", 75, 15360},       {"rtx2080", 75, 8192},  {"rtx3060", 86, 12288}, {"a10", 86, 23028},
+    {"l4", 89, 23034},       {"rtx4090", 89, 24564}, {"a100-40", 80, 40960}, {"a100-80", 80, 81920},
+    {"h100", 90, 81559},     {"h200", 90, 143771},
+};
+
+/* --arch sm_75 (or 75, 7.5): the compute capability as major * 10 + minor; 0 when it is none. */
+static int32_t parse_arch(const char *text) {
+    if (!strncmp(text, "sm_", 3)) text += 3;
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end) return 0;
+    return strchr(text, '.') ? (int32_t)(v * 10 + 0.5) : (int32_t)v;
+}
+
+/* Applies --gpu / --arch / --gpu-memory / --others to cfg (rlt_config_describe_gpu); EXIT_OK or a usage error. */
+static int describe_gpu(rlt_config *cfg, const char *gpu, const char *arch, const char *memory, const char *others) {
+    int32_t a = 0;
+    uint64_t mem = 0, oth = 0;
+    if (gpu) {
+        size_t i = 0;
+        while (i < sizeof k_gpus / sizeof k_gpus[0] && strcmp(k_gpus[i].name, gpu)) i++;
+        if (i == sizeof k_gpus / sizeof k_gpus[0]) {
+            say_error("rltrain: --gpu %s: not a known GPU; known: t4, rtx2080, rtx3060, a10, l4, rtx4090, a100-40, "
+                      "a100-80, h100, h200 (or give --arch and --gpu-memory)\n", gpu);
+            return EXIT_USAGE;
+        }
+        a = k_gpus[i].arch, mem = k_gpus[i].mib << 20;
+    }
+    if (arch && !(a = parse_arch(arch))) {
+        say_error("rltrain: --arch %s: give the compute capability, such as sm_75, sm_86 or sm_90\n", arch);
+        return EXIT_USAGE;
+    }
+    if (memory && !parse_size(memory, &mem)) {
+        say_error("rltrain: --gpu-memory %s: give a size such as 6GiB or 6144MiB\n", memory);
+        return EXIT_USAGE;
+    }
+    if (others && !parse_size(others, &oth)) {
+        say_error("rltrain: --others %s: give a size such as 5.4GiB\n", others);
+        return EXIT_USAGE;
+    }
+    if (!a || !mem) {
+        say_error("rltrain: a described GPU needs --arch and --gpu-memory (or --gpu NAME)\n");
+        return EXIT_USAGE;
+    }
+    char device[32] = "";
+    rlt_config_get(cfg, "device", device, sizeof device);
+    if (!strcmp(device, "cpu")) {
+        say_error("rltrain: the described GPU is for device cuda; add --device cuda\n");
+        return EXIT_USAGE;
+    }
+    if (rlt_config_describe_gpu(cfg, mem, a, oth) != RLT_OK) {
+        say_error("rltrain: %s\n", rlt_config_errmsg(cfg));
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
 }
 
 /* `rltrain plan --json`: the same answers as one JSON document on stdout (docs/plan_json.md), nothing else
@@ -410,8 +539,11 @@ __attribute__((section(".preinit_array"), used)) static void (*const preinit_bla
 
 int main(int argc, char **argv) {
     const char *config_path = NULL, *resume_path = NULL;
+    const char *gpu = NULL, *gpu_arch = NULL, *gpu_memory = NULL, *gpu_others = NULL; /* a described GPU (plan) */
     int dry_run = 0, quiet = 0, json = 0, argi = 1;
     setvbuf(stdout, NULL, _IOLBF, 0); /* whole lines, in order with stderr (see the top of this file) */
+    g_argc = argc;
+    g_argv = argv;
     if (argc > 1 && strcmp(argv[1], "plan") == 0) {
         dry_run = 1;
         argi = 2;
@@ -442,11 +574,31 @@ int main(int argc, char **argv) {
                 rlt_config_free(cfg);
                 return EXIT_USAGE;
             }
+            /* `--set train.batch_size 64`: the value went into an argument of its own. */
+            if (!strcmp(argv[i], "--set") && !strchr(argv[i + 1], '=')) {
+                int spaced = i + 2 < argc && strncmp(argv[i + 2], "--", 2) != 0;
+                say_error("rltrain: --set takes key=value as one argument, such as --set %s=%s%s\n", argv[i + 1],
+                          spaced ? argv[i + 2] : "VALUE", spaced ? " (with '=', not a space)" : "");
+                rlt_config_free(cfg);
+                return EXIT_USAGE;
+            }
             i++;
+        } else if (argi == 2 && (!strcmp(argv[i], "--gpu") || !strcmp(argv[i], "--arch") ||
+                                 !strcmp(argv[i], "--gpu-memory") || !strcmp(argv[i], "--others"))) {
+            if (i + 1 >= argc) {
+                say_error("rltrain: %s needs a value\n\n%s", argv[i], usage_text);
+                rlt_config_free(cfg);
+                return EXIT_USAGE;
+            }
+            const char **slot = !strcmp(argv[i], "--gpu") ? &gpu : !strcmp(argv[i], "--arch") ? &gpu_arch
+                                : !strcmp(argv[i], "--gpu-memory") ? &gpu_memory : &gpu_others;
+            *slot = argv[++i];
         } else if (!strcmp(argv[i], "--dry-run")) {
             dry_run = 1;
-        } else if (!strcmp(argv[i], "--quiet")) {
-            quiet = 1;
+        } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
+            quiet++;
+        } else if (!strcmp(argv[i], "-qq")) {
+            quiet += 2;
         } else if (!strcmp(argv[i], "--json") && argi == 2) {
             json = 1;
         } else if (!strcmp(argv[i], "--json")) {
@@ -472,7 +624,12 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--set")) key = "";
         else if (!strcmp(argv[i], "--budget-mb")) key = "memory.budget_mb=";
         else if (!strcmp(argv[i], "--device")) key = "device=";
-        else { if (!strcmp(argv[i], "--config") || !strcmp(argv[i], "--resume")) i++; continue; }
+        else {
+            if (!strcmp(argv[i], "--config") || !strcmp(argv[i], "--resume") || !strcmp(argv[i], "--gpu") ||
+                !strcmp(argv[i], "--arch") || !strcmp(argv[i], "--gpu-memory") || !strcmp(argv[i], "--others"))
+                i++;
+            continue;
+        }
         const char *value = argv[++i];
         char *assign = text_buffer(strlen(key) + strlen(value) + 1);
         snprintf(assign, strlen(key) + strlen(value) + 1, "%s%s", key, value);
@@ -489,18 +646,25 @@ int main(int argc, char **argv) {
         rlt_config_free(cfg);
         return exit_code_for(rc == RLT_EIO ? RLT_ECONFIG : rc);
     }
+    if (gpu || gpu_arch || gpu_memory || gpu_others) {
+        int urc = describe_gpu(cfg, gpu, gpu_arch, gpu_memory, gpu_others);
+        if (urc != EXIT_OK) {
+            rlt_config_free(cfg);
+            return urc;
+        }
+    }
     if (json) return plan_json_command(cfg);
     size_t cap = 1 << 16;
     char *text = text_buffer(cap);
     rlt_config_dump(cfg, text, cap);
-    printf("resolved config (%s):\n%s\n", config_path, text);
+    if (quiet < 2 || argi == 2) printf("resolved config (%s):\n%s\n", config_path, text);
     if (argi == 2) return plan_command(cfg, text, cap);
     if (rlt_group_count(cfg) > 0) return group_command(cfg, config_path, resume_path, dry_run, quiet, text, cap);
 
     rlt_trainer *tr = NULL;
     rc = rlt_trainer_init(cfg, &tr);
     rlt_plan_summary ps;
-    if (tr && rlt_trainer_memory_plan(tr, &ps, NULL) == RLT_OK && ps.n_entries > 0) {
+    if (tr && rlt_trainer_memory_plan(tr, &ps, NULL) == RLT_OK && ps.n_entries > 0 && (quiet < 2 || rc == RLT_ENOFIT)) {
         rlt_trainer_plan_format(tr, text, cap);
         printf("%s\n", text);
     }
@@ -534,6 +698,8 @@ int main(int argc, char **argv) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    rlt_progress p0;
+    rlt_trainer_progress(tr, &p0); /* a resumed run's counts at its start */
     rc = rlt_trainer_run(tr, quiet ? NULL : print_progress, NULL);
     rlt_progress p;
     rlt_trainer_progress(tr, &p);
@@ -541,15 +707,26 @@ int main(int argc, char **argv) {
     /* The library returns OK or EINTERRUPTED only when every output was written; after another failure it
      * logs what it wrote. */
     if (rc == RLT_OK || rc == RLT_EINTERRUPTED) {
-        printf("finished: %lld env steps, %lld updates in %.1fs (%.0f updates/s); final eval %.1f, best %.1f\n",
-               (long long)p.env_steps, (long long)p.updates, p.elapsed_s, p.updates_per_s, p.last_eval_return,
-               p.best_eval_return);
+        if (resume_path) /* the rate is this process's: its updates over its time */
+            printf("finished: %lld env steps, %lld updates (%lld of them in %.1fs since the resume at step %lld, %.0f "
+                   "updates/s); final eval %.1f, best %.1f\n", (long long)p.env_steps, (long long)p.updates,
+                   (long long)(p.updates - p0.updates), p.elapsed_s, (long long)p0.env_steps, p.updates_per_s,
+                   p.last_eval_return, p.best_eval_return);
+        else
+            printf("finished: %lld env steps, %lld updates in %.1fs (%.0f updates/s); final eval %.1f, best %.1f\n",
+                   (long long)p.env_steps, (long long)p.updates, p.elapsed_s, p.updates_per_s, p.last_eval_return,
+                   p.best_eval_return);
         const int best_ckpt = config_flag(cfg, "checkpoint.best");
         printf("outputs written to %s/ (config.yaml, metrics.csv, summary.json, final.ckpt%s)\n", rlt_trainer_out_dir(tr),
                best_ckpt ? ", best.ckpt" : "");
     }
-    if (rc == RLT_EINTERRUPTED)
-        printf("interrupted: continue with  rltrain --config %s --resume %s/final.ckpt\n", config_path, rlt_trainer_out_dir(tr));
+    if (rc == RLT_EINTERRUPTED) {
+        char resume[1100];
+        snprintf(resume, sizeof resume, "%s/final.ckpt", rlt_trainer_out_dir(tr));
+        printf("interrupted: continue with  ");
+        print_resume_command(g_argc, g_argv, resume);
+        printf("\n");
+    }
     rlt_trainer_free(tr);
     rlt_config_free(cfg);
     free(text);

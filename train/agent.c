@@ -294,7 +294,11 @@ int agent_prepare(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
     char why[512] = "";
     ag->bk.lanes = ag->cfg.lanes;
     ag->bk.seeds = ag->cfg.batch_seeds;
-    RLT_TRY(rlt_backend_open_device(&ag->bk, e, config_device(&ag->cfg), ag->cfg.cpu.threads, why, sizeof why));
+    /* A described GPU (rltrain plan --arch) stands in for `cuda` and `auto`: it plans, and cannot reserve. */
+    if (ag->cfg.gpu_desc.arch && config_device(&ag->cfg).kind != RLT_DEVICE_CPU)
+        RLT_TRY(rlt_backend_open_described(&ag->bk, e, &ag->cfg.gpu_desc));
+    else
+        RLT_TRY(rlt_backend_open_device(&ag->bk, e, config_device(&ag->cfg), ag->cfg.cpu.threads, why, sizeof why));
     ag->backend_open = 1;
     /* A data-parallel rank: its gradient averages go through the group's communicator from the first capture. */
     if (ag->cfg.comm)

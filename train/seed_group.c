@@ -701,9 +701,17 @@ static void group_report_locked(const rlt_group *g, rlt_group_report *r) {
     if (r->n_evaluated) r->eval_mean = sum / r->n_evaluated;
     double end = g->t_end > 0 ? g->t_end : now_s();
     r->elapsed_s = g->t0 > 0 ? end - g->t0 : 0.0;
-    r->updates_per_s = r->elapsed_s > 0 ? r->updates / r->elapsed_s : 0.0;
-    r->env_steps_per_s = r->elapsed_s > 0 ? r->env_steps / r->elapsed_s : 0.0;
-    r->eta_s = r->env_steps > 0 ? r->elapsed_s * (double)(r->total_steps - r->env_steps) / r->env_steps : NAN;
+    /* The members' own rates and ETAs (train/trainer.c: what this process did, the ETA from the steps since the
+     * first update): a resumed group's earlier updates took another process's time. The group ends with its last
+     * member; one that cannot tell yet leaves the group's ETA unknown. */
+    r->eta_s = 0.0;
+    for (int32_t k = 0; k < g->n; k++) {
+        const rlt_progress *p = &g->m[k].snap;
+        r->updates_per_s += p->updates_per_s;
+        r->env_steps_per_s += p->env_steps_per_s;
+        if (isnan(p->eta_s) || isnan(r->eta_s)) r->eta_s = NAN;
+        else if (p->eta_s > r->eta_s) r->eta_s = p->eta_s;
+    }
 }
 
 int rlt_group_progress(const rlt_group *g, rlt_group_report *out) {

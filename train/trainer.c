@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -108,6 +109,14 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
         else rlt_err_set(e, rc, __FILE__, __LINE__, "out of host memory for the agent");
         return rc;
     }
+    /* A run that ends before its first update only takes random (or epsilon) actions: never what was meant. The
+     * algorithm names the key (agents/algo.h); its value is read like any key's. */
+    const char *first_key = tr->agent->algo->first_update_key;
+    char first[32] = "";
+    if (first_key && rlt_config_get(c, first_key, first, sizeof first) > 0 && c->train.total_steps <= strtoll(first, NULL, 10))
+        rlt_log(RLT_LOG_WARN, "train.total_steps %lld is not above %s %s: the run makes no update and its policy stays "
+                "the initial one; raise train.total_steps or lower %s", (long long)c->train.total_steps, first_key, first,
+                first_key);
     /* A replay smaller than the run trains the end of it on recent data only, which changes learning: say so
      * (the TD3 and DQN reference codes keep 1,000,000 transitions). */
     if (c->train.total_steps > c->replay.capacity)
@@ -128,6 +137,8 @@ static int trainer_init(const rlt_config *cfg, const rlt_env_callbacks *user_env
     tr->prog.last_eval_return = NAN;
     tr->prog.best_eval_return = NAN;
     tr->prog.last_episode_return = NAN;
+    tr->prog.device_free_mib = NAN; /* GPU runs fill them (trainer_watch_device) */
+    tr->prog.cotenants_mib = NAN;
     return trainer_setup(tr, user_env);
 }
 
@@ -258,13 +269,52 @@ static int trainer_evaluate(rlt_trainer *tr, double *mean) {
     return RLT_OK;
 }
 
+/* 1 on a GPU run: the device columns of metrics.csv and the progress line's GPU figures. */
+int trainer_on_gpu(const rlt_trainer *tr) { return tr->agent && !tr->agent->plan.device_is_host; }
+
+/* GPU runs, for a GPU shared with a simulator: the device's free memory and what other processes hold on it
+ * (its memory less the free and this process's context and arena), measured with the backend's measure_memory at
+ * most once a second (NVML and cudaMemGetInfo: no allocation, no sync), and one warning when the free memory falls
+ * under memory.warn_free_mb: the arena is reserved and cannot be taken away, but the process beside it may fail. */
+static void trainer_watch_device(rlt_trainer *tr, double now) {
+    rlt_backend *bk = &tr->agent->bk;
+    if (!trainer_on_gpu(tr) || !bk->ops->measure_memory || (tr->mem_t > 0 && now - tr->mem_t < 1.0)) return;
+    tr->mem_t = now;
+    if (bk->ops->measure_memory(bk) != RLT_OK) return; /* the last figures stay */
+    const double mib = 1024.0 * 1024.0, mine = (double)bk->context_bytes + (double)agent_plan_need(tr->agent);
+    const double others = (double)bk->device_total - (double)bk->device_free - mine;
+    tr->prog.device_free_mib = (double)bk->device_free / mib;
+    tr->prog.cotenants_mib = others > 0 ? others / mib : 0.0;
+    if (!tr->mem_warned && tr->cfg.memory.warn_free_mb > 0 && tr->prog.device_free_mib < tr->cfg.memory.warn_free_mb) {
+        tr->mem_warned = 1;
+        rlt_log(RLT_LOG_WARN, "the GPU has %.0f MiB free at step %lld (other processes hold %.0f MiB, this one %.0f MiB): "
+                "under memory.warn_free_mb %.0f. This run's arena is reserved and cannot be taken away, but a process "
+                "beside it (a simulator) may fail to allocate; said once", tr->prog.device_free_mib,
+                (long long)tr->prog.env_steps, tr->prog.cotenants_mib, mine / mib, tr->cfg.memory.warn_free_mb);
+    }
+}
+
+/* The device columns of a metrics.csv row on a GPU run (nothing on the CPU, whose columns stay as they were). */
+int trainer_device_cells(rlt_trainer *tr) {
+    if (!trainer_on_gpu(tr)) return RLT_OK;
+    return out_writer_printf(&tr->metrics, &tr->err, ",%.1f,%.1f", tr->prog.device_free_mib, tr->prog.cotenants_mib);
+}
+
 static void trainer_tick(rlt_trainer *tr) {
     rlt_progress *p = &tr->prog;
-    p->elapsed_s = now_s() - tr->t0;
+    const double now = now_s();
+    trainer_watch_device(tr, now);
+    p->elapsed_s = now - tr->t0;
     p->updates = tr->agent->updates;
-    p->updates_per_s = p->elapsed_s > 0 ? p->updates / p->elapsed_s : 0;
-    p->env_steps_per_s = p->elapsed_s > 0 ? p->env_steps / p->elapsed_s : 0;
-    p->eta_s = p->env_steps > 0 ? p->elapsed_s * (double)(p->total_steps - p->env_steps) / p->env_steps : NAN;
+    /* Rates count what this process did: a resumed run's earlier updates took another process's time. */
+    p->updates_per_s = p->elapsed_s > 0 ? (double)(p->updates - tr->updates0) / p->elapsed_s : 0;
+    p->env_steps_per_s = p->elapsed_s > 0 ? (double)(p->env_steps - tr->steps0) / p->elapsed_s : 0;
+    /* The ETA from the steps since the first update: the random-action steps before it are many times faster, and
+     * an ETA from them was a fraction of the time taken. Unknown (NaN) until updates run. */
+    if (p->updates > tr->updates0 && tr->learn_t <= 0) tr->learn_t = now, tr->learn_step = p->env_steps;
+    const int64_t learned = p->env_steps - tr->learn_step;
+    p->eta_s = tr->learn_t > 0 && learned > 0 ? (now - tr->learn_t) * (double)(p->total_steps - p->env_steps) / (double)learned
+             : p->env_steps >= p->total_steps ? 0.0 : NAN;
 }
 
 static int trainer_report(rlt_trainer *tr, rlt_progress_fn fn, void *user, int is_eval, double *next_report) {
@@ -347,8 +397,10 @@ static int trainer_after_step(rlt_trainer *tr, int64_t step, rlt_progress_fn fn,
         /* fp16's loss scaler: its scale and the optimiser steps it skipped (empty in other precisions). */
         rlt_amp_state amp;
         RLT_TRY(agent_call(tr, agent_read_amp(tr->agent, &amp)));
-        if (tr->agent->amp) RLT_TRY(out_writer_printf(&tr->metrics, e, "%.6g,%lld\n", amp.scale, (long long)amp.skipped));
-        else RLT_TRY(out_writer_printf(&tr->metrics, e, ",\n"));
+        if (tr->agent->amp) RLT_TRY(out_writer_printf(&tr->metrics, e, "%.6g,%lld", amp.scale, (long long)amp.skipped));
+        else RLT_TRY(out_writer_printf(&tr->metrics, e, ","));
+        RLT_TRY(trainer_device_cells(tr));
+        RLT_TRY(out_writer_printf(&tr->metrics, e, "\n"));
         RLT_TRY(out_writer_flush(&tr->metrics, e));
         /* The best policy so far: this step's checkpoint without the replay (a few MiB at most, where the replay
          * can be GiB), written over the last one. */
@@ -454,6 +506,7 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
                                       (long long)p->updates, p->elapsed_s));
             for (int32_t j = 0; j < tr->agent->algo->n_loss_columns + 2; j++)
                 RLT_TRY(out_writer_printf(&tr->metrics, e, ","));
+            RLT_TRY(trainer_device_cells(tr));
             RLT_TRY(out_writer_printf(&tr->metrics, e, "\n"));
             /* Each row reaches the file when it is complete: a killed run keeps every finished row. */
             RLT_TRY(out_writer_flush(&tr->metrics, e));
@@ -579,9 +632,13 @@ static int trainer_finish(rlt_trainer *tr, int rc) {
     long long step = (long long)tr->prog.env_steps;
     if (orc == RLT_OK) {
         tr->err = loop_err;
+        /* A user environment without save_state leaves its state out of final.ckpt, which then does not resume. */
         if (!loop_ok)
             rlt_log(RLT_LOG_INFO, "outputs up to step %lld written to %s/ (summary.json status \"failed\"; final.ckpt "
-                    "resumes from there)", step, tr->cfg.out_dir);
+                    "%s)", step, tr->cfg.out_dir, tr->user_env && !tr->user_state_bytes ? "holds the agent, but not the "
+                    "environment's state, so it does not resume" : tr->user_env ? "resumes from there with the same "
+                    "environment: rltrain.gym.train(..., resume=\"OUT_DIR/final.ckpt\") or python -m rltrain.gym ... "
+                    "--resume OUT_DIR/final.ckpt for a Gymnasium one" : "resumes from there: rltrain --resume");
         return rc;
     }
     if (loop_ok) {
@@ -604,6 +661,9 @@ int rlt_trainer_run(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
     char path[600];
     tr->t0 = now_s();
     tr->prog.total_steps = c->train.total_steps;
+    tr->steps0 = tr->prog.env_steps;
+    tr->updates0 = tr->agent->updates;
+    tr->learn_t = 0.0;
     RLT_TRY(trainer_prepare_out_dir(tr));
     RLT_TRY(out_mkdirs(e, c->out_dir));
     snprintf(path, sizeof path, "%s/config.yaml", c->out_dir);

@@ -38,6 +38,14 @@ struct rlt_trainer {
     char *dump;                     /* resolved config text */
     rlt_progress prog;
     double t0;
+    /* This process's share of the run, for rates and the ETA: the step and update counts it started at (a
+     * resumed run's), and the time and step of its first update (random-action steps cost far less). */
+    int64_t steps0, updates0, learn_step;
+    double learn_t;
+    /* GPU runs: when the device's memory was last measured (trainer_watch_device), and whether the low-memory
+     * warning was given. */
+    double mem_t;
+    int32_t mem_warned;
     out_writer metrics;
     /* Loop state that a checkpoint carries. */
     double *ep_ret;  /* per training environment: the current episode's return and length */
@@ -59,6 +67,9 @@ int trainer_save(struct rlt_trainer *tr, const char *path, int include_replay);
  * in out_dir, the same file with the rows up to the checkpoint's step (later ones, from the run that went on
  * past it, are dropped), replaced atomically; rows are then appended. */
 int trainer_open_metrics(struct rlt_trainer *tr);
+/* 1 on a GPU run; the device columns of a metrics.csv row (device_free_mib, cotenants_mib; none on the CPU). */
+int trainer_on_gpu(const struct rlt_trainer *tr);
+int trainer_device_cells(struct rlt_trainer *tr);
 /* RLT_ECONFIG (the message rlt_trainer_run would give) when out_dir holds an earlier run's outputs that this
  * run may not replace; nothing is changed. A seed group asks every member before any of them starts. */
 int trainer_check_out_dir(struct rlt_trainer *tr);

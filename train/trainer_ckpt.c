@@ -361,7 +361,8 @@ static int metrics_header(rlt_trainer *tr, out_writer *w) {
     const rlt_algo *algo = tr->agent->algo;
     RLT_TRY(out_writer_printf(w, &tr->err, "kind,env_step,episode,return,length,updates,wall_s,"));
     for (int32_t k = 0; k < algo->n_loss_columns; k++) RLT_TRY(out_writer_printf(w, &tr->err, "%s,", algo->loss_columns[k]));
-    return out_writer_printf(w, &tr->err, "loss_scale,amp_skipped\n");
+    /* GPU runs: the device's free memory and the other processes' on it (trainer.c, trainer_watch_device). */
+    return out_writer_printf(w, &tr->err, "loss_scale,amp_skipped%s\n", trainer_on_gpu(tr) ? ",device_free_mib,cotenants_mib" : "");
 }
 
 /* A row the run kept: "kind,<env_step>,..." with env_step up to the checkpoint's step. A torn last line

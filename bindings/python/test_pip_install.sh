@@ -63,6 +63,11 @@ EOF
     echo "test_pip_install.sh: rltrain-plot wrote $n evaluation rows, expected 3" >&2
     exit 1
   fi
+  # The native CLI comes with the package: `rltrain`, with the bundled library, from outside the source tree.
+  (cd "$work" && "$venv/bin/rltrain" --version | grep -q "^rltrain ") ||
+    { echo "test_pip_install.sh: the package's rltrain command does not run" >&2; exit 1; }
+  (cd "$work" && "$venv/bin/rltrain" plan --config "$here/../../configs/td3_lowmem.yaml" --device cpu >/dev/null) ||
+    { echo "test_pip_install.sh: rltrain plan from the package failed" >&2; exit 1; }
 }
 
 echo "== pip install $here (fresh venv, RLTRAIN_LIBRARY unset)"

@@ -129,7 +129,7 @@ int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape
     CUDA_CHECK(bk, cudaSetDevice(c->device));
     cuda_conv_slot *sl = &c->conv_slots[slot];
     memset(sl, 0, sizeof *sl);
-    sl->gemm = s->dtype == RLT_LP_F32;
+    sl->gemm = cuda_rule_conv_calls_blas(s->dtype); /* the plan's rule (cuda_plan_rules.h) */
     sl->s = *s;
     if (sl->gemm) {
         RLT_TRY(cuda_conv_gemm_prepare(bk, s, &sl->ws_bytes));

@@ -30,12 +30,11 @@ static const char *const k_device_hint =
  * takes its workspace per call from the first 4 MiB of the current lane's slice, on every lane alike. That is
  * the workspace for ops of any shape (workspace_bytes); an agent's plan has one only when some op of it calls
  * cuBLAS (plan_workspace), and no cuBLAS handle at all otherwise. */
-static uint64_t cuda_lane0_workspace(const cuda_impl *c) { return (c && c->cc_major >= 9) ? 32ull << 20 : 4ull << 20; }
+static uint64_t cuda_lane0_workspace(const cuda_impl *c) { return cuda_rule_lane0_workspace(c ? c->cc_major : 0); }
 
 static uint64_t cuda_workspace_bytes(rlt_backend *bk) {
     cuda_impl *c = cuda_get(bk);
-    int32_t lanes = c ? c->n_lanes : 1;
-    return cuda_lane0_workspace(c) + (uint64_t)(lanes - 1) * CUDA_SIDE_WORKSPACE;
+    return cuda_rule_workspace_bytes(c ? c->cc_major : 0, c ? c->n_lanes : 1);
 }
 
 static int cuda_measure_memory(rlt_backend *bk);
@@ -194,9 +193,7 @@ int cuda_blas_ensure(rlt_backend *bk) {
 /* Dense layers whose products go to the library: the 16-bit ones and those beyond linear.cu's kernels. They run on
  * cuBLASLt (gemm_lt.c), with cuBLAS as its fallback. */
 static int cuda_plan_dense_library(const cuda_impl *c, const rlt_op_use *use) {
-    if (use->dense_lp) return 1;
-    return use->dense_rows > 0 &&
-           cuda_linear_calls_blas(use->dense_rows, use->dense_in, use->dense_out, c->max_seeds, use->dense_tf32);
+    return cuda_rule_dense_library(use, c->max_seeds);
 }
 
 static int cuda_plan_calls_blas(const cuda_impl *c, const rlt_op_use *use) {
@@ -234,11 +231,11 @@ static int cuda_measure_memory(rlt_backend *bk) {
     CUDA_CHECK(bk, cudaSetDevice(c->device));
     uint64_t held = 0;
     RLT_TRY(cuda_procmem_now(bk, &held));
-    if (!c->reserved_bytes) {
-        size_t free_b = 0, total_b = 0;
-        CUDA_CHECK(bk, cudaMemGetInfo(&free_b, &total_b));
-        bk->device_free = free_b;
-    }
+    /* The device's free memory now, also while training (the trainer's watch of a shared GPU); the plan keeps its
+     * own figure from before the reservation. */
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(bk, cudaMemGetInfo(&free_b, &total_b));
+    bk->device_free = free_b;
     /* cudaMalloc rounds the arena up to its page size: what the rounding takes counts as context. */
     bk->context_bytes = held > c->reserved_bytes ? held - c->reserved_bytes : 0;
     bk->handle_bytes = c->handle_bytes < bk->context_bytes ? c->handle_bytes : bk->context_bytes;
@@ -292,9 +289,7 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
     c->capturing = -1;
     /* The one developer switch, read once here (see cuda_ops.h), and the caller's limit (bk->lanes, a seed group's
      * members sharing the GPU): they change the schedule, never the results. */
-    const char *lanes = getenv("RLT_CUDA_LANES");
-    c->n_lanes = lanes && strcmp(lanes, "1") == 0 ? 1 : RLT_BACKEND_MAX_LANES;
-    if (bk->lanes > 0 && bk->lanes < c->n_lanes) c->n_lanes = bk->lanes;
+    c->n_lanes = cuda_rule_lanes(getenv("RLT_CUDA_LANES"), bk->lanes);
     const char *sblas = getenv("RLT_CUDA_SEEDS_BLAS");
     c->seeds_blas = !(sblas && strcmp(sblas, "0") == 0);
     bk->impl = c;

@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -22,6 +23,7 @@ extern "C" {
 #endif
 
 #include "../backend.h"
+#include "cuda_plan_rules.h" /* the plan's rules: library layers, lanes, workspace (shared with kernels/described/) */
 
 /* Threads per block for the elementwise kernels. Reductions use their own fixed block size (losses.cu):
  * the summation order must not depend on the device. */
@@ -301,9 +303,6 @@ int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s, float *dx,
 /* Creates the cuBLAS handle on first need (at init, before the seal): bound to lane 0 with the lanes' workspace
  * (none until set_workspace), so cuBLAS never takes a workspace of its own. Its cost goes to handle_bytes. */
 int cuda_blas_ensure(rlt_backend *bk);
-/* 1 when linear_forward or linear_backward of this shape may call cuBLAS (linear.cu: layers beyond its
- * kernels' K, and with seeds > 1 agents batched, the products that go to the library's batched GEMM). */
-int cuda_linear_calls_blas(int32_t rows, int32_t fi, int32_t fo, int32_t seeds, int32_t tf32);
 /* process_memory.c: open reads NVML's figures before the context exists (call it before cudaSetDevice);
  * context_made picks the method once the context exists; now gives what this process holds on the device; method
  * says how, for the plan; close unloads NVML. None of them allocates device memory. */
@@ -312,8 +311,6 @@ void cuda_procmem_context_made(cuda_impl *c);
 int cuda_procmem_now(rlt_backend *bk, uint64_t *bytes);
 const char *cuda_procmem_method(const cuda_impl *c);
 void cuda_procmem_close(cuda_impl *c);
-/* cuBLAS workspace of each side lane (lane 0 has more). */
-#define CUDA_SIDE_WORKSPACE (4ull << 20)
 /* How gemm_lt.c uses the first CUDA_SIDE_WORKSPACE bytes of the current lane's slice, on every lane alike (so a
  * problem gets the same algorithm on any lane): the algorithm's workspace, then scratch for a bias gradient that
  * is added into an accumulated one (fo <= CUDA_LT_SCRATCH / 4). */

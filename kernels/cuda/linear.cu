@@ -37,7 +37,7 @@
  * Products beyond these kernels go to the library, chosen by shape alone: K above LIN_MAX_K (a Nature CNN's
  * 3136-wide flatten), where the library splits K across blocks, products of at least LIN_BLAS_MACS
  * multiply-adds (1024-wide layers at a batch of 1024 or more), where its large tiles win, and the forwards (under
- * tf32 also the input gradients) of wide layers, LIN_BLAS_WIDE elements or more (1024-wide at batch 4096). They
+ * tf32 also the input gradients) of wide layers, CUDA_LIN_BLAS_WIDE elements or more (1024-wide at batch 4096). They
  * run on cuBLASLt with the bias, ReLU and bias gradient in its epilogue (gemm_lt.c; cuBLAS plus our bias_act.cu
  * passes when it offers no algorithm), in fp32, or on TF32 tensor cores when the plan asked for precision: tf32.
  *
@@ -45,7 +45,7 @@
  * where an address is formed from a descriptor's pointer (cuda_at); the descriptors stay in parameter space.
  * linear_kernel<false, ...> (not batching) has dz the constant 0, linear_kernel<true, true> reads it (80 registers
  * on sm_90; the small single kernel 8 bytes of spill, the others none). Batched seeds' products from
- * LIN_SEEDS_BLAS_MACS multiply-adds per agent (all of them under tf32, from 16 in every dimension) and every product
+ * CUDA_LIN_SEEDS_BLAS_MACS multiply-adds per agent (all of them under tf32, from 16 in every dimension) and every product
  * a single agent would send to the library run as one batched library GEMM over the seeds (cuda_gemm_seeds: agent z's
  * operands through pointer arrays) with our batched bias/activation and bias-gradient kernels around it. */
 #include <string.h>
@@ -66,39 +66,31 @@ enum { LIN_PATH_GEMM32 = 0, LIN_PATH_GEMM16 = 1, LIN_PATH_ROWDOT = 2, LIN_PATH_C
 #define LIN_COLSUM_MAXM 8
 #define LIN_OUTER_MAXK 4 /* no more k than one k-group of either GEMM tile holds: see lin_outer_tile */
 #define LIN_OUTER_ROWS 2 /* rows per thread */
-/* Above this K, our kernels (which never split K across blocks) would leave most of the GPU idle. */
-#define LIN_MAX_K 1024
+/* Above this K, our kernels (which never split K across blocks) would leave most of the GPU idle (the value and the
+ * two below are the plan's rules, cuda_plan_rules.h, which a plan without a GPU follows too). */
+#define LIN_MAX_K CUDA_LIN_MAX_K
 /* A product of at least this many multiply-adds (M N K) goes to cuBLAS: there the GPU is busy with any
  * kernel, and cuBLAS's large tiles beat our latency-bound 2x2 micro-tiles (a 4096-row batch through
  * 1024-wide layers). Below it, our fused kernels keep an update's chain short. Shape only, so the same
  * shapes always take the same path and give the same bits. */
-#define LIN_BLAS_MACS (1ll << 30)
+#define LIN_BLAS_MACS CUDA_LIN_BLAS_MACS
 static __host__ __device__ inline int lin_big(int32_t m, int32_t n, int32_t k) {
     return (int64_t)m * n * k >= LIN_BLAS_MACS;
 }
-/* Wide layers go to the library too, whatever their K: in fp32 a forward with at least LIN_BLAS_WIDE outputs
+/* Wide layers go to the library too, whatever their K: in fp32 a forward with at least CUDA_LIN_BLAS_WIDE outputs
  * (rows x fo); under precision: tf32, whose library products run on the tensor cores, the forward and the input
- * gradient of a layer with at least LIN_BLAS_WIDE inputs or outputs (rows x the larger of fi, fo). That is the rest
+ * gradient of a layer with at least CUDA_LIN_BLAS_WIDE inputs or outputs (rows x the larger of fi, fo). That is the rest
  * of a 4096-row batch through 1024-wide layers, where our kernels spent 49 us on a first layer's forward (17 or
  * 23 inputs: 4096 of our 32x32 tiles; cuBLASLt 12 us with its bias/ReLU epilogue), 20 us on a critic head's
  * forward (a warp per row) and 44-58 us on the input gradients of a head or an actor's last layer (K of 1 or 6),
  * on an H100. Measured whole (bench/RESULTS.md): the first layer's forward helps in both precisions; the rest
  * helps under tf32 (1,030 -> 1,110 updates/s) and costs in fp32 (363 -> 335), where the library's products for
  * these skinny shapes are its SIMT kernels. */
-#define LIN_BLAS_WIDE (1ll << 22)
 static inline int lin_wide(int32_t rows, int32_t fi, int32_t fo, int dx, int tf32) {
-    if (!tf32) return !dx && (int64_t)rows * fo >= LIN_BLAS_WIDE;
-    return (int64_t)rows * (fi > fo ? fi : fo) >= LIN_BLAS_WIDE;
+    return cuda_rule_wide(rows, fi, fo, dx, tf32);
 }
-/* Seed-batched products go to the library's batched GEMM from this many multiply-adds per agent in fp32 (a 256-wide
- * layer's product at a batch of 64 or more), and with all three dimensions of at least 16 under tf32: there the
- * library's tensor-core tiles over n agents at once beat our fp32 tiles n agents wide (bench/RESULTS.md, seeds).
- * Below it, our kernels, whose bits equal a single run's. Shapes and precision only, as every route here. */
-#define LIN_SEEDS_BLAS_MACS (1ll << 22)
-static inline int lin_seeds_blas(int32_t tf32, int32_t m, int32_t n, int32_t k) {
-    if (m < 16 || n < 16 || k < 16) return 0;
-    return tf32 || (m >= 32 && n >= 32 && k >= 32 && (int64_t)m * n * k >= LIN_SEEDS_BLAS_MACS);
-}
+/* Seed-batched products go to the library's batched GEMM by the plan's rule (cuda_plan_rules.h: why). */
+static inline int lin_seeds_blas(int32_t tf32, int32_t m, int32_t n, int32_t k) { return cuda_rule_seeds_blas(tf32, m, n, k); }
 /* A problem with fewer 32x32 tiles than this uses 16x32 tiles: twice the blocks, half the work each. */
 #define LIN_SMALL_TILES 96
 
@@ -798,12 +790,8 @@ extern "C" cudaError_t cuda_preload_linear(void) {
     return rc == cudaSuccess ? cudaFuncGetAttributes(&a, linear_kernel<true, true>) : rc;
 }
 
-/* The rule cuda_linear_forward and cuda_linear_backward follow above, for the plan (cuda_backend.c): the forward
- * calls cuBLAS when fi > LIN_MAX_K or the product is big or the layer wide, the backward when a part of it is
- * beyond the fused kernels (rows or fi for dW, fo or fi for dx; dx may not be asked for, which the rule does not
- * know, so it says yes then too), big (every part has the same M N K) or wide (as under tf32, the wider rule:
- * the plan does not know the precision here either), and with several seeds batched their library products. */
-extern "C" int cuda_linear_calls_blas(int32_t rows, int32_t fi, int32_t fo, int32_t seeds, int32_t tf32) {
-    return rows > LIN_MAX_K || fi > LIN_MAX_K || fo > LIN_MAX_K || lin_big(rows, fi, fo) ||
-           lin_wide(rows, fi, fo, 1, 1) || (seeds > 1 && lin_seeds_blas(tf32, rows, fi, fo));
-}
+/* The rule cuda_linear_forward and cuda_linear_backward follow above is the plan's (cuda_plan_rules.h,
+ * cuda_rule_linear_calls_blas): the forward calls the library when fi > LIN_MAX_K or the product is big or the
+ * layer wide, the backward when a part of it is beyond the fused kernels, big or wide, and with several seeds batched
+ * their library products (cuda_rule_seeds_blas). */
+static_assert(LIN_MAX_K == CUDA_LIN_MAX_K && LIN_BLAS_MACS == CUDA_LIN_BLAS_MACS, "the plan's rules are linear.cu's");

@@ -5,10 +5,11 @@ import os
 import subprocess
 
 RLTRAIN = os.environ.get("RLTRAIN", "rltrain")
-CONFIG = os.environ.get("BIG_CONFIG", "configs/big_replay.yaml")
+CONFIG = os.environ.get("BIG_CONFIG", "tests/data/td3_big_replay.yaml")  # from the rltrain checkout
 
 
 def test_big_replay_fails_fast():
+    assert os.path.isfile(CONFIG), f"{CONFIG} not found: set BIG_CONFIG to the config that must not fit"
     p = subprocess.run([RLTRAIN, "plan", "--config", CONFIG, "--json"], capture_output=True, text=True)
     assert p.returncode == 3, p.stderr  # 3: the memory plan does not fit
     plan = json.loads(p.stdout)

@@ -191,6 +191,8 @@ class rlt_progress(ctypes.Structure):
         ("eta_s", ctypes.c_double),
         ("is_eval", ctypes.c_int32),
         ("reserved_", ctypes.c_int32),
+        ("device_free_mib", ctypes.c_double),
+        ("cotenants_mib", ctypes.c_double),
     ]
 
 
@@ -230,6 +232,8 @@ ENV_RESET_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int32, c
 ENV_STEP_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
                                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 # reset_batch(user, n, mask, seeds, obs) and step_batch(user, n, actions, obs, rewards, terminated, truncated).
+# save_state / load_state: (user, instance, state) -> 0 or nonzero.
+ENV_STATE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p)
 ENV_RESET_BATCH_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
                                       ctypes.c_void_p)
 ENV_STEP_BATCH_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
@@ -250,8 +254,8 @@ class rlt_env_callbacks(ctypes.Structure):
         ("user", ctypes.c_void_p),
         ("reset", ENV_RESET_FN),
         ("step", ENV_STEP_FN),
-        ("save_state", ctypes.c_void_p),  # not used by the bindings (NULL: checkpoints are not resumable)
-        ("load_state", ctypes.c_void_p),
+        ("save_state", ENV_STATE_FN),  # NULL: checkpoints are written but cannot be resumed
+        ("load_state", ENV_STATE_FN),
         ("reset_batch", ENV_RESET_BATCH_FN),  # a vector environment's training instances (NULL: per instance)
         ("step_batch", ENV_STEP_BATCH_FN),
     ]
@@ -315,6 +319,7 @@ _declare("rlt_trainer_free", None, _P)
 _declare("rlt_trainer_memory_plan", _I, _P, _SUMMARY_P, _ENTRIES_PP)
 _declare("rlt_trainer_plan_format", _SZ, _P, ctypes.c_char_p, _SZ)
 _declare("rlt_trainer_run", _I, _P, PROGRESS_FN, _P)
+_declare("rlt_trainer_resume", _I, _P, _S)
 _declare("rlt_trainer_progress", _I, _P, ctypes.POINTER(rlt_progress))
 _declare("rlt_trainer_out_dir", _S, _P)
 _declare("rlt_trainer_errmsg", _S, _P)

@@ -11,13 +11,15 @@ import ctypes
 import json
 import math
 import os
-from dataclasses import dataclass, fields
+import re
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 import numpy as np
 
 from . import _native
 from ._native import lib
+from ._signals import stop_on_signals
 from .errors import error_for
 from .spaces import Space
 
@@ -112,15 +114,25 @@ class Config(_Owned):
                                                _native.c_string(name, "name")))
         return self
 
-    def set(self, assignment: str, value: Any = _MISSING) -> "Config":
+    def set(self, assignment: str, value: Any = _MISSING, *, source: str | None = None) -> "Config":
         """One override; returns self.
 
         Either ``set("td3.actor_hidden=[64,64]")`` (the value in YAML flow syntax, as ``--set`` takes
-        it) or ``set("td3.actor_hidden", [64, 64])`` (a Python value: bool, number, str, list, dict).
+        it) or ``set("td3.actor_hidden", [64, 64])`` (a Python value: bool, number, str, list, dict). An error
+        names where the value came from: ``--set key=value:line:column`` for the first form, the call
+        (``Config.set('key', value)``, or ``source``, such as ``rltrain.gym.train(out_dir='x')``) for the second.
         """
+        label = None
         if value is not _MISSING:
+            label = source or f"Config.set({assignment!r}, {value!r})"
             assignment = f"{assignment}={_yaml_flow(value)}"
-        self._check(lib.rlt_config_set(self._handle, _native.c_string(assignment, "assignment")))
+        rc = lib.rlt_config_set(self._handle, _native.c_string(assignment, "assignment"))
+        if rc != 0:
+            msg = self.errmsg
+            where = f"--set {assignment}:"
+            if label and msg.startswith(where):  # "--set key=value:1:19: key ..." -> "<the call>: key ..."
+                msg = label + re.sub(r"^\d+:\d+", "", msg[len(where):], count=1)
+            raise error_for(rc, msg)
         return self
 
     def validate(self) -> "Config":
@@ -379,6 +391,9 @@ class Progress:
     elapsed_s: float
     eta_s: float
     is_eval: bool
+    # GPU runs: the device's free memory and other processes' on it (NaN on the CPU); measurements, left out of ==.
+    device_free_mib: float = field(default=math.nan, compare=False)
+    cotenants_mib: float = field(default=math.nan, compare=False)
 
     @classmethod
     def from_c(cls, p: _native.rlt_progress) -> "Progress":
@@ -400,9 +415,11 @@ class Progress:
         else:
             ev = f"{self.last_eval_return:.1f} (best {self.best_eval_return:.1f})"
         last = 0.0 if math.isnan(self.last_episode_return) else self.last_episode_return
+        gpu = "" if math.isnan(self.device_free_mib) else \
+            f" | GPU free {self.device_free_mib:.0f} MiB, others {self.cotenants_mib:.0f} MiB"
         return (f"{'[eval]' if self.is_eval else '      '} step {self.env_steps}/{self.total_steps} | "
                 f"episodes {self.episodes} | last return {last:.1f} | eval {ev} | {self.updates_per_s:.0f} updates/s | "
-                f"{self.env_steps_per_s:.0f} steps/s | {duration(self.elapsed_s)} | ETA {duration(self.eta_s)}")
+                f"{self.env_steps_per_s:.0f} steps/s | {duration(self.elapsed_s)} | ETA {duration(self.eta_s)}{gpu}")
 
 
 class Trainer(_Owned):
@@ -436,11 +453,22 @@ class Trainer(_Owned):
 
         ``progress`` is called with a :class:`Progress` every ``train.progress_every_s`` seconds and after
         each evaluation; returning a true value stops the run early (its outputs are still written, and
-        no exception is raised). An exception raised by ``progress`` (KeyboardInterrupt included) stops
-        the run and is raised again here.
+        no exception is raised). An exception raised by ``progress`` stops the run and is raised again here.
+
+        SIGINT (Ctrl-C) and SIGTERM during the run stop it after the current step, as in the native CLI: the
+        outputs and final.ckpt are written, summary.json says ``stopped``, and then the signal goes to the
+        handler that was in place (KeyboardInterrupt for Ctrl-C by default); :meth:`resume` continues the run.
         """
         _run_reporting(lib.rlt_trainer_run, self, _native.PROGRESS_FN, Progress.from_c, progress)
         return self.progress()
+
+    def resume(self, path: str | os.PathLike) -> None:
+        """Loads a checkpoint of this config's run (``out_dir/final.ckpt`` or a periodic ``ckpt_<step>.ckpt``)
+        before :meth:`run`, which then continues from its step (``rlt_trainer_resume``; on the CPU bit for bit
+        the run that was never stopped). A checkpoint in ``out_dir`` continues its metrics.csv there."""
+        rc = lib.rlt_trainer_resume(self._handle, _native.c_path(path, "checkpoint path"))
+        if rc != 0:
+            raise error_for(rc, self.errmsg)
 
     def request_stop(self) -> None:
         """Asks a running :meth:`run` (of this thread, e.g. from an environment callback) to stop after the
@@ -582,7 +610,8 @@ class Group(_Owned):
         ``progress`` is called (in this thread) every ``train.progress_every_s`` seconds and each time every
         member has made one more evaluation; returning a true value stops every member (their outputs are
         still written, and no exception is raised). A member that fails stops the others, and the error,
-        raised here, names its seed.
+        raised here, names its seed. SIGINT and SIGTERM stop every member after its current step, then reach
+        the handler that was in place, as for :meth:`Trainer.run`.
         """
         _run_reporting(lib.rlt_group_run, self, _native.GROUP_PROGRESS_FN, GroupProgress.from_c, progress)
         return self.progress()
@@ -655,7 +684,10 @@ def _run_reporting(run, owner, fn_type, convert, progress) -> None:
             return 1
 
     callback = fn_type(on_progress)  # alive for the whole call
-    rc = run(owner._handle, callback, None)
+    # Ctrl-C and SIGTERM ask the run to stop after its current step instead of raising inside a callback
+    # (rltrain/_signals.py); the signal reaches its own handler once the outputs are written.
+    with stop_on_signals(owner.request_stop):
+        rc = run(owner._handle, callback, None)
     if raised:
         raise raised[0]
     asked = stopped or owner._stop_requested

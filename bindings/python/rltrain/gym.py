@@ -27,20 +27,26 @@ environment made from the sub-environments' spec.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import dataclasses
+import io
 import json
 import logging
 import math
 import os
+import pickle
+import shlex
+import signal
 import sys
+import threading
 from typing import Any, Callable
 
 import numpy as np
 
 from . import _native
 from .core import Agent, Config, Group, GroupProgress, Progress, Trainer, _as_config
-from .errors import ConfigError, DeviceError, NoFitError, RltError
+from .errors import CheckpointError, ConfigError, DeviceError, NoFitError, RltError
 from .spaces import Space
 
 log = logging.getLogger("rltrain.gym")
@@ -86,6 +92,92 @@ def evaluate(agent: Agent, env, episodes: int, discrete: bool, seed: int | None 
     return total / episodes
 
 
+def _time_limit(env) -> int:
+    """The environment's own step limit (a TimeLimit wrapper, or its spec's max_episode_steps), 0 when it has none.
+    The trainer applies it too (as truncation, at the same step), so it knows evaluation episodes end."""
+    for layer in _env_layers(env):
+        limit = getattr(layer, "_max_episode_steps", None)
+        if type(layer).__name__ == "TimeLimit" and isinstance(limit, int) and limit > 0:
+            return limit
+    spec = getattr(env, "spec", None)
+    limit = getattr(spec, "max_episode_steps", None)
+    return limit if isinstance(limit, int) and limit > 0 else 0
+
+
+def _env_layers(env) -> list:
+    """The environment and every wrapper around it, outermost first, down to ``env.unwrapped``."""
+    layers = [env]
+    while getattr(layers[-1], "env", None) is not None and layers[-1] is not getattr(layers[-1], "unwrapped",
+                                                                                     layers[-1]):
+        layers.append(layers[-1].env)
+    return layers
+
+
+def _layers_state(env) -> list[dict]:
+    """What a checkpoint keeps of an environment: each layer's attributes but the one holding the next layer."""
+    return [{k: v for k, v in vars(layer).items() if k != "env"} for layer in _env_layers(env)]
+
+
+def _restore_layers(env, states) -> None:
+    layers = _env_layers(env)
+    if not isinstance(states, list) or len(states) != len(layers) or not all(isinstance(x, dict) for x in states):
+        raise ValueError(f"the checkpoint's environment state has {len(states) if isinstance(states, list) else '?'} "
+                         f"layers (wrappers and the environment), this environment {len(layers)}: another environment "
+                         "or other wrappers than the run that wrote it")
+    for layer, state in zip(layers, states):
+        layer.__dict__.update(state)
+
+
+# Globals an environment's state may name besides those it named at the start: numpy's arrays, scalars, dtypes
+# and random generators (an environment makes its generator at its first reset), and a few plain containers.
+_NUMPY_BUILDERS = {"_reconstruct", "scalar", "_frombuffer", "__generator_ctor", "__bit_generator_ctor",
+                   "__randomstate_ctor"}
+_PLAIN = {("builtins", "set"), ("builtins", "frozenset"), ("builtins", "complex"), ("builtins", "slice"),
+          ("builtins", "bytearray"), ("collections", "OrderedDict"), ("collections", "deque"),
+          ("copyreg", "_reconstructor")}
+
+
+def _state_bytes(parts) -> bytes:
+    """An environment state as pickle bytes that depend only on its values: without pickle's memo (fast mode),
+    which would write a shared object (an interned attribute name) once and a copy of it twice, so that a resumed
+    run, whose objects are copies, would write other bytes for the same state. An object graph with a cycle is
+    refused (ValueError), and the state is then not kept."""
+    f = io.BytesIO()
+    p = pickle.Pickler(f, protocol=4)
+    p.fast = True
+    p.dump(parts)
+    return f.getvalue()
+
+
+class _StateUnpickler(pickle.Unpickler):
+    """Reads an environment state written by :meth:`_GymCallbacks._save_state`. A checkpoint is untrusted input,
+    and unpickling can call any global it names: only the globals that this run's own environments' state used at
+    the start (``allowed``; None: any, to find them out), numpy's array, scalar, dtype and random-generator
+    builders, and a few plain containers may appear."""
+
+    def __init__(self, data: bytes, allowed: "set[tuple[str, str]] | None"):
+        super().__init__(io.BytesIO(data))
+        self.allowed, self.seen = allowed, set()
+
+    def _numpy(self, module: str, name: str) -> bool:
+        if module.split(".")[0] != "numpy":
+            return False
+        if name in _NUMPY_BUILDERS or (module.startswith("numpy.random.") and name.startswith("__pyx_unpickle_")):
+            return True  # the builders check what they build: their class comes through find_class too
+        obj = super().find_class(module, name)
+        kinds = (np.ndarray, np.generic, np.dtype, np.random.BitGenerator, np.random.Generator, np.random.RandomState,
+                 np.random.SeedSequence)
+        return isinstance(obj, type) and issubclass(obj, kinds)
+
+    def find_class(self, module, name):
+        if self.allowed is not None and (module, name) not in self.allowed and (module, name) not in _PLAIN \
+                and not self._numpy(module, name):
+            raise pickle.UnpicklingError(f"the environment state names {module}.{name}, which this environment's "
+                                         "state did not use at its start: refused (a checkpoint is untrusted input)")
+        self.seen.add((module, name))
+        return super().find_class(module, name)
+
+
 class _GymCallbacks:
     """Gymnasium environments as ``rlt_env_callbacks``: ``envs`` is the N training environments then the
     evaluation one (instances 0..N-1 train, instance N evaluates, as the trainer numbers them).
@@ -114,6 +206,13 @@ class _GymCallbacks:
         self._obs_ctype = ctypes.c_uint8 if obs_space.dtype == np.uint8 else ctypes.c_float
         self._reset_fn = _native.ENV_RESET_FN(self._reset)  # alive as long as this object
         self._step_fn = _native.ENV_STEP_FN(self._step)
+        self._save_fn = _native.ENV_STATE_FN(self._save_state)
+        self._load_fn = _native.ENV_STATE_FN(self._load_state)
+        self._allowed: set[tuple[str, str]] = set()
+        # The evaluation in progress: episodes left, the step in the episode, the state from before it.
+        self._eval_episodes, self._eval_limit = 1, 100000
+        self._eval_left = self._eval_t = 0
+        self._eval_before = b""
         self._name = _native.c_string(name, "environment name")[:63]
         obs_c, self._keep_obs = obs_space.to_c()
         act_c, self._keep_act = act_space.to_c()
@@ -121,11 +220,114 @@ class _GymCallbacks:
         cb.struct_size = ctypes.sizeof(cb)
         cb.name = self._name
         cb.obs, cb.act = obs_c, act_c
-        # Gymnasium's TimeLimit ends episodes (as truncation); a positive env.max_episode_steps in the
-        # config adds the trainer's own limit on top.
-        cb.max_episode_steps = 0
+        # Gymnasium's TimeLimit ends episodes (as truncation); the trainer is told its limit (the evaluation
+        # environment's, which ends at the same step), so it does not cut evaluation episodes at 100,000 steps
+        # or warn that there is no limit. A positive env.max_episode_steps in the config replaces it.
+        cb.max_episode_steps = min(_time_limit(envs[-1]), (1 << 31) - 1) if envs[-1] is not None else 0
         cb.reset, cb.step = self._reset_fn, self._step_fn
         self.struct = cb
+
+    # -- checkpoints: the environments' state, so that a stopped run resumes bit for bit ---------------------
+    def _state_parts(self, instance: int) -> dict:
+        """Training instance k's state (every wrapper layer's attributes, the random generators included, and
+        the adapter's own counters); instance 0 also carries the evaluation environment's, which the trainer
+        does not save on its own."""
+        parts = {"env": _layers_state(self.envs[instance]), "first_seed": self.first_seed[instance],
+                 "resets": self.resets[instance]}
+        if instance == 0:
+            # During an evaluation that a stop cut, the state from before it: the trainer rewinds its own streams
+            # and does the whole evaluation again when it resumes.
+            parts["eval"] = self._eval_before if self._eval_left > 0 else self._eval_state()
+        return parts
+
+    def _eval_state(self) -> bytes:
+        e = self.n_train
+        return _state_bytes({"env": _layers_state(self.envs[e]), "first_seed": self.first_seed[e],
+                             "resets": self.resets[e]})
+
+    def track_evaluations(self, episodes: int, limit: int) -> None:
+        """Lets the adapter tell an evaluation in progress (``episodes`` episodes of at most ``limit`` steps, the
+        trainer's time limit; 0: none) from a finished one, for checkpoints written while a stop cuts one."""
+        self._eval_episodes, self._eval_limit = int(episodes), int(limit) if limit > 0 else 100000
+
+    def _eval_step_ended(self, ended: bool) -> None:
+        self._eval_t += 1
+        if ended or self._eval_t >= self._eval_limit:
+            self._eval_t = 0
+            self._eval_left -= 1
+
+    def enable_resume(self) -> "str | None":
+        """Gives the trainer save_state and load_state, so that checkpoints hold the environments' state and
+        resume. Returns None, or why not (a state that pickle cannot write); then checkpoints are still written,
+        and resuming from them is refused by the trainer. The state's size is fixed here: 64 KiB per instance, or
+        4 times what the state takes now if that is more."""
+        try:
+            largest = 0
+            for k in range(self.n_train):
+                blob = _state_bytes(self._state_parts(k))
+                reader = _StateUnpickler(blob, None)
+                parts = reader.load()
+                self._allowed |= reader.seen
+                if k == 0:
+                    reader = _StateUnpickler(parts["eval"], None)
+                    reader.load()
+                    self._allowed |= reader.seen
+                largest = max(largest, len(blob))
+        except Exception as exc:  # noqa: BLE001 - any environment: say why and run without it
+            return f"{type(exc).__name__}: {exc}"
+        self.struct.state_bytes = max(1 << 16, 1 << (4 * largest + 8).bit_length())
+        self.struct.save_state, self.struct.load_state = self._save_fn, self._load_fn
+        return None
+
+    # The state's first 8 bytes: its pickle's length, or _NO_STATE followed by why there is none.
+    _NO_STATE = (1 << 64) - 1
+
+    def _save_state(self, user, instance: int, state: int) -> int:
+        cap = int(self.struct.state_bytes)
+        ctypes.memset(state, 0, cap)  # the same bytes for the same state: checkpoints compare byte for byte
+        try:
+            blob = _state_bytes(self._state_parts(instance))
+            if len(blob) + 8 > cap:
+                raise ValueError(f"it had grown to {len(blob)} bytes, more than the {cap - 8} this run set aside at "
+                                 "its start (4 times what it took then)")
+            ctypes.memmove(state, len(blob).to_bytes(8, "little") + blob, len(blob) + 8)
+        except Exception as exc:  # noqa: BLE001 - the checkpoint is still written, without the state
+            why = f"{type(exc).__name__}: {exc}".encode("utf-8", "replace")[: cap - 9]
+            ctypes.memmove(state, self._NO_STATE.to_bytes(8, "little") + why, len(why) + 8)
+            if not getattr(self, "_warned_state", False):
+                self._warned_state = True
+                log.warning("environment instance %d's state is not in this checkpoint, which therefore cannot be "
+                            "resumed: %s", instance, why.decode("utf-8", "replace"))
+        return 0
+
+    def _restore(self, instance: int, parts, more: set) -> None:
+        if not isinstance(parts, dict) or set(parts) != {"env", "first_seed", "resets"} | more:
+            raise ValueError(f"environment instance {instance}'s state in the checkpoint is not this adapter's")
+        _restore_layers(self.envs[instance], parts["env"])
+        self.first_seed[instance], self.resets[instance] = parts["first_seed"], int(parts["resets"])
+
+    def _load_state(self, user, instance: int, state: int) -> int:
+        try:
+            cap = int(self.struct.state_bytes)
+            n = int.from_bytes(ctypes.string_at(state, 8), "little")
+            if n == self._NO_STATE:
+                why = ctypes.string_at(state + 8, cap - 8).rstrip(b"\0").decode("utf-8", "replace")
+                raise ValueError(f"the checkpoint holds no state of environment instance {instance}, so the run "
+                                 f"cannot continue from it: {why}")
+            if n > cap - 8:
+                raise ValueError(f"environment instance {instance}'s state in the checkpoint says {n} bytes, more "
+                                 f"than its {cap - 8}")
+            parts = _StateUnpickler(ctypes.string_at(state + 8, n), self._allowed).load()
+            self._restore(instance, parts, {"eval"} if instance == 0 else set())
+            if instance == 0:
+                if not isinstance(parts["eval"], bytes):
+                    raise ValueError("the evaluation environment's state in the checkpoint is not this adapter's")
+                self._restore(self.n_train, _StateUnpickler(parts["eval"], self._allowed).load(), set())
+                self._eval_left = self._eval_t = 0
+            return 0
+        except BaseException as exc:  # noqa: BLE001
+            self.raised.append(exc)
+            return 1
 
     def _view(self, address: int, kind: str) -> np.ndarray:
         """A numpy array over the trainer's buffer at ``address`` (observation or action)."""
@@ -151,6 +353,13 @@ class _GymCallbacks:
 
     def _reset(self, user, instance: int, seed: int, obs: int) -> int:
         try:
+            if instance == self.n_train and self._eval_left <= 0:  # an evaluation begins
+                self._eval_left, self._eval_t = self._eval_episodes, 0
+                if self.struct.save_state:
+                    try:
+                        self._eval_before = self._eval_state()
+                    except Exception:  # noqa: BLE001 - the checkpoint then says why it holds no state
+                        self._eval_before = b""
             seed0, self.first_seed[instance] = self.first_seed[instance], None
             o, _ = self.envs[instance].reset(seed=seed0)
             self._write_obs(obs, o)
@@ -171,6 +380,8 @@ class _GymCallbacks:
             else:  # a copy: the trainer reuses its buffer for the next action
                 env_action = np.array(a, dtype=env.action_space.dtype).reshape(env.action_space.shape)
             o, r, term, trunc, _ = env.step(env_action)
+            if instance == self.n_train:
+                self._eval_step_ended(bool(term or trunc))
             # The real next observation, also at the end of an episode: the agent bootstraps from it.
             self._write_obs(obs, o)
             ctypes.c_float.from_address(reward).value = float(r)
@@ -231,6 +442,10 @@ class _VectorCallbacks(_GymCallbacks):
         self._reset_batch_fn = _native.ENV_RESET_BATCH_FN(self._reset_batch)
         self._step_batch_fn = _native.ENV_STEP_BATCH_FN(self._step_batch)
         self.struct.reset_batch, self.struct.step_batch = self._reset_batch_fn, self._step_batch_fn
+
+    def enable_resume(self) -> "str | None":
+        return ("the sub-environments of a vector environment live inside it (or in its worker processes), so their "
+                "state is not in the checkpoint; to resume, train with num_envs (copies stepped one by one)")
 
     def _rows(self, address: int, kind: str) -> np.ndarray:
         """A numpy array over one of the trainer's batch buffers at ``address``: n rows."""
@@ -373,6 +588,7 @@ def train(
     tensorboard: str | os.PathLike | None = None,
     num_envs: int | None = None,
     seeds: "list[int] | None" = None,
+    resume: "str | os.PathLike | None" = None,
 ) -> dict:
     """Trains an agent on a Gymnasium environment, writes the run directory, and returns the results.
 
@@ -422,6 +638,17 @@ def train(
             ``updates`` summed over the members, ``eval_mean``, ``eval_min``, ``eval_max`` and ``progress`` (a
             :class:`rltrain.GroupProgress`); returning a true value stops every member. Not with ``seed``,
             ``save_path`` or ``tensorboard``.
+        resume: a checkpoint of this run to continue from (``out_dir/final.ckpt`` after a stop, or a periodic
+            ``ckpt_<step>.ckpt``), with the same config, environment and arguments; on the CPU the continued run
+            is bit for bit the one that was never stopped. Checkpoints hold the environments' state (each wrapper's
+            and the environment's attributes, random generators included, pickled; only the globals the
+            environment's own state uses are accepted when reading it back). A vector environment's, or one that
+            pickle cannot write, is not kept, and resuming from such a checkpoint is refused with a message. With
+            several seeds: the file name, which each member finds in its own ``out_dir/seed_<s>/``.
+
+    Ctrl-C (SIGINT) and SIGTERM stop the run after the current step, as in the native CLI: the outputs and
+    final.ckpt are written, summary.json says ``stopped``, then KeyboardInterrupt (for Ctrl-C, or whatever the
+    signal's handler does) is raised; ``train(..., resume=out_dir / "final.ckpt")`` continues.
 
     Returns:
         A dict with ``final_eval_return``, ``best_eval_return``, ``evaluations`` (a list of
@@ -435,16 +662,20 @@ def train(
     if seeds is not None and seed is not None:
         raise ValueError("give seed= (one run) or seeds= (one run per seed), not both")
     cfg = _as_config(config).copy()
+
+    def arg(key: str, value, name: str) -> None:  # an error names the keyword argument, not a --set
+        cfg.set(key, value, source=f"rltrain.gym.train({name}={value!r})")
+
     if total_steps is not None:
-        cfg.set("train.total_steps", int(total_steps))
+        arg("train.total_steps", int(total_steps), "total_steps")
     if seed is not None:
-        cfg.set("seed", int(seed))
+        arg("seed", int(seed), "seed")
     if eval_every is not None:
-        cfg.set("train.eval_every", int(eval_every))
+        arg("train.eval_every", int(eval_every), "eval_every")
     if eval_episodes is not None:
-        cfg.set("train.eval_episodes", int(eval_episodes))
+        arg("train.eval_episodes", int(eval_episodes), "eval_episodes")
     if out_dir is not None:
-        cfg.set("out_dir", os.fspath(out_dir))
+        arg("out_dir", os.fspath(out_dir), "out_dir")
     if seeds is not None:
         seeds = [int(s) for s in seeds]
         if not seeds:
@@ -457,7 +688,7 @@ def train(
                              "out_dir/seed_<seed>/final.ckpt, and rltrain.plot draws their curves")
         if num_envs is not None:
             cfg.set("env.num_envs", int(num_envs))
-        return _train_group(env, eval_env, cfg, callback)
+        return _train_group(env, eval_env, cfg, callback, resume)
     seed = int(cfg.get("seed"))
 
     # A vector environment (it has single_observation_space) is the trainer's env.num_envs training
@@ -519,8 +750,20 @@ def train(
             bridge = _VectorCallbacks(vector, eval_env, obs_space, act_space, seed, name)
         else:
             bridge = _GymCallbacks((*train_envs, eval_env), obs_space, act_space, seed, name)
+        bridge.track_evaluations(int(cfg.get("train.eval_episodes")),
+                                 int(cfg.get("env.max_episode_steps")) or int(bridge.struct.max_episode_steps))
+        why_not = bridge.enable_resume()
+        if why_not is not None:
+            log.info("checkpoints of this run cannot be resumed: %s", why_not)
         trainer = Trainer(cfg, _env=bridge.struct)
         log.info("memory plan:\n%s", trainer.plan_table().rstrip())
+        if resume is not None:
+            try:
+                trainer.resume(resume)
+            except RltError as err:
+                if bridge.raised:  # load_state's own reason
+                    raise CheckpointError(f"{err.message}: {bridge.raised[0]}", err.status, err.status_name) from None
+                raise
         # The trainer draws its own random actions; the environments' action spaces are seeded for an
         # environment that samples them itself (a SyncVectorEnv's here too; an AsyncVectorEnv's live in its workers).
         for k, e in enumerate(train_envs if vector is None else getattr(base, "envs", None) or []):
@@ -618,11 +861,12 @@ def _group_seeds(cfg: Config) -> list[int]:
     return [first + k for k in range(int(cfg.get("train.num_seeds")))]
 
 
-def _train_group(env, eval_env, cfg: Config, callback) -> dict:
+def _train_group(env, eval_env, cfg: Config, callback, resume=None) -> dict:
     """train() for several seeds: a seed group whose member k trains on environments of its own."""
     make = _factory(env, "training")
     make_eval = _factory(eval_env if eval_env is not None else env, "evaluation")
     n_envs = int(cfg.get("env.num_envs"))
+    eval_episodes, max_steps = int(cfg.get("train.eval_episodes")), int(cfg.get("env.max_episode_steps"))
     seeds = _group_seeds(cfg)
     made: list = []
     group = None
@@ -643,12 +887,24 @@ def _train_group(env, eval_env, cfg: Config, callback) -> dict:
                 obs_space = Space.from_gym(train_envs[0].observation_space)
                 act_space = Space.from_gym(train_envs[0].action_space, actions=True)
             bridges.append(_GymCallbacks((*train_envs, ev), obs_space, act_space, s, _env_name(train_envs[0])))
+            bridges[-1].track_evaluations(eval_episodes, max_steps or int(bridges[-1].struct.max_episode_steps))
+            why_not = bridges[-1].enable_resume()
+            if why_not is not None and r == 0:
+                log.info("checkpoints of this run cannot be resumed: %s", why_not)
             if ranks > 0:  # the replicas evaluate on the same episodes, as the engine's ranks do
                 bridges[-1].first_seed[-1] = seeds[0] + 100
             for k, e in enumerate(train_envs):
                 e.action_space.seed(s + k)
         group = Group(cfg, _envs=[b.struct for b in bridges])
         log.info("memory plan:\n%s", group.plan_table().rstrip())
+        if resume is not None:
+            try:
+                group.resume(os.path.basename(os.fspath(resume)))
+            except RltError as err:
+                raised = [exc for b in bridges for exc in b.raised]
+                if raised:
+                    raise CheckpointError(f"{err.message}: {raised[0]}", err.status, err.status_name) from None
+                raise
         evaluations: list[tuple[int, float, float, float]] = []
         stopped = False
 
@@ -704,6 +960,35 @@ def _train_group(env, eval_env, cfg: Config, callback) -> dict:
             e.close()
 
 
+def _package_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("rltrain")
+    except Exception:  # noqa: BLE001 - run from a source tree, not installed
+        return "(not installed)"
+
+
+def _say_interrupted(out_dir, argv: list[str], cfg, vector) -> None:
+    """The closing lines of a run stopped by Ctrl-C or SIGTERM: what was written, and the command that continues it."""
+    group = cfg is not None and _native.lib.rlt_group_count(cfg._handle) > 0
+    where = os.path.join(out_dir, "summary.csv" if group else "final.ckpt") if out_dir else None
+    if where is None or not os.path.exists(where):
+        print("interrupted before training started: nothing was written", file=sys.stderr)
+        return
+    if group:
+        print(f"interrupted: outputs written to {out_dir}/seed_<seed>/ (final.ckpt each)", file=sys.stderr)
+    else:
+        print(f"interrupted: outputs written to {out_dir}/ (final.ckpt)", file=sys.stderr)
+    if vector:
+        print("a vector environment's run cannot be resumed (its sub-environments' state is not in the checkpoint); "
+              "run without --vector to get resumable checkpoints", file=sys.stderr)
+        return
+    resume = "final.ckpt" if group else os.path.join(out_dir, "final.ckpt")
+    print(f"continue with  {_resume_command(argv, resume)}", file=sys.stderr)
+    print(f"  (from Python: rltrain.gym.train(..., resume={resume!r}) with the same arguments)", file=sys.stderr)
+
+
 def _json_clean(value):
     """value with NaN floats as None, nested lists and dicts included (JSON has no NaN)."""
     if isinstance(value, float) and math.isnan(value):
@@ -715,20 +1000,71 @@ def _json_clean(value):
     return value
 
 
+@contextlib.contextmanager
+def ignore_sigint_in_workers():
+    """SIGINT ignored while an AsyncVectorEnv starts its workers, which inherit that::
+
+        with rltrain.gym.ignore_sigint_in_workers():
+            vec = gymnasium.vector.AsyncVectorEnv([make] * 4)
+
+    Ctrl-C in a terminal goes to every process of the foreground group, and a worker that gets it fails its next
+    step (Gymnasium's worker reports the KeyboardInterrupt as its error), where the run is to stop after the step.
+    The workers end with the vector environment's close(). ``python -m rltrain.gym --vector async`` does this."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _raise_interrupt(signum, frame):  # noqa: ARG001 - a signal handler
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _resume_command(argv: list[str], resume: str) -> str:
+    """The command line that continues this run: the same arguments (every --set included), quoted for a POSIX
+    shell, with --resume RESUME in place of any earlier --resume."""
+    kept, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--resume":
+            skip = True
+        elif not a.startswith("--resume="):
+            kept.append(a)
+    return shlex.join(["python", "-m", "rltrain.gym", *kept, "--resume", resume])
+
+
+def _default_out_dir(out_dir: str, env_id: str) -> str:
+    """Where python -m rltrain.gym writes when no --set out_dir is given: the config's out_dir with the
+    environment's id added (runs/td3_pendulum_fast-Pendulum-v1), so that it never meets the directory of the
+    native CLI's run of the same config (runs/td3_pendulum_fast), which would refuse the other's outputs."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in env_id)
+    return f"{out_dir.rstrip('/')}-{safe}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m rltrain.gym``: train on a Gymnasium environment from the shell.
 
     Prints the native CLI's progress lines and its closing lines (where the outputs went); ``--json``
     prints the results as one JSON object instead. Exit codes as the native CLI: 0 success, 1 runtime
-    failure, 2 config error, 3 the plan does not fit, 4 the device is not usable, 5 interrupted (Ctrl-C;
-    the outputs are written).
+    failure, 2 config error, 3 the plan does not fit, 4 the device is not usable, 5 interrupted (Ctrl-C or
+    SIGTERM, after the current step; the outputs and final.ckpt are written, and ``--resume`` continues).
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="python -m rltrain.gym", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--version", action="version",
+                    version=f"rltrain-gym {_package_version()} (library {_native.version()})")
     ap.add_argument("--config", required=True, help="YAML config (algo td3 for Box actions, dqn for Discrete)")
     ap.add_argument("--env", required=True, help="Gymnasium environment id, such as Pendulum-v1")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)")
     ap.add_argument("--steps", type=int, help="environment steps (default: train.total_steps)")
     ap.add_argument("--seed", type=int, help="seed (default: the config's seed)")
+    ap.add_argument("--resume", metavar="CKPT", help="continue the run saved in CKPT (its out_dir/final.ckpt after a "
+                    "stop, or a ckpt_<step>.ckpt), with the same arguments otherwise")
     ap.add_argument("--save", help="also write the agent's checkpoint here at the end")
     ap.add_argument("--quiet", action="store_true", help="no progress lines (and no memory plan on stderr)")
     ap.add_argument("--json", action="store_true", help="print only the results, as one JSON object")
@@ -746,20 +1082,26 @@ def main(argv: list[str] | None = None) -> int:
             print(ev["progress"].line(), flush=True)
 
     out_dir = vector = None
+    # SIGTERM as Ctrl-C: the run stops after its step and writes its outputs (rltrain/_signals.py), then exit 5.
+    main_thread = threading.current_thread() is threading.main_thread()
+    on_term = signal.signal(signal.SIGTERM, _raise_interrupt) if main_thread else None
     try:
         cfg = Config.from_file(args.config)
         for s in args.set:
             cfg.set(s)
+        if not any(s.split("=", 1)[0].strip() == "out_dir" for s in args.set):
+            cfg.set("out_dir", _default_out_dir(cfg.get("out_dir"), args.env))
         out_dir = cfg.get("out_dir")
         env = args.env
         if args.vector:
             import gymnasium
 
             same_step = {"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP}
-            vector = env = gymnasium.make_vec(args.env, num_envs=int(cfg.get("env.num_envs")),
-                                              vectorization_mode=args.vector, vector_kwargs=same_step)
+            with ignore_sigint_in_workers():
+                vector = env = gymnasium.make_vec(args.env, num_envs=int(cfg.get("env.num_envs")),
+                                                  vectorization_mode=args.vector, vector_kwargs=same_step)
         result = train(env, cfg, total_steps=args.steps, seed=args.seed, callback=progress, save_path=args.save,
-                       tensorboard=args.tensorboard)
+                       tensorboard=args.tensorboard, resume=args.resume)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
@@ -769,11 +1111,14 @@ def main(argv: list[str] | None = None) -> int:
     except DeviceError as e:
         print(f"device error: {e}", file=sys.stderr)
         return 4
+    except CheckpointError as e:
+        print(f"checkpoint error: {e}", file=sys.stderr)
+        return 2
     except RltError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"interrupted: outputs written to {out_dir}/", file=sys.stderr)
+        _say_interrupted(out_dir, argv, cfg if out_dir else None, args.vector)
         return EXIT_INTERRUPTED
     except (ValueError, TypeError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -784,6 +1129,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if vector is not None:
             vector.close()
+        if on_term is not None:
+            signal.signal(signal.SIGTERM, on_term)
     if args.json:
         # JSON has no NaN: a value that does not exist yet is null.
         print(json.dumps(_json_clean(result)))

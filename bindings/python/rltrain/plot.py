@@ -226,18 +226,25 @@ def write_csv(stats: dict[str, dict], path: str | os.PathLike) -> None:
                             f"{st['min'][i]:.6g}", f"{st['max'][i]:.6g}", st["n"]])
 
 
+def _tb_name(text: str) -> str:
+    """A label or run name as one folder name TensorBoard shows as it is: letters, digits, '.', '_' and '-' kept,
+    anything else (spaces, '/', which would nest folders) as '_'."""
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in text) or "_"
+
+
 def _write_tensorboard(stats: dict[str, dict], logdir: str | os.PathLike) -> None:
-    """Each run of each group into LOGDIR/LABEL/RUN (the run folder's name; made unique within its group)."""
+    """Each run of each group into LOGDIR/LABEL/RUN (the run folder's name; made unique within its group), names
+    made folder-safe by :func:`_tb_name`."""
     from .tensorboard import write_run
 
     for label, st in stats.items():
         taken: set[str] = set()
         for run in st["runs"]:
-            name, k = run.name, 2
+            name, k = _tb_name(run.name), 2
             while name in taken:
-                name, k = f"{run.name}_{k}", k + 1
+                name, k = f"{_tb_name(run.name)}_{k}", k + 1
             taken.add(name)
-            write_run(run, Path(logdir) / label / name)
+            write_run(run, Path(logdir) / _tb_name(label) / name)
 
 
 def _summary_line(label: str, st: dict, kind: str) -> str:

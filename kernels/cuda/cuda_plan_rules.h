@@ -1,0 +1,81 @@
+/* cuda_plan_rules.h: the CUDA backend's rules for what a plan reserves beside its tensors, from shapes and the
+ * GPU's architecture alone: which dense layers go to the library (cuBLAS / cuBLASLt), how many lanes the backend
+ * runs, and the library workspace that follows. One source for both users: the CUDA module (cuda_backend.c,
+ * linear.cu) sizes its workspace with them on a GPU, and the described GPU of `rltrain plan --arch`
+ * (kernels/described/) sizes the same workspace without one, so the two plans' arenas agree byte for byte
+ * (tests/gpu_described_plan.c). Plain C, no CUDA header: the core library includes it too. */
+#ifndef RLT_CUDA_PLAN_RULES_H
+#define RLT_CUDA_PLAN_RULES_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "backend.h"
+
+/* Above this K, linear.cu's kernels (which never split K across blocks) would leave most of the GPU idle. */
+#define CUDA_LIN_MAX_K 1024
+/* A product of at least this many multiply-adds (M N K) goes to cuBLAS (linear.cu: why). */
+#define CUDA_LIN_BLAS_MACS (1ll << 30)
+/* Wide layers go to the library too, whatever their K (linear.cu: why and the measurements). */
+#define CUDA_LIN_BLAS_WIDE (1ll << 22)
+/* cuBLAS workspace of each side lane (lane 0 has more: cuda_rule_lane0_workspace). */
+#define CUDA_SIDE_WORKSPACE (4ull << 20)
+
+static inline int cuda_rule_big(int32_t m, int32_t n, int32_t k) { return (int64_t)m * n * k >= CUDA_LIN_BLAS_MACS; }
+
+/* In fp32 a forward with at least CUDA_LIN_BLAS_WIDE outputs (rows x fo); under tf32 the forward and the input
+ * gradient of a layer with at least that many inputs or outputs (rows x the larger of fi, fo). */
+static inline int cuda_rule_wide(int32_t rows, int32_t fi, int32_t fo, int dx, int tf32) {
+    if (!tf32) return !dx && (int64_t)rows * fo >= CUDA_LIN_BLAS_WIDE;
+    return (int64_t)rows * (fi > fo ? fi : fo) >= CUDA_LIN_BLAS_WIDE;
+}
+
+/* Seed-batched products go to the library's batched GEMM (gemm.c, cuda_gemm_seeds) from this many multiply-adds
+ * per agent in fp32 (a 256-wide layer's product at a batch of 64 or more), and with all three dimensions of at least
+ * 16 under tf32: there the library's tiles over n agents at once beat our fp32 tiles n agents wide (bench/RESULTS.md,
+ * many seeds against JAX). Below it, linear.cu's kernels, whose bits equal a single run's. */
+#define CUDA_LIN_SEEDS_BLAS_MACS (1ll << 22)
+static inline int cuda_rule_seeds_blas(int tf32, int32_t m, int32_t n, int32_t k) {
+    if (m < 16 || n < 16 || k < 16) return 0;
+    return tf32 || (m >= 32 && n >= 32 && k >= 32 && (int64_t)m * n * k >= CUDA_LIN_SEEDS_BLAS_MACS);
+}
+
+/* 1 when linear_forward or linear_backward of this shape may call the library: the forward when fi is beyond the
+ * kernels' K or the product big or the layer wide, the backward when a part is beyond the fused kernels (rows or
+ * fi for dW, fo or fi for dx; dx may not be asked for, which the rule does not know, so it says yes then too), big
+ * (every part has the same M N K) or wide (as under tf32, the wider rule: the plan does not know the precision), and
+ * with seeds > 1 agents batched, the products that go to the library's batched GEMM. */
+static inline int cuda_rule_linear_calls_blas(int32_t rows, int32_t fi, int32_t fo, int32_t seeds, int tf32) {
+    return rows > CUDA_LIN_MAX_K || fi > CUDA_LIN_MAX_K || fo > CUDA_LIN_MAX_K || cuda_rule_big(rows, fi, fo) ||
+           cuda_rule_wide(rows, fi, fo, 1, 1) || (seeds > 1 && cuda_rule_seeds_blas(tf32, rows, fi, fo));
+}
+
+/* Dense layers whose products go to the library: the 16-bit ones, those beyond linear.cu's kernels, and with seeds
+ * > 1 (rlt_backend.seeds) the seed-batched ones. They run on cuBLASLt (gemm_lt.c), with cuBLAS as its fallback; the
+ * batched ones on cuBLAS. */
+static inline int cuda_rule_dense_library(const rlt_op_use *use, int32_t seeds) {
+    if (use->dense_lp) return 1;
+    return use->dense_rows > 0 &&
+           cuda_rule_linear_calls_blas(use->dense_rows, use->dense_in, use->dense_out, seeds, use->dense_tf32);
+}
+
+/* fp32 convolutions compute their input gradient with a cuBLAS GEMM (conv_gemm.cu); 16-bit ones run on cuDNN. */
+static inline int cuda_rule_conv_calls_blas(int32_t dtype) { return dtype == RLT_LP_F32; }
+
+/* The lanes the backend runs: RLT_BACKEND_MAX_LANES, or 1 with RLT_CUDA_LANES=1 (the developer switch, `env`),
+ * or fewer when the caller asks (rlt_backend.lanes: a seed group's members sharing the GPU). */
+static inline int32_t cuda_rule_lanes(const char *env, int32_t caller_lanes) {
+    int32_t n = env && strcmp(env, "1") == 0 ? 1 : RLT_BACKEND_MAX_LANES;
+    return caller_lanes > 0 && caller_lanes < n ? caller_lanes : n;
+}
+
+/* cuBLAS workspace sizes NVIDIA recommends in the cublasSetWorkspace documentation: 32 MiB on Hopper (compute
+ * capability 9.x) and later, 4 MiB before, for lane 0; each side lane gets CUDA_SIDE_WORKSPACE of its own (two
+ * GEMMs running at once on two lanes must never share a workspace). */
+static inline uint64_t cuda_rule_lane0_workspace(int32_t cc_major) { return cc_major >= 9 ? 32ull << 20 : 4ull << 20; }
+
+static inline uint64_t cuda_rule_workspace_bytes(int32_t cc_major, int32_t lanes) {
+    return cuda_rule_lane0_workspace(cc_major) + (uint64_t)(lanes - 1) * CUDA_SIDE_WORKSPACE;
+}
+
+#endif

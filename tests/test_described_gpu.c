@@ -1,0 +1,137 @@
+/* test_described_gpu.c: planning for a GPU that is not here (rlt_config_describe_gpu, `rltrain plan --arch
+ * --gpu-memory --others`), for CI without one:
+ * - the workspace follows the CUDA backend's rules (cuda_plan_rules.h): none for small layers, 4 MiB + 3 x 4 MiB
+ *   before Hopper and 32 MiB + 3 x 4 MiB on it when a dense layer goes to the library (1024-wide at batch 4096);
+ * - the context and handles are the table's, the free memory what the others and the context leave;
+ * - a co-tenant that leaves too little: exit 3 with the plan, the same in JSON; one that leaves room: exit 0;
+ * - refusals: an architecture not in the table, a trainer (it cannot reserve), a convolution (its workspace comes
+ *   from the device), --arch without --device cuda on a CPU config.
+ * tests/gpu_described_plan.c holds the same plans against a real GPU's. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "described/described.h"
+#include "harness.h"
+#include "rltrain.h"
+
+#define MIB (1024.0 * 1024.0)
+
+static rlt_config *config(const char *file, const char *const *sets, int n) {
+    rlt_config *cfg;
+    rlt_config_init(&cfg);
+    CHECK(rlt_config_load_file(cfg, file) == RLT_OK, "%s: %s", file, rlt_config_errmsg(cfg));
+    CHECK(rlt_config_set(cfg, "device=cuda") == RLT_OK, "device");
+    for (int i = 0; i < n; i++) CHECK(rlt_config_set(cfg, sets[i]) == RLT_OK, "%s: %s", sets[i], rlt_config_errmsg(cfg));
+    return cfg;
+}
+
+/* The plan's entry `name` in the table text: its bytes as printed ("32.00 MiB"), or "" */
+static const char *entry_line(const char *table, const char *name, char *out, size_t cap) {
+    const char *at = strstr(table, name);
+    out[0] = '\0';
+    if (at) snprintf(out, cap, "%.*s", (int)strcspn(at, "\n"), at);
+    return out;
+}
+
+static void test_workspace_rules(void) {
+    static char table[1 << 16];
+    char err[2048], line[256];
+    rlt_fit_report f;
+    const char *big[] = {"td3.actor_hidden=[1024,1024]", "td3.critic_hidden=[1024,1024]", "train.batch_size=4096",
+                         "replay.capacity=10000", "memory.budget_mb=4096"};
+    struct { int32_t arch; int big; double ws_mib; } cases[] = {{75, 0, 0}, {90, 0, 0}, {75, 1, 16}, {86, 1, 16}, {90, 1, 44}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rlt_config *cfg = config(RLT_SOURCE_DIR "/configs/td3_pendulum.yaml", big, cases[i].big ? 5 : 0);
+        CHECK(rlt_config_describe_gpu(cfg, 80ull << 30, cases[i].arch, 0) == RLT_OK, "describe");
+        int rc = rlt_plan_fit(cfg, &f, table, sizeof table, err, sizeof err);
+        CHECK(rc == RLT_OK && f.fits, "sm_%d: plan %d (%s)", cases[i].arch, rc, err);
+        /* The region totals: "workspace 44.00 MiB;" (a zero-size entry has no row of its own). */
+        entry_line(table, "by region:", line, sizeof line);
+        char want[48];
+        if (cases[i].ws_mib > 0) snprintf(want, sizeof want, "workspace %.2f MiB;", cases[i].ws_mib);
+        else snprintf(want, sizeof want, "workspace 0 B;");
+        CHECK(strstr(line, want) != NULL, "sm_%d %s: %s, expected %s", cases[i].arch,
+              cases[i].big ? "1024-wide at batch 4096" : "256-256", line, want);
+        CHECK(strstr(table, "memory plan on cuda (described: sm_") != NULL, "the device is named as described");
+        const described_arch *row = described_arch_find(cases[i].arch);
+        char ctx[96];
+        snprintf(ctx, sizeof ctx, "context and kernels %.2f MiB + library handles %.2f MiB",
+                 (double)row->context_bytes / MIB,
+                 (double)(cases[i].big ? row->cublas_bytes + row->cublaslt_bytes : 0) / MIB);
+        if (!cases[i].big) snprintf(ctx, sizeof ctx, "context and kernels %.2f MiB + library handles 0 B",
+                                    (double)row->context_bytes / MIB);
+        CHECK(strstr(table, ctx) != NULL, "sm_%d: %s in the table", cases[i].arch, ctx);
+        rlt_config_free(cfg);
+    }
+}
+
+static void test_cotenant_and_refusals(void) {
+    static char table[1 << 16];
+    char err[2048];
+    rlt_fit_report f;
+    rlt_config *cfg = config(RLT_SOURCE_DIR "/configs/td3_lowmem.yaml", NULL, 0);
+    /* A 6 GiB card with a 5.4 GiB simulator: 600 MiB less the sm_75 context (300 MiB) leave room for the arena. */
+    CHECK(rlt_config_describe_gpu(cfg, 6ull << 30, 75, (uint64_t)(5.4 * (1 << 30))) == RLT_OK, "describe");
+    CHECK(rlt_plan_fit(cfg, &f, table, sizeof table, err, sizeof err) == RLT_OK && f.fits, "fits beside 5.4 GiB");
+    /* 6144 - 5529.6 - 300 (the sm_75 row's context) MiB. */
+    CHECK(strstr(table, "device memory: total 6.00 GiB, free 314.40 MiB before the reservation") != NULL, "free: %s", table);
+    /* 5.9 GiB taken: nothing left after the context. */
+    CHECK(rlt_config_describe_gpu(cfg, 6ull << 30, 75, (uint64_t)(5.9 * (1 << 30))) == RLT_OK, "describe");
+    CHECK(rlt_plan_fit(cfg, &f, table, sizeof table, err, sizeof err) == RLT_OK && !f.fits, "does not fit beside 5.9 GiB");
+    size_t len = 0;
+    int32_t fits = 1;
+    static char json[1 << 17];
+    CHECK(rlt_plan_fit_json(cfg, json, sizeof json, &len, &fits, err, sizeof err) == RLT_OK && !fits, "json: %s", err);
+    CHECK(strstr(json, "\"name\": \"cuda (described: sm_75, 6.00 GiB)\"") != NULL, "json device: %.300s", json);
+    /* It cannot train. */
+    rlt_trainer *tr = NULL;
+    CHECK(rlt_config_describe_gpu(cfg, 6ull << 30, 75, 0) == RLT_OK, "describe");
+    CHECK(rlt_trainer_init(cfg, &tr) == RLT_EDEVICE && strstr(rlt_trainer_errmsg(tr), "only plans"), "trainer: %s",
+          rlt_trainer_errmsg(tr));
+    rlt_trainer_free(tr);
+    CHECK(rlt_config_describe_gpu(cfg, 6ull << 30, 61, 0) == RLT_ECONFIG && strstr(rlt_config_errmsg(cfg), "sm_75"),
+          "sm_61: %s", rlt_config_errmsg(cfg));
+    rlt_config_free(cfg);
+    cfg = config(RLT_SOURCE_DIR "/configs/dqn_minatar_breakout.yaml", NULL, 0);
+    CHECK(rlt_config_describe_gpu(cfg, 16ull << 30, 75, 0) == RLT_OK, "describe");
+    CHECK(rlt_plan_fit(cfg, &f, table, sizeof table, err, sizeof err) == RLT_EDEVICE && strstr(err, "convolution"),
+          "conv: %s", err);
+    rlt_config_free(cfg);
+}
+
+static int run_cli(const char *args, char *out, size_t cap) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s/rltrain' %s 2>&1", RLT_BINARY_DIR, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_cli(void) {
+    static char out[1 << 17];
+    const char *cfg = "plan --config " RLT_SOURCE_DIR "/configs/td3_lowmem.yaml --device cuda";
+    char args[1024];
+    snprintf(args, sizeof args, "%s --arch sm_75 --gpu-memory 6GiB --others 5.4GiB", cfg);
+    CHECK(run_cli(args, out, sizeof out) == 0, "fits beside 5.4 GiB: %s", out);
+    snprintf(args, sizeof args, "%s --gpu t4 --others 14.8GiB", cfg);
+    CHECK(run_cli(args, out, sizeof out) == 3 && strstr(out, "DOES NOT FIT"), "t4 beside 14.8 GiB: exit 3");
+    snprintf(args, sizeof args, "%s --arch 7.5 --gpu-memory 6144MiB --others 5.9GiB --json", cfg);
+    CHECK(run_cli(args, out, sizeof out) == 3 && strstr(out, "\"fits\": false"), "json exit 3: %.400s", out);
+    snprintf(args, sizeof args, "plan --config " RLT_SOURCE_DIR "/configs/td3_lowmem.yaml --device cpu --arch sm_75 "
+             "--gpu-memory 6GiB");
+    CHECK(run_cli(args, out, sizeof out) == 2 && strstr(out, "--device cuda"), "cpu config: %s", out);
+    snprintf(args, sizeof args, "%s --arch sm_75", cfg);
+    CHECK(run_cli(args, out, sizeof out) == 2 && strstr(out, "--gpu-memory"), "memory missing: %s", out);
+}
+
+int main(void) {
+    rlt_log_set_callback(NULL, NULL);
+    test_workspace_rules();
+    test_cotenant_and_refusals();
+    test_cli();
+    return test_summary("test_described_gpu");
+}
