@@ -13,6 +13,7 @@
 #include "env.h"
 #include "mem.h"
 #include "outputs.h"
+#include "text.h"
 #include "trainer.h"
 
 /* The most steps of one evaluation episode when the environment has no time limit (a user environment with
@@ -125,6 +126,7 @@ static int trainer_init(const rlt_config *cfg, const rlt_env_callbacks *user_env
     *out = tr;
     tr->cfg = *cfg;
     tr->metrics.fd = -1;
+    tr->lock_fd = -1;
     tr->prog.last_eval_return = NAN;
     tr->prog.best_eval_return = NAN;
     tr->prog.last_episode_return = NAN;
@@ -163,6 +165,7 @@ void rlt_trainer_free(rlt_trainer *tr) {
     rlt_mem_free(tr->user_state);
     rlt_mem_free(tr->reset_mask);
     rlt_mem_free(tr->reset_seeds);
+    out_unlock_dir(&tr->lock_fd);
     rlt_mem_free(tr);
 }
 
@@ -478,10 +481,23 @@ static int is_output(const char *name) {
            !strcmp(name, "final.ckpt") || !strcmp(name, "best.ckpt") || is_periodic_ckpt(name, "");
 }
 
-/* The temporary name of an output: written by a save that the process did not live to finish. */
+/* The temporary name of an output (rlt_text_tmp_path's "<name>.<pid>.<n>.tmp", or an earlier version's
+ * "<name>.tmp"): written by a save that its process did not live to finish. Only the out_dir's owner (its lock
+ * held) removes them, so a live run's temporary file is never one of them. */
 static int is_output_tmp(const char *name) {
-    return !strcmp(name, "config.yaml.tmp") || !strcmp(name, "metrics.csv.tmp") || !strcmp(name, "summary.json.tmp") ||
-           !strcmp(name, "final.ckpt.tmp") || !strcmp(name, "best.ckpt.tmp") || is_periodic_ckpt(name, ".tmp");
+    static const char *const outs[] = {"config.yaml", "metrics.csv", "summary.json", "final.ckpt", "best.ckpt",
+                                       "failed.ckpt"};
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
+        if (rlt_text_is_tmp_of(name, outs[i])) return 1;
+    if (strncmp(name, "ckpt_", 5) != 0 || !isdigit((unsigned char)name[5])) return 0;
+    const char *c = name + 5;
+    while (isdigit((unsigned char)*c)) c++;
+    char base[64];
+    size_t n = (size_t)(c - name) + 5;
+    if (strncmp(c, ".ckpt", 5) != 0 || n >= sizeof base) return 0;
+    memcpy(base, name, n);
+    base[n] = '\0';
+    return rlt_text_is_tmp_of(name, base);
 }
 
 typedef struct out_dir_scan {
@@ -515,6 +531,12 @@ static int trainer_refuse_out_dir(rlt_trainer *tr, const out_dir_scan *found) {
              "choose another out_dir, or set train.overwrite: true (--set train.overwrite=true) to replace them",
              config_key_where(&tr->cfg, "out_dir", where, sizeof where), tr->cfg.out_dir, found->names,
              found->found > 4 ? ", ..." : "");
+}
+
+int trainer_lock_out_dir(rlt_trainer *tr) {
+    if (tr->lock_fd >= 0) return RLT_OK;
+    RLT_TRY(out_mkdirs(&tr->err, tr->cfg.out_dir));
+    return out_lock_dir(&tr->err, tr->cfg.out_dir, &tr->lock_fd);
 }
 
 int trainer_check_out_dir(rlt_trainer *tr) {
@@ -600,8 +622,9 @@ int rlt_trainer_run(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
     char path[600];
     tr->t0 = now_s();
     tr->prog.total_steps = c->train.total_steps;
+    /* The lock first: a run refused because another owns out_dir changes nothing there. */
+    RLT_TRY(trainer_lock_out_dir(tr));
     RLT_TRY(trainer_prepare_out_dir(tr));
-    RLT_TRY(out_mkdirs(e, c->out_dir));
     snprintf(path, sizeof path, "%s/config.yaml", c->out_dir);
     RLT_TRY(out_write_atomic(e, path, tr->dump, strlen(tr->dump)));
     RLT_TRY(trainer_open_metrics(tr));

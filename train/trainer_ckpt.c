@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "text.h"
 #include "trainer.h"
 
 enum {
@@ -335,6 +336,10 @@ static int in_out_dir(const char *path, const char *out_dir) {
 int rlt_trainer_resume(rlt_trainer *tr, const char *path) {
     if (!tr || !path) return RLT_EINVAL;
     if (!tr->agent || !tr->agent->plan.sealed) RLT_FAIL(&tr->err, RLT_ESTATE, "rlt_trainer_resume after a failed init");
+    /* A run into an out_dir that another run owns is refused before anything is read (at once, whatever the
+     * checkpoint's size). A missing out_dir has no owner: rlt_trainer_run creates and locks it. */
+    struct stat od;
+    if (stat(tr->cfg.out_dir, &od) == 0 && S_ISDIR(od.st_mode)) RLT_TRY(trainer_lock_out_dir(tr));
     /* A FIFO or a device would block the open or the reads (a FIFO with no writer forever): only a regular
      * file is a checkpoint. O_NONBLOCK keeps this open from waiting for a FIFO's writer. */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -378,8 +383,13 @@ static int row_kept(const char *line, int64_t upto) {
 static int copy_rows(rlt_trainer *tr, const char *path, out_writer *w) {
     char buf[8192], line[1024];
     RLT_TRY(metrics_header(tr, w));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return RLT_OK; /* no earlier rows */
+    /* A FIFO planted as metrics.csv would block the reads forever. */
+    if (out_check_regular(&tr->err, fd, path) != RLT_OK) {
+        close(fd);
+        return RLT_EIO;
+    }
     size_t len = 0;
     int first = 1, too_long = 0, rc = RLT_OK;
     for (;;) {
@@ -407,7 +417,7 @@ static int copy_rows(rlt_trainer *tr, const char *path, out_writer *w) {
 }
 
 int trainer_open_metrics(rlt_trainer *tr) {
-    char path[600], tmp[620];
+    char path[600], tmp[660];
     snprintf(path, sizeof path, "%s/metrics.csv", tr->cfg.out_dir);
     if (!tr->resumed_in_out_dir) {
         RLT_TRY(out_writer_open(&tr->metrics, &tr->err, path, 0));
@@ -416,7 +426,7 @@ int trainer_open_metrics(rlt_trainer *tr) {
     }
     /* The same run continues: its rows up to the checkpoint, written aside and renamed over the file, so that a
      * crash now leaves either the old file or the new one; rows are appended to it from here on. */
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    rlt_text_tmp_path(tmp, sizeof tmp, path);
     RLT_TRY(out_writer_open(&tr->metrics, &tr->err, tmp, 0));
     int rc = copy_rows(tr, path, &tr->metrics);
     int crc = out_writer_close(&tr->metrics, &tr->err);
