@@ -72,7 +72,8 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
             RLT_TRY(rlt_env_make(&tr->envs[k], e, c->env.name, c->seed, env0 + k == 0 ? RLT_STREAM_ENV :
                                  RLT_STREAM_ENV_VEC + env0 + (uint32_t)k, c->env.max_episode_steps));
         RLT_TRY(rlt_env_make(&tr->eval_env, e, c->env.name, c->seed + 100, RLT_STREAM_EVAL_ENV, c->env.max_episode_steps));
-        snprintf(tr->env_name, sizeof tr->env_name, "%s", c->env.name);
+        /* The class's own name, whichever alias the config used: a checkpoint of "Pendulum-v1" resumes as "pendulum". */
+        snprintf(tr->env_name, sizeof tr->env_name, "%s", tr->envs[0].cls->name);
     }
     /* The trainer's own host buffers come before the agent seals its arena. */
     uint64_t n = (uint64_t)N, ob = (uint64_t)rlt_space_bytes(&tr->envs[0].obs_space);

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "comm.h"
 #include "text.h"
 #include "trainer.h"
 
@@ -49,6 +50,10 @@ int trainer_save(rlt_trainer *tr, const char *path, int include_replay) {
     char meta[1024];
     int n = agent_meta(ag, meta, sizeof meta);
     n += snprintf(meta + n, sizeof meta - (size_t)n, "env: %s\nepisodes: %lld\n", tr->env_name, (long long)p->episodes);
+    /* Whose state this is: the seed, and for a rank of a data-parallel run its place (ranks 0: a single run), which
+     * a resume checks (resume_checked). */
+    n += snprintf(meta + n, sizeof meta - (size_t)n, "seed: %llu\nrank: %d\nranks: %d\n", (unsigned long long)tr->cfg.seed,
+                  (int)tr->cfg.rank, tr->cfg.comm ? (int)rlt_comm_size(tr->cfg.comm) : 0);
     ckpt_writer *w = ag->ckpt_w;
     /* metrics.csv's rows up to this step are on disk before the checkpoint that a resume would keep them for. */
     RLT_TRY(out_writer_sync(&tr->metrics, &tr->err));
@@ -200,6 +205,29 @@ static int check_vec_words(rlt_trainer *tr, const char *path, int32_t k, const i
     return RLT_OK;
 }
 
+/* A rank's checkpoint holds 1/R of the batch's replay and its own environments' streams: resumed as a single
+ * run (or as another rank, or a single run's as a rank) it would train on silently, as something else.
+ * Checkpoints of earlier versions have no rank line and are not checked. */
+static int check_rank(rlt_trainer *tr, const ckpt_reader *r, const char *path) {
+    const char *meta = ckpt_reader_meta(r, NULL), *rk = strstr(meta, "\nranks: "), *ri = strstr(meta, "\nrank: ");
+    if (!rk || !ri) return RLT_OK;
+    long ranks = strtol(rk + 8, NULL, 10), rank = strtol(ri + 7, NULL, 10);
+    long my_ranks = tr->cfg.comm ? (long)rlt_comm_size(tr->cfg.comm) : 0, my_rank = tr->cfg.rank;
+    rlt_err *e = &tr->agent->err;
+    if (ranks > 0 && my_ranks == 0)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s is the checkpoint of rank %ld of a data-parallel run on %ld devices, and this "
+                 "is a single run; resume that run as it was (the same devices list and out_dir: each rank resumes from "
+                 "its out_dir/rank_<k>/ file)", path, rank, ranks);
+    if (ranks == 0 && my_ranks > 0)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s is the checkpoint of a single run, and this is rank %ld of a data-parallel run "
+                 "on %ld devices; resume it as a single run (one device)", path, my_rank, my_ranks);
+    if (ranks != my_ranks || rank != my_rank)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s is the checkpoint of rank %ld of a data-parallel run on %ld devices, and this "
+                 "is rank %ld of %ld; resume with the devices list it was saved with", path, rank, ranks, my_rank,
+                 my_ranks);
+    return RLT_OK;
+}
+
 static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
     rlt_agent *ag = tr->agent;
     rlt_err *e = &ag->err;
@@ -209,7 +237,8 @@ static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
     /* The trainer's part first: it must be this environment and this observation size. */
     RLT_TRY(ckpt_reader_read(r, "trainer.env_name", name, sizeof name));
     name[63] = '\0';
-    if (strcmp(name, tr->env_name) != 0)
+    /* Earlier versions stored the config's spelling: an alias names its built-in class. */
+    if (strcmp(tr->user_env ? name : rlt_env_canonical_name(name), tr->env_name) != 0)
         RLT_FAIL(e, RLT_ECHECKPOINT, "%s: the checkpoint is of environment '%s', this trainer trains '%s'", path, name,
                  tr->env_name);
     if (tr->user_env) {
@@ -222,6 +251,7 @@ static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
             RLT_FAIL(e, RLT_ECHECKPOINT, "%s: no user environment state of %d bytes (state_bytes) x %d (env.num_envs) in "
                      "the checkpoint", path, tr->user_state_bytes, (int)tr->n_envs);
     }
+    RLT_TRY(check_rank(tr, r, path));
     RLT_TRY(ckpt_reader_read(r, "trainer.state", s, sizeof s));
     /* An evaluation the saved run was stopped in: one this config schedules after the checkpoint's step. */
     int64_t pending = 0;
