@@ -479,7 +479,8 @@ static int is_periodic_ckpt(const char *name, const char *suffix) {
 
 static int is_output(const char *name) {
     return !strcmp(name, "config.yaml") || !strcmp(name, "metrics.csv") || !strcmp(name, "summary.json") ||
-           !strcmp(name, "final.ckpt") || !strcmp(name, "best.ckpt") || is_periodic_ckpt(name, "");
+           !strcmp(name, "final.ckpt") || !strcmp(name, "best.ckpt") || !strcmp(name, "failed.ckpt") ||
+           is_periodic_ckpt(name, "");
 }
 
 /* The temporary name of an output (rlt_text_tmp_path's "<name>.<pid>.<n>.tmp", or an earlier version's
@@ -588,19 +589,27 @@ static int trainer_finish(rlt_trainer *tr, int rc) {
     char path[600];
     int orc = out_writer_close(&tr->metrics, e);
     if (orc != RLT_OK) out_err = tr->err;
-    snprintf(path, sizeof path, "%s/final.ckpt", tr->cfg.out_dir);
+    /* A failed run's state may be what failed (a NaN that reached the environment, a diverged network): it goes
+     * to failed.ckpt, for inspection or a deliberate resume, and never replaces final.ckpt, which keeps the last
+     * good state (an earlier run's, when this one was resumed). */
+    int loop_ok = rc == RLT_OK || rc == RLT_EINTERRUPTED;
+    snprintf(path, sizeof path, "%s/%s", tr->cfg.out_dir, loop_ok ? "final.ckpt" : "failed.ckpt");
     int crc = trainer_save(tr, path, tr->cfg.checkpoint.include_replay);
     if (orc == RLT_OK && crc != RLT_OK) orc = crc, out_err = tr->err;
-    int loop_ok = rc == RLT_OK || rc == RLT_EINTERRUPTED;
     const char *status = orc != RLT_OK || !loop_ok ? "failed" : rc == RLT_OK ? "finished" : "stopped";
     int src = trainer_write_summary(tr, status, orc != RLT_OK ? out_err.msg : !loop_ok ? loop_err.msg : NULL);
     if (orc == RLT_OK && src != RLT_OK) orc = src, out_err = tr->err;
     long long step = (long long)tr->prog.env_steps;
     if (orc == RLT_OK) {
         tr->err = loop_err;
-        if (!loop_ok)
-            rlt_log(RLT_LOG_INFO, "outputs up to step %lld written to %s/ (summary.json status \"failed\"; final.ckpt "
-                    "resumes from there)", step, tr->cfg.out_dir);
+        if (!loop_ok) {
+            char good[700], last[160] = "";
+            snprintf(good, sizeof good, "%s/final.ckpt", tr->cfg.out_dir);
+            if (tr->n_kept > 0) snprintf(last, sizeof last, "; the latest periodic checkpoint is %s", tr->kept[tr->n_kept - 1]);
+            rlt_log(RLT_LOG_INFO, "outputs up to step %lld written to %s/ (summary.json status \"failed\"); the state at "
+                    "the failure is in failed.ckpt, and final.ckpt %s%s", step, tr->cfg.out_dir,
+                    access(good, F_OK) == 0 ? "is the last good one, unchanged" : "was not written", last);
+        }
         return rc;
     }
     if (loop_ok) {
