@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "finite.h"
 #include "text.h"
 #include "trainer.h"
 
@@ -234,6 +235,12 @@ static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
     int64_t s[TS_COUNT];
     char name[64];
     const ckpt_tensor_info *info;
+    /* Every trainer tensor has the dtype and shape trainer_save gives it, not only its size. */
+    const int64_t shape_n[1] = {64}, shape_s[1] = {TS_COUNT}, shape_e[1] = {RLT_ENV_STATE_BYTES};
+    const int64_t shape_o[1] = {rlt_space_bytes(&tr->envs[0].obs_space) * tr->n_envs};
+    RLT_TRY(ckpt_reader_expect(r, "trainer.env_name", RLT_DTYPE_U8, 1, shape_n));
+    RLT_TRY(ckpt_reader_expect(r, "trainer.state", RLT_DTYPE_I64, 1, shape_s));
+    RLT_TRY(ckpt_reader_expect(r, "trainer.env_state", RLT_DTYPE_U8, 1, shape_e));
     /* The trainer's part first: it must be this environment and this observation size. */
     RLT_TRY(ckpt_reader_read(r, "trainer.env_name", name, sizeof name));
     name[63] = '\0';
@@ -277,6 +284,11 @@ static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
     if (info->bytes != ob * (uint64_t)N)
         RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.obs': observations of %llu bytes, this environment's have %lld",
                  path, (unsigned long long)info->bytes, (long long)ob);
+    RLT_TRY(ckpt_reader_expect(r, "trainer.obs", RLT_DTYPE_U8, 1, shape_o));
+    if (tr->user_env) {
+        const int64_t shape_u[1] = {(int64_t)tr->user_state_bytes * N};
+        RLT_TRY(ckpt_reader_expect(r, "trainer.user_env_state", RLT_DTYPE_U8, 1, shape_u));
+    }
     int64_t agent_steps;
     RLT_TRY(ckpt_reader_read_range(r, "agent.host", 0, &agent_steps, sizeof agent_steps));
     RLT_TRY(check_loop_state(tr, path, s, agent_steps));
@@ -303,9 +315,9 @@ static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
     RLT_TRY(ckpt_reader_read(r, "trainer.obs", tr->next_obs, info->bytes));
     if (tr->envs[0].obs_space.dtype == RLT_DTYPE_F32)
         for (uint64_t i = 0; i < info->bytes / 4; i++)
-            if (!isfinite(tr->next_obs[i]))
-                RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.obs' element %llu is %g: observations are finite", path,
-                         (unsigned long long)i, tr->next_obs[i]);
+            if (!(fabsf(tr->next_obs[i]) <= RLT_VALUE_ABS_MAX))
+                RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.obs' element %llu is %g: observations are finite and at "
+                         "most 1e18 in magnitude (base/finite.h)", path, (unsigned long long)i, tr->next_obs[i]);
     /* The agent checks all of its tensors before it changes anything. */
     RLT_TRY(agent_read_state(ag, r, path));
     if (tr->user_env) {
