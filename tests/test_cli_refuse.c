@@ -4,7 +4,10 @@
  * - memory.budget_mb (and --budget-mb, process_budget_mb) above 0 but below one byte is a range error (2);
  * - --set, --budget-mb and --device values reach the config whole, however long (a value of 600 bytes that
  *   is valid only whole is accepted; one too long for its key is refused, not cut);
- * - --resume on a FIFO is refused at once (2) instead of blocking;
+ * - --resume on a FIFO is refused at once (2) instead of blocking, and so are a FIFO planted as metrics.csv
+ *   before a resume (1) and --config naming a FIFO with no writer (2, after 5 s);
+ * - --dry-run --resume loads the checkpoint (a damaged one fails, 2); --config or --resume given twice, or
+ *   --config without its value, are refused (2) with what was wrong;
  * - a second run into an out_dir holding outputs is refused (2) unless train.overwrite is set;
  * - a run whose checkpoint saves fail (here past `ulimit -f`: SIGXFSZ is ignored, the write fails) exits 1 with
  *   the message, does not print that its outputs were written, and leaves config.yaml whole and no partial file;
@@ -111,6 +114,49 @@ int main(void) {
     snprintf(args, sizeof args, "--config %s %s --set out_dir=%s/run --resume %s/run/final.ckpt", cfg, small, dir, dir);
     code = run_cli(args);
     CHECK(code == 0, "resuming from a checkpoint in out_dir is allowed (%d): %s", code, out_text);
+    /* --dry-run --resume loads the checkpoint: a damaged one fails there, not only in the real run. */
+    snprintf(path, sizeof path, "%s/run/final.ckpt", dir);
+    char ck[600];
+    snprintf(ck, sizeof ck, "%s/damaged.ckpt", dir);
+    {
+        static char bytes[1 << 20];
+        long n = test_read_file(path, bytes, sizeof bytes);
+        if (n > 200) bytes[n / 2] ^= 0x40;
+        CHECK(n > 200 && test_write_file(ck, bytes, (size_t)n) == 0, "a damaged copy of final.ckpt");
+    }
+    snprintf(args, sizeof args, "--config %s %s --set out_dir=%s/run --resume %s --dry-run", cfg, small, dir, ck);
+    code = run_cli(args);
+    CHECK(code == 2 && strstr(out_text, "damaged.ckpt") && !strstr(out_text, "dry run: the plan fits"),
+          "--dry-run --resume of a damaged checkpoint fails (%d): %.300s", code, out_text);
+    snprintf(args, sizeof args, "--config %s %s --set out_dir=%s/run --resume %s --dry-run", cfg, small, dir, path);
+    code = run_cli(args);
+    CHECK(code == 0 && strstr(out_text, "and the checkpoint loads"), "--dry-run --resume of a good one (%d): %.300s",
+          code, out_text);
+    /* A FIFO planted as metrics.csv before a resume: refused, not read forever. */
+    snprintf(path, sizeof path, "%s/run/metrics.csv", dir);
+    unlink(path);
+    mkfifo(path, 0644);
+    snprintf(args, sizeof args, "--config %s %s --set out_dir=%s/run --resume %s/run/final.ckpt", cfg, small, dir, dir);
+    code = run_cli(args);
+    CHECK(code == 1 && strstr(out_text, "metrics.csv is not a regular file"), "metrics.csv FIFO (%d): %.600s", code,
+          out_text);
+    unlink(path);
+    /* --config naming a FIFO that no process writes: refused after CFG_PIPE_WAIT_S (5 s), not waited on forever. */
+    snprintf(path, sizeof path, "%s/config.fifo", dir);
+    mkfifo(path, 0644);
+    snprintf(args, sizeof args, "--config %s --dry-run", path);
+    code = run_cli(args);
+    CHECK(code == 2 && strstr(out_text, "no config text arrived"), "--config FIFO (%d): %.300s", code, out_text);
+    /* Repeated or valueless --config / --resume. */
+    snprintf(args, sizeof args, "--config %s --config %s --dry-run", cfg, cfg);
+    code = run_cli(args);
+    CHECK(code == 2 && strstr(out_text, "--config is given twice"), "--config twice (%d): %.300s", code, out_text);
+    snprintf(args, sizeof args, "--config %s --resume a.ckpt --resume b.ckpt --dry-run", cfg);
+    code = run_cli(args);
+    CHECK(code == 2 && strstr(out_text, "--resume is given twice"), "--resume twice (%d): %.300s", code, out_text);
+    code = run_cli("--dry-run --config");
+    CHECK(code == 2 && strstr(out_text, "--config needs a value") && !strstr(out_text, "unknown argument"),
+          "--config without a value (%d): %.300s", code, out_text);
     /* The key's place: the --set that gave it, or the file's line and column. */
     snprintf(args, sizeof args, "--config %s %s --set out_dir=%s/run", cfg, small, dir);
     code = run_cli(args);
@@ -140,7 +186,7 @@ int main(void) {
     snprintf(args, sizeof args, "ulimit -f 16; timeout 20 '%s/rltrain' --config %s %s --set out_dir=%s/nosave 2>&1",
              RLT_BINARY_DIR, cfg, small, dir);
     code = run_shell(args);
-    CHECK(code == 1 && strstr(out_text, "final.ckpt") && strstr(out_text, "File too large") &&
+    CHECK(code == 1 && strstr(out_text, ".ckpt") && strstr(out_text, "File too large") &&
               !strstr(out_text, "outputs written to") && !strstr(out_text, "finished:"),
           "a failed final save exits 1 without 'outputs written' (%d): %s", code, out_text);
     snprintf(path, sizeof path, "%s/nosave/config.yaml", dir);
