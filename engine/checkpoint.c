@@ -16,6 +16,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "text.h"
+
 /* Tensor data is written as the host holds it, and the format says little-endian: a big-endian port must
  * byte-swap the data path first, so refuse to build rather than write files that load as garbage. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -246,11 +248,13 @@ int ckpt_writer_open(ckpt_writer *w, rlt_err *e, const char *path, const char *m
     w->tmp_path[0] = '\0';
     if (!path || !*path) W_FAIL(w, RLT_EINVAL, "checkpoint path is empty");
     size_t plen = strlen(path);
-    if (plen + sizeof ".tmp" > CKPT_PATH_BYTES)
-        W_FAIL(w, RLT_EINVAL, "checkpoint path is %zu bytes, the limit is %d: %.80s...", plen, CKPT_PATH_BYTES - 5, path);
+    /* The temporary name adds ".<pid>.<n>.tmp" (at most 48 bytes): unique to this save, so a second process
+     * writing the same path (refused by the out_dir lock in the trainer, but not for rlt_agent_save) never
+     * truncates or renames this one's file. */
+    if (plen + 48 > CKPT_PATH_BYTES)
+        W_FAIL(w, RLT_EINVAL, "checkpoint path is %zu bytes, the limit is %d: %.80s...", plen, CKPT_PATH_BYTES - 48, path);
     memcpy(w->path, path, plen + 1);
-    memcpy(w->tmp_path, path, plen);
-    memcpy(w->tmp_path + plen, ".tmp", sizeof ".tmp");
+    rlt_text_tmp_path(w->tmp_path, sizeof w->tmp_path, path);
     if (meta_len > CKPT_MAX_META)
         W_FAIL(w, RLT_EINVAL, "%s: checkpoint metadata is %zu bytes, the format allows at most %d", path, meta_len,
                CKPT_MAX_META);

@@ -6,9 +6,13 @@
 #include "text.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "config_conv.h"
@@ -700,19 +704,47 @@ int rlt_config_load_string(rlt_config *cfg, const char *yaml, const char *name_f
 int rlt_config_load_file(rlt_config *cfg, const char *path) {
     if (!cfg) return RLT_EINVAL;
     if (!path) RLT_FAIL(&cfg->err, RLT_EINVAL, "rlt_config_load_file: path is NULL");
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    /* O_NONBLOCK: opening a FIFO that has no writer would wait for one forever. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         RLT_FAIL(&cfg->err, RLT_EIO, "%.300s: cannot open the config: %s; check the path (relative paths start "
                  "from the current directory)", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+        close(fd);
+        RLT_FAIL(&cfg->err, RLT_EIO, "%.300s: not a config file (a directory?)", path);
+    }
+    /* A pipe or FIFO (`--config <(...)`, /dev/stdin) is read as it comes, but a writer that sends nothing for
+     * CFG_PIPE_WAIT_S seconds is taken for none: refused, not waited on forever. */
+    if (!S_ISREG(st.st_mode)) {
+        struct pollfd pf = {fd, POLLIN, 0};
+        int pr;
+        while ((pr = poll(&pf, 1, CFG_PIPE_WAIT_S * 1000)) < 0 && errno == EINTR) {
+        }
+        if (pr == 0) {
+            close(fd);
+            RLT_FAIL(&cfg->err, RLT_EIO, "%.300s: no config text arrived within %d s (a FIFO with no writer?); give a "
+                     "regular file, or start the writer first", path, CFG_PIPE_WAIT_S);
+        }
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     /* One byte past the limit tells an oversized file from one of exactly 1 MiB, pipes included. */
     unsigned char *buf = rlt_mem_alloc((size_t)CFG_MAX_BYTES + 1, 64);
     if (!buf) {
-        fclose(f);
+        close(fd);
         RLT_FAIL(&cfg->err, RLT_ENOMEM, "%.300s: out of host memory for the config text", path);
     }
-    size_t n = fread(buf, 1, (size_t)CFG_MAX_BYTES + 1, f);
-    int read_errno = ferror(f) ? errno : 0;
-    fclose(f);
+    size_t n = 0;
+    int read_errno = 0;
+    while (n < (size_t)CFG_MAX_BYTES + 1) {
+        ssize_t k = read(fd, buf + n, (size_t)CFG_MAX_BYTES + 1 - n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) read_errno = errno;
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
+    close(fd);
     int rc;
     if (read_errno)
         rc = rlt_err_set(&cfg->err, RLT_EIO, __FILE__, __LINE__, "%.300s: cannot read the config: %s", path,

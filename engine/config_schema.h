@@ -49,6 +49,8 @@ typedef struct cfg_key {
 #define CFG_MAX_KEYS RLT_CFG_MAX_KEYS
 /* Files and strings above this are refused before parsing: a config is a few dozen lines. */
 #define CFG_MAX_BYTES (1u << 20)
+/* How long a config read from a pipe or FIFO may wait for its first bytes (rlt_config_load_file). */
+#define CFG_PIPE_WAIT_S 5
 
 /* Why a conversion failed: the message's "<what is wrong>" and "<hint>" halves. */
 typedef struct cfg_why {

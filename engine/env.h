@@ -75,6 +75,8 @@ static inline int rlt_env_reset(rlt_env *env, void *obs) { env->t = 0; return en
  * size does not fit 63 bits (the product is checked, never overflowed). */
 int64_t rlt_space_elems(const rlt_space *s);
 int64_t rlt_space_bytes(const rlt_space *s);
+/* The built-in name an alias stands for ("Pendulum-v1" -> "pendulum"); any other name as it is. */
+const char *rlt_env_canonical_name(const char *name);
 /* Comma-separated list of built-in names (for error messages and --help). */
 const char *rlt_env_names(void);
 

@@ -46,6 +46,12 @@ static int name_distance(const char *a, const char *b) {
     return prev[nb];
 }
 
+const char *rlt_env_canonical_name(const char *name) {
+    for (size_t i = 0; i < sizeof env_aliases / sizeof env_aliases[0]; i++)
+        if (strcmp(env_aliases[i].alias, name) == 0) return env_aliases[i].name;
+    return name;
+}
+
 int rlt_env_make(rlt_env *env, rlt_err *e, const char *name, uint64_t seed, uint32_t stream, int32_t max_steps) {
     if (!env || !name) RLT_FAIL(e, RLT_EINVAL, "rlt_env_make: env and name must not be NULL");
     if (max_steps < 0)

@@ -42,7 +42,8 @@ extern "C" {
     X(ENOMEM, -7, "out of host memory for a handle")                                       \
     X(ESTATE, -8, "call not valid in the current state")                                   \
     X(ECHECKPOINT, -9, "checkpoint is invalid or does not match")                          \
-    X(EINTERRUPTED, -10, "interrupted")
+    X(EINTERRUPTED, -10, "interrupted")                                                   \
+    X(EBUSY, -11, "out_dir is in use by another run")
 
 typedef enum {
 #define RLT_STATUS_ENUM_(name, code, text) RLT_##name = code,

@@ -4,6 +4,7 @@
  * is wrong. Writer failures must leave an older checkpoint at the destination untouched. */
 #include "harness.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "text.h"
 
 #define MAX_FILE (1u << 20)
 
@@ -24,9 +26,23 @@ static const char *path_in(char *buf, size_t cap, const char *name) {
     return buf;
 }
 
-static int exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
+/* 1 when a temporary file of a save to the path that `tmp` names ("<path>.tmp") exists: the writer's names are
+ * "<path>.<pid>.<n>.tmp" (one per save); a stale "<path>.tmp" of an earlier version does not count. */
+static int tmp_exists(const char *tmp) {
+    char base_path[700];
+    snprintf(base_path, sizeof base_path, "%.*s", (int)(strlen(tmp) - 4), tmp);
+    const char *slash = strrchr(base_path, '/');
+    const char *base = slash ? slash + 1 : base_path;
+    char dname[700];
+    snprintf(dname, sizeof dname, "%.*s", slash ? (int)(slash - base_path) : 1, slash ? base_path : ".");
+    DIR *d = opendir(dname);
+    int found = 0;
+    for (struct dirent *de; d && (de = readdir(d));) {
+        size_t n = strlen(base);
+        if (rlt_text_is_tmp_of(de->d_name, base) && strcmp(de->d_name + n, ".tmp") != 0) found = 1;
+    }
+    if (d) closedir(d);
+    return found;
 }
 
 static void put32(unsigned char *p, uint32_t v) {
@@ -124,9 +140,10 @@ static void test_round_trip(ckpt_reader *r) {
     char path[600], tmp[700];
     path_in(path, sizeof path, "medium.ckpt");
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    CHECK(test_write_file(tmp, "stale junk", 10) == 0, "stale temp file"); /* a crashed earlier save leaves one */
+    /* A crashed earlier version's save left one; the writer's own names never collide with it. */
+    CHECK(test_write_file(tmp, "stale junk", 10) == 0, "stale temp file");
     CHECK(write_file(path, meta_text, medium, N_MEDIUM) == RLT_OK, "write medium");
-    CHECK(!exists(tmp), "no .tmp after close");
+    CHECK(!tmp_exists(tmp), "no .tmp after close");
 
     /* The trailer, checked here without the reader: count, and CRC of every byte before it. */
     static unsigned char file[MAX_FILE];
@@ -238,7 +255,7 @@ static void test_pieces(ckpt_reader *r) {
     ckpt_writer_abort(&w);
     char tmp[700];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    CHECK(!exists(tmp), "no temp file after failed writes");
+    CHECK(!tmp_exists(tmp), "no temp file after failed writes");
     CHECK(open_expect(r, path, RLT_OK, ""), "the earlier pieces.ckpt survives");
 }
 
@@ -371,17 +388,17 @@ static void test_writer_failures(ckpt_reader *r) {
     char nodir[600];
     path_in(nodir, sizeof nodir, "no/such/dir/x.ckpt");
     int rc = ckpt_writer_open(&w, &e, nodir, "m", 1);
-    CHECK(rc == RLT_EIO && strstr(e.msg, "cannot create") && strstr(e.msg, "x.ckpt.tmp"), "missing dir: %s", e.msg);
+    CHECK(rc == RLT_EIO && strstr(e.msg, "cannot create") && strstr(e.msg, "x.ckpt.") && strstr(e.msg, ".tmp"), "missing dir: %s", e.msg);
     CHECK(ckpt_writer_add(&w, "a", RLT_DTYPE_U8, 1, (int64_t[]){1}, "z", 1) == RLT_EIO, "add after failed open");
     CHECK(ckpt_writer_close(&w) == RLT_EIO, "close after failed open");
 
     /* Aborted midway: the old file is untouched and no temp file is left. */
     rc = ckpt_writer_open(&w, &e, path, "v: 2\n", 5);
     if (rc == RLT_OK) rc = ckpt_writer_add(&w, "a", RLT_DTYPE_F32, 1, smallt[0].shape, smallt[1].data, 20);
-    CHECK(rc == RLT_OK && exists(tmp), "second writer midway: %s", e.msg);
+    CHECK(rc == RLT_OK && tmp_exists(tmp), "second writer midway: %s", e.msg);
     ckpt_writer_abort(&w);
     ckpt_writer_abort(&w);
-    CHECK(!exists(tmp), "abort removes the temp file");
+    CHECK(!tmp_exists(tmp), "abort removes the temp file");
     CHECK(ckpt_writer_close(&w) != RLT_OK, "close after abort fails");
     long n1 = test_read_file(path, after, sizeof after);
     CHECK(n1 == n0 && memcmp(before, after, (size_t)n0) == 0, "old checkpoint untouched after abort");
@@ -411,7 +428,7 @@ static void test_writer_failures(ckpt_reader *r) {
             rc = ckpt_writer_add(&w, bad_adds[k].name, bad_adds[k].dtype, bad_adds[k].ndim, bad_adds[k].shape,
                                  smallt[1].data, bad_adds[k].bytes);
         CHECK(rc == RLT_EINVAL && strstr(e.msg, bad_adds[k].want), "bad add %zu: %s", k, e.msg);
-        CHECK(!exists(tmp), "bad add %zu leaves no temp file", k);
+        CHECK(!tmp_exists(tmp), "bad add %zu leaves no temp file", k);
         CHECK(ckpt_writer_close(&w) == RLT_EINVAL, "close after bad add %zu", k);
     }
     n1 = test_read_file(path, after, sizeof after);
@@ -428,8 +445,8 @@ static void test_writer_failures(ckpt_reader *r) {
         rc = ckpt_writer_open(&w, &e, path, NULL, 0);
         if (rc == RLT_OK) rc = ckpt_writer_add(&w, "big", RLT_DTYPE_F32, 1, (int64_t[]){10000}, big, sizeof big);
         setrlimit(RLIMIT_FSIZE, &old_lim);
-        CHECK(rc == RLT_EIO && strstr(e.msg, "write of") && strstr(e.msg, "keep.ckpt.tmp"), "write failure: %s", e.msg);
-        CHECK(!exists(tmp), "failed write leaves no temp file");
+        CHECK(rc == RLT_EIO && strstr(e.msg, "write of") && strstr(e.msg, "keep.ckpt.") && strstr(e.msg, ".tmp"), "write failure: %s", e.msg);
+        CHECK(!tmp_exists(tmp), "failed write leaves no temp file");
         CHECK(ckpt_writer_close(&w) == RLT_EIO, "close after a write failure");
         n1 = test_read_file(path, after, sizeof after);
         CHECK(n1 == n0 && memcmp(before, after, (size_t)n0) == 0, "old checkpoint untouched after a failed write");
@@ -446,7 +463,7 @@ static void test_writer_failures(ckpt_reader *r) {
     if (rc == RLT_OK) rc = ckpt_writer_close(&w);
     snprintf(tmp, sizeof tmp, "%s.tmp", as_dir);
     CHECK(rc == RLT_EIO && strstr(e.msg, "cannot rename"), "rename failure: %s", e.msg);
-    CHECK(!exists(tmp), "failed rename leaves no temp file");
+    CHECK(!tmp_exists(tmp), "failed rename leaves no temp file");
     CHECK(ckpt_writer_add(&w, "a", RLT_DTYPE_U8, 1, (int64_t[]){1}, "z", 1) == RLT_EIO, "add after failed close");
 
     /* Close twice, and a bare file name (its directory is "."). */

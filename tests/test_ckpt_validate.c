@@ -6,7 +6,8 @@
  * recomputed, so only the value checks can catch the edit. Each must be refused with RLT_ECHECKPOINT and a
  * message naming the file and the tensor (by rlt_trainer_resume, and by rlt_agent_load for the agent's own
  * tensors), and must leave the trainer as it was (its saved state is byte-identical before and after all the
- * refusals). Before the checks, several of these files crashed
+ * refusals). Every tensor's header altered to another dtype of the same element size, or another shape of the
+ * same element count (CRCs recomputed), is refused too. Before the checks, several of these files crashed
  * the process (replay.next and the Breakout ball's position index memory). */
 #include <stddef.h>
 #include <stdint.h>
@@ -172,6 +173,49 @@ static void run_case(const char *dir, const char *tag, const char *yaml, const e
                   rlt_status_name(rc), msg);
         }
     }
+    /* Headers that declare another dtype (of the same element size) or another shape (the same number of
+     * elements): the size alone matches, the meaning does not. Every tensor of the file, each refused. */
+    int n_headers = 0, refused = 0;
+    for (long pos = 32 + (long)get64(orig + 24); pos + 16 <= orig_n && memcmp(orig + pos, "RLTEND", 6) != 0;) {
+        long data = (pos + 120 + 63) / 64 * 64, bytes = (long)get64(orig + pos + 108);
+        const char *name = (const char *)orig + pos + 4;
+        uint32_t dtype = (uint32_t)orig[pos + 68], ndim = (uint32_t)orig[pos + 72];
+        for (int kind = 0; kind < 2 && bytes > 0; kind++) {
+            memcpy(work, orig, (size_t)orig_n);
+            if (kind == 0) {
+                static const int32_t partner[] = {RLT_DTYPE_I32, -1, RLT_DTYPE_F32, RLT_DTYPE_BF16, RLT_DTYPE_F16, -1};
+                if (dtype > 5 || partner[dtype] < 0) continue;
+                put32(work + pos + 68, (uint32_t)partner[dtype]);
+            } else if (ndim == 1) { /* [n] as [1, n] */
+                put32(work + pos + 72, 2);
+                memcpy(work + pos + 84, orig + pos + 76, 8);
+                uint64_t one = 1;
+                memcpy(work + pos + 76, &one, 8);
+            } else if (ndim == 2) { /* [a, b] as [a * b] */
+                uint64_t n = get64(orig + pos + 76) * get64(orig + pos + 84), zero = 0;
+                put32(work + pos + 72, 1);
+                memcpy(work + pos + 76, &n, 8);
+                memcpy(work + pos + 84, &zero, 8);
+            } else {
+                continue;
+            }
+            put32(work + orig_n - 4, ckpt_crc32(0, work, (size_t)orig_n - 16));
+            snprintf(path, sizeof path, "%s/%s_header%02d.ckpt", dir, tag, n_headers);
+            CHECK(test_write_file(path, work, (size_t)orig_n) == 0, "write %s", path);
+            n_headers++;
+            int rc = rlt_trainer_resume(tr, path);
+            const char *msg = rlt_trainer_errmsg(tr);
+            /* A replay tensor may be named as its field ("replay field 'action'"). */
+            int ok = rc == RLT_ECHECKPOINT && (strstr(msg, name) || (!strncmp(name, "replay.", 7) && strstr(msg, name + 7)));
+            refused += ok;
+            CHECK(ok, "%s: tensor '%s' with another %s: want RLT_ECHECKPOINT naming it, got %s: %s", tag, name,
+                  kind == 0 ? "dtype" : "shape", rlt_status_name(rc), msg);
+        }
+        pos = data + bytes;
+    }
+    printf("  %d of %d altered tensor headers refused\n", refused, n_headers);
+    CHECK(n_headers >= 10, "%s: the headers were altered (%d)", tag, n_headers);
+
     CHECK(rlt_agent_save(ag, state_b) == RLT_OK, "save after: %s", rlt_agent_errmsg(ag));
     long na = test_read_file(state_a, before, sizeof before), nb = test_read_file(state_b, after, sizeof after);
     CHECK(na > 0 && na == nb && memcmp(before, after, (size_t)na) == 0,
@@ -217,6 +261,9 @@ int main(void) {
         {"counters", 8 * 1, K_I64, -1, "counters", 0},
         {"counters", 8 * 0, K_I64, 123456, "updates", 0},
         {"replay.obs", 4 * 7, K_F32, NAN, "nan", 0},
+        /* Finite but absurd: -3.3e38 made the actor act NaN after the resume (issue 37). */
+        {"replay.obs", 4 * 4, K_F32, -3.3e38, "beyond 1e18", 0},
+        {"replay.reward", 4 * 5, K_F32, 2e18, "beyond 1e18", 0},
         {"replay.action", 4 * 3, K_F32, 3.0, "3", 0},
         {"replay.reward", 4 * 2, K_F32, -INFINITY, "inf", 0},
         {"replay.terminated", 4 * 1, K_F32, 0.5, "0.5", 0},
@@ -238,6 +285,7 @@ int main(void) {
         {"trainer.env_state", 8, K_F64, 9.5, "thdot", 0},
         {"trainer.env_state", 0, K_F64, 1e9, "th", 0},
         {"trainer.obs", 4 * 1, K_F32, NAN, "nan", 0},
+        {"trainer.obs", 4 * 2, K_F32, 3e37, "at most 1e18", 0},
     };
     run_case(dir, "td3_pendulum", td3_yaml, td3_edits, (int)(sizeof td3_edits / sizeof td3_edits[0]));
 

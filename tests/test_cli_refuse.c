@@ -4,9 +4,13 @@
  * - memory.budget_mb (and --budget-mb, process_budget_mb) above 0 but below one byte is a range error (2);
  * - --set, --budget-mb and --device values reach the config whole, however long (a value of 600 bytes that
  *   is valid only whole is accepted; one too long for its key is refused, not cut);
- * - --resume on a FIFO is refused at once (2) instead of blocking;
+ * - --resume on a FIFO is refused at once (2) instead of blocking, and so are a FIFO planted as metrics.csv
+ *   before a resume (1) and --config naming a FIFO with no writer (2, after 5 s);
+ * - --dry-run --resume loads the checkpoint (a damaged one fails, 2); --config or --resume given twice, or
+ *   --config without its value, are refused (2) with what was wrong;
  * - a second run into an out_dir holding outputs is refused (2) unless train.overwrite is set;
- * - a run whose final save fails exits 1 and does not print that its outputs were written;
+ * - a run whose checkpoint saves fail (here past `ulimit -f`: SIGXFSZ is ignored, the write fails) exits 1 with
+ *   the message, does not print that its outputs were written, and leaves config.yaml whole and no partial file;
  * - errors found after parsing name the key and where it was set (file:line:column, or the --set). */
 #include <string.h>
 #include <sys/stat.h>
@@ -21,6 +25,16 @@ static int run_cli(const char *args) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "timeout 20 '%s/rltrain' %s 2>&1", RLT_BINARY_DIR, args);
     FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out_text, 1, sizeof out_text - 1, p);
+    out_text[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Runs a shell command line (its own redirections), output into out_text; returns its exit code. */
+static int run_shell(const char *line) {
+    FILE *p = popen(line, "r");
     if (!p) return -1;
     size_t n = fread(out_text, 1, sizeof out_text - 1, p);
     out_text[n] = '\0';
@@ -100,6 +114,49 @@ int main(void) {
     snprintf(args, sizeof args, "--config %s %s --set out_dir=%s/run --resume %s/run/final.ckpt", cfg, small, dir, dir);
     code = run_cli(args);
     CHECK(code == 0, "resuming from a checkpoint in out_dir is allowed (%d): %s", code, out_text);
+    /* --dry-run --resume loads the checkpoint: a damaged one fails there, not only in the real run. */
+    snprintf(path, sizeof path, "%s/run/final.ckpt", dir);
+    char ck[600];
+    snprintf(ck, sizeof ck, "%s/damaged.ckpt", dir);
+    {
+        static char bytes[1 << 20];
+        long n = test_read_file(path, bytes, sizeof bytes);
+        if (n > 200) bytes[n / 2] ^= 0x40;
+        CHECK(n > 200 && test_write_file(ck, bytes, (size_t)n) == 0, "a damaged copy of final.ckpt");
+    }
+    snprintf(args, sizeof args, "--config %s %s --set out_dir=%s/run --resume %s --dry-run", cfg, small, dir, ck);
+    code = run_cli(args);
+    CHECK(code == 2 && strstr(out_text, "damaged.ckpt") && !strstr(out_text, "dry run: the plan fits"),
+          "--dry-run --resume of a damaged checkpoint fails (%d): %.300s", code, out_text);
+    snprintf(args, sizeof args, "--config %s %s --set out_dir=%s/run --resume %s --dry-run", cfg, small, dir, path);
+    code = run_cli(args);
+    CHECK(code == 0 && strstr(out_text, "and the checkpoint loads"), "--dry-run --resume of a good one (%d): %.300s",
+          code, out_text);
+    /* A FIFO planted as metrics.csv before a resume: refused, not read forever. */
+    snprintf(path, sizeof path, "%s/run/metrics.csv", dir);
+    unlink(path);
+    mkfifo(path, 0644);
+    snprintf(args, sizeof args, "--config %s %s --set out_dir=%s/run --resume %s/run/final.ckpt", cfg, small, dir, dir);
+    code = run_cli(args);
+    CHECK(code == 1 && strstr(out_text, "metrics.csv is not a regular file"), "metrics.csv FIFO (%d): %.600s", code,
+          out_text);
+    unlink(path);
+    /* --config naming a FIFO that no process writes: refused after CFG_PIPE_WAIT_S (5 s), not waited on forever. */
+    snprintf(path, sizeof path, "%s/config.fifo", dir);
+    mkfifo(path, 0644);
+    snprintf(args, sizeof args, "--config %s --dry-run", path);
+    code = run_cli(args);
+    CHECK(code == 2 && strstr(out_text, "no config text arrived"), "--config FIFO (%d): %.300s", code, out_text);
+    /* Repeated or valueless --config / --resume. */
+    snprintf(args, sizeof args, "--config %s --config %s --dry-run", cfg, cfg);
+    code = run_cli(args);
+    CHECK(code == 2 && strstr(out_text, "--config is given twice"), "--config twice (%d): %.300s", code, out_text);
+    snprintf(args, sizeof args, "--config %s --resume a.ckpt --resume b.ckpt --dry-run", cfg);
+    code = run_cli(args);
+    CHECK(code == 2 && strstr(out_text, "--resume is given twice"), "--resume twice (%d): %.300s", code, out_text);
+    code = run_cli("--dry-run --config");
+    CHECK(code == 2 && strstr(out_text, "--config needs a value") && !strstr(out_text, "unknown argument"),
+          "--config without a value (%d): %.300s", code, out_text);
     /* The key's place: the --set that gave it, or the file's line and column. */
     snprintf(args, sizeof args, "--config %s %s --set out_dir=%s/run", cfg, small, dir);
     code = run_cli(args);
@@ -123,15 +180,24 @@ int main(void) {
     snprintf(want, sizeof want, "%s:5:3: key 'dqn.eps_end': 0.9 is above dqn.eps_start", path);
     CHECK(code == 2 && strstr(out_text, want), "validation names the file, line and column (%d): %s", code, out_text);
 
-    /* The final save fails: its temporary name is a directory. */
-    snprintf(path, sizeof path, "%s/nosave", dir);
-    mkdir(path, 0755);
-    snprintf(path, sizeof path, "%s/nosave/final.ckpt.tmp", dir);
-    mkdir(path, 0755);
-    snprintf(args, sizeof args, "--config %s %s --set out_dir=%s/nosave", cfg, small, dir);
-    code = run_cli(args);
-    CHECK(code == 1 && strstr(out_text, "final.ckpt") && !strstr(out_text, "outputs written to") &&
-              !strstr(out_text, "finished:"), "a failed final save exits 1 without 'outputs written' (%d): %s", code,
-          out_text);
+    /* The checkpoint saves fail: `ulimit -f` (in the shell's blocks of 512 or 1024 bytes) leaves room for
+     * config.yaml and metrics.csv, not for final.ckpt (25 KB). SIGXFSZ is ignored, so the write fails with
+     * EFBIG: exit 1 with the message, not a death by signal, and the earlier files stay whole. */
+    snprintf(args, sizeof args, "ulimit -f 16; timeout 20 '%s/rltrain' --config %s %s --set out_dir=%s/nosave 2>&1",
+             RLT_BINARY_DIR, cfg, small, dir);
+    code = run_shell(args);
+    CHECK(code == 1 && strstr(out_text, ".ckpt") && strstr(out_text, "File too large") &&
+              !strstr(out_text, "outputs written to") && !strstr(out_text, "finished:"),
+          "a failed final save exits 1 without 'outputs written' (%d): %s", code, out_text);
+    snprintf(path, sizeof path, "%s/nosave/config.yaml", dir);
+    char yaml[8192];
+    test_read_text(path, yaml, sizeof yaml);
+    CHECK(strstr(yaml, "total_steps: 300"), "config.yaml is whole: %.200s", yaml);
+    snprintf(path, sizeof path, "%s/nosave/final.ckpt", dir);
+    struct stat st;
+    CHECK(stat(path, &st) != 0, "no partial final.ckpt");
+    snprintf(args, sizeof args, "ls %s/nosave | grep -c tmp", dir);
+    run_shell(args);
+    CHECK(atoi(out_text) == 0, "no temporary file is left: %s", out_text);
     return test_summary("test_cli_refuse");
 }

@@ -186,16 +186,15 @@ int main(void) {
     CHECK(!exists(a, "ckpt_2000.ckpt") && exists(a, "final.ckpt"), "the earlier run's ckpt_2000.ckpt is gone");
     CHECK(count_rows(a, "eval", &last) == 6 && last == 3000, "the new run's metrics alone");
 
-    /* F: final.ckpt cannot be written (its temporary name is a directory): an I/O error, and summary.json says
-     * the run failed and why, instead of "finished". */
-    snprintf(path, sizeof path, "%s/final.ckpt.tmp", f);
-    mkdir(f, 0755);
-    mkdir(path, 0755);
-    CHECK(run(f, NULL, NULL, NULL) == RLT_EIO, "a failed final save is an I/O error: %s", errmsg);
+    /* F: final.ckpt cannot be written (its name is a directory that train.overwrite cannot remove, so the rename
+     * fails): an I/O error, and summary.json says the run failed and why, instead of "finished". */
+    snprintf(path, sizeof path, "mkdir -p '%s/final.ckpt/keep'", f);
+    CHECK(system(path) == 0, "%s", path);
+    CHECK(run(f, NULL, NULL, "train: {overwrite: true}\n") == RLT_EIO, "a failed final save is an I/O error: %s", errmsg);
     CHECK(strstr(errmsg, "final.ckpt") && strstr(errmsg, "not all written"), "message: %s", errmsg);
     snprintf(path, sizeof path, "%s/summary.json", f);
     test_read_text(path, b_buf, sizeof b_buf);
-    CHECK(strstr(b_buf, "\"status\": \"failed\"") && strstr(b_buf, "\"error\": \"") && strstr(b_buf, "final.ckpt.tmp"),
+    CHECK(strstr(b_buf, "\"status\": \"failed\"") && strstr(b_buf, "\"error\": \"") && strstr(b_buf, "final.ckpt"),
           "summary.json reports the failure: %.300s", b_buf);
     return test_summary("test_kill_resume");
 }

@@ -3,7 +3,8 @@
  * of its time inside rlt_agent_save (a few MB of replay, written and fsynced); the parent kills it with SIGKILL
  * after a random delay (fixed seed), 20 times. After every kill the path holds a complete checkpoint, the old
  * one or the new one: it loads (every CRC and value checked) and its step counter never goes back; the
- * directory holds nothing but the checkpoint and at most one temporary file, which the next save reuses.
+ * directory holds nothing but the checkpoint and temporary files of killed saves, at most one per killed
+ * process (each save has a name of its own, so no process truncates or renames another's).
  * The whole loop is bounded (20 s). */
 #include <dirent.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 
 #include "harness.h"
 #include "rltrain.h"
+#include "text.h"
 
 #define OBS 17
 #define ACT 6
@@ -58,14 +60,15 @@ static void child(const char *path, int ready_fd) {
     }
 }
 
-/* Names in dir other than the checkpoint and its temporary file. */
-static int strangers(const char *dir, int *has_tmp) {
+/* Names in dir other than the checkpoint and temporary files of its saves (agent.ckpt.<pid>.<n>.tmp, counted
+ * in *n_tmp). */
+static int strangers(const char *dir, int *n_tmp) {
     DIR *d = opendir(dir);
     int n = 0;
-    *has_tmp = 0;
+    *n_tmp = 0;
     for (struct dirent *e; d && (e = readdir(d));) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "agent.ckpt")) continue;
-        if (!strcmp(e->d_name, "agent.ckpt.tmp")) *has_tmp = 1;
+        if (rlt_text_is_tmp_of(e->d_name, "agent.ckpt") && strcmp(e->d_name, "agent.ckpt.tmp")) (*n_tmp)++;
         else n++, fprintf(stderr, "unexpected file: %s\n", e->d_name);
     }
     if (d) closedir(d);
@@ -86,7 +89,7 @@ int main(void) {
     if (!check) return test_summary("test_kill_save");
     uint64_t rng = 0x9e3779b97f4a7c15ull; /* fixed seed: the same kill delays every time */
     int64_t last_steps = -1;
-    int mid_save = 0, saved = 0;
+    int mid_save = 0, saved = 0, tmp_before = 0;
     double t0 = now_s();
     for (int round = 0; round < ROUNDS && now_s() - t0 < 18.0; round++) {
         int fds[2];
@@ -111,9 +114,15 @@ int main(void) {
         CHECK(ready && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
               "round %d: the child was killed while saving (exit status %d: 3 = it found a partial checkpoint)", round,
               WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-        int has_tmp;
-        CHECK(strangers(dir, &has_tmp) == 0, "round %d: only agent.ckpt and agent.ckpt.tmp in the directory", round);
-        mid_save += has_tmp;
+        /* Each save has a temporary name of its own (the process's pid and a counter): a killed process leaves at
+         * most one, and never touches another's. */
+        int n_tmp;
+        CHECK(strangers(dir, &n_tmp) == 0, "round %d: only agent.ckpt and agent.ckpt.<pid>.<n>.tmp in the directory",
+              round);
+        CHECK(n_tmp <= tmp_before + 1, "round %d: %d temporary files after %d: a killed save leaves one at most", round,
+              n_tmp, tmp_before);
+        mid_save += n_tmp > tmp_before;
+        tmp_before = n_tmp;
         struct stat sb;
         if (stat(path, &sb) != 0) {
             CHECK(last_steps < 0, "round %d: the checkpoint disappeared", round);

@@ -276,9 +276,30 @@ static void test_resume(void) {
     CHECK(na > 0 && na < sizeof ckpt_a && na == nb && memcmp(ckpt_a, ckpt_b, na) == 0,
           "resumed run's final.ckpt equals the uninterrupted run's (%zu vs %zu bytes)", na, nb);
 
-    /* Without save_state/load_state the episode state cannot come back: refused, with the reason. */
+    /* A resumed run that fails (the environment's step fails 300 steps after the checkpoint) writes its state to
+     * failed.ckpt and leaves final.ckpt, the last good one, as it was. */
     pm_world w;
     memset(&w, 0, sizeof w);
+    w.fail_at_step = 300;
+    {
+        rlt_env_callbacks cbf = pm_callbacks(&w, 1);
+        rlt_config *cfg = make_config(resume_yaml, a);
+        rlt_trainer *tr;
+        CHECK(rlt_trainer_init_env(cfg, &cbf, &tr) == RLT_OK, "init: %s", rlt_trainer_errmsg(tr));
+        snprintf(from, sizeof from, "%s/ckpt_1000.ckpt", a);
+        CHECK(rlt_trainer_resume(tr, from) == RLT_OK, "resume: %s", rlt_trainer_errmsg(tr));
+        CHECK(rlt_trainer_run(tr, NULL, NULL) == RLT_ERUNTIME && strstr(rlt_trainer_errmsg(tr), "returned -42"),
+              "the failing step fails the run: %s", rlt_trainer_errmsg(tr));
+        rlt_trainer_free(tr);
+        rlt_config_free(cfg);
+        size_t nf = slurp(fa, ckpt_b, sizeof ckpt_b);
+        CHECK(nf == na && memcmp(ckpt_a, ckpt_b, na) == 0, "the failed run left final.ckpt as it was");
+        snprintf(fb, sizeof fb, "%s/failed.ckpt", a);
+        CHECK(slurp(fb, ckpt_b, sizeof ckpt_b) > 0, "the failed run's state is in failed.ckpt");
+    }
+    memset(&w, 0, sizeof w);
+
+    /* Without save_state/load_state the episode state cannot come back: refused, with the reason. */
     rlt_env_callbacks cb = pm_callbacks(&w, 0);
     rlt_config *cfg = make_config(resume_yaml, test_tmpdir("user_env_resume_c"));
     rlt_trainer *tr;

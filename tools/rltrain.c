@@ -53,9 +53,11 @@ static const char *usage_text =
     "rank of one data-parallel run on GPU LOCAL_RANK; the ranks meet as dist.rendezvous says (MASTER_ADDR and\n"
     "MASTER_PORT by default). RLT_LAUNCH=none ignores those variables. docs/data_parallel.md has the recipes.\n"
     "\n"
-    "SIGINT or SIGTERM finishes the current step (or stops the evaluation in progress), writes the outputs and\n"
+    "SIGINT, SIGTERM or SIGHUP finishes the current step (or stops the evaluation in progress), writes the outputs and\n"
     "final.ckpt, and exits 5. A run into an out_dir that holds an earlier run's outputs is refused (exit 2) unless\n"
-    "it resumes from a checkpoint in that out_dir or sets train.overwrite=true.\n"
+    "it resumes from a checkpoint in that out_dir or sets train.overwrite=true, and so is a run or resume into an\n"
+    "out_dir that another live run owns (exit 2, naming its pid). A closed stdout stops the progress lines, not\n"
+    "the run.\n"
     "\n"
     "exit codes: 0 success, 1 runtime failure, 2 usage or config error, 3 memory plan does not fit,\n"
     "            4 requested device not usable, 5 interrupted (outputs and final.ckpt written)\n";
@@ -63,10 +65,21 @@ static const char *usage_text =
 static int exit_code_for(int status) {
     switch (status) {
     case RLT_OK: return EXIT_OK;
-    case RLT_ECONFIG: case RLT_EINVAL: return EXIT_USAGE;
+    case RLT_ECONFIG: case RLT_EINVAL: case RLT_EBUSY: return EXIT_USAGE;
     case RLT_ENOFIT: return EXIT_NOFIT;
     case RLT_EDEVICE: return EXIT_DEVICE;
     case RLT_EINTERRUPTED: return EXIT_INTERRUPTED;
+    default: return EXIT_RUNTIME;
+    }
+}
+
+/* The exit code of a run that started: bad input found before anything ran (an out_dir holding an earlier
+ * run's outputs, RLT_ECONFIG; one owned by a live run, RLT_EBUSY) is 2, and every other failure, an invalid
+ * value met during training included, is 1. */
+static int exit_code_for_run(int status) {
+    switch (status) {
+    case RLT_OK: case RLT_EINTERRUPTED: case RLT_ENOFIT: case RLT_EDEVICE: case RLT_ECONFIG: case RLT_EBUSY:
+        return exit_code_for(status);
     default: return EXIT_RUNTIME;
     }
 }
@@ -94,8 +107,17 @@ static void fmt_time(char *out, size_t cap, double s) {
     else snprintf(out, cap, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
 }
 
+/* Progress output must never end the run: SIGPIPE is ignored (main), and once stdout fails (a closed pipe:
+ * `rltrain ... | head`, a full disk) the progress lines stop and training goes on. */
+static int g_stdout_gone;
+
+static void stdout_check(void) {
+    if (fflush(stdout) != 0 || ferror(stdout)) g_stdout_gone = 1;
+}
+
 static int print_progress(void *user, const rlt_progress *p) {
     (void)user;
+    if (g_stdout_gone) return 0;
     char el[32], eta[32], ev[48];
     fmt_time(el, sizeof el, p->elapsed_s);
     fmt_time(eta, sizeof eta, p->eta_s);
@@ -108,7 +130,7 @@ static int print_progress(void *user, const rlt_progress *p) {
            p->is_eval ? "[eval]" : "      ", (long long)p->env_steps, (long long)p->total_steps, (long long)p->episodes,
            isnan(p->last_episode_return) ? 0.0 : p->last_episode_return, ev, p->updates_per_s, p->env_steps_per_s, el, eta,
            gpu);
-    fflush(stdout);
+    stdout_check();
     return 0;
 }
 
@@ -143,15 +165,49 @@ static void print_resume_command(int argc, char **argv, const char *resume) {
     print_shell_word(resume);
 }
 
-static rlt_trainer *g_running; /* the trainer a signal asks to stop */
-static rlt_group *g_group;     /* or the seed group */
+/* SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) ask the run to stop: it finishes the current
+ * step, writes its outputs and final.ckpt and exits 5. The handler is installed before main (see
+ * install_signals_at_load), so a signal during startup is kept in g_stop and the run stops at its first step. */
+static volatile sig_atomic_t g_stop;
+static rlt_trainer *volatile g_running; /* the trainer a signal asks to stop */
+static rlt_group *volatile g_group;     /* or the seed group */
 static int g_argc;             /* the command line, for the command that resumes */
 static char **g_argv;
 
 static void on_signal(int sig) {
     (void)sig;
+    g_stop = 1;
     if (g_group) rlt_group_request_stop(g_group);
-    else rlt_trainer_request_stop(g_running);
+    else if (g_running) rlt_trainer_request_stop(g_running);
+}
+
+/* Installed from .preinit_array, before any library's constructor and before main. SIGPIPE is ignored, so a
+ * closed stdout makes writes fail (stdout_check) instead of killing the process; SIGXFSZ is ignored, so a
+ * write past `ulimit -f` fails with EFBIG and ends the run like any failed write (exit 1, a message, earlier
+ * files intact). */
+static void install_signals_at_load(int argc, char **argv, char **envp) {
+    (void)argc, (void)argv, (void)envp;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
+    sigaction(SIGXFSZ, &sa, NULL);
+}
+
+/* A signal that came before the handle existed asks it to stop now. */
+static void watch_trainer(rlt_trainer *tr) {
+    g_running = tr;
+    if (g_stop) rlt_trainer_request_stop(tr);
+}
+
+static void watch_group(rlt_group *g) {
+    g_group = g;
+    if (g_stop) rlt_group_request_stop(g);
 }
 
 /* A seed group's progress line: all seeds' steps together and their latest evaluation returns. */
@@ -257,24 +313,23 @@ static int group_command(rlt_config *cfg, const char *config_path, const char *r
     /* A data-parallel run is a group whose members are ranks (one per device) of one run, in out_dir/rank_<k>/. */
     const int dp = g && rlt_group_ranks(g) > 0;
     const char *members = dp ? "ranks" : "seeds", *member_dir = dp ? "rank_<k>" : "seed_<seed>";
-    if (rc == RLT_OK && dry_run) printf("dry run: the plan fits (%d %s); nothing was written\n", rlt_group_size(g), members);
-    if (rc == RLT_OK && !dry_run && resume_path) {
+    if (g && rc == RLT_OK) watch_group(g);
+    /* A dry run checks the checkpoints too: it reads them (and changes nothing). */
+    if (rc == RLT_OK && resume_path) {
         rc = rlt_group_resume(g, resume_path);
-        if (rc == RLT_ECHECKPOINT || rc == RLT_EIO) {
+        if (rc != RLT_OK) {
             say_error("rltrain: %s: %s\n", rlt_strerror(rc), rlt_group_errmsg(g));
+            g_group = NULL;
             rlt_group_free(g);
             rlt_config_free(cfg);
             free(text);
-            return EXIT_USAGE;
+            return rc == RLT_ECHECKPOINT || rc == RLT_EIO ? EXIT_USAGE : exit_code_for(rc);
         }
     }
+    if (rc == RLT_OK && dry_run)
+        printf("dry run: the plan fits (%d %s)%s; nothing was written\n", rlt_group_size(g), members,
+               resume_path ? " and every checkpoint loads" : "");
     if (rc == RLT_OK && !dry_run) {
-        g_group = g;
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
         rc = rlt_group_run(g, quiet ? NULL : print_group_progress, (void *)members);
         if (dp && rc != RLT_OK && rc != RLT_EINTERRUPTED) watchdog_start(exit_code_for(rc));
         int32_t n = rlt_group_size(g);
@@ -313,6 +368,10 @@ static int group_command(rlt_config *cfg, const char *config_path, const char *r
             printf("  (each %s from its %s/%s/final.ckpt)\n", dp ? "rank" : "seed", rlt_group_out_dir(g), member_dir);
         }
         g_group = NULL;
+        rlt_group_free(g);
+        rlt_config_free(cfg);
+        free(text);
+        return exit_code_for_run(rc);
     } else if (rc != RLT_OK) {
         say_error("rltrain: %s: %s\n", rlt_strerror(rc), g ? rlt_group_errmsg(g) : "out of memory");
         if (rlt_config_ranks(cfg) > 0) {
@@ -320,6 +379,7 @@ static int group_command(rlt_config *cfg, const char *config_path, const char *r
             dp_failed_exit(exit_code_for(rc));
         }
     }
+    g_group = NULL;
     rlt_group_free(g);
     rlt_config_free(cfg);
     free(text);
@@ -534,6 +594,8 @@ static void limit_blas_threads_at_load(int argc, char **argv, char **envp) {
     env[m] = NULL;
     execve("/proc/self/exe", argv, env); /* returns only on failure: then go on as before */
 }
+__attribute__((section(".preinit_array"), used)) static void (*const preinit_signals)(int, char **, char **) =
+    install_signals_at_load;
 __attribute__((section(".preinit_array"), used)) static void (*const preinit_blas_threads)(int, char **, char **) =
     limit_blas_threads_at_load;
 
@@ -564,10 +626,20 @@ int main(int argc, char **argv) {
             printf("rltrain %s\n", rlt_version_string());
             rlt_config_free(cfg);
             return EXIT_OK;
-        } else if (!strcmp(argv[i], "--config") && i + 1 < argc) {
-            config_path = argv[++i];
-        } else if (!strcmp(argv[i], "--resume") && i + 1 < argc) {
-            resume_path = argv[++i];
+        } else if (!strcmp(argv[i], "--config") || !strcmp(argv[i], "--resume")) {
+            const char **slot = argv[i][2] == 'c' ? &config_path : &resume_path;
+            if (i + 1 >= argc) {
+                say_error("rltrain: %s needs a value (%s)\n\n%s", argv[i], argv[i][2] == 'c' ? "FILE" : "CKPT", usage_text);
+                rlt_config_free(cfg);
+                return EXIT_USAGE;
+            }
+            /* A second one would silently win over (or lose to) the first: say which were given. */
+            if (*slot) {
+                say_error("rltrain: %s is given twice ('%s' and '%s'); give it once\n", argv[i], *slot, argv[i + 1]);
+                rlt_config_free(cfg);
+                return EXIT_USAGE;
+            }
+            *slot = argv[++i];
         } else if (!strcmp(argv[i], "--set") || !strcmp(argv[i], "--budget-mb") || !strcmp(argv[i], "--device")) {
             if (i + 1 >= argc) {
                 say_error("rltrain: %s needs a value\n\n%s", argv[i], usage_text);
@@ -675,29 +747,27 @@ int main(int argc, char **argv) {
         free(text);
         return exit_code_for(rc);
     }
-    if (dry_run) {
-        printf("dry run: the plan fits; nothing was written\n");
-        rlt_trainer_free(tr);
-        rlt_config_free(cfg);
-        free(text);
-        return EXIT_OK;
-    }
+    watch_trainer(tr);
+    /* A dry run checks the checkpoint too: it reads it (and changes nothing). */
     if (resume_path) {
         rc = rlt_trainer_resume(tr, resume_path);
         if (rc != RLT_OK) {
             say_error("rltrain: %s: %s\n", rlt_strerror(rc), rlt_trainer_errmsg(tr));
+            g_running = NULL;
             rlt_trainer_free(tr);
             rlt_config_free(cfg);
             free(text);
             return rc == RLT_ECHECKPOINT || rc == RLT_EIO ? EXIT_USAGE : exit_code_for(rc);
         }
     }
-    g_running = tr;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    if (dry_run) {
+        printf("dry run: the plan fits%s; nothing was written\n", resume_path ? " and the checkpoint loads" : "");
+        g_running = NULL;
+        rlt_trainer_free(tr);
+        rlt_config_free(cfg);
+        free(text);
+        return EXIT_OK;
+    }
     rlt_progress p0;
     rlt_trainer_progress(tr, &p0); /* a resumed run's counts at its start */
     rc = rlt_trainer_run(tr, quiet ? NULL : print_progress, NULL);
@@ -727,8 +797,9 @@ int main(int argc, char **argv) {
         print_resume_command(g_argc, g_argv, resume);
         printf("\n");
     }
+    g_running = NULL;
     rlt_trainer_free(tr);
     rlt_config_free(cfg);
     free(text);
-    return exit_code_for(rc);
+    return exit_code_for_run(rc);
 }

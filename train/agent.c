@@ -536,12 +536,13 @@ static int agent_dispatch_update(rlt_agent *ag, int32_t variant) {
  * acts NaN), so the API refuses it where it enters, naming the argument, row and element. uint8
  * observations cannot be non-finite. */
 static int agent_check_rows(rlt_agent *ag, const char *fn, const char *arg, const float *x, int32_t rows, int64_t per_row) {
-    int64_t bad = rlt_first_nonfinite(x, (int64_t)rows * per_row);
+    int64_t bad = rlt_first_implausible(x, (int64_t)rows * per_row);
     if (bad < 0) return RLT_OK;
     char where[64] = "";
     if (per_row > 1) snprintf(where, sizeof where, " element %lld", (long long)(bad % per_row));
-    RLT_FAIL(&ag->err, RLT_EINVAL, "%s: %s row %lld%s is %g: inputs must be finite (a NaN or inf would poison the replay "
-             "and the networks; check what the environment returned)", fn, arg, (long long)(bad / per_row), where, x[bad]);
+    RLT_FAIL(&ag->err, RLT_EINVAL, "%s: %s row %lld%s is %g: inputs must be finite and at most %g in magnitude (a NaN, "
+             "an inf or a value whose square overflows float32 would poison the replay and the networks; check what "
+             "the environment returned)", fn, arg, (long long)(bad / per_row), where, x[bad], (double)RLT_VALUE_ABS_MAX);
 }
 
 /* The float32 parts of dict rows, checked as agent_check_rows checks plain ones. */
@@ -554,9 +555,10 @@ static int agent_check_dict_rows(rlt_agent *ag, const char *fn, const char *arg,
         for (int32_t r = 0; r < n; r++) {
             const float *x = (const float *)(const void *)((const unsigned char *)rows + (int64_t)r * lay.row_bytes +
                                                            lay.offset[p]);
-            int64_t bad = rlt_first_nonfinite(x, lay.elems[p]);
+            int64_t bad = rlt_first_implausible(x, lay.elems[p]);
             if (bad >= 0)
-                RLT_FAIL(&ag->err, RLT_EINVAL, "%s: %s row %d, input '%s' element %lld is %g: inputs must be finite (a "
+                RLT_FAIL(&ag->err, RLT_EINVAL, "%s: %s row %d, input '%s' element %lld is %g: inputs must be finite and "
+                         "at most 1e18 in magnitude (a "
                          "NaN or inf would poison the replay and the networks; check what the environment returned)",
                          fn, arg, (int)r, in->in[p].name, (long long)bad, x[bad]);
         }

@@ -92,6 +92,8 @@ static int check_network(rlt_agent *ag, ckpt_reader *r, const char *path) {
         rlt_err_clear(&ag->err);
         return RLT_OK;
     }
+    const int64_t nshape[1] = {(int64_t)info->bytes};
+    RLT_TRY(ckpt_reader_expect(r, "agent.network", RLT_DTYPE_U8, 1, nshape));
     char want[NETWORK_TEXT_BYTES], have[NETWORK_TEXT_BYTES];
     size_t n = network_text(ag, want, sizeof want);
     if (info->bytes < sizeof have) {
@@ -129,6 +131,11 @@ static int write_device(rlt_agent *ag, ckpt_writer *w, const char *name, int32_t
         RLT_TRY(ckpt_writer_write(w, ag->io_stage, k));
     }
     return ckpt_writer_end(w);
+}
+
+/* A state tensor's dtype in a checkpoint. The loss scaler's state is a small struct of mixed types: raw bytes. */
+static int32_t state_dtype(const rlt_plan_entry *en) {
+    return strcmp(en->name, "counters") == 0 ? RLT_DTYPE_I64 : strcmp(en->name, "amp") == 0 ? RLT_DTYPE_U8 : RLT_DTYPE_F32;
 }
 
 /* ---- value checks: a checkpoint is untrusted input ---------------------------------------------- */
@@ -221,7 +228,8 @@ static int check_host(rlt_agent *ag, const char *path, const agent_host_state *h
     return RLT_OK;
 }
 
-/* What each replay field may hold. Observations: finite when stored as fp32; fp16 / bf16 only not NaN,
+/* What each replay field may hold. Observations and rewards: finite and at most RLT_VALUE_ABS_MAX in magnitude
+ * (what rlt_agent_observe accepts) when stored as fp32; fp16 / bf16 only not NaN,
  * since a finite fp32 observation beyond fp16's range rounds to inf by design; uint8 anything. */
 enum { RULE_NONE, RULE_FINITE, RULE_NOT_NAN, RULE_UNIT, RULE_FLAG, RULE_BYTE01, RULE_INDEX, RULE_NEXT };
 
@@ -271,6 +279,8 @@ static int check_replay_field(rlt_agent *ag, ckpt_reader *r, const char *path, i
                 memcpy(&x, buf + i * 4, 4);
                 v = x;
                 if (!isfinite(x)) why = "not finite";
+                else if (rule == RULE_FINITE && !(fabsf(x) <= RLT_VALUE_ABS_MAX))
+                    why = "beyond 1e18 in magnitude, which no observation or reward can be (base/finite.h)";
                 else if (rule == RULE_UNIT && (x < -1.0f || x > 1.0f)) why = "outside [-1, 1], where actions are stored";
                 else if (rule == RULE_FLAG && x != 0.0f && x != 1.0f) why = "not a 0/1 flag";
             } else if (rule == RULE_NOT_NAN) {
@@ -351,8 +361,7 @@ int agent_write_state(rlt_agent *ag, ckpt_writer *w, int include_replay) {
     for (int32_t i = 0; i < ag->plan.n; i++) {
         const rlt_plan_entry *en = &ag->plan.entries[i];
         if (!is_state_region(en) || !en->bytes) continue;
-        /* The loss scaler's state is a small struct of mixed types: raw bytes. */
-        int dt = strcmp(en->name, "counters") == 0 ? RLT_DTYPE_I64 : strcmp(en->name, "amp") == 0 ? RLT_DTYPE_U8 : RLT_DTYPE_F32;
+        int dt = state_dtype(en);
         RLT_TRY(write_device(ag, w, en->name, dt, entry_ptr(ag, en), en->bytes, 1));
     }
     agent_host_state h = {ag->env_steps, ag->updates, ag->replay.pos, ag->replay.size, {0, 0},
@@ -407,7 +416,14 @@ int agent_read_state(rlt_agent *ag, ckpt_reader *r, const char *path) {
             RLT_FAIL(e, RLT_ECHECKPOINT,
                      "%s: tensor '%s' has %llu bytes but this config needs %llu: the checkpoint was made with other sizes",
                      path, en->name, (unsigned long long)info->bytes, (unsigned long long)en->bytes);
+        /* The dtype and shape agent_write_state gives it, not only its size: a header that says otherwise was
+         * not written by rltrain. */
+        const int32_t dt = state_dtype(en);
+        const int64_t shape[2] = {1, (int64_t)(en->bytes / ckpt_dtype_size(dt))};
+        RLT_TRY(ckpt_reader_expect(r, en->name, dt, 2, shape));
     }
+    const int64_t host_shape[1] = {(int64_t)(sizeof h / 8)};
+    RLT_TRY(ckpt_reader_expect(r, "agent.host", RLT_DTYPE_I64, 1, host_shape));
     RLT_TRY(ckpt_reader_read(r, "agent.host", &h, sizeof h));
     if (h.replay_size < 0 || h.replay_size > ag->replay.capacity || h.replay_pos < 0 || h.replay_pos >= ag->replay.capacity)
         RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'agent.host': replay position %lld / size %lld do not fit this config's "
@@ -437,6 +453,10 @@ int agent_read_state(rlt_agent *ag, ckpt_reader *r, const char *path) {
             RLT_FAIL(e, RLT_ECHECKPOINT, "%s: replay field '%s' has %llu bytes, expected %lld rows of %llu", path,
                      ag->replay.f[f].name, (unsigned long long)info->bytes, (long long)h.replay_size,
                      (unsigned long long)ag->replay.f[f].row_bytes);
+        /* [rows, elements of its dtype] as written (an empty replay has [0, 0]). */
+        const int64_t esize = (int64_t)ckpt_dtype_size(info->dtype);
+        const int64_t rshape[2] = {h.replay_size, h.replay_size ? (int64_t)fd->row_bytes / esize : 0};
+        RLT_TRY(ckpt_reader_expect(r, name, info->dtype, 2, rshape));
     }
     RLT_TRY(check_values(ag, r, path, &h, with_replay));
     /* Everything matches: load. */

@@ -9,9 +9,12 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "text.h"
 
 int out_mkdirs(rlt_err *e, const char *path) {
     char p[512];
@@ -50,8 +53,8 @@ static int write_all(int fd, const void *data, size_t len) {
 }
 
 int out_write_atomic(rlt_err *e, const char *path, const void *data, size_t len) {
-    char tmp[520];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    char tmp[560];
+    if (rlt_text_tmp_path(tmp, sizeof tmp, path) >= (int)sizeof tmp) RLT_FAIL(e, RLT_EIO, "path too long: %s", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) RLT_FAIL(e, RLT_EIO, "cannot create %s: %s", tmp, strerror(errno));
     if (write_all(fd, data, len) != 0 || fsync(fd) != 0) {
@@ -69,11 +72,29 @@ int out_write_atomic(rlt_err *e, const char *path, const void *data, size_t len)
     return out_fsync_dir(e, path);
 }
 
+int out_check_regular(rlt_err *e, int fd, const char *path) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) RLT_FAIL(e, RLT_EIO, "cannot stat %s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        RLT_FAIL(e, RLT_EIO, "%s is not a regular file (a FIFO, a device, a socket or a directory), which a run would "
+                 "block on or could not write whole; remove it or choose another out_dir", path);
+    /* The descriptor was opened with O_NONBLOCK only to get this far: regular files ignore the flag. */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return RLT_OK;
+}
+
 int out_writer_open(out_writer *w, rlt_err *e, const char *path, int append) {
     w->used = 0;
     snprintf(w->path, sizeof w->path, "%s", path);
-    w->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
+    /* O_NONBLOCK: a FIFO planted at the path would block the open (no reader) or every write (a slow one). */
+    w->fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
     if (w->fd < 0) RLT_FAIL(e, RLT_EIO, "cannot %s %s: %s", append ? "open" : "create", path, strerror(errno));
+    if (out_check_regular(e, w->fd, path) != RLT_OK) {
+        close(w->fd);
+        w->fd = -1;
+        return RLT_EIO;
+    }
     return RLT_OK;
 }
 
@@ -152,4 +173,44 @@ int out_dir_each(rlt_err *e, const char *dir, int (*fn)(void *user, const char *
     }
     close(fd);
     return RLT_OK;
+}
+
+int out_lock_dir(rlt_err *e, const char *dir, int *lock_fd) {
+    if (*lock_fd >= 0) return RLT_OK;
+    char path[600];
+    if (snprintf(path, sizeof path, "%s/" OUT_LOCK_NAME, dir) >= (int)sizeof path)
+        RLT_FAIL(e, RLT_EIO, "path too long: %s", dir);
+    /* O_NOFOLLOW and O_NONBLOCK: a link or a FIFO planted as the lock file is refused, not followed or waited on. */
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0) RLT_FAIL(e, RLT_EIO, "cannot open the lock file %s: %s", path, strerror(errno));
+    if (out_check_regular(e, fd, path) != RLT_OK) {
+        close(fd);
+        return RLT_EIO;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int err = errno;
+        char pid[24] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        close(fd);
+        if (err != EWOULDBLOCK) RLT_FAIL(e, RLT_EIO, "cannot lock %s: %s", path, strerror(err));
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        RLT_FAIL(e, RLT_EBUSY, "'%s' belongs to a live run (process %s holds %s): one run at a time writes an "
+                 "out_dir; wait for that run to end (or stop it: it then writes its outputs and can be resumed), or "
+                 "choose another out_dir. Nothing was changed", dir, pid[0] ? pid : "of unknown pid", path);
+    }
+    /* The owner's pid, for the message of a refused run. The lock is the flock, which the kernel drops when the
+     * process ends however it ends: a stale pid in the file never blocks anyone. */
+    char text[24];
+    int len = snprintf(text, sizeof text, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)len, 0) != len)
+        rlt_log(RLT_LOG_WARN, "could not write the pid into %s: %s (the lock holds anyway)", path, strerror(errno));
+    *lock_fd = fd;
+    return RLT_OK;
+}
+
+void out_unlock_dir(int *lock_fd) {
+    if (*lock_fd < 0) return;
+    close(*lock_fd); /* closing the last descriptor releases the flock */
+    *lock_fd = -1;
 }

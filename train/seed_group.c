@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -90,6 +91,7 @@ struct rlt_group {
      * member runs its own (then batch_why says why). */
     rlt_lockstep *ls;
     char batch_why[320];
+    int lock_fd; /* out_dir/.rltrain.lock (outputs.h), held from the first resume or run to rlt_group_free */
 };
 
 static double now_s(void) {
@@ -564,6 +566,7 @@ static int group_init(const rlt_config *cfg, const rlt_env_callbacks *const *env
     rlt_group *g = rlt_mem_alloc(sizeof *g, 64);
     if (!g) return RLT_ENOMEM;
     *out = g;
+    g->lock_fd = -1;
     return group_setup(g, cfg, envs, n_envs);
 }
 
@@ -606,6 +609,7 @@ void rlt_group_free(rlt_group *g) {
     rlt_mem_free(g->m);
     rlt_mem_free(g->csv);
     rlt_mem_free(g->rows);
+    out_unlock_dir(&g->lock_fd);
     rlt_mem_free(g);
 }
 
@@ -660,6 +664,24 @@ size_t rlt_group_plan_format(const rlt_group *g, char *buf, size_t cap) {
 
 /* ---- resume and run ---------------------------------------------------------------------------------- */
 
+/* One owner per out_dir (outputs.h): the group holds its top directory's lock, and each member its own
+ * directory's (out_dir/seed_<seed>, out_dir/rank_<k>), all taken before anything there changes, so a second
+ * group, a single run into a member's directory, or a resume of either is refused while this group lives. In a
+ * launched run only rank 0's process takes the top directory's. */
+static int group_lock(rlt_group *g, int create) {
+    struct stat st;
+    if (!create && (stat(g->cfg.out_dir, &st) != 0 || !S_ISDIR(st.st_mode))) return RLT_OK;
+    RLT_TRY(out_mkdirs(&g->err, g->cfg.out_dir));
+    /* A launched run (one process per rank) shares out_dir between its processes: rank 0's holds the top directory
+     * (its summary.csv), every process its own rank_<k>/. */
+    if (!g->launched || g->first == 0) RLT_TRY(out_lock_dir(&g->err, g->cfg.out_dir, &g->lock_fd));
+    for (int32_t k = 0; k < g->n && create; k++) {
+        int rc = trainer_lock_out_dir(g->m[k].tr);
+        if (rc != RLT_OK) return group_member_failed(g, k, rc, "");
+    }
+    return RLT_OK;
+}
+
 int rlt_group_resume(rlt_group *g, const char *name) {
     if (!g || !name) return RLT_EINVAL;
     if (!g->m || g->n < 1 || !g->m[g->n - 1].tr || !g->m[g->n - 1].tr->agent ||
@@ -672,6 +694,7 @@ int rlt_group_resume(rlt_group *g, const char *name) {
         RLT_FAIL(&g->err, RLT_EINVAL, "rlt_group_resume: '%s' names no checkpoint file: give its file name, like "
                  "final.ckpt or ckpt_<step>.ckpt (each seed resumes from its own out_dir/seed_<seed>/)", name);
     snprintf(g->resume_name, sizeof g->resume_name, "%s", base);
+    RLT_TRY(group_lock(g, 0)); /* each member's rlt_trainer_resume takes its own directory's */
     for (int32_t k = 0; k < g->n; k++) {
         int rc = group_one(g, k, CMD_RESUME);
         if (rc != RLT_OK) rc = group_member_failed(g, k, rc, "");
@@ -822,6 +845,7 @@ static int group_write_summary(rlt_group *g) {
  * that rlt_trainer_run would refuse, so a refusal leaves every member untouched. */
 static int group_prepare(rlt_group *g) {
     char path[600], where[400];
+    RLT_TRY(group_lock(g, 1));
     snprintf(path, sizeof path, "%s/summary.csv", g->cfg.out_dir);
     /* A launched run's summary.csv is rank 0's to check and write. */
     if (g->first == 0 && access(path, F_OK) == 0 && !g->resumed) {

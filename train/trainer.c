@@ -14,6 +14,7 @@
 #include "env.h"
 #include "mem.h"
 #include "outputs.h"
+#include "text.h"
 #include "trainer.h"
 
 /* The most steps of one evaluation episode when the environment has no time limit (a user environment with
@@ -72,7 +73,8 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
             RLT_TRY(rlt_env_make(&tr->envs[k], e, c->env.name, c->seed, env0 + k == 0 ? RLT_STREAM_ENV :
                                  RLT_STREAM_ENV_VEC + env0 + (uint32_t)k, c->env.max_episode_steps));
         RLT_TRY(rlt_env_make(&tr->eval_env, e, c->env.name, c->seed + 100, RLT_STREAM_EVAL_ENV, c->env.max_episode_steps));
-        snprintf(tr->env_name, sizeof tr->env_name, "%s", c->env.name);
+        /* The class's own name, whichever alias the config used: a checkpoint of "Pendulum-v1" resumes as "pendulum". */
+        snprintf(tr->env_name, sizeof tr->env_name, "%s", tr->envs[0].cls->name);
     }
     /* The trainer's own host buffers come before the agent seals its arena. */
     uint64_t n = (uint64_t)N, ob = (uint64_t)rlt_space_bytes(&tr->envs[0].obs_space);
@@ -134,6 +136,7 @@ static int trainer_init(const rlt_config *cfg, const rlt_env_callbacks *user_env
     *out = tr;
     tr->cfg = *cfg;
     tr->metrics.fd = -1;
+    tr->lock_fd = -1;
     tr->prog.last_eval_return = NAN;
     tr->prog.best_eval_return = NAN;
     tr->prog.last_episode_return = NAN;
@@ -174,6 +177,7 @@ void rlt_trainer_free(rlt_trainer *tr) {
     rlt_mem_free(tr->user_state);
     rlt_mem_free(tr->reset_mask);
     rlt_mem_free(tr->reset_seeds);
+    out_unlock_dir(&tr->lock_fd);
     rlt_mem_free(tr);
 }
 
@@ -532,13 +536,27 @@ static int is_periodic_ckpt(const char *name, const char *suffix) {
 
 static int is_output(const char *name) {
     return !strcmp(name, "config.yaml") || !strcmp(name, "metrics.csv") || !strcmp(name, "summary.json") ||
-           !strcmp(name, "final.ckpt") || !strcmp(name, "best.ckpt") || is_periodic_ckpt(name, "");
+           !strcmp(name, "final.ckpt") || !strcmp(name, "best.ckpt") || !strcmp(name, "failed.ckpt") ||
+           is_periodic_ckpt(name, "");
 }
 
-/* The temporary name of an output: written by a save that the process did not live to finish. */
+/* The temporary name of an output (rlt_text_tmp_path's "<name>.<pid>.<n>.tmp", or an earlier version's
+ * "<name>.tmp"): written by a save that its process did not live to finish. Only the out_dir's owner (its lock
+ * held) removes them, so a live run's temporary file is never one of them. */
 static int is_output_tmp(const char *name) {
-    return !strcmp(name, "config.yaml.tmp") || !strcmp(name, "metrics.csv.tmp") || !strcmp(name, "summary.json.tmp") ||
-           !strcmp(name, "final.ckpt.tmp") || !strcmp(name, "best.ckpt.tmp") || is_periodic_ckpt(name, ".tmp");
+    static const char *const outs[] = {"config.yaml", "metrics.csv", "summary.json", "final.ckpt", "best.ckpt",
+                                       "failed.ckpt"};
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
+        if (rlt_text_is_tmp_of(name, outs[i])) return 1;
+    if (strncmp(name, "ckpt_", 5) != 0 || !isdigit((unsigned char)name[5])) return 0;
+    const char *c = name + 5;
+    while (isdigit((unsigned char)*c)) c++;
+    char base[64];
+    size_t n = (size_t)(c - name) + 5;
+    if (strncmp(c, ".ckpt", 5) != 0 || n >= sizeof base) return 0;
+    memcpy(base, name, n);
+    base[n] = '\0';
+    return rlt_text_is_tmp_of(name, base);
 }
 
 typedef struct out_dir_scan {
@@ -572,6 +590,12 @@ static int trainer_refuse_out_dir(rlt_trainer *tr, const out_dir_scan *found) {
              "choose another out_dir, or set train.overwrite: true (--set train.overwrite=true) to replace them",
              config_key_where(&tr->cfg, "out_dir", where, sizeof where), tr->cfg.out_dir, found->names,
              found->found > 4 ? ", ..." : "");
+}
+
+int trainer_lock_out_dir(rlt_trainer *tr) {
+    if (tr->lock_fd >= 0) return RLT_OK;
+    RLT_TRY(out_mkdirs(&tr->err, tr->cfg.out_dir));
+    return out_lock_dir(&tr->err, tr->cfg.out_dir, &tr->lock_fd);
 }
 
 int trainer_check_out_dir(rlt_trainer *tr) {
@@ -622,23 +646,34 @@ static int trainer_finish(rlt_trainer *tr, int rc) {
     char path[600];
     int orc = out_writer_close(&tr->metrics, e);
     if (orc != RLT_OK) out_err = tr->err;
-    snprintf(path, sizeof path, "%s/final.ckpt", tr->cfg.out_dir);
+    /* A failed run's state may be what failed (a NaN that reached the environment, a diverged network): it goes
+     * to failed.ckpt, for inspection or a deliberate resume, and never replaces final.ckpt, which keeps the last
+     * good state (an earlier run's, when this one was resumed). */
+    int loop_ok = rc == RLT_OK || rc == RLT_EINTERRUPTED;
+    snprintf(path, sizeof path, "%s/%s", tr->cfg.out_dir, loop_ok ? "final.ckpt" : "failed.ckpt");
     int crc = trainer_save(tr, path, tr->cfg.checkpoint.include_replay);
     if (orc == RLT_OK && crc != RLT_OK) orc = crc, out_err = tr->err;
-    int loop_ok = rc == RLT_OK || rc == RLT_EINTERRUPTED;
     const char *status = orc != RLT_OK || !loop_ok ? "failed" : rc == RLT_OK ? "finished" : "stopped";
     int src = trainer_write_summary(tr, status, orc != RLT_OK ? out_err.msg : !loop_ok ? loop_err.msg : NULL);
     if (orc == RLT_OK && src != RLT_OK) orc = src, out_err = tr->err;
     long long step = (long long)tr->prog.env_steps;
     if (orc == RLT_OK) {
         tr->err = loop_err;
-        /* A user environment without save_state leaves its state out of final.ckpt, which then does not resume. */
-        if (!loop_ok)
-            rlt_log(RLT_LOG_INFO, "outputs up to step %lld written to %s/ (summary.json status \"failed\"; final.ckpt "
-                    "%s)", step, tr->cfg.out_dir, tr->user_env && !tr->user_state_bytes ? "holds the agent, but not the "
-                    "environment's state, so it does not resume" : tr->user_env ? "resumes from there with the same "
-                    "environment: rltrain.gym.train(..., resume=\"OUT_DIR/final.ckpt\") or python -m rltrain.gym ... "
-                    "--resume OUT_DIR/final.ckpt for a Gymnasium one" : "resumes from there: rltrain --resume");
+        if (!loop_ok) {
+            char good[700], last[160] = "";
+            snprintf(good, sizeof good, "%s/final.ckpt", tr->cfg.out_dir);
+            if (tr->n_kept > 0) snprintf(last, sizeof last, "; the latest periodic checkpoint is %s", tr->kept[tr->n_kept - 1]);
+            /* A user environment without save_state leaves its state out of the checkpoints, which then do not resume. */
+            const char *how = tr->user_env && !tr->user_state_bytes
+                                  ? " (they hold the agent, but not the environment's state, so they do not resume)"
+                              : tr->user_env ? " (resume with the same environment: rltrain.gym.train(..., resume=\"OUT_DIR/"
+                                               "final.ckpt\") or python -m rltrain.gym ... --resume OUT_DIR/final.ckpt for a "
+                                               "Gymnasium one)"
+                                             : "";
+            rlt_log(RLT_LOG_INFO, "outputs up to step %lld written to %s/ (summary.json status \"failed\"); the state at "
+                    "the failure is in failed.ckpt, and final.ckpt %s%s%s", step, tr->cfg.out_dir,
+                    access(good, F_OK) == 0 ? "is the last good one, unchanged" : "was not written", last, how);
+        }
         return rc;
     }
     if (loop_ok) {
@@ -664,8 +699,9 @@ int rlt_trainer_run(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
     tr->steps0 = tr->prog.env_steps;
     tr->updates0 = tr->agent->updates;
     tr->learn_t = 0.0;
+    /* The lock first: a run refused because another owns out_dir changes nothing there. */
+    RLT_TRY(trainer_lock_out_dir(tr));
     RLT_TRY(trainer_prepare_out_dir(tr));
-    RLT_TRY(out_mkdirs(e, c->out_dir));
     snprintf(path, sizeof path, "%s/config.yaml", c->out_dir);
     RLT_TRY(out_write_atomic(e, path, tr->dump, strlen(tr->dump)));
     RLT_TRY(trainer_open_metrics(tr));

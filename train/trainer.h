@@ -47,6 +47,7 @@ struct rlt_trainer {
     double mem_t;
     int32_t mem_warned;
     out_writer metrics;
+    int lock_fd;           /* out_dir/.rltrain.lock, held from the first resume or run to rlt_trainer_free */
     /* Loop state that a checkpoint carries. */
     double *ep_ret;  /* per training environment: the current episode's return and length */
     int64_t *ep_len;
@@ -73,5 +74,7 @@ int trainer_device_cells(struct rlt_trainer *tr);
 /* RLT_ECONFIG (the message rlt_trainer_run would give) when out_dir holds an earlier run's outputs that this
  * run may not replace; nothing is changed. A seed group asks every member before any of them starts. */
 int trainer_check_out_dir(struct rlt_trainer *tr);
+/* Creates out_dir and takes its lock (out_lock_dir): RLT_EBUSY naming the owner when another run holds it. */
+int trainer_lock_out_dir(struct rlt_trainer *tr);
 
 #endif

@@ -18,6 +18,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "comm.h"
+#include "finite.h"
+#include "text.h"
 #include "trainer.h"
 
 enum {
@@ -48,6 +51,10 @@ int trainer_save(rlt_trainer *tr, const char *path, int include_replay) {
     char meta[1024];
     int n = agent_meta(ag, meta, sizeof meta);
     n += snprintf(meta + n, sizeof meta - (size_t)n, "env: %s\nepisodes: %lld\n", tr->env_name, (long long)p->episodes);
+    /* Whose state this is: the seed, and for a rank of a data-parallel run its place (ranks 0: a single run), which
+     * a resume checks (resume_checked). */
+    n += snprintf(meta + n, sizeof meta - (size_t)n, "seed: %llu\nrank: %d\nranks: %d\n", (unsigned long long)tr->cfg.seed,
+                  (int)tr->cfg.rank, tr->cfg.comm ? (int)rlt_comm_size(tr->cfg.comm) : 0);
     ckpt_writer *w = ag->ckpt_w;
     /* metrics.csv's rows up to this step are on disk before the checkpoint that a resume would keep them for. */
     RLT_TRY(out_writer_sync(&tr->metrics, &tr->err));
@@ -199,16 +206,46 @@ static int check_vec_words(rlt_trainer *tr, const char *path, int32_t k, const i
     return RLT_OK;
 }
 
+/* A rank's checkpoint holds 1/R of the batch's replay and its own environments' streams: resumed as a single
+ * run (or as another rank, or a single run's as a rank) it would train on silently, as something else.
+ * Checkpoints of earlier versions have no rank line and are not checked. */
+static int check_rank(rlt_trainer *tr, const ckpt_reader *r, const char *path) {
+    const char *meta = ckpt_reader_meta(r, NULL), *rk = strstr(meta, "\nranks: "), *ri = strstr(meta, "\nrank: ");
+    if (!rk || !ri) return RLT_OK;
+    long ranks = strtol(rk + 8, NULL, 10), rank = strtol(ri + 7, NULL, 10);
+    long my_ranks = tr->cfg.comm ? (long)rlt_comm_size(tr->cfg.comm) : 0, my_rank = tr->cfg.rank;
+    rlt_err *e = &tr->agent->err;
+    if (ranks > 0 && my_ranks == 0)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s is the checkpoint of rank %ld of a data-parallel run on %ld devices, and this "
+                 "is a single run; resume that run as it was (the same devices list and out_dir: each rank resumes from "
+                 "its out_dir/rank_<k>/ file)", path, rank, ranks);
+    if (ranks == 0 && my_ranks > 0)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s is the checkpoint of a single run, and this is rank %ld of a data-parallel run "
+                 "on %ld devices; resume it as a single run (one device)", path, my_rank, my_ranks);
+    if (ranks != my_ranks || rank != my_rank)
+        RLT_FAIL(e, RLT_ECHECKPOINT, "%s is the checkpoint of rank %ld of a data-parallel run on %ld devices, and this "
+                 "is rank %ld of %ld; resume with the devices list it was saved with", path, rank, ranks, my_rank,
+                 my_ranks);
+    return RLT_OK;
+}
+
 static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
     rlt_agent *ag = tr->agent;
     rlt_err *e = &ag->err;
     int64_t s[TS_COUNT];
     char name[64];
     const ckpt_tensor_info *info;
+    /* Every trainer tensor has the dtype and shape trainer_save gives it, not only its size. */
+    const int64_t shape_n[1] = {64}, shape_s[1] = {TS_COUNT}, shape_e[1] = {RLT_ENV_STATE_BYTES};
+    const int64_t shape_o[1] = {rlt_space_bytes(&tr->envs[0].obs_space) * tr->n_envs};
+    RLT_TRY(ckpt_reader_expect(r, "trainer.env_name", RLT_DTYPE_U8, 1, shape_n));
+    RLT_TRY(ckpt_reader_expect(r, "trainer.state", RLT_DTYPE_I64, 1, shape_s));
+    RLT_TRY(ckpt_reader_expect(r, "trainer.env_state", RLT_DTYPE_U8, 1, shape_e));
     /* The trainer's part first: it must be this environment and this observation size. */
     RLT_TRY(ckpt_reader_read(r, "trainer.env_name", name, sizeof name));
     name[63] = '\0';
-    if (strcmp(name, tr->env_name) != 0)
+    /* Earlier versions stored the config's spelling: an alias names its built-in class. */
+    if (strcmp(tr->user_env ? name : rlt_env_canonical_name(name), tr->env_name) != 0)
         RLT_FAIL(e, RLT_ECHECKPOINT, "%s: the checkpoint is of environment '%s', this trainer trains '%s'", path, name,
                  tr->env_name);
     if (tr->user_env) {
@@ -221,6 +258,7 @@ static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
             RLT_FAIL(e, RLT_ECHECKPOINT, "%s: no user environment state of %d bytes (state_bytes) x %d (env.num_envs) in "
                      "the checkpoint", path, tr->user_state_bytes, (int)tr->n_envs);
     }
+    RLT_TRY(check_rank(tr, r, path));
     RLT_TRY(ckpt_reader_read(r, "trainer.state", s, sizeof s));
     /* An evaluation the saved run was stopped in: one this config schedules after the checkpoint's step. */
     int64_t pending = 0;
@@ -246,6 +284,11 @@ static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
     if (info->bytes != ob * (uint64_t)N)
         RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.obs': observations of %llu bytes, this environment's have %lld",
                  path, (unsigned long long)info->bytes, (long long)ob);
+    RLT_TRY(ckpt_reader_expect(r, "trainer.obs", RLT_DTYPE_U8, 1, shape_o));
+    if (tr->user_env) {
+        const int64_t shape_u[1] = {(int64_t)tr->user_state_bytes * N};
+        RLT_TRY(ckpt_reader_expect(r, "trainer.user_env_state", RLT_DTYPE_U8, 1, shape_u));
+    }
     int64_t agent_steps;
     RLT_TRY(ckpt_reader_read_range(r, "agent.host", 0, &agent_steps, sizeof agent_steps));
     RLT_TRY(check_loop_state(tr, path, s, agent_steps));
@@ -272,9 +315,9 @@ static int resume_checked(rlt_trainer *tr, ckpt_reader *r, const char *path) {
     RLT_TRY(ckpt_reader_read(r, "trainer.obs", tr->next_obs, info->bytes));
     if (tr->envs[0].obs_space.dtype == RLT_DTYPE_F32)
         for (uint64_t i = 0; i < info->bytes / 4; i++)
-            if (!isfinite(tr->next_obs[i]))
-                RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.obs' element %llu is %g: observations are finite", path,
-                         (unsigned long long)i, tr->next_obs[i]);
+            if (!(fabsf(tr->next_obs[i]) <= RLT_VALUE_ABS_MAX))
+                RLT_FAIL(e, RLT_ECHECKPOINT, "%s: tensor 'trainer.obs' element %llu is %g: observations are finite and at "
+                         "most 1e18 in magnitude (base/finite.h)", path, (unsigned long long)i, tr->next_obs[i]);
     /* The agent checks all of its tensors before it changes anything. */
     RLT_TRY(agent_read_state(ag, r, path));
     if (tr->user_env) {
@@ -335,6 +378,10 @@ static int in_out_dir(const char *path, const char *out_dir) {
 int rlt_trainer_resume(rlt_trainer *tr, const char *path) {
     if (!tr || !path) return RLT_EINVAL;
     if (!tr->agent || !tr->agent->plan.sealed) RLT_FAIL(&tr->err, RLT_ESTATE, "rlt_trainer_resume after a failed init");
+    /* A run into an out_dir that another run owns is refused before anything is read (at once, whatever the
+     * checkpoint's size). A missing out_dir has no owner: rlt_trainer_run creates and locks it. */
+    struct stat od;
+    if (stat(tr->cfg.out_dir, &od) == 0 && S_ISDIR(od.st_mode)) RLT_TRY(trainer_lock_out_dir(tr));
     /* A FIFO or a device would block the open or the reads (a FIFO with no writer forever): only a regular
      * file is a checkpoint. O_NONBLOCK keeps this open from waiting for a FIFO's writer. */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -379,8 +426,13 @@ static int row_kept(const char *line, int64_t upto) {
 static int copy_rows(rlt_trainer *tr, const char *path, out_writer *w) {
     char buf[8192], line[1024];
     RLT_TRY(metrics_header(tr, w));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return RLT_OK; /* no earlier rows */
+    /* A FIFO planted as metrics.csv would block the reads forever. */
+    if (out_check_regular(&tr->err, fd, path) != RLT_OK) {
+        close(fd);
+        return RLT_EIO;
+    }
     size_t len = 0;
     int first = 1, too_long = 0, rc = RLT_OK;
     for (;;) {
@@ -408,7 +460,7 @@ static int copy_rows(rlt_trainer *tr, const char *path, out_writer *w) {
 }
 
 int trainer_open_metrics(rlt_trainer *tr) {
-    char path[600], tmp[620];
+    char path[600], tmp[660];
     snprintf(path, sizeof path, "%s/metrics.csv", tr->cfg.out_dir);
     if (!tr->resumed_in_out_dir) {
         RLT_TRY(out_writer_open(&tr->metrics, &tr->err, path, 0));
@@ -417,7 +469,7 @@ int trainer_open_metrics(rlt_trainer *tr) {
     }
     /* The same run continues: its rows up to the checkpoint, written aside and renamed over the file, so that a
      * crash now leaves either the old file or the new one; rows are appended to it from here on. */
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    rlt_text_tmp_path(tmp, sizeof tmp, path);
     RLT_TRY(out_writer_open(&tr->metrics, &tr->err, tmp, 0));
     int rc = copy_rows(tr, path, &tr->metrics);
     int crc = out_writer_close(&tr->metrics, &tr->err);
