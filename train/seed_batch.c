@@ -41,6 +41,13 @@ static void seed_batch_mismatch(const rlt_agent *lead, const rlt_agent *ag, char
         snprintf(why, cap, "the agents are not on one GPU");
         return;
     }
+    /* The batched graph is the lead's update with the lead's scalars (learning rates, tau, gamma, noise) baked in:
+     * members of a population whose values differ run their own graphs. */
+    const char *differs = config_members_differ(&lead->cfg, &ag->cfg);
+    if (differs) {
+        snprintf(why, cap, "the agents' %s differ, and the batched graph takes one value for all", differs);
+        return;
+    }
     /* A plan with a library workspace calls cuBLAS / cuBLASLt (bf16 or fp16, layers large enough for the library,
      * convolutions on it), whose products cannot move per agent. Said first: the workspace is sized by each
      * seed's lanes, so the plans would otherwise only be reported as different. */
