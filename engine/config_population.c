@@ -18,7 +18,7 @@
 /* The keys whose values may differ between members: scalars that no plan reads. */
 static const char *const member_keys[] = {
     "seed",
-    "train.start_steps",
+    "train.start_steps", "train.updates_per_step",
     "td3.actor_lr", "td3.critic_lr", "td3.gamma", "td3.tau", "td3.policy_noise", "td3.noise_clip",
     "td3.policy_delay", "td3.exploration_noise",
     "dqn.lr", "dqn.gamma", "dqn.double", "dqn.loss", "dqn.target_update_every", "dqn.tau", "dqn.eps_start",
@@ -40,8 +40,9 @@ int config_population_allows(const char *key, char *buf, size_t cap) {
         int sec = shape_keys[i][n - 1] == '.';
         if (sec ? strncmp(key, shape_keys[i], n) == 0 : strcmp(key, shape_keys[i]) == 0) {
             snprintf(buf, cap, "it changes the memory plan's shapes or its device, and a population's members share one "
-                     "plan; run each value as a group of its own (one config each, or one sweep trial each), or vary "
-                     "a scalar hyperparameter instead (learning rates, tau, gamma, noise, schedules, seed)");
+                     "plan; run each value as a group of its own (one config each; python -m rltrain.sweep runs the "
+                     "trials of each shape as a population of its own), or vary a scalar hyperparameter instead "
+                     "(learning rates, tau, gamma, noise, schedules, seed)");
             return 0;
         }
     }

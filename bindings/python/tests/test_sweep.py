@@ -51,9 +51,10 @@ def test_space_is_checked_against_the_schema(configs, tmp_path):
             (":2:1: unknown key 'td3.tua'; did you mean 'td3.tau'?",),
         # a value out of the key's range: the value's column
         "td3.actor_lr: {log_uniform: [1e-4, 3]}\n": (":1:36: key 'td3.actor_lr': entry 2: 3 is out of range",),
-        # a key that changes shapes
-        "td3.actor_hidden: [[64, 64], [128, 128]]\n": (":1:", "td3.actor_hidden"),
-        "train.batch_size: [64, 128]\n": (":1:1: key 'train.batch_size'", "shapes"),
+        # a key that changes shapes and cannot vary between trials, and a bad value of one that can
+        "env.name: [pendulum, cartpole]\n": (":1:1: key 'env.name'", "shapes"),
+        "td3.actor_hidden: [[64, 64], [64, 0]]\n": (":1:30: key 'td3.actor_hidden'", "out of range"),
+        "train.batch_size: {int: [0, 128]}\n": (":1:26: key 'train.batch_size'", "out of range"),
         # fractions for an integer key
         "td3.policy_delay: {uniform: [1, 3]}\n": (":1:20:", "use int: [low, high]"),
         "td3.tau: {normal: [0, 1]}\n": (":1:11:", "'normal' is not a kind of range"),
@@ -130,6 +131,27 @@ def test_two_workers_sweep_prune_report_and_reproduce(configs, tmp_path):
     trial_dir = Path(study.best_trial.user_attrs["run_dir"])
     assert (tmp_path / "rerun" / "final.ckpt").read_bytes() == (trial_dir / "final.ckpt").read_bytes()
     assert time.time() - t0 < 150
+
+
+def test_trials_of_different_shapes_run_as_separate_populations(configs, tmp_path):
+    space = tmp_path / "space.yaml"
+    space.write_text("td3.actor_hidden: [[32, 32], [48, 48]]\ntrain.batch_size: [64]\ntd3.tau: [0.005, 0.01]\n")
+    w = _worker(configs, tmp_path, space, "shapes", 4, ["--workers-batch", "4", "--pruner", "none", "--sampler",
+                                                         "random", "--sampler-seed", "3"],
+                sets=["train.total_steps=1500", "train.eval_every=500", "train.eval_episodes=1"])
+    out, _ = w.communicate(timeout=120)
+    assert w.returncode == 0, out
+    study = _study(tmp_path, "shapes")
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 4
+    shapes = {t.params["td3.actor_hidden"] for t in study.trials}
+    for t in study.trials:
+        run_dir = Path(t.user_attrs["run_dir"])
+        cfg = rltrain.Config.from_file(run_dir / "config.yaml")
+        assert cfg.get("td3.actor_hidden") == json.loads(t.params["td3.actor_hidden"])
+        assert cfg.get("train.batch_size") == 64 and cfg.get("td3.tau") == t.params["td3.tau"]
+        # Each shape is a population of its own (its own directory and summary.csv) when the batch has several.
+        if len(shapes) > 1:
+            assert run_dir.parent.name.startswith("shape_") and (run_dir.parent / "summary.csv").is_file()
 
 
 def test_a_killed_workers_trials_are_marked_failed_and_the_study_goes_on(configs, tmp_path):

@@ -126,8 +126,8 @@ def report(study_name: str, storage: str, out: str | None = None, plots: bool = 
     if out:
         dest = Path(out)
     else:
-        dirs = [Path(r["run_dir"]) for r in rows if r["run_dir"]]
-        dest = dirs[0].parents[2] if dirs else Path(f"sweep_report_{study_name}")
+        dirs = [t.user_attrs["sweep_dir"] for t in study.get_trials(deepcopy=False) if "sweep_dir" in t.user_attrs]
+        dest = Path(dirs[0]) if dirs else Path(f"sweep_report_{study_name}")
     dest.mkdir(parents=True, exist_ok=True)
     keys = sorted({k for r in rows for k in r["params"]})
     with open(dest / "trials.csv", "w", newline="", encoding="utf-8") as f:

@@ -8,10 +8,14 @@ schema before any trial starts.
     td3.gamma: {uniform: [0.95, 0.995]}         # a float, uniform
     td3.policy_delay: {int: [1, 4]}             # an integer in [1, 4]
 
-Every key must be one a population may vary (docs/populations.md): the trials of a batch run as one population.
-The check is the engine's own: the key and its bounds or choices are read by the config parser as a population
-entry, so an unknown key, a key that changes shapes, or a value out of the key's range is refused with the
-space file's FILE:LINE:COL, as configs are.
+A key is either one a population may vary (docs/populations.md: the trials of a batch with the same shapes run as
+one population) or one of SHAPE_KEYS, which change the memory plan's shapes: trials that differ in them run as
+separate populations, one per shape, side by side in the same process. Lists of lists are choices of a list key:
+``td3.actor_hidden: [[64, 64], [256, 256]]``.
+
+The check is the engine's own: a population key and its bounds or choices are read by the config parser as a
+population entry, a shape key's values are set on the base config, so an unknown key, a key that cannot vary, or a
+value out of the key's range is refused with the space file's FILE:LINE:COL, as configs are.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ from ..core import Config
 from ..errors import ConfigError
 
 KINDS = ("log_uniform", "uniform", "int", "log_int")
+# Keys that change the plan's shapes but may differ between trials: each shape runs as a population of its own.
+SHAPE_KEYS = ("train.batch_size", "train.grad_accum_steps", "replay.capacity", "td3.actor_hidden",
+              "td3.critic_hidden", "network.hidden")
 
 
 class SpaceError(ConfigError):
@@ -50,6 +57,7 @@ class Param:
     texts: list = field(default_factory=list)
     line: int = 0
     col: int = 0
+    shape: bool = False  # one of SHAPE_KEYS: trials that differ in it run as separate populations
 
     def distribution(self):
         """The Optuna distribution of this parameter."""
@@ -91,9 +99,34 @@ def _where(path: str, node) -> str:
     return f"{path}:{node.start_mark.line + 1}:{node.start_mark.column + 1}"
 
 
+def _flow(node) -> str:
+    """A node's value as YAML flow text: a scalar's text, or [a, b] for a list of scalars."""
+    if isinstance(node, yaml.SequenceNode):
+        return "[" + ", ".join(_flow(n) for n in node.value) + "]"
+    return node.value
+
+
+def _shape_check(config: Config, path: str, key_node, value_nodes, texts) -> None:
+    """Sets KEY=text on a copy of the config for each value, with the engine's checks; an error is moved to the
+    value's line and column."""
+    for node, text in zip(value_nodes, texts):
+        probe = config.copy()
+        try:
+            probe.set(f"{key_node.value}={text}")
+            probe.validate()
+        except ConfigError as exc:
+            rest = re.sub(r"^--set [^:]*:\d+:\d+: ", "", str(exc))
+            raise SpaceError(f"{_where(path, node)}: {rest}") from None
+        finally:
+            probe.close()
+
+
 def _engine_check(config: Config, path: str, key_node, value_nodes, texts) -> None:
     """Reads ``population: {KEY: [texts]}`` with the engine's parser; its error is moved to the space file's
-    line and column (the key's, or the value's that it names)."""
+    line and column (the key's, or the value's that it names). A key of SHAPE_KEYS is checked by _shape_check."""
+    if key_node.value in SHAPE_KEYS:
+        _shape_check(config, path, key_node, value_nodes, texts)
+        return
     line = f"  {key_node.value}: ["
     cols = []
     for i, t in enumerate(texts):
@@ -146,14 +179,20 @@ def load_space(path: str | os.PathLike, config: Config) -> list[Param]:
         if key in seen:
             raise SpaceError(f"{_where(path, key_node)}: key '{key}': duplicate key (first given on line {seen[key]})")
         seen[key] = key_node.start_mark.line + 1
-        p = Param(key=key, kind="choice", line=key_node.start_mark.line + 1, col=key_node.start_mark.column + 1)
+        p = Param(key=key, kind="choice", line=key_node.start_mark.line + 1, col=key_node.start_mark.column + 1,
+                  shape=key in SHAPE_KEYS)
         if isinstance(value_node, yaml.SequenceNode):
             items = value_node.value
-            if not items or not all(isinstance(n, yaml.ScalarNode) for n in items):
+            flat = all(isinstance(n, yaml.ScalarNode) for n in items)
+            lists = all(isinstance(n, yaml.SequenceNode) and all(isinstance(m, yaml.ScalarNode) for m in n.value)
+                        for n in items)
+            if not items or not (flat or (lists and p.shape)):
                 raise SpaceError(f"{_where(path, value_node)}: key '{key}': a list of choices needs one or more plain "
-                                 "values, like [0.002, 0.005, 0.01]")
-            p.texts = [n.value for n in items]
-            p.choices = [_scalar(t) for t in p.texts]
+                                 "values, like [0.002, 0.005, 0.01] (or lists, like [[64, 64], [256, 256]], for a "
+                                 "list key such as td3.actor_hidden)")
+            p.texts = [_flow(n) for n in items]
+            # A list value is kept as its text (Optuna's choices are scalars) and set as it is written.
+            p.choices = [t if lists else _scalar(t) for t in p.texts]
             if len(set(map(repr, p.choices))) != len(p.choices):
                 raise SpaceError(f"{_where(path, value_node)}: key '{key}': a choice is listed twice")
             _engine_check(config, path, key_node, items, p.texts)

@@ -166,18 +166,39 @@ class SweepResult:
     wall_s: float
 
 
-def _batch_fit(config: Config, want: int) -> int:
-    """How many members of this config fit the memory budget and the device at once (exit-3 logic: the
-    planner's need and limit, nothing reserved); NoFitError when not even one does."""
-    values, table = config.plan_fit()
-    if not values["fits"]:
-        raise NoFitError("one trial's memory plan does not fit: " + table.strip().splitlines()[-1]
-                         if table.strip() else "one trial's memory plan does not fit", -3, "RLT_ENOFIT", table)
-    need, limit = int(values["need_bytes"]), int(values["limit_bytes"])
+def _shape_combos(params: list[Param], cap: int = 64) -> list[list[str]]:
+    """The --set assignments of the shapes a trial may take: every combination of the shape keys' choices (ranges:
+    their ends), or, past ``cap`` combinations, the largest of each alone."""
+    shapes = [p for p in params if p.shape]
+    options = [p.texts if p.kind == "choice" else [format_value(int(p.low)), format_value(int(p.high))] for p in shapes]
+    combos = [[]]
+    for p, opts in zip(shapes, options):
+        combos = [c + [f"{p.key}={o}"] for c in combos for o in opts]
+        if len(combos) > cap:
+            return [[f"{p.key}={opts[-1]}" for p, opts in zip(shapes, options)]]
+    return combos
+
+
+def _batch_fit(config: Config, want: int, params: list[Param] = ()) -> int:
+    """How many trials fit the memory budget and the device at once (exit-3 logic: the planner's need and limit,
+    nothing reserved), each planned at the largest shape the space allows; NoFitError when not even one does."""
+    need = limit = 0
+    for sets in _shape_combos(list(params)):
+        cfg = config.copy()
+        for s in sets:
+            cfg.set(s)
+        values, table = cfg.plan_fit()
+        cfg.close()
+        if not values["fits"]:
+            last = table.strip().splitlines()[-1] if table.strip() else ""
+            raise NoFitError(f"one trial's memory plan does not fit ({', '.join(sets) or 'the base config'}): {last}",
+                             -3, "RLT_ENOFIT", table)
+        need = max(need, int(values["need_bytes"]))
+        limit = int(values["limit_bytes"])
     fit = limit // need if need > 0 else want
     if fit < want:
-        log.info("sweep: %d trials per batch fit (%.2f MiB each, %.2f MiB available), not %d", fit, need / 2**20,
-                 limit / 2**20, want)
+        log.info("sweep: %d trials per batch fit (%.2f MiB each at most, %.2f MiB available), not %d", fit,
+                 need / 2**20, limit / 2**20, want)
     return max(1, min(want, fit))
 
 
@@ -245,7 +266,7 @@ def sweep(config, space, trials: int, storage: str, study: str, *, workers_batch
                              sampler=make_sampler(sampler, sampler_seed),
                              pruner=make_pruner(pruner, prune_startup, halving_factor))
     worker = f"{socket.gethostname()}-{os.getpid()}"
-    per_batch = _batch_fit(base, max(1, workers_batch))
+    per_batch = _batch_fit(base, max(1, workers_batch), params)
     dists = {p.key: p.distribution() for p in params}
     done = {"completed": [], "pruned": [], "failed": []}
     batches = 0
@@ -276,105 +297,151 @@ def sweep(config, space, trials: int, storage: str, study: str, *, workers_batch
 def _population_yaml(params: list[Param], batch, names: list[str]) -> str:
     lines = ["population:", f"  name: [{', '.join(names)}]"]
     for p in params:
-        lines.append(f"  {p.key}: [{', '.join(format_value(t.params[p.key]) for t in batch)}]")
+        if not p.shape:
+            lines.append(f"  {p.key}: [{', '.join(format_value(t.params[p.key]) for t in batch)}]")
     return "\n".join(lines) + "\n"
+
+
+class _Population:
+    """The trials of one shape in a batch: one rltrain group, its run directories and its pruning state."""
+
+    def __init__(self, base: Config, params, trials, shape_sets, out_dir: Path, learn_from: int):
+        self.trials, self.out_dir, self.learn_from = trials, out_dir, learn_from
+        self.names = [f"trial_{t.number:05d}" for t in trials]
+        cfg = base.copy()
+        for s in shape_sets:
+            cfg.set(s)
+        cfg.load_string(_population_yaml(params, trials, self.names), "<sweep batch>")
+        cfg.set(f"out_dir={json.dumps(str(out_dir))}")
+        # Frequent reports: a pruned trial stops within a fraction of a second of its evaluation.
+        if float(base.get("train.progress_every_s")) > 0.5:
+            cfg.set("train.progress_every_s=0.5")
+        self.cfg = cfg
+        self.group = None
+        self.error = None
+        self.reported = {t.number: 0 for t in trials}
+        self.pruned: set[int] = set()
+        self.run_dirs = [out_dir / n for n in self.names]
+
+    def on_progress(self, _report=None) -> bool:
+        for k, t in enumerate(self.trials):
+            if t.number in self.pruned:
+                continue
+            rows = _eval_rows(self.run_dirs[k] / "metrics.csv")
+            total = self.group.member_progress(k).total_steps
+            # Each evaluation is reported and judged on its own, so the pruner's decisions do not depend on how
+            # many evaluations one callback finds.
+            for step, value in rows[self.reported[t.number]:]:
+                self.reported[t.number] += 1
+                if not math.isfinite(value) or step <= self.learn_from:
+                    continue
+                t.report(value, step)
+                if step < total and t.should_prune():
+                    self.pruned.add(t.number)
+                    self.group.stop_member(k)
+                    log.info("sweep: trial %d pruned at step %d", t.number, step)
+                    break
+        return False
+
+    def run(self) -> None:
+        try:
+            self.group.run(self.on_progress)
+        except RltError as exc:
+            self.error = exc
+        except BaseException as exc:  # noqa: BLE001 - in a thread: kept for the caller
+            self.error = exc
+        self.on_progress()  # the last evaluations, written after the last report
 
 
 def _run_batch(base: Config, params, batch, st, root: Path, worker: str, objective: str, heartbeat_s: float,
                done: dict) -> None:
     optuna = _optuna()
-    names = [f"trial_{t.number:05d}" for t in batch]
+    S = optuna.trial.TrialState
     batch_dir = root / "batches" / f"{worker}-{batch[0].number:05d}"
-    cfg = base.copy()
-    cfg.load_string(_population_yaml(params, batch, names), "<sweep batch>")
-    cfg.set(f"out_dir={json.dumps(str(batch_dir))}")
-    # Frequent reports: a pruned trial stops within a fraction of a second of its evaluation.
-    if float(base.get("train.progress_every_s")) > 0.5:
-        cfg.set("train.progress_every_s=0.5")
     # Evaluations before learning starts are of the untrained policy: with a shared seed every trial's are the same,
     # and reported they would be each trial's best intermediate value, which MedianPruner compares, so nothing would
     # be pruned on what the hyperparameters did. Only those after the first update are reported.
     learn_from = int(base.get("train.start_steps"))
     if base.get("algo") == "dqn":
         learn_from = max(learn_from, int(base.get("dqn.learning_starts")))
+    # One population per shape (the values of the shape keys), in the order their first trial was asked.
+    by_shape: dict[tuple, list] = {}
+    for t in batch:
+        by_shape.setdefault(tuple(f"{p.key}={format_value(t.params[p.key])}" for p in params if p.shape), []).append(t)
+    pops = []
+    for i, (sets, trials) in enumerate(by_shape.items()):
+        out_dir = batch_dir if len(by_shape) == 1 else batch_dir / f"shape_{i}"
+        pops.append(_Population(base, params, trials, sets, out_dir, learn_from))
     pending = list(batch)
-    reported = {t.number: 0 for t in batch}
-    pruned: set[int] = set()
-    log.info("sweep: %s runs trials %s as one population", worker, [t.number for t in batch])
-    with _Heartbeat(pending, heartbeat_s):
+    log.info("sweep: %s runs trials %s as %d population(s)", worker, [t.number for t in batch], len(pops))
+
+    def tell(t, state, value=None, reason=None):
+        if reason:
+            t.set_user_attr("fail_reason", reason)
+        if t in pending:
+            pending.remove(t)
         try:
-            group = Group(cfg)
-        except RltError as exc:
-            for t in batch:
-                t.set_user_attr("fail_reason", str(exc))
-                st.tell(t, state=optuna.trial.TrialState.FAIL)
-                done["failed"].append(t.number)
-            if isinstance(exc, NoFitError):
-                raise
-            log.error("sweep: the batch could not start: %s", exc)
-            return
-        with group:
-            run_dirs = []
-            for k, t in enumerate(batch):
-                run_dir = batch_dir / group.member_dir(k)
-                run_dirs.append(run_dir)
-                t.set_user_attr("run_dir", str(run_dir))
-                link = root / "trials" / names[k]
-                try:
-                    if not link.exists():
-                        link.symlink_to(os.path.relpath(run_dir, link.parent), target_is_directory=True)
-                except OSError:
-                    pass
+            if state == S.COMPLETE:
+                st.tell(t, value)
+            else:
+                st.tell(t, state=state)
+        except Exception as exc:  # noqa: BLE001 - another worker marked it failed (no heartbeat seen)
+            log.warning("sweep: trial %d could not be told: %s", t.number, exc)
+            state = S.FAIL
+        done[{S.COMPLETE: "completed", S.PRUNED: "pruned"}.get(state, "failed")].append(t.number)
+        return state
 
-            def on_progress(_report) -> bool:
-                for k, t in enumerate(batch):
-                    if t.number in pruned:
-                        continue
-                    rows = _eval_rows(run_dirs[k] / "metrics.csv")
-                    total = group.member_progress(k).total_steps
-                    # Each evaluation is reported and judged on its own, so the pruner's decisions do not depend on
-                    # how many evaluations one callback finds.
-                    for step, value in rows[reported[t.number]:]:
-                        reported[t.number] += 1
-                        if not math.isfinite(value) or step <= learn_from:
-                            continue
-                        t.report(value, step)
-                        if step < total and t.should_prune():
-                            pruned.add(t.number)
-                            group.stop_member(k)
-                            log.info("sweep: trial %d pruned at step %d", t.number, step)
-                            break
-                return False
-
-            error = None
+    with _Heartbeat(pending, heartbeat_s):
+        # Every population reserves its memory before any trains (one after another, so each sees the device's
+        # free memory after the others), then they train side by side, each group in a thread of its own.
+        started = []
+        nofit = None
+        for pop in pops:
             try:
-                group.run(on_progress)
+                pop.group = Group(pop.cfg)
+                started.append(pop)
             except RltError as exc:
-                error = exc
-            on_progress(None)  # the last evaluations, written after the last report
-            for k, t in enumerate(batch):
-                p = group.member_progress(k)
-                value = p.best_eval_return if objective == "best" else p.last_eval_return
-                state = None
-                if t.number in pruned:
-                    state = optuna.trial.TrialState.PRUNED
-                elif error is None and p.env_steps >= p.total_steps and math.isfinite(value):
-                    state = optuna.trial.TrialState.COMPLETE
-                else:
-                    t.set_user_attr("fail_reason", str(error) if error else "the run ended without a final evaluation")
-                    state = optuna.trial.TrialState.FAIL
-                pending.remove(t)
-                try:
-                    if state == optuna.trial.TrialState.COMPLETE:
-                        st.tell(t, value)
+                for t in pop.trials:
+                    tell(t, S.FAIL, reason=str(exc))
+                log.error("sweep: a population could not start: %s", exc)
+                if isinstance(exc, NoFitError):
+                    nofit = exc
+        try:
+            for pop in started:
+                for k, t in enumerate(pop.trials):
+                    t.set_user_attr("run_dir", str(pop.run_dirs[k]))
+                    t.set_user_attr("sweep_dir", str(root))
+                    link = root / "trials" / pop.names[k]
+                    try:
+                        if not link.exists():
+                            link.symlink_to(os.path.relpath(pop.run_dirs[k], link.parent), target_is_directory=True)
+                    except OSError:
+                        pass
+            threads = [threading.Thread(target=pop.run, daemon=True) for pop in started[1:]]
+            for th in threads:
+                th.start()
+            if started:
+                started[0].run()
+            for th in threads:
+                th.join()
+            for pop in started:
+                for k, t in enumerate(pop.trials):
+                    p = pop.group.member_progress(k)
+                    value = p.best_eval_return if objective == "best" else p.last_eval_return
+                    if t.number in pop.pruned:
+                        state = tell(t, S.PRUNED)
+                    elif pop.error is None and p.env_steps >= p.total_steps and math.isfinite(value):
+                        state = tell(t, S.COMPLETE, value)
                     else:
-                        st.tell(t, state=state)
-                except Exception as exc:  # noqa: BLE001 - another worker marked it failed (no heartbeat seen)
-                    log.warning("sweep: trial %d could not be told: %s", t.number, exc)
-                    state = optuna.trial.TrialState.FAIL
-                key = {optuna.trial.TrialState.COMPLETE: "completed", optuna.trial.TrialState.PRUNED: "pruned"}
-                done[key.get(state, "failed")].append(t.number)
-                info = {"study": st.study_name, "trial": t.number, "state": state.name, "value": value
-                        if math.isfinite(value) else None, "params": t.params, "worker": worker,
-                        "intermediate": _eval_rows(run_dirs[k] / "metrics.csv"), "run_dir": str(run_dirs[k])}
-                _write_atomic(run_dirs[k] / "trial.json", json.dumps(info, indent=2) + "\n")
+                        state = tell(t, S.FAIL, reason=str(pop.error) if pop.error else
+                                     "the run ended without a final evaluation")
+                    info = {"study": st.study_name, "trial": t.number, "state": state.name,
+                            "value": value if math.isfinite(value) else None, "params": t.params, "worker": worker,
+                            "intermediate": _eval_rows(pop.run_dirs[k] / "metrics.csv"),
+                            "run_dir": str(pop.run_dirs[k])}
+                    _write_atomic(pop.run_dirs[k] / "trial.json", json.dumps(info, indent=2) + "\n")
+        finally:
+            for pop in started:
+                pop.group.close()
+    if nofit is not None:
+        raise nofit
