@@ -520,7 +520,8 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
         group_one(g, 0, CMD_BATCH); /* on failure batch_why says why, and each seed keeps its own graphs */
         if (g->ls) rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates run as one batched graph (one launch for all)", (int)n);
         else rlt_log(RLT_LOG_INFO, "seed group: each seed runs its own update graph: %s", g->batch_why);
-    } else if (g->cfg.train.seed_batching && g->pop_differs[0]) {
+    } else if (g->cfg.train.seed_batching && g->pop_differs[0] && !g->dp && g->cfg.devices.n <= 1 &&
+               g->m[0].cfg.device.kind == RLT_DEVICE_CUDA) {
         rlt_log(RLT_LOG_INFO, "seed group: each member runs its own update graph: the members' %s differ, and the "
                 "batched update graph (train.seed_batching) takes one value of each hyperparameter for all seeds",
                 g->pop_differs);
