@@ -77,6 +77,26 @@ def test_space_is_checked_against_the_schema(configs, tmp_path):
     assert not (tmp_path / "study.journal").exists() or not _study(tmp_path, "refused").trials
 
 
+def test_a_worker_asks_only_for_the_trials_that_fit(configs, tmp_path):
+    from rltrain.sweep.worker import _batch_fit
+
+    cfg = rltrain.Config.from_file(configs / "td3_pendulum_fast.yaml")
+    need = cfg.plan_fit()[0]["need_bytes"]
+    cfg.set(f"memory.budget_mb={need * 2.5 / 2**20!r}")
+    assert _batch_fit(cfg, 8) == 2
+    assert _batch_fit(cfg, 1) == 1
+    # A shape key's largest value is what is planned: hidden sizes of 400 need more than the configured 64.
+    space = tmp_path / "space.yaml"
+    space.write_text("td3.actor_hidden: [[64, 64], [400, 400]]\n")
+    assert _batch_fit(cfg, 8, load_space(space, cfg)) < 2
+    # Not even one trial fits: exit 3 before any trial is asked.
+    space.write_text(SPACE)
+    p = _worker(configs, tmp_path, space, "nofit", 4, sets=SETS + ["memory.budget_mb=0.01"])
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 3 and "does not fit" in out, out
+    assert not _study(tmp_path, "nofit").trials
+
+
 def test_two_workers_sweep_prune_report_and_reproduce(configs, tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text(SPACE)

@@ -288,7 +288,15 @@ def sweep(config, space, trials: int, storage: str, study: str, *, workers_batch
             t.set_user_attr("worker", worker)
             batch.append(t)
         batches += 1
-        _run_batch(base, params, batch, st, root, worker, objective, heartbeat_s, done)
+        try:
+            _run_batch(base, params, batch, st, root, worker, objective, heartbeat_s, done)
+        except NoFitError as exc:
+            # The group's own check (every budget, the host's limits) refused what the planner allowed: those
+            # trials are marked failed, and later batches are halved until one fits.
+            if per_batch == 1:
+                raise
+            per_batch = max(1, per_batch // 2)
+            log.warning("sweep: the batch did not fit (%s); batches of %d from now on", exc, per_batch)
         write_best(st, root)
     best = write_best(st, root)
     return SweepResult(done["completed"], done["pruned"], done["failed"], best, time.time() - t_start)
