@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # sweep_bench.sh: a TRIALS-trial hyperparameter sweep of configs/td3_pendulum.yaml on one GPU (issue #40's target:
 # <= 4x the wall time of one run), in one call:
-#   1. one run of the config alone (the reference),
+#   1. one run of the config alone (the reference), and a 16-member population of it in one process (rltrain CLI;
+#      td3.actor_lr and td3.tau differing: issue #39's target, <= 2x one run),
 #   2. the sweep as populations: one worker (python -m rltrain.sweep), BATCH trials at a time in one process,
 #   3. the same sweep one trial per process (a fresh `python -m rltrain.sweep --workers-batch 1 --max-batches 1` for
 #      each trial, PROCS of them at a time), the way users run SB3 or CleanRL with Optuna.
@@ -59,6 +60,22 @@ timeout 300 "$build/rltrain" --config configs/td3_pendulum.yaml "${sets[@]}" --s
   >>"$log" 2>&1
 rc=$?; t1=$(now); one=$(elapsed "$t0" "$t1"); say "one run: ${one} s (exit $rc)"
 
+say "== 1b. a 16-member population of configs/td3_pendulum.yaml (td3.actor_lr and td3.tau differing) in one process (issue #39: <= 2x one run)"
+cp configs/td3_pendulum.yaml "$work/pop16.yaml"
+python3 - "$work/pop16.yaml" <<'PY'
+import sys
+lrs = [1e-4 * (30 ** (k / 15)) for k in range(16)]
+taus = [(0.002, 0.005, 0.01, 0.02)[k % 4] for k in range(16)]
+open(sys.argv[1], "a").write("population:\n  td3.actor_lr: [" + ", ".join(repr(v) for v in lrs) + "]\n"
+                             "  td3.tau: [" + ", ".join(repr(v) for v in taus) + "]\n")
+PY
+t0=$(now)
+timeout 600 "$build/rltrain" --config "$work/pop16.yaml" "${sets[@]}" \
+  --set out_dir="$work/pop16" --quiet >>"$log" 2>&1
+rc=$?; t1=$(now); p16=$(elapsed "$t0" "$t1")
+say "16-member population: ${p16} s (exit $rc); $(python3 -c "print(f'{$p16 / $one:.2f}')")x one run"
+cp "$work/pop16/summary.csv" "$OUT/population16_summary.csv" 2>/dev/null
+
 say "== 2. the sweep as populations of $BATCH (one worker, one process), no pruning"
 t0=$(now)
 timeout 900 python3 -m rltrain.sweep "${common[@]}" --storage "journal:$work/pop.journal" --study pop \
@@ -103,4 +120,4 @@ timeout 900 python3 -m rltrain.sweep "${common[@]}" --storage "journal:$work/med
 rc=$?; t1=$(now); med=$(elapsed "$t0" "$t1")
 say "populations with pruning: ${med} s (exit $rc); $(python3 -c "print(f'{$med / $one:.2f}')")x one run"
 cp "$work/med/best.json" "$OUT/median_best.json" 2>/dev/null
-say "summary: one run ${one} s | populations ${pop} s | one per process ${proc} s | populations + median pruner ${med} s"
+say "summary: one run ${one} s | 16-member population ${p16} s | populations ${pop} s | one per process ${proc} s | populations + median pruner ${med} s"
