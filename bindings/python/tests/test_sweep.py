@@ -205,6 +205,11 @@ def test_a_killed_workers_trials_are_marked_failed_and_the_study_goes_on(configs
     assert sorted(t.number for t in by_state.get("FAIL", [])) == sorted(t.number for t in running), by_state
     assert all("stopped sending heartbeats" in t.user_attrs["fail_reason"] for t in by_state["FAIL"])
     assert len(by_state.get("COMPLETE", [])) + len(by_state.get("PRUNED", [])) == 4, by_state
-    assert "RUNNING" not in by_state
+    assert "RUNNING" not in by_state and "WAITING" not in by_state
+    # Each of them was enqueued again with its parameters, and B ran the retries.
+    retries = {t.user_attrs["retry_of"]: t for t in trials if "retry_of" in t.user_attrs}
+    assert sorted(retries) == sorted(t.number for t in running), retries
+    for t in running:
+        assert retries[t.number].params == t.params and retries[t.number].state.name in ("COMPLETE", "PRUNED")
     if os.name == "posix":
         assert a.returncode == -signal.SIGKILL

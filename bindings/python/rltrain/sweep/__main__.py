@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heartbeat", type=float, default=10.0, help="seconds between a worker's heartbeats")
     ap.add_argument("--grace", type=float, help="seconds without a heartbeat before a running trial is marked "
                     "failed (default 3 x --heartbeat)")
+    ap.add_argument("--no-requeue", action="store_true", help="leave a dead worker's trials failed (by default "
+                    "each is enqueued once more with its parameters)")
     ap.add_argument("--max-batches", type=int, help="stop this worker after this many batches (--max-batches 1 "
                     "--workers-batch 1: one trial per process)")
     ap.add_argument("--quiet", action="store_true")
@@ -47,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         r = sweep(a.config, a.space, a.trials, a.storage, a.study, workers_batch=a.workers_batch, device=a.device,
                   out=a.out, sets=a.set, pruner=a.pruner, prune_startup=a.prune_startup,
                   halving_factor=a.halving_factor, sampler=a.sampler, sampler_seed=a.sampler_seed,
-                  objective=a.objective, heartbeat_s=a.heartbeat, grace_s=a.grace, max_batches=a.max_batches)
+                  objective=a.objective, heartbeat_s=a.heartbeat, grace_s=a.grace, max_batches=a.max_batches,
+                  requeue=not a.no_requeue)
     except ConfigError as exc:
         print(f"rltrain.sweep: {exc}", file=sys.stderr)
         return 2

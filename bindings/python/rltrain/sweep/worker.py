@@ -107,8 +107,10 @@ def _eval_rows(metrics: Path) -> list[tuple[int, float]]:
     return rows
 
 
-def fail_stale_trials(study, storage, grace_s: float) -> list[int]:
-    """Marks FAIL the running trials whose worker stopped stamping them (killed); returns their numbers."""
+def fail_stale_trials(study, storage, grace_s: float, requeue: bool = True) -> list[int]:
+    """Marks FAIL the running trials whose worker stopped stamping them (killed) and, with ``requeue``, enqueues
+    each one's parameters once more (a trial that is itself such a retry is not re-queued again); returns the
+    failed trials' numbers."""
     optuna = _optuna()
     now = time.time()
     failed = []
@@ -125,7 +127,9 @@ def fail_stale_trials(study, storage, grace_s: float) -> list[int]:
             storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
             failed.append(t.number)
         except Exception:  # noqa: BLE001 - another worker marked it first
-            pass
+            continue
+        if requeue and "retry_of" not in t.user_attrs:
+            study.enqueue_trial(dict(t.params), user_attrs={"retry_of": t.number})
     if failed:
         log.warning("sweep: marked failed the trials of a worker that stopped: %s", failed)
     return failed
@@ -236,14 +240,16 @@ def sweep(config, space, trials: int, storage: str, study: str, *, workers_batch
           device: str | None = None, out: str | os.PathLike | None = None, sets: list[str] | None = None,
           pruner: str = "median", prune_startup: int = 4, halving_factor: int = 3, sampler: str = "tpe",
           sampler_seed: int | None = None, objective: str = "last", heartbeat_s: float = 10.0,
-          grace_s: float | None = None, max_batches: int | None = None, poll_s: float | None = None) -> SweepResult:
+          grace_s: float | None = None, max_batches: int | None = None, poll_s: float | None = None,
+          requeue: bool = True) -> SweepResult:
     """Runs one worker of a sweep until the study holds ``trials`` trials (complete, pruned or running) and none
     of them is still running; see docs/sweeps.md. ``config``: the base config (a path or a :class:`Config`), which
     must not hold a population; ``space``: the search space's YAML path; ``storage``: journal:PATH, sqlite:PATH or
     a URL; ``study``: its name (created when missing). Trials run ``workers_batch`` at a time (fewer when fewer fit
     in memory) as one population; each trial's run directory is ``out/trials/trial_<N>`` (``out`` defaults to the
     config's out_dir/sweep_<study>), and ``out/best.yaml`` and ``out/best.json`` hold the study's best so far.
-    ``objective``: the trial's value, its final evaluation (``last``) or its best (``best``); maximised."""
+    ``objective``: the trial's value, its final evaluation (``last``) or its best (``best``); maximised.
+    ``requeue``: a trial whose worker died is marked failed and its parameters enqueued once more."""
     optuna = _optuna()
     t_start = time.time()
     base = Config.from_file(config) if not isinstance(config, Config) else config.copy()
@@ -271,8 +277,10 @@ def sweep(config, space, trials: int, storage: str, study: str, *, workers_batch
     done = {"completed": [], "pruned": [], "failed": []}
     batches = 0
     while max_batches is None or batches < max_batches:
-        fail_stale_trials(st, store, grace)
+        fail_stale_trials(st, store, grace, requeue)
         room = trials - trials_in_play(st)
+        # Trials enqueued again (a dead worker's) are in play but wait for a worker: they are asked first.
+        room = max(room, len(st.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))))
         if room <= 0:
             S = optuna.trial.TrialState
             if not st.get_trials(deepcopy=False, states=(S.RUNNING,)):
@@ -282,7 +290,8 @@ def sweep(config, space, trials: int, storage: str, study: str, *, workers_batch
         batch = []
         for _ in range(min(room, per_batch)):
             # One at a time, counting again before each: workers asking at once overshoot by at most a batch each.
-            if batch and trials - trials_in_play(st) <= 0:
+            waiting = st.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+            if batch and trials - trials_in_play(st) <= 0 and not waiting:
                 break
             t = st.ask(dists)
             t.set_user_attr("worker", worker)
