@@ -14,7 +14,8 @@
 #     --platform manylinux2014_x86_64 -d .whl optuna==5.0.0 alembic sqlalchemy colorlog tqdm Mako MarkupSafe \
 #     greenlet typing_extensions packaging PyYAML
 # Usage (device machine, repo root): bash bench/sweep_bench.sh [BUILD_DIR]   (default build; built when missing)
-#   env: TRIALS (64), BATCH (64: one population), PROCS (1), DEVICE (cuda:0), STEPS (the config's total_steps).
+#   env: TRIALS (64), BATCH (64: one population), PROCS (1), DEVICE (cuda:0), STEPS (the config's total_steps),
+#   GPUS (1; 2 or more adds the sweep again with one worker per GPU, --device cuda:K, on one journal file).
 # Every command runs under `timeout`; the log and each sweep's trials.csv go to $OUT (or ./sweep_out).
 set -uo pipefail
 build=${1:-build}
@@ -120,4 +121,19 @@ timeout 900 python3 -m rltrain.sweep "${common[@]}" --storage "journal:$work/med
 rc=$?; t1=$(now); med=$(elapsed "$t0" "$t1")
 say "populations with pruning: ${med} s (exit $rc); $(python3 -c "print(f'{$med / $one:.2f}')")x one run"
 cp "$work/med/best.json" "$OUT/median_best.json" 2>/dev/null
-say "summary: one run ${one} s | 16-member population ${p16} s | populations ${pop} s | one per process ${proc} s | populations + median pruner ${med} s"
+multi=""
+if [ "${GPUS:-1}" -gt 1 ]; then
+  say "== 5. the sweep over $GPUS GPUs, one worker each (--device cuda:K) on one journal file, no pruning"
+  t0=$(now)
+  for g in $(seq 0 $((GPUS - 1))); do
+    timeout 900 python3 -m rltrain.sweep "${common[@]}" --device "cuda:$g" --storage "journal:$work/multi.journal" \
+      --study multi --out "$work/multi" --workers-batch "$(( (BATCH + GPUS - 1) / GPUS ))" --pruner none \
+      --sampler-seed $((g + 1)) >>"$work/multi_$g.log" 2>&1 &
+  done
+  wait
+  t1=$(now); multi=$(elapsed "$t0" "$t1")
+  say "$GPUS GPUs: ${multi} s for $TRIALS trials; $(python3 -c "print(f'{$multi / $one:.2f}')")x one run"
+  tail -2 "$work"/multi_*.log >>"$log" 2>/dev/null
+  multi=" | $GPUS GPUs ${multi} s"
+fi
+say "summary: one run ${one} s | 16-member population ${p16} s | populations ${pop} s | one per process ${proc} s | populations + median pruner ${med} s${multi}"
