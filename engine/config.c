@@ -551,6 +551,84 @@ static int read_pop_names(cfg_reader *r, const yaml_event_t *ev, rlt_population 
     return RLT_OK;
 }
 
+/* The entries of a list value (its start event already read; `first` is its first item's event) into *out, then
+ * its index in the population's table of lists (the same list once). */
+static int read_pop_list(cfg_reader *r, const cfg_key *k, const char *full, yaml_event_t *first, uint64_t *index) {
+    rlt_population *pop = &r->dst->population;
+    rlt_int_list l;
+    memset(&l, 0, sizeof l);
+    char what[512];
+    yaml_mark_t start = first->start_mark;
+    for (int32_t count = 0;; count++) {
+        yaml_event_t item;
+        if (count == 0) item = *first;
+        else RLT_TRY(next_event(r, &item));
+        int rc = RLT_OK, end = item.type == YAML_SEQUENCE_END_EVENT;
+        if (end && count == 0) {
+            rc = REPORT(r->e, r->src, item.start_mark, full, "an entry is an empty list", "give each list 1 to 8 widths");
+        } else if (!end && item.type != YAML_SCALAR_EVENT) {
+            snprintf(what, sizeof what, "expected an integer, got %s", node_kind(&item));
+            rc = REPORT(r->e, r->src, item.start_mark, full, what, "write one list per member, like [[64, 64], [256, 256]]");
+        } else if (!end) {
+            cfg_why cw;
+            if (config_schema_set_list_entry(k, &l, (const char *)item.data.scalar.value, item.data.scalar.length,
+                                             item.data.scalar.style == YAML_PLAIN_SCALAR_STYLE, count, &cw) != 0)
+                rc = REPORT(r->e, r->src, item.start_mark, full, cw.what, cw.hint);
+        }
+        if (count > 0) yaml_event_delete(&item);
+        if (rc != RLT_OK) return rc;
+        if (end) break;
+    }
+    for (int32_t i = 0; i < pop->n_lists; i++)
+        if (memcmp(&pop->lists[i], &l, sizeof l) == 0) {
+            *index = (uint64_t)i;
+            return RLT_OK;
+        }
+    if (pop->n_lists == RLT_CFG_POP_LISTS) {
+        snprintf(what, sizeof what, "is one list more than the %d distinct lists a population may hold", RLT_CFG_POP_LISTS);
+        return REPORT(r->e, r->src, start, full, what, "use fewer distinct values (RLT_CFG_POP_LISTS)");
+    }
+    pop->lists[pop->n_lists] = l;
+    *index = (uint64_t)pop->n_lists++;
+    return RLT_OK;
+}
+
+/* A list key's value: one list for every member ([64, 64]) or one list per member ([[64, 64], [256, 256]]). */
+static int read_pop_lists(cfg_reader *r, const cfg_key *k, const char *full, const yaml_event_t *ev, rlt_pop_key *pk) {
+    if (ev->type != YAML_SEQUENCE_START_EVENT)
+        return REPORT(r->e, r->src, ev->start_mark, full, "expected a list like [64, 64], or one such list per member",
+                      "write [[64, 64], [256, 256]] for two members, or [64, 64] for all");
+    yaml_event_t item;
+    RLT_TRY(next_event(r, &item));
+    if (item.type != YAML_SEQUENCE_START_EVENT) { /* one list for all: item is its first entry */
+        int rc = read_pop_list(r, k, full, &item, &pk->v[0]);
+        yaml_event_delete(&item);
+        pk->n = 1;
+        return rc;
+    }
+    for (;;) {
+        int rc = RLT_OK, end = item.type == YAML_SEQUENCE_END_EVENT;
+        if (!end && item.type != YAML_SEQUENCE_START_EVENT) {
+            char what[128];
+            snprintf(what, sizeof what, "entry %d: expected a list like [64, 64], got %s", (int)pk->n + 1, node_kind(&item));
+            rc = REPORT(r->e, r->src, item.start_mark, full, what, "write one list per member, like [[64, 64], [256, 256]]");
+        } else if (!end && pk->n >= RLT_CFG_MAX_SEEDS) {
+            rc = REPORT(r->e, r->src, item.start_mark, full, "has more than 256 values", "a population has at most 256 members");
+        } else if (!end) {
+            yaml_event_t first;
+            rc = next_event(r, &first);
+            if (rc == RLT_OK) {
+                rc = read_pop_list(r, k, full, &first, &pk->v[pk->n]);
+                yaml_event_delete(&first);
+            }
+            pk->n++;
+        }
+        yaml_event_delete(&item);
+        if (rc != RLT_OK || end) return rc;
+        RLT_TRY(next_event(r, &item));
+    }
+}
+
 /* One "KEY: value or [values]" of the population; kev is the key's event, name (nlen) the dotted key. */
 static int read_pop_key(cfg_reader *r, const char *name, size_t nlen, yaml_mark_t kmark, const yaml_event_t *ev) {
     rlt_population *pop = &r->dst->population;
@@ -590,7 +668,9 @@ static int read_pop_key(cfg_reader *r, const char *name, size_t nlen, yaml_mark_
     pk.col = (int32_t)(kmark.column + 1 + (kmark.line == 0 ? r->src->col_offset : 0));
     pk.src = r->dst->n_sources;
     cfg_why cw;
-    if (ev->type == YAML_SCALAR_EVENT) {
+    if (k->type == CFG_INT_LIST) {
+        RLT_TRY(read_pop_lists(r, k, full, ev, &pk));
+    } else if (ev->type == YAML_SCALAR_EVENT) {
         if (config_schema_parse_bits(k, (const char *)ev->data.scalar.value, ev->data.scalar.length,
                                      ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE, &pk.v[0], &cw) != 0)
             return REPORT(r->e, r->src, ev->start_mark, full, cw.what, cw.hint);

@@ -123,12 +123,15 @@ typedef struct rlt_device_list {
     rlt_device d[RLT_CFG_MAX_DEVICES]; /* the unused ones are zero */
 } rlt_device_list;
 
-/* population: per-member values of scalar hyperparameters that leave the plan's shapes alone (learning rates, tau,
- * gamma, noise, schedules; engine/config_population.c says which), one seed group member per value
- * (train/seed_group.c). Each key holds one value for every member or one per member; values are kept as the bytes
- * their field holds (config_schema_parse_bits), so every scalar type reads back exactly. n 0: no population. */
+/* population: per-member values of hyperparameters, one seed group member per value (train/seed_group.c): scalars
+ * that leave the plan's shapes alone (learning rates, tau, gamma, noise, schedules), and a few shape keys (batch
+ * size, replay capacity, hidden sizes) whose members are planned each on their own (engine/config_population.c
+ * says which). Each key holds one value for every member or one per member; scalar values are kept as the bytes
+ * their field holds (config_schema_parse_bits), so every type reads back exactly, and a list key's value is an
+ * index into the population's table of lists. n 0: no population. */
 #define RLT_CFG_POP_KEYS 16
 #define RLT_CFG_POP_NAME 48
+#define RLT_CFG_POP_LISTS 32
 
 typedef struct rlt_pop_key {
     int32_t row;        /* the key's schema row */
@@ -136,7 +139,7 @@ typedef struct rlt_pop_key {
     int32_t line, col;  /* where the key was written, for messages about its values */
     uint32_t src;       /* as origin[].src: 1 + the serial of the input that wrote it */
     int32_t reserved_;
-    uint64_t v[RLT_CFG_MAX_SEEDS]; /* the unused ones are zero */
+    uint64_t v[RLT_CFG_MAX_SEEDS]; /* scalars: the field's bytes; list keys: an index into lists[]; unused: zero */
 } rlt_pop_key;
 
 typedef struct rlt_population {
@@ -146,6 +149,9 @@ typedef struct rlt_population {
     int32_t reserved_;
     rlt_pop_key key[RLT_CFG_POP_KEYS];
     char name[RLT_CFG_MAX_SEEDS][RLT_CFG_POP_NAME]; /* NUL-padded; all zero unless named */
+    int32_t n_lists;                       /* the distinct list values of the list keys */
+    int32_t reserved2_;
+    rlt_int_list lists[RLT_CFG_POP_LISTS]; /* unused: zero */
 } rlt_population;
 
 struct rlt_comm;
@@ -259,9 +265,13 @@ void config_for_rank(const rlt_config *cfg, int32_t rank, rlt_config *out);
 const char *config_key_where(const rlt_config *cfg, const char *key, char *buf, size_t cap);
 
 /* ---- populations (engine/config_population.c) ---- */
-/* 1 when key may differ between the members of a population; otherwise 0 and why (it changes the plan's shapes, or
- * it is a setting of the whole group) in buf. */
+/* Whether key may differ between the members of a population: RLT_POP_MEMBER (a scalar no plan reads), RLT_POP_SHAPE
+ * (it changes the plan's shapes: the members of each value are planned on their own), or 0 with why in buf (it
+ * changes the device or the environment, or it is a setting of the whole group). */
+enum { RLT_POP_MEMBER = 1, RLT_POP_SHAPE = 2 };
 int config_population_allows(const char *key, char *buf, size_t cap);
+/* 1 when the population varies a shape key (its members' plans differ). */
+int config_population_has_shapes(const rlt_config *cfg);
 /* Counts the population's members (population.n) from its lists and checks that their lengths agree; message in
  * cfg->err naming FILE:LINE:COL. The reader calls it after each input, validate again. */
 int config_population_settle(rlt_config *cfg);

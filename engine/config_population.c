@@ -2,11 +2,13 @@
  * members of one seed group, the checks of the values the reader (config.c) stored, each member's own config, and
  * the population written back as YAML.
  *
- * A population's members share one memory plan: train/seed_group.c checks that one member fits and reserves N
- * arenas of its size, and a batched update graph (train/seed_batch.c) moves one member's pointers by each arena's
- * offset. So only keys that leave every shape alone may differ: learning rates, discount, Polyak rate, noise,
- * schedules, seeds. tests/test_population.c plans a config with each such key changed and requires the identical
- * plan, so a key added here that does change a shape fails that test. */
+ * Most keys a population varies leave every shape alone (learning rates, discount, Polyak rate, noise, schedules,
+ * seeds): its members then share one memory plan, and a batched update graph (train/seed_batch.c) can move one
+ * member's pointers by each arena's offset. tests/test_population.c plans a config with each such key changed and
+ * requires the identical plan, so a key listed with them that does change a shape fails that test. A few shape keys
+ * (batch size, replay capacity, hidden sizes) may differ too: each member is then planned with its own values,
+ * train/seed_group.c holds the largest plan against the budgets, and members of different shapes keep their own
+ * update graphs. */
 #include <stdio.h>
 #include <string.h>
 
@@ -26,23 +28,30 @@ static const char *const member_keys[] = {
     "dqn.max_grad_norm", "dqn.eval_epsilon",
 };
 
-/* Keys (or sections, ending in '.') that change the memory plan's shapes or its device. */
+/* Keys that change the plan's shapes and may still differ: each member is planned with its own values (the group
+ * checks the largest against the budgets), and members of different shapes run their own update graphs. */
 static const char *const shape_keys[] = {
-    "algo", "env.", "device", "devices", "precision", "train.batch_size", "train.grad_accum_steps", "replay.",
-    "td3.actor_hidden", "td3.critic_hidden", "network.", "memory.", "cpu.threads",
+    "train.batch_size", "train.grad_accum_steps", "replay.capacity", "td3.actor_hidden", "td3.critic_hidden",
+    "network.hidden",
+};
+
+/* Keys (or sections, ending in '.') that change the device, the environment or the kind of plan. */
+static const char *const fixed_keys[] = {
+    "algo", "env.", "device", "devices", "precision", "replay.", "network.", "memory.", "cpu.threads",
 };
 
 int config_population_allows(const char *key, char *buf, size_t cap) {
     for (size_t i = 0; i < sizeof member_keys / sizeof member_keys[0]; i++)
-        if (strcmp(key, member_keys[i]) == 0) return 1;
-    for (size_t i = 0; i < sizeof shape_keys / sizeof shape_keys[0]; i++) {
-        size_t n = strlen(shape_keys[i]);
-        int sec = shape_keys[i][n - 1] == '.';
-        if (sec ? strncmp(key, shape_keys[i], n) == 0 : strcmp(key, shape_keys[i]) == 0) {
-            snprintf(buf, cap, "it changes the memory plan's shapes or its device, and a population's members share one "
-                     "plan; run each value as a group of its own (one config each; python -m rltrain.sweep runs the "
-                     "trials of each shape as a population of its own), or vary a scalar hyperparameter instead "
-                     "(learning rates, tau, gamma, noise, schedules, seed)");
+        if (strcmp(key, member_keys[i]) == 0) return RLT_POP_MEMBER;
+    for (size_t i = 0; i < sizeof shape_keys / sizeof shape_keys[0]; i++)
+        if (strcmp(key, shape_keys[i]) == 0) return RLT_POP_SHAPE;
+    for (size_t i = 0; i < sizeof fixed_keys / sizeof fixed_keys[0]; i++) {
+        size_t n = strlen(fixed_keys[i]);
+        int sec = fixed_keys[i][n - 1] == '.';
+        if (sec ? strncmp(key, fixed_keys[i], n) == 0 : strcmp(key, fixed_keys[i]) == 0) {
+            snprintf(buf, cap, "it changes the device, the environment or the kind of memory plan, which one group "
+                     "shares; run each value as a group of its own (one config each), or vary a hyperparameter "
+                     "instead (learning rates, tau, gamma, noise, schedules, seed, batch size, hidden sizes)");
             return 0;
         }
     }
@@ -64,6 +73,17 @@ static const cfg_key *pop_row(const rlt_pop_key *pk) {
     size_t n;
     const cfg_key *keys = config_schema_keys(&n);
     return pk->row >= 0 && (size_t)pk->row < n ? &keys[pk->row] : NULL;
+}
+
+static int is_list(const cfg_key *k) { return k && k->type == CFG_INT_LIST; }
+
+int config_population_has_shapes(const rlt_config *cfg) {
+    char why[8];
+    for (int32_t i = 0; i < cfg->population.n_keys; i++) {
+        const cfg_key *k = pop_row(&cfg->population.key[i]);
+        if (k && config_population_allows(k->key, why, sizeof why) == RLT_POP_SHAPE) return 1;
+    }
+    return 0;
 }
 
 /* "FILE:LINE:COL: key 'population.KEY'" where key i was written (as config_key_where). */
@@ -124,7 +144,9 @@ size_t config_population_format(const rlt_config *cfg, int32_t i, int32_t k, cha
     const rlt_pop_key *pk = &p->key[i];
     const cfg_key *key = pop_row(pk);
     if (!key) return 0;
-    return config_schema_format_bits(key, pk->v[pk->n == 1 ? 0 : k], buf, cap);
+    uint64_t v = pk->v[pk->n == 1 ? 0 : k];
+    if (is_list(key)) return v < (uint64_t)p->n_lists ? config_schema_format_list(key, &p->lists[v], buf, cap) : 0;
+    return config_schema_format_bits(key, v, buf, cap);
 }
 
 void config_population_apply(rlt_config *cfg, int32_t k) {
@@ -134,7 +156,11 @@ void config_population_apply(rlt_config *cfg, int32_t k) {
         const cfg_key *key = pop_row(pk);
         if (!key) continue;
         uint64_t bits = pk->v[pk->n == 1 ? 0 : k];
-        memcpy((char *)cfg + key->offset, &bits, key->size);
+        if (is_list(key)) {
+            if (bits < (uint64_t)p->n_lists) memcpy((char *)cfg + key->offset, &p->lists[bits], sizeof p->lists[bits]);
+        } else {
+            memcpy((char *)cfg + key->offset, &bits, key->size);
+        }
         /* The member's messages about this key point at the population's line. */
         cfg->origin[pk->row].line = pk->line;
         cfg->origin[pk->row].col = pk->col;
@@ -151,12 +177,20 @@ int config_population_check(rlt_config *cfg) {
     for (int32_t i = 0; i < p->n_keys; i++) {
         const rlt_pop_key *pk = &p->key[i];
         const cfg_key *k = pop_row(pk);
-        if (!config_schema_is_scalar(k) || !config_population_allows(k->key, why, sizeof why))
+        if (!(config_schema_is_scalar(k) || is_list(k)) || !config_population_allows(k->key, why, sizeof why))
             RLT_FAIL(&cfg->err, RLT_ECONFIG, "%s: cannot differ between the members of a population: %s",
                      pop_where(cfg, i, where, sizeof where), config_schema_is_scalar(k) ? why : "it is not one value");
+        if (p->n_lists < 0 || p->n_lists > RLT_CFG_POP_LISTS)
+            RLT_FAIL(&cfg->err, RLT_ECONFIG, "config: the population holds %d lists; code wrote it directly",
+                     (int)p->n_lists);
         for (int32_t j = 0; j < pk->n; j++) {
             cfg_why w;
-            if (config_schema_check_bits(k, pk->v[j], &w) != 0)
+            if (is_list(k) && pk->v[j] >= (uint64_t)p->n_lists)
+                RLT_FAIL(&cfg->err, RLT_ECONFIG, "%s: entry %d names list %llu of %d; code wrote the population "
+                         "directly", pop_where(cfg, i, where, sizeof where), (int)j + 1,
+                         (unsigned long long)pk->v[j], (int)p->n_lists);
+            if (is_list(k) ? config_schema_check_list(k, &p->lists[pk->v[j]], &w) != 0
+                           : config_schema_check_bits(k, pk->v[j], &w) != 0)
                 RLT_FAIL(&cfg->err, RLT_ECONFIG, "%s: entry %d %s; %s", pop_where(cfg, i, where, sizeof where),
                          (int)j + 1, w.what, w.hint);
         }
@@ -198,8 +232,8 @@ void config_population_dump(const rlt_config *cfg, rlt_text *out) {
         if (!k) continue;
         rlt_text_add(&o, "  %s: [", k->key);
         for (int32_t j = 0; j < p->key[i].n; j++) {
-            char v[64];
-            config_schema_format_bits(k, p->key[i].v[j], v, sizeof v);
+            char v[160];
+            config_population_format(cfg, i, j, v, sizeof v);
             rlt_text_add(&o, "%s%s", j ? ", " : "", v);
         }
         rlt_text_add(&o, "]\n");

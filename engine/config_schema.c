@@ -864,6 +864,19 @@ size_t config_schema_format_bits(const cfg_key *k, uint64_t bits, char *buf, siz
     return format_field(k, (const char *)&bits, buf, cap);
 }
 
+int config_schema_set_list_entry(const cfg_key *k, rlt_int_list *l, const char *t, size_t n, int plain, int entry_index,
+                                 cfg_why *why) {
+    return k->type == CFG_INT_LIST ? set_field(k, (char *)l, t, n, plain, entry_index, why) : -1;
+}
+
+int config_schema_check_list(const cfg_key *k, const rlt_int_list *l, cfg_why *why) {
+    return check_field(k, (const char *)l, why);
+}
+
+size_t config_schema_format_list(const cfg_key *k, const rlt_int_list *l, char *buf, size_t cap) {
+    return format_field(k, (const char *)l, buf, cap);
+}
+
 /* ---- "did you mean" ---------------------------------------------------------------------------------- */
 
 #define NEAR_CAP 128

@@ -5,8 +5,11 @@
  *   wall_s) of the single run with those values; members 0 and 1 share a seed and end differently (the values
  *   matter, so a member run with member 0's values would fail the comparison). summary.csv names each member's directory, seed and values; each member's
  *   config.yaml holds its resolved values and no population.
- * - Every key the population allows leaves the memory plan identical (TD3 and DQN, plan --json byte for byte),
- *   so a key that changes a shape cannot be added to the list without this test failing.
+ * - Every key the population allows as a member key leaves the memory plan identical (TD3 and DQN, plan --json
+ *   byte for byte), so a key that changes a shape cannot be added to that list without this test failing.
+ * - Members of different shapes (hidden sizes as lists of lists, batch size): the lists dump and read back, the
+ *   plan table says whose plan it shows (the largest), summary.csv quotes list values, each member is its single
+ *   run byte for byte, and the budgets are held against the largest member (RLT_ENOFIT where the small ones fit).
  * - Config: the dump reads back to the same config; --set population.KEY adds one key; unknown keys (with a
  *   suggestion), shape keys, group keys, lists of different lengths, values out of range, population.name errors
  *   and train.num_seeds beside a population are refused with FILE:LINE:COL; each member's config is validated
@@ -165,7 +168,7 @@ static void allowed_keys_leave_the_plan_alone(void) {
         CHECK(rlt_plan_fit_json(cfg, plan0, sizeof plan0, &len0, NULL, err, sizeof err) == RLT_OK, "plan: %s", err);
         for (size_t i = 0; i < n; i++) {
             char why[400], set[200], v[64];
-            if (!config_population_allows(keys[i].key, why, sizeof why)) continue;
+            if (config_population_allows(keys[i].key, why, sizeof why) != RLT_POP_MEMBER) continue;
             CHECK(config_schema_is_scalar(&keys[i]), "%s: a population key is a scalar", keys[i].key);
             rlt_config *c = rlt_config_clone(cfg);
             other_value(&keys[i], c, v, sizeof v);
@@ -181,10 +184,12 @@ static void allowed_keys_leave_the_plan_alone(void) {
     }
     CHECK(tried >= 40, "every allowed key tried on both algorithms: %d", tried);
     char why[400];
-    CHECK(!config_population_allows("train.batch_size", why, sizeof why) && strstr(why, "shapes"), "batch size: %s", why);
-    CHECK(!config_population_allows("td3.critic_hidden", why, sizeof why) && strstr(why, "shapes"), "hidden: %s", why);
-    CHECK(!config_population_allows("replay.capacity", why, sizeof why) && strstr(why, "shapes"), "replay: %s", why);
-    CHECK(!config_population_allows("env.name", why, sizeof why) && strstr(why, "shapes"), "env: %s", why);
+    CHECK(config_population_allows("train.batch_size", why, sizeof why) == RLT_POP_SHAPE, "batch size");
+    CHECK(config_population_allows("td3.critic_hidden", why, sizeof why) == RLT_POP_SHAPE, "hidden sizes");
+    CHECK(config_population_allows("replay.capacity", why, sizeof why) == RLT_POP_SHAPE, "replay capacity");
+    CHECK(!config_population_allows("replay.location", why, sizeof why) && strstr(why, "device"), "replay: %s", why);
+    CHECK(!config_population_allows("env.name", why, sizeof why) && strstr(why, "environment"), "env: %s", why);
+    CHECK(!config_population_allows("precision", why, sizeof why) && strstr(why, "kind of memory plan"), "%s", why);
     CHECK(!config_population_allows("train.total_steps", why, sizeof why) && strstr(why, "whole group"), "steps: %s", why);
 }
 
@@ -237,12 +242,20 @@ static void config_rules(void) {
         refused("population:\n  td3.actr_lr: [1e-4, 3e-4]\n", p);
     }
     {
-        const char *p[] = {"pop.yaml:3:3:", "population.td3.actor_hidden", "shapes", NULL};
-        refused("population:\n  td3.tau: [0.1, 0.2]\n  td3.actor_hidden: [64, 64]\n", p);
+        const char *p[] = {"pop.yaml:3:3:", "population.env.name", "environment", NULL};
+        refused("population:\n  td3.tau: [0.1, 0.2]\n  env.name: [pendulum, cartpole]\n", p);
     }
     {
-        const char *p[] = {"pop.yaml:1:14:", "population.train.batch_size", "shapes", NULL};
-        refused("population: {train.batch_size: [32, 64]}\n", p);
+        const char *p[] = {"pop.yaml:1:14:", "population.precision", "device", NULL};
+        refused("population: {precision: [fp32, bf16]}\n", p);
+    }
+    {
+        const char *p[] = {"pop.yaml:2:37:", "population.td3.actor_hidden", "entry 2: 0 is out of range", NULL};
+        refused("population:\n  td3.actor_hidden: [[64, 64], [64, 0]]\n", p);
+    }
+    {
+        const char *p[] = {"population member 1 of 2", "train.grad_accum_steps", "does not divide train.batch_size", NULL};
+        refused("population:\n  train.batch_size: [64, 50]\n  train.grad_accum_steps: 4\n", p);
     }
     {
         const char *p[] = {"pop.yaml:2:3:", "population.train.eval_every", "whole group", NULL};
@@ -295,6 +308,81 @@ static void config_rules(void) {
     rlt_config_free(b);
 }
 
+/* Members of different shapes (hidden sizes, batch size): each is its single run; the budget holds the largest. */
+static void members_of_different_shapes(const char *dir) {
+    char group_dir[600], path[700], single[700];
+    snprintf(group_dir, sizeof group_dir, "%s/shapes", dir);
+    const char *pop = "population:\n  td3.actor_hidden: [[32, 32], [48, 48], [32, 32]]\n"
+                      "  train.batch_size: [32, 64, 32]\n  td3.critic_hidden: [24, 40]\n";
+    rlt_config *cfg = config_of(pop, group_dir);
+    CHECK(rlt_config_validate(cfg) == RLT_OK && cfg->population.n == 3 && config_population_has_shapes(cfg),
+          "valid: %s", rlt_config_errmsg(cfg));
+    rlt_config_dump(cfg, a_buf, sizeof a_buf);
+    CHECK(strstr(a_buf, "  td3.actor_hidden: [[32, 32], [48, 48], [32, 32]]\n") &&
+          strstr(a_buf, "  td3.critic_hidden: [[24, 40]]\n"), "the lists dump back:\n%s", a_buf);
+    rlt_config *back;
+    rlt_config_init(&back);
+    CHECK(rlt_config_load_string(back, a_buf, "dump.yaml") == RLT_OK, "%s", rlt_config_errmsg(back));
+    rlt_config_dump(back, b_buf, sizeof b_buf);
+    CHECK(strcmp(a_buf, b_buf) == 0, "the dump reads back:\n%s\n---\n%s", a_buf, b_buf);
+    rlt_config_free(back);
+    rlt_group *g;
+    int rc = rlt_group_init(cfg, &g);
+    CHECK(rc == RLT_OK, "group init: %s", rlt_group_errmsg(g));
+    static char table[1 << 16];
+    rlt_group_plan_format(g, table, sizeof table);
+    CHECK(strstr(table, "members of several shapes") && strstr(table, "largest member's (member_1)"), "%s", table);
+    if (rc == RLT_OK) CHECK(rlt_group_run(g, NULL, NULL) == RLT_OK, "group run: %s", rlt_group_errmsg(g));
+    rlt_group_free(g);
+    snprintf(path, sizeof path, "%s/summary.csv", group_dir);
+    test_read_text(path, a_buf, sizeof a_buf);
+    CHECK(strstr(a_buf, "member,dir,seed,td3.actor_hidden,train.batch_size,td3.critic_hidden,status,") &&
+          strstr(a_buf, "\n1,member_1,1,\"[48, 48]\",64,\"[24, 40]\",finished,"), "summary.csv quotes lists:\n%s", a_buf);
+    const char *vals[3][3] = {{"td3.actor_hidden=[32, 32]", "train.batch_size=32", "td3.critic_hidden=[24, 40]"},
+                              {"td3.actor_hidden=[48, 48]", "train.batch_size=64", "td3.critic_hidden=[24, 40]"},
+                              {"td3.actor_hidden=[32, 32]", "train.batch_size=32", "td3.critic_hidden=[24, 40]"}};
+    for (int k = 0; k < 3; k++) {
+        const char *sets[4] = {vals[k][0], vals[k][1], vals[k][2], NULL};
+        snprintf(single, sizeof single, "%s/shape_single_%d", dir, k);
+        single_run(single, sets);
+        snprintf(path, sizeof path, "%s/member_%d", group_dir, k);
+        char what[64];
+        snprintf(what, sizeof what, "shape member %d", k);
+        test_same_run(path, single, what);
+    }
+    /* The budget holds the largest member for all (conservative: 2 small + 1 large would fit summed): room for three
+     * of the small plan and one large, not three large. */
+    rlt_fit_report fr;
+    char err[256];
+    uint64_t need[2];
+    for (int i = 0; i < 2; i++) {
+        rlt_config *one = config_of(NULL, "/tmp/unused");
+        rlt_config_set(one, i ? "td3.actor_hidden=[256, 256]" : "td3.actor_hidden=[32, 32]");
+        rlt_config_set(one, "td3.critic_hidden=[24, 40]");
+        rlt_config_set(one, "train.batch_size=32");
+        CHECK(rlt_plan_fit(one, &fr, NULL, 0, err, sizeof err) == RLT_OK, "plan: %s", err);
+        need[i] = fr.need_bytes;
+        rlt_config_free(one);
+    }
+    double budget = 1.5 * (double)need[1];
+    CHECK(budget >= 3.0 * (double)need[0], "the sizes suit the test: %llu, %llu",
+          (unsigned long long)need[0], (unsigned long long)need[1]);
+    char set[96];
+    snprintf(set, sizeof set, "memory.budget_mb=%.6f", budget / 1048576.0);
+    rlt_config_set(cfg, "population.td3.actor_hidden=[[32, 32], [32, 32], [256, 256]]");
+    rlt_config_set(cfg, "population.train.batch_size=32");
+    rlt_config_set(cfg, set);
+    snprintf(path, sizeof path, "%s/shapes_nofit", dir);
+    char od[720];
+    snprintf(od, sizeof od, "out_dir=%s", path);
+    rlt_config_set(cfg, od);
+    rc = rlt_group_init(cfg, &g);
+    CHECK(rc == RLT_ENOFIT && strstr(rlt_group_errmsg(g), "members in the population"), "the largest shape is held "
+          "against the budget: %s", rlt_group_errmsg(g));
+    rlt_group_free(g);
+    rlt_config_free(cfg);
+}
+
 static int stop_early(void *user, const rlt_group_report *r) {
     (void)user;
     return r->env_steps >= 1500;
@@ -335,6 +423,7 @@ int main(void) {
     config_rules();
     allowed_keys_leave_the_plan_alone();
     members_train_with_their_values(dir);
+    members_of_different_shapes(dir);
     stop_and_resume(dir);
     return test_summary("test_population");
 }

@@ -50,6 +50,7 @@ typedef struct seed_member {
     rlt_config cfg;               /* the group's config with this seed and out_dir/seed_<seed> */
     const rlt_env_callbacks *env; /* the caller's environment, or NULL for the built-in one */
     rlt_trainer *tr;
+    int32_t inited; /* its trainer is initialised */
     char dir[RLT_CFG_POP_NAME + 16]; /* its directory under out_dir: seed_<seed>, rank_<k>, member_<k> or its name */
     pthread_t thread;
     int32_t started;
@@ -275,7 +276,7 @@ static void fit_keep(fit_limit *f, uint64_t fit, const char *need, const char *w
  * limit (each member's host arena and the allowance for the rest of its run), and an address-space limit
  * (what each further member's thread maps besides). The tightest names the largest number that fits. */
 static int group_fit(rlt_group *g) {
-    const rlt_agent *ag = g->m[0].tr->agent;
+    const rlt_agent *ag = g->m[g->shown].tr->agent; /* the first member, or the largest of a population's shapes */
     const rlt_plan_summary *s = &ag->summary;
     const rlt_plan *p = &ag->plan;
     const uint64_t n = (uint64_t)g->n, need = agent_plan_need(ag), host = p->arena_bytes[RLT_LOC_HOST];
@@ -419,6 +420,24 @@ static int group_comm_init(rlt_group *g, int32_t n) {
     return RLT_OK;
 }
 
+/* 1 when member k's shape (its values of the population's shape keys) is none of members 0 .. k-1's. */
+static int group_new_shape(const rlt_group *g, int32_t k) {
+    const rlt_population *p = &g->cfg.population;
+    size_t nk;
+    const cfg_key *keys = config_schema_keys(&nk);
+    char why[8];
+    for (int32_t j = 0; j < k; j++) {
+        int same = 1;
+        for (int32_t i = 0; i < p->n_keys && same; i++) {
+            const rlt_pop_key *pk = &p->key[i];
+            if (pk->n > 1 && config_population_allows(keys[pk->row].key, why, sizeof why) == RLT_POP_SHAPE)
+                same = pk->v[j] == pk->v[k];
+        }
+        if (same) return 0;
+    }
+    return 1;
+}
+
 /* The first population key other than the seed whose members' values differ, into g->pop_differs. */
 static void population_differs(rlt_group *g) {
     const rlt_population *p = &g->cfg.population;
@@ -458,7 +477,7 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
     if (g->dp) RLT_TRY(group_comm_init(g, n));
     g->m = rlt_mem_alloc(sizeof *g->m * (uint64_t)n, 64);
     /* A population's rows also name the member's directory and its values. */
-    g->csv_cap = (GROUP_CSV_ROW + (g->pop ? (size_t)(RLT_CFG_POP_NAME + 64 * (g->cfg.population.n_keys + 1)) : 0)) *
+    g->csv_cap = (GROUP_CSV_ROW + (g->pop ? (size_t)(RLT_CFG_POP_NAME + 96 * (g->cfg.population.n_keys + 1)) : 0)) *
                  ((size_t)n + 1);
     g->csv = rlt_mem_alloc(g->csv_cap, 64);
     if (!g->m || !g->csv) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for a seed group of %d members", (int)n);
@@ -499,21 +518,34 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
                      (unsigned long long)g->m[k].seed, (int)k + 1, (int)n);
         g->m[k].started = 1;
     }
-    /* The first member, then the check that N of it fit, then the rest: a group that cannot fit stops before the
-     * others reserve anything. */
-    int rc = group_one(g, 0, CMD_INIT);
-    if (rc != RLT_OK) return group_member_failed(g, 0, rc, "");
+    /* The first member (with a population of several shapes, the first of each shape), then the check that N of it
+     * (of the largest) fit, then the rest: a group that cannot fit stops before the others reserve anything. */
+    int32_t inited = 0;
+    for (int32_t k = 0; k < n; k++) {
+        if (k > 0 && !group_new_shape(g, k)) continue;
+        int rc = group_one(g, k, CMD_INIT);
+        if (rc != RLT_OK) {
+            g->shown = k;
+            return group_member_failed(g, k, rc, "");
+        }
+        g->m[k].inited = 1;
+        inited++;
+        if (agent_plan_need(g->m[k].tr->agent) > agent_plan_need(g->m[g->shown].tr->agent)) g->shown = k;
+    }
     /* Members on one device share its budgets; on several, each member's init holds its own device's. */
     if (g->cfg.devices.n <= 1) RLT_TRY(group_fit(g));
     for (int32_t k = 1; k < n; k++) {
-        rc = group_one(g, k, CMD_INIT);
+        if (g->m[k].inited) continue;
+        int rc = group_one(g, k, CMD_INIT);
         if (rc != RLT_OK) {
             g->shown = k;
             char then[160] = "";
             if (rc == RLT_ENOFIT)
-                snprintf(then, sizeof then, "; the %d member%s before it fit", (int)k, k == 1 ? "" : "s");
+                snprintf(then, sizeof then, "; the %d member%s before it fit", (int)inited, inited == 1 ? "" : "s");
             return group_member_failed(g, k, rc, then);
         }
+        g->m[k].inited = 1;
+        inited++;
     }
     /* Seeds sharing a GPU: their updates as one batched graph when the backend and the plan allow it. */
     if (g->m[0].cfg.batch_seeds > 1) {
@@ -523,8 +555,8 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
     } else if (g->cfg.train.seed_batching && g->pop_differs[0] && !g->dp && g->cfg.devices.n <= 1 &&
                g->m[0].cfg.device.kind == RLT_DEVICE_CUDA) {
         rlt_log(RLT_LOG_INFO, "seed group: each member runs its own update graph: the members' %s differ, and the "
-                "batched update graph (train.seed_batching) takes one value of each hyperparameter for all seeds",
-                g->pop_differs);
+                "batched update graph (train.seed_batching) takes one plan and one value of each hyperparameter for "
+                "all seeds", g->pop_differs);
     } else if (g->cfg.train.seed_batching) {
         rlt_log(RLT_LOG_INFO, "seed group: train.seed_batching has no effect here: it batches the seeds that share one "
                 "GPU named as device: cuda or cuda:N (%s)", g->dp ? "this is a data-parallel run" :
@@ -617,6 +649,9 @@ size_t rlt_group_plan_format(const rlt_group *g, char *buf, size_t cap) {
     }
     rlt_text_add(&t, "seed group: %d seeds (%s), one trainer and one arena each, all reserved at init\n", (int)g->n,
                  group_key(&g->cfg));
+    if (config_population_has_shapes(&g->cfg))
+        rlt_text_add(&t, "  members of several shapes: the table and the per-seed figures are the largest member's (%s), "
+                     "and the totals hold it for every member\n", g->m[g->shown].dir);
     plan_bytes_text(a, sizeof a, s->host_bytes);
     plan_bytes_text(b, sizeof b, s->device_bytes);
     plan_bytes_text(c, sizeof c, plan_mul_sat(n, s->host_bytes));
@@ -769,9 +804,10 @@ static int group_write_summary(rlt_group *g) {
             o += (size_t)snprintf(b + o, cap - o, "%d,%s,%llu,", (int)k, m->dir, (unsigned long long)m->seed);
             for (int32_t i = 0; i < pop->n_keys && o < cap; i++) {
                 if (strcmp(keys[pop->key[i].row].key, "seed") == 0) continue;
-                char v[64];
+                char v[160];
                 config_population_format(&g->cfg, i, k, v, sizeof v);
-                o += (size_t)snprintf(b + o, cap - o, "%s,", v);
+                /* A list's commas: the field in double quotes (RFC 4180). */
+                o += (size_t)snprintf(b + o, cap - o, strchr(v, ',') ? "\"%s\"," : "%s,", v);
             }
             if (o < cap) o += (size_t)snprintf(b + o, cap - o, "%s,", member_status(m->rc));
         } else {

@@ -52,7 +52,7 @@ def test_space_is_checked_against_the_schema(configs, tmp_path):
         # a value out of the key's range: the value's column
         "td3.actor_lr: {log_uniform: [1e-4, 3]}\n": (":1:36: key 'td3.actor_lr': entry 2: 3 is out of range",),
         # a key that changes shapes and cannot vary between trials, and a bad value of one that can
-        "env.name: [pendulum, cartpole]\n": (":1:1: key 'env.name'", "shapes"),
+        "env.name: [pendulum, cartpole]\n": (":1:1: key 'env.name'", "the environment"),
         "td3.actor_hidden: [[64, 64], [64, 0]]\n": (":1:30: key 'td3.actor_hidden'", "out of range"),
         "train.batch_size: {int: [0, 128]}\n": (":1:26: key 'train.batch_size'", "out of range"),
         # fractions for an integer key
