@@ -213,3 +213,31 @@ def test_a_killed_workers_trials_are_marked_failed_and_the_study_goes_on(configs
         assert retries[t.number].params == t.params and retries[t.number].state.name in ("COMPLETE", "PRUNED")
     if os.name == "posix":
         assert a.returncode == -signal.SIGKILL
+
+
+def test_sigint_stops_the_worker_and_tells_its_trials(configs, tmp_path):
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE)
+    w = _worker(configs, tmp_path, space, "interrupted", 4, ["--workers-batch", "2", "--heartbeat", "0.3"],
+                sets=["train.total_steps=10000000", "train.eval_every=1000", "train.eval_episodes=1"])
+    deadline = time.time() + 60
+    running = []
+    while time.time() < deadline and len(running) < 2:
+        time.sleep(0.3)
+        if (tmp_path / "study.journal").exists():
+            try:
+                running = [t for t in _study(tmp_path, "interrupted").trials
+                           if t.state.name == "RUNNING" and "rltrain_heartbeat" in t.user_attrs]
+            except KeyError:
+                running = []
+    assert len(running) == 2, "the worker's trials did not start"
+    w.send_signal(signal.SIGINT)
+    out, _ = w.communicate(timeout=60)
+    assert w.returncode == 130 and "interrupted" in out, out
+    trials = _study(tmp_path, "interrupted").trials
+    assert [t.state.name for t in trials] == ["FAIL", "FAIL"], trials
+    assert all("interrupted" in t.user_attrs["fail_reason"] for t in trials)
+    # Each member was stopped, wrote its outputs and says so.
+    for t in trials:
+        summary = Path(t.user_attrs["run_dir"]).parent / "summary.csv"
+        assert ",stopped," in summary.read_text()

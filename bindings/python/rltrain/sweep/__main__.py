@@ -1,7 +1,7 @@
 """python -m rltrain.sweep: one sweep worker (see rltrain.sweep.worker.sweep and docs/sweeps.md).
 
 Exit status: 0 when the study is complete, 2 for a bad config or search space (FILE:LINE:COL), 3 when not even one
-trial fits in memory, 1 for any other failure."""
+trial fits in memory, 130 on Ctrl-C (SIGINT: the running trials are told failed), 1 for any other failure."""
 
 from __future__ import annotations
 
@@ -60,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     except (RltError, ValueError, OSError, ImportError) as exc:
         print(f"rltrain.sweep: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("rltrain.sweep: interrupted; this worker's running trials were told failed, and the study goes on with "
+              "the other workers", file=sys.stderr)
+        return 130
     best = r.best
     print(f"worker done in {r.wall_s:.1f}s: {len(r.completed)} trials completed, {len(r.pruned)} pruned, "
           f"{len(r.failed)} failed" + (f"; study best: trial {best['trial']} = {best['value']:.2f} "

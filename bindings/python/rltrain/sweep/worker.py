@@ -15,6 +15,7 @@ import json
 import logging
 import math
 import os
+import signal
 import socket
 import threading
 import time
@@ -275,8 +276,28 @@ def sweep(config, space, trials: int, storage: str, study: str, *, workers_batch
     per_batch = _batch_fit(base, max(1, workers_batch), params)
     dists = {p.key: p.distribution() for p in params}
     done = {"completed": [], "pruned": [], "failed": []}
+    _INTERRUPTED.clear()
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, _on_signal)
+    try:
+        _sweep_loop(st, store, base, params, dists, trials, per_batch, max_batches, grace, requeue, poll, root, worker,
+                    objective, heartbeat_s, done)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    best = write_best(st, root)
+    return SweepResult(done["completed"], done["pruned"], done["failed"], best, time.time() - t_start)
+
+
+def _sweep_loop(st, store, base, params, dists, trials, per_batch, max_batches, grace, requeue, poll, root, worker,
+                objective, heartbeat_s, done) -> None:
+    optuna = _optuna()
     batches = 0
     while max_batches is None or batches < max_batches:
+        if _INTERRUPTED:
+            raise KeyboardInterrupt
         fail_stale_trials(st, store, grace, requeue)
         room = trials - trials_in_play(st)
         # Trials enqueued again (a dead worker's) are in play but wait for a worker: they are asked first.
@@ -307,8 +328,6 @@ def sweep(config, space, trials: int, storage: str, study: str, *, workers_batch
             per_batch = max(1, per_batch // 2)
             log.warning("sweep: the batch did not fit (%s); batches of %d from now on", exc, per_batch)
         write_best(st, root)
-    best = write_best(st, root)
-    return SweepResult(done["completed"], done["pruned"], done["failed"], best, time.time() - t_start)
 
 
 def _population_yaml(params: list[Param], batch, names: list[str]) -> str:
@@ -317,6 +336,19 @@ def _population_yaml(params: list[Param], batch, names: list[str]) -> str:
         if not p.shape:
             lines.append(f"  {p.key}: [{', '.join(format_value(t.params[p.key]) for t in batch)}]")
     return "\n".join(lines) + "\n"
+
+
+# SIGINT and SIGTERM while a batch trains: every running group is asked to stop (each member writes its outputs), the
+# batch's trials are told failed, and the worker ends (exit 130). The groups run inside C calls, where Python's
+# default KeyboardInterrupt would be lost at a callback's boundary; this handler runs at the next progress report.
+_ACTIVE: list = []
+_INTERRUPTED: list = []
+
+
+def _on_signal(signum, _frame) -> None:
+    _INTERRUPTED.append(signum)
+    for group in list(_ACTIVE):
+        group.request_stop()
 
 
 class _Population:
@@ -434,6 +466,10 @@ def _run_batch(base: Config, params, batch, st, root: Path, worker: str, objecti
                             link.symlink_to(os.path.relpath(pop.run_dirs[k], link.parent), target_is_directory=True)
                     except OSError:
                         pass
+            _ACTIVE.extend(pop.group for pop in started)
+            if _INTERRUPTED:  # the signal came while the groups were made: they stop at once
+                for pop in started:
+                    pop.group.request_stop()
             threads = [threading.Thread(target=pop.run, daemon=True) for pop in started[1:]]
             for th in threads:
                 th.start()
@@ -451,6 +487,7 @@ def _run_batch(base: Config, params, batch, st, root: Path, worker: str, objecti
                         state = tell(t, S.COMPLETE, value)
                     else:
                         state = tell(t, S.FAIL, reason=str(pop.error) if pop.error else
+                                     "the worker was interrupted (SIGINT or SIGTERM)" if _INTERRUPTED else
                                      "the run ended without a final evaluation")
                     info = {"study": st.study_name, "trial": t.number, "state": state.name,
                             "value": value if math.isfinite(value) else None, "params": t.params, "worker": worker,
@@ -458,7 +495,10 @@ def _run_batch(base: Config, params, batch, st, root: Path, worker: str, objecti
                             "run_dir": str(pop.run_dirs[k])}
                     _write_atomic(pop.run_dirs[k] / "trial.json", json.dumps(info, indent=2) + "\n")
         finally:
+            _ACTIVE.clear()
             for pop in started:
                 pop.group.close()
+    if _INTERRUPTED:  # SIGINT or SIGTERM: the trials were told failed above; this worker stops here
+        raise KeyboardInterrupt
     if nofit is not None:
         raise nofit
