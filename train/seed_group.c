@@ -1,6 +1,8 @@
 /* seed_group.c: a seed group (rlt_group_*): N independent trainers of one config in one process, one per
- * seed (train.seeds, or train.num_seeds from `seed`), each in a thread of its own, and what the group adds
- * around them: the check that all of them fit the budgets, one combined progress report, out_dir/summary.csv.
+ * seed (train.seeds, or train.num_seeds from `seed`) or one per member of a population (the config's
+ * `population:`, engine/config_population.c: each member the config with its own values, in out_dir/member_<k> or
+ * its name), each in a thread of its own, and what the group adds around them: the check that all of them fit the
+ * budgets, one combined progress report, out_dir/summary.csv.
  *
  * Member k is a whole trainer (train/trainer.c) of the config with seed = its seed and out_dir =
  * out_dir/seed_<seed>: its own agent, backend instance (on a GPU its own streams and captured graphs),
