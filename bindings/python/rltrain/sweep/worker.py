@@ -295,9 +295,13 @@ def _sweep_loop(st, store, base, params, dists, trials, per_batch, max_batches, 
                 objective, heartbeat_s, done) -> None:
     optuna = _optuna()
     batches = 0
+    all_failed = 0  # batches in a row whose every trial failed: a fault of the setup, not of the trials
     while max_batches is None or batches < max_batches:
         if _INTERRUPTED:
             raise KeyboardInterrupt
+        if all_failed >= 3:
+            raise RltError(f"the last {all_failed} batches failed in every trial (each trial's fail_reason says why: "
+                           f"python -m rltrain.sweep.report); stopping this worker", -6, "RLT_ERUNTIME")
         fail_stale_trials(st, store, grace, requeue)
         room = trials - trials_in_play(st)
         # Trials enqueued again (a dead worker's) are in play but wait for a worker: they are asked first.
@@ -318,8 +322,10 @@ def _sweep_loop(st, store, base, params, dists, trials, per_batch, max_batches, 
             t.set_user_attr("worker", worker)
             batch.append(t)
         batches += 1
+        failed_before = len(done["failed"])
         try:
             _run_batch(base, params, batch, st, root, worker, objective, heartbeat_s, done)
+            all_failed = all_failed + 1 if len(done["failed"]) - failed_before == len(batch) else 0
         except NoFitError as exc:
             # The group's own check (every budget, the host's limits) refused what the planner allowed: those
             # trials are marked failed, and later batches are halved until one fits.
