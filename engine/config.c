@@ -41,6 +41,8 @@ typedef struct cfg_reader {
     int leaf_line[CFG_MAX_KEYS];    /* 1-based line where each key was set; 0 = not yet */
     int section_line[CFG_MAX_KEYS]; /* the same for sections, indexed by their first row */
     int n_leaves;                   /* keys set by this input */
+    int population_seen;            /* line of this input's population mapping; 0 = none yet */
+    int population_line[RLT_CFG_POP_KEYS]; /* line where this input set each population key; 0 = not yet */
 } cfg_reader;
 
 /* ---- messages ---------------------------------------------------------------------------------------- */
@@ -503,6 +505,250 @@ static int read_inputs(cfg_reader *r, const cfg_key *k, const yaml_event_t *ev) 
     return RLT_OK;
 }
 
+/* ---- population: per-member values (engine/config_population.c says which keys may differ) ------------------ */
+
+#define POP_EXAMPLE "population: {td3.actor_lr: [1e-4, 3e-4, 1e-3], td3.tau: 0.005}"
+
+/* population.name: one directory name per member (letters, digits, '.', '_', '-'; not . or ..). */
+static int read_pop_names(cfg_reader *r, const yaml_event_t *ev, rlt_population *pop) {
+    const char *key = "population.name";
+    if (ev->type != YAML_SEQUENCE_START_EVENT)
+        return REPORT(r->e, r->src, ev->start_mark, key, "expected a list of names",
+                      "write one directory name per member, like [lr_small, lr_large]");
+    memset(pop->name, 0, sizeof pop->name);
+    int count = 0;
+    for (;;) {
+        yaml_event_t item;
+        RLT_TRY(next_event(r, &item));
+        int rc = RLT_OK, end = item.type == YAML_SEQUENCE_END_EVENT;
+        char what[256];
+        if (!end) {
+            const char *t = item.type == YAML_SCALAR_EVENT ? (const char *)item.data.scalar.value : "";
+            size_t n = item.type == YAML_SCALAR_EVENT ? item.data.scalar.length : 0;
+            int ok = item.type == YAML_SCALAR_EVENT && n > 0 && n < RLT_CFG_POP_NAME &&
+                     strspn(t, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n &&
+                     strcmp(t, ".") != 0 && strcmp(t, "..") != 0;
+            if (count >= RLT_CFG_MAX_SEEDS) {
+                snprintf(what, sizeof what, "has more than %d names", RLT_CFG_MAX_SEEDS);
+                rc = REPORT(r->e, r->src, item.start_mark, key, what, "a population has at most 256 members");
+            } else if (!ok) {
+                snprintf(what, sizeof what, "entry %d is not a directory name", count + 1);
+                rc = REPORT(r->e, r->src, item.start_mark, key, what,
+                            "use 1 to 47 letters, digits, '.', '_' or '-' (each member's outputs go to out_dir/<name>/)");
+            } else {
+                for (int j = 0; j < count && rc == RLT_OK; j++)
+                    if (strcmp(pop->name[j], t) == 0) {
+                        snprintf(what, sizeof what, "entry %d ('%s') repeats entry %d", count + 1, t, j + 1);
+                        rc = REPORT(r->e, r->src, item.start_mark, key, what, "give each member its own directory name");
+                    }
+                if (rc == RLT_OK) memcpy(pop->name[count], t, n);
+            }
+            count++;
+        } else if (count == 0) {
+            rc = REPORT(r->e, r->src, item.start_mark, key, "is an empty list", "give one name per member");
+        }
+        yaml_event_delete(&item);
+        if (rc != RLT_OK) return rc;
+        if (end) break;
+    }
+    pop->named = count;
+    return RLT_OK;
+}
+
+/* The entries of a list value (its start event already read; `first` is its first item's event) into *out, then
+ * its index in the population's table of lists (the same list once). */
+static int read_pop_list(cfg_reader *r, const cfg_key *k, const char *full, yaml_event_t *first, uint64_t *index) {
+    rlt_population *pop = &r->dst->population;
+    rlt_int_list l;
+    memset(&l, 0, sizeof l);
+    char what[512];
+    yaml_mark_t start = first->start_mark;
+    for (int32_t count = 0;; count++) {
+        yaml_event_t item;
+        if (count == 0) item = *first;
+        else RLT_TRY(next_event(r, &item));
+        int rc = RLT_OK, end = item.type == YAML_SEQUENCE_END_EVENT;
+        if (end && count == 0) {
+            rc = REPORT(r->e, r->src, item.start_mark, full, "an entry is an empty list", "give each list 1 to 8 widths");
+        } else if (!end && item.type != YAML_SCALAR_EVENT) {
+            snprintf(what, sizeof what, "expected an integer, got %s", node_kind(&item));
+            rc = REPORT(r->e, r->src, item.start_mark, full, what, "write one list per member, like [[64, 64], [256, 256]]");
+        } else if (!end) {
+            cfg_why cw;
+            if (config_schema_set_list_entry(k, &l, (const char *)item.data.scalar.value, item.data.scalar.length,
+                                             item.data.scalar.style == YAML_PLAIN_SCALAR_STYLE, count, &cw) != 0)
+                rc = REPORT(r->e, r->src, item.start_mark, full, cw.what, cw.hint);
+        }
+        if (count > 0) yaml_event_delete(&item);
+        if (rc != RLT_OK) return rc;
+        if (end) break;
+    }
+    for (int32_t i = 0; i < pop->n_lists; i++)
+        if (memcmp(&pop->lists[i], &l, sizeof l) == 0) {
+            *index = (uint64_t)i;
+            return RLT_OK;
+        }
+    if (pop->n_lists == RLT_CFG_POP_LISTS) {
+        snprintf(what, sizeof what, "is one list more than the %d distinct lists a population may hold", RLT_CFG_POP_LISTS);
+        return REPORT(r->e, r->src, start, full, what, "use fewer distinct values (RLT_CFG_POP_LISTS)");
+    }
+    pop->lists[pop->n_lists] = l;
+    *index = (uint64_t)pop->n_lists++;
+    return RLT_OK;
+}
+
+/* A list key's value: one list for every member ([64, 64]) or one list per member ([[64, 64], [256, 256]]). */
+static int read_pop_lists(cfg_reader *r, const cfg_key *k, const char *full, const yaml_event_t *ev, rlt_pop_key *pk) {
+    if (ev->type != YAML_SEQUENCE_START_EVENT)
+        return REPORT(r->e, r->src, ev->start_mark, full, "expected a list like [64, 64], or one such list per member",
+                      "write [[64, 64], [256, 256]] for two members, or [64, 64] for all");
+    yaml_event_t item;
+    RLT_TRY(next_event(r, &item));
+    if (item.type != YAML_SEQUENCE_START_EVENT) { /* one list for all: item is its first entry */
+        int rc = read_pop_list(r, k, full, &item, &pk->v[0]);
+        yaml_event_delete(&item);
+        pk->n = 1;
+        return rc;
+    }
+    for (;;) {
+        int rc = RLT_OK, end = item.type == YAML_SEQUENCE_END_EVENT;
+        if (!end && item.type != YAML_SEQUENCE_START_EVENT) {
+            char what[128];
+            snprintf(what, sizeof what, "entry %d: expected a list like [64, 64], got %s", (int)pk->n + 1, node_kind(&item));
+            rc = REPORT(r->e, r->src, item.start_mark, full, what, "write one list per member, like [[64, 64], [256, 256]]");
+        } else if (!end && pk->n >= RLT_CFG_MAX_SEEDS) {
+            rc = REPORT(r->e, r->src, item.start_mark, full, "has more than 256 values", "a population has at most 256 members");
+        } else if (!end) {
+            yaml_event_t first;
+            rc = next_event(r, &first);
+            if (rc == RLT_OK) {
+                rc = read_pop_list(r, k, full, &first, &pk->v[pk->n]);
+                yaml_event_delete(&first);
+            }
+            pk->n++;
+        }
+        yaml_event_delete(&item);
+        if (rc != RLT_OK || end) return rc;
+        RLT_TRY(next_event(r, &item));
+    }
+}
+
+/* One "KEY: value or [values]" of the population; kev is the key's event, name (nlen) the dotted key. */
+static int read_pop_key(cfg_reader *r, const char *name, size_t nlen, yaml_mark_t kmark, const yaml_event_t *ev) {
+    rlt_population *pop = &r->dst->population;
+    char full[CFG_MAX_PATH + 16], what[512], hint[1024], near[128];
+    snprintf(full, sizeof full, "population.%.*s", (int)(nlen < CFG_MAX_PATH ? nlen : CFG_MAX_PATH), name);
+    if (nlen == 4 && memcmp(name, "name", 4) == 0) return read_pop_names(r, ev, pop);
+    const cfg_key *k = nlen <= CFG_MAX_PATH && !memchr(name, '\0', nlen) ? config_schema_find(name, nlen) : NULL;
+    if (!k) {
+        snprintf(what, sizeof what, "unknown key '%s'", full + 11);
+        if (config_schema_nearest(full + 11, near, sizeof near))
+            snprintf(hint, sizeof hint, "did you mean '%s'? population keys are config keys written whole, like "
+                     "td3.actor_lr", near);
+        else
+            snprintf(hint, sizeof hint, "population keys are config keys written whole, like td3.actor_lr, or name "
+                     "(the members' directories): " POP_EXAMPLE);
+        return REPORT(r->e, r->src, kmark, NULL, what, hint);
+    }
+    char why[400];
+    if (!config_population_allows(k->key, why, sizeof why)) {
+        snprintf(what, sizeof what, "%s cannot differ between the members of a population", k->key);
+        return REPORT(r->e, r->src, kmark, full, what, why);
+    }
+    int32_t slot = 0;
+    while (slot < pop->n_keys && pop->key[slot].row != (int32_t)config_schema_index(k)) slot++;
+    if (slot < pop->n_keys && r->population_line[slot]) {
+        snprintf(what, sizeof what, "duplicate key (first given on line %d)", r->population_line[slot]);
+        return REPORT(r->e, r->src, kmark, full, what, "give each key once; the second would silently win");
+    }
+    if (slot == RLT_CFG_POP_KEYS) {
+        snprintf(what, sizeof what, "is one key more than the %d a population may vary", RLT_CFG_POP_KEYS);
+        return REPORT(r->e, r->src, kmark, full, what, "vary fewer keys at once (RLT_CFG_POP_KEYS)");
+    }
+    rlt_pop_key pk;
+    memset(&pk, 0, sizeof pk);
+    pk.row = (int32_t)config_schema_index(k);
+    pk.line = (int32_t)kmark.line + 1;
+    pk.col = (int32_t)(kmark.column + 1 + (kmark.line == 0 ? r->src->col_offset : 0));
+    pk.src = r->dst->n_sources;
+    cfg_why cw;
+    if (k->type == CFG_INT_LIST) {
+        RLT_TRY(read_pop_lists(r, k, full, ev, &pk));
+    } else if (ev->type == YAML_SCALAR_EVENT) {
+        if (config_schema_parse_bits(k, (const char *)ev->data.scalar.value, ev->data.scalar.length,
+                                     ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE, &pk.v[0], &cw) != 0)
+            return REPORT(r->e, r->src, ev->start_mark, full, cw.what, cw.hint);
+        pk.n = 1;
+    } else if (ev->type == YAML_SEQUENCE_START_EVENT) {
+        for (;;) {
+            yaml_event_t item;
+            RLT_TRY(next_event(r, &item));
+            int rc = RLT_OK, end = item.type == YAML_SEQUENCE_END_EVENT;
+            if (end && pk.n == 0) {
+                rc = REPORT(r->e, r->src, ev->start_mark, full, "is an empty list",
+                            "give one value per member, or one value for all");
+            } else if (!end && item.type != YAML_SCALAR_EVENT) {
+                snprintf(what, sizeof what, "entry %d: expected one value, got %s", (int)pk.n + 1, node_kind(&item));
+                rc = REPORT(r->e, r->src, item.start_mark, full, what, "write a flat list of values, like [1e-4, 3e-4]");
+            } else if (!end && pk.n >= RLT_CFG_MAX_SEEDS) {
+                snprintf(what, sizeof what, "has more than %d values", RLT_CFG_MAX_SEEDS);
+                rc = REPORT(r->e, r->src, item.start_mark, full, what, "a population has at most 256 members");
+            } else if (!end) {
+                if (config_schema_parse_bits(k, (const char *)item.data.scalar.value, item.data.scalar.length,
+                                             item.data.scalar.style == YAML_PLAIN_SCALAR_STYLE, &pk.v[pk.n], &cw) != 0) {
+                    snprintf(what, sizeof what, "entry %d: %s", (int)pk.n + 1, cw.what);
+                    rc = REPORT(r->e, r->src, item.start_mark, full, what, cw.hint);
+                }
+                pk.n++;
+            }
+            yaml_event_delete(&item);
+            if (rc != RLT_OK) return rc;
+            if (end) break;
+        }
+    } else {
+        snprintf(what, sizeof what, "expected a value or a list of values, got %s", node_kind(ev));
+        return REPORT(r->e, r->src, ev->start_mark, full, what, "write one value per member, like [1e-4, 3e-4], or one "
+                      "value for all");
+    }
+    pop->key[slot] = pk;
+    if (slot == pop->n_keys) pop->n_keys++;
+    r->population_line[slot] = pk.line;
+    return RLT_OK;
+}
+
+/* The population node at path "population" (a mapping of keys; it replaces an earlier input's population whole;
+ * null or {} clears it) or "population.KEY" (one key's values, from --set). */
+static int read_population(cfg_reader *r, const char *path, size_t len, const yaml_event_t *ev) {
+    rlt_population *pop = &r->dst->population;
+    if (len > 11) return read_pop_key(r, path + 11, len - 11, ev->start_mark, ev);
+    memset(pop, 0, sizeof *pop);
+    if (is_plain_null(ev)) return RLT_OK;
+    if (ev->type != YAML_MAPPING_START_EVENT)
+        return REPORT(r->e, r->src, ev->start_mark, "population", "needs a mapping of keys to lists of values",
+                      "write " POP_EXAMPLE);
+    for (;;) {
+        yaml_event_t kev, vev;
+        RLT_TRY(next_event(r, &kev));
+        if (kev.type == YAML_MAPPING_END_EVENT) {
+            yaml_event_delete(&kev);
+            return RLT_OK;
+        }
+        int rc = RLT_OK;
+        if (kev.type != YAML_SCALAR_EVENT) {
+            rc = REPORT(r->e, r->src, kev.start_mark, "population", "a key must be a name",
+                        "write dotted config keys, like td3.actor_lr: [1e-4, 3e-4]");
+        } else {
+            rc = next_event(r, &vev);
+            if (rc == RLT_OK) {
+                rc = read_pop_key(r, (const char *)kev.data.scalar.value, kev.data.scalar.length, kev.start_mark, &vev);
+                yaml_event_delete(&vev);
+            }
+        }
+        yaml_event_delete(&kev);
+        if (rc != RLT_OK) return rc;
+    }
+}
+
 static int read_node(cfg_reader *r, const char *path, size_t len, const yaml_event_t *ev);
 
 /* One "key: value" of the mapping at `path`; kev is the key's event. */
@@ -526,6 +772,19 @@ static int read_entry(cfg_reader *r, const char *path, size_t len, const yaml_ev
         if (clen >= sizeof child) clen = sizeof child - 1;
     }
     child[clen] = '\0';
+    if (fits && clen == 10 && memcmp(child, "population", 10) == 0) {
+        if (r->population_seen) {
+            snprintf(what, sizeof what, "duplicate key (first given on line %d)", r->population_seen);
+            return REPORT(r->e, r->src, kev->start_mark, child, what, "give each key once; the second would silently win");
+        }
+        r->population_seen = (int)kev->start_mark.line + 1;
+        r->n_leaves++;
+        yaml_event_t pev;
+        RLT_TRY(next_event(r, &pev));
+        int prc = read_population(r, child, clen, &pev);
+        yaml_event_delete(&pev);
+        return prc;
+    }
     const cfg_key *ck = fits ? config_schema_find(child, clen) : NULL;
     int sec = fits && !ck ? config_schema_section(child, clen) : -1;
     if (!ck && sec < 0) {
@@ -563,6 +822,9 @@ static int read_entry(cfg_reader *r, const char *path, size_t len, const yaml_ev
 
 /* The node starting with ev, applied at `path` (len 0: the top level). */
 static int read_node(cfg_reader *r, const char *path, size_t len, const yaml_event_t *ev) {
+    /* --set population=... or population.KEY=... */
+    if (len >= 10 && memcmp(path, "population", 10) == 0 && (len == 10 || path[10] == '.'))
+        return read_population(r, path, len, ev);
     const cfg_key *k = len ? config_schema_find(path, len) : NULL;
     if (k && k->type == CFG_CONV_LIST) return read_conv(r, k, ev);
     if (k && k->type == CFG_INPUT_LIST) return read_inputs(r, k, ev);
@@ -655,6 +917,10 @@ static int config_parse(rlt_config *cfg, const cfg_src *src, const char *root_pa
         return REPORT(&cfg->err, src, m, NULL, "the config file sets no key (it is empty, or only comments)",
                       "check the path; a config names at least its algorithm and environment, like 'algo: td3' and "
                       "'env: {name: pendulum}' (see configs/)");
+    }
+    if (config_population_settle(&tmp) != RLT_OK) {
+        rlt_err_copy(&cfg->err, &tmp.err);
+        return cfg->err.status;
     }
     rlt_err_clear(&tmp.err);
     memcpy(cfg, &tmp, sizeof tmp);
@@ -816,7 +1082,9 @@ int rlt_config_set(rlt_config *cfg, const char *assignment) {
                       "write key.path=value, like train.batch_size=64");
     }
     snprintf(key, sizeof key, "%.*s", (int)(k1 - k0), assignment + k0);
-    if (k1 - k0 > CFG_MAX_PATH || (!config_schema_find(key, strlen(key)) && config_schema_section(key, strlen(key)) < 0)) {
+    int is_pop = k1 - k0 >= 10 && memcmp(key, "population", 10) == 0 && (key[10] == '\0' || key[10] == '.');
+    if (k1 - k0 > CFG_MAX_PATH ||
+        (!is_pop && !config_schema_find(key, strlen(key)) && config_schema_section(key, strlen(key)) < 0)) {
         char what[300], hint[1024], near[128], valid[512];
         cfg_src ksrc = {name, (const unsigned char *)assignment, len, 0};
         snprintf(what, sizeof what, "unknown key '%s'", key);
@@ -938,6 +1206,7 @@ int rlt_config_validate(rlt_config *cfg) {
         RLT_FAIL(e, RLT_ECONFIG, "%s: %d seeds from seed %llu would pass the largest seed (2^64 - 1); use a smaller seed",
                  config_key_where(cfg, "train.num_seeds", where, sizeof where), (int)cfg->train.num_seeds,
                  (unsigned long long)cfg->seed);
+    RLT_TRY(config_population_check(cfg));
     rlt_err_clear(e);
     return RLT_OK;
 }
@@ -945,7 +1214,8 @@ int rlt_config_validate(rlt_config *cfg) {
 rlt_device config_device(const rlt_config *cfg) { return cfg->devices.n >= 1 ? cfg->devices.d[0] : cfg->device; }
 
 int config_is_data_parallel(const rlt_config *cfg) {
-    return (cfg->devices.n > 1 || cfg->launch.world > 1) && cfg->train.num_seeds <= 1 && cfg->train.seeds.n <= 1;
+    return (cfg->devices.n > 1 || cfg->launch.world > 1) && cfg->train.num_seeds <= 1 && cfg->train.seeds.n <= 1 &&
+           cfg->population.n == 0;
 }
 
 int32_t config_world(const rlt_config *cfg) { return cfg->launch.world > 1 ? cfg->launch.world : cfg->devices.n; }
@@ -1007,6 +1277,7 @@ size_t rlt_config_dump(const rlt_config *cfg, char *buf, size_t cap) {
         prev = key;
         prev_sec = sec;
     }
+    config_population_dump(cfg, &o);
     return o.len;
 }
 

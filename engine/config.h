@@ -124,6 +124,37 @@ typedef struct rlt_device_list {
     rlt_device d[RLT_CFG_MAX_DEVICES]; /* the unused ones are zero */
 } rlt_device_list;
 
+/* population: per-member values of hyperparameters, one seed group member per value (train/seed_group.c): scalars
+ * that leave the plan's shapes alone (learning rates, tau, gamma, noise, schedules), and a few shape keys (batch
+ * size, replay capacity, hidden sizes) whose members are planned each on their own (engine/config_population.c
+ * says which). Each key holds one value for every member or one per member; scalar values are kept as the bytes
+ * their field holds (config_schema_parse_bits), so every type reads back exactly, and a list key's value is an
+ * index into the population's table of lists. n 0: no population. */
+#define RLT_CFG_POP_KEYS 16
+#define RLT_CFG_POP_NAME 48
+#define RLT_CFG_POP_LISTS 32
+
+typedef struct rlt_pop_key {
+    int32_t row;        /* the key's schema row */
+    int32_t n;          /* values given: 1 (the same for every member) or the population's size */
+    int32_t line, col;  /* where the key was written, for messages about its values */
+    uint32_t src;       /* as origin[].src: 1 + the serial of the input that wrote it */
+    int32_t reserved_;
+    uint64_t v[RLT_CFG_MAX_SEEDS]; /* scalars: the field's bytes; list keys: an index into lists[]; unused: zero */
+} rlt_pop_key;
+
+typedef struct rlt_population {
+    int32_t n;      /* members (0: no population) */
+    int32_t n_keys; /* keys in key[] (population.name is not one of them) */
+    int32_t named;  /* population.name gave each member's directory name */
+    int32_t reserved_;
+    rlt_pop_key key[RLT_CFG_POP_KEYS];
+    char name[RLT_CFG_MAX_SEEDS][RLT_CFG_POP_NAME]; /* NUL-padded; all zero unless named */
+    int32_t n_lists;                       /* the distinct list values of the list keys */
+    int32_t reserved2_;
+    rlt_int_list lists[RLT_CFG_POP_LISTS]; /* unused: zero */
+} rlt_population;
+
 struct rlt_comm;
 
 struct rlt_config {
@@ -210,6 +241,9 @@ struct rlt_config {
     } origin[RLT_CFG_MAX_KEYS];
     uint32_t n_sources;
     char source_names[RLT_CFG_ORIGINS][RLT_CFG_STR];
+    /* A value, but no schema row (its keys are other rows' names): read by config.c, checked, applied and written
+     * by engine/config_population.c. */
+    rlt_population population;
     rlt_err err;
     /* Not keys: what a data-parallel group (train/seed_group.c) sets in each rank's copy of the config. comm NULL
      * (and rank 0, n_ranks 1): a run of its own. */
@@ -245,5 +279,31 @@ void config_for_rank(const rlt_config *cfg, int32_t rank, rlt_config *out);
  * key), or "config: key 'KEY'" for a default or a field written by code: the start of a message about a
  * value found wrong after parsing. Returns buf. */
 const char *config_key_where(const rlt_config *cfg, const char *key, char *buf, size_t cap);
+
+/* ---- populations (engine/config_population.c) ---- */
+/* Whether key may differ between the members of a population: RLT_POP_MEMBER (a scalar no plan reads), RLT_POP_SHAPE
+ * (it changes the plan's shapes: the members of each value are planned on their own), or 0 with why in buf (it
+ * changes the device or the environment, or it is a setting of the whole group). */
+enum { RLT_POP_MEMBER = 1, RLT_POP_SHAPE = 2 };
+int config_population_allows(const char *key, char *buf, size_t cap);
+/* 1 when the population varies a shape key (its members' plans differ). */
+int config_population_has_shapes(const rlt_config *cfg);
+/* Counts the population's members (population.n) from its lists and checks that their lengths agree; message in
+ * cfg->err naming FILE:LINE:COL. The reader calls it after each input, validate again. */
+int config_population_settle(rlt_config *cfg);
+/* The first key other than the seed that may differ between members (config_population_allows) and does between
+ * a and b, or NULL: what one batched update graph for both cannot take (train/seed_batch.c). */
+const char *config_members_differ(const rlt_config *a, const rlt_config *b);
+/* Member k's value of the population's key i written as YAML ("0.0003", "true"). */
+size_t config_population_format(const rlt_config *cfg, int32_t i, int32_t k, char *buf, size_t cap);
+/* Stores member k's values into cfg (which holds the population) and clears its population: the member's own
+ * config, whose keys point at the population's lines for messages. */
+void config_population_apply(rlt_config *cfg, int32_t k);
+/* Checks the population as validate does: its keys still allowed, every value in range, list lengths agreeing,
+ * each member's config valid (validate's cross-key rules); message in cfg->err naming FILE:LINE:COL. */
+int config_population_check(rlt_config *cfg);
+/* Appends the population as YAML ("population:", then "  KEY: [v0, v1]" lines; nothing without one) to o. */
+struct rlt_text;
+void config_population_dump(const rlt_config *cfg, struct rlt_text *o);
 
 #endif

@@ -484,9 +484,8 @@ static int check_text(const cfg_key *k, const char *t, size_t n, cfg_why *why) {
     return 0;
 }
 
-int config_schema_set_scalar(const cfg_key *k, rlt_config *base, const char *t, size_t n, int plain,
-                             int entry_index, cfg_why *why) {
-    char *field = (char *)base + k->offset;
+/* The value's text stored into field, k's field wherever it is (a config's, or a population member's bits). */
+static int set_field(const cfg_key *k, char *field, const char *t, size_t n, int plain, int entry_index, cfg_why *why) {
     char s[80];
     why->what[0] = why->hint[0] = '\0';
     if (plain && is_null_text(t, n)) {
@@ -619,8 +618,12 @@ int config_schema_set_scalar(const cfg_key *k, rlt_config *base, const char *t, 
     return -1;
 }
 
-int config_schema_check_value(const cfg_key *k, const rlt_config *base, cfg_why *why) {
-    const char *field = (const char *)base + k->offset;
+int config_schema_set_scalar(const cfg_key *k, rlt_config *base, const char *t, size_t n, int plain,
+                             int entry_index, cfg_why *why) {
+    return set_field(k, (char *)base + k->offset, t, n, plain, entry_index, why);
+}
+
+static int check_field(const cfg_key *k, const char *field, cfg_why *why) {
     char s[64];
     why->what[0] = why->hint[0] = '\0';
     switch (k->type) {
@@ -772,8 +775,11 @@ static void format_quoted(rlt_text *o, const char *s) {
     rlt_text_add(o, "\"");
 }
 
-size_t config_schema_format(const cfg_key *k, const rlt_config *base, char *buf, size_t cap) {
-    const char *field = (const char *)base + k->offset;
+int config_schema_check_value(const cfg_key *k, const rlt_config *base, cfg_why *why) {
+    return check_field(k, (const char *)base + k->offset, why);
+}
+
+static size_t format_field(const cfg_key *k, const char *field, char *buf, size_t cap) {
     rlt_text o = {buf, cap, 0};
     if (cap) buf[0] = '\0';
     switch (k->type) {
@@ -839,6 +845,45 @@ size_t config_schema_format(const cfg_key *k, const rlt_config *base, char *buf,
     }
     }
     return o.len;
+}
+
+size_t config_schema_format(const cfg_key *k, const rlt_config *base, char *buf, size_t cap) {
+    return format_field(k, (const char *)base + k->offset, buf, cap);
+}
+
+/* ---- one scalar held as bits (population values: engine/config_population.c) ------------------------- */
+
+int config_schema_is_scalar(const cfg_key *k) {
+    return (k->type == CFG_INT32 || k->type == CFG_INT64 || k->type == CFG_UINT64 || k->type == CFG_DOUBLE ||
+            k->type == CFG_BOOL || k->type == CFG_ENUM) && k->size <= sizeof(uint64_t);
+}
+
+int config_schema_parse_bits(const cfg_key *k, const char *t, size_t n, int plain, uint64_t *bits, cfg_why *why) {
+    uint64_t b = 0;
+    int rc = set_field(k, (char *)&b, t, n, plain, 0, why);
+    if (rc == 0) *bits = b;
+    return rc;
+}
+
+int config_schema_check_bits(const cfg_key *k, uint64_t bits, cfg_why *why) {
+    return check_field(k, (const char *)&bits, why);
+}
+
+size_t config_schema_format_bits(const cfg_key *k, uint64_t bits, char *buf, size_t cap) {
+    return format_field(k, (const char *)&bits, buf, cap);
+}
+
+int config_schema_set_list_entry(const cfg_key *k, rlt_int_list *l, const char *t, size_t n, int plain, int entry_index,
+                                 cfg_why *why) {
+    return k->type == CFG_INT_LIST ? set_field(k, (char *)l, t, n, plain, entry_index, why) : -1;
+}
+
+int config_schema_check_list(const cfg_key *k, const rlt_int_list *l, cfg_why *why) {
+    return check_field(k, (const char *)l, why);
+}
+
+size_t config_schema_format_list(const cfg_key *k, const rlt_int_list *l, char *buf, size_t cap) {
+    return format_field(k, (const char *)l, buf, cap);
 }
 
 /* ---- "did you mean" ---------------------------------------------------------------------------------- */

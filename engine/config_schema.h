@@ -78,6 +78,19 @@ int config_schema_set_scalar(const cfg_key *k, rlt_config *base, const char *tex
 int config_schema_check_value(const cfg_key *k, const rlt_config *base, cfg_why *why);
 /* The value of k as YAML text that reads back to the identical bits. Returns the length it needs. */
 size_t config_schema_format(const cfg_key *k, const rlt_config *base, char *buf, size_t cap);
+/* One scalar value held outside a config, as the bytes its field would hold (the first bytes of a uint64's storage, the
+ * rest zero): for the per-member values of a population (engine/config_population.c). Scalars are the
+ * numbers, booleans and enums (a field of at most 8 bytes); parse, check and format work as for a config's field. */
+int config_schema_is_scalar(const cfg_key *k);
+int config_schema_parse_bits(const cfg_key *k, const char *text, size_t len, int plain, uint64_t *bits, cfg_why *why);
+int config_schema_check_bits(const cfg_key *k, uint64_t bits, cfg_why *why);
+size_t config_schema_format_bits(const cfg_key *k, uint64_t bits, char *buf, size_t cap);
+/* The same for a list of integers held outside a config (a population's hidden sizes): entry entry_index of the
+ * text into l (entry 0 clears it first), the check of the whole list, and its YAML text. */
+int config_schema_set_list_entry(const cfg_key *k, rlt_int_list *l, const char *text, size_t len, int plain,
+                                 int entry_index, cfg_why *why);
+int config_schema_check_list(const cfg_key *k, const rlt_int_list *l, cfg_why *why);
+size_t config_schema_format_list(const cfg_key *k, const rlt_int_list *l, char *buf, size_t cap);
 /* "[1, 1048576]", "(0, 1]": the range a row accepts, for messages. */
 void config_schema_range_text(const cfg_key *k, char *buf, size_t cap);
 /* "fp32|bf16|fp16", "auto|cpu|cuda|cuda:N": the values an enum, device or name row accepts, for messages. */

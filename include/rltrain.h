@@ -437,6 +437,11 @@ RLT_API int32_t rlt_group_rank(const rlt_group *g, int32_t k);
 /* Member k's trainer (progress, agent, out_dir); not to be run, resumed or freed by the caller. */
 RLT_API rlt_trainer *rlt_group_member(rlt_group *g, int32_t k);
 RLT_API uint64_t rlt_group_seed(const rlt_group *g, int32_t k);
+/* Member k's directory under rlt_group_out_dir: seed_<seed>, rank_<k>, or for a population (the config's
+ * `population:` section, docs/populations.md) member_<k> or its population.name; NULL for no such member. */
+RLT_API const char *rlt_group_member_dir(const rlt_group *g, int32_t k);
+/* The keys a population varies (0: not a population). */
+RLT_API int32_t rlt_group_population_keys(const rlt_group *g);
 RLT_API const char *rlt_group_out_dir(const rlt_group *g);
 RLT_API const char *rlt_group_errmsg(const rlt_group *g);
 

@@ -312,7 +312,9 @@ static int group_command(rlt_config *cfg, const char *config_path, const char *r
     if (g && (quiet < 2 || rc == RLT_ENOFIT) && rlt_group_plan_format(g, text, cap) > 0) printf("%s\n", text);
     /* A data-parallel run is a group whose members are ranks (one per device) of one run, in out_dir/rank_<k>/. */
     const int dp = g && rlt_group_ranks(g) > 0;
-    const char *members = dp ? "ranks" : "seeds", *member_dir = dp ? "rank_<k>" : "seed_<seed>";
+    const int pop = g && rlt_group_population_keys(g) > 0;
+    const char *members = dp ? "ranks" : pop ? "members" : "seeds";
+    const char *member_dir = dp ? "rank_<k>" : pop ? "<member>" : "seed_<seed>";
     if (g && rc == RLT_OK) watch_group(g);
     /* A dry run checks the checkpoints too: it reads them (and changes nothing). */
     if (rc == RLT_OK && resume_path) {
@@ -341,10 +343,15 @@ static int group_command(rlt_config *cfg, const char *config_path, const char *r
             for (int32_t k = 0; k < n; k++) {
                 rlt_progress p;
                 rlt_trainer_progress(rlt_group_member(g, k), &p);
-                printf("%s %llu: %lld env steps, %lld updates in %.1fs; final eval %.1f, best %.1f\n", dp ? "rank" : "seed",
-                       dp ? (unsigned long long)rlt_group_rank(g, k) : (unsigned long long)rlt_group_seed(g, k),
-                       (long long)p.env_steps,
-                       (long long)p.updates, p.elapsed_s, p.last_eval_return, p.best_eval_return);
+                if (pop)
+                    printf("%s (seed %llu): %lld env steps, %lld updates in %.1fs; final eval %.1f, best %.1f\n",
+                           rlt_group_member_dir(g, k), (unsigned long long)rlt_group_seed(g, k), (long long)p.env_steps,
+                           (long long)p.updates, p.elapsed_s, p.last_eval_return, p.best_eval_return);
+                else
+                    printf("%s %llu: %lld env steps, %lld updates in %.1fs; final eval %.1f, best %.1f\n",
+                           dp ? "rank" : "seed", dp ? (unsigned long long)rlt_group_rank(g, k) : (unsigned long long)rlt_group_seed(g, k),
+                           (long long)p.env_steps, (long long)p.updates, p.elapsed_s, p.last_eval_return,
+                           p.best_eval_return);
             }
             if (dp) {
                 rlt_progress p0;
@@ -353,8 +360,8 @@ static int group_command(rlt_config *cfg, const char *config_path, const char *r
                        "%.1fs (%.0f/s); final eval %.1f\n", (int)rlt_group_ranks(g), (long long)r.env_steps, (long long)p0.updates,
                        r.elapsed_s, r.elapsed_s > 0 ? p0.updates / r.elapsed_s : 0.0, r.eval_mean);
             } else {
-                printf("finished %d seeds: %lld env steps, %lld updates in %.1fs (%.0f updates/s together); final eval "
-                       "mean %.1f, min %.1f, max %.1f\n", n, (long long)r.env_steps, (long long)r.updates, r.elapsed_s,
+                printf("finished %d %s: %lld env steps, %lld updates in %.1fs (%.0f updates/s together); final eval "
+                       "mean %.1f, min %.1f, max %.1f\n", n, members, (long long)r.env_steps, (long long)r.updates, r.elapsed_s,
                        r.updates_per_s, r.eval_mean, r.eval_min, r.eval_max);
             }
             const int best_ckpt = config_flag(cfg, "checkpoint.best");

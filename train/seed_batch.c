@@ -52,6 +52,13 @@ static void seed_batch_mismatch(const rlt_agent *lead, const rlt_agent *ag, char
         snprintf(why, cap, "the agents are not on one GPU");
         return;
     }
+    /* The batched graph is the lead's update with the lead's scalars (learning rates, tau, gamma, noise) baked in:
+     * members of a population whose values differ run their own graphs. */
+    const char *differs = config_members_differ(&lead->cfg, &ag->cfg);
+    if (differs) {
+        snprintf(why, cap, "the agents' %s differ, and the batched graph takes one value for all", differs);
+        return;
+    }
     /* bf16 and fp16 layers are cuBLAS products with 16-bit epilogues that run for one agent only. fp32 and tf32
      * layers batch, the library-sized ones as batched library products (the backend says which op cannot, e.g. a
      * convolution, when the capture refuses it). Said first: the workspace is sized by each seed's lanes, so the

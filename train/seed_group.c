@@ -1,6 +1,8 @@
 /* seed_group.c: a seed group (rlt_group_*): N independent trainers of one config in one process, one per
- * seed (train.seeds, or train.num_seeds from `seed`), each in a thread of its own, and what the group adds
- * around them: the check that all of them fit the budgets, one combined progress report, out_dir/summary.csv.
+ * seed (train.seeds, or train.num_seeds from `seed`) or one per member of a population (the config's
+ * `population:`, engine/config_population.c: each member the config with its own values, in out_dir/member_<k> or
+ * its name), each in a thread of its own, and what the group adds around them: the check that all of them fit the
+ * budgets, one combined progress report, out_dir/summary.csv.
  *
  * Member k is a whole trainer (train/trainer.c) of the config with seed = its seed and out_dir =
  * out_dir/seed_<seed>: its own agent, backend instance (on a GPU its own streams and captured graphs),
@@ -26,6 +28,7 @@
 
 #include "agent.h"
 #include "backend_registry.h"
+#include "config_schema.h"
 #include "comm.h"
 #include "launch.h"
 #include "mem.h"
@@ -51,6 +54,8 @@ typedef struct seed_member {
     rlt_config cfg;               /* the group's config with this seed and out_dir/seed_<seed> */
     const rlt_env_callbacks *env; /* the caller's environment, or NULL for the built-in one */
     rlt_trainer *tr;
+    int32_t inited; /* its trainer is initialised */
+    char dir[RLT_CFG_POP_NAME + 16]; /* its directory under out_dir: seed_<seed>, rank_<k>, member_<k> or its name */
     pthread_t thread;
     int32_t started;
     /* Under the group's mutex: */
@@ -92,6 +97,10 @@ struct rlt_group {
     rlt_lockstep *ls;
     char batch_why[320];
     int lock_fd; /* out_dir/.rltrain.lock (outputs.h), held from the first resume or run to rlt_group_free */
+    /* A population (config.h): members with their own values of its keys; pop_differs names the first key other
+     * than the seed whose values differ ("" when none), which the batched update graph cannot take per member. */
+    int32_t pop;
+    char pop_differs[64];
 };
 
 static double now_s(void) {
@@ -100,20 +109,25 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The members a valid config names: train.seeds' entries, else train.num_seeds above 1; 0 for one run. */
+/* The members a valid config names: the population's, train.seeds' entries, else train.num_seeds above 1; 0 for
+ * one run. */
 static int32_t group_members_of(const rlt_config *c) {
+    if (c->population.n > 0) return c->population.n;
     if (config_is_data_parallel(c)) return c->launch.world > 1 ? 1 : c->devices.n; /* a launched run: this rank */
     if (c->train.seeds.n > 0) return c->train.seeds.n;
     return c->train.num_seeds > 1 ? c->train.num_seeds : 0;
 }
 
 static uint64_t group_seed_of(const rlt_config *c, int32_t k) {
+    if (c->population.n > 0) return c->seed; /* the population's seed for member k, if it lists seeds (member_config) */
     if (config_is_data_parallel(c)) return c->train.seeds.n == 1 ? c->train.seeds.v[0] : c->seed; /* one run */
     return c->train.seeds.n > 0 ? c->train.seeds.v[k] : c->seed + (uint64_t)k;
 }
 
 /* The key that named the members, for messages. */
-static const char *group_key(const rlt_config *c) { return c->train.seeds.n > 0 ? "train.seeds" : "train.num_seeds"; }
+static const char *group_key(const rlt_config *c) {
+    return c->population.n > 0 ? "population" : c->train.seeds.n > 0 ? "train.seeds" : "train.num_seeds";
+}
 
 static int32_t ranks_of(const rlt_config *c) { return config_is_data_parallel(c) ? config_world(c) : 0; }
 
@@ -272,7 +286,7 @@ static void fit_keep(fit_limit *f, uint64_t fit, const char *need, const char *w
  * limit (each member's host arena and the allowance for the rest of its run), and an address-space limit
  * (what each further member's thread maps besides). The tightest names the largest number that fits. */
 static int group_fit(rlt_group *g) {
-    const rlt_agent *ag = g->m[0].tr->agent;
+    const rlt_agent *ag = g->m[g->shown].tr->agent; /* the first member, or the largest of a population's shapes */
     const rlt_plan_summary *s = &ag->summary;
     const rlt_plan *p = &ag->plan;
     const uint64_t n = (uint64_t)g->n, need = agent_plan_need(ag), host = p->arena_bytes[RLT_LOC_HOST];
@@ -329,11 +343,20 @@ static int group_fit(rlt_group *g) {
     if (f.fit < 1) f.fit = 1; /* the first member fit on its own */
     char where[400], fewer[96];
     const char *key = group_key(&g->cfg);
-    if (g->cfg.train.seeds.n > 0) snprintf(fewer, sizeof fewer, "%llu entries in train.seeds", (unsigned long long)f.fit);
+    if (g->cfg.population.n > 0) snprintf(fewer, sizeof fewer, "%llu members in the population", (unsigned long long)f.fit);
+    else if (g->cfg.train.seeds.n > 0) snprintf(fewer, sizeof fewer, "%llu entries in train.seeds", (unsigned long long)f.fit);
     else snprintf(fewer, sizeof fewer, "train.num_seeds: %llu", (unsigned long long)f.fit);
+    if (g->cfg.population.n > 0) snprintf(where, sizeof where, "%s: population", g->cfg.source);
+    else config_key_where(&g->cfg, key, where, sizeof where);
     RLT_FAIL(&g->err, RLT_ENOFIT, "%s: %d seeds need %s, but %s: at most %llu seed%s fit%s; hint: %s%s",
-             config_key_where(&g->cfg, key, where, sizeof where), (int)n, f.need, f.why, (unsigned long long)f.fit,
+             where, (int)n, f.need, f.why, (unsigned long long)f.fit,
              f.fit == 1 ? "" : "s", f.fit == 1 ? "s" : "", fewer, f.hint);
+}
+
+/* A population member's directory under out_dir: its population.name, else member_<k>. */
+static void member_dir_name(const rlt_group *g, int32_t k, char *buf, size_t cap) {
+    if (g->cfg.population.named) snprintf(buf, cap, "%.*s", RLT_CFG_POP_NAME, g->cfg.population.name[k]);
+    else snprintf(buf, cap, "member_%d", (int)k);
 }
 
 /* Member k's config: the group's with its seed and out_dir/seed_<seed>, and no group keys (it is one run); with
@@ -343,6 +366,11 @@ static int member_config(rlt_group *g, int32_t k) {
     seed_member *m = &g->m[k];
     m->cfg = g->cfg;
     m->cfg.seed = m->seed;
+    /* A population's member k: its own values (its seed among them), in out_dir/<its name> or out_dir/member_<k>. */
+    if (g->pop) {
+        config_population_apply(&m->cfg, k);
+        m->seed = m->cfg.seed;
+    }
     m->cfg.train.num_seeds = 1;
     memset(&m->cfg.train.seeds, 0, sizeof m->cfg.train.seeds);
     m->cfg.train.seed_batching = 0; /* a group key: the member is one run (batch_seeds below carries it) */
@@ -353,26 +381,27 @@ static int member_config(rlt_group *g, int32_t k) {
     for (int32_t j = 0; j < g->n; j++) sharing += d == 0 || j % d == k % d;
     if (!g->dp && sharing > 1) m->cfg.lanes = 1;
     /* All seeds on one GPU may run one batched update graph (train/seed_batch.h): the plan holds its table. */
-    if (g->cfg.train.seed_batching && !g->dp && d <= 1 && sharing > 1 && m->cfg.device.kind == RLT_DEVICE_CUDA) {
+    if (g->cfg.train.seed_batching && !g->dp && d <= 1 && sharing > 1 && m->cfg.device.kind == RLT_DEVICE_CUDA &&
+        !g->pop_differs[0]) {
         m->cfg.batch_seeds = sharing;
         /* The leading member's batched graph is every seed's update: it keeps the lanes of a single run, so its
          * branches (the target networks beside the online ones) run side by side. */
         if (k == 0) m->cfg.lanes = 0;
     }
-    int len;
     if (g->dp) {
         config_for_rank(&g->cfg, g->first + k, &m->cfg);
         m->cfg.comm = g->comm;
-        len = snprintf(m->cfg.out_dir, sizeof m->cfg.out_dir, "%s/rank_%d", g->cfg.out_dir, (int)(g->first + k));
+        snprintf(m->dir, sizeof m->dir, "rank_%d", (int)(g->first + k));
+    } else if (g->pop) {
+        member_dir_name(g, k, m->dir, sizeof m->dir);
     } else {
-        len = snprintf(m->cfg.out_dir, sizeof m->cfg.out_dir, "%s/seed_%llu", g->cfg.out_dir, (unsigned long long)m->seed);
+        snprintf(m->dir, sizeof m->dir, "seed_%llu", (unsigned long long)m->seed);
     }
+    int len = snprintf(m->cfg.out_dir, sizeof m->cfg.out_dir, "%s/%s", g->cfg.out_dir, m->dir);
     if (len < 0 || (size_t)len >= sizeof m->cfg.out_dir) {
-        char where[400], sub[48];
-        if (g->dp) snprintf(sub, sizeof sub, "rank_%d", (int)(g->first + k));
-        else snprintf(sub, sizeof sub, "seed_%llu", (unsigned long long)m->seed);
+        char where[400];
         RLT_FAIL(&g->err, RLT_ECONFIG, "%s: '%s/%s' (%s's out_dir) is longer than %d bytes; use a shorter out_dir",
-                 config_key_where(&g->cfg, "out_dir", where, sizeof where), g->cfg.out_dir, sub, sub,
+                 config_key_where(&g->cfg, "out_dir", where, sizeof where), g->cfg.out_dir, m->dir, m->dir,
                  (int)sizeof m->cfg.out_dir - 1);
     }
     return RLT_OK;
@@ -458,6 +487,41 @@ static int group_agree(rlt_group *g, int rc, const char *what) {
     return RLT_OK;
 }
 
+/* 1 when member k's shape (its values of the population's shape keys) is none of members 0 .. k-1's. */
+static int group_new_shape(const rlt_group *g, int32_t k) {
+    const rlt_population *p = &g->cfg.population;
+    size_t nk;
+    const cfg_key *keys = config_schema_keys(&nk);
+    char why[8];
+    for (int32_t j = 0; j < k; j++) {
+        int same = 1;
+        for (int32_t i = 0; i < p->n_keys && same; i++) {
+            const rlt_pop_key *pk = &p->key[i];
+            if (pk->n > 1 && config_population_allows(keys[pk->row].key, why, sizeof why) == RLT_POP_SHAPE)
+                same = pk->v[j] == pk->v[k];
+        }
+        if (same) return 0;
+    }
+    return 1;
+}
+
+/* The first population key other than the seed whose members' values differ, into g->pop_differs. */
+static void population_differs(rlt_group *g) {
+    const rlt_population *p = &g->cfg.population;
+    size_t nk;
+    const cfg_key *keys = config_schema_keys(&nk);
+    g->pop_differs[0] = '\0';
+    for (int32_t i = 0; i < p->n_keys && !g->pop_differs[0]; i++) {
+        const rlt_pop_key *pk = &p->key[i];
+        if (pk->n < 2 || strcmp(keys[pk->row].key, "seed") == 0) continue;
+        for (int32_t k = 1; k < pk->n; k++)
+            if (pk->v[k] != pk->v[0]) {
+                snprintf(g->pop_differs, sizeof g->pop_differs, "%s", keys[pk->row].key);
+                break;
+            }
+    }
+}
+
 static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callbacks *const *envs, int32_t n_envs) {
     rlt_err *e = &g->err;
     g->cfg = *cfg;
@@ -471,6 +535,8 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
     g->world = g->dp ? config_world(&g->cfg) : n;
     g->first = g->launched ? g->cfg.launch.rank : 0;
     g->n_ranks_here = n;
+    g->pop = g->cfg.population.n > 0;
+    population_differs(g);
     if (n < 1)
         RLT_FAIL(e, RLT_ECONFIG, "config: train.num_seeds is 1 and train.seeds is []: no seed group; set train.num_seeds: "
                  "N or train.seeds: [a, b, ...] for several seeds, or run one trainer (rlt_trainer_init)");
@@ -481,7 +547,9 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
         if (!envs[k]) RLT_FAIL(e, RLT_EINVAL, "rlt_group_init_env: envs[%d] is NULL", (int)k);
     if (g->dp) RLT_TRY(group_comm_init(g));
     g->m = rlt_mem_alloc(sizeof *g->m * (uint64_t)n, 64);
-    g->csv_cap = GROUP_CSV_ROW * ((size_t)g->world + 1);
+    /* A population's rows also name the member's directory and its values. */
+    g->csv_cap = (GROUP_CSV_ROW + (g->pop ? (size_t)(RLT_CFG_POP_NAME + 96 * (g->cfg.population.n_keys + 1)) : 0)) *
+                 ((size_t)g->world + 1);
     g->csv = rlt_mem_alloc(g->csv_cap, 64);
     if (g->launched) g->rows = rlt_mem_alloc(GROUP_CSV_ROW * (uint64_t)g->world, 64);
     if (!g->m || !g->csv || (g->launched && !g->rows)) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for a seed group of %d members", (int)n);
@@ -522,28 +590,46 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
                      (unsigned long long)g->m[k].seed, (int)k + 1, (int)n);
         g->m[k].started = 1;
     }
-    /* The first member, then the check that N of it fit, then the rest: a group that cannot fit stops before the
-     * others reserve anything. */
-    int rc = group_one(g, 0, CMD_INIT);
-    if (rc != RLT_OK) rc = group_member_failed(g, 0, rc, "");
-    RLT_TRY(group_agree(g, rc, "start-up (planning and reserving each rank's memory)"));
+    /* The first member (with a population of several shapes, the first of each shape), then the check that N of it
+     * (of the largest) fit, then the rest: a group that cannot fit stops before the others reserve anything. */
+    int32_t inited = 0;
+    for (int32_t k = 0; k < n; k++) {
+        if (k > 0 && !group_new_shape(g, k)) continue;
+        int rc = group_one(g, k, CMD_INIT);
+        if (rc != RLT_OK) {
+            g->shown = k;
+            rc = group_member_failed(g, k, rc, "");
+        }
+        RLT_TRY(group_agree(g, rc, "start-up (planning and reserving each rank's memory)"));
+        g->m[k].inited = 1;
+        inited++;
+        if (agent_plan_need(g->m[k].tr->agent) > agent_plan_need(g->m[g->shown].tr->agent)) g->shown = k;
+    }
     /* Members on one device share its budgets; on several, each member's init holds its own device's. */
     if (g->cfg.devices.n <= 1) RLT_TRY(group_fit(g));
     for (int32_t k = 1; k < n; k++) {
-        rc = group_one(g, k, CMD_INIT);
+        if (g->m[k].inited) continue;
+        int rc = group_one(g, k, CMD_INIT);
         if (rc != RLT_OK) {
             g->shown = k;
             char then[160] = "";
             if (rc == RLT_ENOFIT)
-                snprintf(then, sizeof then, "; the %d member%s before it fit", (int)k, k == 1 ? "" : "s");
+                snprintf(then, sizeof then, "; the %d member%s before it fit", (int)inited, inited == 1 ? "" : "s");
             return group_member_failed(g, k, rc, then);
         }
+        g->m[k].inited = 1;
+        inited++;
     }
     /* Seeds sharing a GPU: their updates as one batched graph when the backend and the plan allow it. */
     if (g->m[0].cfg.batch_seeds > 1) {
         group_one(g, 0, CMD_BATCH); /* on failure batch_why says why, and each seed keeps its own graphs */
         if (g->ls) rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates run as one batched graph (one launch for all)", (int)n);
         else rlt_log(RLT_LOG_INFO, "seed group: each seed runs its own update graph: %s", g->batch_why);
+    } else if (g->cfg.train.seed_batching && g->pop_differs[0] && !g->dp && g->cfg.devices.n <= 1 &&
+               g->m[0].cfg.device.kind == RLT_DEVICE_CUDA) {
+        rlt_log(RLT_LOG_INFO, "seed group: each member runs its own update graph: the members' %s differ, and the "
+                "batched update graph (train.seed_batching) takes one plan and one value of each hyperparameter for "
+                "all seeds", g->pop_differs);
     } else if (g->cfg.train.seed_batching) {
         rlt_log(RLT_LOG_INFO, "seed group: train.seed_batching has no effect here: it batches the seeds that share one "
                 "GPU named as device: cuda or cuda:N (%s)", g->dp ? "this is a data-parallel run" :
@@ -640,6 +726,9 @@ size_t rlt_group_plan_format(const rlt_group *g, char *buf, size_t cap) {
     }
     rlt_text_add(&t, "seed group: %d seeds (%s), one trainer and one arena each, all reserved at init\n", (int)g->n,
                  group_key(&g->cfg));
+    if (config_population_has_shapes(&g->cfg))
+        rlt_text_add(&t, "  members of several shapes: the table and the per-seed figures are the largest member's (%s), "
+                     "and the totals hold it for every member\n", g->m[g->shown].dir);
     plan_bytes_text(a, sizeof a, s->host_bytes);
     plan_bytes_text(b, sizeof b, s->device_bytes);
     plan_bytes_text(c, sizeof c, plan_mul_sat(n, s->host_bytes));
@@ -802,8 +891,22 @@ static size_t group_row(const rlt_group *g, int32_t k, char *b, size_t cap) {
     rlt_progress p;
     size_t o = 0;
     rlt_trainer_progress(m->tr, &p);
-    o += (size_t)snprintf(b + o, cap - o, "%llu,%s,", g->dp ? (unsigned long long)(g->first + k) : (unsigned long long)m->seed,
-                          member_status(m->rc));
+    if (g->pop) { /* a population's row names the member's directory, seed and values */
+        const rlt_population *pop = &g->cfg.population;
+        size_t nk;
+        const cfg_key *keys = config_schema_keys(&nk);
+        o += (size_t)snprintf(b + o, cap - o, "%d,%s,%llu,", (int)k, m->dir, (unsigned long long)m->seed);
+        for (int32_t i = 0; i < pop->n_keys && o < cap; i++) {
+            if (strcmp(keys[pop->key[i].row].key, "seed") == 0) continue;
+            char v[160];
+            config_population_format(&g->cfg, i, k, v, sizeof v);
+            /* A list's commas: the field in double quotes (RFC 4180). */
+            o += (size_t)snprintf(b + o, cap - o, strchr(v, ',') ? "\"%s\"," : "%s,", v);
+        }
+    } else {
+        o += (size_t)snprintf(b + o, cap - o, "%llu,", g->dp ? (unsigned long long)(g->first + k) : (unsigned long long)m->seed);
+    }
+    if (o < cap) o += (size_t)snprintf(b + o, cap - o, "%s,", member_status(m->rc));
     if (o < cap) o += (size_t)snprintf(b + o, cap - o, "%lld,%lld,", (long long)p.env_steps, (long long)p.updates);
     if (o < cap && !isnan(p.last_eval_return)) o += (size_t)snprintf(b + o, cap - o, "%.6f", p.last_eval_return);
     if (o < cap) o += (size_t)snprintf(b + o, cap - o, ",");
@@ -817,8 +920,18 @@ static size_t group_row(const rlt_group *g, int32_t k, char *b, size_t cap) {
 static int group_write_summary(rlt_group *g) {
     size_t o = 0, cap = g->csv_cap;
     char *b = g->csv;
-    o += (size_t)snprintf(b + o, cap - o, "%s,status,env_steps,updates,last_eval_return,best_eval_return,wall_s\n",
-                          g->dp ? "rank" : "seed");
+    const rlt_population *pop = &g->cfg.population;
+    size_t nk;
+    const cfg_key *keys = config_schema_keys(&nk);
+    if (g->pop) {
+        o += (size_t)snprintf(b + o, cap - o, "member,dir,seed,");
+        for (int32_t i = 0; i < pop->n_keys && o < cap; i++)
+            if (strcmp(keys[pop->key[i].row].key, "seed") != 0)
+                o += (size_t)snprintf(b + o, cap - o, "%s,", keys[pop->key[i].row].key);
+    } else {
+        o += (size_t)snprintf(b + o, cap - o, "%s,", g->dp ? "rank" : "seed");
+    }
+    if (o < cap) o += (size_t)snprintf(b + o, cap - o, "status,env_steps,updates,last_eval_return,best_eval_return,wall_s\n");
     if (g->launched) {
         char mine[GROUP_CSV_ROW];
         memset(mine, 0, sizeof mine);
@@ -931,6 +1044,10 @@ int32_t rlt_group_rank(const rlt_group *g, int32_t k) { return g && g->dp && k >
 rlt_trainer *rlt_group_member(rlt_group *g, int32_t k) { return g && k >= 0 && k < g->n ? g->m[k].tr : NULL; }
 
 uint64_t rlt_group_seed(const rlt_group *g, int32_t k) { return g && k >= 0 && k < g->n ? g->m[k].seed : 0; }
+
+const char *rlt_group_member_dir(const rlt_group *g, int32_t k) { return g && k >= 0 && k < g->n ? g->m[k].dir : NULL; }
+
+int32_t rlt_group_population_keys(const rlt_group *g) { return g && g->pop ? g->cfg.population.n_keys : 0; }
 
 const char *rlt_group_out_dir(const rlt_group *g) { return g ? g->cfg.out_dir : NULL; }
 

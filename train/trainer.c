@@ -40,6 +40,10 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
         RLT_FAIL(e, RLT_ECONFIG, "config: train.num_seeds %d / train.seeds %d entries name a seed group of independent "
                  "runs, and a trainer is one run; use rlt_group_init (the rltrain CLI and rltrain.gym.train do), or "
                  "train.num_seeds: 1 and train.seeds: []", (int)c->train.num_seeds, (int)c->train.seeds.n);
+    if (c->population.n > 0)
+        RLT_FAIL(e, RLT_ECONFIG, "config: the population names %d members with their own values, and a trainer is one run; "
+                 "use rlt_group_init (the rltrain CLI and rltrain.gym.train do), or remove the population section",
+                 (int)c->population.n);
     if (c->devices.n > 1 && !c->comm)
         RLT_FAIL(e, RLT_ECONFIG, "config: devices lists %d devices, which makes a data-parallel run (or spreads the seeds "
                  "of a seed group), and a trainer runs on one device; use rlt_group_init (the rltrain CLI and "

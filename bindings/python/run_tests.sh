@@ -1,8 +1,8 @@
 #!/bin/sh
 # run_tests.sh BUILD_DIR [pytest args...]: tests the Python bindings against BUILD_DIR/librltrain.so.
 # Creates a virtual environment in BUILD_DIR/python-venv (it sees the system's packages, so what is
-# already installed is not downloaded again), installs gymnasium, numpy, pyyaml, matplotlib, pytest and the
-# package itself (pip install ./bindings/python, without building the library again: RLTRAIN_LIBRARY points
+# already installed is not downloaded again), installs gymnasium, numpy, pyyaml, matplotlib, pytest, optuna (the
+# sweep tests; `pip install rltrain[sweep]` for users) and the package itself (pip install ./bindings/python, without building the library again: RLTRAIN_LIBRARY points
 # at BUILD_DIR's), tries gymnasium[mujoco] and tensorboard (MuJoCo wheels do not exist for every platform:
 # without them the MuJoCo and TensorBoard tests skip), and runs pytest from outside the source tree so that
 # the installed package is the one tested. Registered as the ctest test "python_bindings" (label learning).
@@ -31,6 +31,9 @@ if [ -x "$venv/bin/python" ] || "$py" -m venv --system-site-packages "$venv" >/d
   # shellcheck disable=SC2086
   "$vpy" -m pip install $pip_quiet gymnasium numpy pyyaml matplotlib pytest
   # shellcheck disable=SC2086
+  "$vpy" -m pip install $pip_quiet optuna ||
+    echo "run_tests.sh: optuna does not install here; the sweep tests will skip" >&2
+  # shellcheck disable=SC2086
   "$vpy" -m pip install $pip_quiet "gymnasium[mujoco]" ||
     echo "run_tests.sh: gymnasium[mujoco] does not install here; the MuJoCo test will skip" >&2
   # shellcheck disable=SC2086
@@ -46,6 +49,9 @@ else
   rm -rf "$site"
   # shellcheck disable=SC2086
   "$py" -m pip install $pip_quiet --target "$site" gymnasium numpy pyyaml matplotlib pytest
+  # shellcheck disable=SC2086
+  "$py" -m pip install $pip_quiet --target "$site" optuna ||
+    echo "run_tests.sh: optuna does not install here; the sweep tests will skip" >&2
   # shellcheck disable=SC2086
   "$py" -m pip install $pip_quiet --target "$site" --no-deps "$no_bundle" "$here"
   # shellcheck disable=SC2086

@@ -339,6 +339,8 @@ _declare("rlt_config_ranks", _I32, _P)
 _declare("rlt_group_member", _P, _P, _I32)
 _declare("rlt_group_seed", ctypes.c_uint64, _P, _I32)
 _declare("rlt_group_out_dir", _S, _P)
+_declare("rlt_group_member_dir", _S, _P, _I32)
+_declare("rlt_group_population_keys", _I32, _P)
 _declare("rlt_group_errmsg", _S, _P)
 
 

@@ -564,8 +564,9 @@ class Group(_Owned):
     _free = "rlt_group_free"  # frees the handle and everything it owns
     """Several independent runs of one config in one process (``rlt_group``, a seed group).
 
-    The config names the members with ``train.seeds`` (a list) or ``train.num_seeds`` (seeds ``seed`` ..
-    ``seed + N - 1``). Member k is the run a :class:`Trainer` of the config with its seed would make, into
+    The config names the members with ``train.seeds`` (a list), ``train.num_seeds`` (seeds ``seed`` ..
+    ``seed + N - 1``) or a ``population:`` section (members with their own hyperparameters,
+    docs/populations.md). Member k is the run a :class:`Trainer` of the config with its seed would make, into
     ``out_dir/seed_<seed>/``; each has its own thread inside the library, so the members train at the same
     time (ctypes releases the GIL for the whole run). :meth:`run` also writes ``out_dir/summary.csv``. Every
     member's memory is reserved here; a group that does not fit raises :class:`rltrain.NoFitError` naming the
@@ -577,6 +578,7 @@ class Group(_Owned):
         # _envs: one rlt_env_callbacks per member (the Gymnasium adapter's); they must outlive the group.
         self.config = _as_config(config)
         self._stop_requested = False
+        self._members_stopped: set[int] = set()
         h = ctypes.c_void_p()
         if _envs is None:
             rc = lib.rlt_group_init(self.config._handle, ctypes.byref(h))
@@ -620,6 +622,20 @@ class Group(_Owned):
         """Asks a running :meth:`run` to stop every member after its current step (callable from any thread)."""
         self._stop_requested = True
         lib.rlt_group_request_stop(self._handle)
+
+    def stop_member(self, k: int) -> None:
+        """Asks member k alone to stop after its current step (callable from the progress callback or any thread):
+        it writes its outputs and final.ckpt with status ``stopped`` while the others go on; :meth:`run` then
+        returns normally unless a member failed. A sweep prunes a trial this way."""
+        member = self._member(k)
+        self._members_stopped.add(k)
+        lib.rlt_trainer_request_stop(member)
+
+    def member_dir(self, k: int) -> str:
+        """Member k's directory name under :attr:`out_dir`: ``seed_<seed>``, or for a population ``member_<k>`` or
+        its ``population.name``."""
+        self._member(k)
+        return _native.text(lib.rlt_group_member_dir(self._handle, k))
 
     def progress(self) -> GroupProgress:
         """The group's figures now (final after :meth:`run`)."""
@@ -690,6 +706,6 @@ def _run_reporting(run, owner, fn_type, convert, progress) -> None:
         rc = run(owner._handle, callback, None)
     if raised:
         raise raised[0]
-    asked = stopped or owner._stop_requested
+    asked = stopped or owner._stop_requested or bool(getattr(owner, "_members_stopped", None))
     if rc != 0 and not (asked and _native.status_name(rc) == "RLT_EINTERRUPTED"):
         raise error_for(rc, owner.errmsg)
