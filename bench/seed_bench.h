@@ -6,7 +6,7 @@
  * (train.seed_batching: train/seed_batch.h), in lock-step, and that graph launched from one thread with no
  * lock-step (the GPU's side alone); it prints every rate and its ratio to the single agent. With the environment
  * variable RLT_SEED_BENCH_BATCHED_ONLY set it runs only that last phase, for a profiler (the agents' set-up still
- * launches their own kernels first: filter on the batched variants, README). */
+ * launches their own kernels first: filter on the batched variants, docs/benchmarks.md). */
 #ifndef RLT_BENCH_SEED_BENCH_H
 #define RLT_BENCH_SEED_BENCH_H
 

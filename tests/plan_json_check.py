@@ -1,7 +1,7 @@
 """plan_json_check.py RLTRAIN SOURCE_DIR: `rltrain plan --json` read as a script would (json.loads), field
 by field against docs/plan_json.md: exit 3 and 0, stdout holding the document and nothing else, the
 types of every field, entries adding up to their regions, the largest region named, every hint's "set"
-making the plan fit when applied with --set, and the README showing the examples of tests/examples/ word
+making the plan fit when applied with --set, and docs/memory_plan.md showing the examples of tests/examples/ word
 for word. Registered as the ctest test cli_plan_json_check."""
 import json
 import subprocess
@@ -114,12 +114,12 @@ def main():
     # A config error: exit 2, the message on stderr, nothing on stdout.
     code, out, err = plan("--config", TD3, "--set", "train.bach_size=3")
     assert code == 2 and out == "" and "batch_size" in err, (code, out, err)
-    # The README shows the examples that ctest runs (tests/examples/): word for word.
-    with open(f"{SRC}/README.md", encoding="utf-8") as f:
-        readme = f.read()
+    # docs/memory_plan.md shows the examples that ctest runs (tests/examples/): word for word.
+    with open(f"{SRC}/docs/memory_plan.md", encoding="utf-8") as f:
+        doc_text = f.read()
     for name in ("plan_fails_fast.cmake", "test_plan_fails_fast.py"):
         with open(f"{SRC}/tests/examples/{name}", encoding="utf-8") as f:
-            assert f.read() in readme, f"README.md no longer shows tests/examples/{name} as it is"
+            assert f.read() in doc_text, f"docs/memory_plan.md no longer shows tests/examples/{name} as it is"
     print("plan_json_check: passed")
 
 

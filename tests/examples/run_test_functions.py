@@ -1,5 +1,5 @@
 """run_test_functions.py FILE: runs the test_* functions of the pytest file FILE, with pytest when it is
-installed and one by one otherwise (the examples take no fixtures), so ctest checks the README's pytest
+installed and one by one otherwise (the examples take no fixtures), so ctest checks docs/memory_plan.md's pytest
 example on machines without pytest too."""
 import importlib.util
 import runpy
