@@ -259,3 +259,15 @@ def test_gym_train_stopped_during_an_evaluation_resumes_bit_for_bit(tmp_path, co
     assert status(out) == "stopped"
     run(out_dir=out, resume=out / "final.ckpt")
     same_run(out, tmp_path / "ref")
+
+
+def test_an_ignored_sigint_stays_ignored(tmp_path, configs):
+    """A process that ignores SIGINT (a background job, nohup) trains on through it."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with rltrain.Trainer(quick(configs, tmp_path / "t")) as tr:
+            p = tr.run(progress=SignalDuringRun(2))
+        assert p.env_steps == 3000 and status(tmp_path / "t") == "finished"
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
