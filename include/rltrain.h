@@ -382,6 +382,10 @@ typedef struct rlt_group_report {
     double eta_s;
     int32_t is_eval; /* 1 when this report follows an evaluation that every member has made */
     int32_t reserved_;
+    /* GPU groups: the least free memory of the members' GPUs and the most that other processes hold on one of them
+     * (rlt_progress's figures over the members); NaN on the CPU. */
+    double device_free_mib;
+    double cotenants_mib;
 } rlt_group_report;
 
 /* Called from the thread of rlt_group_run: every train.progress_every_s seconds and once each time every

@@ -85,8 +85,11 @@ static void test_plan_seed_hint(void) {
 static void test_resume_hint(void) {
     system("rm -rf 'tmp_papercuts/a dir'");
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s/rltrain' " FAST " --quiet --set 'out_dir=tmp_papercuts/a dir' --set train.total_steps=15000 "
-             "--set train.eval_every=5000 & pid=$!; sleep 0.7; kill -INT $pid; wait $pid", RLT_BINARY_DIR);
+    /* The signal once the run has begun (config.yaml is written by the run, after the CLI's handler is in place). */
+    snprintf(cmd, sizeof cmd, "'%s/rltrain' " FAST " --quiet --set 'out_dir=tmp_papercuts/a dir' --set train.total_steps=8000 "
+             "--set train.eval_every=4000 & pid=$!; i=0; while [ ! -f 'tmp_papercuts/a dir/config.yaml' ] && [ $i -lt 3000 ]; "
+             "do sleep 0.02; i=$((i+1)); done; "
+             "sleep 0.2; kill -INT $pid; wait $pid", RLT_BINARY_DIR);
     int rc = run_sh(cmd);
     CHECK(rc == 5, "interrupted: exit 5, got %d: %s", rc, out_text);
     const char *hint = strstr(out_text, "interrupted: continue with  ");
@@ -96,7 +99,7 @@ static void test_resume_hint(void) {
     hint += strlen("interrupted: continue with  ");
     size_t n = strcspn(hint, "\n");
     snprintf(again, sizeof again, "%.*s", (int)n, hint);
-    CHECK(strstr(again, "'out_dir=tmp_papercuts/a dir'") && strstr(again, "--set train.total_steps=15000") &&
+    CHECK(strstr(again, "'out_dir=tmp_papercuts/a dir'") && strstr(again, "--set train.total_steps=8000") &&
           strstr(again, "--resume 'tmp_papercuts/a dir/final.ckpt'"), "the whole command: %s", again);
     rc = run_sh(again);
     CHECK(rc == 0, "the printed command resumes: %d: %s", rc, out_text);

@@ -219,9 +219,12 @@ static int print_group_progress(void *user, const rlt_group_report *r) {
     if (!r->n_evaluated) snprintf(ev, sizeof ev, "-");
     else snprintf(ev, sizeof ev, "mean %.1f min %.1f max %.1f (%d of %d)", r->eval_mean, r->eval_min, r->eval_max,
                   r->n_evaluated, r->n_members);
-    printf("%s step %lld/%lld (%d %s) | eval %s | %.0f updates/s | %.0f steps/s | %s | ETA %s\n",
+    char gpu[96] = "";
+    if (!isnan(r->device_free_mib))
+        snprintf(gpu, sizeof gpu, " | GPU free %.0f MiB, others %.0f MiB", r->device_free_mib, r->cotenants_mib);
+    printf("%s step %lld/%lld (%d %s) | eval %s | %.0f updates/s | %.0f steps/s | %s | ETA %s%s\n",
            r->is_eval ? "[eval]" : "      ", (long long)r->env_steps, (long long)r->total_steps, r->n_members, members, ev,
-           r->updates_per_s, r->env_steps_per_s, el, eta);
+           r->updates_per_s, r->env_steps_per_s, el, eta, gpu);
     fflush(stdout);
     return 0;
 }

@@ -817,12 +817,15 @@ static void group_report_locked(const rlt_group *g, rlt_group_report *r) {
      * first update): a resumed group's earlier updates took another process's time. The group ends with its last
      * member; one that cannot tell yet leaves the group's ETA unknown. */
     r->eta_s = 0.0;
+    r->device_free_mib = r->cotenants_mib = NAN; /* GPU members: the tightest of their devices */
     for (int32_t k = 0; k < g->n; k++) {
         const rlt_progress *p = &g->m[k].snap;
         r->updates_per_s += p->updates_per_s;
         r->env_steps_per_s += p->env_steps_per_s;
         if (isnan(p->eta_s) || isnan(r->eta_s)) r->eta_s = NAN;
         else if (p->eta_s > r->eta_s) r->eta_s = p->eta_s;
+        if (!isnan(p->device_free_mib) && !(p->device_free_mib >= r->device_free_mib)) r->device_free_mib = p->device_free_mib;
+        if (!isnan(p->cotenants_mib) && !(p->cotenants_mib <= r->cotenants_mib)) r->cotenants_mib = p->cotenants_mib;
     }
 }
 

@@ -214,6 +214,8 @@ class rlt_group_report(ctypes.Structure):
         ("eta_s", ctypes.c_double),
         ("is_eval", ctypes.c_int32),
         ("reserved_", ctypes.c_int32),
+        ("device_free_mib", ctypes.c_double),
+        ("cotenants_mib", ctypes.c_double),
     ]
 
 

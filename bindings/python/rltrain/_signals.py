@@ -42,13 +42,14 @@ def stop_on_signals(request_stop: Callable[[], None]) -> Iterator[list[int]]:
         received.append(signum)
         request_stop()
 
-    previous = {s: signal.getsignal(s) for s in _SIGNALS}
+    # A signal the process ignores (a background job's SIGINT, nohup) stays ignored.
+    previous = {s: h for s in _SIGNALS if (h := signal.getsignal(s)) != signal.SIG_IGN}
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)  # set_wakeup_fd requires it
     old_wakeup = -1
     watcher = None
     try:
-        for s in _SIGNALS:
+        for s in previous:
             signal.signal(s, on_signal)
         old_wakeup = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
 
@@ -62,7 +63,7 @@ def stop_on_signals(request_stop: Callable[[], None]) -> Iterator[list[int]]:
                     return
                 if not data:  # the write end was closed: the run is over
                     return
-                if any(b in _SIGNALS for b in data):
+                if any(b in previous for b in data):
                     request_stop()
 
         watcher = threading.Thread(target=watch, name="rltrain-signal-watcher", daemon=True)

@@ -535,6 +535,9 @@ class GroupProgress:
     elapsed_s: float
     eta_s: float
     is_eval: bool
+    # GPU groups: the least free memory of the members' GPUs, the most others hold on one (NaN on the CPU).
+    device_free_mib: float = field(default=math.nan, compare=False)
+    cotenants_mib: float = field(default=math.nan, compare=False)
 
     @classmethod
     def from_c(cls, r: _native.rlt_group_report) -> "GroupProgress":
@@ -555,9 +558,11 @@ class GroupProgress:
         else:
             ev = (f"mean {self.eval_mean:.1f} min {self.eval_min:.1f} max {self.eval_max:.1f} "
                   f"({self.n_evaluated} of {self.n_members})")
+        gpu = "" if math.isnan(self.device_free_mib) else \
+            f" | GPU free {self.device_free_mib:.0f} MiB, others {self.cotenants_mib:.0f} MiB"
         return (f"{'[eval]' if self.is_eval else '      '} step {self.env_steps}/{self.total_steps} "
                 f"({self.n_members} seeds) | eval {ev} | {self.updates_per_s:.0f} updates/s | "
-                f"{self.env_steps_per_s:.0f} steps/s | {duration(self.elapsed_s)} | ETA {duration(self.eta_s)}")
+                f"{self.env_steps_per_s:.0f} steps/s | {duration(self.elapsed_s)} | ETA {duration(self.eta_s)}{gpu}")
 
 
 class Group(_Owned):

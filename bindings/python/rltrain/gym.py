@@ -232,18 +232,30 @@ class _GymCallbacks:
         """Training instance k's state (every wrapper layer's attributes, the random generators included, and
         the adapter's own counters); instance 0 also carries the evaluation environment's, which the trainer
         does not save on its own."""
-        parts = {"env": _layers_state(self.envs[instance]), "first_seed": self.first_seed[instance],
-                 "resets": self.resets[instance]}
+        parts = {"env": _layers_state(self._train_env(instance)), "first_seed": self.first_seed[instance],
+                 "resets": self.resets[instance], "extra": self._extra_state(instance)}
         if instance == 0:
             # During an evaluation that a stop cut, the state from before it: the trainer rewinds its own streams
             # and does the whole evaluation again when it resumes.
             parts["eval"] = self._eval_before if self._eval_left > 0 else self._eval_state()
         return parts
 
+    def _train_env(self, instance: int):
+        """Training instance k's environment (a vector environment's: its sub-environment k)."""
+        return self.envs[instance]
+
+    def _extra_state(self, instance: int) -> dict:
+        """What else instance k's state needs (a vector environment's adapter: its own per-row state)."""
+        return {}
+
+    def _apply_extra(self, instance: int, extra: dict) -> None:
+        if extra:
+            raise ValueError(f"environment instance {instance}'s state in the checkpoint is a vector environment's")
+
     def _eval_state(self) -> bytes:
         e = self.n_train
         return _state_bytes({"env": _layers_state(self.envs[e]), "first_seed": self.first_seed[e],
-                             "resets": self.resets[e]})
+                             "resets": self.resets[e], "extra": {}})
 
     def track_evaluations(self, episodes: int, limit: int) -> None:
         """Lets the adapter tell an evaluation in progress (``episodes`` episodes of at most ``limit`` steps, the
@@ -301,10 +313,14 @@ class _GymCallbacks:
         return 0
 
     def _restore(self, instance: int, parts, more: set) -> None:
-        if not isinstance(parts, dict) or set(parts) != {"env", "first_seed", "resets"} | more:
+        if not isinstance(parts, dict) or set(parts) != {"env", "first_seed", "resets", "extra"} | more \
+                or not isinstance(parts["extra"], dict):
             raise ValueError(f"environment instance {instance}'s state in the checkpoint is not this adapter's")
-        _restore_layers(self.envs[instance], parts["env"])
+        train = instance < self.n_train
+        _restore_layers(self._train_env(instance) if train else self.envs[instance], parts["env"])
         self.first_seed[instance], self.resets[instance] = parts["first_seed"], int(parts["resets"])
+        if train:
+            self._apply_extra(instance, parts["extra"])
 
     def _load_state(self, user, instance: int, state: int) -> int:
         try:
@@ -444,8 +460,40 @@ class _VectorCallbacks(_GymCallbacks):
         self.struct.reset_batch, self.struct.step_batch = self._reset_batch_fn, self._step_batch_fn
 
     def enable_resume(self) -> "str | None":
-        return ("the sub-environments of a vector environment live inside it (or in its worker processes), so their "
-                "state is not in the checkpoint; to resume, train with num_envs (copies stepped one by one)")
+        """A SyncVectorEnv without vector wrappers resumes: its sub-environments live in this process. Not an
+        AsyncVectorEnv (they live in its workers) nor a wrapped one (a vector wrapper's own state, such as running
+        observation statistics, is not kept)."""
+        base = getattr(self.vector, "unwrapped", self.vector)
+        if type(base).__name__ != "SyncVectorEnv" or not hasattr(base, "envs"):
+            return ("the sub-environments of an AsyncVectorEnv live in its worker processes, so their state is not in "
+                    "the checkpoint; to resume, use a SyncVectorEnv or num_envs (copies stepped one by one)")
+        if base is not self.vector:
+            return ("the vector environment is wrapped (a vector wrapper's own state is not kept); to resume, pass the "
+                    "SyncVectorEnv itself with its wrappers on the sub-environments, or use num_envs")
+        self._sync = base
+        return super().enable_resume()
+
+    def _train_env(self, instance: int):
+        return self._sync.envs[instance]
+
+    def _extra_state(self, instance: int) -> dict:
+        auto = getattr(self._sync, "_autoreset_envs", None)
+        return {"started": bool(self._started), "return": float(self._returns[instance]),
+                "autoreset": bool(auto[instance]) if auto is not None else False,
+                "kept": self._kept[instance].copy() if instance in self._kept else None}
+
+    def _apply_extra(self, instance: int, extra: dict) -> None:
+        if set(extra) != {"started", "return", "autoreset", "kept"}:
+            raise ValueError(f"environment instance {instance}'s state in the checkpoint is not a vector environment's")
+        self._started = bool(extra["started"])
+        self._returns[instance] = float(extra["return"])
+        auto = getattr(self._sync, "_autoreset_envs", None)
+        if auto is not None:
+            auto[instance] = bool(extra["autoreset"])
+        if extra["kept"] is None:
+            self._kept.pop(instance, None)
+        else:
+            self._kept[instance] = np.asarray(extra["kept"])
 
     def _rows(self, address: int, kind: str) -> np.ndarray:
         """A numpy array over one of the trainer's batch buffers at ``address``: n rows."""
@@ -642,8 +690,9 @@ def train(
             ``ckpt_<step>.ckpt``), with the same config, environment and arguments; on the CPU the continued run
             is bit for bit the one that was never stopped. Checkpoints hold the environments' state (each wrapper's
             and the environment's attributes, random generators included, pickled; only the globals the
-            environment's own state uses are accepted when reading it back). A vector environment's, or one that
-            pickle cannot write, is not kept, and resuming from such a checkpoint is refused with a message. With
+            environment's own state uses are accepted when reading it back); a SyncVectorEnv's sub-environments
+            too. An AsyncVectorEnv's (in its workers), a wrapped vector environment's, or a state that pickle cannot
+            write is not kept, and resuming from such a checkpoint is refused with the reason. With
             several seeds: the file name, which each member finds in its own ``out_dir/seed_<s>/``.
 
     Ctrl-C (SIGINT) and SIGTERM stop the run after the current step, as in the native CLI: the outputs and
@@ -763,6 +812,8 @@ def train(
             except RltError as err:
                 if bridge.raised:  # load_state's own reason
                     raise CheckpointError(f"{err.message}: {bridge.raised[0]}", err.status, err.status_name) from None
+                if why_not is not None:  # no save_state: why this run's environments are not in its checkpoints
+                    raise type(err)(f"{err.message}; here: {why_not}", err.status, err.status_name) from None
                 raise
         # The trainer draws its own random actions; the environments' action spaces are seeded for an
         # environment that samples them itself (a SyncVectorEnv's here too; an AsyncVectorEnv's live in its workers).

@@ -61,3 +61,14 @@ def test_keyword_argument_errors_name_the_argument(tmp_path, configs):
         rltrain.Config().set("out_dir", "")
     with pytest.raises(rltrain.ConfigError, match=r"^--set train\.total_steps=abc:1:19: "):  # the --set form keeps it
         rltrain.Config().set("train.total_steps=abc")
+
+
+def test_group_progress_line_shows_a_shared_gpus_memory():
+    import math
+
+    r = rltrain.GroupProgress(env_steps=10, total_steps=20, updates=4, n_members=2, n_evaluated=0, eval_mean=math.nan,
+                              eval_min=math.nan, eval_max=math.nan, updates_per_s=2.0, env_steps_per_s=3.0,
+                              elapsed_s=1.0, eta_s=math.nan, is_eval=False)
+    assert r.line().endswith("| 1.0s | ETA ?")
+    gpu = rltrain.GroupProgress(**{**r.__dict__, "device_free_mib": 700.0, "cotenants_mib": 5400.4})
+    assert gpu.line().endswith("| 1.0s | ETA ? | GPU free 700 MiB, others 5400 MiB")
