@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     check(rlt_backend_open(&bk, &err, device, 1, NULL, 0), "open");
-    if (!bk.ops->graph_supported(&bk)) {
+    if (!bk.ops->graph(&bk, RLT_GRAPH_SUPPORTED, 0)) {
         fprintf(stderr, "%s has no graphs: nothing to time\n", device);
         return 1;
     }
@@ -116,13 +116,13 @@ int main(int argc, char **argv) {
     printf("%-18s %14s %14s\n", "op", "graph us/node", "eager us/op");
     for (int kind = 0; kind < CHAIN_KINDS; kind++) {
         if (only >= 0 && kind != only) continue;
-        check(bk.ops->graph_begin(&bk, 0), "graph_begin");
+        check(bk.ops->graph(&bk, RLT_GRAPH_BEGIN, 0), "graph_begin");
         for (int i = 0; i < nodes; i++) check(chain_node(kind, &c, i), chain_name[kind]);
-        check(bk.ops->graph_end(&bk, 0), "graph_end");
-        for (int r = 0; r < 20; r++) check(bk.ops->graph_launch(&bk, 0), "graph_launch");
+        check(bk.ops->graph(&bk, RLT_GRAPH_END, 0), "graph_end");
+        for (int r = 0; r < 20; r++) check(bk.ops->graph(&bk, RLT_GRAPH_LAUNCH, 0), "graph_launch");
         check(bk.ops->sync(&bk), "sync");
         double t0 = now_s();
-        for (int r = 0; r < reps; r++) check(bk.ops->graph_launch(&bk, 0), "graph_launch");
+        for (int r = 0; r < reps; r++) check(bk.ops->graph(&bk, RLT_GRAPH_LAUNCH, 0), "graph_launch");
         check(bk.ops->sync(&bk), "sync");
         double graph_us = (now_s() - t0) * 1e6 / ((double)reps * nodes);
         t0 = now_s();

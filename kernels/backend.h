@@ -36,6 +36,13 @@ typedef enum rlt_lp { RLT_LP_F32 = 0, RLT_LP_U8 = 1, RLT_LP_F16 = 3, RLT_LP_BF16
 static inline uint32_t rlt_lp_size(rlt_lp dtype) { return dtype == RLT_LP_F32 ? 4u : 2u; }
 
 #define RLT_BACKEND_MAX_GRAPHS 8
+/* What one call of the graph op does (see rlt_backend_ops.graph). */
+typedef enum rlt_graph_mode {
+    RLT_GRAPH_SUPPORTED = 0,
+    RLT_GRAPH_BEGIN = 1,
+    RLT_GRAPH_END = 2,
+    RLT_GRAPH_LAUNCH = 3
+} rlt_graph_mode;
 /* Convolution layers a backend can hold prepared at once (conv_prepare's slots): DQN's training and acting
  * networks each take one per layer of network.conv (at most RLT_QNET_MAX_CONV, 8). */
 #define RLT_BACKEND_MAX_CONVS 16
@@ -342,12 +349,13 @@ typedef struct rlt_backend_ops {
     /* Asynchronous copy on the stream (host side must be host_reserve memory for true asynchrony). */
     int (*copy)(rlt_backend *bk, void *dst, const void *src, uint64_t bytes, rlt_copy_kind kind);
     int (*sync)(rlt_backend *bk);
-    /* Graph capture of a sequence of ops into slot (0..RLT_BACKEND_MAX_GRAPHS-1) and replay of it.
-     * On CPU, capture is not supported (graph_supported returns 0) and callers run ops directly. */
-    int (*graph_supported)(rlt_backend *bk);
-    int (*graph_begin)(rlt_backend *bk, int32_t slot);
-    int (*graph_end)(rlt_backend *bk, int32_t slot);
-    int (*graph_launch)(rlt_backend *bk, int32_t slot);
+    /* Graph capture of a sequence of ops into slot (0..RLT_BACKEND_MAX_GRAPHS-1) and replay of it, by mode
+     * (rlt_graph_mode): SUPPORTED returns 1 when the backend captures graphs and 0 when it does not (slot
+     * ignored); BEGIN starts capturing the ops issued from now on into slot (joining the side lanes first);
+     * END ends that capture (joining first) and instantiates it, replacing what slot held; LAUNCH replays slot on
+     * lane 0. BEGIN, END and LAUNCH return RLT_OK or a negative status. On CPU, capture is not supported
+     * (SUPPORTED returns 0, the other modes fail with RLT_ESTATE) and callers run ops directly. */
+    int (*graph)(rlt_backend *bk, rlt_graph_mode mode, int32_t slot);
 
     /* ---- flat ops over contiguous blocks (zero-grad, target copy, Polyak: one launch each) ---- */
     int (*fill)(rlt_backend *bk, float *x, uint64_t n, float value);
@@ -431,7 +439,7 @@ typedef struct rlt_backend_ops {
      * without waiting. join: lane 0 waits for everything issued on the side lanes, and the following ops
      * run on lane 0. Between a branch and the next join, ops on different lanes must touch disjoint memory
      * (what one lane writes, no other lane reads or writes): the caller's promise, as for any two streams.
-     * graph_end and sync join first. Lanes 0 and 1 are for the critical path, lanes 2 and 3 for work that can
+     * graph (END) and sync join first. Lanes 0 and 1 are for the critical path, lanes 2 and 3 for work that can
      * wait: a backend may run them at a lower priority (CUDA does). An op may also fork inside itself (CUDA's
      * conv and wide-layer backward run their weight and bias gradients beside the input gradient on the other
      * lanes) and joins before it returns, so callers see it as one op on their lane. adam with clipping runs
@@ -506,7 +514,7 @@ typedef struct rlt_backend_ops {
 
 /* The version of this interface, bumped whenever this table or a struct it uses changes: librltrain and
  * librltrain_cuda.so are built together, and the registry refuses a module built against another. */
-#define RLT_BACKEND_ABI 12
+#define RLT_BACKEND_ABI 13
 
 
 struct rlt_backend {

@@ -510,16 +510,16 @@ static void test_graph(void) {
     put(c.step, g.step, &counters[1], 8);
     put(c.size, g.size, &counters[2], 8);
 
-    CHECK(P.cpu.ops->graph_supported(&P.cpu) == 0, "the CPU backend should not claim graph support");
-    CHECK(P.gpu.ops->graph_supported(&P.gpu) == 1, "the CUDA backend should support graphs");
-    int rb = P.gpu.ops->graph_begin(&P.gpu, 3);
+    CHECK(P.cpu.ops->graph(&P.cpu, RLT_GRAPH_SUPPORTED, 0) == 0, "the CPU backend should not claim graph support");
+    CHECK(P.gpu.ops->graph(&P.gpu, RLT_GRAPH_SUPPORTED, 0) == 1, "the CUDA backend should support graphs");
+    int rb = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_BEGIN, 3);
     int rs = rb == RLT_OK ? run_step(&P.gpu, &g) : rb;
-    int re = rb == RLT_OK ? P.gpu.ops->graph_end(&P.gpu, 3) : rb;
+    int re = rb == RLT_OK ? P.gpu.ops->graph(&P.gpu, RLT_GRAPH_END, 3) : rb;
     CHECK(rb == RLT_OK && rs == RLT_OK && re == RLT_OK, "capture: begin %d ops %d end %d (%s)", rb, rs, re,
           P.egpu.msg);
     for (int it = 0; it < 3; it++) {
         CHECK(run_step(&P.cpu, &c) == RLT_OK, "cpu step %d: %s", it, P.ecpu.msg);
-        int rl = P.gpu.ops->graph_launch(&P.gpu, 3);
+        int rl = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_LAUNCH, 3);
         CHECK(rl == RLT_OK, "graph_launch %d: %s", it, P.egpu.msg);
     }
     int64_t kc[2], kg[2];
@@ -756,11 +756,11 @@ enum { TWIN_NONE, TWIN_LANE2, TWIN_GRAPH, TWIN_TF32 };
 /* Runs fg on the GPU: captured into graph slot 7 and replayed (graph), or eagerly on `lane`. */
 static int routed_gpu_forward(const rlt_linear_fwd *fg, int lane, int graph) {
     if (graph) {
-        int rb = P.gpu.ops->graph_begin(&P.gpu, 7);
+        int rb = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_BEGIN, 7);
         int ro = rb == RLT_OK ? P.gpu.ops->linear_forward(&P.gpu, fg) : rb;
-        int re = rb == RLT_OK ? P.gpu.ops->graph_end(&P.gpu, 7) : rb;
+        int re = rb == RLT_OK ? P.gpu.ops->graph(&P.gpu, RLT_GRAPH_END, 7) : rb;
         if (rb != RLT_OK || ro != RLT_OK || re != RLT_OK) return rb != RLT_OK ? rb : ro != RLT_OK ? ro : re;
-        return P.gpu.ops->graph_launch(&P.gpu, 7);
+        return P.gpu.ops->graph(&P.gpu, RLT_GRAPH_LAUNCH, 7);
     }
     RLT_TRY(P.gpu.ops->branch(&P.gpu, lane));
     RLT_TRY(P.gpu.ops->linear_forward(&P.gpu, fg));
@@ -1078,13 +1078,13 @@ static void seeds_library_case(int rows, int fi, int fo, int act, int tf32) {
                             .db = (float *)(base) + odb, .beta = 0.0f, .dx = (float *)(base) + odx, .lddx = fi, .act_x = (a)}
     rlt_linear_fwd fg = SEEDS_FWD(gs[0]);
     rlt_linear_bwd bg = SEEDS_BWD(gs[0], RLT_ACT_RELU);
-    int rb = P.gpu.ops->graph_begin(&P.gpu, 7);
+    int rb = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_BEGIN, 7);
     int r0 = rb == RLT_OK ? P.gpu.ops->seed_batch(&P.gpu, Z, gd, gk, delta) : rb;
     int r1 = r0 == RLT_OK ? P.gpu.ops->linear_forward(&P.gpu, &fg) : r0;
     int r2 = r1 == RLT_OK ? P.gpu.ops->linear_backward(&P.gpu, &bg) : r1;
     P.gpu.ops->seed_batch(&P.gpu, 0, NULL, NULL, NULL);
-    int re = rb == RLT_OK ? P.gpu.ops->graph_end(&P.gpu, 7) : rb;
-    int rl = re == RLT_OK && r2 == RLT_OK ? P.gpu.ops->graph_launch(&P.gpu, 7) : re;
+    int re = rb == RLT_OK ? P.gpu.ops->graph(&P.gpu, RLT_GRAPH_END, 7) : rb;
+    int rl = re == RLT_OK && r2 == RLT_OK ? P.gpu.ops->graph(&P.gpu, RLT_GRAPH_LAUNCH, 7) : re;
     if (tf32) set_tf32(0);
     CHECK(r2 == RLT_OK && rl == RLT_OK, "seeds on the library %dx%d->%d%s: capture %d launch %d (%s)", rows, fi, fo,
           tf32 ? " tf32" : "", r2, rl, P.egpu.msg);
@@ -1657,13 +1657,13 @@ static void test_lanes(void) {
         CHECK(lane_step(&P.cpu, &c) == RLT_OK, "cpu lane step: %s", P.ecpu.msg);
         CHECK(lane_step(&P.gpu, &g) == RLT_OK, "gpu lane step (eager): %s", P.egpu.msg);
     }
-    int rb = P.gpu.ops->graph_begin(&P.gpu, 4);
+    int rb = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_BEGIN, 4);
     int rs = rb == RLT_OK ? lane_step(&P.gpu, &g) : rb;
-    int re = rb == RLT_OK ? P.gpu.ops->graph_end(&P.gpu, 4) : rb;
+    int re = rb == RLT_OK ? P.gpu.ops->graph(&P.gpu, RLT_GRAPH_END, 4) : rb;
     CHECK(rb == RLT_OK && rs == RLT_OK && re == RLT_OK, "lane capture: begin %d ops %d end %d (%s)", rb, rs, re, P.egpu.msg);
     for (int it = 0; it < 4; it++) {
         CHECK(lane_step(&P.cpu, &c) == RLT_OK, "cpu lane step: %s", P.ecpu.msg);
-        CHECK(P.gpu.ops->graph_launch(&P.gpu, 4) == RLT_OK, "graph_launch: %s", P.egpu.msg);
+        CHECK(P.gpu.ops->graph(&P.gpu, RLT_GRAPH_LAUNCH, 4) == RLT_OK, "graph_launch: %s", P.egpu.msg);
     }
     int64_t kc, kg;
     fetch(&kc, &kg, c.ctr, g.ctr, 8);
@@ -1690,12 +1690,12 @@ static void test_lanes(void) {
     int rc = P.gpu.ops->adam(&P.gpu, &st);
     CHECK(rc == RLT_ESTATE, "adam with clipping on a side lane: %d", rc);
     CHECK(P.gpu.ops->join(&P.gpu) == RLT_OK, "join");
-    rb = P.gpu.ops->graph_begin(&P.gpu, 6);
+    rb = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_BEGIN, 6);
     int ro = rb == RLT_OK ? P.gpu.ops->branch(&P.gpu, 2) : rb;
     if (ro == RLT_OK) ro = P.gpu.ops->counter_add(&P.gpu, g.ctr, 1);
-    re = rb == RLT_OK ? P.gpu.ops->graph_end(&P.gpu, 6) : rb;
+    re = rb == RLT_OK ? P.gpu.ops->graph(&P.gpu, RLT_GRAPH_END, 6) : rb;
     CHECK(rb == RLT_OK && ro == RLT_OK && re == RLT_OK, "capture left on lane 2: %d %d %d (%s)", rb, ro, re, P.egpu.msg);
-    CHECK(P.gpu.ops->graph_launch(&P.gpu, 6) == RLT_OK && P.gpu.ops->sync(&P.gpu) == RLT_OK, "replay: %s", P.egpu.msg);
+    CHECK(P.gpu.ops->graph(&P.gpu, RLT_GRAPH_LAUNCH, 6) == RLT_OK && P.gpu.ops->sync(&P.gpu) == RLT_OK, "replay: %s", P.egpu.msg);
     fetch(&kc, &kg, c.ctr, g.ctr, 8);
     CHECK(kg == 7, "the open lane's op was captured and replayed: %lld", (long long)kg);
     free(h), free(fc), free(fg);
@@ -1718,9 +1718,9 @@ static void test_errors(void) {
     rlt_td3_loss l = {.y = ga, .dq1 = ga, .dq2 = ga, .q1 = ga, .q2 = ga, .qt1 = ga, .qt2 = ga, .r = ga, .term = ga};
     rc = P.gpu.ops->td3_critic_loss(&P.gpu, &l);
     CHECK(rc == RLT_EINVAL, "td3_critic_loss with n = 0: %d", rc);
-    rc = P.gpu.ops->graph_launch(&P.gpu, 5);
+    rc = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_LAUNCH, 5);
     CHECK(rc == RLT_ESTATE, "graph_launch of an empty slot: %d", rc);
-    rc = P.gpu.ops->graph_begin(&P.gpu, RLT_BACKEND_MAX_GRAPHS);
+    rc = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_BEGIN, RLT_BACKEND_MAX_GRAPHS);
     CHECK(rc == RLT_EINVAL, "graph_begin of slot %d: %d", RLT_BACKEND_MAX_GRAPHS, rc);
     rc = P.gpu.ops->copy(&P.gpu, ga, ca, 4, 7);
     CHECK(rc == RLT_EINVAL, "copy of unknown kind: %d", rc);

@@ -449,11 +449,11 @@ static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act
     rlt_rng_init(&ag->explore_rng, ag->cfg.seed, rlt_rank_stream(RLT_STREAM_EXPLORE, ag->cfg.rank));
 
     /* Capture every update variant once; training replays them (CUDA graphs). */
-    if (ag->bk.ops->graph_supported(&ag->bk)) {
+    if (ag->bk.ops->graph(&ag->bk, RLT_GRAPH_SUPPORTED, 0)) {
         for (int32_t slot = 0; slot < ag->algo->n_variants; slot++) {
-            RLT_TRY(ag->bk.ops->graph_begin(&ag->bk, slot));
+            RLT_TRY(ag->bk.ops->graph(&ag->bk, RLT_GRAPH_BEGIN, slot));
             int urc = ag->algo->update_ops(ag, slot);
-            int erc = ag->bk.ops->graph_end(&ag->bk, slot);
+            int erc = ag->bk.ops->graph(&ag->bk, RLT_GRAPH_END, slot);
             RLT_TRY(urc);
             RLT_TRY(erc);
         }
@@ -524,7 +524,7 @@ void rlt_agent_free(rlt_agent *ag) {
  * lock-step, else its own graph, else the algorithm's ops run eagerly. */
 static int agent_dispatch_update(rlt_agent *ag, int32_t variant) {
     if (ag->lockstep) return lockstep_update(ag->lockstep, ag, variant);
-    if (ag->graphs) return ag->bk.ops->graph_launch(&ag->bk, variant);
+    if (ag->graphs) return ag->bk.ops->graph(&ag->bk, RLT_GRAPH_LAUNCH, variant);
     return ag->algo->update_ops(ag, variant);
 }
 

@@ -138,9 +138,12 @@ static int cpu_copy(rlt_backend *bk, void *dst, const void *src, uint64_t bytes,
 
 /* Everything issued has run once the worker's queue is empty (sync joins first). */
 static int cpu_sync(rlt_backend *bk) { return cpu_join(bk); }
-static int cpu_graph_supported(rlt_backend *bk) { return 0; }
-
-static int cpu_graph_unsupported(rlt_backend *bk, int32_t slot) {
+/* The CPU runs ops as they are called: there is nothing to capture. */
+static int cpu_graph(rlt_backend *bk, rlt_graph_mode mode, int32_t slot) {
+    (void)slot;
+    if (mode == RLT_GRAPH_SUPPORTED) return 0;
+    if (mode < RLT_GRAPH_SUPPORTED || mode > RLT_GRAPH_LAUNCH)
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "graph: unknown mode %d", (int)mode);
     return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "the CPU backend does not capture graphs");
 }
 
@@ -182,10 +185,7 @@ static const rlt_backend_ops cpu_ops = {
     .host_release = cpu_host_release,
     .copy = cpu_copy,
     .sync = cpu_sync,
-    .graph_supported = cpu_graph_supported,
-    .graph_begin = cpu_graph_unsupported,
-    .graph_end = cpu_graph_unsupported,
-    .graph_launch = cpu_graph_unsupported,
+    .graph = cpu_graph,
     .fill = cpu_fill,
     .copy_f32 = cpu_copy_f32,
     .polyak = cpu_polyak,

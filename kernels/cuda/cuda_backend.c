@@ -488,11 +488,6 @@ static int cuda_sync(rlt_backend *bk) {
     return RLT_OK;
 }
 
-static int cuda_graph_supported(rlt_backend *bk) {
-    (void)bk;
-    return 1;
-}
-
 static int cuda_check_slot(rlt_backend *bk, int32_t slot, const char *what) {
     if (slot < 0 || slot >= RLT_BACKEND_MAX_GRAPHS)
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "%s: graph slot %d is outside 0..%d", what,
@@ -502,10 +497,10 @@ static int cuda_check_slot(rlt_backend *bk, int32_t slot, const char *what) {
 
 static int cuda_graph_begin(rlt_backend *bk, int32_t slot) {
     cuda_impl *c = cuda_get(bk);
-    RLT_TRY(cuda_check_slot(bk, slot, "graph_begin"));
+    RLT_TRY(cuda_check_slot(bk, slot, "graph BEGIN"));
     if (c->capturing >= 0)
         return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__,
-                           "graph_begin(%d) while slot %d is still being captured", (int)slot, (int)c->capturing);
+                           "graph BEGIN of slot %d while slot %d is still being captured", (int)slot, (int)c->capturing);
     /* Everything issued so far on any lane is ordered before the capture: the graph starts from lane 0. */
     RLT_TRY(cuda_join(bk));
     /* Thread-local mode: only this thread's potentially unsafe calls (cudaMalloc, a sync) invalidate the
@@ -517,9 +512,9 @@ static int cuda_graph_begin(rlt_backend *bk, int32_t slot) {
 
 static int cuda_graph_end(rlt_backend *bk, int32_t slot) {
     cuda_impl *c = cuda_get(bk);
-    RLT_TRY(cuda_check_slot(bk, slot, "graph_end"));
+    RLT_TRY(cuda_check_slot(bk, slot, "graph END"));
     if (c->capturing != slot)
-        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "graph_end(%d) but the capture in progress is %d",
+        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "graph END of slot %d but the capture in progress is %d",
                            (int)slot, (int)c->capturing);
     cudaGraph_t graph = NULL;
     c->capturing = -1;
@@ -553,12 +548,23 @@ static int cuda_graph_end(rlt_backend *bk, int32_t slot) {
 
 static int cuda_graph_launch(rlt_backend *bk, int32_t slot) {
     cuda_impl *c = cuda_get(bk);
-    RLT_TRY(cuda_check_slot(bk, slot, "graph_launch"));
+    RLT_TRY(cuda_check_slot(bk, slot, "graph LAUNCH"));
     if (!c->graphs[slot])
-        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "graph_launch(%d): nothing was captured there",
+        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "graph LAUNCH of slot %d: nothing was captured there",
                            (int)slot);
     CUDA_CHECK(bk, cudaGraphLaunch(c->graphs[slot], c->streams[0]));
     return RLT_OK;
+}
+
+/* The graph op: one entry point for the four modes (see kernels/backend.h). */
+static int cuda_graph(rlt_backend *bk, rlt_graph_mode mode, int32_t slot) {
+    switch (mode) {
+    case RLT_GRAPH_SUPPORTED: return 1;
+    case RLT_GRAPH_BEGIN: return cuda_graph_begin(bk, slot);
+    case RLT_GRAPH_END: return cuda_graph_end(bk, slot);
+    case RLT_GRAPH_LAUNCH: return cuda_graph_launch(bk, slot);
+    }
+    return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "graph: unknown mode %d", (int)mode);
 }
 
 /* ---- seed batching ---- */
@@ -644,10 +650,7 @@ static const rlt_backend_ops cuda_ops = {
     .host_release = cuda_host_release,
     .copy = cuda_copy,
     .sync = cuda_sync,
-    .graph_supported = cuda_graph_supported,
-    .graph_begin = cuda_graph_begin,
-    .graph_end = cuda_graph_end,
-    .graph_launch = cuda_graph_launch,
+    .graph = cuda_graph,
     .seed_batch = cuda_seed_batch,
     .seed_mark = cuda_seed_mark,
     .graph_launch_seeds = cuda_graph_launch_seeds,

@@ -124,7 +124,7 @@ typedef struct cuda_impl {
     /* The batched library products (cuda_gemm_seeds, gemm.c): the host's copy of seeds.delta, and one slot of
      * pointer arrays per distinct product a batched capture issued (agent z's B, A and C in slot s at
      * seed_ptrs[(3 s + 0, 1, 2) max_seeds + z]), in device memory taken at open (NULL unless max_seeds > 1) and
-     * mirrored on the host; the mirror is uploaded at graph_end (seed_ptrs_dirty), before any launch reads it.
+     * mirrored on the host; the mirror is uploaded at graph END (seed_ptrs_dirty), before any launch reads it.
      * seed_keys: each slot's lead pointers, so a product captured again (another variant) reuses its slot. */
     int64_t seeds_delta_host[CUDA_SEEDS_MAX];
     void **seed_ptrs, **seed_ptrs_host;
@@ -332,7 +332,7 @@ int cuda_gemm_tf32(rlt_backend *bk, int32_t uniform, int32_t ta, int32_t tb, int
  * lane, as cuda_gemm_uniform; at most CUDA_SEED_GEMMS distinct products per backend (gemm.c). */
 int cuda_gemm_seeds(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha,
                     const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc);
-/* Uploads the batched products' pointer arrays when a capture added some (graph_end, and eager batched calls). */
+/* Uploads the batched products' pointer arrays when a capture added some (graph END, and eager batched calls). */
 int cuda_seed_ptrs_upload(rlt_backend *bk);
 int cuda_gemm_lp(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const void *A,
                  int32_t lda, const void *B, int32_t ldb, int32_t ab_dtype, float beta, void *C, int32_t c_dtype,
