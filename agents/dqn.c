@@ -145,11 +145,11 @@ static int dqn_init_state(rlt_agent *ag) {
     if (d->dict) RLT_TRY(dqn_dict_init_params(ag, &rng));
     else qnet_init_params(&d->net, ag->io_stage, &rng);
     RLT_TRY(agent_put(ag, d->params, ag->io_stage, d->n_params * F32));
-    RLT_TRY(bk->ops->copy_f32(bk, d->target, d->params, d->n_params));
-    RLT_TRY(bk->ops->fill(bk, d->grads, d->n_params, 0.0f));
-    RLT_TRY(bk->ops->fill(bk, d->adam_m, d->n_params, 0.0f));
-    RLT_TRY(bk->ops->fill(bk, d->adam_v, d->n_params, 0.0f));
-    RLT_TRY(bk->ops->fill(bk, d->grad_norm, 1, 0.0f));
+    RLT_TRY(bk->ops->flat(bk, RLT_FLAT_COPY, d->target, d->params, d->n_params, 0.0f));
+    RLT_TRY(bk->ops->flat(bk, RLT_FLAT_FILL, d->grads, NULL, d->n_params, 0.0f));
+    RLT_TRY(bk->ops->flat(bk, RLT_FLAT_FILL, d->adam_m, NULL, d->n_params, 0.0f));
+    RLT_TRY(bk->ops->flat(bk, RLT_FLAT_FILL, d->adam_v, NULL, d->n_params, 0.0f));
+    RLT_TRY(bk->ops->flat(bk, RLT_FLAT_FILL, d->grad_norm, NULL, 1, 0.0f));
     RLT_TRY(agent_refresh_lp(ag, d->params, d->params_lp, d->target, d->target_lp, d->n_params));
     d->advances = 0;
     d->prev_ended = 0;
@@ -177,7 +177,7 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
     rlt_qnet q_on = qnet_view(&d->net, 0), q_next = qnet_view(&d->net, 1), q_tgt = qnet_view(&d->net, 2);
 
     RLT_TRY(op->branch(bk, 3));
-    RLT_TRY(op->fill(bk, d->grads, d->n_params, 0.0f));
+    RLT_TRY(op->flat(bk, RLT_FLAT_FILL, d->grads, NULL, d->n_params, 0.0f));
     RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_CRITIC_STEP], 1));
     RLT_TRY(op->branch(bk, 0));
     /* One draw of the whole batch's indices; micro-batch m uses rows m*Bm .. (m+1)*Bm - 1, and its loss
@@ -357,8 +357,8 @@ static int dqn_update(rlt_agent *ag, int32_t *done) {
             }
         }
         if (s % c->dqn.target_update_every == 0) {
-            if (c->dqn.tau >= 1.0) RLT_TRY(bk->ops->copy_f32(bk, d->target, d->params, d->n_params));
-            else RLT_TRY(bk->ops->polyak(bk, d->target, d->params, d->n_params, (float)c->dqn.tau));
+            if (c->dqn.tau >= 1.0) RLT_TRY(bk->ops->flat(bk, RLT_FLAT_COPY, d->target, d->params, d->n_params, 0.0f));
+            else RLT_TRY(bk->ops->flat(bk, RLT_FLAT_POLYAK, d->target, d->params, d->n_params, (float)c->dqn.tau));
             rlt_cast cp = {.rows = 1, .cols = (int64_t)d->n_params, .dst = d->target_lp, .dst_dtype = ag->lp,
                            .ldd = (int64_t)d->n_params, .src = d->target, .src_dtype = RLT_LP_F32,
                            .lds = (int64_t)d->n_params};

@@ -71,7 +71,7 @@ int dqn_dict_update_ops(rlt_agent *ag) {
     float delta = c->dqn.loss == RLT_DQN_LOSS_HUBER ? 1.0f : 0.0f;
     uint64_t O = (uint64_t)ag->obs_dim;
 
-    RLT_TRY(op->fill(bk, d->grads, d->n_params, 0.0f));
+    RLT_TRY(op->flat(bk, RLT_FLAT_FILL, d->grads, NULL, d->n_params, 0.0f));
     RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_CRITIC_STEP], 1));
     rlt_sample_spec smp = {&ctr[RLT_CTR_REPLAY_SIZE], rp->f[DQN_F_VALID].data, c->seed, rlt_rank_stream(RLT_STREAM_SAMPLE, c->rank), 0, d->B,
                            &ctr[RLT_CTR_UPDATE]};

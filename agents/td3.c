@@ -154,10 +154,10 @@ int td3_init_state(rlt_agent *ag) {
     }
     RLT_TRY(agent_put(ag, t->params, h, t->n_total * F32));
     /* Targets start equal to the networks; Adam's moments and the gradients start at zero. */
-    RLT_TRY(bk->ops->copy_f32(bk, t->target, t->params, t->n_total));
-    RLT_TRY(bk->ops->fill(bk, t->grads, t->n_total, 0.0f));
-    RLT_TRY(bk->ops->fill(bk, t->adam_m, t->n_total, 0.0f));
-    RLT_TRY(bk->ops->fill(bk, t->adam_v, t->n_total, 0.0f));
+    RLT_TRY(bk->ops->flat(bk, RLT_FLAT_COPY, t->target, t->params, t->n_total, 0.0f));
+    RLT_TRY(bk->ops->flat(bk, RLT_FLAT_FILL, t->grads, NULL, t->n_total, 0.0f));
+    RLT_TRY(bk->ops->flat(bk, RLT_FLAT_FILL, t->adam_m, NULL, t->n_total, 0.0f));
+    RLT_TRY(bk->ops->flat(bk, RLT_FLAT_FILL, t->adam_v, NULL, t->n_total, 0.0f));
     RLT_TRY(agent_refresh_lp(ag, t->params, t->params_lp, t->target, t->target_lp, t->n_total));
     return bk->ops->sync(bk);
 }
@@ -227,13 +227,13 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
     int early_pi = actor_step && N == 1;
 
     RLT_TRY(op->branch(bk, 3));
-    RLT_TRY(op->fill(bk, q1_g, t->n_q1 + t->n_q2, 0.0f));
+    RLT_TRY(op->flat(bk, RLT_FLAT_FILL, q1_g, NULL, t->n_q1 + t->n_q2, 0.0f));
     RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_CRITIC_STEP], 1));
     if (actor_step) {
-        RLT_TRY(op->fill(bk, actor_g, t->n_actor, 0.0f));
+        RLT_TRY(op->flat(bk, RLT_FLAT_FILL, actor_g, NULL, t->n_actor, 0.0f));
         RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_ACTOR_STEP], 1));
         /* d(-mean_i Q1_i)/dQ1_i, scaled for accumulation: the same for every row and every update. */
-        RLT_TRY(op->fill(bk, t->dq_actor, (uint64_t)Bm, -scale / (float)Bm));
+        RLT_TRY(op->flat(bk, RLT_FLAT_FILL, t->dq_actor, NULL, (uint64_t)Bm, -scale / (float)Bm));
     }
     RLT_TRY(op->branch(bk, 0));
     /* One draw of the whole batch's indices; micro-batch m uses rows m*Bm .. (m+1)*Bm - 1 (with one

@@ -107,12 +107,12 @@ int td3_dict_update_ops(rlt_agent *ag, int actor_step) {
     const float *S = agent_loss_scale(ag);
     float scale = 1.0f / (float)N;
 
-    RLT_TRY(op->fill(bk, q1_g, t->n_q1 + t->n_q2, 0.0f));
+    RLT_TRY(op->flat(bk, RLT_FLAT_FILL, q1_g, NULL, t->n_q1 + t->n_q2, 0.0f));
     RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_CRITIC_STEP], 1));
     if (actor_step) {
-        RLT_TRY(op->fill(bk, actor_g, t->n_actor, 0.0f));
+        RLT_TRY(op->flat(bk, RLT_FLAT_FILL, actor_g, NULL, t->n_actor, 0.0f));
         RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_ACTOR_STEP], 1));
-        RLT_TRY(op->fill(bk, t->dq_actor, (uint64_t)Bm, -scale / (float)Bm));
+        RLT_TRY(op->flat(bk, RLT_FLAT_FILL, t->dq_actor, NULL, (uint64_t)Bm, -scale / (float)Bm));
     }
     rlt_sample_spec all = {.size = &ctr[RLT_CTR_REPLAY_SIZE], .seed = c->seed, .stream = rlt_rank_stream(RLT_STREAM_SAMPLE, c->rank),
                            .batch = t->B, .counter = &ctr[RLT_CTR_UPDATE]};

@@ -47,7 +47,7 @@ static int chain_node(int kind, const chain_bufs *c, int i) {
     const rlt_backend_ops *op = bk.ops;
     float *in = c->x[i & 1], *out = c->x[(i + 1) & 1];
     int32_t w = c->fi > c->fo ? c->fi : c->fo;
-    if (kind == CHAIN_FILL) return op->fill(&bk, out, 1, (float)i);
+    if (kind == CHAIN_FILL) return op->flat(&bk, RLT_FLAT_FILL, out, NULL, 1, (float)i);
     /* Square layers keep the chain's shapes: fi == fo, or the activations are read at stride w. */
     rlt_linear_fwd f = {.rows = c->rows, .fi = c->fi, .fo = c->fo, .x = in, .ldx = w, .W = c->W, .b = c->b, .y = out,
                         .ldy = w, .act = RLT_ACT_RELU};

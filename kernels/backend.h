@@ -43,6 +43,8 @@ typedef enum rlt_graph_mode {
     RLT_GRAPH_END = 2,
     RLT_GRAPH_LAUNCH = 3
 } rlt_graph_mode;
+/* What one call of the flat op computes (see rlt_backend_ops.flat). */
+typedef enum rlt_flat_mode { RLT_FLAT_FILL = 0, RLT_FLAT_COPY = 1, RLT_FLAT_POLYAK = 2 } rlt_flat_mode;
 /* Convolution layers a backend can hold prepared at once (conv_prepare's slots): DQN's training and acting
  * networks each take one per layer of network.conv (at most RLT_QNET_MAX_CONV, 8). */
 #define RLT_BACKEND_MAX_CONVS 16
@@ -358,10 +360,14 @@ typedef struct rlt_backend_ops {
     int (*graph)(rlt_backend *bk, rlt_graph_mode mode, int32_t slot);
 
     /* ---- flat ops over contiguous blocks (zero-grad, target copy, Polyak: one launch each) ---- */
-    int (*fill)(rlt_backend *bk, float *x, uint64_t n, float value);
-    int (*copy_f32)(rlt_backend *bk, float *dst, const float *src, uint64_t n);
-    /* target = tau * src + (1 - tau) * target. */
-    int (*polyak)(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau);
+    /* One pass over dst[0..n), by mode (rlt_flat_mode):
+     *   RLT_FLAT_FILL:   dst[i] = scalar (src ignored; 0 and -0 both write +0: the zero-grad);
+     *   RLT_FLAT_COPY:   dst[i] = src[i] (scalar ignored; the hard target copy);
+     *   RLT_FLAT_POLYAK: dst[i] = scalar * src[i] + (1 - scalar) * dst[i], computed as written in fp32 without
+     *                    contraction, so every backend writes the same bits (Polyak averaging with tau = scalar,
+     *                    which must lie in [0, 1], else RLT_EINVAL).
+     * n 0 does nothing. */
+    int (*flat)(rlt_backend *bk, rlt_flat_mode mode, float *dst, const float *src, uint64_t n, float scalar);
     /* *c += v (device-side counters, one thread). */
     int (*counter_add)(rlt_backend *bk, int64_t *c, int64_t v);
     /* One optimiser step (see rlt_adam_step): gradient clipping, Adam, the Polyak target update, the 16-bit

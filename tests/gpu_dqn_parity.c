@@ -144,7 +144,7 @@ static void clip_case(uint64_t n, float max_norm, int graph) {
     take(4, &cn, &gn);
     take(3 * n * 4 + 4, &cp, &gp); /* p, m, v */
     take(8, &cs, &gs);
-    die_on(P.gpu.ops->fill(&P.gpu, gp, 3 * n + 1, 0.0f), &P.egpu, "fill");
+    die_on(P.gpu.ops->flat(&P.gpu, RLT_FLAT_FILL, gp, NULL, 3 * n + 1, 0.0f), &P.egpu, "fill");
     int64_t one = 1;
     put(cs, gs, &one, 8);
     float *p = gp;

@@ -151,7 +151,7 @@ static void test_act_grad(void) {
 }
 
 static void test_flat(void) {
-    printf("fill / copy_f32 / polyak / counter_add\n");
+    printf("flat (fill, copy, polyak) / counter_add\n");
     static const uint64_t sizes[] = {1, 1000, (1u << 20) + 3};
     for (size_t t = 0; t < 3; t++) {
         uint64_t n = sizes[t], guard = 8;
@@ -164,8 +164,8 @@ static void test_flat(void) {
         for (int vi = 0; vi < 3; vi++) {
             rnd_fill(h, n + guard, -1, 1);
             put(cx, gx, h, (n + guard) * 4);
-            int r1 = P.cpu.ops->fill(&P.cpu, cx, n, values[vi]);
-            int r2 = P.gpu.ops->fill(&P.gpu, gx, n, values[vi]);
+            int r1 = P.cpu.ops->flat(&P.cpu, RLT_FLAT_FILL, cx, NULL, n, values[vi]);
+            int r2 = P.gpu.ops->flat(&P.gpu, RLT_FLAT_FILL, gx, NULL, n, values[vi]);
             CHECK(r1 == RLT_OK && r2 == RLT_OK, "fill: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
             fetch(rc, rg, cx, gx, (n + guard) * 4);
             char what[64];
@@ -176,7 +176,8 @@ static void test_flat(void) {
         rnd_fill(h2, n + guard, -1, 1);
         put(cx, gx, h, (n + guard) * 4);
         put(cy, gy, h2, (n + guard) * 4);
-        int r1 = P.cpu.ops->copy_f32(&P.cpu, cy, cx, n), r2 = P.gpu.ops->copy_f32(&P.gpu, gy, gx, n);
+        int r1 = P.cpu.ops->flat(&P.cpu, RLT_FLAT_COPY, cy, cx, n, 0.0f);
+        int r2 = P.gpu.ops->flat(&P.gpu, RLT_FLAT_COPY, gy, gx, n, 0.0f);
         CHECK(r1 == RLT_OK && r2 == RLT_OK, "copy_f32: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
         fetch(rc, rg, cy, gy, (n + guard) * 4);
         expect_exact("copy_f32 (guard after)", rg, rc, n + guard, 4);
@@ -187,8 +188,8 @@ static void test_flat(void) {
             rnd_fill(h2, n + guard, -2, 2);
             put(cx, gx, h, (n + guard) * 4);
             put(cy, gy, h2, (n + guard) * 4);
-            r1 = P.cpu.ops->polyak(&P.cpu, cy, cx, n, taus[ti]);
-            r2 = P.gpu.ops->polyak(&P.gpu, gy, gx, n, taus[ti]);
+            r1 = P.cpu.ops->flat(&P.cpu, RLT_FLAT_POLYAK, cy, cx, n, taus[ti]);
+            r2 = P.gpu.ops->flat(&P.gpu, RLT_FLAT_POLYAK, gy, gx, n, taus[ti]);
             CHECK(r1 == RLT_OK && r2 == RLT_OK, "polyak: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
             fetch(rc, rg, cy, gy, (n + guard) * 4);
             char what[64];
@@ -1607,11 +1608,11 @@ static int lane_step(rlt_backend *bk, const lane_bufs *s) {
     RLT_TRY(o->sum(bk, s->sum2, s->h2, L_H, L_ROWS, 1.0f / L_ROWS));
     RLT_TRY(o->join(bk));
     /* Lane 0 reads both side lanes' results (out moves halfway to h1, then halfway to h2) ... */
-    RLT_TRY(o->polyak(bk, s->out, s->h1, (uint64_t)L_ROWS * L_H, 0.5f));
-    RLT_TRY(o->polyak(bk, s->out, s->h2, (uint64_t)L_ROWS * L_H, 0.5f));
+    RLT_TRY(o->flat(bk, RLT_FLAT_POLYAK, s->out, s->h1, (uint64_t)L_ROWS * L_H, 0.5f));
+    RLT_TRY(o->flat(bk, RLT_FLAT_POLYAK, s->out, s->h2, (uint64_t)L_ROWS * L_H, 0.5f));
     /* ... and the next step's input moves halfway to pieces of out, so every step depends on the last. */
     for (int r = 0; r < 4; r++)
-        RLT_TRY(o->polyak(bk, s->x + (size_t)r * 64 * L_IN, s->out + (size_t)r * 64 * L_H, 64 * L_IN, 0.5f));
+        RLT_TRY(o->flat(bk, RLT_FLAT_POLYAK, s->x + (size_t)r * 64 * L_IN, s->out + (size_t)r * 64 * L_H, 64 * L_IN, 0.5f));
     return RLT_OK;
 }
 
@@ -1713,15 +1714,19 @@ static void test_errors(void) {
           P.egpu.msg);
     rc = P.gpu.ops->act_grad(&P.gpu, ga, 3, ga, 4, 2, 4, RLT_ACT_RELU);
     CHECK(rc == RLT_EINVAL, "act_grad with lddy < cols: %d", rc);
-    rc = P.gpu.ops->polyak(&P.gpu, ga, ga, 4, 1.5f);
+    rc = P.gpu.ops->flat(&P.gpu, RLT_FLAT_POLYAK, ga, ga, 4, 1.5f);
     CHECK(rc == RLT_EINVAL, "polyak with tau > 1: %d", rc);
     rlt_td3_loss l = {.y = ga, .dq1 = ga, .dq2 = ga, .q1 = ga, .q2 = ga, .qt1 = ga, .qt2 = ga, .r = ga, .term = ga};
     rc = P.gpu.ops->td3_critic_loss(&P.gpu, &l);
     CHECK(rc == RLT_EINVAL, "td3_critic_loss with n = 0: %d", rc);
     rc = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_LAUNCH, 5);
-    CHECK(rc == RLT_ESTATE, "graph_launch of an empty slot: %d", rc);
+    CHECK(rc == RLT_ESTATE, "graph LAUNCH of an empty slot: %d", rc);
     rc = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_BEGIN, RLT_BACKEND_MAX_GRAPHS);
-    CHECK(rc == RLT_EINVAL, "graph_begin of slot %d: %d", RLT_BACKEND_MAX_GRAPHS, rc);
+    CHECK(rc == RLT_EINVAL, "graph BEGIN of slot %d: %d", RLT_BACKEND_MAX_GRAPHS, rc);
+    rc = P.gpu.ops->graph(&P.gpu, (rlt_graph_mode)9, 0);
+    CHECK(rc == RLT_EINVAL, "graph with an unknown mode: %d", rc);
+    rc = P.gpu.ops->flat(&P.gpu, (rlt_flat_mode)9, ga, ga, 4, 0.5f);
+    CHECK(rc == RLT_EINVAL, "flat with an unknown mode: %d", rc);
     rc = P.gpu.ops->copy(&P.gpu, ga, ca, 4, 7);
     CHECK(rc == RLT_EINVAL, "copy of unknown kind: %d", rc);
     rc = P.gpu.ops->set_workspace(&P.gpu, (unsigned char *)P.gbase + 8, 1024);

@@ -1,6 +1,8 @@
 /* test_backend_table.c: the backend table's ops that take a mode, on the CPU backend: each mode does what
  * kernels/backend.h says it does, and a mode outside the enum is refused with RLT_EINVAL (never read as another).
- * - graph: SUPPORTED answers 0 on the CPU (no capture), BEGIN/END/LAUNCH fail with RLT_ESTATE. */
+ * - graph: SUPPORTED answers 0 on the CPU (no capture), BEGIN/END/LAUNCH fail with RLT_ESTATE.
+ * - flat: FILL writes the value (and +0 for -0), COPY copies, POLYAK computes tau src + (1 - tau) dst bit for bit as
+ *   written; none writes past n; a tau outside [0, 1] is refused. */
 #include <string.h>
 
 #include "backend_registry.h"
@@ -19,10 +21,39 @@ static void test_graph(void) {
     CHECK(bk.ops->graph(&bk, (rlt_graph_mode)7, 0) == RLT_EINVAL, "an unknown mode is refused");
 }
 
+static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+static void test_flat(void) {
+    enum { N = 37 };
+    float dst[N + 1], src[N + 1], want[N + 1];
+    for (int i = 0; i <= N; i++) dst[i] = -1.0f, src[i] = 0.25f * (float)i - 3.0f;
+    CHECK(bk.ops->flat(&bk, RLT_FLAT_FILL, dst, NULL, N, 2.5f) == RLT_OK, "fill");
+    int bad = 0;
+    for (int i = 0; i < N; i++) bad += dst[i] != 2.5f;
+    CHECK(bad == 0 && dst[N] == -1.0f, "fill wrote the value to n elements and nothing past them");
+    CHECK(bk.ops->flat(&bk, RLT_FLAT_FILL, dst, NULL, N, -0.0f) == RLT_OK && same_bits(dst[3], 0.0f),
+          "fill with -0 writes +0");
+    CHECK(bk.ops->flat(&bk, RLT_FLAT_COPY, dst, src, N, 7.0f) == RLT_OK, "copy");
+    bad = 0;
+    for (int i = 0; i < N; i++) bad += !same_bits(dst[i], src[i]);
+    CHECK(bad == 0 && dst[N] == -1.0f, "copy: dst = src over n elements and nothing past them");
+    for (int i = 0; i <= N; i++) dst[i] = 1.0f / (float)(i + 1);
+    const float tau = 0.37f;
+    for (int i = 0; i < N; i++) want[i] = tau * src[i] + (1.0f - tau) * dst[i];
+    CHECK(bk.ops->flat(&bk, RLT_FLAT_POLYAK, dst, src, N, tau) == RLT_OK, "polyak");
+    bad = 0;
+    for (int i = 0; i < N; i++) bad += !same_bits(dst[i], want[i]);
+    CHECK(bad == 0 && dst[N] == 1.0f / (float)(N + 1), "polyak: %d elements differ from tau src + (1 - tau) dst", bad);
+    CHECK(bk.ops->flat(&bk, RLT_FLAT_POLYAK, dst, src, N, 1.5f) == RLT_EINVAL, "polyak with tau > 1 is refused");
+    CHECK(bk.ops->flat(&bk, (rlt_flat_mode)5, dst, src, N, 0.0f) == RLT_EINVAL, "flat with an unknown mode");
+    CHECK(bk.ops->flat(&bk, RLT_FLAT_FILL, dst, NULL, 0, 9.0f) == RLT_OK && dst[0] != 9.0f, "n 0 does nothing");
+}
+
 int main(void) {
     CHECK(rlt_backend_open(&bk, &err, "cpu", 1, NULL, 0) == RLT_OK, "cpu backend: %s", err.msg);
     if (!bk.ops) return test_summary("test_backend_table");
     test_graph();
+    test_flat();
     rlt_backend_close(&bk);
     return test_summary("test_backend_table");
 }

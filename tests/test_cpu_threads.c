@@ -209,7 +209,7 @@ static void check_lanes(void) {
         const rlt_backend_ops *op = bk->ops;
         memset(z, 0, NX * 4);
         CHECK(op->branch(bk, 3) == RLT_OK, "branch");
-        CHECK(op->fill(bk, x, NX, 3.0f) == RLT_OK, "fill");
+        CHECK(op->flat(bk, RLT_FLAT_FILL, x, NULL, NX, 3.0f) == RLT_OK, "fill");
         for (int i = 0; i < 50; i++) CHECK(op->counter_add(bk, &ctr[k], 2) == RLT_OK, "counter");
         rlt_linear_fwd f = {.rows = R, .fi = FI, .fo = FO, .x = in, .ldx = FI, .W = W, .b = b, .y = ys[k][0],
                             .ldy = FO, .act = RLT_ACT_RELU};
@@ -222,8 +222,8 @@ static void check_lanes(void) {
         /* x was filled on lane 3, so this lane-1 copy may see it only after a join: join first. */
         CHECK(op->join(bk) == RLT_OK, "join");
         CHECK(op->branch(bk, 1) == RLT_OK, "branch");
-        CHECK(op->fill(bk, x, NX, 5.0f) == RLT_OK, "fill lane 1");
-        CHECK(op->copy_f32(bk, z, x, NX) == RLT_OK, "copy lane 1"); /* must see the 5s queued before it */
+        CHECK(op->flat(bk, RLT_FLAT_FILL, x, NULL, NX, 5.0f) == RLT_OK, "fill lane 1");
+        CHECK(op->flat(bk, RLT_FLAT_COPY, z, x, NX, 0.0f) == RLT_OK, "copy lane 1"); /* must see the 5s queued before it */
         rlt_linear_fwd g = {.rows = 2, .fi = FI, .fo = FO, .x = z, .ldx = FI, .W = W, .b = b, .y = ys[k][2],
                             .ldy = FO, .act = RLT_ACT_NONE};
         CHECK(op->linear_forward(bk, &g) == RLT_OK, "2-row forward lane 1");

@@ -439,7 +439,7 @@ static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act
     RLT_TRY(ag->bk.ops->set_workspace(&ag->bk, ws, ws_bytes));
     memset(ag->counters_host, 0, RLT_CTR_COUNT * sizeof(int64_t));
     RLT_TRY(agent_put(ag, ag->counters, ag->counters_host, RLT_CTR_COUNT * sizeof(int64_t)));
-    RLT_TRY(ag->bk.ops->fill(&ag->bk, ag->losses, RLT_LOSS_COUNT, 0.0f));
+    RLT_TRY(ag->bk.ops->flat(&ag->bk, RLT_FLAT_FILL, ag->losses, NULL, RLT_LOSS_COUNT, 0.0f));
     if (ag->amp) {
         rlt_amp_state a0 = {RLT_AMP_INIT_SCALE, 0, 0, 0, 0};
         *ag->amp_host = a0;

@@ -16,6 +16,8 @@
 int cpu_fill(rlt_backend *bk, float *x, uint64_t n, float value);
 int cpu_copy_f32(rlt_backend *bk, float *dst, const float *src, uint64_t n);
 int cpu_polyak(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau);
+/* The table's flat op: cpu_fill, cpu_copy_f32 or cpu_polyak by mode. */
+int cpu_flat(rlt_backend *bk, rlt_flat_mode mode, float *dst, const float *src, uint64_t n, float scalar);
 int cpu_counter_add(rlt_backend *bk, int64_t *c, int64_t v);
 /* Clipping, then Adam and Polyak in one pass (cpu_adam_polyak), then the 16-bit copies (fused.c). */
 int cpu_adam(rlt_backend *bk, const rlt_adam_step *d);

@@ -210,6 +210,8 @@ int cuda_fill(rlt_backend *bk, float *x, uint64_t n, float value);
 int cuda_copy_f32(rlt_backend *bk, float *dst, const float *src, uint64_t n);
 int cuda_counter_add(rlt_backend *bk, int64_t *c, int64_t v);
 int cuda_polyak(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau);
+/* The table's flat op: cuda_fill, cuda_copy_f32 or cuda_polyak by mode (fill.cu). */
+int cuda_flat(rlt_backend *bk, rlt_flat_mode mode, float *dst, const float *src, uint64_t n, float scalar);
 /* Clipping, Adam, Polyak and the 16-bit copies in one pass (adam.cu). */
 int cuda_adam(rlt_backend *bk, const rlt_adam_step *d);
 /* Dense layers (linear.cu): fp32 on our fused kernels (cuBLASLt for the large products and past their K), 16-bit on
