@@ -157,7 +157,7 @@ static int dqn_init_state(rlt_agent *ag) {
     return bk->ops->sync(bk);
 }
 
-/* The schedule (lanes: see branch/join in kernels/backend.h): lane 3 zeroes the gradients and counts the step;
+/* The schedule (lanes: see the lane op in kernels/backend.h): lane 3 zeroes the gradients and counts the step;
  * lane 0 samples and gathers everything in one op (u8 frames: then widens s on lane 1 and s' on lane 0); the
  * three forwards run on lanes 1, 2 and 0 (online Q(s) on activation set 0, which the backward needs, online
  * Q(s') on set 1, target Q'(s') on set 2, each set with its own conv workspace); then the target and the TD
@@ -176,10 +176,10 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
     float delta = c->dqn.loss == RLT_DQN_LOSS_HUBER ? 1.0f : 0.0f;
     rlt_qnet q_on = qnet_view(&d->net, 0), q_next = qnet_view(&d->net, 1), q_tgt = qnet_view(&d->net, 2);
 
-    RLT_TRY(op->branch(bk, 3));
+    RLT_TRY(op->lane(bk, 3));
     RLT_TRY(op->flat(bk, RLT_FLAT_FILL, d->grads, NULL, d->n_params, 0.0f));
     RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_CRITIC_STEP], 1));
-    RLT_TRY(op->branch(bk, 0));
+    RLT_TRY(op->lane(bk, 0));
     /* One draw of the whole batch's indices; micro-batch m uses rows m*Bm .. (m+1)*Bm - 1, and its loss
      * is scaled by 1/N so the accumulated gradient is the full batch's mean. With one micro-batch the
      * gather draws them itself. */
@@ -200,9 +200,9 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
             /* Frames are converted from u8 as they are gathered, by their own op; it needs the next slots. */
             f[nf++] = (rlt_gather_field){d->idx_next, 4, rp->f[DQN_F_NEXT].data, 4, NULL, RLT_LP_F32};
             RLT_TRY(op->gather_fields(bk, idx, Bm, sp, nf, f));
-            RLT_TRY(op->branch(bk, 1)); /* s for Q(s), which runs on lane 1 below */
+            RLT_TRY(op->lane(bk, 1)); /* s for Q(s), which runs on lane 1 below */
             RLT_TRY(op->gather_u8_f32(bk, d->x, fr->data, (uint64_t)ag->obs_dim, idx, Bm, d->obs_scale));
-            RLT_TRY(op->branch(bk, 0));
+            RLT_TRY(op->lane(bk, 0));
             RLT_TRY(op->gather_u8_f32(bk, d->x2, fr->data, (uint64_t)ag->obs_dim, d->idx_next, Bm, d->obs_scale));
         } else {
             /* s' is the frame in the slot the `next` field names. fp16 / bf16 frames are widened to the fp32
@@ -215,20 +215,20 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
         }
         if (m == d->N - 1) {
             /* The sampling was the update counter's only reader. */
-            RLT_TRY(op->branch(bk, 3));
+            RLT_TRY(op->lane(bk, 3));
             RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_UPDATE], 1));
-            RLT_TRY(op->branch(bk, 0));
+            RLT_TRY(op->lane(bk, 0));
         }
         /* Target: y = r + gamma (1 - term) Q'(s', argmax_a Q(s', a)) (double) or max_a Q'(s', a). */
-        RLT_TRY(op->branch(bk, 1));
+        RLT_TRY(op->lane(bk, 1));
         RLT_TRY(qnet_forward(bk, &q_on, d->params, d->params_lp, d->x, Bm, d->q));
         if (c->dqn.double_q) {
-            RLT_TRY(op->branch(bk, 2));
+            RLT_TRY(op->lane(bk, 2));
             RLT_TRY(qnet_forward(bk, &q_next, d->params, d->params_lp, d->x2, Bm, d->q_next_o));
         }
-        RLT_TRY(op->branch(bk, 0));
+        RLT_TRY(op->lane(bk, 0));
         RLT_TRY(qnet_forward(bk, &q_tgt, d->target, d->target_lp, d->x2, Bm, d->q_next_t));
-        RLT_TRY(op->join(bk));
+        RLT_TRY(op->lane(bk, RLT_LANE_JOIN));
         /* The target and the TD loss on the taken actions, in one op. */
         rlt_q_loss ql = {.y = d->y, .dq = d->dq, .lddq = A, .loss = &ag->losses[RLT_LOSS_Q1], .q = d->q, .ldq = A,
                          .act = d->act_b, .r = d->r, .term = d->term, .q_next_target = d->q_next_t,
@@ -246,7 +246,7 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
                         .norm = d->grad_norm, .p_lp = d->params_lp, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag)};
     RLT_TRY(bk->ops->adam(bk, &st));
     RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
-    return op->join(bk);
+    return op->lane(bk, RLT_LANE_JOIN);
 }
 
 double dqn_epsilon(const rlt_dqn *d, double eps_start, double eps_end, double fraction, int64_t total, int64_t env_steps) {

@@ -110,7 +110,7 @@ int dqn_dict_update_ops(rlt_agent *ag) {
                         .norm = d->grad_norm, .p_lp = d->params_lp, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag)};
     RLT_TRY(bk->ops->adam(bk, &st));
     RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
-    return op->join(bk);
+    return op->lane(bk, RLT_LANE_JOIN);
 }
 
 int dqn_dict_policy(rlt_agent *ag, int32_t k) {

@@ -159,7 +159,7 @@ int td3_dict_update_ops(rlt_agent *ag, int actor_step) {
                                .target_lp = q1_tl, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag)};
     RLT_TRY(bk->ops->adam(bk, &critic_st));
     RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
-    if (!actor_step) return op->join(bk);
+    if (!actor_step) return op->lane(bk, RLT_LANE_JOIN);
 
     /* Actor step on -mean Q1(s, pi(s)) with the critic just updated; only d/da flows back through Q1 (its
      * torso gets no gradient), then through the actor's head into the actor's torsos. */
@@ -178,7 +178,7 @@ int td3_dict_update_ops(rlt_agent *ag, int actor_step) {
         RLT_TRY(mnet_backward(bk, &t->actor_m, actor_p, actor_pl, actor_g, t->x, Bm, d_a, mnet_ld(&t->q1_m), NULL));
     }
     RLT_TRY(td3_actor_adam(ag, actor_p, actor_g, actor_tp, actor_pl, actor_tl));
-    return op->join(bk);
+    return op->lane(bk, RLT_LANE_JOIN);
 }
 
 int td3_dict_policy(rlt_agent *ag, int32_t k) {

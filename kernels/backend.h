@@ -7,7 +7,7 @@
  * Rules every op follows:
  * - Matrices are row-major. Pointers point into the backend's own memory ("device" memory; on the CPU
  *   backend that is host memory). Ops are asynchronous on the backend's current lane (one stream unless
- *   an update uses branch/join); ops on one lane run in order.
+ *   an update uses the lane op); ops on one lane run in order.
  * - Ops return RLT_OK or a negative status after writing a message to bk->err. They check shapes
  *   (negative sizes, leading dimensions smaller than rows) and fail with RLT_EINVAL.
  * - Ops never allocate. Values that change from one update to the next (Adam's step, RNG counters, the
@@ -48,8 +48,10 @@ typedef enum rlt_flat_mode { RLT_FLAT_FILL = 0, RLT_FLAT_COPY = 1, RLT_FLAT_POLY
 /* Convolution layers a backend can hold prepared at once (conv_prepare's slots): DQN's training and acting
  * networks each take one per layer of network.conv (at most RLT_QNET_MAX_CONV, 8). */
 #define RLT_BACKEND_MAX_CONVS 16
-/* Lanes an update may use at once (branch/join): lane 0 and up to three side lanes. */
+/* Lanes an update may use at once (the lane op's branches): lane 0 and up to three side lanes. */
 #define RLT_BACKEND_MAX_LANES 4
+/* The lane op's argument that joins the side lanes back into lane 0 (see rlt_backend_ops.lane). */
+#define RLT_LANE_JOIN (-1)
 /* Fields one gather_fields call moves. */
 #define RLT_GATHER_MAX_FIELDS 8
 
@@ -439,19 +441,20 @@ typedef struct rlt_backend_ops {
     /* ---- concurrency inside one update ----
      * An update is a chain of small dependent ops; where two chains are independent (the twin critics, the
      * online and target forwards) they can run side by side. On CUDA a lane is a stream, and a captured
-     * graph turns lanes into parallel branches; on the CPU both ops are no-ops and ops run in call order.
-     * branch(lane): the following ops run on `lane` (0 is the main lane, 1..RLT_BACKEND_MAX_LANES-1 side
-     * lanes); a side lane first waits for everything issued on lane 0 so far. branch(0) returns to lane 0
-     * without waiting. join: lane 0 waits for everything issued on the side lanes, and the following ops
-     * run on lane 0. Between a branch and the next join, ops on different lanes must touch disjoint memory
-     * (what one lane writes, no other lane reads or writes): the caller's promise, as for any two streams.
-     * graph (END) and sync join first. Lanes 0 and 1 are for the critical path, lanes 2 and 3 for work that can
-     * wait: a backend may run them at a lower priority (CUDA does). An op may also fork inside itself (CUDA's
-     * conv and wide-layer backward run their weight and bias gradients beside the input gradient on the other
-     * lanes) and joins before it returns, so callers see it as one op on their lane. adam with clipping runs
-     * on lane 0 only (CUDA's reduction scratch is lane 0's). */
-    int (*branch)(rlt_backend *bk, int32_t lane);
-    int (*join)(rlt_backend *bk);
+     * graph turns lanes into parallel branches; on the CPU with one thread ops run in call order (the lane is
+     * only recorded), and with its worker (cpu.threads >= 2) side lanes' ops run on the worker (kernels/cpu/lanes.c).
+     * lane(lane), lane 0..RLT_BACKEND_MAX_LANES-1 (a branch): the following ops run on `lane` (0 is the main lane,
+     * 1..RLT_BACKEND_MAX_LANES-1 side lanes); a side lane first waits for everything issued on lane 0 so far.
+     * lane(0) returns to lane 0 without waiting. lane(RLT_LANE_JOIN) (a join): lane 0 waits for everything issued
+     * on the side lanes, and the following ops run on lane 0. Any other value is refused with RLT_EINVAL.
+     * Between a branch and the next join, ops on different lanes must touch disjoint memory (what one lane
+     * writes, no other lane reads or writes): the caller's promise, as for any two streams. graph (END) and sync
+     * join first. Lanes 0 and 1 are for the critical path, lanes 2 and 3 for work that can wait: a backend may
+     * run them at a lower priority (CUDA does). An op may also fork inside itself (CUDA's conv and wide-layer
+     * backward run their weight and bias gradients beside the input gradient on the other lanes) and joins
+     * before it returns, so callers see it as one op on their lane. adam with clipping runs on lane 0 only
+     * (CUDA's reduction scratch is lane 0's). */
+    int (*lane)(rlt_backend *bk, int32_t lane);
 
     /* ---- reduced precision: bf16/fp16 compute copies with fp32 masters ---- */
     /* See rlt_cast; dtypes RLT_LP_F32, RLT_LP_BF16 or RLT_LP_F16. */
@@ -536,7 +539,7 @@ struct rlt_backend {
      * how it was measured and which handles exist, for the plan table. */
     uint64_t context_bytes, handle_bytes;
     char memory_note[160];
-    /* Set by the caller before the open, kept by it: the most lanes (branch/join) ops may use; 0 is the backend's
+    /* Set by the caller before the open, kept by it: the most lanes (the lane op) ops may use; 0 is the backend's
      * own choice. 1 runs every op of an update in order on one stream: what several trainers sharing one GPU want
      * (a seed group), since their updates overlap each other instead, and each stream costs the device one of its
      * hardware queues (CUDA_DEVICE_MAX_CONNECTIONS). The schedule changes, never the results. */

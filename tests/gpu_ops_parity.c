@@ -4,7 +4,7 @@
  * the step counter on the device; with clipping and the Polyak target), act_grad, sampling and the gathers,
  * sum, TD3's target smoothing and critic loss, the DQN loss, the dense layers on every kernel path, a captured
  * graph of a small training step replayed three times against the same ops run eagerly on the CPU, and the
- * lanes (branch/join). The convolutions, u8 gathers and the clipping's edge cases are in gpu_dqn_parity, the
+ * lanes (the lane op's branches and joins). The convolutions, u8 gathers and the clipping's edge cases are in gpu_dqn_parity, the
  * 16-bit ops in gpu_lowp. Skipped (exit 77) when no CUDA device can be opened.
  *
  * Tolerances (u = 2^-24, the unit roundoff of fp32):
@@ -763,9 +763,9 @@ static int routed_gpu_forward(const rlt_linear_fwd *fg, int lane, int graph) {
         if (rb != RLT_OK || ro != RLT_OK || re != RLT_OK) return rb != RLT_OK ? rb : ro != RLT_OK ? ro : re;
         return P.gpu.ops->graph(&P.gpu, RLT_GRAPH_LAUNCH, 7);
     }
-    RLT_TRY(P.gpu.ops->branch(&P.gpu, lane));
+    RLT_TRY(P.gpu.ops->lane(&P.gpu, lane));
     RLT_TRY(P.gpu.ops->linear_forward(&P.gpu, fg));
-    return P.gpu.ops->join(&P.gpu);
+    return P.gpu.ops->lane(&P.gpu, RLT_LANE_JOIN);
 }
 
 /* One routed forward on both backends: run A (fp32; captured first for TWIN_GRAPH, else eager on lane 0) within
@@ -1594,19 +1594,19 @@ typedef struct lane_bufs {
 
 static int lane_step(rlt_backend *bk, const lane_bufs *s) {
     const rlt_backend_ops *o = bk->ops;
-    RLT_TRY(o->branch(bk, 3));
+    RLT_TRY(o->lane(bk, 3));
     RLT_TRY(o->counter_add(bk, s->ctr, 1));
-    RLT_TRY(o->branch(bk, 1));
+    RLT_TRY(o->lane(bk, 1));
     rlt_linear_fwd f1 = {.rows = L_ROWS, .fi = L_IN, .fo = L_H, .x = s->x, .ldx = L_IN, .W = s->w1, .b = s->b1,
                          .y = s->h1, .ldy = L_H, .act = RLT_ACT_RELU};
     rlt_linear_fwd f2 = {.rows = L_ROWS, .fi = L_IN, .fo = L_H, .x = s->x, .ldx = L_IN, .W = s->w2, .b = s->b2,
                          .y = s->h2, .ldy = L_H, .act = RLT_ACT_TANH};
     RLT_TRY(o->linear_forward(bk, &f1));
     RLT_TRY(o->sum(bk, s->sum1, s->h1, L_H, L_ROWS, 1.0f / L_ROWS));
-    RLT_TRY(o->branch(bk, 2));
+    RLT_TRY(o->lane(bk, 2));
     RLT_TRY(o->linear_forward(bk, &f2));
     RLT_TRY(o->sum(bk, s->sum2, s->h2, L_H, L_ROWS, 1.0f / L_ROWS));
-    RLT_TRY(o->join(bk));
+    RLT_TRY(o->lane(bk, RLT_LANE_JOIN));
     /* Lane 0 reads both side lanes' results (out moves halfway to h1, then halfway to h2) ... */
     RLT_TRY(o->flat(bk, RLT_FLAT_POLYAK, s->out, s->h1, (uint64_t)L_ROWS * L_H, 0.5f));
     RLT_TRY(o->flat(bk, RLT_FLAT_POLYAK, s->out, s->h2, (uint64_t)L_ROWS * L_H, 0.5f));
@@ -1617,7 +1617,7 @@ static int lane_step(rlt_backend *bk, const lane_bufs *s) {
 }
 
 static void test_lanes(void) {
-    printf("lanes (branch/join), eager and in a graph\n");
+    printf("lanes (branch and join), eager and in a graph\n");
     lane_bufs c, g;
 #define LTAKE(field, count, type)                            \
     do {                                                     \
@@ -1680,19 +1680,19 @@ static void test_lanes(void) {
     fetch(&sc, &sg, c.sum2, g.sum2, 4);
     expect_close("lanes: lane 2's reduction", &sg, &sc, 1, NULL, 1e-5, 1e-5);
 
-    /* Refusals: lanes out of range; adam with clipping (lane 0's scratch) on a side lane; a graph_end with a
-     * lane left open still joins it (the capture ends cleanly). */
-    CHECK(P.gpu.ops->branch(&P.gpu, -1) == RLT_EINVAL && P.gpu.ops->branch(&P.gpu, RLT_BACKEND_MAX_LANES) == RLT_EINVAL,
+    /* Refusals: lanes out of range (RLT_LANE_JOIN, -1, is a join; -2 is nothing); adam with clipping (lane 0's
+     * scratch) on a side lane; a graph END with a lane left open still joins it (the capture ends cleanly). */
+    CHECK(P.gpu.ops->lane(&P.gpu, -2) == RLT_EINVAL && P.gpu.ops->lane(&P.gpu, RLT_BACKEND_MAX_LANES) == RLT_EINVAL,
           "branch out of range refused");
-    CHECK(P.cpu.ops->branch(&P.cpu, RLT_BACKEND_MAX_LANES) == RLT_EINVAL, "cpu branch out of range refused");
-    CHECK(P.gpu.ops->branch(&P.gpu, 1) == RLT_OK, "branch 1");
+    CHECK(P.cpu.ops->lane(&P.cpu, RLT_BACKEND_MAX_LANES) == RLT_EINVAL, "cpu branch out of range refused");
+    CHECK(P.gpu.ops->lane(&P.gpu, 1) == RLT_OK, "branch 1");
     rlt_adam_step st = {.p = g.h1, .g = g.h2, .m = g.out, .v = g.out, .n = 16, .hp = {1e-3f, 0.9f, 0.999f, 1e-8f},
                         .step = g.ctr, .max_grad_norm = 1.0f, .norm = g.sum1};
     int rc = P.gpu.ops->adam(&P.gpu, &st);
     CHECK(rc == RLT_ESTATE, "adam with clipping on a side lane: %d", rc);
-    CHECK(P.gpu.ops->join(&P.gpu) == RLT_OK, "join");
+    CHECK(P.gpu.ops->lane(&P.gpu, RLT_LANE_JOIN) == RLT_OK, "join");
     rb = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_BEGIN, 6);
-    int ro = rb == RLT_OK ? P.gpu.ops->branch(&P.gpu, 2) : rb;
+    int ro = rb == RLT_OK ? P.gpu.ops->lane(&P.gpu, 2) : rb;
     if (ro == RLT_OK) ro = P.gpu.ops->counter_add(&P.gpu, g.ctr, 1);
     re = rb == RLT_OK ? P.gpu.ops->graph(&P.gpu, RLT_GRAPH_END, 6) : rb;
     CHECK(rb == RLT_OK && ro == RLT_OK && re == RLT_OK, "capture left on lane 2: %d %d %d (%s)", rb, ro, re, P.egpu.msg);

@@ -2,7 +2,9 @@
  * kernels/backend.h says it does, and a mode outside the enum is refused with RLT_EINVAL (never read as another).
  * - graph: SUPPORTED answers 0 on the CPU (no capture), BEGIN/END/LAUNCH fail with RLT_ESTATE.
  * - flat: FILL writes the value (and +0 for -0), COPY copies, POLYAK computes tau src + (1 - tau) dst bit for bit as
- *   written; none writes past n; a tau outside [0, 1] is refused. */
+ *   written; none writes past n; a tau outside [0, 1] is refused.
+ * - lane: lanes 0..RLT_BACKEND_MAX_LANES-1 branch, RLT_LANE_JOIN joins (on a backend with the worker, a fill
+ *   issued on a side lane has run once the join returns), other values are refused. */
 #include <string.h>
 
 #include "backend_registry.h"
@@ -49,11 +51,33 @@ static void test_flat(void) {
     CHECK(bk.ops->flat(&bk, RLT_FLAT_FILL, dst, NULL, 0, 9.0f) == RLT_OK && dst[0] != 9.0f, "n 0 does nothing");
 }
 
+static void test_lane(void) {
+    CHECK(bk.ops->lane(&bk, 1) == RLT_OK && bk.ops->lane(&bk, RLT_LANE_JOIN) == RLT_OK, "branch then join");
+    CHECK(bk.ops->lane(&bk, -2) == RLT_EINVAL, "lane -2 is refused");
+    CHECK(bk.ops->lane(&bk, RLT_BACKEND_MAX_LANES) == RLT_EINVAL, "lane %d is refused", RLT_BACKEND_MAX_LANES);
+    /* Two threads: a side lane's big fill goes to the worker; the join waits for it. */
+    rlt_backend b2 = {0};
+    rlt_err e2 = {0};
+    CHECK(rlt_backend_open(&b2, &e2, "cpu", 2, NULL, 0) == RLT_OK, "cpu backend with 2 threads: %s", e2.msg);
+    if (!b2.ops) return;
+    enum { N = 1 << 20 };
+    float *x = calloc(N, sizeof *x);
+    CHECK(b2.ops->lane(&b2, 3) == RLT_OK && b2.ops->flat(&b2, RLT_FLAT_FILL, x, NULL, N, 4.0f) == RLT_OK,
+          "fill on lane 3");
+    CHECK(b2.ops->lane(&b2, RLT_LANE_JOIN) == RLT_OK, "join");
+    int bad = 0;
+    for (int i = 0; i < N; i++) bad += x[i] != 4.0f;
+    CHECK(bad == 0, "after the join every element of the side lane's fill is written (%d are not)", bad);
+    free(x);
+    rlt_backend_close(&b2);
+}
+
 int main(void) {
     CHECK(rlt_backend_open(&bk, &err, "cpu", 1, NULL, 0) == RLT_OK, "cpu backend: %s", err.msg);
     if (!bk.ops) return test_summary("test_backend_table");
     test_graph();
     test_flat();
+    test_lane();
     rlt_backend_close(&bk);
     return test_summary("test_backend_table");
 }

@@ -44,6 +44,8 @@ int cpu_td3_critic_loss(rlt_backend *bk, const rlt_td3_loss *d);
 int cpu_dqn_loss(rlt_backend *bk, const rlt_q_loss *d);
 int cpu_branch(rlt_backend *bk, int32_t lane);
 int cpu_join(rlt_backend *bk);
+/* The table's lane op: cpu_join for RLT_LANE_JOIN, cpu_branch otherwise (lanes.c). */
+int cpu_lane(rlt_backend *bk, int32_t lane);
 /* Reduced precision and fp16 loss scaling (lowp.c). */
 int cpu_cast(rlt_backend *bk, const rlt_cast *d);
 int cpu_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp);
@@ -153,7 +155,7 @@ int cpu_worker_contended(cpu_worker *w);
  * one thread. Below it, lane 0's ops are split only when the worker is idle (lanes.c). */
 #define CPU_SPLIT_BUSY_MACS 4194304
 
-/* Lanes on two threads (lanes.c): with a worker, ops issued on a side lane (branch(1..3)) go to the worker's
+/* Lanes on two threads (lanes.c): with a worker, ops issued on a side lane (lane(1..3)) go to the worker's
  * queue when they can (cpu_lane_defer), lane 0 runs on the calling thread, and join waits for the queue.
  * cpu_lane_side: the op being issued should go to the queue. cpu_lane_fence: the op runs here now, so when it
  * was issued on a side lane, the ops queued before it finish first. cpu_lane_can_split: the worker may take
@@ -175,7 +177,7 @@ typedef struct cpu_impl {
     float *pack;                                /* the planned workspace: a panel of W^T (NULL until set) */
     float *pack2;                               /* the worker's panel (second half of the workspace) */
     cpu_worker *worker;                         /* NULL: one thread */
-    int32_t lane;                               /* the lane ops are issued on (branch/join: lanes.c) */
+    int32_t lane;                               /* the lane ops are issued on (the lane op: lanes.c) */
     int32_t solo;                               /* 1: the worker is left alone until the next join */
     rlt_comm *comm;                             /* data-parallel rank `rank` of comm (comm_attach), or NULL */
     int32_t rank;

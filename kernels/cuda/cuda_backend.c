@@ -1,5 +1,5 @@
 /* cuda_backend.c: the CUDA backend's table and lifecycle (device selection, the lanes' streams and cuBLAS
- * handles, the one device reservation, pinned host memory, copies, branch/join and graph capture). This file and the
+ * handles, the one device reservation, pinned host memory, copies, the lanes and graph capture). This file and the
  * kernels beside it build librltrain_cuda.so, which engine/backend_registry.c loads with dlopen, so
  * librltrain itself never links CUDA. The module carries its own copy of base/err.c and depends on no
  * symbol of librltrain (it is linked with --no-undefined), because it is loaded by the shared and the
@@ -426,7 +426,7 @@ static int cuda_copy(rlt_backend *bk, void *dst, const void *src, uint64_t bytes
 static int cuda_branch(rlt_backend *bk, int32_t lane) {
     cuda_impl *c = cuda_get(bk);
     if (lane < 0 || lane >= RLT_BACKEND_MAX_LANES)
-        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "branch: lane %d is outside 0..%d", (int)lane,
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "lane: lane %d is outside 0..%d", (int)lane,
                            RLT_BACKEND_MAX_LANES - 1);
     if (lane >= c->n_lanes || lane == 0) {
         c->lane = 0;
@@ -450,6 +450,9 @@ static int cuda_join(rlt_backend *bk) {
     }
     return RLT_OK;
 }
+
+/* The table's lane op: a join for RLT_LANE_JOIN, a branch otherwise. */
+static int cuda_lane(rlt_backend *bk, int32_t lane) { return lane == RLT_LANE_JOIN ? cuda_join(bk) : cuda_branch(bk, lane); }
 
 /* A fork and a join inside one op (cuda_ops.h). */
 int cuda_fork_side(rlt_backend *bk, int32_t side[2]) {
@@ -672,8 +675,7 @@ static const rlt_backend_ops cuda_ops = {
     .td3_target_action = cuda_td3_target_action,
     .td3_critic_loss = cuda_td3_critic_loss,
     .dqn_loss = cuda_dqn_loss,
-    .branch = cuda_branch,
-    .join = cuda_join,
+    .lane = cuda_lane,
     .cast = cuda_cast,
     .amp_unscale = cuda_amp_unscale,
     .amp_update = cuda_amp_update,

@@ -60,7 +60,7 @@ typedef struct cuda_impl {
     int32_t cc_major, cc_minor;
     int32_t sm_count;
     int32_t smem_optin; /* shared memory a block may opt in to (linear_chain.cu) */
-    /* One stream per lane (branch/join). streams[0] is the main stream, where copies, syncs and graph capture
+    /* One stream per lane (the lane op). streams[0] is the main stream, where copies, syncs and graph capture
      * happen; all are non-blocking (no syncs with the legacy default stream). Lanes 0 and 1 have the
      * device's highest priority (they carry an update's critical path). */
     cudaStream_t streams[RLT_BACKEND_MAX_LANES];
