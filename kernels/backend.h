@@ -253,7 +253,7 @@ typedef struct rlt_q_loss {
  * non-NULL takes a Polyak step toward the new p: target = tau p + (1 - tau) target. Reduced precision: with
  * p_lp non-NULL, p_lp[i] = p[i] rounded to lp_dtype (the compute copy), and target_lp[i] likewise from
  * target[i] when both are non-NULL. skip non-NULL (a device int): when *skip != 0 the op changes nothing at all
- * (an fp16 step whose gradients were not finite; see amp_unscale). */
+ * (an fp16 step whose gradients were not finite; see rlt_amp_op). */
 typedef struct rlt_adam_step {
     float *p, *g, *m, *v;
     uint64_t n;
@@ -284,14 +284,36 @@ typedef struct rlt_cast {
     const float *scale;
 } rlt_cast;
 
-/* Dynamic loss scaling state for fp16 (device memory; see amp_unscale and amp_update). */
+/* Dynamic loss scaling state for fp16 (device memory; see rlt_amp_op). */
 typedef struct rlt_amp_state {
     float scale;        /* the loss scale S: loss gradients are multiplied by S before the backward pass */
     int32_t good_steps; /* updates with finite gradients since S last changed */
-    int32_t found_inf;  /* set by amp_unscale when a gradient is not finite; cleared by amp_update */
+    int32_t found_inf;  /* set by amp's UNSCALE when a gradient is not finite; cleared by its UPDATE */
     int32_t reserved_;
     int64_t skipped;    /* updates whose optimiser steps were skipped */
 } rlt_amp_state;
+
+/* amp: fp16 dynamic loss scaling on the state *amp (device memory, non-NULL), in two halves around the optimiser
+ * steps of one update:
+ *   RLT_AMP_UNSCALE (first half): g[i] *= 1 / amp->scale for i < n over the flat block, and amp->found_inf = 1
+ *     when any element of g is not finite (before or after). Nothing else changes; found_inf is only ever set
+ *     here. step, growth, backoff and growth_interval are not read.
+ *   RLT_AMP_UPDATE (second half, after each optimiser step that was given &amp->found_inf as its skip flag,
+ *     adam): when found_inf, scale *= backoff, good_steps = 0, skipped += 1 and *step -= 1 (step non-NULL: the
+ *     skipped step does not count for Adam's bias correction); otherwise good_steps += 1, and when it reaches
+ *     growth_interval (>= 1), scale *= growth and good_steps = 0. Then found_inf = 0. One thread, on the
+ *     device: the decision never costs a host round trip and is captured with the update. g and n are not read.
+ * Another mode is refused with RLT_EINVAL. */
+typedef enum rlt_amp_mode { RLT_AMP_UNSCALE = 0, RLT_AMP_UPDATE = 1 } rlt_amp_mode;
+typedef struct rlt_amp_op {
+    rlt_amp_mode mode;
+    rlt_amp_state *amp;
+    float *g;                /* UNSCALE: the gradients, n floats */
+    uint64_t n;
+    int64_t *step;           /* UPDATE: the optimiser's step counter (device), or NULL */
+    float growth, backoff;   /* UPDATE */
+    int32_t growth_interval; /* UPDATE */
+} rlt_amp_op;
 
 /* What a plan's dense layers will ask of a backend, gathered while planning (plan_use_dense in engine/plan.h), so
  * that the backend can size its library workspaces and create its library handles from shapes alone, before the
@@ -459,16 +481,8 @@ typedef struct rlt_backend_ops {
     /* ---- reduced precision: bf16/fp16 compute copies with fp32 masters ---- */
     /* See rlt_cast; dtypes RLT_LP_F32, RLT_LP_BF16 or RLT_LP_F16. */
     int (*cast)(rlt_backend *bk, const rlt_cast *d);
-    /* Loss scaling, first half: g *= 1 / amp->scale over the flat block, and amp->found_inf = 1 when any
-     * element of g is not finite (before or after). Nothing else changes; found_inf is only ever set here. */
-    int (*amp_unscale)(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp);
-    /* Second half, after each optimiser step that was given &amp->found_inf as its skip flag (adam): when
-     * found_inf, scale *= backoff, good_steps = 0, skipped += 1 and *step -= 1 (step non-NULL: the skipped
-     * step does not count for Adam's bias correction); otherwise good_steps += 1, and when it reaches
-     * growth_interval, scale *= growth and good_steps = 0. Then found_inf = 0. One thread, on the device: the
-     * decision never costs a host round trip and is captured with the update. */
-    int (*amp_update)(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
-                      int32_t growth_interval);
+    /* fp16 dynamic loss scaling, one half per call by d->mode (see rlt_amp_op). */
+    int (*amp)(rlt_backend *bk, const rlt_amp_op *d);
 
     /* ---- memory the plan does not hold; both may be NULL (the CPU: nothing to measure) ---- */
     /* The library workspace the plan's ops need, from their shapes (*use) and the prepared conv slots, into

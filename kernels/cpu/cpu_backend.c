@@ -205,8 +205,7 @@ static const rlt_backend_ops cpu_ops = {
     .dqn_loss = cpu_dqn_loss,
     .lane = cpu_lane,
     .cast = cpu_cast,
-    .amp_unscale = cpu_amp_unscale,
-    .amp_update = cpu_amp_update,
+    .amp = cpu_amp,
     .comm_attach = cpu_comm_attach,
     .allreduce_mean = cpu_allreduce_mean,
 };

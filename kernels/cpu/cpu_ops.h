@@ -51,6 +51,8 @@ int cpu_cast(rlt_backend *bk, const rlt_cast *d);
 int cpu_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp);
 int cpu_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
                    int32_t growth_interval);
+/* The table's amp op: cpu_amp_unscale or cpu_amp_update by d->mode. */
+int cpu_amp(rlt_backend *bk, const rlt_amp_op *d);
 
 /* ---- oracles (not in the table) ---- */
 /* C[m,n] = alpha * op(A) * op(B) + beta * C, row-major; op(X) = X^T when tX != 0. A is m x k (k x m when ta),

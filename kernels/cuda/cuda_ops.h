@@ -245,6 +245,8 @@ int cuda_cast(rlt_backend *bk, const rlt_cast *d);
 int cuda_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp);
 int cuda_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
                     int32_t growth_interval);
+/* The table's amp op: cuda_amp_unscale or cuda_amp_update by d->mode (lowp.cu). */
+int cuda_amp(rlt_backend *bk, const rlt_amp_op *d);
 /* Data-parallel collectives through NCCL (nccl.c). */
 int cuda_comm_init(rlt_comm_init_desc *d, void **comms, rlt_err *e);
 void cuda_comm_destroy(void *comm);
