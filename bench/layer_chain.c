@@ -96,7 +96,7 @@ int main(int argc, char **argv) {
     uint64_t n_act = (uint64_t)rows * w, n_w = (uint64_t)fi * fo;
     uint64_t bytes = ws + 4 * (3 * n_act + 2 * n_w + 2 * (uint64_t)w) + 8 * 256;
     void *base;
-    check(bk.ops->mem_reserve(&bk, bytes, &base), "mem_reserve");
+    check(bk.ops->reserve(&bk, RLT_LOC_DEVICE, bytes, &base), "reserve");
     check(bk.ops->set_workspace(&bk, base, ws), "set_workspace");
     float *p = (float *)((char *)base + ws);
     chain_bufs c = {rows, fi, fo, {NULL, NULL}, NULL, NULL, NULL, NULL, NULL};
@@ -132,7 +132,7 @@ int main(int argc, char **argv) {
         double eager_us = (now_s() - t0) * 1e6 / ((double)(reps / 10 + 1) * nodes);
         printf("%-18s %14.2f %14.2f\n", chain_name[kind], graph_us, eager_us);
     }
-    bk.ops->mem_release(&bk, base);
+    bk.ops->release(&bk, RLT_LOC_DEVICE, base);
     rlt_backend_close(&bk);
     return 0;
 }

@@ -366,13 +366,14 @@ typedef struct rlt_backend_ops {
     /* Hands the backend its workspace inside the arena (called once after commit): workspace_bytes or
      * plan_workspace bytes, or NULL and 0 for none. */
     int (*set_workspace)(rlt_backend *bk, void *ptr, uint64_t bytes);
-    /* The one device reservation and its release. Host arenas that need pinning come through
-     * host_reserve (pinned on CUDA, page-aligned and touched on CPU). */
-    int (*mem_reserve)(rlt_backend *bk, uint64_t bytes, void **base);
-    void (*mem_release)(rlt_backend *bk, void *base);
-    int (*host_reserve)(rlt_backend *bk, uint64_t bytes, void **base);
-    void (*host_release)(rlt_backend *bk, void *base);
-    /* Asynchronous copy on the stream (host side must be host_reserve memory for true asynchrony). */
+    /* The arenas: *base = a zeroed block of `bytes` bytes at loc. RLT_LOC_DEVICE: the one device reservation
+     * (cudaMalloc on CUDA; host memory on the CPU, as for RLT_LOC_HOST). RLT_LOC_HOST: a host arena that is real,
+     * not a promise (pinned on CUDA, so copies from it are truly asynchronous; page-aligned and touched on the
+     * CPU). A failure returns RLT_ENOFIT with *base NULL; another loc is refused with RLT_EINVAL. */
+    int (*reserve)(rlt_backend *bk, rlt_location loc, uint64_t bytes, void **base);
+    /* Releases a block reserve(loc) returned (base NULL: nothing); loc must be the one it was reserved at. */
+    void (*release)(rlt_backend *bk, rlt_location loc, void *base);
+    /* Asynchronous copy on the stream (host side must be reserve(RLT_LOC_HOST) memory for true asynchrony). */
     int (*copy)(rlt_backend *bk, void *dst, const void *src, uint64_t bytes, rlt_copy_kind kind);
     int (*sync)(rlt_backend *bk);
     /* Graph capture of a sequence of ops into slot (0..RLT_BACKEND_MAX_GRAPHS-1) and replay of it, by mode
@@ -492,7 +493,7 @@ typedef struct rlt_backend_ops {
      * set_workspace is then given *bytes (or NULL and 0). */
     int (*plan_workspace)(rlt_backend *bk, const rlt_op_use *use, uint64_t *bytes);
     /* Measures what this process holds on the device now and refreshes bk->context_bytes (everything but the
-     * reservations of mem_reserve), bk->handle_bytes and bk->memory_note, and, while nothing is reserved,
+     * device reservations of reserve), bk->handle_bytes and bk->memory_note, and, while nothing is reserved,
      * bk->device_free. No allocation, no sync of the streams. */
     int (*measure_memory)(rlt_backend *bk);
 
@@ -548,7 +549,7 @@ struct rlt_backend {
     int32_t device_index;
     char device_name[64];   /* "cpu", "cuda:0 (NVIDIA H100 80GB HBM3)" */
     uint64_t device_total, device_free;
-    /* Device memory this process holds besides the reservations of mem_reserve: the CUDA context, loaded
+    /* Device memory this process holds besides the device reservations of reserve: the CUDA context, loaded
      * kernels, library handles (handle_bytes of it, measured as each was created); 0 on CPU. memory_note says
      * how it was measured and which handles exist, for the plan table. */
     uint64_t context_bytes, handle_bytes;

@@ -4,11 +4,14 @@
  * - flat: FILL writes the value (and +0 for -0), COPY copies, POLYAK computes tau src + (1 - tau) dst bit for bit as
  *   written; none writes past n; a tau outside [0, 1] is refused.
  * - lane: lanes 0..RLT_BACKEND_MAX_LANES-1 branch, RLT_LANE_JOIN joins (on a backend with the worker, a fill
- *   issued on a side lane has run once the join returns), other values are refused. */
+ *   issued on a side lane has run once the join returns), other values are refused.
+ * - reserve/release: both locations give a zeroed block; a failed allocation is RLT_ENOFIT with *base NULL; an
+ *   unknown location is refused. */
 #include <string.h>
 
 #include "backend_registry.h"
 #include "harness.h"
+#include "mem.h"
 #include "rltrain.h"
 
 static rlt_backend bk;
@@ -72,12 +75,35 @@ static void test_lane(void) {
     rlt_backend_close(&b2);
 }
 
+static void test_reserve(void) {
+    const rlt_location locs[2] = {RLT_LOC_HOST, RLT_LOC_DEVICE};
+    for (int k = 0; k < 2; k++) {
+        void *base = NULL;
+        CHECK(bk.ops->reserve(&bk, locs[k], 10000, &base) == RLT_OK && base, "reserve at location %d", (int)locs[k]);
+        if (!base) continue;
+        int nonzero = 0;
+        for (int i = 0; i < 10000; i++) nonzero += ((unsigned char *)base)[i] != 0;
+        CHECK(nonzero == 0, "the block at location %d is zeroed (%d bytes are not)", (int)locs[k], nonzero);
+        memset(base, 7, 10000);
+        bk.ops->release(&bk, locs[k], base);
+    }
+    bk.ops->release(&bk, RLT_LOC_HOST, NULL);
+    void *base = &base;
+    rlt_mem_fail_after(0);
+    int rc = bk.ops->reserve(&bk, RLT_LOC_DEVICE, 4096, &base);
+    rlt_mem_fail_after(-1);
+    CHECK(rc == RLT_ENOFIT && base == NULL, "a failed reservation: %d, base %p", rc, base);
+    base = &base;
+    CHECK(bk.ops->reserve(&bk, (rlt_location)5, 4096, &base) == RLT_EINVAL && base == NULL, "an unknown location");
+}
+
 int main(void) {
     CHECK(rlt_backend_open(&bk, &err, "cpu", 1, NULL, 0) == RLT_OK, "cpu backend: %s", err.msg);
     if (!bk.ops) return test_summary("test_backend_table");
     test_graph();
     test_flat();
     test_lane();
+    test_reserve();
     rlt_backend_close(&bk);
     return test_summary("test_backend_table");
 }

@@ -130,6 +130,19 @@ static int cpu_host_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
 
 static void cpu_host_release(rlt_backend *bk, void *base) { rlt_mem_free(base); }
 
+/* "Device" memory is host memory here: both locations are the same kind of block. */
+static int cpu_reserve(rlt_backend *bk, rlt_location loc, uint64_t bytes, void **base) {
+    *base = NULL;
+    if (loc != RLT_LOC_HOST && loc != RLT_LOC_DEVICE)
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "reserve: unknown location %d", (int)loc);
+    return cpu_host_reserve(bk, bytes, base);
+}
+
+static void cpu_release(rlt_backend *bk, rlt_location loc, void *base) {
+    (void)loc;
+    cpu_host_release(bk, base);
+}
+
 static int cpu_copy(rlt_backend *bk, void *dst, const void *src, uint64_t bytes, rlt_copy_kind kind) {
     cpu_lane_fence(bk);
     if (bytes) memmove(dst, src, bytes);
@@ -179,10 +192,8 @@ static const rlt_backend_ops cpu_ops = {
     .close = cpu_close,
     .workspace_bytes = cpu_workspace_bytes,
     .set_workspace = cpu_set_workspace,
-    .mem_reserve = cpu_host_reserve,
-    .mem_release = cpu_host_release,
-    .host_reserve = cpu_host_reserve,
-    .host_release = cpu_host_release,
+    .reserve = cpu_reserve,
+    .release = cpu_release,
     .copy = cpu_copy,
     .sync = cpu_sync,
     .graph = cpu_graph,

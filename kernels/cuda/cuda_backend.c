@@ -406,6 +406,18 @@ static void cuda_host_release(rlt_backend *bk, void *base) {
     if (base) cudaFreeHost(base);
 }
 
+static int cuda_reserve(rlt_backend *bk, rlt_location loc, uint64_t bytes, void **base) {
+    if (loc == RLT_LOC_DEVICE) return cuda_mem_reserve(bk, bytes, base);
+    if (loc == RLT_LOC_HOST) return cuda_host_reserve(bk, bytes, base);
+    *base = NULL;
+    return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "reserve: unknown location %d", (int)loc);
+}
+
+static void cuda_release(rlt_backend *bk, rlt_location loc, void *base) {
+    if (loc == RLT_LOC_DEVICE) cuda_mem_release(bk, base);
+    else if (loc == RLT_LOC_HOST) cuda_host_release(bk, base);
+}
+
 static int cuda_copy(rlt_backend *bk, void *dst, const void *src, uint64_t bytes, rlt_copy_kind kind) {
     static const enum cudaMemcpyKind kinds[] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
                                                 cudaMemcpyDeviceToDevice};
@@ -647,10 +659,8 @@ static const rlt_backend_ops cuda_ops = {
     .close = cuda_close,
     .workspace_bytes = cuda_workspace_bytes,
     .set_workspace = cuda_set_workspace,
-    .mem_reserve = cuda_mem_reserve,
-    .mem_release = cuda_mem_release,
-    .host_reserve = cuda_host_reserve,
-    .host_release = cuda_host_release,
+    .reserve = cuda_reserve,
+    .release = cuda_release,
     .copy = cuda_copy,
     .sync = cuda_sync,
     .graph = cuda_graph,

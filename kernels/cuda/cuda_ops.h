@@ -81,7 +81,7 @@ typedef struct cuda_impl {
     void *workspace;         /* cuBLAS workspace inside the arena (set_workspace), or NULL */
     uint64_t workspace_bytes;
     /* The process budget's accounting (process_memory.c): NVML's state (NULL without NVML), the bytes held
-     * through mem_reserve (the arena: the rest of what the process holds is context), and what creating the
+     * through reserve(RLT_LOC_DEVICE) (the arena: the rest of what the process holds is context), and what creating the
      * library handles took, measured around each creation. */
     struct cuda_procmem *procmem;
     uint64_t reserved_bytes;
