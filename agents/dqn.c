@@ -186,7 +186,7 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
     rlt_sample_spec smp = {&ctr[RLT_CTR_REPLAY_SIZE], rp->f[DQN_F_VALID].data, c->seed, rlt_rank_stream(RLT_STREAM_SAMPLE, c->rank), 0, d->B,
                            &ctr[RLT_CTR_UPDATE]};
     if (d->N > 1)
-        RLT_TRY(op->sample_indices(bk, d->idx, d->B, &smp));
+        RLT_TRY(op->gather_fields(bk, d->idx, d->B, &smp, 0, NULL));
     for (int32_t m = 0; m < d->N; m++) {
         int32_t *idx = d->idx + (int64_t)m * Bm;
         const rlt_sample_spec *sp = d->N == 1 ? &smp : NULL;

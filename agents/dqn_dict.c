@@ -75,7 +75,7 @@ int dqn_dict_update_ops(rlt_agent *ag) {
     RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_CRITIC_STEP], 1));
     rlt_sample_spec smp = {&ctr[RLT_CTR_REPLAY_SIZE], rp->f[DQN_F_VALID].data, c->seed, rlt_rank_stream(RLT_STREAM_SAMPLE, c->rank), 0, d->B,
                            &ctr[RLT_CTR_UPDATE]};
-    if (d->N > 1) RLT_TRY(op->sample_indices(bk, d->idx, d->B, &smp));
+    if (d->N > 1) RLT_TRY(op->gather_fields(bk, d->idx, d->B, &smp, 0, NULL));
     for (int32_t m = 0; m < d->N; m++) {
         int32_t *idx = d->idx + (int64_t)m * Bm;
         const rlt_replay_field *fr = &rp->f[DQN_F_FRAME];

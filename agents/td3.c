@@ -240,7 +240,7 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
      * micro-batch the gather draws them itself). */
     rlt_sample_spec all = {.size = &ctr[RLT_CTR_REPLAY_SIZE], .seed = c->seed, .stream = rlt_rank_stream(RLT_STREAM_SAMPLE, c->rank),
                            .batch = t->B, .counter = &ctr[RLT_CTR_UPDATE]};
-    if (N > 1) RLT_TRY(op->sample_indices(bk, t->idx, t->B, &all));
+    if (N > 1) RLT_TRY(op->gather_fields(bk, t->idx, t->B, &all, 0, NULL));
     for (int32_t m = 0; m < N; m++) {
         RLT_TRY(td3_gather(ag, m, 1, early_pi));
         RLT_TRY(op->lane(bk, 3));

@@ -116,7 +116,7 @@ int td3_dict_update_ops(rlt_agent *ag, int actor_step) {
     }
     rlt_sample_spec all = {.size = &ctr[RLT_CTR_REPLAY_SIZE], .seed = c->seed, .stream = rlt_rank_stream(RLT_STREAM_SAMPLE, c->rank),
                            .batch = t->B, .counter = &ctr[RLT_CTR_UPDATE]};
-    if (N > 1) RLT_TRY(op->sample_indices(bk, t->idx, t->B, &all));
+    if (N > 1) RLT_TRY(op->gather_fields(bk, t->idx, t->B, &all, 0, NULL));
     for (int32_t m = 0; m < N; m++) {
         rlt_gather_field f[5] = {
             {t->raw, R, rp->f[0].data, rp->f[0].row_bytes, NULL, RLT_LP_F32},

@@ -180,7 +180,7 @@ static inline uint64_t rlt_gather_dst_bytes(const rlt_gather_field *f) {
     return f->src_dtype == RLT_LP_F16 || f->src_dtype == RLT_LP_BF16 ? 2 * f->row_bytes : f->row_bytes;
 }
 
-/* Replay sampling (sample_indices, and folded into gather_fields): n rows are drawn, rows row0 .. row0+n-1 of
+/* Replay sampling (gather_fields' sample; with no field, the draw alone): n rows are drawn, rows row0 .. row0+n-1 of
  * the draw of a batch of `batch` rows (micro-batch m of size n: row0 = m n; a whole batch: row0 0, batch n).
  * Row i's index is rlt_replay_slot(seed, stream, *counter, row0 + i, batch, *size, valid) (base/philox.h):
  * uniform over [0, *size), skipping slots whose valid byte is 0 (valid may be NULL); requires *size >= 1 and
@@ -432,16 +432,16 @@ typedef struct rlt_backend_ops {
     int (*conv_backward)(rlt_backend *bk, const rlt_conv_bwd *d);
 
     /* ---- replay ---- */
-    /* idx[i] for i < n: rows row0 .. row0+n-1 of the draw that *s describes (rlt_sample_spec). The CUDA twin
-     * cannot check *size without a sync: it clamps instead. */
-    int (*sample_indices)(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *s);
     /* Several fields sharing one index list in one op: for each field f (n_fields <= RLT_GATHER_MAX_FIELDS)
      * and i < n, dst row i (at dst + i*dst_stride bytes) = src row j (row_bytes bytes at src + j*row_bytes),
      * j = idx[i], or j = via[idx[i]] when the field's via is non-NULL (one indirection: DQN's next slot);
      * a field with an fp16 or bf16 src_dtype is widened to fp32 on the way (see rlt_gather_field). A 16-bit
      * field with an odd row_bytes or source address, a destination or dst_stride that is not a multiple of 4, a
      * dst_stride below rlt_gather_dst_bytes, or another src_dtype is refused with RLT_EINVAL.
-     * With sample non-NULL, idx is first drawn as sample_indices draws it (and written to idx), in the same op. */
+     * With sample non-NULL, idx is first drawn and written, in the same op: idx[i] for i < n is row row0 + i of the
+     * draw that *sample describes (rlt_sample_spec); with n_fields 0 that draw is all the op does (the indices
+     * alone). The CPU refuses a *size below 1 with RLT_EINVAL; the CUDA twin cannot check *size without a sync,
+     * so it clamps instead (a size below 1 draws index 0). */
     int (*gather_fields)(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *sample,
                          int32_t n_fields, const rlt_gather_field *fields);
     /* dst[i * row + j] = scale * (float)src[idx[i] * row + j] for i < n, j < row: sampled u8 observations

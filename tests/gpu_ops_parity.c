@@ -8,7 +8,7 @@
  * 16-bit ops in gpu_lowp. Skipped (exit 77) when no CUDA device can be opened.
  *
  * Tolerances (u = 2^-24, the unit roundoff of fp32):
- * - Exact (bit for bit): the integer ops (sample_indices, gather_fields, counter_add), stores (fill,
+ * - Exact (bit for bit): the integer ops (gather_fields with and without fields, counter_add), stores (fill,
  *   copy_f32), and the elementwise arithmetic (act_grad, polyak, Adam's m and v, the TD3 and DQN targets and
  *   loss gradients). Their expressions are term for term the CPU's, the module is built without FMA
  *   contraction, and IEEE +,-,*,/ and sqrt round identically on both. A mismatch here is a bug, not rounding.
@@ -265,7 +265,7 @@ static void test_adam(void) {
 }
 
 static void test_replay(void) {
-    printf("sample_indices / one-field gather_fields vs gather_rows\n");
+    printf("the draw alone (gather_fields with no field) / one-field gather_fields vs gather_rows\n");
     static const int32_t ns[] = {1, 256, 1000};
     static const int64_t sizes[] = {1, 7, 1000000, INT32_MAX};
     static const int64_t ctrs[] = {0, 12345, 1ll << 40};
@@ -284,12 +284,12 @@ static void test_replay(void) {
                                       .counter = cc};
                 rlt_sample_spec sg = sc;
                 sg.size = gz, sg.counter = gc;
-                int r1 = P.cpu.ops->sample_indices(&P.cpu, ci, ns[a], &sc);
-                int r2 = P.gpu.ops->sample_indices(&P.gpu, gi, ns[a], &sg);
-                CHECK(r1 == RLT_OK && r2 == RLT_OK, "sample_indices: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+                int r1 = P.cpu.ops->gather_fields(&P.cpu, ci, ns[a], &sc, 0, NULL);
+                int r2 = P.gpu.ops->gather_fields(&P.gpu, gi, ns[a], &sg, 0, NULL);
+                CHECK(r1 == RLT_OK && r2 == RLT_OK, "the draw alone: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
                 fetch(ic, ig, ci, gi, (size_t)ns[a] * 4);
                 char what[96];
-                snprintf(what, sizeof what, "sample_indices n=%d size=%lld ctr=%lld", ns[a], (long long)sizes[b],
+                snprintf(what, sizeof what, "draw n=%d size=%lld ctr=%lld", ns[a], (long long)sizes[b],
                          (long long)ctrs[c]);
                 expect_exact(what, ig, ic, (size_t)ns[a], 4);
                 int in_range = 1;
@@ -435,7 +435,7 @@ static int run_step(rlt_backend *bk, const gstep *s) {
     rlt_adam_hp hp = {1e-3f, 0.9f, 0.999f, 1e-8f};
     RLT_TRY(o->counter_add(bk, s->ctr, 1));
     rlt_sample_spec smp = {.size = s->size, .seed = 7, .stream = RLT_STREAM_SAMPLE, .batch = G_B, .counter = s->ctr};
-    RLT_TRY(o->sample_indices(bk, s->idx, G_B, &smp));
+    RLT_TRY(o->gather_fields(bk, s->idx, G_B, &smp, 0, NULL));
     rlt_gather_field f = {.dst = s->x, .dst_stride = G_IN * 4, .src = s->replay, .row_bytes = G_IN * 4};
     RLT_TRY(o->gather_fields(bk, s->idx, G_B, NULL, 1, &f));
     rlt_linear_fwd fw = {.rows = G_B, .fi = G_IN, .fo = G_OUT, .x = s->x, .ldx = G_IN, .W = s->w, .b = s->b, .y = s->h,
@@ -1232,14 +1232,14 @@ static void test_gather_fields(void) {
         snprintf(what, sizeof what, "gather_fields mode %d indices", mode);
         expect_exact(what, ig, ic, NB, 4);
         if (mode) {
-            /* The drawn rows are sample_indices' rows ROW0.. of the whole batch's draw. */
+            /* The drawn rows are the draw alone's rows ROW0.. of the whole batch's draw. */
             int32_t full[NB];
             void *cf, *gf;
             take(NB * 4, &cf, &gf);
             rlt_sample_spec whole = {csz, cvalid, 99, RLT_STREAM_SAMPLE, 0, NB, cctr};
-            CHECK(P.cpu.ops->sample_indices(&P.cpu, cf, NB, &whole) == RLT_OK, "sample");
+            CHECK(P.cpu.ops->gather_fields(&P.cpu, cf, NB, &whole, 0, NULL) == RLT_OK, "sample");
             memcpy(full, cf, sizeof full);
-            CHECK(memcmp(full + ROW0, ic, NR * 4) == 0, "gather_fields: drawn indices are sample_indices' rows %d..", ROW0);
+            CHECK(memcmp(full + ROW0, ic, NR * 4) == 0, "gather_fields: drawn indices are the draw alone's rows %d..", ROW0);
             int ok = 1;
             for (int i = 0; i < NR; i++) ok &= valid[ic[i]] != 0;
             CHECK(ok, "gather_fields: a drawn index is not a valid slot");

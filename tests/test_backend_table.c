@@ -6,7 +6,9 @@
  * - lane: lanes 0..RLT_BACKEND_MAX_LANES-1 branch, RLT_LANE_JOIN joins (on a backend with the worker, a fill
  *   issued on a side lane has run once the join returns), other values are refused.
  * - reserve/release: both locations give a zeroed block; a failed allocation is RLT_ENOFIT with *base NULL; an
- *   unknown location is refused. */
+ *   unknown location is refused.
+ * - gather_fields with a sample and no field draws the indices alone: the same indices the draw with a field
+ *   writes (and that field's rows are the drawn ones); a replay size below 1 is refused. */
 #include <string.h>
 
 #include "backend_registry.h"
@@ -97,6 +99,27 @@ static void test_reserve(void) {
     CHECK(bk.ops->reserve(&bk, (rlt_location)5, 4096, &base) == RLT_EINVAL && base == NULL, "an unknown location");
 }
 
+static void test_draw_alone(void) {
+    enum { N = 100, SLOTS = 57 };
+    int64_t size = SLOTS, ctr = 3;
+    rlt_sample_spec smp = {.size = &size, .seed = 11, .stream = 4, .row0 = 0, .batch = N, .counter = &ctr};
+    int32_t alone[N], with[N];
+    float rows[SLOTS], got[N];
+    for (int i = 0; i < SLOTS; i++) rows[i] = (float)i + 0.5f;
+    memset(alone, 0xff, sizeof alone);
+    CHECK(bk.ops->gather_fields(&bk, alone, N, &smp, 0, NULL) == RLT_OK, "the draw alone: %s", err.msg);
+    rlt_gather_field f = {.dst = got, .dst_stride = 4, .src = rows, .row_bytes = 4};
+    CHECK(bk.ops->gather_fields(&bk, with, N, &smp, 1, &f) == RLT_OK, "the draw with a field");
+    int bad = 0, spread = 0;
+    for (int i = 0; i < N; i++) {
+        bad += alone[i] != with[i] || alone[i] < 0 || alone[i] >= SLOTS || got[i] != rows[with[i]];
+        spread += alone[i] != alone[0];
+    }
+    CHECK(bad == 0 && spread > 0, "the draw alone equals the draw with a field (%d rows differ)", bad);
+    size = 0;
+    CHECK(bk.ops->gather_fields(&bk, alone, N, &smp, 0, NULL) == RLT_EINVAL, "a replay of size 0 is refused");
+}
+
 int main(void) {
     CHECK(rlt_backend_open(&bk, &err, "cpu", 1, NULL, 0) == RLT_OK, "cpu backend: %s", err.msg);
     if (!bk.ops) return test_summary("test_backend_table");
@@ -104,6 +127,7 @@ int main(void) {
     test_flat();
     test_lane();
     test_reserve();
+    test_draw_alone();
     rlt_backend_close(&bk);
     return test_summary("test_backend_table");
 }

@@ -207,7 +207,6 @@ static const rlt_backend_ops cpu_ops = {
     .conv_prepare = cpu_conv_prepare,
     .conv_forward = cpu_conv_forward,
     .conv_backward = cpu_conv_backward,
-    .sample_indices = cpu_sample_indices,
     .gather_fields = cpu_gather_fields,
     .gather_u8_f32 = cpu_gather_u8_f32,
     .sum = cpu_sum,

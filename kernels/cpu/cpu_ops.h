@@ -31,7 +31,6 @@ int cpu_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32
 int cpu_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes);
 int cpu_conv_forward(rlt_backend *bk, const rlt_conv_fwd *d);
 int cpu_conv_backward(rlt_backend *bk, const rlt_conv_bwd *d);
-int cpu_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *s);
 int cpu_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *sample, int32_t n_fields,
                       const rlt_gather_field *fields);
 int cpu_gather_u8_f32(rlt_backend *bk, float *dst, const uint8_t *src, uint64_t row, const int32_t *idx, int32_t n,
@@ -85,7 +84,7 @@ int cpu_adam_polyak(rlt_backend *bk, float *p, const float *g, float *m, float *
 /* Global L2 clipping of one flat gradient block (PyTorch's clip_grad_norm_): *norm = ||g||_2 (summed in double),
  * then g *= min(1, max_norm / (*norm + 1e-6)). */
 int cpu_clip_grad_norm(rlt_backend *bk, float *g, uint64_t n, float max_norm, float *norm);
-/* sample_indices in two steps: its shape checks, then rows [r0, r1) of idx drawn (what a split gather runs). */
+/* gather_fields' draw in two steps: its shape checks, then rows [r0, r1) of idx drawn (what a split gather runs). */
 int cpu_sample_check(rlt_backend *bk, int32_t n, const rlt_sample_spec *s);
 void cpu_sample_rows(int32_t *idx, int32_t r0, int32_t r1, const rlt_sample_spec *s);
 /* dst row i (at dst + i*dst_stride bytes) = src row idx[i] (row_bytes bytes at src + idx[i]*row_bytes). */

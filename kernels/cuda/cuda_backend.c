@@ -678,7 +678,6 @@ static const rlt_backend_ops cuda_ops = {
     .conv_prepare = cuda_conv_prepare,
     .conv_forward = cuda_conv_forward,
     .conv_backward = cuda_conv_backward,
-    .sample_indices = cuda_sample_indices,
     .gather_fields = cuda_gather_fields,
     .gather_u8_f32 = cuda_gather_u8_f32,
     .sum = cuda_sum,

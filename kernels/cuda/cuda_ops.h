@@ -230,8 +230,7 @@ int cuda_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int3
 int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes);
 int cuda_conv_forward(rlt_backend *bk, const rlt_conv_fwd *d);
 int cuda_conv_backward(rlt_backend *bk, const rlt_conv_bwd *d);
-/* The replay's gathers (replay.cu); sample_indices is gather_fields with no field. */
-int cuda_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *s);
+/* The replay's gathers (replay.cu); gather_fields with a sample and no field draws the indices alone. */
 int cuda_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *sample, int32_t n_fields,
                        const rlt_gather_field *fields);
 int cuda_gather_u8_f32(rlt_backend *bk, float *dst, const uint8_t *src, uint64_t row, const int32_t *idx, int32_t n,
