@@ -92,12 +92,12 @@ int main(int argc, char **argv) {
         return 1;
     }
     int32_t w = fi > fo ? fi : fo;
-    uint64_t ws = (bk.ops->workspace_bytes(&bk) + 255) & ~255ull;
+    uint64_t ws = (rlt_backend_workspace_need(&bk) + 255) & ~255ull;
     uint64_t n_act = (uint64_t)rows * w, n_w = (uint64_t)fi * fo;
     uint64_t bytes = ws + 4 * (3 * n_act + 2 * n_w + 2 * (uint64_t)w) + 8 * 256;
     void *base;
     check(bk.ops->reserve(&bk, RLT_LOC_DEVICE, bytes, &base), "reserve");
-    check(bk.ops->set_workspace(&bk, base, ws), "set_workspace");
+    check(bk.ops->workspace(&bk, base, ws, NULL), "workspace");
     float *p = (float *)((char *)base + ws);
     chain_bufs c = {rows, fi, fo, {NULL, NULL}, NULL, NULL, NULL, NULL, NULL};
     float **slots[] = {&c.x[0], &c.x[1], &c.xin, &c.W, &c.dW, &c.b, &c.db};

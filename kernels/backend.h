@@ -359,13 +359,14 @@ typedef struct rlt_backend_ops {
      * before the seal. */
     int (*open)(rlt_backend *bk, int32_t device_index, int32_t cpu_threads);
     void (*close)(rlt_backend *bk);
-    /* Bytes of library workspace the backend's ops need inside the arena for any shape (the cuBLAS workspaces;
-     * the CPU's dense-kernel panels): what a caller that runs ops without a plan reserves. An agent asks
-     * plan_workspace instead, which sizes it from the plan's shapes. */
-    uint64_t (*workspace_bytes)(rlt_backend *bk);
-    /* Hands the backend its workspace inside the arena (called once after commit): workspace_bytes or
-     * plan_workspace bytes, or NULL and 0 for none. */
-    int (*set_workspace)(rlt_backend *bk, void *ptr, uint64_t bytes);
+    /* The library workspace inside the arena (the cuBLAS workspaces; the CPU's dense-kernel panels).
+     * need non-NULL asks: *need = the bytes the backend's ops need for any shape, what a caller that runs ops
+     * without a plan reserves (an agent asks plan_workspace instead, which sizes it from the plan's shapes); ptr
+     * and bytes are not read and nothing changes. need NULL hands the backend its workspace (called once after
+     * commit): ptr and bytes are what the query or plan_workspace gave, or NULL and 0 for none; CUDA refuses
+     * with RLT_EINVAL a ptr that is not 256-byte aligned, or a non-NULL ptr with bytes below the query's answer.
+     * rlt_backend_workspace_need below is the query as a value. */
+    int (*workspace)(rlt_backend *bk, void *ptr, uint64_t bytes, uint64_t *need);
     /* The arenas: *base = a zeroed block of `bytes` bytes at loc. RLT_LOC_DEVICE: the one device reservation
      * (cudaMalloc on CUDA; host memory on the CPU, as for RLT_LOC_HOST). RLT_LOC_HOST: a host arena that is real,
      * not a promise (pinned on CUDA, so copies from it are truly asynchronous; page-aligned and touched on the
@@ -489,8 +490,8 @@ typedef struct rlt_backend_ops {
     /* The library workspace the plan's ops need, from their shapes (*use) and the prepared conv slots, into
      * *bytes: 0 when none of them calls a library that wants one. Creates the library handles those ops need and
      * no others (a cuBLAS handle costs tens of MiB of device memory), at plan time, so that nothing is created
-     * later; then refreshes the figures measure_memory refreshes. NULL: workspace_bytes, whatever the shapes.
-     * set_workspace is then given *bytes (or NULL and 0). */
+     * later; then refreshes the figures measure_memory refreshes. NULL: the workspace op's query, whatever the
+     * shapes. The workspace op is then given *bytes (or NULL and 0). */
     int (*plan_workspace)(rlt_backend *bk, const rlt_op_use *use, uint64_t *bytes);
     /* Measures what this process holds on the device now and refreshes bk->context_bytes (everything but the
      * device reservations of reserve), bk->handle_bytes and bk->memory_note, and, while nothing is reserved,
@@ -565,6 +566,12 @@ struct rlt_backend {
     void *module;   /* the dlopen handle of the backend's module (NULL for the built-in CPU backend); owned
                      * by the registry, which closes it in rlt_backend_close */
 };
+
+/* The workspace op's query: the bytes of library workspace the backend's ops need for any shape. */
+static inline uint64_t rlt_backend_workspace_need(rlt_backend *bk) {
+    uint64_t need = 0;
+    return bk->ops->workspace(bk, NULL, 0, &need) == RLT_OK ? need : 0;
+}
 
 /* The CPU backend's table (always present). */
 const rlt_backend_ops *rlt_cpu_backend_ops(void);

@@ -45,14 +45,14 @@ void pair_open(uint64_t bytes) {
         test_skip(why);
     }
     printf("device %s\n", P.gpu.device_name);
-    uint64_t ws = P.gpu.ops->workspace_bytes(&P.gpu);
+    uint64_t ws = rlt_backend_workspace_need(&P.gpu);
     void *cb = NULL, *gb = NULL;
     pair_die_on(P.cpu.ops->reserve(&P.cpu, RLT_LOC_DEVICE, bytes, &cb), &P.ecpu, "cpu reserve");
     pair_die_on(P.gpu.ops->reserve(&P.gpu, RLT_LOC_DEVICE, bytes, &gb), &P.egpu, "gpu reserve");
     P.cbase = cb;
     P.gbase = gb;
     P.bytes = bytes;
-    pair_die_on(P.gpu.ops->set_workspace(&P.gpu, gb, ws), &P.egpu, "set_workspace");
+    pair_die_on(P.gpu.ops->workspace(&P.gpu, gb, ws, NULL), &P.egpu, "workspace");
     P.used = P.mark = (ws + 255) & ~255ull;
 }
 

@@ -1729,7 +1729,7 @@ static void test_errors(void) {
     CHECK(rc == RLT_EINVAL, "flat with an unknown mode: %d", rc);
     rc = P.gpu.ops->copy(&P.gpu, ga, ca, 4, 7);
     CHECK(rc == RLT_EINVAL, "copy of unknown kind: %d", rc);
-    rc = P.gpu.ops->set_workspace(&P.gpu, (unsigned char *)P.gbase + 8, 1024);
+    rc = P.gpu.ops->workspace(&P.gpu, (unsigned char *)P.gbase + 8, 1024, NULL);
     CHECK(rc == RLT_EINVAL, "misaligned workspace: %d", rc);
     /* The stream is still healthy after all of that. */
     CHECK(P.gpu.ops->sync(&P.gpu) == RLT_OK, "sync after rejected ops: %s", P.egpu.msg);
@@ -1741,7 +1741,7 @@ int main(void) {
     printf("device %s: total %.1f MiB, free %.1f MiB, context_bytes %llu (%.1f MiB), cuBLAS workspace %llu bytes\n",
            P.gpu.device_name, P.gpu.device_total / 1048576.0, P.gpu.device_free / 1048576.0,
            (unsigned long long)P.gpu.context_bytes, P.gpu.context_bytes / 1048576.0,
-           (unsigned long long)P.gpu.ops->workspace_bytes(&P.gpu));
+           (unsigned long long)rlt_backend_workspace_need(&P.gpu));
 
     test_act_grad();
     test_flat();
@@ -1762,7 +1762,7 @@ int main(void) {
     test_adam_clip_polyak();
     test_lanes();
     test_errors();
-    die_on(P.gpu.ops->set_workspace(&P.gpu, P.gbase, P.gpu.ops->workspace_bytes(&P.gpu)), &P.egpu, "set_workspace again");
+    die_on(P.gpu.ops->workspace(&P.gpu, P.gbase, rlt_backend_workspace_need(&P.gpu), NULL), &P.egpu, "workspace again");
     pair_close();
     return test_summary("gpu_ops_parity");
 }

@@ -8,11 +8,14 @@
  * - reserve/release: both locations give a zeroed block; a failed allocation is RLT_ENOFIT with *base NULL; an
  *   unknown location is refused.
  * - gather_fields with a sample and no field draws the indices alone: the same indices the draw with a field
- *   writes (and that field's rows are the drawn ones); a replay size below 1 is refused. */
+ *   writes (and that field's rows are the drawn ones); a replay size below 1 is refused.
+ * - workspace: the query (need non-NULL) answers the dense kernels' panel size and changes nothing, whatever ptr
+ *   says; the hand-over (need NULL) gives the backend its panel; NULL and 0 take it back. */
 #include <string.h>
 
 #include "backend_registry.h"
 #include "harness.h"
+#include "kernels/cpu/cpu_ops.h"
 #include "mem.h"
 #include "rltrain.h"
 
@@ -120,6 +123,20 @@ static void test_draw_alone(void) {
     CHECK(bk.ops->gather_fields(&bk, alone, N, &smp, 0, NULL) == RLT_EINVAL, "a replay of size 0 is refused");
 }
 
+static void test_workspace(void) {
+    cpu_impl *im = bk.impl;
+    uint64_t need = 12345, want = im->dense ? CPU_DENSE_PACK_FLOATS * sizeof(float) : 0;
+    float *pack = rlt_mem_alloc(CPU_DENSE_PACK_FLOATS * sizeof(float), 64);
+    CHECK(bk.ops->workspace(&bk, pack, 64, &need) == RLT_OK && need == want, "the query: %llu, want %llu",
+          (unsigned long long)need, (unsigned long long)want);
+    CHECK(im->pack == NULL, "the query hands nothing over");
+    CHECK(rlt_backend_workspace_need(&bk) == want, "rlt_backend_workspace_need");
+    CHECK(bk.ops->workspace(&bk, pack, CPU_DENSE_PACK_FLOATS * sizeof(float), NULL) == RLT_OK && im->pack == pack,
+          "the hand-over");
+    CHECK(bk.ops->workspace(&bk, NULL, 0, NULL) == RLT_OK && im->pack == NULL, "NULL and 0: no workspace");
+    rlt_mem_free(pack);
+}
+
 int main(void) {
     CHECK(rlt_backend_open(&bk, &err, "cpu", 1, NULL, 0) == RLT_OK, "cpu backend: %s", err.msg);
     if (!bk.ops) return test_summary("test_backend_table");
@@ -128,6 +145,7 @@ int main(void) {
     test_lane();
     test_reserve();
     test_draw_alone();
+    test_workspace();
     rlt_backend_close(&bk);
     return test_summary("test_backend_table");
 }

@@ -167,9 +167,9 @@ static int open_backend(rlt_backend *bk, int threads, float **ws) {
     bk->ops = rlt_cpu_backend_ops();
     bk->err = &err;
     if (bk->ops->open(bk, -1, threads) != RLT_OK) return -1;
-    uint64_t bytes = bk->ops->workspace_bytes(bk);
+    uint64_t bytes = rlt_backend_workspace_need(bk);
     *ws = bytes ? rlt_mem_alloc(bytes, 64) : NULL;
-    bk->ops->set_workspace(bk, *ws, bytes);
+    bk->ops->workspace(bk, *ws, bytes, NULL);
     return 0;
 }
 

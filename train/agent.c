@@ -74,7 +74,8 @@ static int agent_build_plan(rlt_agent *ag, rlt_location replay_loc) {
     RLT_TRY(plan_add(p, e, "group.seed_table", "group", RLT_LOC_DEVICE, table, &ag->seed_table));
     /* The library workspace from the plan's shapes: none when no op of this plan calls the library (the
      * backend creates the library handles it needs here too, so the measured context below includes them). */
-    uint64_t ws = bk->ops->workspace_bytes(bk);
+    uint64_t ws = 0;
+    RLT_TRY(bk->ops->workspace(bk, NULL, 0, &ws));
     p->use.dense_tf32 = ag->cfg.precision == RLT_PRECISION_TF32; /* the CPU has turned it into fp32 by now */
     if (bk->ops->plan_workspace) RLT_TRY(bk->ops->plan_workspace(bk, &p->use, &ws));
     RLT_TRY(plan_add(p, e, "backend.workspace", "workspace", RLT_LOC_DEVICE, ws, NULL));
@@ -436,7 +437,7 @@ static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act
     ag->replay.size_dev = &ag->counters[RLT_CTR_REPLAY_SIZE];
     void *ws;
     uint64_t ws_bytes = agent_plan_workspace(ag, &ws);
-    RLT_TRY(ag->bk.ops->set_workspace(&ag->bk, ws, ws_bytes));
+    RLT_TRY(ag->bk.ops->workspace(&ag->bk, ws, ws_bytes, NULL));
     memset(ag->counters_host, 0, RLT_CTR_COUNT * sizeof(int64_t));
     RLT_TRY(agent_put(ag, ag->counters, ag->counters_host, RLT_CTR_COUNT * sizeof(int64_t)));
     RLT_TRY(ag->bk.ops->flat(&ag->bk, RLT_FLAT_FILL, ag->losses, NULL, RLT_LOSS_COUNT, 0.0f));

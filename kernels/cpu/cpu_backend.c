@@ -119,6 +119,15 @@ static int cpu_set_workspace(rlt_backend *bk, void *ptr, uint64_t bytes) {
     return RLT_OK;
 }
 
+/* The table's workspace op: the query (need non-NULL), or the hand-over. */
+static int cpu_workspace(rlt_backend *bk, void *ptr, uint64_t bytes, uint64_t *need) {
+    if (need) {
+        *need = cpu_workspace_bytes(bk);
+        return RLT_OK;
+    }
+    return cpu_set_workspace(bk, ptr, bytes);
+}
+
 static int cpu_host_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
     /* rlt_mem_alloc zero-fills, which touches every page: the arena is resident, not a promise. */
     *base = rlt_mem_alloc(bytes, 4096);
@@ -190,8 +199,7 @@ static const rlt_backend_ops cpu_ops = {
     .abi_version = RLT_BACKEND_ABI,
     .open = cpu_open,
     .close = cpu_close,
-    .workspace_bytes = cpu_workspace_bytes,
-    .set_workspace = cpu_set_workspace,
+    .workspace = cpu_workspace,
     .reserve = cpu_reserve,
     .release = cpu_release,
     .copy = cpu_copy,

@@ -28,7 +28,7 @@ static const char *const k_device_hint =
  * each side lane gets 4 MiB of its own (two GEMMs running at once on two lanes must never share a
  * workspace). Side lanes rarely call cuBLAS: the dense layers run in our own kernels. cuBLASLt (gemm_lt.c)
  * takes its workspace per call from the first 4 MiB of the current lane's slice, on every lane alike. That is
- * the workspace for ops of any shape (workspace_bytes); an agent's plan has one only when some op of it calls
+ * the workspace for ops of any shape (the workspace op's query); an agent's plan has one only when some op of it calls
  * cuBLAS (plan_workspace), and no cuBLAS handle at all otherwise. */
 static uint64_t cuda_lane0_workspace(const cuda_impl *c) { return (c && c->cc_major >= 9) ? 32ull << 20 : 4ull << 20; }
 
@@ -320,9 +320,9 @@ static int cuda_set_workspace(rlt_backend *bk, void *ptr, uint64_t bytes) {
                            "cuBLAS workspace at %p is not 256-byte aligned", ptr);
     if (ptr && bytes < cuda_workspace_bytes(bk))
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
-                           "cuBLAS workspace of %llu bytes, but workspace_bytes asked for %llu", (unsigned long long)bytes,
+                           "cuBLAS workspace of %llu bytes, but the workspace query asked for %llu", (unsigned long long)bytes,
                            (unsigned long long)cuda_workspace_bytes(bk));
-    /* A caller that runs ops without a plan hands over workspace_bytes: its ops may call cuBLAS, and cuBLASLt (with
+    /* A caller that runs ops without a plan hands over the query's bytes: its ops may call cuBLAS, and cuBLASLt (with
      * a plan, plan_workspace created what its shapes need). */
     if (ptr) RLT_TRY(cuda_blas_ensure(bk));
     if (ptr && !c->planned) RLT_TRY(cuda_lt_ensure(bk));
@@ -342,6 +342,15 @@ static int cuda_set_workspace(rlt_backend *bk, void *ptr, uint64_t bytes) {
     c->workspace = ptr;
     c->workspace_bytes = ptr ? bytes : 0;
     return RLT_OK;
+}
+
+/* The table's workspace op: the query (need non-NULL), or the hand-over. */
+static int cuda_workspace(rlt_backend *bk, void *ptr, uint64_t bytes, uint64_t *need) {
+    if (need) {
+        *need = cuda_workspace_bytes(bk);
+        return RLT_OK;
+    }
+    return cuda_set_workspace(bk, ptr, bytes);
 }
 
 static int cuda_mem_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
@@ -657,8 +666,7 @@ static const rlt_backend_ops cuda_ops = {
     .abi_version = RLT_BACKEND_ABI,
     .open = cuda_open,
     .close = cuda_close,
-    .workspace_bytes = cuda_workspace_bytes,
-    .set_workspace = cuda_set_workspace,
+    .workspace = cuda_workspace,
     .reserve = cuda_reserve,
     .release = cuda_release,
     .copy = cuda_copy,

@@ -78,7 +78,7 @@ typedef struct cuda_impl {
     int32_t n_lanes;         /* lanes in use: RLT_BACKEND_MAX_LANES, or 1 with RLT_CUDA_LANES=1 (branch is a no-op) */
     cudaEvent_t fork_event;  /* recorded on lane 0, waited for by a side lane at branch */
     cudaEvent_t join_event[RLT_BACKEND_MAX_LANES]; /* recorded on side lane k, waited for by lane 0 at join */
-    void *workspace;         /* cuBLAS workspace inside the arena (set_workspace), or NULL */
+    void *workspace;         /* cuBLAS workspace inside the arena (the workspace op), or NULL */
     uint64_t workspace_bytes;
     /* The process budget's accounting (process_memory.c): NVML's state (NULL without NVML), the bytes held
      * through reserve(RLT_LOC_DEVICE) (the arena: the rest of what the process holds is context), and what creating the
@@ -108,7 +108,7 @@ typedef struct cuda_impl {
     /* 1: the plan asked for TF32 (precision: tf32, rlt_op_use.dense_tf32): the fp32 dense products that go to the
      * library run on TF32 tensor cores; everything else stays fp32. Set by plan_workspace. */
     int32_t tf32;
-    int32_t planned; /* 1 once plan_workspace ran: handles follow the plan's shapes, not set_workspace */
+    int32_t planned; /* 1 once plan_workspace ran: handles follow the plan's shapes, not the workspace op */
     /* Data-parallel rank (nccl.c): this rank's NCCL communicator (owned by the group's host comm) and the
      * number of ranks; NULL and 1 otherwise. */
     void *nccl;
@@ -302,7 +302,7 @@ int cuda_conv_gemm_forward(rlt_backend *bk, const rlt_conv_shape *s, float *y, c
 int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s, float *dx, float *dw, float *db, float *dy,
                             const float *y, const float *x, const float *w, int32_t act, void *ws);
 /* Creates the cuBLAS handle on first need (at init, before the seal): bound to lane 0 with the lanes' workspace
- * (none until set_workspace), so cuBLAS never takes a workspace of its own. Its cost goes to handle_bytes. */
+ * (none until the workspace op hands one over), so cuBLAS never takes a workspace of its own. Its cost goes to handle_bytes. */
 int cuda_blas_ensure(rlt_backend *bk);
 /* 1 when linear_forward or linear_backward of this shape may call cuBLAS (linear.cu: layers beyond its
  * kernels' K, and with seeds > 1 agents batched, the products that go to the library's batched GEMM). */

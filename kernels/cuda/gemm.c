@@ -17,7 +17,7 @@ static int cuda_blas_bind(rlt_backend *bk) {
     if (!c->blas)
         return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__,
                            "a GEMM needs cuBLAS, but the plan created no cuBLAS handle: plan_workspace's rule of which "
-                           "shapes call cuBLAS missed this op (a bug), or the backend runs ops without set_workspace");
+                           "shapes call cuBLAS missed this op (a bug), or the backend runs ops without a workspace handed over");
     if (c->blas_lane != c->lane) {
         CUBLAS_CHECK(bk, cublasSetStream(c->blas, c->streams[c->lane]));
         CUBLAS_CHECK(bk, cublasSetWorkspace(c->blas, c->lane_ws[c->lane], (size_t)c->lane_ws_bytes[c->lane]));
