@@ -370,7 +370,7 @@ typedef struct rlt_backend_ops {
     /* The arenas: *base = a zeroed block of `bytes` bytes at loc. RLT_LOC_DEVICE: the one device reservation
      * (cudaMalloc on CUDA; host memory on the CPU, as for RLT_LOC_HOST). RLT_LOC_HOST: a host arena that is real,
      * not a promise (pinned on CUDA, so copies from it are truly asynchronous; page-aligned and touched on the
-     * CPU). A failure returns RLT_ENOFIT with *base NULL; another loc is refused with RLT_EINVAL. */
+     * CPU). Memory that cannot be had is RLT_ENOFIT, with *base NULL; another loc is refused with RLT_EINVAL. */
     int (*reserve)(rlt_backend *bk, rlt_location loc, uint64_t bytes, void **base);
     /* Releases a block reserve(loc) returned (base NULL: nothing); loc must be the one it was reserved at. */
     void (*release)(rlt_backend *bk, rlt_location loc, void *base);
@@ -389,10 +389,10 @@ typedef struct rlt_backend_ops {
     /* One pass over dst[0..n), by mode (rlt_flat_mode):
      *   RLT_FLAT_FILL:   dst[i] = scalar (src ignored; 0 and -0 both write +0: the zero-grad);
      *   RLT_FLAT_COPY:   dst[i] = src[i] (scalar ignored; the hard target copy);
-     *   RLT_FLAT_POLYAK: dst[i] = scalar * src[i] + (1 - scalar) * dst[i], computed as written in fp32 without
-     *                    contraction, so every backend writes the same bits (Polyak averaging with tau = scalar,
-     *                    which must lie in [0, 1], else RLT_EINVAL).
-     * n 0 does nothing. */
+     *   RLT_FLAT_POLYAK: dst[i] = scalar * src[i] + (1 - scalar) * dst[i] in fp32, evaluated as written (the CUDA
+     *                    module is built without FMA contraction), so the CPU and CUDA write the same bits
+     *                    (Polyak averaging with tau = scalar, which must lie in [0, 1], else RLT_EINVAL).
+     * n 0 writes nothing. */
     int (*flat)(rlt_backend *bk, rlt_flat_mode mode, float *dst, const float *src, uint64_t n, float scalar);
     /* *c += v (device-side counters, one thread). */
     int (*counter_add)(rlt_backend *bk, int64_t *c, int64_t v);
