@@ -539,7 +539,7 @@ typedef struct rlt_backend_ops {
 
 /* The version of this interface, bumped whenever this table or a struct it uses changes: librltrain and
  * librltrain_cuda.so are built together, and the registry refuses a module built against another. */
-#define RLT_BACKEND_ABI 13
+#define RLT_BACKEND_ABI 14
 
 
 struct rlt_backend {
