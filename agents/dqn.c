@@ -145,11 +145,11 @@ static int dqn_init_state(rlt_agent *ag) {
     if (d->dict) RLT_TRY(dqn_dict_init_params(ag, &rng));
     else qnet_init_params(&d->net, ag->io_stage, &rng);
     RLT_TRY(agent_put(ag, d->params, ag->io_stage, d->n_params * F32));
-    RLT_TRY(bk->ops->copy_f32(bk, d->target, d->params, d->n_params));
-    RLT_TRY(bk->ops->fill(bk, d->grads, d->n_params, 0.0f));
-    RLT_TRY(bk->ops->fill(bk, d->adam_m, d->n_params, 0.0f));
-    RLT_TRY(bk->ops->fill(bk, d->adam_v, d->n_params, 0.0f));
-    RLT_TRY(bk->ops->fill(bk, d->grad_norm, 1, 0.0f));
+    RLT_TRY(bk->ops->flat(bk, RLT_FLAT_COPY, d->target, d->params, d->n_params, 0.0f));
+    RLT_TRY(bk->ops->flat(bk, RLT_FLAT_FILL, d->grads, NULL, d->n_params, 0.0f));
+    RLT_TRY(bk->ops->flat(bk, RLT_FLAT_FILL, d->adam_m, NULL, d->n_params, 0.0f));
+    RLT_TRY(bk->ops->flat(bk, RLT_FLAT_FILL, d->adam_v, NULL, d->n_params, 0.0f));
+    RLT_TRY(bk->ops->flat(bk, RLT_FLAT_FILL, d->grad_norm, NULL, 1, 0.0f));
     RLT_TRY(agent_refresh_lp(ag, d->params, d->params_lp, d->target, d->target_lp, d->n_params));
     d->advances = 0;
     d->prev_ended = 0;
@@ -157,7 +157,7 @@ static int dqn_init_state(rlt_agent *ag) {
     return bk->ops->sync(bk);
 }
 
-/* The schedule (lanes: see branch/join in kernels/backend.h): lane 3 zeroes the gradients and counts the step;
+/* The schedule (lanes: see the lane op in kernels/backend.h): lane 3 zeroes the gradients and counts the step;
  * lane 0 samples and gathers everything in one op (u8 frames: then widens s on lane 1 and s' on lane 0); the
  * three forwards run on lanes 1, 2 and 0 (online Q(s) on activation set 0, which the backward needs, online
  * Q(s') on set 1, target Q'(s') on set 2, each set with its own conv workspace); then the target and the TD
@@ -176,17 +176,17 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
     float delta = c->dqn.loss == RLT_DQN_LOSS_HUBER ? 1.0f : 0.0f;
     rlt_qnet q_on = qnet_view(&d->net, 0), q_next = qnet_view(&d->net, 1), q_tgt = qnet_view(&d->net, 2);
 
-    RLT_TRY(op->branch(bk, 3));
-    RLT_TRY(op->fill(bk, d->grads, d->n_params, 0.0f));
+    RLT_TRY(op->lane(bk, 3));
+    RLT_TRY(op->flat(bk, RLT_FLAT_FILL, d->grads, NULL, d->n_params, 0.0f));
     RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_CRITIC_STEP], 1));
-    RLT_TRY(op->branch(bk, 0));
+    RLT_TRY(op->lane(bk, 0));
     /* One draw of the whole batch's indices; micro-batch m uses rows m*Bm .. (m+1)*Bm - 1, and its loss
      * is scaled by 1/N so the accumulated gradient is the full batch's mean. With one micro-batch the
      * gather draws them itself. */
     rlt_sample_spec smp = {&ctr[RLT_CTR_REPLAY_SIZE], rp->f[DQN_F_VALID].data, c->seed, rlt_rank_stream(RLT_STREAM_SAMPLE, c->rank), 0, d->B,
                            &ctr[RLT_CTR_UPDATE]};
     if (d->N > 1)
-        RLT_TRY(op->sample_indices(bk, d->idx, d->B, &smp));
+        RLT_TRY(op->gather_fields(bk, d->idx, d->B, &smp, 0, NULL));
     for (int32_t m = 0; m < d->N; m++) {
         int32_t *idx = d->idx + (int64_t)m * Bm;
         const rlt_sample_spec *sp = d->N == 1 ? &smp : NULL;
@@ -200,9 +200,9 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
             /* Frames are converted from u8 as they are gathered, by their own op; it needs the next slots. */
             f[nf++] = (rlt_gather_field){d->idx_next, 4, rp->f[DQN_F_NEXT].data, 4, NULL, RLT_LP_F32};
             RLT_TRY(op->gather_fields(bk, idx, Bm, sp, nf, f));
-            RLT_TRY(op->branch(bk, 1)); /* s for Q(s), which runs on lane 1 below */
+            RLT_TRY(op->lane(bk, 1)); /* s for Q(s), which runs on lane 1 below */
             RLT_TRY(op->gather_u8_f32(bk, d->x, fr->data, (uint64_t)ag->obs_dim, idx, Bm, d->obs_scale));
-            RLT_TRY(op->branch(bk, 0));
+            RLT_TRY(op->lane(bk, 0));
             RLT_TRY(op->gather_u8_f32(bk, d->x2, fr->data, (uint64_t)ag->obs_dim, d->idx_next, Bm, d->obs_scale));
         } else {
             /* s' is the frame in the slot the `next` field names. fp16 / bf16 frames are widened to the fp32
@@ -215,20 +215,20 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
         }
         if (m == d->N - 1) {
             /* The sampling was the update counter's only reader. */
-            RLT_TRY(op->branch(bk, 3));
+            RLT_TRY(op->lane(bk, 3));
             RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_UPDATE], 1));
-            RLT_TRY(op->branch(bk, 0));
+            RLT_TRY(op->lane(bk, 0));
         }
         /* Target: y = r + gamma (1 - term) Q'(s', argmax_a Q(s', a)) (double) or max_a Q'(s', a). */
-        RLT_TRY(op->branch(bk, 1));
+        RLT_TRY(op->lane(bk, 1));
         RLT_TRY(qnet_forward(bk, &q_on, d->params, d->params_lp, d->x, Bm, d->q));
         if (c->dqn.double_q) {
-            RLT_TRY(op->branch(bk, 2));
+            RLT_TRY(op->lane(bk, 2));
             RLT_TRY(qnet_forward(bk, &q_next, d->params, d->params_lp, d->x2, Bm, d->q_next_o));
         }
-        RLT_TRY(op->branch(bk, 0));
+        RLT_TRY(op->lane(bk, 0));
         RLT_TRY(qnet_forward(bk, &q_tgt, d->target, d->target_lp, d->x2, Bm, d->q_next_t));
-        RLT_TRY(op->join(bk));
+        RLT_TRY(op->lane(bk, RLT_LANE_JOIN));
         /* The target and the TD loss on the taken actions, in one op. */
         rlt_q_loss ql = {.y = d->y, .dq = d->dq, .lddq = A, .loss = &ag->losses[RLT_LOSS_Q1], .q = d->q, .ldq = A,
                          .act = d->act_b, .r = d->r, .term = d->term, .q_next_target = d->q_next_t,
@@ -246,7 +246,7 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
                         .norm = d->grad_norm, .p_lp = d->params_lp, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag)};
     RLT_TRY(bk->ops->adam(bk, &st));
     RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
-    return op->join(bk);
+    return op->lane(bk, RLT_LANE_JOIN);
 }
 
 double dqn_epsilon(const rlt_dqn *d, double eps_start, double eps_end, double fraction, int64_t total, int64_t env_steps) {
@@ -357,8 +357,8 @@ static int dqn_update(rlt_agent *ag, int32_t *done) {
             }
         }
         if (s % c->dqn.target_update_every == 0) {
-            if (c->dqn.tau >= 1.0) RLT_TRY(bk->ops->copy_f32(bk, d->target, d->params, d->n_params));
-            else RLT_TRY(bk->ops->polyak(bk, d->target, d->params, d->n_params, (float)c->dqn.tau));
+            if (c->dqn.tau >= 1.0) RLT_TRY(bk->ops->flat(bk, RLT_FLAT_COPY, d->target, d->params, d->n_params, 0.0f));
+            else RLT_TRY(bk->ops->flat(bk, RLT_FLAT_POLYAK, d->target, d->params, d->n_params, (float)c->dqn.tau));
             rlt_cast cp = {.rows = 1, .cols = (int64_t)d->n_params, .dst = d->target_lp, .dst_dtype = ag->lp,
                            .ldd = (int64_t)d->n_params, .src = d->target, .src_dtype = RLT_LP_F32,
                            .lds = (int64_t)d->n_params};

@@ -71,11 +71,11 @@ int dqn_dict_update_ops(rlt_agent *ag) {
     float delta = c->dqn.loss == RLT_DQN_LOSS_HUBER ? 1.0f : 0.0f;
     uint64_t O = (uint64_t)ag->obs_dim;
 
-    RLT_TRY(op->fill(bk, d->grads, d->n_params, 0.0f));
+    RLT_TRY(op->flat(bk, RLT_FLAT_FILL, d->grads, NULL, d->n_params, 0.0f));
     RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_CRITIC_STEP], 1));
     rlt_sample_spec smp = {&ctr[RLT_CTR_REPLAY_SIZE], rp->f[DQN_F_VALID].data, c->seed, rlt_rank_stream(RLT_STREAM_SAMPLE, c->rank), 0, d->B,
                            &ctr[RLT_CTR_UPDATE]};
-    if (d->N > 1) RLT_TRY(op->sample_indices(bk, d->idx, d->B, &smp));
+    if (d->N > 1) RLT_TRY(op->gather_fields(bk, d->idx, d->B, &smp, 0, NULL));
     for (int32_t m = 0; m < d->N; m++) {
         int32_t *idx = d->idx + (int64_t)m * Bm;
         const rlt_replay_field *fr = &rp->f[DQN_F_FRAME];
@@ -110,7 +110,7 @@ int dqn_dict_update_ops(rlt_agent *ag) {
                         .norm = d->grad_norm, .p_lp = d->params_lp, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag)};
     RLT_TRY(bk->ops->adam(bk, &st));
     RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
-    return op->join(bk);
+    return op->lane(bk, RLT_LANE_JOIN);
 }
 
 int dqn_dict_policy(rlt_agent *ag, int32_t k) {

@@ -167,7 +167,7 @@ void mnet_init_params(const rlt_mnet *m, float *params, rlt_rng *rng) {
 
 int mnet_fill_u8_scales(rlt_backend *bk, const rlt_mnet *m, const rlt_input_list *inputs, float *u8_scale) {
     for (int32_t p = 0; p < m->n_parts && p < inputs->n; p++)
-        RLT_TRY(bk->ops->fill(bk, u8_scale + p, 1, config_inputs_u8_scale(&inputs->in[p])));
+        RLT_TRY(bk->ops->flat(bk, RLT_FLAT_FILL, u8_scale + p, NULL, 1, config_inputs_u8_scale(&inputs->in[p])));
     return RLT_OK;
 }
 

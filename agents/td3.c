@@ -156,10 +156,10 @@ int td3_init_state(rlt_agent *ag) {
     }
     RLT_TRY(agent_put(ag, t->params, h, t->n_total * F32));
     /* Targets start equal to the networks; Adam's moments and the gradients start at zero. */
-    RLT_TRY(bk->ops->copy_f32(bk, t->target, t->params, t->n_total));
-    RLT_TRY(bk->ops->fill(bk, t->grads, t->n_total, 0.0f));
-    RLT_TRY(bk->ops->fill(bk, t->adam_m, t->n_total, 0.0f));
-    RLT_TRY(bk->ops->fill(bk, t->adam_v, t->n_total, 0.0f));
+    RLT_TRY(bk->ops->flat(bk, RLT_FLAT_COPY, t->target, t->params, t->n_total, 0.0f));
+    RLT_TRY(bk->ops->flat(bk, RLT_FLAT_FILL, t->grads, NULL, t->n_total, 0.0f));
+    RLT_TRY(bk->ops->flat(bk, RLT_FLAT_FILL, t->adam_m, NULL, t->n_total, 0.0f));
+    RLT_TRY(bk->ops->flat(bk, RLT_FLAT_FILL, t->adam_v, NULL, t->n_total, 0.0f));
     RLT_TRY(agent_refresh_lp(ag, t->params, t->params_lp, t->target, t->target_lp, t->n_total));
     return bk->ops->sync(bk);
 }
@@ -191,7 +191,7 @@ static int td3_gather(rlt_agent *ag, int32_t m, int critic, int actor_obs) {
     return bk->ops->gather_fields(bk, t->idx + (int64_t)m * Bm, Bm, t->N == 1 ? &smp : NULL, nf, f);
 }
 
-/* The schedule, with the lanes each chain runs on (0 is the main lane; see branch/join in kernels/backend.h).
+/* The schedule, with the lanes each chain runs on (0 is the main lane; see the lane op in kernels/backend.h).
  * The critical path runs on lanes 0 and 1, work that can wait on lanes 2 and 3 (lower priority on CUDA):
  *   lane 3  zero the gradients, count the optimiser steps, the actor's constant loss gradient (none of it
  *           on the way of anything until the backward passes)
@@ -228,40 +228,40 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
     /* With one micro-batch, pi(s) is computed early, beside the critics, from observations gathered into s_pi. */
     int early_pi = actor_step && N == 1;
 
-    RLT_TRY(op->branch(bk, 3));
-    RLT_TRY(op->fill(bk, q1_g, t->n_q1 + t->n_q2, 0.0f));
+    RLT_TRY(op->lane(bk, 3));
+    RLT_TRY(op->flat(bk, RLT_FLAT_FILL, q1_g, NULL, t->n_q1 + t->n_q2, 0.0f));
     RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_CRITIC_STEP], 1));
     if (actor_step) {
-        RLT_TRY(op->fill(bk, actor_g, t->n_actor, 0.0f));
+        RLT_TRY(op->flat(bk, RLT_FLAT_FILL, actor_g, NULL, t->n_actor, 0.0f));
         RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_ACTOR_STEP], 1));
         /* d(-mean_i Q1_i)/dQ1_i, scaled for accumulation: the same for every row and every update. */
-        RLT_TRY(op->fill(bk, t->dq_actor, (uint64_t)Bm, -scale / (float)Bm));
+        RLT_TRY(op->flat(bk, RLT_FLAT_FILL, t->dq_actor, NULL, (uint64_t)Bm, -scale / (float)Bm));
     }
-    RLT_TRY(op->branch(bk, 0));
+    RLT_TRY(op->lane(bk, 0));
     /* One draw of the whole batch's indices; micro-batch m uses rows m*Bm .. (m+1)*Bm - 1 (with one
      * micro-batch the gather draws them itself). */
     rlt_sample_spec all = {.size = &ctr[RLT_CTR_REPLAY_SIZE], .seed = c->seed, .stream = rlt_rank_stream(RLT_STREAM_SAMPLE, c->rank),
                            .batch = t->B, .counter = &ctr[RLT_CTR_UPDATE]};
-    if (N > 1) RLT_TRY(op->sample_indices(bk, t->idx, t->B, &all));
+    if (N > 1) RLT_TRY(op->gather_fields(bk, t->idx, t->B, &all, 0, NULL));
     for (int32_t m = 0; m < N; m++) {
         RLT_TRY(td3_gather(ag, m, 1, early_pi));
-        RLT_TRY(op->branch(bk, 3));
+        RLT_TRY(op->lane(bk, 3));
         RLT_TRY(mlp_forward(bk, &q1_on, q1_p, q1_pl, t->s_a, ld, Bm, t->q1o, 1));
-        RLT_TRY(op->branch(bk, 2));
+        RLT_TRY(op->lane(bk, 2));
         RLT_TRY(mlp_forward(bk, &q2_on, q2_p, q2_pl, t->s_a, ld, Bm, t->q2o, 1));
         if (early_pi) RLT_TRY(mlp_forward(bk, &pi_on, actor_p, actor_pl, t->s_pi, ld, Bm, t->s_pi + O, ld));
         /* Target: y = r + gamma (1 - term) min(Q1'(s', a'), Q2'(s', a')), a' = clip(pi'(s') + clip(noise)). */
-        RLT_TRY(op->branch(bk, 0));
+        RLT_TRY(op->lane(bk, 0));
         RLT_TRY(mlp_forward(bk, &pi_tg, actor_tp, actor_tl, t->s2_a2, ld, Bm, t->s2_a2 + O, ld));
         rlt_target_noise tn = {.a = t->s2_a2 + O, .lda = ld, .rows = Bm, .cols = A, .std = (float)c->td3.policy_noise,
                                .clip = (float)c->td3.noise_clip, .seed = c->seed, .stream = rlt_rank_stream(RLT_STREAM_TARGET, c->rank),
                                .counter = &ctr[RLT_CTR_UPDATE], .row0 = m * Bm};
         RLT_TRY(op->td3_target_action(bk, &tn));
-        RLT_TRY(op->branch(bk, 1));
+        RLT_TRY(op->lane(bk, 1));
         RLT_TRY(mlp_forward(bk, &q1_tg, q1_tp, q1_tl, t->s2_a2, ld, Bm, t->qt1, 1));
-        RLT_TRY(op->branch(bk, 0));
+        RLT_TRY(op->lane(bk, 0));
         RLT_TRY(mlp_forward(bk, &q2_tg, q2_tp, q2_tl, t->s2_a2, ld, Bm, t->qt2, 1));
-        RLT_TRY(op->join(bk));
+        RLT_TRY(op->lane(bk, RLT_LANE_JOIN));
         /* Critic gradients of MSE(Q1, y) + MSE(Q2, y), accumulated over micro-batches. */
         rlt_td3_loss tl = {.y = t->y, .dq1 = t->dq1, .dq2 = t->dq2, .loss1 = &ag->losses[RLT_LOSS_Q1],
                            .loss2 = &ag->losses[RLT_LOSS_Q2], .q1 = t->q1o, .q2 = t->q2o, .qt1 = t->qt1, .qt2 = t->qt2,
@@ -269,14 +269,14 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
         RLT_TRY(op->td3_critic_loss(bk, &tl));
         if (m == N - 1) {
             /* Every reader of the update counter (sampling, target noise) is behind us. */
-            RLT_TRY(op->branch(bk, 3));
+            RLT_TRY(op->lane(bk, 3));
             RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_UPDATE], 1));
         }
-        RLT_TRY(op->branch(bk, 1));
+        RLT_TRY(op->lane(bk, 1));
         RLT_TRY(mlp_backward(bk, &q1_on, q1_p, q1_pl, q1_g, t->s_a, ld, Bm, t->dq1, 1, S, NULL, 0));
-        RLT_TRY(op->branch(bk, 0));
+        RLT_TRY(op->lane(bk, 0));
         RLT_TRY(mlp_backward(bk, &q2_on, q2_p, q2_pl, q2_g, t->s_a, ld, Bm, t->dq2, 1, S, NULL, 0));
-        RLT_TRY(op->join(bk));
+        RLT_TRY(op->lane(bk, RLT_LANE_JOIN));
     }
     rlt_adam_hp critic_hp = {(float)c->td3.critic_lr, 0.9f, 0.999f, 1e-8f};
     /* The delayed target update rides on each Adam step (one pass over each block): the critics' targets move
@@ -299,16 +299,16 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
                 RLT_TRY(mlp_forward(bk, &pi_on, actor_p, actor_pl, t->s_pi, ld, Bm, t->s_pi + O, ld));
             }
             RLT_TRY(mlp_forward(bk, &q1_on, q1_p, q1_pl, t->s_pi, ld, Bm, t->q1o, 1));
-            RLT_TRY(op->branch(bk, 3));
+            RLT_TRY(op->lane(bk, 3));
             RLT_TRY(op->sum(bk, &ag->losses[RLT_LOSS_ACTOR], t->q1o, 1, Bm, -1.0f / (float)Bm));
-            RLT_TRY(op->branch(bk, 0));
+            RLT_TRY(op->lane(bk, 0));
             RLT_TRY(mlp_backward(bk, &q1_on, q1_p, q1_pl, NULL, t->s_pi, ld, Bm, t->dq_actor, 1, S, t->d_sa, ld));
             RLT_TRY(mlp_backward(bk, &pi_on, actor_p, actor_pl, actor_g, t->s_pi, ld, Bm, t->d_sa + O, ld, NULL, NULL, 0));
-            RLT_TRY(op->join(bk));
+            RLT_TRY(op->lane(bk, RLT_LANE_JOIN));
         }
         RLT_TRY(td3_actor_adam(ag, actor_p, actor_g, actor_tp, actor_pl, actor_tl));
     }
-    return op->join(bk);
+    return op->lane(bk, RLT_LANE_JOIN);
 }
 
 int td3_policy(rlt_agent *ag, int32_t n) {

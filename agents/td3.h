@@ -44,7 +44,7 @@ int td3_plan(struct rlt_agent *ag);
 int td3_init_state(struct rlt_agent *ag);
 /* The ops of one update; actor_step selects the delayed actor and target update. Runs eagerly, or inside
  * a graph capture on backends that capture; independent chains (the twin critics, the online and target
- * forwards) run on separate lanes (branch/join), which a captured graph turns into parallel branches. */
+ * forwards) run on separate lanes (the backend's lane op), which a captured graph turns into parallel branches. */
 int td3_update_ops(struct rlt_agent *ag, int actor_step);
 /* Deterministic actions in [-1, 1] for n observations already in act_in (device). */
 int td3_policy(struct rlt_agent *ag, int32_t n);

@@ -107,16 +107,16 @@ int td3_dict_update_ops(rlt_agent *ag, int actor_step) {
     const float *S = agent_loss_scale(ag);
     float scale = 1.0f / (float)N;
 
-    RLT_TRY(op->fill(bk, q1_g, t->n_q1 + t->n_q2, 0.0f));
+    RLT_TRY(op->flat(bk, RLT_FLAT_FILL, q1_g, NULL, t->n_q1 + t->n_q2, 0.0f));
     RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_CRITIC_STEP], 1));
     if (actor_step) {
-        RLT_TRY(op->fill(bk, actor_g, t->n_actor, 0.0f));
+        RLT_TRY(op->flat(bk, RLT_FLAT_FILL, actor_g, NULL, t->n_actor, 0.0f));
         RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_ACTOR_STEP], 1));
-        RLT_TRY(op->fill(bk, t->dq_actor, (uint64_t)Bm, -scale / (float)Bm));
+        RLT_TRY(op->flat(bk, RLT_FLAT_FILL, t->dq_actor, NULL, (uint64_t)Bm, -scale / (float)Bm));
     }
     rlt_sample_spec all = {.size = &ctr[RLT_CTR_REPLAY_SIZE], .seed = c->seed, .stream = rlt_rank_stream(RLT_STREAM_SAMPLE, c->rank),
                            .batch = t->B, .counter = &ctr[RLT_CTR_UPDATE]};
-    if (N > 1) RLT_TRY(op->sample_indices(bk, t->idx, t->B, &all));
+    if (N > 1) RLT_TRY(op->gather_fields(bk, t->idx, t->B, &all, 0, NULL));
     for (int32_t m = 0; m < N; m++) {
         rlt_gather_field f[5] = {
             {t->raw, R, rp->f[0].data, rp->f[0].row_bytes, NULL, RLT_LP_F32},
@@ -159,7 +159,7 @@ int td3_dict_update_ops(rlt_agent *ag, int actor_step) {
                                .target_lp = q1_tl, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag)};
     RLT_TRY(bk->ops->adam(bk, &critic_st));
     RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
-    if (!actor_step) return op->join(bk);
+    if (!actor_step) return op->lane(bk, RLT_LANE_JOIN);
 
     /* Actor step on -mean Q1(s, pi(s)) with the critic just updated; only d/da flows back through Q1 (its
      * torso gets no gradient), then through the actor's head into the actor's torsos. */
@@ -178,7 +178,7 @@ int td3_dict_update_ops(rlt_agent *ag, int actor_step) {
         RLT_TRY(mnet_backward(bk, &t->actor_m, actor_p, actor_pl, actor_g, t->x, Bm, d_a, mnet_ld(&t->q1_m), NULL));
     }
     RLT_TRY(td3_actor_adam(ag, actor_p, actor_g, actor_tp, actor_pl, actor_tl));
-    return op->join(bk);
+    return op->lane(bk, RLT_LANE_JOIN);
 }
 
 int td3_dict_policy(rlt_agent *ag, int32_t k) {

@@ -72,7 +72,7 @@ int main(int argc, char **argv) {
     }
     ((cpu_impl *)bk_ref.impl)->dense = NULL;
     float *pack = rlt_mem_alloc(CPU_DENSE_PACK_FLOATS * sizeof(float), 64);
-    bk_fast.ops->set_workspace(&bk_fast, pack, CPU_DENSE_PACK_FLOATS * sizeof(float));
+    bk_fast.ops->workspace(&bk_fast, pack, CPU_DENSE_PACK_FLOATS * sizeof(float), NULL);
     const cpu_impl *fi = bk_fast.impl;
     printf("dense layers: us per call (best of 7), reference (CBLAS + passes) vs fast (%s)\n",
            fi->dense ? fi->dense->name : "none: reference");

@@ -47,7 +47,7 @@ static int chain_node(int kind, const chain_bufs *c, int i) {
     const rlt_backend_ops *op = bk.ops;
     float *in = c->x[i & 1], *out = c->x[(i + 1) & 1];
     int32_t w = c->fi > c->fo ? c->fi : c->fo;
-    if (kind == CHAIN_FILL) return op->fill(&bk, out, 1, (float)i);
+    if (kind == CHAIN_FILL) return op->flat(&bk, RLT_FLAT_FILL, out, NULL, 1, (float)i);
     /* Square layers keep the chain's shapes: fi == fo, or the activations are read at stride w. */
     rlt_linear_fwd f = {.rows = c->rows, .fi = c->fi, .fo = c->fo, .x = in, .ldx = w, .W = c->W, .b = c->b, .y = out,
                         .ldy = w, .act = RLT_ACT_RELU};
@@ -87,17 +87,17 @@ int main(int argc, char **argv) {
         return 2;
     }
     check(rlt_backend_open(&bk, &err, device, 1, NULL, 0), "open");
-    if (!bk.ops->graph_supported(&bk)) {
+    if (!bk.ops->graph(&bk, RLT_GRAPH_SUPPORTED, 0)) {
         fprintf(stderr, "%s has no graphs: nothing to time\n", device);
         return 1;
     }
     int32_t w = fi > fo ? fi : fo;
-    uint64_t ws = (bk.ops->workspace_bytes(&bk) + 255) & ~255ull;
+    uint64_t ws = (rlt_backend_workspace_need(&bk) + 255) & ~255ull;
     uint64_t n_act = (uint64_t)rows * w, n_w = (uint64_t)fi * fo;
     uint64_t bytes = ws + 4 * (3 * n_act + 2 * n_w + 2 * (uint64_t)w) + 8 * 256;
     void *base;
-    check(bk.ops->mem_reserve(&bk, bytes, &base), "mem_reserve");
-    check(bk.ops->set_workspace(&bk, base, ws), "set_workspace");
+    check(bk.ops->reserve(&bk, RLT_LOC_DEVICE, bytes, &base), "reserve");
+    check(bk.ops->workspace(&bk, base, ws, NULL), "workspace");
     float *p = (float *)((char *)base + ws);
     chain_bufs c = {rows, fi, fo, {NULL, NULL}, NULL, NULL, NULL, NULL, NULL};
     float **slots[] = {&c.x[0], &c.x[1], &c.xin, &c.W, &c.dW, &c.b, &c.db};
@@ -116,13 +116,13 @@ int main(int argc, char **argv) {
     printf("%-18s %14s %14s\n", "op", "graph us/node", "eager us/op");
     for (int kind = 0; kind < CHAIN_KINDS; kind++) {
         if (only >= 0 && kind != only) continue;
-        check(bk.ops->graph_begin(&bk, 0), "graph_begin");
+        check(bk.ops->graph(&bk, RLT_GRAPH_BEGIN, 0), "graph_begin");
         for (int i = 0; i < nodes; i++) check(chain_node(kind, &c, i), chain_name[kind]);
-        check(bk.ops->graph_end(&bk, 0), "graph_end");
-        for (int r = 0; r < 20; r++) check(bk.ops->graph_launch(&bk, 0), "graph_launch");
+        check(bk.ops->graph(&bk, RLT_GRAPH_END, 0), "graph_end");
+        for (int r = 0; r < 20; r++) check(bk.ops->graph(&bk, RLT_GRAPH_LAUNCH, 0), "graph_launch");
         check(bk.ops->sync(&bk), "sync");
         double t0 = now_s();
-        for (int r = 0; r < reps; r++) check(bk.ops->graph_launch(&bk, 0), "graph_launch");
+        for (int r = 0; r < reps; r++) check(bk.ops->graph(&bk, RLT_GRAPH_LAUNCH, 0), "graph_launch");
         check(bk.ops->sync(&bk), "sync");
         double graph_us = (now_s() - t0) * 1e6 / ((double)reps * nodes);
         t0 = now_s();
@@ -132,7 +132,7 @@ int main(int argc, char **argv) {
         double eager_us = (now_s() - t0) * 1e6 / ((double)(reps / 10 + 1) * nodes);
         printf("%-18s %14.2f %14.2f\n", chain_name[kind], graph_us, eager_us);
     }
-    bk.ops->mem_release(&bk, base);
+    bk.ops->release(&bk, RLT_LOC_DEVICE, base);
     rlt_backend_close(&bk);
     return 0;
 }

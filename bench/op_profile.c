@@ -6,11 +6,11 @@
 #include <time.h>
 
 enum { P_LIN_F, P_LIN_CHAIN, P_LIN_B, P_LIN_F_LP, P_LIN_B_LP, P_CONV_F, P_CONV_B, P_GATHER, P_GATHER_U8, P_LOSS_DQN,
-       P_LOSS_TD3, P_ADAM, P_CAST, P_TD3_NOISE, P_OTHER_FILL, P_COUNT };
+       P_LOSS_TD3, P_ADAM, P_CAST, P_TD3_NOISE, P_OTHER_FLAT, P_COUNT };
 static const char *names[P_COUNT] = {"linear_forward", "linear_chain_forward", "linear_backward", "linear_forward 16b",
                                      "linear_backward 16b", "conv_forward", "conv_backward", "gather_fields",
                                      "gather_u8_f32", "dqn_loss", "td3_critic_loss", "adam", "cast", "td3_target_action",
-                                     "fill"};
+                                     "flat"};
 static double total[P_COUNT];
 static long calls[P_COUNT];
 static const rlt_backend_ops *real;
@@ -57,7 +57,9 @@ static int w_td3_loss(rlt_backend *bk, const rlt_td3_loss *d) { TIMED(P_LOSS_TD3
 static int w_adam(rlt_backend *bk, const rlt_adam_step *d) { TIMED(P_ADAM, real->adam(bk, d)); }
 static int w_cast(rlt_backend *bk, const rlt_cast *d) { TIMED(P_CAST, real->cast(bk, d)); }
 static int w_noise(rlt_backend *bk, const rlt_target_noise *d) { TIMED(P_TD3_NOISE, real->td3_target_action(bk, d)); }
-static int w_fill(rlt_backend *bk, float *x, uint64_t n, float v) { TIMED(P_OTHER_FILL, real->fill(bk, x, n, v)); }
+static int w_flat(rlt_backend *bk, rlt_flat_mode mode, float *dst, const float *src, uint64_t n, float v) {
+    TIMED(P_OTHER_FLAT, real->flat(bk, mode, dst, src, n, v));
+}
 
 int op_profile_run(rlt_agent *ag, int32_t variant, int reps) {
     static rlt_backend_ops wrapped;
@@ -75,7 +77,7 @@ int op_profile_run(rlt_agent *ag, int32_t variant, int reps) {
     wrapped.adam = w_adam;
     wrapped.cast = w_cast;
     wrapped.td3_target_action = w_noise;
-    wrapped.fill = w_fill;
+    wrapped.flat = w_flat;
     ag->bk.ops = &wrapped;
     for (int i = 0; i < P_COUNT; i++) total[i] = 0, calls[i] = 0;
     double t0 = now();

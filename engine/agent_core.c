@@ -31,11 +31,14 @@ int agent_fetch(rlt_agent *ag, void *host, const void *dev, uint64_t bytes) {
 
 int agent_grads_ready(rlt_agent *ag, float *g, uint64_t n) {
     RLT_TRY(ag->bk.ops->allreduce_mean(&ag->bk, g, n));
-    return ag->amp ? ag->bk.ops->amp_unscale(&ag->bk, g, n, ag->amp) : RLT_OK;
+    return ag->amp ? ag->bk.ops->amp(&ag->bk, &(rlt_amp_op){.mode = RLT_AMP_UNSCALE, .amp = ag->amp, .g = g, .n = n})
+                   : RLT_OK;
 }
 
 int agent_amp_update(rlt_agent *ag, int64_t *step) {
-    return ag->amp ? ag->bk.ops->amp_update(&ag->bk, ag->amp, step, 2.0f, 0.5f, RLT_AMP_GROWTH_INTERVAL) : RLT_OK;
+    if (!ag->amp) return RLT_OK;
+    return ag->bk.ops->amp(&ag->bk, &(rlt_amp_op){.mode = RLT_AMP_UPDATE, .amp = ag->amp, .step = step, .growth = 2.0f,
+                                                  .backoff = 0.5f, .growth_interval = RLT_AMP_GROWTH_INTERVAL});
 }
 
 int agent_refresh_lp(rlt_agent *ag, const float *p, void *p_lp, const float *t, void *t_lp, uint64_t n) {

@@ -95,12 +95,12 @@ static inline int agent_run_update(struct rlt_agent *ag, int32_t variant) { retu
 /* The loss scale for mlp_backward's dout_scale: amp's scale with fp16, NULL otherwise. */
 static inline const float *agent_loss_scale(const struct rlt_agent *ag) { return ag->amp ? &ag->amp->scale : NULL; }
 /* Before every optimiser step, on the gradient block it steps with: averages it over the ranks of a data-parallel
- * run (allreduce_mean; nothing without a group), then with fp16 unscales and checks it (amp_unscale). Every agent's
+ * run (allreduce_mean; nothing without a group), then with fp16 unscales and checks it (amp's UNSCALE). Every agent's
  * parameters are replicated on the ranks, so every rank takes the same step from the same gradient; and since the
  * check reads the average, every rank finds the same overflow and skips the same steps (its loss scale stays the
  * others'). */
 int agent_grads_ready(struct rlt_agent *ag, float *g, uint64_t n);
-/* fp16: after an optimiser step given agent_amp_skip as its skip flag (amp_update); a no-op otherwise. */
+/* fp16: after an optimiser step given agent_amp_skip as its skip flag (amp's UPDATE); a no-op otherwise. */
 int agent_amp_update(struct rlt_agent *ag, int64_t *step);
 static inline const int32_t *agent_amp_skip(const struct rlt_agent *ag) { return ag->amp ? &ag->amp->found_inf : NULL; }
 /* Rewrites the 16-bit compute copies from the fp32 masters n floats at p and t (after init and loads). */

@@ -70,13 +70,13 @@ int plan_commit(rlt_plan *p, rlt_err *e, rlt_backend *bk, uint64_t budget_bytes)
         RLT_FAIL(e, RLT_ENOFIT, "memory plan needs %.2f MiB on %s but memory.budget_mb allows %.2f MiB (%.2f MiB over)",
                  mib(need), bk->device_name, mib(budget_bytes), mib(need - budget_bytes));
     if (p->arena_bytes[RLT_LOC_DEVICE] > 0) {
-        int rc = bk->ops->mem_reserve(bk, p->arena_bytes[RLT_LOC_DEVICE], &p->base[RLT_LOC_DEVICE]);
+        int rc = bk->ops->reserve(bk, RLT_LOC_DEVICE, p->arena_bytes[RLT_LOC_DEVICE], &p->base[RLT_LOC_DEVICE]);
         if (rc != RLT_OK) return rc;
     }
     if (p->arena_bytes[RLT_LOC_HOST] > 0) {
-        int rc = bk->ops->host_reserve(bk, p->arena_bytes[RLT_LOC_HOST], &p->base[RLT_LOC_HOST]);
+        int rc = bk->ops->reserve(bk, RLT_LOC_HOST, p->arena_bytes[RLT_LOC_HOST], &p->base[RLT_LOC_HOST]);
         if (rc != RLT_OK) {
-            if (p->base[RLT_LOC_DEVICE]) bk->ops->mem_release(bk, p->base[RLT_LOC_DEVICE]);
+            if (p->base[RLT_LOC_DEVICE]) bk->ops->release(bk, RLT_LOC_DEVICE, p->base[RLT_LOC_DEVICE]);
             p->base[RLT_LOC_DEVICE] = NULL;
             return rc;
         }
@@ -91,8 +91,8 @@ int plan_commit(rlt_plan *p, rlt_err *e, rlt_backend *bk, uint64_t budget_bytes)
 }
 
 void plan_release(rlt_plan *p, rlt_backend *bk) {
-    if (p->base[RLT_LOC_DEVICE]) bk->ops->mem_release(bk, p->base[RLT_LOC_DEVICE]);
-    if (p->base[RLT_LOC_HOST]) bk->ops->host_release(bk, p->base[RLT_LOC_HOST]);
+    if (p->base[RLT_LOC_DEVICE]) bk->ops->release(bk, RLT_LOC_DEVICE, p->base[RLT_LOC_DEVICE]);
+    if (p->base[RLT_LOC_HOST]) bk->ops->release(bk, RLT_LOC_HOST, p->base[RLT_LOC_HOST]);
     p->base[0] = p->base[1] = NULL;
 }
 

@@ -33,7 +33,7 @@ typedef struct rlt_replay {
     int64_t capacity;
     int64_t size; /* host mirror */
     int64_t pos;  /* next row to write */
-    int64_t *size_dev;   /* device copy of size, read by sample_indices */
+    int64_t *size_dev;   /* device copy of size, read by gather_fields' sample */
     int64_t *size_stage; /* host staging for it */
 } rlt_replay;
 

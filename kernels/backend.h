@@ -7,7 +7,7 @@
  * Rules every op follows:
  * - Matrices are row-major. Pointers point into the backend's own memory ("device" memory; on the CPU
  *   backend that is host memory). Ops are asynchronous on the backend's current lane (one stream unless
- *   an update uses branch/join); ops on one lane run in order.
+ *   an update uses the lane op); ops on one lane run in order.
  * - Ops return RLT_OK or a negative status after writing a message to bk->err. They check shapes
  *   (negative sizes, leading dimensions smaller than rows) and fail with RLT_EINVAL.
  * - Ops never allocate. Values that change from one update to the next (Adam's step, RNG counters, the
@@ -36,11 +36,22 @@ typedef enum rlt_lp { RLT_LP_F32 = 0, RLT_LP_U8 = 1, RLT_LP_F16 = 3, RLT_LP_BF16
 static inline uint32_t rlt_lp_size(rlt_lp dtype) { return dtype == RLT_LP_F32 ? 4u : 2u; }
 
 #define RLT_BACKEND_MAX_GRAPHS 8
+/* What one call of the graph op does (see rlt_backend_ops.graph). */
+typedef enum rlt_graph_mode {
+    RLT_GRAPH_SUPPORTED = 0,
+    RLT_GRAPH_BEGIN = 1,
+    RLT_GRAPH_END = 2,
+    RLT_GRAPH_LAUNCH = 3
+} rlt_graph_mode;
+/* What one call of the flat op computes (see rlt_backend_ops.flat). */
+typedef enum rlt_flat_mode { RLT_FLAT_FILL = 0, RLT_FLAT_COPY = 1, RLT_FLAT_POLYAK = 2 } rlt_flat_mode;
 /* Convolution layers a backend can hold prepared at once (conv_prepare's slots): DQN's training and acting
  * networks each take one per layer of network.conv (at most RLT_QNET_MAX_CONV, 8). */
 #define RLT_BACKEND_MAX_CONVS 16
-/* Lanes an update may use at once (branch/join): lane 0 and up to three side lanes. */
+/* Lanes an update may use at once (the lane op's branches): lane 0 and up to three side lanes. */
 #define RLT_BACKEND_MAX_LANES 4
+/* The lane op's argument that joins the side lanes back into lane 0 (see rlt_backend_ops.lane). */
+#define RLT_LANE_JOIN (-1)
 /* Fields one gather_fields call moves. */
 #define RLT_GATHER_MAX_FIELDS 8
 
@@ -169,7 +180,7 @@ static inline uint64_t rlt_gather_dst_bytes(const rlt_gather_field *f) {
     return f->src_dtype == RLT_LP_F16 || f->src_dtype == RLT_LP_BF16 ? 2 * f->row_bytes : f->row_bytes;
 }
 
-/* Replay sampling (sample_indices, and folded into gather_fields): n rows are drawn, rows row0 .. row0+n-1 of
+/* Replay sampling (gather_fields' sample; with no field, the draw alone): n rows are drawn, rows row0 .. row0+n-1 of
  * the draw of a batch of `batch` rows (micro-batch m of size n: row0 = m n; a whole batch: row0 0, batch n).
  * Row i's index is rlt_replay_slot(seed, stream, *counter, row0 + i, batch, *size, valid) (base/philox.h):
  * uniform over [0, *size), skipping slots whose valid byte is 0 (valid may be NULL); requires *size >= 1 and
@@ -242,7 +253,7 @@ typedef struct rlt_q_loss {
  * non-NULL takes a Polyak step toward the new p: target = tau p + (1 - tau) target. Reduced precision: with
  * p_lp non-NULL, p_lp[i] = p[i] rounded to lp_dtype (the compute copy), and target_lp[i] likewise from
  * target[i] when both are non-NULL. skip non-NULL (a device int): when *skip != 0 the op changes nothing at all
- * (an fp16 step whose gradients were not finite; see amp_unscale). */
+ * (an fp16 step whose gradients were not finite; see rlt_amp_op). */
 typedef struct rlt_adam_step {
     float *p, *g, *m, *v;
     uint64_t n;
@@ -273,14 +284,36 @@ typedef struct rlt_cast {
     const float *scale;
 } rlt_cast;
 
-/* Dynamic loss scaling state for fp16 (device memory; see amp_unscale and amp_update). */
+/* Dynamic loss scaling state for fp16 (device memory; see rlt_amp_op). */
 typedef struct rlt_amp_state {
     float scale;        /* the loss scale S: loss gradients are multiplied by S before the backward pass */
     int32_t good_steps; /* updates with finite gradients since S last changed */
-    int32_t found_inf;  /* set by amp_unscale when a gradient is not finite; cleared by amp_update */
+    int32_t found_inf;  /* set by amp's UNSCALE when a gradient is not finite; cleared by its UPDATE */
     int32_t reserved_;
     int64_t skipped;    /* updates whose optimiser steps were skipped */
 } rlt_amp_state;
+
+/* amp: fp16 dynamic loss scaling on the state *amp (device memory, non-NULL), in two halves around the optimiser
+ * steps of one update:
+ *   RLT_AMP_UNSCALE (first half): g[i] *= 1 / amp->scale for i < n over the flat block, and amp->found_inf = 1
+ *     when any element of g is not finite (before or after). Nothing else changes; found_inf is only ever set
+ *     here. step, growth, backoff and growth_interval are not read.
+ *   RLT_AMP_UPDATE (second half, after each optimiser step that was given &amp->found_inf as its skip flag,
+ *     adam): when found_inf, scale *= backoff, good_steps = 0, skipped += 1 and *step -= 1 (step non-NULL: the
+ *     skipped step does not count for Adam's bias correction); otherwise good_steps += 1, and when it reaches
+ *     growth_interval (>= 1), scale *= growth and good_steps = 0. Then found_inf = 0. One thread, on the
+ *     device: the decision never costs a host round trip and is captured with the update. g and n are not read.
+ * Another mode is refused with RLT_EINVAL. */
+typedef enum rlt_amp_mode { RLT_AMP_UNSCALE = 0, RLT_AMP_UPDATE = 1 } rlt_amp_mode;
+typedef struct rlt_amp_op {
+    rlt_amp_mode mode;
+    rlt_amp_state *amp;
+    float *g;                /* UNSCALE: the gradients, n floats */
+    uint64_t n;
+    int64_t *step;           /* UPDATE: the optimiser's step counter (device), or NULL */
+    float growth, backoff;   /* UPDATE */
+    int32_t growth_interval; /* UPDATE */
+} rlt_amp_op;
 
 /* What a plan's dense layers will ask of a backend, gathered while planning (plan_use_dense in engine/plan.h), so
  * that the backend can size its library workspaces and create its library handles from shapes alone, before the
@@ -326,34 +359,41 @@ typedef struct rlt_backend_ops {
      * before the seal. */
     int (*open)(rlt_backend *bk, int32_t device_index, int32_t cpu_threads);
     void (*close)(rlt_backend *bk);
-    /* Bytes of library workspace the backend's ops need inside the arena for any shape (the cuBLAS workspaces;
-     * the CPU's dense-kernel panels): what a caller that runs ops without a plan reserves. An agent asks
-     * plan_workspace instead, which sizes it from the plan's shapes. */
-    uint64_t (*workspace_bytes)(rlt_backend *bk);
-    /* Hands the backend its workspace inside the arena (called once after commit): workspace_bytes or
-     * plan_workspace bytes, or NULL and 0 for none. */
-    int (*set_workspace)(rlt_backend *bk, void *ptr, uint64_t bytes);
-    /* The one device reservation and its release. Host arenas that need pinning come through
-     * host_reserve (pinned on CUDA, page-aligned and touched on CPU). */
-    int (*mem_reserve)(rlt_backend *bk, uint64_t bytes, void **base);
-    void (*mem_release)(rlt_backend *bk, void *base);
-    int (*host_reserve)(rlt_backend *bk, uint64_t bytes, void **base);
-    void (*host_release)(rlt_backend *bk, void *base);
-    /* Asynchronous copy on the stream (host side must be host_reserve memory for true asynchrony). */
+    /* The library workspace inside the arena (the cuBLAS workspaces; the CPU's dense-kernel panels).
+     * need non-NULL asks: *need = the bytes the backend's ops need for any shape, what a caller that runs ops
+     * without a plan reserves (an agent asks plan_workspace instead, which sizes it from the plan's shapes); ptr
+     * and bytes are not read and nothing changes. need NULL hands the backend its workspace (called once after
+     * commit): ptr and bytes are what the query or plan_workspace gave, or NULL and 0 for none; CUDA refuses
+     * with RLT_EINVAL a ptr that is not 256-byte aligned, or a non-NULL ptr with bytes below the query's answer.
+     * rlt_backend_workspace_need below is the query as a value. */
+    int (*workspace)(rlt_backend *bk, void *ptr, uint64_t bytes, uint64_t *need);
+    /* The arenas: *base = a zeroed block of `bytes` bytes at loc. RLT_LOC_DEVICE: the one device reservation
+     * (cudaMalloc on CUDA; host memory on the CPU, as for RLT_LOC_HOST). RLT_LOC_HOST: a host arena that is real,
+     * not a promise (pinned on CUDA, so copies from it are truly asynchronous; page-aligned and touched on the
+     * CPU). Memory that cannot be had is RLT_ENOFIT, with *base NULL; another loc is refused with RLT_EINVAL. */
+    int (*reserve)(rlt_backend *bk, rlt_location loc, uint64_t bytes, void **base);
+    /* Releases a block reserve(loc) returned (base NULL: nothing); loc must be the one it was reserved at. */
+    void (*release)(rlt_backend *bk, rlt_location loc, void *base);
+    /* Asynchronous copy on the stream (host side must be reserve(RLT_LOC_HOST) memory for true asynchrony). */
     int (*copy)(rlt_backend *bk, void *dst, const void *src, uint64_t bytes, rlt_copy_kind kind);
     int (*sync)(rlt_backend *bk);
-    /* Graph capture of a sequence of ops into slot (0..RLT_BACKEND_MAX_GRAPHS-1) and replay of it.
-     * On CPU, capture is not supported (graph_supported returns 0) and callers run ops directly. */
-    int (*graph_supported)(rlt_backend *bk);
-    int (*graph_begin)(rlt_backend *bk, int32_t slot);
-    int (*graph_end)(rlt_backend *bk, int32_t slot);
-    int (*graph_launch)(rlt_backend *bk, int32_t slot);
+    /* Graph capture of a sequence of ops into slot (0..RLT_BACKEND_MAX_GRAPHS-1) and replay of it, by mode
+     * (rlt_graph_mode): SUPPORTED returns 1 when the backend captures graphs and 0 when it does not (slot
+     * ignored); BEGIN starts capturing the ops issued from now on into slot (joining the side lanes first);
+     * END ends that capture (joining first) and instantiates it, replacing what slot held; LAUNCH replays slot on
+     * lane 0. BEGIN, END and LAUNCH return RLT_OK or a negative status. On CPU, capture is not supported
+     * (SUPPORTED returns 0, the other modes fail with RLT_ESTATE) and callers run ops directly. */
+    int (*graph)(rlt_backend *bk, rlt_graph_mode mode, int32_t slot);
 
     /* ---- flat ops over contiguous blocks (zero-grad, target copy, Polyak: one launch each) ---- */
-    int (*fill)(rlt_backend *bk, float *x, uint64_t n, float value);
-    int (*copy_f32)(rlt_backend *bk, float *dst, const float *src, uint64_t n);
-    /* target = tau * src + (1 - tau) * target. */
-    int (*polyak)(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau);
+    /* One pass over dst[0..n), by mode (rlt_flat_mode):
+     *   RLT_FLAT_FILL:   dst[i] = scalar (src ignored; 0 and -0 both write +0: the zero-grad);
+     *   RLT_FLAT_COPY:   dst[i] = src[i] (scalar ignored; the hard target copy);
+     *   RLT_FLAT_POLYAK: dst[i] = scalar * src[i] + (1 - scalar) * dst[i] in fp32, evaluated as written (the CUDA
+     *                    module is built without FMA contraction), so the CPU and CUDA write the same bits
+     *                    (Polyak averaging with tau = scalar, which must lie in [0, 1], else RLT_EINVAL).
+     * n 0 writes nothing. */
+    int (*flat)(rlt_backend *bk, rlt_flat_mode mode, float *dst, const float *src, uint64_t n, float scalar);
     /* *c += v (device-side counters, one thread). */
     int (*counter_add)(rlt_backend *bk, int64_t *c, int64_t v);
     /* One optimiser step (see rlt_adam_step): gradient clipping, Adam, the Polyak target update, the 16-bit
@@ -393,16 +433,16 @@ typedef struct rlt_backend_ops {
     int (*conv_backward)(rlt_backend *bk, const rlt_conv_bwd *d);
 
     /* ---- replay ---- */
-    /* idx[i] for i < n: rows row0 .. row0+n-1 of the draw that *s describes (rlt_sample_spec). The CUDA twin
-     * cannot check *size without a sync: it clamps instead. */
-    int (*sample_indices)(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *s);
     /* Several fields sharing one index list in one op: for each field f (n_fields <= RLT_GATHER_MAX_FIELDS)
      * and i < n, dst row i (at dst + i*dst_stride bytes) = src row j (row_bytes bytes at src + j*row_bytes),
      * j = idx[i], or j = via[idx[i]] when the field's via is non-NULL (one indirection: DQN's next slot);
      * a field with an fp16 or bf16 src_dtype is widened to fp32 on the way (see rlt_gather_field). A 16-bit
      * field with an odd row_bytes or source address, a destination or dst_stride that is not a multiple of 4, a
      * dst_stride below rlt_gather_dst_bytes, or another src_dtype is refused with RLT_EINVAL.
-     * With sample non-NULL, idx is first drawn as sample_indices draws it (and written to idx), in the same op. */
+     * With sample non-NULL, idx is first drawn and written, in the same op: idx[i] for i < n is row row0 + i of the
+     * draw that *sample describes (rlt_sample_spec); with n_fields 0 that draw is all the op does (the indices
+     * alone). The CPU refuses a *size below 1 with RLT_EINVAL; the CUDA twin cannot check *size without a sync,
+     * so it clamps instead (a size below 1 draws index 0). */
     int (*gather_fields)(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *sample,
                          int32_t n_fields, const rlt_gather_field *fields);
     /* dst[i * row + j] = scale * (float)src[idx[i] * row + j] for i < n, j < row: sampled u8 observations
@@ -425,43 +465,36 @@ typedef struct rlt_backend_ops {
     /* ---- concurrency inside one update ----
      * An update is a chain of small dependent ops; where two chains are independent (the twin critics, the
      * online and target forwards) they can run side by side. On CUDA a lane is a stream, and a captured
-     * graph turns lanes into parallel branches; on the CPU both ops are no-ops and ops run in call order.
-     * branch(lane): the following ops run on `lane` (0 is the main lane, 1..RLT_BACKEND_MAX_LANES-1 side
-     * lanes); a side lane first waits for everything issued on lane 0 so far. branch(0) returns to lane 0
-     * without waiting. join: lane 0 waits for everything issued on the side lanes, and the following ops
-     * run on lane 0. Between a branch and the next join, ops on different lanes must touch disjoint memory
-     * (what one lane writes, no other lane reads or writes): the caller's promise, as for any two streams.
-     * graph_end and sync join first. Lanes 0 and 1 are for the critical path, lanes 2 and 3 for work that can
-     * wait: a backend may run them at a lower priority (CUDA does). An op may also fork inside itself (CUDA's
-     * conv and wide-layer backward run their weight and bias gradients beside the input gradient on the other
-     * lanes) and joins before it returns, so callers see it as one op on their lane. adam with clipping runs
-     * on lane 0 only (CUDA's reduction scratch is lane 0's). */
-    int (*branch)(rlt_backend *bk, int32_t lane);
-    int (*join)(rlt_backend *bk);
+     * graph turns lanes into parallel branches; on the CPU with one thread ops run in call order (the lane is
+     * only recorded), and with its worker (cpu.threads >= 2) side lanes' ops run on the worker (kernels/cpu/lanes.c).
+     * lane(lane), lane 0..RLT_BACKEND_MAX_LANES-1 (a branch): the following ops run on `lane` (0 is the main lane,
+     * 1..RLT_BACKEND_MAX_LANES-1 side lanes); a side lane first waits for everything issued on lane 0 so far.
+     * lane(0) returns to lane 0 without waiting. lane(RLT_LANE_JOIN) (a join): lane 0 waits for everything issued
+     * on the side lanes, and the following ops run on lane 0. Any other value is refused with RLT_EINVAL.
+     * Between a branch and the next join, ops on different lanes must touch disjoint memory (what one lane
+     * writes, no other lane reads or writes): the caller's promise, as for any two streams. graph (END) and sync
+     * join first. Lanes 0 and 1 are for the critical path, lanes 2 and 3 for work that can wait: a backend may
+     * run them at a lower priority (CUDA does). An op may also fork inside itself (CUDA's conv and wide-layer
+     * backward run their weight and bias gradients beside the input gradient on the other lanes) and joins
+     * before it returns, so callers see it as one op on their lane. adam with clipping runs on lane 0 only
+     * (CUDA's reduction scratch is lane 0's). */
+    int (*lane)(rlt_backend *bk, int32_t lane);
 
     /* ---- reduced precision: bf16/fp16 compute copies with fp32 masters ---- */
     /* See rlt_cast; dtypes RLT_LP_F32, RLT_LP_BF16 or RLT_LP_F16. */
     int (*cast)(rlt_backend *bk, const rlt_cast *d);
-    /* Loss scaling, first half: g *= 1 / amp->scale over the flat block, and amp->found_inf = 1 when any
-     * element of g is not finite (before or after). Nothing else changes; found_inf is only ever set here. */
-    int (*amp_unscale)(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp);
-    /* Second half, after each optimiser step that was given &amp->found_inf as its skip flag (adam): when
-     * found_inf, scale *= backoff, good_steps = 0, skipped += 1 and *step -= 1 (step non-NULL: the skipped
-     * step does not count for Adam's bias correction); otherwise good_steps += 1, and when it reaches
-     * growth_interval, scale *= growth and good_steps = 0. Then found_inf = 0. One thread, on the device: the
-     * decision never costs a host round trip and is captured with the update. */
-    int (*amp_update)(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
-                      int32_t growth_interval);
+    /* fp16 dynamic loss scaling, one half per call by d->mode (see rlt_amp_op). */
+    int (*amp)(rlt_backend *bk, const rlt_amp_op *d);
 
     /* ---- memory the plan does not hold; both may be NULL (the CPU: nothing to measure) ---- */
     /* The library workspace the plan's ops need, from their shapes (*use) and the prepared conv slots, into
      * *bytes: 0 when none of them calls a library that wants one. Creates the library handles those ops need and
      * no others (a cuBLAS handle costs tens of MiB of device memory), at plan time, so that nothing is created
-     * later; then refreshes the figures measure_memory refreshes. NULL: workspace_bytes, whatever the shapes.
-     * set_workspace is then given *bytes (or NULL and 0). */
+     * later; then refreshes the figures measure_memory refreshes. NULL: the workspace op's query, whatever the
+     * shapes. The workspace op is then given *bytes (or NULL and 0). */
     int (*plan_workspace)(rlt_backend *bk, const rlt_op_use *use, uint64_t *bytes);
     /* Measures what this process holds on the device now and refreshes bk->context_bytes (everything but the
-     * reservations of mem_reserve), bk->handle_bytes and bk->memory_note, and bk->device_free (the device's free
+     * device reservations of reserve), bk->handle_bytes and bk->memory_note, and bk->device_free (the device's free
      * memory now, also during training; the plan keeps its figure from before the reservation). No allocation, no
      * sync of the streams. */
     int (*measure_memory)(rlt_backend *bk);
@@ -507,7 +540,7 @@ typedef struct rlt_backend_ops {
 
 /* The version of this interface, bumped whenever this table or a struct it uses changes: librltrain and
  * librltrain_cuda.so are built together, and the registry refuses a module built against another. */
-#define RLT_BACKEND_ABI 13
+#define RLT_BACKEND_ABI 15
 
 
 struct rlt_backend {
@@ -518,12 +551,12 @@ struct rlt_backend {
     int32_t device_index;
     char device_name[64];   /* "cpu", "cuda:0 (NVIDIA H100 80GB HBM3)" */
     uint64_t device_total, device_free;
-    /* Device memory this process holds besides the reservations of mem_reserve: the CUDA context, loaded
+    /* Device memory this process holds besides the device reservations of reserve: the CUDA context, loaded
      * kernels, library handles (handle_bytes of it, measured as each was created); 0 on CPU. memory_note says
      * how it was measured and which handles exist, for the plan table. */
     uint64_t context_bytes, handle_bytes;
     char memory_note[160];
-    /* Set by the caller before the open, kept by it: the most lanes (branch/join) ops may use; 0 is the backend's
+    /* Set by the caller before the open, kept by it: the most lanes (the lane op) ops may use; 0 is the backend's
      * own choice. 1 runs every op of an update in order on one stream: what several trainers sharing one GPU want
      * (a seed group), since their updates overlap each other instead, and each stream costs the device one of its
      * hardware queues (CUDA_DEVICE_MAX_CONNECTIONS). The schedule changes, never the results. */
@@ -534,6 +567,12 @@ struct rlt_backend {
     void *module;   /* the dlopen handle of the backend's module (NULL for the built-in CPU backend); owned
                      * by the registry, which closes it in rlt_backend_close */
 };
+
+/* The workspace op's query: the bytes of library workspace the backend's ops need for any shape. */
+static inline uint64_t rlt_backend_workspace_need(rlt_backend *bk) {
+    uint64_t need = 0;
+    return bk->ops->workspace(bk, NULL, 0, &need) == RLT_OK ? need : 0;
+}
 
 /* The CPU backend's table (always present). */
 const rlt_backend_ops *rlt_cpu_backend_ops(void);

@@ -45,21 +45,21 @@ void pair_open(uint64_t bytes) {
         test_skip(why);
     }
     printf("device %s\n", P.gpu.device_name);
-    uint64_t ws = P.gpu.ops->workspace_bytes(&P.gpu);
+    uint64_t ws = rlt_backend_workspace_need(&P.gpu);
     void *cb = NULL, *gb = NULL;
-    pair_die_on(P.cpu.ops->mem_reserve(&P.cpu, bytes, &cb), &P.ecpu, "cpu mem_reserve");
-    pair_die_on(P.gpu.ops->mem_reserve(&P.gpu, bytes, &gb), &P.egpu, "gpu mem_reserve");
+    pair_die_on(P.cpu.ops->reserve(&P.cpu, RLT_LOC_DEVICE, bytes, &cb), &P.ecpu, "cpu reserve");
+    pair_die_on(P.gpu.ops->reserve(&P.gpu, RLT_LOC_DEVICE, bytes, &gb), &P.egpu, "gpu reserve");
     P.cbase = cb;
     P.gbase = gb;
     P.bytes = bytes;
-    pair_die_on(P.gpu.ops->set_workspace(&P.gpu, gb, ws), &P.egpu, "set_workspace");
+    pair_die_on(P.gpu.ops->workspace(&P.gpu, gb, ws, NULL), &P.egpu, "workspace");
     P.used = P.mark = (ws + 255) & ~255ull;
 }
 
 void pair_close(void) {
     P.gpu.ops->sync(&P.gpu);
-    P.cpu.ops->mem_release(&P.cpu, P.cbase);
-    P.gpu.ops->mem_release(&P.gpu, P.gbase);
+    P.cpu.ops->release(&P.cpu, RLT_LOC_DEVICE, P.cbase);
+    P.gpu.ops->release(&P.gpu, RLT_LOC_DEVICE, P.gbase);
     rlt_backend_close(&P.gpu);
     rlt_backend_close(&P.cpu);
 }

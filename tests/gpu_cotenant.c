@@ -39,11 +39,11 @@ static int hog(double leave_mib, int fd) {
     void *p;
     double take = (double)bk.device_free - leave_mib * MIB;
     /* The free figure was read before our own handles settled: take in 64 MiB steps down to the target. */
-    while (take > 64 * MIB && bk.ops->mem_reserve(&bk, (uint64_t)(64 * MIB), &p) == RLT_OK) take -= 64 * MIB;
+    while (take > 64 * MIB && bk.ops->reserve(&bk, RLT_LOC_DEVICE, (uint64_t)(64 * MIB), &p) == RLT_OK) take -= 64 * MIB;
     char ok = 1;
     if (write(fd, &ok, 1) != 1) return 1;
     for (;;) {
-        if (!grab_all || bk.ops->mem_reserve(&bk, (uint64_t)(8 * MIB), &p) != RLT_OK) usleep(2000);
+        if (!grab_all || bk.ops->reserve(&bk, RLT_LOC_DEVICE, (uint64_t)(8 * MIB), &p) != RLT_OK) usleep(2000);
     }
 }
 

@@ -144,7 +144,7 @@ static void clip_case(uint64_t n, float max_norm, int graph) {
     take(4, &cn, &gn);
     take(3 * n * 4 + 4, &cp, &gp); /* p, m, v */
     take(8, &cs, &gs);
-    die_on(P.gpu.ops->fill(&P.gpu, gp, 3 * n + 1, 0.0f), &P.egpu, "fill");
+    die_on(P.gpu.ops->flat(&P.gpu, RLT_FLAT_FILL, gp, NULL, 3 * n + 1, 0.0f), &P.egpu, "fill");
     int64_t one = 1;
     put(cs, gs, &one, 8);
     float *p = gp;
@@ -156,11 +156,11 @@ static void clip_case(uint64_t n, float max_norm, int graph) {
          * computed in the replay, from device memory. */
         rnd_fill(rc, n + 1, -1, 1);
         put(cg, gg, rc, n * 4 + 4);
-        die_on(P.gpu.ops->graph_begin(&P.gpu, graph), &P.egpu, "graph_begin");
+        die_on(P.gpu.ops->graph(&P.gpu, RLT_GRAPH_BEGIN, graph), &P.egpu, "graph_begin");
         r2 = P.gpu.ops->adam(&P.gpu, &st);
-        die_on(P.gpu.ops->graph_end(&P.gpu, graph), &P.egpu, "graph_end");
+        die_on(P.gpu.ops->graph(&P.gpu, RLT_GRAPH_END, graph), &P.egpu, "graph_end");
         put(cg, gg, h, n * 4 + 4);
-        die_on(P.gpu.ops->graph_launch(&P.gpu, graph), &P.egpu, "graph_launch");
+        die_on(P.gpu.ops->graph(&P.gpu, RLT_GRAPH_LAUNCH, graph), &P.egpu, "graph_launch");
     } else {
         put(cg, gg, h, n * 4 + 4);
         r2 = P.gpu.ops->adam(&P.gpu, &st);
@@ -368,12 +368,12 @@ static void test_conv_case(int32_t slot, rlt_conv_shape s, const char *label) {
             die_on(conv_bwd(&P.gpu, slot, gdx, gdw, gdb, gdy, gy, gx, gw, RLT_ACT_RELU, gws, wsb),
                    &P.egpu, "backward");
         } else {
-            int rc = P.gpu.ops->graph_begin(&P.gpu, 1);
+            int rc = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_BEGIN, 1);
             CHECK(rc == RLT_OK, "%s: graph_begin: %s", label, P.egpu.msg);
             if (rc != RLT_OK) break;
             int f1 = conv_fwd(&P.gpu, slot, gy, gx, gw, gb, RLT_ACT_RELU, gws, wsb);
             int f2 = conv_bwd(&P.gpu, slot, gdx, gdw, gdb, gdy, gy, gx, gw, RLT_ACT_RELU, gws, wsb);
-            rc = P.gpu.ops->graph_end(&P.gpu, 1);
+            rc = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_END, 1);
             CHECK(f1 == RLT_OK && f2 == RLT_OK && rc == RLT_OK, "%s: capture of the conv ops: %d %d %d (%s)", label, f1,
                   f2, rc, P.egpu.msg);
             if (rc != RLT_OK) break;
@@ -381,7 +381,7 @@ static void test_conv_case(int32_t slot, rlt_conv_shape s, const char *label) {
             put(cdy, gdy, dy, d.ny * 4);
             put(cdw, gdw, dw0, d.nw * 4);
             put(cdb, gdb, db0, (size_t)s.k * 4);
-            die_on(P.gpu.ops->graph_launch(&P.gpu, 1), &P.egpu, "graph_launch");
+            die_on(P.gpu.ops->graph(&P.gpu, RLT_GRAPH_LAUNCH, 1), &P.egpu, "graph_launch");
         }
         float *yo = run ? y2 : ya, *dwo = run ? dw2 : dwa, *dxo = run ? dx2 : dxa, *dbo = run ? db2 : dba;
         fetch_gpu(yo, gy, d.ny * 4);

@@ -10,7 +10,7 @@
  *   Wrong strides, transposes or types give order-1 errors. The bias gradient comes out of the weight
  *   gradient's epilogue (CUBLASLT_EPILOGUE_BGRADB) in cuBLASLt's order, plus beta db0: the fp32 sum bound
  *   2 gamma(rows+2) (|db0| + sum |dy|). The 512 x 1024 -> 512 cases are the size the tensor cores are for.
- *   amp_unscale, amp_update, adam's skip: exact (the same IEEE operations, or nothing at all).
+ *   amp (UNSCALE, UPDATE), adam's skip: exact (the same IEEE operations, or nothing at all).
  *   conv_forward / conv_backward on 16-bit slots (cuDNN's tensor cores against the widened fp32 im2col twin):
  *   the same two roundings as a dense layer, checked as a normalised error ||gpu - cpu|| / ||cpu|| <= 4 u_lp
  *   for y, dx and dw (one 16-bit ulp is 2 u_lp; an indexing or layout bug gives order 1), db within 1e-5.
@@ -351,29 +351,35 @@ static void test_amp_ops(void) {
         pair_put(cg, gg, hx, n * 4);
         rlt_amp_state a0 = {65536.0f, 17, 0, 0, 5};
         pair_put(ca, ga, &a0, sizeof a0);
-        CHECK(P.cpu.ops->amp_unscale(&P.cpu, cg, n, ca) == RLT_OK && P.gpu.ops->amp_unscale(&P.gpu, gg, n, ga) == RLT_OK,
-              "amp_unscale: %s", P.egpu.msg);
+        rlt_amp_op uc = {.mode = RLT_AMP_UNSCALE, .amp = ca, .g = cg, .n = n}, ug = uc;
+        ug.amp = ga;
+        ug.g = gg;
+        CHECK(P.cpu.ops->amp(&P.cpu, &uc) == RLT_OK && P.gpu.ops->amp(&P.gpu, &ug) == RLT_OK, "amp UNSCALE: %s", P.egpu.msg);
         pair_fetch(hc, hg, cg, gg, n * 4);
-        CHECK(memcmp(hc, hg, n * 4) == 0, "amp_unscale: the unscaled gradients are bit-identical");
+        CHECK(memcmp(hc, hg, n * 4) == 0, "amp UNSCALE: the unscaled gradients are bit-identical");
         rlt_amp_state sc, sg;
         pair_fetch(&sc, &sg, ca, ga, sizeof sc);
-        CHECK(sc.found_inf == bad && sg.found_inf == bad, "amp_unscale flags %d (cpu %d gpu %d)", bad, sc.found_inf,
+        CHECK(sc.found_inf == bad && sg.found_inf == bad, "amp UNSCALE flags %d (cpu %d gpu %d)", bad, sc.found_inf,
               sg.found_inf);
         int64_t steps[2] = {9, 9};
         void *cs, *gs;
         pair_take(8, &cs, &gs);
         pair_put(cs, gs, steps, 8);
-        CHECK(P.cpu.ops->amp_update(&P.cpu, ca, cs, 2.0f, 0.5f, 18) == RLT_OK &&
-                  P.gpu.ops->amp_update(&P.gpu, ga, gs, 2.0f, 0.5f, 18) == RLT_OK, "amp_update");
+        rlt_amp_op pc = {.mode = RLT_AMP_UPDATE, .amp = ca, .step = cs, .growth = 2.0f, .backoff = 0.5f,
+                         .growth_interval = 18},
+                   pg = pc;
+        pg.amp = ga;
+        pg.step = gs;
+        CHECK(P.cpu.ops->amp(&P.cpu, &pc) == RLT_OK && P.gpu.ops->amp(&P.gpu, &pg) == RLT_OK, "amp UPDATE");
         pair_fetch(&sc, &sg, ca, ga, sizeof sc);
         pair_fetch(&steps[0], &steps[1], cs, gs, 8);
-        CHECK(memcmp(&sc, &sg, sizeof sc) == 0 && steps[0] == steps[1], "amp_update: same state on both");
+        CHECK(memcmp(&sc, &sg, sizeof sc) == 0 && steps[0] == steps[1], "amp UPDATE: same state on both");
         /* Overflow: halve, reset, count, roll the step back. Finite: the 18th good step doubles the scale. */
         CHECK(bad ? (sg.scale == 32768.0f && sg.good_steps == 0 && sg.skipped == 6 && steps[1] == 8)
                   : (sg.scale == 131072.0f && sg.good_steps == 0 && sg.skipped == 5 && steps[1] == 9),
-              "amp_update (%s): scale %g good %d skipped %lld step %lld", bad ? "overflow" : "finite", sg.scale,
+              "amp UPDATE (%s): scale %g good %d skipped %lld step %lld", bad ? "overflow" : "finite", sg.scale,
               sg.good_steps, (long long)sg.skipped, (long long)steps[1]);
-        CHECK(sg.found_inf == 0, "amp_update clears the flag");
+        CHECK(sg.found_inf == 0, "amp UPDATE clears the flag");
     }
     pair_reset();
 }

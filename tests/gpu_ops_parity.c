@@ -4,11 +4,11 @@
  * the step counter on the device; with clipping and the Polyak target), act_grad, sampling and the gathers,
  * sum, TD3's target smoothing and critic loss, the DQN loss, the dense layers on every kernel path, a captured
  * graph of a small training step replayed three times against the same ops run eagerly on the CPU, and the
- * lanes (branch/join). The convolutions, u8 gathers and the clipping's edge cases are in gpu_dqn_parity, the
+ * lanes (the lane op's branches and joins). The convolutions, u8 gathers and the clipping's edge cases are in gpu_dqn_parity, the
  * 16-bit ops in gpu_lowp. Skipped (exit 77) when no CUDA device can be opened.
  *
  * Tolerances (u = 2^-24, the unit roundoff of fp32):
- * - Exact (bit for bit): the integer ops (sample_indices, gather_fields, counter_add), stores (fill,
+ * - Exact (bit for bit): the integer ops (gather_fields with and without fields, counter_add), stores (fill,
  *   copy_f32), and the elementwise arithmetic (act_grad, polyak, Adam's m and v, the TD3 and DQN targets and
  *   loss gradients). Their expressions are term for term the CPU's, the module is built without FMA
  *   contraction, and IEEE +,-,*,/ and sqrt round identically on both. A mismatch here is a bug, not rounding.
@@ -151,7 +151,7 @@ static void test_act_grad(void) {
 }
 
 static void test_flat(void) {
-    printf("fill / copy_f32 / polyak / counter_add\n");
+    printf("flat (fill, copy, polyak) / counter_add\n");
     static const uint64_t sizes[] = {1, 1000, (1u << 20) + 3};
     for (size_t t = 0; t < 3; t++) {
         uint64_t n = sizes[t], guard = 8;
@@ -164,8 +164,8 @@ static void test_flat(void) {
         for (int vi = 0; vi < 3; vi++) {
             rnd_fill(h, n + guard, -1, 1);
             put(cx, gx, h, (n + guard) * 4);
-            int r1 = P.cpu.ops->fill(&P.cpu, cx, n, values[vi]);
-            int r2 = P.gpu.ops->fill(&P.gpu, gx, n, values[vi]);
+            int r1 = P.cpu.ops->flat(&P.cpu, RLT_FLAT_FILL, cx, NULL, n, values[vi]);
+            int r2 = P.gpu.ops->flat(&P.gpu, RLT_FLAT_FILL, gx, NULL, n, values[vi]);
             CHECK(r1 == RLT_OK && r2 == RLT_OK, "fill: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
             fetch(rc, rg, cx, gx, (n + guard) * 4);
             char what[64];
@@ -176,7 +176,8 @@ static void test_flat(void) {
         rnd_fill(h2, n + guard, -1, 1);
         put(cx, gx, h, (n + guard) * 4);
         put(cy, gy, h2, (n + guard) * 4);
-        int r1 = P.cpu.ops->copy_f32(&P.cpu, cy, cx, n), r2 = P.gpu.ops->copy_f32(&P.gpu, gy, gx, n);
+        int r1 = P.cpu.ops->flat(&P.cpu, RLT_FLAT_COPY, cy, cx, n, 0.0f);
+        int r2 = P.gpu.ops->flat(&P.gpu, RLT_FLAT_COPY, gy, gx, n, 0.0f);
         CHECK(r1 == RLT_OK && r2 == RLT_OK, "copy_f32: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
         fetch(rc, rg, cy, gy, (n + guard) * 4);
         expect_exact("copy_f32 (guard after)", rg, rc, n + guard, 4);
@@ -187,8 +188,8 @@ static void test_flat(void) {
             rnd_fill(h2, n + guard, -2, 2);
             put(cx, gx, h, (n + guard) * 4);
             put(cy, gy, h2, (n + guard) * 4);
-            r1 = P.cpu.ops->polyak(&P.cpu, cy, cx, n, taus[ti]);
-            r2 = P.gpu.ops->polyak(&P.gpu, gy, gx, n, taus[ti]);
+            r1 = P.cpu.ops->flat(&P.cpu, RLT_FLAT_POLYAK, cy, cx, n, taus[ti]);
+            r2 = P.gpu.ops->flat(&P.gpu, RLT_FLAT_POLYAK, gy, gx, n, taus[ti]);
             CHECK(r1 == RLT_OK && r2 == RLT_OK, "polyak: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
             fetch(rc, rg, cy, gy, (n + guard) * 4);
             char what[64];
@@ -264,7 +265,7 @@ static void test_adam(void) {
 }
 
 static void test_replay(void) {
-    printf("sample_indices / one-field gather_fields vs gather_rows\n");
+    printf("the draw alone (gather_fields with no field) / one-field gather_fields vs gather_rows\n");
     static const int32_t ns[] = {1, 256, 1000};
     static const int64_t sizes[] = {1, 7, 1000000, INT32_MAX};
     static const int64_t ctrs[] = {0, 12345, 1ll << 40};
@@ -283,12 +284,12 @@ static void test_replay(void) {
                                       .counter = cc};
                 rlt_sample_spec sg = sc;
                 sg.size = gz, sg.counter = gc;
-                int r1 = P.cpu.ops->sample_indices(&P.cpu, ci, ns[a], &sc);
-                int r2 = P.gpu.ops->sample_indices(&P.gpu, gi, ns[a], &sg);
-                CHECK(r1 == RLT_OK && r2 == RLT_OK, "sample_indices: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+                int r1 = P.cpu.ops->gather_fields(&P.cpu, ci, ns[a], &sc, 0, NULL);
+                int r2 = P.gpu.ops->gather_fields(&P.gpu, gi, ns[a], &sg, 0, NULL);
+                CHECK(r1 == RLT_OK && r2 == RLT_OK, "the draw alone: cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
                 fetch(ic, ig, ci, gi, (size_t)ns[a] * 4);
                 char what[96];
-                snprintf(what, sizeof what, "sample_indices n=%d size=%lld ctr=%lld", ns[a], (long long)sizes[b],
+                snprintf(what, sizeof what, "draw n=%d size=%lld ctr=%lld", ns[a], (long long)sizes[b],
                          (long long)ctrs[c]);
                 expect_exact(what, ig, ic, (size_t)ns[a], 4);
                 int in_range = 1;
@@ -434,7 +435,7 @@ static int run_step(rlt_backend *bk, const gstep *s) {
     rlt_adam_hp hp = {1e-3f, 0.9f, 0.999f, 1e-8f};
     RLT_TRY(o->counter_add(bk, s->ctr, 1));
     rlt_sample_spec smp = {.size = s->size, .seed = 7, .stream = RLT_STREAM_SAMPLE, .batch = G_B, .counter = s->ctr};
-    RLT_TRY(o->sample_indices(bk, s->idx, G_B, &smp));
+    RLT_TRY(o->gather_fields(bk, s->idx, G_B, &smp, 0, NULL));
     rlt_gather_field f = {.dst = s->x, .dst_stride = G_IN * 4, .src = s->replay, .row_bytes = G_IN * 4};
     RLT_TRY(o->gather_fields(bk, s->idx, G_B, NULL, 1, &f));
     rlt_linear_fwd fw = {.rows = G_B, .fi = G_IN, .fo = G_OUT, .x = s->x, .ldx = G_IN, .W = s->w, .b = s->b, .y = s->h,
@@ -510,16 +511,16 @@ static void test_graph(void) {
     put(c.step, g.step, &counters[1], 8);
     put(c.size, g.size, &counters[2], 8);
 
-    CHECK(P.cpu.ops->graph_supported(&P.cpu) == 0, "the CPU backend should not claim graph support");
-    CHECK(P.gpu.ops->graph_supported(&P.gpu) == 1, "the CUDA backend should support graphs");
-    int rb = P.gpu.ops->graph_begin(&P.gpu, 3);
+    CHECK(P.cpu.ops->graph(&P.cpu, RLT_GRAPH_SUPPORTED, 0) == 0, "the CPU backend should not claim graph support");
+    CHECK(P.gpu.ops->graph(&P.gpu, RLT_GRAPH_SUPPORTED, 0) == 1, "the CUDA backend should support graphs");
+    int rb = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_BEGIN, 3);
     int rs = rb == RLT_OK ? run_step(&P.gpu, &g) : rb;
-    int re = rb == RLT_OK ? P.gpu.ops->graph_end(&P.gpu, 3) : rb;
+    int re = rb == RLT_OK ? P.gpu.ops->graph(&P.gpu, RLT_GRAPH_END, 3) : rb;
     CHECK(rb == RLT_OK && rs == RLT_OK && re == RLT_OK, "capture: begin %d ops %d end %d (%s)", rb, rs, re,
           P.egpu.msg);
     for (int it = 0; it < 3; it++) {
         CHECK(run_step(&P.cpu, &c) == RLT_OK, "cpu step %d: %s", it, P.ecpu.msg);
-        int rl = P.gpu.ops->graph_launch(&P.gpu, 3);
+        int rl = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_LAUNCH, 3);
         CHECK(rl == RLT_OK, "graph_launch %d: %s", it, P.egpu.msg);
     }
     int64_t kc[2], kg[2];
@@ -756,15 +757,15 @@ enum { TWIN_NONE, TWIN_LANE2, TWIN_GRAPH, TWIN_TF32 };
 /* Runs fg on the GPU: captured into graph slot 7 and replayed (graph), or eagerly on `lane`. */
 static int routed_gpu_forward(const rlt_linear_fwd *fg, int lane, int graph) {
     if (graph) {
-        int rb = P.gpu.ops->graph_begin(&P.gpu, 7);
+        int rb = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_BEGIN, 7);
         int ro = rb == RLT_OK ? P.gpu.ops->linear_forward(&P.gpu, fg) : rb;
-        int re = rb == RLT_OK ? P.gpu.ops->graph_end(&P.gpu, 7) : rb;
+        int re = rb == RLT_OK ? P.gpu.ops->graph(&P.gpu, RLT_GRAPH_END, 7) : rb;
         if (rb != RLT_OK || ro != RLT_OK || re != RLT_OK) return rb != RLT_OK ? rb : ro != RLT_OK ? ro : re;
-        return P.gpu.ops->graph_launch(&P.gpu, 7);
+        return P.gpu.ops->graph(&P.gpu, RLT_GRAPH_LAUNCH, 7);
     }
-    RLT_TRY(P.gpu.ops->branch(&P.gpu, lane));
+    RLT_TRY(P.gpu.ops->lane(&P.gpu, lane));
     RLT_TRY(P.gpu.ops->linear_forward(&P.gpu, fg));
-    return P.gpu.ops->join(&P.gpu);
+    return P.gpu.ops->lane(&P.gpu, RLT_LANE_JOIN);
 }
 
 /* One routed forward on both backends: run A (fp32; captured first for TWIN_GRAPH, else eager on lane 0) within
@@ -1078,13 +1079,13 @@ static void seeds_library_case(int rows, int fi, int fo, int act, int tf32) {
                             .db = (float *)(base) + odb, .beta = 0.0f, .dx = (float *)(base) + odx, .lddx = fi, .act_x = (a)}
     rlt_linear_fwd fg = SEEDS_FWD(gs[0]);
     rlt_linear_bwd bg = SEEDS_BWD(gs[0], RLT_ACT_RELU);
-    int rb = P.gpu.ops->graph_begin(&P.gpu, 7);
+    int rb = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_BEGIN, 7);
     int r0 = rb == RLT_OK ? P.gpu.ops->seed_batch(&P.gpu, Z, gd, gk, delta) : rb;
     int r1 = r0 == RLT_OK ? P.gpu.ops->linear_forward(&P.gpu, &fg) : r0;
     int r2 = r1 == RLT_OK ? P.gpu.ops->linear_backward(&P.gpu, &bg) : r1;
     P.gpu.ops->seed_batch(&P.gpu, 0, NULL, NULL, NULL);
-    int re = rb == RLT_OK ? P.gpu.ops->graph_end(&P.gpu, 7) : rb;
-    int rl = re == RLT_OK && r2 == RLT_OK ? P.gpu.ops->graph_launch(&P.gpu, 7) : re;
+    int re = rb == RLT_OK ? P.gpu.ops->graph(&P.gpu, RLT_GRAPH_END, 7) : rb;
+    int rl = re == RLT_OK && r2 == RLT_OK ? P.gpu.ops->graph(&P.gpu, RLT_GRAPH_LAUNCH, 7) : re;
     if (tf32) set_tf32(0);
     CHECK(r2 == RLT_OK && rl == RLT_OK, "seeds on the library %dx%d->%d%s: capture %d launch %d (%s)", rows, fi, fo,
           tf32 ? " tf32" : "", r2, rl, P.egpu.msg);
@@ -1231,14 +1232,14 @@ static void test_gather_fields(void) {
         snprintf(what, sizeof what, "gather_fields mode %d indices", mode);
         expect_exact(what, ig, ic, NB, 4);
         if (mode) {
-            /* The drawn rows are sample_indices' rows ROW0.. of the whole batch's draw. */
+            /* The drawn rows are the draw alone's rows ROW0.. of the whole batch's draw. */
             int32_t full[NB];
             void *cf, *gf;
             take(NB * 4, &cf, &gf);
             rlt_sample_spec whole = {csz, cvalid, 99, RLT_STREAM_SAMPLE, 0, NB, cctr};
-            CHECK(P.cpu.ops->sample_indices(&P.cpu, cf, NB, &whole) == RLT_OK, "sample");
+            CHECK(P.cpu.ops->gather_fields(&P.cpu, cf, NB, &whole, 0, NULL) == RLT_OK, "sample");
             memcpy(full, cf, sizeof full);
-            CHECK(memcmp(full + ROW0, ic, NR * 4) == 0, "gather_fields: drawn indices are sample_indices' rows %d..", ROW0);
+            CHECK(memcmp(full + ROW0, ic, NR * 4) == 0, "gather_fields: drawn indices are the draw alone's rows %d..", ROW0);
             int ok = 1;
             for (int i = 0; i < NR; i++) ok &= valid[ic[i]] != 0;
             CHECK(ok, "gather_fields: a drawn index is not a valid slot");
@@ -1593,30 +1594,30 @@ typedef struct lane_bufs {
 
 static int lane_step(rlt_backend *bk, const lane_bufs *s) {
     const rlt_backend_ops *o = bk->ops;
-    RLT_TRY(o->branch(bk, 3));
+    RLT_TRY(o->lane(bk, 3));
     RLT_TRY(o->counter_add(bk, s->ctr, 1));
-    RLT_TRY(o->branch(bk, 1));
+    RLT_TRY(o->lane(bk, 1));
     rlt_linear_fwd f1 = {.rows = L_ROWS, .fi = L_IN, .fo = L_H, .x = s->x, .ldx = L_IN, .W = s->w1, .b = s->b1,
                          .y = s->h1, .ldy = L_H, .act = RLT_ACT_RELU};
     rlt_linear_fwd f2 = {.rows = L_ROWS, .fi = L_IN, .fo = L_H, .x = s->x, .ldx = L_IN, .W = s->w2, .b = s->b2,
                          .y = s->h2, .ldy = L_H, .act = RLT_ACT_TANH};
     RLT_TRY(o->linear_forward(bk, &f1));
     RLT_TRY(o->sum(bk, s->sum1, s->h1, L_H, L_ROWS, 1.0f / L_ROWS));
-    RLT_TRY(o->branch(bk, 2));
+    RLT_TRY(o->lane(bk, 2));
     RLT_TRY(o->linear_forward(bk, &f2));
     RLT_TRY(o->sum(bk, s->sum2, s->h2, L_H, L_ROWS, 1.0f / L_ROWS));
-    RLT_TRY(o->join(bk));
+    RLT_TRY(o->lane(bk, RLT_LANE_JOIN));
     /* Lane 0 reads both side lanes' results (out moves halfway to h1, then halfway to h2) ... */
-    RLT_TRY(o->polyak(bk, s->out, s->h1, (uint64_t)L_ROWS * L_H, 0.5f));
-    RLT_TRY(o->polyak(bk, s->out, s->h2, (uint64_t)L_ROWS * L_H, 0.5f));
+    RLT_TRY(o->flat(bk, RLT_FLAT_POLYAK, s->out, s->h1, (uint64_t)L_ROWS * L_H, 0.5f));
+    RLT_TRY(o->flat(bk, RLT_FLAT_POLYAK, s->out, s->h2, (uint64_t)L_ROWS * L_H, 0.5f));
     /* ... and the next step's input moves halfway to pieces of out, so every step depends on the last. */
     for (int r = 0; r < 4; r++)
-        RLT_TRY(o->polyak(bk, s->x + (size_t)r * 64 * L_IN, s->out + (size_t)r * 64 * L_H, 64 * L_IN, 0.5f));
+        RLT_TRY(o->flat(bk, RLT_FLAT_POLYAK, s->x + (size_t)r * 64 * L_IN, s->out + (size_t)r * 64 * L_H, 64 * L_IN, 0.5f));
     return RLT_OK;
 }
 
 static void test_lanes(void) {
-    printf("lanes (branch/join), eager and in a graph\n");
+    printf("lanes (branch and join), eager and in a graph\n");
     lane_bufs c, g;
 #define LTAKE(field, count, type)                            \
     do {                                                     \
@@ -1657,13 +1658,13 @@ static void test_lanes(void) {
         CHECK(lane_step(&P.cpu, &c) == RLT_OK, "cpu lane step: %s", P.ecpu.msg);
         CHECK(lane_step(&P.gpu, &g) == RLT_OK, "gpu lane step (eager): %s", P.egpu.msg);
     }
-    int rb = P.gpu.ops->graph_begin(&P.gpu, 4);
+    int rb = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_BEGIN, 4);
     int rs = rb == RLT_OK ? lane_step(&P.gpu, &g) : rb;
-    int re = rb == RLT_OK ? P.gpu.ops->graph_end(&P.gpu, 4) : rb;
+    int re = rb == RLT_OK ? P.gpu.ops->graph(&P.gpu, RLT_GRAPH_END, 4) : rb;
     CHECK(rb == RLT_OK && rs == RLT_OK && re == RLT_OK, "lane capture: begin %d ops %d end %d (%s)", rb, rs, re, P.egpu.msg);
     for (int it = 0; it < 4; it++) {
         CHECK(lane_step(&P.cpu, &c) == RLT_OK, "cpu lane step: %s", P.ecpu.msg);
-        CHECK(P.gpu.ops->graph_launch(&P.gpu, 4) == RLT_OK, "graph_launch: %s", P.egpu.msg);
+        CHECK(P.gpu.ops->graph(&P.gpu, RLT_GRAPH_LAUNCH, 4) == RLT_OK, "graph_launch: %s", P.egpu.msg);
     }
     int64_t kc, kg;
     fetch(&kc, &kg, c.ctr, g.ctr, 8);
@@ -1679,23 +1680,23 @@ static void test_lanes(void) {
     fetch(&sc, &sg, c.sum2, g.sum2, 4);
     expect_close("lanes: lane 2's reduction", &sg, &sc, 1, NULL, 1e-5, 1e-5);
 
-    /* Refusals: lanes out of range; adam with clipping (lane 0's scratch) on a side lane; a graph_end with a
-     * lane left open still joins it (the capture ends cleanly). */
-    CHECK(P.gpu.ops->branch(&P.gpu, -1) == RLT_EINVAL && P.gpu.ops->branch(&P.gpu, RLT_BACKEND_MAX_LANES) == RLT_EINVAL,
+    /* Refusals: lanes out of range (RLT_LANE_JOIN, -1, is a join; -2 is nothing); adam with clipping (lane 0's
+     * scratch) on a side lane; a graph END with a lane left open still joins it (the capture ends cleanly). */
+    CHECK(P.gpu.ops->lane(&P.gpu, -2) == RLT_EINVAL && P.gpu.ops->lane(&P.gpu, RLT_BACKEND_MAX_LANES) == RLT_EINVAL,
           "branch out of range refused");
-    CHECK(P.cpu.ops->branch(&P.cpu, RLT_BACKEND_MAX_LANES) == RLT_EINVAL, "cpu branch out of range refused");
-    CHECK(P.gpu.ops->branch(&P.gpu, 1) == RLT_OK, "branch 1");
+    CHECK(P.cpu.ops->lane(&P.cpu, RLT_BACKEND_MAX_LANES) == RLT_EINVAL, "cpu branch out of range refused");
+    CHECK(P.gpu.ops->lane(&P.gpu, 1) == RLT_OK, "branch 1");
     rlt_adam_step st = {.p = g.h1, .g = g.h2, .m = g.out, .v = g.out, .n = 16, .hp = {1e-3f, 0.9f, 0.999f, 1e-8f},
                         .step = g.ctr, .max_grad_norm = 1.0f, .norm = g.sum1};
     int rc = P.gpu.ops->adam(&P.gpu, &st);
     CHECK(rc == RLT_ESTATE, "adam with clipping on a side lane: %d", rc);
-    CHECK(P.gpu.ops->join(&P.gpu) == RLT_OK, "join");
-    rb = P.gpu.ops->graph_begin(&P.gpu, 6);
-    int ro = rb == RLT_OK ? P.gpu.ops->branch(&P.gpu, 2) : rb;
+    CHECK(P.gpu.ops->lane(&P.gpu, RLT_LANE_JOIN) == RLT_OK, "join");
+    rb = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_BEGIN, 6);
+    int ro = rb == RLT_OK ? P.gpu.ops->lane(&P.gpu, 2) : rb;
     if (ro == RLT_OK) ro = P.gpu.ops->counter_add(&P.gpu, g.ctr, 1);
-    re = rb == RLT_OK ? P.gpu.ops->graph_end(&P.gpu, 6) : rb;
+    re = rb == RLT_OK ? P.gpu.ops->graph(&P.gpu, RLT_GRAPH_END, 6) : rb;
     CHECK(rb == RLT_OK && ro == RLT_OK && re == RLT_OK, "capture left on lane 2: %d %d %d (%s)", rb, ro, re, P.egpu.msg);
-    CHECK(P.gpu.ops->graph_launch(&P.gpu, 6) == RLT_OK && P.gpu.ops->sync(&P.gpu) == RLT_OK, "replay: %s", P.egpu.msg);
+    CHECK(P.gpu.ops->graph(&P.gpu, RLT_GRAPH_LAUNCH, 6) == RLT_OK && P.gpu.ops->sync(&P.gpu) == RLT_OK, "replay: %s", P.egpu.msg);
     fetch(&kc, &kg, c.ctr, g.ctr, 8);
     CHECK(kg == 7, "the open lane's op was captured and replayed: %lld", (long long)kg);
     free(h), free(fc), free(fg);
@@ -1713,18 +1714,22 @@ static void test_errors(void) {
           P.egpu.msg);
     rc = P.gpu.ops->act_grad(&P.gpu, ga, 3, ga, 4, 2, 4, RLT_ACT_RELU);
     CHECK(rc == RLT_EINVAL, "act_grad with lddy < cols: %d", rc);
-    rc = P.gpu.ops->polyak(&P.gpu, ga, ga, 4, 1.5f);
+    rc = P.gpu.ops->flat(&P.gpu, RLT_FLAT_POLYAK, ga, ga, 4, 1.5f);
     CHECK(rc == RLT_EINVAL, "polyak with tau > 1: %d", rc);
     rlt_td3_loss l = {.y = ga, .dq1 = ga, .dq2 = ga, .q1 = ga, .q2 = ga, .qt1 = ga, .qt2 = ga, .r = ga, .term = ga};
     rc = P.gpu.ops->td3_critic_loss(&P.gpu, &l);
     CHECK(rc == RLT_EINVAL, "td3_critic_loss with n = 0: %d", rc);
-    rc = P.gpu.ops->graph_launch(&P.gpu, 5);
-    CHECK(rc == RLT_ESTATE, "graph_launch of an empty slot: %d", rc);
-    rc = P.gpu.ops->graph_begin(&P.gpu, RLT_BACKEND_MAX_GRAPHS);
-    CHECK(rc == RLT_EINVAL, "graph_begin of slot %d: %d", RLT_BACKEND_MAX_GRAPHS, rc);
+    rc = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_LAUNCH, 5);
+    CHECK(rc == RLT_ESTATE, "graph LAUNCH of an empty slot: %d", rc);
+    rc = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_BEGIN, RLT_BACKEND_MAX_GRAPHS);
+    CHECK(rc == RLT_EINVAL, "graph BEGIN of slot %d: %d", RLT_BACKEND_MAX_GRAPHS, rc);
+    rc = P.gpu.ops->graph(&P.gpu, (rlt_graph_mode)9, 0);
+    CHECK(rc == RLT_EINVAL, "graph with an unknown mode: %d", rc);
+    rc = P.gpu.ops->flat(&P.gpu, (rlt_flat_mode)9, ga, ga, 4, 0.5f);
+    CHECK(rc == RLT_EINVAL, "flat with an unknown mode: %d", rc);
     rc = P.gpu.ops->copy(&P.gpu, ga, ca, 4, 7);
     CHECK(rc == RLT_EINVAL, "copy of unknown kind: %d", rc);
-    rc = P.gpu.ops->set_workspace(&P.gpu, (unsigned char *)P.gbase + 8, 1024);
+    rc = P.gpu.ops->workspace(&P.gpu, (unsigned char *)P.gbase + 8, 1024, NULL);
     CHECK(rc == RLT_EINVAL, "misaligned workspace: %d", rc);
     /* The stream is still healthy after all of that. */
     CHECK(P.gpu.ops->sync(&P.gpu) == RLT_OK, "sync after rejected ops: %s", P.egpu.msg);
@@ -1736,7 +1741,7 @@ int main(void) {
     printf("device %s: total %.1f MiB, free %.1f MiB, context_bytes %llu (%.1f MiB), cuBLAS workspace %llu bytes\n",
            P.gpu.device_name, P.gpu.device_total / 1048576.0, P.gpu.device_free / 1048576.0,
            (unsigned long long)P.gpu.context_bytes, P.gpu.context_bytes / 1048576.0,
-           (unsigned long long)P.gpu.ops->workspace_bytes(&P.gpu));
+           (unsigned long long)rlt_backend_workspace_need(&P.gpu));
 
     test_act_grad();
     test_flat();
@@ -1757,7 +1762,7 @@ int main(void) {
     test_adam_clip_polyak();
     test_lanes();
     test_errors();
-    die_on(P.gpu.ops->set_workspace(&P.gpu, P.gbase, P.gpu.ops->workspace_bytes(&P.gpu)), &P.egpu, "set_workspace again");
+    die_on(P.gpu.ops->workspace(&P.gpu, P.gbase, rlt_backend_workspace_need(&P.gpu), NULL), &P.egpu, "workspace again");
     pair_close();
     return test_summary("gpu_ops_parity");
 }

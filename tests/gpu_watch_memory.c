@@ -23,7 +23,7 @@ static int hog(int fd) {
     rlt_err e;
     if (rlt_backend_open(&bk, &e, "cuda:0", 1, NULL, 0) != RLT_OK) return 77;
     void *p;
-    char ok = bk.ops->mem_reserve(&bk, (uint64_t)(HOG_MIB * MIB), &p) == RLT_OK;
+    char ok = bk.ops->reserve(&bk, RLT_LOC_DEVICE, (uint64_t)(HOG_MIB * MIB), &p) == RLT_OK;
     if (write(fd, &ok, 1) != 1) return 1;
     for (;;) pause();
 }

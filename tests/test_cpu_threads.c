@@ -167,9 +167,9 @@ static int open_backend(rlt_backend *bk, int threads, float **ws) {
     bk->ops = rlt_cpu_backend_ops();
     bk->err = &err;
     if (bk->ops->open(bk, -1, threads) != RLT_OK) return -1;
-    uint64_t bytes = bk->ops->workspace_bytes(bk);
+    uint64_t bytes = rlt_backend_workspace_need(bk);
     *ws = bytes ? rlt_mem_alloc(bytes, 64) : NULL;
-    bk->ops->set_workspace(bk, *ws, bytes);
+    bk->ops->workspace(bk, *ws, bytes, NULL);
     return 0;
 }
 
@@ -208,26 +208,26 @@ static void check_lanes(void) {
         rlt_backend *bk = bks[k];
         const rlt_backend_ops *op = bk->ops;
         memset(z, 0, NX * 4);
-        CHECK(op->branch(bk, 3) == RLT_OK, "branch");
-        CHECK(op->fill(bk, x, NX, 3.0f) == RLT_OK, "fill");
+        CHECK(op->lane(bk, 3) == RLT_OK, "branch");
+        CHECK(op->flat(bk, RLT_FLAT_FILL, x, NULL, NX, 3.0f) == RLT_OK, "fill");
         for (int i = 0; i < 50; i++) CHECK(op->counter_add(bk, &ctr[k], 2) == RLT_OK, "counter");
         rlt_linear_fwd f = {.rows = R, .fi = FI, .fo = FO, .x = in, .ldx = FI, .W = W, .b = b, .y = ys[k][0],
                             .ldy = FO, .act = RLT_ACT_RELU};
         CHECK(op->linear_forward(bk, &f) == RLT_OK, "forward lane 3");
-        CHECK(op->branch(bk, 2) == RLT_OK, "branch");
+        CHECK(op->lane(bk, 2) == RLT_OK, "branch");
         f.y = ys[k][1];
         f.act = RLT_ACT_TANH;
         CHECK(op->linear_forward(bk, &f) == RLT_OK, "forward lane 2");
-        CHECK(op->branch(bk, 1) == RLT_OK, "branch");
+        CHECK(op->lane(bk, 1) == RLT_OK, "branch");
         /* x was filled on lane 3, so this lane-1 copy may see it only after a join: join first. */
-        CHECK(op->join(bk) == RLT_OK, "join");
-        CHECK(op->branch(bk, 1) == RLT_OK, "branch");
-        CHECK(op->fill(bk, x, NX, 5.0f) == RLT_OK, "fill lane 1");
-        CHECK(op->copy_f32(bk, z, x, NX) == RLT_OK, "copy lane 1"); /* must see the 5s queued before it */
+        CHECK(op->lane(bk, RLT_LANE_JOIN) == RLT_OK, "join");
+        CHECK(op->lane(bk, 1) == RLT_OK, "branch");
+        CHECK(op->flat(bk, RLT_FLAT_FILL, x, NULL, NX, 5.0f) == RLT_OK, "fill lane 1");
+        CHECK(op->flat(bk, RLT_FLAT_COPY, z, x, NX, 0.0f) == RLT_OK, "copy lane 1"); /* must see the 5s queued before it */
         rlt_linear_fwd g = {.rows = 2, .fi = FI, .fo = FO, .x = z, .ldx = FI, .W = W, .b = b, .y = ys[k][2],
                             .ldy = FO, .act = RLT_ACT_NONE};
         CHECK(op->linear_forward(bk, &g) == RLT_OK, "2-row forward lane 1");
-        CHECK(op->branch(bk, 0) == RLT_OK, "branch");
+        CHECK(op->lane(bk, 0) == RLT_OK, "branch");
         CHECK(op->sync(bk) == RLT_OK, "sync");
         if (k == 1) CHECK(cpu_worker_idle(im->worker) && im->lane == 0, "sync leaves nothing queued, on lane 0");
         int bad = 0;
@@ -274,23 +274,23 @@ static void check_big_lanes(void) {
         memset(dW, 0, (size_t)F * F * 4);
         memset(db, 0, F * 4);
         /* Lane 3: two chained forwards, the first split by outputs, the second (96 wide) by rows. */
-        CHECK(op->branch(bk, 3) == RLT_OK, "branch");
+        CHECK(op->lane(bk, 3) == RLT_OK, "branch");
         rlt_linear_fwd f1 = {.rows = R, .fi = F, .fo = F, .x = x, .ldx = F, .W = W1, .b = b, .y = h, .ldy = F,
                              .act = RLT_ACT_RELU};
         rlt_linear_fwd f2 = {.rows = R, .fi = F, .fo = O, .x = h, .ldx = F, .W = W2, .b = b, .y = y, .ldy = O,
                              .act = RLT_ACT_TANH};
         CHECK(op->linear_forward(bk, &f1) == RLT_OK && op->linear_forward(bk, &f2) == RLT_OK, "forwards lane 3");
         /* Lane 1: a backward (dW, db and dx through ReLU), split. */
-        CHECK(op->branch(bk, 1) == RLT_OK, "branch");
+        CHECK(op->lane(bk, 1) == RLT_OK, "branch");
         rlt_linear_bwd g = {.rows = R, .fi = F, .fo = F, .dy = dy0, .lddy = F, .x = x, .ldx = F, .act_x = RLT_ACT_RELU,
                             .W = W1, .dW = dW, .db = db, .beta = 1.0f, .dx = dx, .lddx = F};
         CHECK(op->linear_backward(bk, &g) == RLT_OK, "backward lane 1");
         /* Lane 0: a forward split between the two threads while the side lanes' halves are queued. */
-        CHECK(op->branch(bk, 0) == RLT_OK, "branch");
+        CHECK(op->lane(bk, 0) == RLT_OK, "branch");
         rlt_linear_fwd f3 = {.rows = R, .fi = F, .fo = F, .x = x, .ldx = F, .W = W1, .b = NULL, .y = y2, .ldy = F,
                              .act = RLT_ACT_NONE};
         CHECK(op->linear_forward(bk, &f3) == RLT_OK, "forward lane 0");
-        CHECK(op->join(bk) == RLT_OK, "join");
+        CHECK(op->lane(bk, RLT_LANE_JOIN) == RLT_OK, "join");
         out[k][0] = h, out[k][1] = y, out[k][2] = y2, out[k][3] = dW, out[k][4] = db, out[k][5] = dx;
     }
     const size_t n[6] = {(size_t)R * F, (size_t)R * O, (size_t)R * F, (size_t)F * F, F, (size_t)R * F};

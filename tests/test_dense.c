@@ -236,7 +236,7 @@ int main(void) {
     CHECK(ref.ops->open(&ref, -1, 1) == RLT_OK && fast.ops->open(&fast, -1, 1) == RLT_OK, "open: %s", err.msg);
     ((cpu_impl *)ref.impl)->dense = NULL;
     float *pack = rlt_mem_alloc(CPU_DENSE_PACK_FLOATS * sizeof(float), 64);
-    CHECK(fast.ops->set_workspace(&fast, pack, CPU_DENSE_PACK_FLOATS * sizeof(float)) == RLT_OK, "workspace");
+    CHECK(fast.ops->workspace(&fast, pack, CPU_DENSE_PACK_FLOATS * sizeof(float), NULL) == RLT_OK, "workspace");
     const char *isas[] = {"avx512", "avx2"};
     int tested = 0;
     for (int k = 0; k < 2; k++) {
@@ -270,11 +270,11 @@ int main(void) {
         two.ops = rlt_cpu_backend_ops();
         two.err = &err;
         CHECK(two.ops->open(&two, -1, 2) == RLT_OK, "open with 2 threads: %s", err.msg);
-        uint64_t ws = two.ops->workspace_bytes(&two);
+        uint64_t ws = rlt_backend_workspace_need(&two);
         float *pack2 = rlt_mem_alloc(ws, 64);
         CHECK(ws == 2u * CPU_DENSE_PACK_FLOATS * sizeof(float) && ((cpu_impl *)two.impl)->worker,
               "two threads: a worker and two panels");
-        two.ops->set_workspace(&two, pack2, ws);
+        two.ops->workspace(&two, pack2, ws, NULL);
         ((cpu_impl *)fast.impl)->dense = ((cpu_impl *)two.impl)->dense;
         check_two_threads(&fast, &two);
         two.ops->close(&two);

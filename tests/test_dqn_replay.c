@@ -105,7 +105,7 @@ static void check_run(int u8, int capacity, int steps) {
     for (int64_t c = 0; c < 50; c++) {
         rlt_sample_spec s = {.size = &rp->size, .valid = rp->f[DQN_F_VALID].data, .seed = 9, .stream = 2, .batch = 512,
                              .counter = &c};
-        CHECK(ag->bk.ops->sample_indices(&ag->bk, idx, 512, &s) == RLT_OK, "sample");
+        CHECK(ag->bk.ops->gather_fields(&ag->bk, idx, 512, &s, 0, NULL) == RLT_OK, "sample");
         for (int i = 0; i < 512; i++) CHECK(rp->f[DQN_F_VALID].data[idx[i]], "sampled slot %d is valid", idx[i]);
     }
     /* And updates run on it. */
@@ -127,7 +127,7 @@ static void check_sampling_uniform(void) {
     static int32_t idx[20000];
     int count[30] = {0};
     rlt_sample_spec s = {.size = &size, .valid = valid, .seed = 5, .stream = 2, .batch = 20000, .counter = &ctr};
-    CHECK(bk.ops->sample_indices(&bk, idx, 20000, &s) == RLT_OK, "sample");
+    CHECK(bk.ops->gather_fields(&bk, idx, 20000, &s, 0, NULL) == RLT_OK, "sample");
     for (int i = 0; i < 20000; i++) count[idx[i]]++;
     for (int s = 0; s < 30; s++) {
         if (!valid[s]) CHECK(count[s] == 0, "invalid slot %d sampled %d times", s, count[s]);

@@ -117,7 +117,7 @@ static void check_adam(void) {
 
 static void check_polyak_and_td3(void) {
     float t[3] = {1, 2, 3}, s[3] = {3, 2, 1};
-    CHECK(bk.ops->polyak(&bk, t, s, 3, 0.25f) == RLT_OK, "polyak");
+    CHECK(bk.ops->flat(&bk, RLT_FLAT_POLYAK, t, s, 3, 0.25f) == RLT_OK, "polyak");
     CHECK_NEAR(t[0], 1.5, 1e-7, 0, "polyak 0");
     CHECK_NEAR(t[1], 2.0, 1e-7, 0, "polyak 1");
     CHECK_NEAR(t[2], 2.5, 1e-7, 0, "polyak 2");

@@ -4,7 +4,7 @@
  *   at and around each halfway point; fp16 overflows to inf at 65520 and keeps 65504 below; subnormals.
  * - The CPU twins: a 16-bit linear_forward with fp32 output on inputs that are exact in the 16-bit type equals
  *   the fp32 linear_forward up to fp32 summation order (2 gamma(k+2) S); the 16-bit linear_backward likewise
- *   against the fp32 one; cast with a scale; amp_unscale / amp_update semantics; adam with its skip flag set
+ *   against the fp32 one; cast with a scale; amp's UNSCALE / UPDATE semantics; adam with its skip flag set
  *   leaves every buffer bit-identical, and writes p's 16-bit copy when it steps.
  * - A reduced-precision config on the CPU trains in fp32 and says so in the plan.
  * - precision: tf32 parses, reads back and dumps as "tf32"; on the CPU the plan says fp32 with the fallback note,
@@ -194,9 +194,9 @@ static void test_amp_and_skip(void) {
     uint16_t plp[5] = {0};
     rlt_amp_state a = {1024.0f, 3, 0, 0, 0};
     int64_t step = 1;
-    CHECK(bk.ops->amp_unscale(&bk, g, 5, &a) == RLT_OK && g[0] == 1.0f && g[1] == -2.0f && a.found_inf == 0, "unscale");
+    CHECK(bk.ops->amp(&bk, &(rlt_amp_op){.mode = RLT_AMP_UNSCALE, .amp = &a, .g = g, .n = 5}) == RLT_OK && g[0] == 1.0f && g[1] == -2.0f && a.found_inf == 0, "unscale");
     g[2] = NAN;
-    CHECK(bk.ops->amp_unscale(&bk, g, 5, &a) == RLT_OK && a.found_inf == 1, "a NaN sets the flag");
+    CHECK(bk.ops->amp(&bk, &(rlt_amp_op){.mode = RLT_AMP_UNSCALE, .amp = &a, .g = g, .n = 5}) == RLT_OK && a.found_inf == 1, "a NaN sets the flag");
     float p0[5], m0[5], v0[5], t0[5];
     memcpy(p0, p, sizeof p);
     memcpy(m0, m, sizeof m);
@@ -207,8 +207,15 @@ static void test_amp_and_skip(void) {
     CHECK(bk.ops->adam(&bk, &st) == RLT_OK, "adam skip");
     CHECK(!memcmp(p, p0, sizeof p) && !memcmp(m, m0, sizeof m) && !memcmp(v, v0, sizeof v) && !memcmp(t, t0, sizeof t) &&
               plp[0] == 0, "a skipped step changes nothing");
-    CHECK(bk.ops->amp_update(&bk, &a, &step, 2.0f, 0.5f, 2000) == RLT_OK && a.scale == 512.0f && a.skipped == 1 &&
-              step == 0 && a.found_inf == 0, "amp_update after an overflow");
+    rlt_amp_op up = {.mode = RLT_AMP_UPDATE, .amp = &a, .step = &step, .growth = 2.0f, .backoff = 0.5f,
+                     .growth_interval = 2000};
+    CHECK(bk.ops->amp(&bk, &up) == RLT_OK && a.scale == 512.0f && a.skipped == 1 && step == 0 && a.found_inf == 0,
+          "amp UPDATE after an overflow");
+    up.mode = (rlt_amp_mode)2;
+    CHECK(bk.ops->amp(&bk, &up) == RLT_EINVAL && a.scale == 512.0f, "amp with an unknown mode is refused");
+    up.mode = RLT_AMP_UPDATE;
+    up.growth_interval = 0;
+    CHECK(bk.ops->amp(&bk, &up) == RLT_EINVAL && a.scale == 512.0f, "amp UPDATE with growth_interval 0 is refused");
     g[2] = 0.25f;
     step = 1;
     CHECK(bk.ops->adam(&bk, &st) == RLT_OK && p[0] != p0[0] && plp[0] == rlt_f32_to_bf16(p[0]) &&

@@ -114,11 +114,11 @@ static void test_split_gradient(void) {
     plan_init(&plan, 1);
     CHECK(mnet_plan(&m, &bk, &plan, &err, "g", rows, 0, 1) == RLT_OK, "plan: %s", err.msg);
     void *ws = NULL;
-    CHECK(plan_add(&plan, &err, "backend.workspace", "workspace", RLT_LOC_DEVICE, bk.ops->workspace_bytes(&bk), &ws) ==
+    CHECK(plan_add(&plan, &err, "backend.workspace", "workspace", RLT_LOC_DEVICE, rlt_backend_workspace_need(&bk), &ws) ==
               RLT_OK, "ws");
     plan_layout(&plan);
     CHECK(plan_commit(&plan, &err, &bk, (uint64_t)1 << 30) == RLT_OK, "commit: %s", err.msg);
-    CHECK(bk.ops->set_workspace(&bk, ws, bk.ops->workspace_bytes(&bk)) == RLT_OK, "set ws");
+    CHECK(bk.ops->workspace(&bk, ws, rlt_backend_workspace_need(&bk), NULL) == RLT_OK, "set ws");
     /* Rows of bytes as the API takes them, converted as the update does. */
     uint64_t np = mnet_param_count(&m);
     static float params[4096], grads[4096], x[512], extra[16], w[16], out[16], dout[16], scale[RLT_CFG_MAX_INPUTS];

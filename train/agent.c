@@ -74,7 +74,8 @@ static int agent_build_plan(rlt_agent *ag, rlt_location replay_loc) {
     RLT_TRY(plan_add(p, e, "group.seed_table", "group", RLT_LOC_DEVICE, table, &ag->seed_table));
     /* The library workspace from the plan's shapes: none when no op of this plan calls the library (the
      * backend creates the library handles it needs here too, so the measured context below includes them). */
-    uint64_t ws = bk->ops->workspace_bytes(bk);
+    uint64_t ws = 0;
+    RLT_TRY(bk->ops->workspace(bk, NULL, 0, &ws));
     p->use.dense_tf32 = ag->cfg.precision == RLT_PRECISION_TF32; /* the CPU has turned it into fp32 by now */
     if (bk->ops->plan_workspace) RLT_TRY(bk->ops->plan_workspace(bk, &p->use, &ws));
     RLT_TRY(plan_add(p, e, "backend.workspace", "workspace", RLT_LOC_DEVICE, ws, NULL));
@@ -440,10 +441,10 @@ static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act
     ag->replay.size_dev = &ag->counters[RLT_CTR_REPLAY_SIZE];
     void *ws;
     uint64_t ws_bytes = agent_plan_workspace(ag, &ws);
-    RLT_TRY(ag->bk.ops->set_workspace(&ag->bk, ws, ws_bytes));
+    RLT_TRY(ag->bk.ops->workspace(&ag->bk, ws, ws_bytes, NULL));
     memset(ag->counters_host, 0, RLT_CTR_COUNT * sizeof(int64_t));
     RLT_TRY(agent_put(ag, ag->counters, ag->counters_host, RLT_CTR_COUNT * sizeof(int64_t)));
-    RLT_TRY(ag->bk.ops->fill(&ag->bk, ag->losses, RLT_LOSS_COUNT, 0.0f));
+    RLT_TRY(ag->bk.ops->flat(&ag->bk, RLT_FLAT_FILL, ag->losses, NULL, RLT_LOSS_COUNT, 0.0f));
     if (ag->amp) {
         rlt_amp_state a0 = {RLT_AMP_INIT_SCALE, 0, 0, 0, 0};
         *ag->amp_host = a0;
@@ -453,11 +454,11 @@ static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act
     rlt_rng_init(&ag->explore_rng, ag->cfg.seed, rlt_rank_stream(RLT_STREAM_EXPLORE, ag->cfg.rank));
 
     /* Capture every update variant once; training replays them (CUDA graphs). */
-    if (ag->bk.ops->graph_supported(&ag->bk)) {
+    if (ag->bk.ops->graph(&ag->bk, RLT_GRAPH_SUPPORTED, 0)) {
         for (int32_t slot = 0; slot < ag->algo->n_variants; slot++) {
-            RLT_TRY(ag->bk.ops->graph_begin(&ag->bk, slot));
+            RLT_TRY(ag->bk.ops->graph(&ag->bk, RLT_GRAPH_BEGIN, slot));
             int urc = ag->algo->update_ops(ag, slot);
-            int erc = ag->bk.ops->graph_end(&ag->bk, slot);
+            int erc = ag->bk.ops->graph(&ag->bk, RLT_GRAPH_END, slot);
             RLT_TRY(urc);
             RLT_TRY(erc);
         }
@@ -528,7 +529,7 @@ void rlt_agent_free(rlt_agent *ag) {
  * lock-step, else its own graph, else the algorithm's ops run eagerly. */
 static int agent_dispatch_update(rlt_agent *ag, int32_t variant) {
     if (ag->lockstep) return lockstep_update(ag->lockstep, ag, variant);
-    if (ag->graphs) return ag->bk.ops->graph_launch(&ag->bk, variant);
+    if (ag->graphs) return ag->bk.ops->graph(&ag->bk, RLT_GRAPH_LAUNCH, variant);
     return ag->algo->update_ops(ag, variant);
 }
 

@@ -129,14 +129,14 @@ int seed_batch_capture(rlt_agent *const *agents, int32_t n, rlt_lockstep **ls, c
     int rc = agent_put(lead, d_delta, delta, (uint64_t)n * sizeof *delta);
     if (rc == RLT_OK) rc = agent_put(lead, d_seed, seed, (uint64_t)n * sizeof *seed);
     for (int32_t v = 0; v < lead->algo->n_variants && rc == RLT_OK; v++) {
-        rc = bk->ops->graph_begin(bk, SEED_BATCH_SLOT0 + v);
+        rc = bk->ops->graph(bk, RLT_GRAPH_BEGIN, SEED_BATCH_SLOT0 + v);
         if (rc != RLT_OK) break;
         int brc = bk->ops->seed_batch(bk, n, d_delta, d_seed, delta);
         int urc = brc == RLT_OK ? lead->algo->update_ops(lead, v) : brc;
         bk->ops->seed_batch(bk, 0, NULL, NULL, NULL);
         char msg[sizeof lead->err.msg];
         snprintf(msg, sizeof msg, "%s", lead->err.msg);
-        int erc = bk->ops->graph_end(bk, SEED_BATCH_SLOT0 + v);
+        int erc = bk->ops->graph(bk, RLT_GRAPH_END, SEED_BATCH_SLOT0 + v);
         rc = urc != RLT_OK ? urc : erc;
         if (urc != RLT_OK) snprintf(lead->err.msg, sizeof lead->err.msg, "%s", msg);
     }

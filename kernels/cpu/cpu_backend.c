@@ -119,6 +119,15 @@ static int cpu_set_workspace(rlt_backend *bk, void *ptr, uint64_t bytes) {
     return RLT_OK;
 }
 
+/* The table's workspace op: the query (need non-NULL), or the hand-over. */
+static int cpu_workspace(rlt_backend *bk, void *ptr, uint64_t bytes, uint64_t *need) {
+    if (need) {
+        *need = cpu_workspace_bytes(bk);
+        return RLT_OK;
+    }
+    return cpu_set_workspace(bk, ptr, bytes);
+}
+
 static int cpu_host_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
     /* rlt_mem_alloc zero-fills, which touches every page: the arena is resident, not a promise. */
     *base = rlt_mem_alloc(bytes, 4096);
@@ -130,6 +139,19 @@ static int cpu_host_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
 
 static void cpu_host_release(rlt_backend *bk, void *base) { rlt_mem_free(base); }
 
+/* "Device" memory is host memory here: both locations are the same kind of block. */
+static int cpu_reserve(rlt_backend *bk, rlt_location loc, uint64_t bytes, void **base) {
+    *base = NULL;
+    if (loc != RLT_LOC_HOST && loc != RLT_LOC_DEVICE)
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "reserve: unknown location %d", (int)loc);
+    return cpu_host_reserve(bk, bytes, base);
+}
+
+static void cpu_release(rlt_backend *bk, rlt_location loc, void *base) {
+    (void)loc;
+    cpu_host_release(bk, base);
+}
+
 static int cpu_copy(rlt_backend *bk, void *dst, const void *src, uint64_t bytes, rlt_copy_kind kind) {
     cpu_lane_fence(bk);
     if (bytes) memmove(dst, src, bytes);
@@ -138,9 +160,12 @@ static int cpu_copy(rlt_backend *bk, void *dst, const void *src, uint64_t bytes,
 
 /* Everything issued has run once the worker's queue is empty (sync joins first). */
 static int cpu_sync(rlt_backend *bk) { return cpu_join(bk); }
-static int cpu_graph_supported(rlt_backend *bk) { return 0; }
-
-static int cpu_graph_unsupported(rlt_backend *bk, int32_t slot) {
+/* The CPU runs ops as they are called: there is nothing to capture. */
+static int cpu_graph(rlt_backend *bk, rlt_graph_mode mode, int32_t slot) {
+    (void)slot;
+    if (mode == RLT_GRAPH_SUPPORTED) return 0;
+    if (mode < RLT_GRAPH_SUPPORTED || mode > RLT_GRAPH_LAUNCH)
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "graph: unknown mode %d", (int)mode);
     return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "the CPU backend does not capture graphs");
 }
 
@@ -174,21 +199,13 @@ static const rlt_backend_ops cpu_ops = {
     .abi_version = RLT_BACKEND_ABI,
     .open = cpu_open,
     .close = cpu_close,
-    .workspace_bytes = cpu_workspace_bytes,
-    .set_workspace = cpu_set_workspace,
-    .mem_reserve = cpu_host_reserve,
-    .mem_release = cpu_host_release,
-    .host_reserve = cpu_host_reserve,
-    .host_release = cpu_host_release,
+    .workspace = cpu_workspace,
+    .reserve = cpu_reserve,
+    .release = cpu_release,
     .copy = cpu_copy,
     .sync = cpu_sync,
-    .graph_supported = cpu_graph_supported,
-    .graph_begin = cpu_graph_unsupported,
-    .graph_end = cpu_graph_unsupported,
-    .graph_launch = cpu_graph_unsupported,
-    .fill = cpu_fill,
-    .copy_f32 = cpu_copy_f32,
-    .polyak = cpu_polyak,
+    .graph = cpu_graph,
+    .flat = cpu_flat,
     .counter_add = cpu_counter_add,
     .adam = cpu_adam,
     .linear_forward = cpu_linear_forward,
@@ -198,18 +215,15 @@ static const rlt_backend_ops cpu_ops = {
     .conv_prepare = cpu_conv_prepare,
     .conv_forward = cpu_conv_forward,
     .conv_backward = cpu_conv_backward,
-    .sample_indices = cpu_sample_indices,
     .gather_fields = cpu_gather_fields,
     .gather_u8_f32 = cpu_gather_u8_f32,
     .sum = cpu_sum,
     .td3_target_action = cpu_td3_target_action,
     .td3_critic_loss = cpu_td3_critic_loss,
     .dqn_loss = cpu_dqn_loss,
-    .branch = cpu_branch,
-    .join = cpu_join,
+    .lane = cpu_lane,
     .cast = cpu_cast,
-    .amp_unscale = cpu_amp_unscale,
-    .amp_update = cpu_amp_update,
+    .amp = cpu_amp,
     .comm_attach = cpu_comm_attach,
     .allreduce_mean = cpu_allreduce_mean,
 };

@@ -16,6 +16,8 @@
 int cpu_fill(rlt_backend *bk, float *x, uint64_t n, float value);
 int cpu_copy_f32(rlt_backend *bk, float *dst, const float *src, uint64_t n);
 int cpu_polyak(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau);
+/* The table's flat op: cpu_fill, cpu_copy_f32 or cpu_polyak by mode. */
+int cpu_flat(rlt_backend *bk, rlt_flat_mode mode, float *dst, const float *src, uint64_t n, float scalar);
 int cpu_counter_add(rlt_backend *bk, int64_t *c, int64_t v);
 /* Clipping, then Adam and Polyak in one pass (cpu_adam_polyak), then the 16-bit copies (fused.c). */
 int cpu_adam(rlt_backend *bk, const rlt_adam_step *d);
@@ -29,7 +31,6 @@ int cpu_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int32
 int cpu_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes);
 int cpu_conv_forward(rlt_backend *bk, const rlt_conv_fwd *d);
 int cpu_conv_backward(rlt_backend *bk, const rlt_conv_bwd *d);
-int cpu_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *s);
 int cpu_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *sample, int32_t n_fields,
                       const rlt_gather_field *fields);
 int cpu_gather_u8_f32(rlt_backend *bk, float *dst, const uint8_t *src, uint64_t row, const int32_t *idx, int32_t n,
@@ -42,11 +43,15 @@ int cpu_td3_critic_loss(rlt_backend *bk, const rlt_td3_loss *d);
 int cpu_dqn_loss(rlt_backend *bk, const rlt_q_loss *d);
 int cpu_branch(rlt_backend *bk, int32_t lane);
 int cpu_join(rlt_backend *bk);
+/* The table's lane op: cpu_join for RLT_LANE_JOIN, cpu_branch otherwise (lanes.c). */
+int cpu_lane(rlt_backend *bk, int32_t lane);
 /* Reduced precision and fp16 loss scaling (lowp.c). */
 int cpu_cast(rlt_backend *bk, const rlt_cast *d);
 int cpu_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp);
 int cpu_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
                    int32_t growth_interval);
+/* The table's amp op: cpu_amp_unscale or cpu_amp_update by d->mode. */
+int cpu_amp(rlt_backend *bk, const rlt_amp_op *d);
 
 /* ---- oracles (not in the table) ---- */
 /* C[m,n] = alpha * op(A) * op(B) + beta * C, row-major; op(X) = X^T when tX != 0. A is m x k (k x m when ta),
@@ -79,7 +84,7 @@ int cpu_adam_polyak(rlt_backend *bk, float *p, const float *g, float *m, float *
 /* Global L2 clipping of one flat gradient block (PyTorch's clip_grad_norm_): *norm = ||g||_2 (summed in double),
  * then g *= min(1, max_norm / (*norm + 1e-6)). */
 int cpu_clip_grad_norm(rlt_backend *bk, float *g, uint64_t n, float max_norm, float *norm);
-/* sample_indices in two steps: its shape checks, then rows [r0, r1) of idx drawn (what a split gather runs). */
+/* gather_fields' draw in two steps: its shape checks, then rows [r0, r1) of idx drawn (what a split gather runs). */
 int cpu_sample_check(rlt_backend *bk, int32_t n, const rlt_sample_spec *s);
 void cpu_sample_rows(int32_t *idx, int32_t r0, int32_t r1, const rlt_sample_spec *s);
 /* dst row i (at dst + i*dst_stride bytes) = src row idx[i] (row_bytes bytes at src + idx[i]*row_bytes). */
@@ -151,7 +156,7 @@ int cpu_worker_contended(cpu_worker *w);
  * one thread. Below it, lane 0's ops are split only when the worker is idle (lanes.c). */
 #define CPU_SPLIT_BUSY_MACS 4194304
 
-/* Lanes on two threads (lanes.c): with a worker, ops issued on a side lane (branch(1..3)) go to the worker's
+/* Lanes on two threads (lanes.c): with a worker, ops issued on a side lane (lane(1..3)) go to the worker's
  * queue when they can (cpu_lane_defer), lane 0 runs on the calling thread, and join waits for the queue.
  * cpu_lane_side: the op being issued should go to the queue. cpu_lane_fence: the op runs here now, so when it
  * was issued on a side lane, the ops queued before it finish first. cpu_lane_can_split: the worker may take
@@ -173,7 +178,7 @@ typedef struct cpu_impl {
     float *pack;                                /* the planned workspace: a panel of W^T (NULL until set) */
     float *pack2;                               /* the worker's panel (second half of the workspace) */
     cpu_worker *worker;                         /* NULL: one thread */
-    int32_t lane;                               /* the lane ops are issued on (branch/join: lanes.c) */
+    int32_t lane;                               /* the lane ops are issued on (the lane op: lanes.c) */
     int32_t solo;                               /* 1: the worker is left alone until the next join */
     rlt_comm *comm;                             /* data-parallel rank `rank` of comm (comm_attach), or NULL */
     int32_t rank;

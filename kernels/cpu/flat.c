@@ -1,5 +1,5 @@
 /* flat.c: the flat passes over contiguous blocks: fill (zero-grad), copy (hard target copy), Adam,
- * Polyak averaging, and device-side counters. Each is one loop over the whole block, which is why every
+ * Polyak averaging (the first two and the last behind the table's flat op), and device-side counters. Each is one loop over the whole block, which is why every
  * network lays out params | grads | adam_m | adam_v with identical offsets. */
 #include <math.h>
 #include <string.h>
@@ -209,4 +209,14 @@ CPU_HOT int cpu_polyak(rlt_backend *bk, float *target, const float *src, uint64_
     cpu_lane_fence(bk);
     for (uint64_t i = 0; i < n; i++) target[i] = tau * src[i] + (1.0f - tau) * target[i];
     return RLT_OK;
+}
+
+/* The table's flat op: one entry point for the three passes (kernels/backend.h). */
+int cpu_flat(rlt_backend *bk, rlt_flat_mode mode, float *dst, const float *src, uint64_t n, float scalar) {
+    switch (mode) {
+    case RLT_FLAT_FILL: return cpu_fill(bk, dst, n, scalar);
+    case RLT_FLAT_COPY: return cpu_copy_f32(bk, dst, src, n);
+    case RLT_FLAT_POLYAK: return cpu_polyak(bk, dst, src, n, scalar);
+    }
+    return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "flat: unknown mode %d", (int)mode);
 }

@@ -1,5 +1,5 @@
-/* lanes.c: the CPU backend's lanes (branch/join, kernels/backend.h). With one thread every op runs to completion
- * in call order, which satisfies any branch/join schedule. With the worker (cpu.threads >= 2), an update's
+/* lanes.c: the CPU backend's lanes (the lane op's branches and joins, kernels/backend.h). With one thread every op runs to completion
+ * in call order, which satisfies any schedule of branches and joins. With the worker (cpu.threads >= 2), an update's
  * independent chains run side by side, as they do on CUDA streams: ops issued on a side lane (1..3) go to the
  * worker's queue, each lane in order (worker.c); ops on lane 0 run on the calling thread, split with the worker
  * when it is free; join runs what is still queued on both threads and returns when all of it has run.
@@ -23,7 +23,7 @@
 #include "cpu_ops.h"
 
 int cpu_branch(rlt_backend *bk, int32_t lane) {
-    CPU_REQUIRE(bk, lane >= 0 && lane < RLT_BACKEND_MAX_LANES, "branch");
+    CPU_REQUIRE(bk, lane >= 0 && lane < RLT_BACKEND_MAX_LANES, "lane");
     cpu_impl *im = bk->impl;
     if (im) im->lane = lane;
     return RLT_OK;
@@ -38,6 +38,8 @@ int cpu_join(rlt_backend *bk) {
     if (im) im->lane = 0;
     return RLT_OK;
 }
+
+int cpu_lane(rlt_backend *bk, int32_t lane) { return lane == RLT_LANE_JOIN ? cpu_join(bk) : cpu_branch(bk, lane); }
 
 int cpu_lane_side(rlt_backend *bk) {
     cpu_impl *im = bk->impl;

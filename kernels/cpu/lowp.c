@@ -105,7 +105,7 @@ int cpu_linear_backward_lp(rlt_backend *bk, const rlt_linear_bwd *d) {
 
 int cpu_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp) {
     cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
-    CPU_REQUIRE(bk, amp != NULL, "amp_unscale");
+    CPU_REQUIRE(bk, amp != NULL, "amp UNSCALE");
     float inv = 1.0f / amp->scale;
     int bad = 0;
     for (uint64_t i = 0; i < n; i++) {
@@ -120,7 +120,7 @@ int cpu_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp) {
 int cpu_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
                    int32_t growth_interval) {
     cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
-    CPU_REQUIRE(bk, amp != NULL && growth_interval >= 1, "amp_update");
+    CPU_REQUIRE(bk, amp != NULL && growth_interval >= 1, "amp UPDATE");
     if (amp->found_inf) {
         amp->scale *= backoff;
         amp->good_steps = 0;
@@ -132,4 +132,13 @@ int cpu_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float gro
     }
     amp->found_inf = 0;
     return RLT_OK;
+}
+
+/* The table's amp op: one half of loss scaling by mode (kernels/backend.h). */
+int cpu_amp(rlt_backend *bk, const rlt_amp_op *d) {
+    switch (d->mode) {
+    case RLT_AMP_UNSCALE: return cpu_amp_unscale(bk, d->g, d->n, d->amp);
+    case RLT_AMP_UPDATE: return cpu_amp_update(bk, d->amp, d->step, d->growth, d->backoff, d->growth_interval);
+    }
+    return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "amp: unknown mode %d", (int)d->mode);
 }

@@ -5,8 +5,8 @@
 #include "cpu_ops.h"
 
 int cpu_sample_check(rlt_backend *bk, int32_t n, const rlt_sample_spec *s) {
-    CPU_REQUIRE(bk, n >= 0 && *s->size >= 1 && *s->size <= INT32_MAX, "sample_indices");
-    CPU_REQUIRE(bk, s->row0 >= 0 && s->batch >= s->row0 + n, "sample_indices");
+    CPU_REQUIRE(bk, n >= 0 && *s->size >= 1 && *s->size <= INT32_MAX, "gather_fields (sample)");
+    CPU_REQUIRE(bk, s->row0 >= 0 && s->batch >= s->row0 + n, "gather_fields (sample)");
     return RLT_OK;
 }
 
@@ -15,13 +15,6 @@ void cpu_sample_rows(int32_t *idx, int32_t r0, int32_t r1, const rlt_sample_spec
     for (int32_t i = r0; i < r1; i++)
         idx[i] = (int32_t)rlt_replay_slot(s->seed, s->stream, ctr, (uint64_t)(s->row0 + i), (uint64_t)s->batch, sz,
                                           s->valid);
-}
-
-int cpu_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *s) {
-    cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
-    RLT_TRY(cpu_sample_check(bk, n, s));
-    cpu_sample_rows(idx, 0, n, s);
-    return RLT_OK;
 }
 
 int cpu_gather_rows(rlt_backend *bk, void *dst, uint64_t dst_stride, const void *src, uint64_t row_bytes,

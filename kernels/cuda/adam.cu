@@ -33,7 +33,7 @@ __global__ void adam_kernel(float *p, float *g, float *m, float *v, uint64_t n, 
         p_lp = cuda_seed_ptr(sd, p_lp), target_lp = cuda_seed_ptr(sd, target_lp), skip = cuda_seed_ptr(sd, skip);
         if (partial) partial = cuda_seed_scratch(sd, (float *)partial);
     }
-    if (skip && *skip) return; /* an fp16 step with non-finite gradients: nothing changes (amp_unscale) */
+    if (skip && *skip) return; /* an fp16 step with non-finite gradients: nothing changes (amp's UNSCALE) */
     /* The step count and this thread's first element are read before the norm's tree: their loads need not wait for
      * it (in an update's graph this kernel is a link of the critical chain, and the tree is a dozen barriers). */
     const int64_t s = *step;

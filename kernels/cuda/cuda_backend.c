@@ -1,5 +1,5 @@
 /* cuda_backend.c: the CUDA backend's table and lifecycle (device selection, the lanes' streams and cuBLAS
- * handles, the one device reservation, pinned host memory, copies, branch/join and graph capture). This file and the
+ * handles, the one device reservation, pinned host memory, copies, the lanes and graph capture). This file and the
  * kernels beside it build librltrain_cuda.so, which engine/backend_registry.c loads with dlopen, so
  * librltrain itself never links CUDA. The module carries its own copy of base/err.c and depends on no
  * symbol of librltrain (it is linked with --no-undefined), because it is loaded by the shared and the
@@ -28,7 +28,7 @@ static const char *const k_device_hint =
  * each side lane gets 4 MiB of its own (two GEMMs running at once on two lanes must never share a
  * workspace). Side lanes rarely call cuBLAS: the dense layers run in our own kernels. cuBLASLt (gemm_lt.c)
  * takes its workspace per call from the first 4 MiB of the current lane's slice, on every lane alike. That is
- * the workspace for ops of any shape (workspace_bytes); an agent's plan has one only when some op of it calls
+ * the workspace for ops of any shape (the workspace op's query); an agent's plan has one only when some op of it calls
  * cuBLAS (plan_workspace), and no cuBLAS handle at all otherwise. */
 static uint64_t cuda_lane0_workspace(const cuda_impl *c) { return cuda_rule_lane0_workspace(c ? c->cc_major : 0); }
 
@@ -315,9 +315,9 @@ static int cuda_set_workspace(rlt_backend *bk, void *ptr, uint64_t bytes) {
                            "cuBLAS workspace at %p is not 256-byte aligned", ptr);
     if (ptr && bytes < cuda_workspace_bytes(bk))
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
-                           "cuBLAS workspace of %llu bytes, but workspace_bytes asked for %llu", (unsigned long long)bytes,
+                           "cuBLAS workspace of %llu bytes, but the workspace query asked for %llu", (unsigned long long)bytes,
                            (unsigned long long)cuda_workspace_bytes(bk));
-    /* A caller that runs ops without a plan hands over workspace_bytes: its ops may call cuBLAS, and cuBLASLt (with
+    /* A caller that runs ops without a plan hands over the query's bytes: its ops may call cuBLAS, and cuBLASLt (with
      * a plan, plan_workspace created what its shapes need). */
     if (ptr) RLT_TRY(cuda_blas_ensure(bk));
     if (ptr && !c->planned) RLT_TRY(cuda_lt_ensure(bk));
@@ -337,6 +337,15 @@ static int cuda_set_workspace(rlt_backend *bk, void *ptr, uint64_t bytes) {
     c->workspace = ptr;
     c->workspace_bytes = ptr ? bytes : 0;
     return RLT_OK;
+}
+
+/* The table's workspace op: the query (need non-NULL), or the hand-over. */
+static int cuda_workspace(rlt_backend *bk, void *ptr, uint64_t bytes, uint64_t *need) {
+    if (need) {
+        *need = cuda_workspace_bytes(bk);
+        return RLT_OK;
+    }
+    return cuda_set_workspace(bk, ptr, bytes);
 }
 
 static int cuda_mem_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
@@ -401,6 +410,18 @@ static void cuda_host_release(rlt_backend *bk, void *base) {
     if (base) cudaFreeHost(base);
 }
 
+static int cuda_reserve(rlt_backend *bk, rlt_location loc, uint64_t bytes, void **base) {
+    if (loc == RLT_LOC_DEVICE) return cuda_mem_reserve(bk, bytes, base);
+    if (loc == RLT_LOC_HOST) return cuda_host_reserve(bk, bytes, base);
+    *base = NULL;
+    return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "reserve: unknown location %d", (int)loc);
+}
+
+static void cuda_release(rlt_backend *bk, rlt_location loc, void *base) {
+    if (loc == RLT_LOC_DEVICE) cuda_mem_release(bk, base);
+    else if (loc == RLT_LOC_HOST) cuda_host_release(bk, base);
+}
+
 static int cuda_copy(rlt_backend *bk, void *dst, const void *src, uint64_t bytes, rlt_copy_kind kind) {
     static const enum cudaMemcpyKind kinds[] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
                                                 cudaMemcpyDeviceToDevice};
@@ -421,7 +442,7 @@ static int cuda_copy(rlt_backend *bk, void *dst, const void *src, uint64_t bytes
 static int cuda_branch(rlt_backend *bk, int32_t lane) {
     cuda_impl *c = cuda_get(bk);
     if (lane < 0 || lane >= RLT_BACKEND_MAX_LANES)
-        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "branch: lane %d is outside 0..%d", (int)lane,
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "lane: lane %d is outside 0..%d", (int)lane,
                            RLT_BACKEND_MAX_LANES - 1);
     if (lane >= c->n_lanes || lane == 0) {
         c->lane = 0;
@@ -445,6 +466,9 @@ static int cuda_join(rlt_backend *bk) {
     }
     return RLT_OK;
 }
+
+/* The table's lane op: a join for RLT_LANE_JOIN, a branch otherwise. */
+static int cuda_lane(rlt_backend *bk, int32_t lane) { return lane == RLT_LANE_JOIN ? cuda_join(bk) : cuda_branch(bk, lane); }
 
 /* A fork and a join inside one op (cuda_ops.h). */
 int cuda_fork_side(rlt_backend *bk, int32_t side[2]) {
@@ -483,11 +507,6 @@ static int cuda_sync(rlt_backend *bk) {
     return RLT_OK;
 }
 
-static int cuda_graph_supported(rlt_backend *bk) {
-    (void)bk;
-    return 1;
-}
-
 static int cuda_check_slot(rlt_backend *bk, int32_t slot, const char *what) {
     if (slot < 0 || slot >= RLT_BACKEND_MAX_GRAPHS)
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "%s: graph slot %d is outside 0..%d", what,
@@ -497,10 +516,10 @@ static int cuda_check_slot(rlt_backend *bk, int32_t slot, const char *what) {
 
 static int cuda_graph_begin(rlt_backend *bk, int32_t slot) {
     cuda_impl *c = cuda_get(bk);
-    RLT_TRY(cuda_check_slot(bk, slot, "graph_begin"));
+    RLT_TRY(cuda_check_slot(bk, slot, "graph BEGIN"));
     if (c->capturing >= 0)
         return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__,
-                           "graph_begin(%d) while slot %d is still being captured", (int)slot, (int)c->capturing);
+                           "graph BEGIN of slot %d while slot %d is still being captured", (int)slot, (int)c->capturing);
     /* Everything issued so far on any lane is ordered before the capture: the graph starts from lane 0. */
     RLT_TRY(cuda_join(bk));
     /* Thread-local mode: only this thread's potentially unsafe calls (cudaMalloc, a sync) invalidate the
@@ -512,9 +531,9 @@ static int cuda_graph_begin(rlt_backend *bk, int32_t slot) {
 
 static int cuda_graph_end(rlt_backend *bk, int32_t slot) {
     cuda_impl *c = cuda_get(bk);
-    RLT_TRY(cuda_check_slot(bk, slot, "graph_end"));
+    RLT_TRY(cuda_check_slot(bk, slot, "graph END"));
     if (c->capturing != slot)
-        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "graph_end(%d) but the capture in progress is %d",
+        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "graph END of slot %d but the capture in progress is %d",
                            (int)slot, (int)c->capturing);
     cudaGraph_t graph = NULL;
     c->capturing = -1;
@@ -548,12 +567,23 @@ static int cuda_graph_end(rlt_backend *bk, int32_t slot) {
 
 static int cuda_graph_launch(rlt_backend *bk, int32_t slot) {
     cuda_impl *c = cuda_get(bk);
-    RLT_TRY(cuda_check_slot(bk, slot, "graph_launch"));
+    RLT_TRY(cuda_check_slot(bk, slot, "graph LAUNCH"));
     if (!c->graphs[slot])
-        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "graph_launch(%d): nothing was captured there",
+        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "graph LAUNCH of slot %d: nothing was captured there",
                            (int)slot);
     CUDA_CHECK(bk, cudaGraphLaunch(c->graphs[slot], c->streams[0]));
     return RLT_OK;
+}
+
+/* The graph op: one entry point for the four modes (see kernels/backend.h). */
+static int cuda_graph(rlt_backend *bk, rlt_graph_mode mode, int32_t slot) {
+    switch (mode) {
+    case RLT_GRAPH_SUPPORTED: return 1;
+    case RLT_GRAPH_BEGIN: return cuda_graph_begin(bk, slot);
+    case RLT_GRAPH_END: return cuda_graph_end(bk, slot);
+    case RLT_GRAPH_LAUNCH: return cuda_graph_launch(bk, slot);
+    }
+    return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "graph: unknown mode %d", (int)mode);
 }
 
 /* ---- seed batching ---- */
@@ -631,25 +661,17 @@ static const rlt_backend_ops cuda_ops = {
     .abi_version = RLT_BACKEND_ABI,
     .open = cuda_open,
     .close = cuda_close,
-    .workspace_bytes = cuda_workspace_bytes,
-    .set_workspace = cuda_set_workspace,
-    .mem_reserve = cuda_mem_reserve,
-    .mem_release = cuda_mem_release,
-    .host_reserve = cuda_host_reserve,
-    .host_release = cuda_host_release,
+    .workspace = cuda_workspace,
+    .reserve = cuda_reserve,
+    .release = cuda_release,
     .copy = cuda_copy,
     .sync = cuda_sync,
-    .graph_supported = cuda_graph_supported,
-    .graph_begin = cuda_graph_begin,
-    .graph_end = cuda_graph_end,
-    .graph_launch = cuda_graph_launch,
+    .graph = cuda_graph,
     .seed_batch = cuda_seed_batch,
     .seed_mark = cuda_seed_mark,
     .graph_launch_seeds = cuda_graph_launch_seeds,
     .seed_follow = cuda_seed_follow,
-    .fill = cuda_fill,
-    .copy_f32 = cuda_copy_f32,
-    .polyak = cuda_polyak,
+    .flat = cuda_flat,
     .counter_add = cuda_counter_add,
     .adam = cuda_adam,
     .linear_forward = cuda_linear_forward,
@@ -659,18 +681,15 @@ static const rlt_backend_ops cuda_ops = {
     .conv_prepare = cuda_conv_prepare,
     .conv_forward = cuda_conv_forward,
     .conv_backward = cuda_conv_backward,
-    .sample_indices = cuda_sample_indices,
     .gather_fields = cuda_gather_fields,
     .gather_u8_f32 = cuda_gather_u8_f32,
     .sum = cuda_sum,
     .td3_target_action = cuda_td3_target_action,
     .td3_critic_loss = cuda_td3_critic_loss,
     .dqn_loss = cuda_dqn_loss,
-    .branch = cuda_branch,
-    .join = cuda_join,
+    .lane = cuda_lane,
     .cast = cuda_cast,
-    .amp_unscale = cuda_amp_unscale,
-    .amp_update = cuda_amp_update,
+    .amp = cuda_amp,
     .plan_workspace = cuda_plan_workspace,
     .measure_memory = cuda_measure_memory,
     .comm_init = cuda_comm_init,

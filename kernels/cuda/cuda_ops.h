@@ -62,7 +62,7 @@ typedef struct cuda_impl {
     int32_t cc_major, cc_minor;
     int32_t sm_count;
     int32_t smem_optin; /* shared memory a block may opt in to (linear_chain.cu) */
-    /* One stream per lane (branch/join). streams[0] is the main stream, where copies, syncs and graph capture
+    /* One stream per lane (the lane op). streams[0] is the main stream, where copies, syncs and graph capture
      * happen; all are non-blocking (no syncs with the legacy default stream). Lanes 0 and 1 have the
      * device's highest priority (they carry an update's critical path). */
     cudaStream_t streams[RLT_BACKEND_MAX_LANES];
@@ -80,10 +80,10 @@ typedef struct cuda_impl {
     int32_t n_lanes;         /* lanes in use: RLT_BACKEND_MAX_LANES, or 1 with RLT_CUDA_LANES=1 (branch is a no-op) */
     cudaEvent_t fork_event;  /* recorded on lane 0, waited for by a side lane at branch */
     cudaEvent_t join_event[RLT_BACKEND_MAX_LANES]; /* recorded on side lane k, waited for by lane 0 at join */
-    void *workspace;         /* cuBLAS workspace inside the arena (set_workspace), or NULL */
+    void *workspace;         /* cuBLAS workspace inside the arena (the workspace op), or NULL */
     uint64_t workspace_bytes;
     /* The process budget's accounting (process_memory.c): NVML's state (NULL without NVML), the bytes held
-     * through mem_reserve (the arena: the rest of what the process holds is context), and what creating the
+     * through reserve(RLT_LOC_DEVICE) (the arena: the rest of what the process holds is context), and what creating the
      * library handles took, measured around each creation. */
     struct cuda_procmem *procmem;
     uint64_t reserved_bytes;
@@ -110,7 +110,7 @@ typedef struct cuda_impl {
     /* 1: the plan asked for TF32 (precision: tf32, rlt_op_use.dense_tf32): the fp32 dense products that go to the
      * library run on TF32 tensor cores; everything else stays fp32. Set by plan_workspace. */
     int32_t tf32;
-    int32_t planned; /* 1 once plan_workspace ran: handles follow the plan's shapes, not set_workspace */
+    int32_t planned; /* 1 once plan_workspace ran: handles follow the plan's shapes, not the workspace op */
     /* Data-parallel rank (nccl.c): this rank's NCCL communicator (owned by the group's host comm) and the
      * number of ranks; NULL and 1 otherwise. */
     void *nccl;
@@ -126,7 +126,7 @@ typedef struct cuda_impl {
     /* The batched library products (cuda_gemm_seeds, gemm.c): the host's copy of seeds.delta, and one slot of
      * pointer arrays per distinct product a batched capture issued (agent z's B, A and C in slot s at
      * seed_ptrs[(3 s + 0, 1, 2) max_seeds + z]), in device memory taken at open (NULL unless max_seeds > 1) and
-     * mirrored on the host; the mirror is uploaded at graph_end (seed_ptrs_dirty), before any launch reads it.
+     * mirrored on the host; the mirror is uploaded at graph END (seed_ptrs_dirty), before any launch reads it.
      * seed_keys: each slot's lead pointers, so a product captured again (another variant) reuses its slot. */
     int64_t seeds_delta_host[CUDA_SEEDS_MAX];
     void **seed_ptrs, **seed_ptrs_host;
@@ -212,6 +212,8 @@ int cuda_fill(rlt_backend *bk, float *x, uint64_t n, float value);
 int cuda_copy_f32(rlt_backend *bk, float *dst, const float *src, uint64_t n);
 int cuda_counter_add(rlt_backend *bk, int64_t *c, int64_t v);
 int cuda_polyak(rlt_backend *bk, float *target, const float *src, uint64_t n, float tau);
+/* The table's flat op: cuda_fill, cuda_copy_f32 or cuda_polyak by mode (fill.cu). */
+int cuda_flat(rlt_backend *bk, rlt_flat_mode mode, float *dst, const float *src, uint64_t n, float scalar);
 /* Clipping, Adam, Polyak and the 16-bit copies in one pass (adam.cu). */
 int cuda_adam(rlt_backend *bk, const rlt_adam_step *d);
 /* Dense layers (linear.cu): fp32 on our fused kernels (cuBLASLt for the large products and past their K), 16-bit on
@@ -230,8 +232,7 @@ int cuda_act_grad(rlt_backend *bk, float *dy, int32_t lddy, const float *y, int3
 int cuda_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_shape *shape, uint64_t *ws_bytes);
 int cuda_conv_forward(rlt_backend *bk, const rlt_conv_fwd *d);
 int cuda_conv_backward(rlt_backend *bk, const rlt_conv_bwd *d);
-/* The replay's gathers (replay.cu); sample_indices is gather_fields with no field. */
-int cuda_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *s);
+/* The replay's gathers (replay.cu); gather_fields with a sample and no field draws the indices alone. */
 int cuda_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *sample, int32_t n_fields,
                        const rlt_gather_field *fields);
 int cuda_gather_u8_f32(rlt_backend *bk, float *dst, const uint8_t *src, uint64_t row, const int32_t *idx, int32_t n,
@@ -245,6 +246,8 @@ int cuda_cast(rlt_backend *bk, const rlt_cast *d);
 int cuda_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp);
 int cuda_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
                     int32_t growth_interval);
+/* The table's amp op: cuda_amp_unscale or cuda_amp_update by d->mode (lowp.cu). */
+int cuda_amp(rlt_backend *bk, const rlt_amp_op *d);
 /* Data-parallel collectives through NCCL (nccl.c). */
 int cuda_comm_init(rlt_comm_init_desc *d, void **comms, rlt_err *e);
 void cuda_comm_destroy(void *comm);
@@ -301,7 +304,7 @@ int cuda_conv_gemm_forward(rlt_backend *bk, const rlt_conv_shape *s, float *y, c
 int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s, float *dx, float *dw, float *db, float *dy,
                             const float *y, const float *x, const float *w, int32_t act, void *ws);
 /* Creates the cuBLAS handle on first need (at init, before the seal): bound to lane 0 with the lanes' workspace
- * (none until set_workspace), so cuBLAS never takes a workspace of its own. Its cost goes to handle_bytes. */
+ * (none until the workspace op hands one over), so cuBLAS never takes a workspace of its own. Its cost goes to handle_bytes. */
 int cuda_blas_ensure(rlt_backend *bk);
 /* process_memory.c: open reads NVML's figures before the context exists (call it before cudaSetDevice);
  * context_made picks the method once the context exists; now gives what this process holds on the device; method
@@ -329,7 +332,7 @@ int cuda_gemm_tf32(rlt_backend *bk, int32_t uniform, int32_t ta, int32_t tb, int
  * lane, as cuda_gemm_uniform; at most CUDA_SEED_GEMMS distinct products per backend (gemm.c). */
 int cuda_gemm_seeds(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha,
                     const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc);
-/* Uploads the batched products' pointer arrays when a capture added some (graph_end, and eager batched calls). */
+/* Uploads the batched products' pointer arrays when a capture added some (graph END, and eager batched calls). */
 int cuda_seed_ptrs_upload(rlt_backend *bk);
 int cuda_gemm_lp(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const void *A,
                  int32_t lda, const void *B, int32_t ldb, int32_t ab_dtype, float beta, void *C, int32_t c_dtype,

@@ -1,6 +1,7 @@
 /* fill.cu: the flat block passes that need no arithmetic beyond a store: fill (zero-grad, one launch
  * over a whole params|grads|adam_m|adam_v block), the f32 copy (hard target update) and the device-side
- * counters; the CUDA twins of cpu_fill, cpu_copy_f32 and cpu_counter_add in kernels/cpu/flat.c.
+ * counters; the CUDA twins of cpu_fill, cpu_copy_f32 and cpu_counter_add in kernels/cpu/flat.c, and the table's flat op
+ * (cuda_flat, which sends RLT_FLAT_POLYAK to polyak.cu).
  * Seed batching (cuda_seeds): grid z is the agent; the memset and memcpy, which cannot move per agent, become
  * kernels while batching (the same bytes). */
 #include "cuda_ops.h"
@@ -59,6 +60,16 @@ extern "C" int cuda_counter_add(rlt_backend *bk, int64_t *c, int64_t v) {
     counter_add_kernel<<<dim3(1, 1, cuda_seeds_z(bk)), 1, 0, cuda_stream(bk)>>>(c, v, cuda_seeds_of(bk));
     CUDA_CHECK_LAUNCH(bk, "counter_add_kernel");
     return RLT_OK;
+}
+
+/* The table's flat op: each mode keeps its own launcher and kernel, so the arithmetic is what it was. */
+extern "C" int cuda_flat(rlt_backend *bk, rlt_flat_mode mode, float *dst, const float *src, uint64_t n, float scalar) {
+    switch (mode) {
+    case RLT_FLAT_FILL: return cuda_fill(bk, dst, n, scalar);
+    case RLT_FLAT_COPY: return cuda_copy_f32(bk, dst, src, n);
+    case RLT_FLAT_POLYAK: return cuda_polyak(bk, dst, src, n, scalar);
+    }
+    return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "flat: unknown mode %d", (int)mode);
 }
 
 extern "C" cudaError_t cuda_preload_fill(void) {

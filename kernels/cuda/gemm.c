@@ -17,7 +17,7 @@ static int cuda_blas_bind(rlt_backend *bk) {
     if (!c->blas)
         return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__,
                            "a GEMM needs cuBLAS, but the plan created no cuBLAS handle: plan_workspace's rule of which "
-                           "shapes call cuBLAS missed this op (a bug), or the backend runs ops without set_workspace");
+                           "shapes call cuBLAS missed this op (a bug), or the backend runs ops without a workspace handed over");
     if (c->blas_lane != c->lane) {
         CUBLAS_CHECK(bk, cublasSetStream(c->blas, c->streams[c->lane]));
         CUBLAS_CHECK(bk, cublasSetWorkspace(c->blas, c->lane_ws[c->lane], (size_t)c->lane_ws_bytes[c->lane]));
@@ -83,7 +83,7 @@ int cuda_gemm_tf32(rlt_backend *bk, int32_t uniform, int32_t ta, int32_t tb, int
 /* ---- one product for every agent of a seed batch ----
  * cuBLAS's batched GEMM takes an array of pointers per operand, in device memory. Arenas never move, so agent z's
  * pointers are fixed at capture: the lead's plus the agent's delta. Each distinct product gets a slot of arrays the
- * first time it is issued (written to the host mirror now, uploaded at graph_end before any launch) and keeps it:
+ * first time it is issued (written to the host mirror now, uploaded at graph END before any launch) and keeps it:
  * the other update variant's capture finds it by its lead pointers and reuses it. */
 static int32_t gemm_seeds_slot(rlt_backend *bk, const float *A, const float *B, const float *C) {
     cuda_impl *c = cuda_get(bk);

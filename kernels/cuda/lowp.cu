@@ -7,8 +7,8 @@
  * layer runs as before: a cuBLAS GEMM (cuda_gemm_lp) plus one elementwise kernel per epilogue. The fp32 kernels
  * of linear.cu fuse everything into their own GEMM, so a small 16-bit layer is more graph nodes than an fp32 one:
  * reduced precision pays where the GEMMs are large enough for the tensor cores to matter (bench/RESULTS.md
- * measures where). Loss scaling decides on the device: amp_unscale raises a flag, adam reads it as its skip
- * flag, amp_update adjusts the scale, all inside the captured update. */
+ * measures where). Loss scaling decides on the device: amp's UNSCALE raises a flag, adam reads it as its skip
+ * flag, amp's UPDATE adjusts the scale, all inside the captured update. */
 #include "lowp_elem.cuh"
 
 static int lp_dtype_ok(int32_t dt) { return dt == RLT_LP_F32 || dt == RLT_LP_BF16 || dt == RLT_LP_F16; }
@@ -351,8 +351,8 @@ __global__ void amp_unscale_kernel(float *g, uint64_t n, rlt_amp_state *amp) {
 }
 
 extern "C" int cuda_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp) {
-    RLT_TRY(cuda_seeds_refuse(bk, "amp_unscale"));
-    CUDA_REQUIRE(bk, amp != NULL, "amp_unscale");
+    RLT_TRY(cuda_seeds_refuse(bk, "amp UNSCALE"));
+    CUDA_REQUIRE(bk, amp != NULL, "amp UNSCALE");
     if (n == 0) return RLT_OK;
     amp_unscale_kernel<<<cuda_blocks(bk, n, CUDA_THREADS), CUDA_THREADS, 0, cuda_stream(bk)>>>(g, n, amp);
     CUDA_CHECK_LAUNCH(bk, "amp_unscale_kernel");
@@ -374,11 +374,20 @@ __global__ void amp_update_kernel(rlt_amp_state *amp, int64_t *step, float growt
 
 extern "C" int cuda_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
                                int32_t growth_interval) {
-    RLT_TRY(cuda_seeds_refuse(bk, "amp_update"));
-    CUDA_REQUIRE(bk, amp != NULL && growth_interval >= 1, "amp_update");
+    RLT_TRY(cuda_seeds_refuse(bk, "amp UPDATE"));
+    CUDA_REQUIRE(bk, amp != NULL && growth_interval >= 1, "amp UPDATE");
     amp_update_kernel<<<1, 1, 0, cuda_stream(bk)>>>(amp, step, growth, backoff, growth_interval);
     CUDA_CHECK_LAUNCH(bk, "amp_update_kernel");
     return RLT_OK;
+}
+
+/* The table's amp op: each half keeps its launcher and kernel. */
+extern "C" int cuda_amp(rlt_backend *bk, const rlt_amp_op *d) {
+    switch (d->mode) {
+    case RLT_AMP_UNSCALE: return cuda_amp_unscale(bk, d->g, d->n, d->amp);
+    case RLT_AMP_UPDATE: return cuda_amp_update(bk, d->amp, d->step, d->growth, d->backoff, d->growth_interval);
+    }
+    return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "amp: unknown mode %d", (int)d->mode);
 }
 
 extern "C" cudaError_t cuda_preload_lowp(void) {

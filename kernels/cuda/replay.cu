@@ -1,6 +1,6 @@
 /* replay.cu: replay sampling on the device: uniform indices from Philox and the multi-field gather that copies
  * the sampled transitions into the batch (widening compact fp16/bf16 observations to fp32); the CUDA twins
- * of cpu_sample_indices (kernels/cpu/replay.c) and cpu_gather_fields (kernels/cpu/fused.c). Philox is pure
+ * of cpu_sample_rows (kernels/cpu/replay.c) and cpu_gather_fields (kernels/cpu/fused.c). Philox is pure
  * integer arithmetic (base/philox.h), so the indices are bit-identical to the CPU's. The replay size and the
  * RNG counter are read from device memory: they change between updates and a captured graph must see the
  * current values. */
@@ -106,7 +106,7 @@ __global__ void gather_fields_kernel(const __grid_constant__ gather_args g, int3
     }
 }
 
-/* Draws idx alone when there is no field to gather (sample_indices). The CPU twin rejects size < 1; checking
+/* Draws idx alone when there is no field to gather (gather_fields with n_fields 0). The CPU twin rejects size < 1; checking
  * it here would need a host sync. A negative size is clamped to 0, which makes every index 0 instead of a wild
  * one. */
 __global__ void gather_sample_only_kernel(const __grid_constant__ gather_args g, int32_t *idx) {
@@ -182,12 +182,6 @@ extern "C" int cuda_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, cons
     CUDA_CHECK(bk, cuda_launch_pdl(bk, gather_fields_kernel, grid, dim3(CUDA_THREADS), g, idx));
     CUDA_CHECK_LAUNCH(bk, "gather_fields_kernel");
     return RLT_OK;
-}
-
-/* The draw alone: gather_fields with no field, which launches gather_sample_only_kernel. */
-extern "C" int cuda_sample_indices(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *s) {
-    CUDA_REQUIRE(bk, s != NULL, "sample_indices");
-    return cuda_gather_fields(bk, idx, n, s, 0, NULL);
 }
 
 extern "C" cudaError_t cuda_preload_replay(void) {

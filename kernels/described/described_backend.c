@@ -80,15 +80,22 @@ static int described_conv_prepare(rlt_backend *bk, int32_t slot, const rlt_conv_
              "config on the GPU itself");
 }
 
-static int described_mem_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
-    (void)bytes;
+/* The workspace op: the size asked for (need), or the hand-over of one, which a plan never makes here. */
+static int described_workspace(rlt_backend *bk, void *ptr, uint64_t bytes, uint64_t *need) {
+    (void)ptr, (void)bytes;
+    if (need) *need = described_workspace_bytes(bk);
+    return RLT_OK;
+}
+
+static int described_reserve(rlt_backend *bk, rlt_location loc, uint64_t bytes, void **base) {
+    (void)loc, (void)bytes;
     *base = NULL;
     RLT_FAIL(bk->err, RLT_EDEVICE, "a described GPU (rltrain plan --arch, --gpu-memory) only plans: it has no memory "
              "to reserve and cannot train");
 }
 
 /* What freeing an agent calls: nothing was reserved and nothing runs. */
-static void described_mem_release(rlt_backend *bk, void *base) { (void)bk, (void)base; }
+static void described_release(rlt_backend *bk, rlt_location loc, void *base) { (void)bk, (void)loc, (void)base; }
 static int described_sync(rlt_backend *bk) {
     (void)bk;
     return RLT_OK;
@@ -98,9 +105,9 @@ static const rlt_backend_ops k_described_ops = {
     .name = "described-cuda",
     .abi_version = RLT_BACKEND_ABI,
     .close = described_close,
-    .workspace_bytes = described_workspace_bytes,
-    .mem_reserve = described_mem_reserve,
-    .mem_release = described_mem_release,
+    .workspace = described_workspace,
+    .reserve = described_reserve,
+    .release = described_release,
     .sync = described_sync,
     .conv_prepare = described_conv_prepare,
     .plan_workspace = described_plan_workspace,
