@@ -29,12 +29,12 @@ static double now_s(void) {
 
 /* A value found wrong after parsing (an unknown environment, an algorithm that cannot act in the environment's
  * spaces) is still the config's error: the message gets the key and where it was set (file:line:col, or the
- * --set), and the status RLT_ECONFIG. */
+ * --set); the status stays (RLT_ECONFIG, or RLT_EINVAL for spaces an algorithm cannot take: both exit 2). */
 static int trainer_blame_key(rlt_trainer *tr, const char *key) {
     char where[400], inner[sizeof tr->err.msg];
     snprintf(inner, sizeof inner, "%s", tr->err.msg);
     config_key_where(&tr->cfg, key, where, sizeof where);
-    return rlt_err_set(&tr->err, RLT_ECONFIG, __FILE__, __LINE__, "%s: %.1500s", where, inner);
+    return rlt_err_set(&tr->err, tr->err.status, __FILE__, __LINE__, "%s: %.1500s", where, inner);
 }
 
 static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
