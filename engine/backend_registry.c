@@ -107,6 +107,14 @@ static int open_cuda(rlt_backend *bk, const char *device, int32_t index, int32_t
     char why[1024];
     void *h = NULL;
     const rlt_backend_ops *ops = load_cuda_module(&h, why, sizeof why);
+    const char *env = getenv("RLT_CUDA_MODULE");
+    /* An explicit RLT_CUDA_MODULE that fails is that path's problem, not a build without the module. */
+    if (!ops && env && env[0])
+        return rlt_err_set(bk->err, RLT_EDEVICE, __FILE__, __LINE__,
+                           "device '%s' needs the CUDA backend module, and RLT_CUDA_MODULE names '%.300s', which could "
+                           "not be loaded: %s. Hint: point RLT_CUDA_MODULE at the %s that the build or the install "
+                           "made (next to librltrain.so), or unset it to search there", device, env, why,
+                           RLT_CUDA_MODULE_NAME);
     if (!ops)
         return rlt_err_set(bk->err, RLT_EDEVICE, __FILE__, __LINE__,
                            "device '%s' needs the CUDA backend module, which could not be loaded: %s. Hint: %s",

@@ -1062,9 +1062,24 @@ int rlt_config_set(rlt_config *cfg, const char *assignment) {
     if (!cfg) return RLT_EINVAL;
     if (!assignment) RLT_FAIL(&cfg->err, RLT_EINVAL, "rlt_config_set: assignment is NULL");
     size_t len = text_len_capped(assignment, CFG_MAX_BYTES);
-    char name[320];
-    snprintf(name, sizeof name, "--set %.280s%s", assignment, len > 280 ? "..." : "");
+    /* The assignment as messages show it: control characters as \xNN, never raw on the terminal. */
+    char name[1200];
+    rlt_text nt = {name, sizeof name, 0};
+    rlt_text_add(&nt, "--set ");
+    for (size_t i = 0; i < len && i < 280; i++) {
+        unsigned char ch = (unsigned char)assignment[i];
+        if (ch < 0x20 || ch == 0x7f) rlt_text_add(&nt, "\\x%02x", ch);
+        else rlt_text_add(&nt, "%c", ch);
+    }
+    rlt_text_add(&nt, "%s", len > 280 ? "..." : "");
     if (len > CFG_MAX_BYTES) return too_big(&cfg->err, name);
+    /* A raw newline in a value would be folded by YAML into a space (out_dir "a<newline>b" would become "a b",
+     * another path), and other control characters would reach the terminal when echoed: refused. */
+    for (size_t i = 0; i < len; i++)
+        if (((unsigned char)assignment[i] < 0x20 && assignment[i] != '\t') || (unsigned char)assignment[i] == 0x7f)
+            RLT_FAIL(&cfg->err, RLT_ECONFIG, "%s: contains the control character 0x%02x at byte %zu; use printable "
+                     "characters only (a YAML escape such as \\n inside double quotes is refused by string keys too)",
+                     name, (unsigned char)assignment[i], i);
     const char *eq = memchr(assignment, '=', len);
     if (!eq)
         RLT_FAIL(&cfg->err, RLT_ECONFIG, "%s: missing '='; write key.path=value, like train.batch_size=64", name);
@@ -1242,6 +1257,7 @@ void config_for_rank(const rlt_config *cfg, int32_t rank, rlt_config *out) {
 /* Nested mappings in table order: a section opens when a key's path leaves the previous key's sections
  * (the schema keeps each section's rows together, so each opens once). */
 size_t rlt_config_dump(const rlt_config *cfg, char *buf, size_t cap) {
+    if (!buf) cap = 0; /* NULL asks for the length only, as snprintf(NULL, 0, ...) does */
     rlt_text o = {buf, cap, 0};
     if (cap) buf[0] = '\0';
     if (!cfg) return 0;
@@ -1282,6 +1298,7 @@ size_t rlt_config_dump(const rlt_config *cfg, char *buf, size_t cap) {
 }
 
 size_t rlt_config_get(rlt_config *cfg, const char *key, char *buf, size_t cap) {
+    if (!buf) cap = 0;
     if (cap) buf[0] = '\0';
     if (!cfg || !key) return 0;
     const cfg_key *k = config_schema_find(key, strlen(key));

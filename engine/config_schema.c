@@ -475,6 +475,14 @@ static int check_text(const cfg_key *k, const char *t, size_t n, cfg_why *why) {
         snprintf(why->hint, sizeof why->hint, "remove the \\0 escape (%s)", k->doc);
         return -1;
     }
+    /* A newline or another control character (a tab is a character of some paths) would make a path (out_dir)
+     * another path, or an echo of the value drive the terminal: refused in every text value. */
+    for (size_t i = 0; i < n; i++)
+        if (((unsigned char)t[i] < 0x20 && t[i] != '\t') || (unsigned char)t[i] == 0x7f) {
+            snprintf(why->what, sizeof why->what, "contains the control character 0x%02x at byte %zu", (unsigned char)t[i], i);
+            snprintf(why->hint, sizeof why->hint, "use printable characters only (%s)", k->doc);
+            return -1;
+        }
     if ((double)n < k->lo || (double)n > k->hi) {
         if (n == 0) snprintf(why->what, sizeof why->what, "must not be empty");
         else snprintf(why->what, sizeof why->what, "is too long (%zu bytes)", n);

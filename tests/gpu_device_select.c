@@ -20,13 +20,15 @@ static void check_bad_strings(void) {
     }
 }
 
-/* With the module path pointing nowhere: cuda is an error with the hint, auto is the CPU plus a reason. */
+/* With the module path pointing nowhere: cuda is an error naming RLT_CUDA_MODULE (not the hint for a build
+ * without the module), auto is the CPU plus a reason. */
 static void check_missing_module(void) {
     setenv("RLT_CUDA_MODULE", "/nonexistent/librltrain_cuda.so", 1);
     rlt_backend bk;
     rlt_err e;
     int rc = rlt_backend_open(&bk, &e, "cuda:0", 1, NULL, 0);
-    CHECK(rc == RLT_EDEVICE && strstr(e.msg, "no CUDA backend module") && strstr(e.msg, "nonexistent"),
+    CHECK(rc == RLT_EDEVICE && strstr(e.msg, "RLT_CUDA_MODULE names '/nonexistent/librltrain_cuda.so'") &&
+              !strstr(e.msg, "no CUDA backend module"),
           "missing module: rc %d (%s)", rc, e.msg);
     CHECK(bk.ops == NULL && bk.module == NULL, "a failed open left state behind");
     char why[512];

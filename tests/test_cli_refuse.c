@@ -154,6 +154,23 @@ int main(void) {
     snprintf(args, sizeof args, "--config %s --resume a.ckpt --resume b.ckpt --dry-run", cfg);
     code = run_cli(args);
     CHECK(code == 2 && strstr(out_text, "--resume is given twice"), "--resume twice (%d): %.300s", code, out_text);
+    /* Values found wrong after parsing name the key and where it was set; a TD3 config on a Discrete environment
+     * is a config error (2). */
+    snprintf(args, sizeof args, "--config %s --set env.name=mujoco --dry-run", cfg);
+    code = run_cli(args);
+    CHECK(code == 2 && strstr(out_text, "--set env.name=mujoco:1:1: key 'env.name': unknown environment"),
+          "env.name=mujoco (%d): %.300s", code, out_text);
+    snprintf(args, sizeof args, "--config %s --set env.name=cartpole --dry-run", cfg);
+    code = run_cli(args);
+    CHECK(code == 2 && strstr(out_text, "td3_pendulum.yaml:") && strstr(out_text, "key 'algo': td3 needs"),
+          "td3 on cartpole (%d): %.300s", code, out_text);
+    /* An RLT_CUDA_MODULE that does not load is named, not taken for a build without the module. */
+    snprintf(args, sizeof args, "--config %s --set device=cuda --dry-run", cfg);
+    setenv("RLT_CUDA_MODULE", "/nonexistent/librltrain_cuda.so", 1);
+    code = run_cli(args);
+    unsetenv("RLT_CUDA_MODULE");
+    CHECK(code == 4 && strstr(out_text, "RLT_CUDA_MODULE names '/nonexistent/librltrain_cuda.so'"),
+          "a bad RLT_CUDA_MODULE (%d): %.400s", code, out_text);
     code = run_cli("--dry-run --config");
     CHECK(code == 2 && strstr(out_text, "--config needs a value") && !strstr(out_text, "unknown argument"),
           "--config without a value (%d): %.300s", code, out_text);

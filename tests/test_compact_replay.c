@@ -4,7 +4,7 @@
  *   normal values, since round-to-nearest is off by at most half a unit in the last place (10 and 7 stored
  *   mantissa bits); absolute error <= half the subnormal spacing (2^-25, 2^-134) below the normal range.
  *   Edge values have fixed expected bits: +-0, ties to even, the fp16 subnormals, 65504 and the first value
- *   that overflows fp16 to inf, the API's largest magnitude (1e18) kept finite by bf16.
+ *   that overflows fp16 to inf, 1e18 (the agent API's largest magnitude) kept finite by bf16, inf and NaN.
  * - The agents' own gathers (TD3 and DQN float observations) put the widened rows where the batch expects
  *   them: after an update, each batch row is the stored row of the sampled slot, widened.
  * - Bad combinations are config errors naming the key: uint8 for float observations, any float type for
@@ -51,9 +51,9 @@ static void make_edges(void) {
     add_edge(65519.0f, 65504.0f, 65536.0f);             /* just under fp16's overflow threshold */
     add_edge(65520.0f, INFINITY, 65536.0f);             /* halfway to 2^16: fp16 overflows to inf */
     add_edge(-1.0e5f, -INFINITY, -99840.0f);            /* bf16: 1e5 = 1.52587890625 * 2^16 -> 1.5234375 * 2^16 */
-    /* The largest magnitude the agent API accepts (RLT_VALUE_ABS_MAX): fp16 overflows, bf16 keeps it finite (checked by
-     * bound, below). FLT_MAX, which overflows bf16 too, is refused at rlt_agent_observe (test_lowp converts it). */
-    add_edge(1.0e18f, INFINITY, 1.0e18f);
+    /* The largest magnitude the agent API takes (RLT_VALUE_ABS_MAX, base/finite.h): fp16 overflows, bf16 keeps it
+     * finite (checked by bound, below). Beyond it (bf16's own overflow near FLT_MAX) rlt_agent_observe refuses. */
+    add_edge(1.0e18f, INFINITY, 9.997991e17f);
     add_edge(ldexpf(1.0f, -24), ldexpf(1.0f, -24), ldexpf(1.0f, -24));  /* fp16's smallest subnormal */
     add_edge(ldexpf(1.0f, -25), 0.0f, ldexpf(1.0f, -25));               /* a tie: to even, 0 */
     add_edge(ldexpf(3.0f, -26), ldexpf(1.0f, -24), ldexpf(3.0f, -26));  /* above the tie: 2^-24 */

@@ -311,7 +311,7 @@ static const set_case set_bad[] = {
     {"td3={gamma: 0.5, gamma: 0.6}", RLT_ECONFIG, {"key 'td3.gamma': duplicate key"}},
     {"out_dir=a: b", RLT_ECONFIG, {"key 'out_dir': expected a string, got a mapping", "double quotes"}},
     {"seed=*a", RLT_ECONFIG, {"aliases"}},
-    {"seed=1\n---\n2", RLT_ECONFIG, {"multiple documents"}},
+    {"seed=1\n---\n2", RLT_ECONFIG, {"control character 0x0a"}}, /* a raw newline ends nothing: refused */
 };
 
 static void check_set(void) {
@@ -873,7 +873,31 @@ static void check_enum_errors(const char *dir) {
     rlt_config_free(c);
 }
 
+/* Issue 37: a NULL buffer asks for the length (no crash); control characters in a --set value are refused and
+ * shown escaped; a YAML escape of a newline in a string key is refused (an out_dir "a\nb" is not a path). */
+static void check_null_and_control(void) {
+    rlt_config *cfg;
+    rlt_config_init(&cfg);
+    size_t need = rlt_config_dump(cfg, NULL, 0), need2 = rlt_config_dump(cfg, NULL, 100);
+    CHECK(need > 100 && need == need2, "rlt_config_dump(NULL) returns the length it needs: %zu, %zu", need, need2);
+    CHECK(rlt_config_get(cfg, "seed", NULL, 16) > 0, "rlt_config_get(NULL) returns the length");
+    CHECK(rlt_config_set(cfg, "out_dir=/tmp/a\nb") == RLT_ECONFIG &&
+              strstr(rlt_config_errmsg(cfg), "--set out_dir=/tmp/a\\x0ab") &&
+              strstr(rlt_config_errmsg(cfg), "control character 0x0a") && !strchr(rlt_config_errmsg(cfg), '\n'),
+          "a raw newline in --set is refused, shown escaped: %s", rlt_config_errmsg(cfg));
+    CHECK(rlt_config_set(cfg, "out_dir=\"/tmp/a\\nb\"") == RLT_ECONFIG &&
+              strstr(rlt_config_errmsg(cfg), "key 'out_dir': contains the control character 0x0a"),
+          "a YAML \\n in out_dir is refused: %s", rlt_config_errmsg(cfg));
+    CHECK(rlt_config_set(cfg, "env.name=\x1b[31m") == RLT_ECONFIG && !strchr(rlt_config_errmsg(cfg), 0x1b),
+          "an escape sequence is refused and not echoed: %s", rlt_config_errmsg(cfg));
+    char out[64];
+    rlt_config_get(cfg, "out_dir", out, sizeof out);
+    CHECK(!strcmp(out, "\"runs/td3_pendulum\""), "the refused values changed nothing: %s", out);
+    rlt_config_free(cfg);
+}
+
 int main(void) {
+    check_null_and_control();
     check_get_clone();
     const char *dir = test_tmpdir("config");
     CHECK(dir != NULL, "tmpdir");

@@ -3,6 +3,8 @@
  *   150, 200, 250 and 400 MiB, for `--dry-run`, `plan` and a run: each ends within seconds (OpenBLAS used
  *   to retry its buffer allocation forever), with exit 3 and a message naming the address-space limit, or
  *   0 where everything fits (400 MiB must fit, 50 and 100 MiB must not).
+ * - A data-parallel run on two CPU devices under 150 and 300 MiB is refused (3) instead of hanging, and runs
+ *   under 800 MiB.
  * - At the smallest limit the dry run accepts, a real run (updates, evaluation, checkpoint) finishes: the
  *   plan's estimate of the rest of the process holds.
  * - rlt_host_limit_read_vm reports a limit set in the process, with its source.
@@ -131,6 +133,20 @@ static void check_cli_limits(void) {
                   "%s at %llu MiB: no OpenBLAS failure lines: %s", names[c],
                   (unsigned long long)lim, tail());
         }
+    }
+    /* A data-parallel run on two CPU devices: each further rank's thread maps an OpenBLAS buffer too (at 300 MiB
+     * rank 1 used to spin in OpenBLAS's allocation forever); counted like seeds, it is refused with exit 3. */
+    const char *dp[] = {"--config", config, "--set", "train.total_steps=600", "--set", "device=[cpu, cpu]", "--set",
+                        "out_dir=tmp_host_limits_dp", "--set", "train.overwrite=true", "--quiet", NULL};
+    const uint64_t dp_mib[] = {150, 300, 800};
+    for (size_t i = 0; i < sizeof dp_mib / sizeof dp_mib[0]; i++) {
+        double took;
+        int code = run_cli_limited(dp, dp_mib[i] * 1024, 60.0, &took);
+        printf("dp run    under ulimit -v %4llu MiB: exit %d in %.2f s\n", (unsigned long long)dp_mib[i], code, took);
+        CHECK(code == (dp_mib[i] <= 300 ? 3 : 0), "data-parallel CPU run at %llu MiB: exit %d: %s",
+              (unsigned long long)dp_mib[i], code, tail());
+        if (code == 3) CHECK(took < 20.0 && strstr(out_text, "address-space limit (RLIMIT_AS, ulimit -v "),
+                             "refused quickly (%.1f s), naming the limit: %s", took, tail());
     }
     /* The smallest limit (to 1 MiB) that the dry run accepts: a real run there finishes. */
     uint64_t lo = 50, hi = 400;

@@ -88,10 +88,17 @@ static int exit_code_for_run(int status) {
 static void say_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say_error(const char *fmt, ...) {
     fflush(stdout);
+    char text[16384];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
+    /* Messages can quote config values and paths: a control character (an escape sequence in a YAML string)
+     * is shown as \xNN, never sent to the terminal raw. Line breaks and tabs of the messages stay. */
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+        if ((*c < 0x20 && *c != '\n' && *c != '\t') || *c == 0x7f) fprintf(stderr, "\\x%02x", *c);
+        else fputc(*c, stderr);
+    }
     fflush(stderr);
 }
 

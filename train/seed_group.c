@@ -359,6 +359,31 @@ static void member_dir_name(const rlt_group *g, int32_t k, char *buf, size_t cap
     else snprintf(buf, cap, "member_%d", (int)k);
 }
 
+/* The ranks of a data-parallel run on the CPU (device: [cpu, cpu, ...]) share one process's address space as
+ * seeds do: under an address-space or data limit each further rank's thread maps its host arena, the rest of
+ * its run, a malloc arena and an OpenBLAS buffer, and OpenBLAS retries forever when its buffer does not fit (a
+ * hang). So they are counted as group_fit counts seeds, after the first rank's init, and refused with exit 3
+ * naming the limit when they do not fit. (Their budgets stay per device, as for GPUs.) */
+static int group_fit_host_ranks(rlt_group *g) {
+    const rlt_agent *ag = g->m[0].tr->agent;
+    const rlt_plan *p = &ag->plan;
+    if (!p->device_is_host) return RLT_OK;
+    rlt_host_limit vm;
+    rlt_host_limit_read_vm(&vm);
+    if (vm.avail == UINT64_MAX) return RLT_OK;
+    const uint64_t n = (uint64_t)g->n, host = p->arena_bytes[RLT_LOC_HOST];
+    const uint64_t per = host + p->host_overhead + GROUP_THREAD_ARENA_BYTES + GROUP_BLAS_BUFFER_BYTES;
+    uint64_t fit = plan_add_sat(seeds_within(vm.avail, 0, per), 1);
+    if (fit >= n) return RLT_OK;
+    char where[400];
+    RLT_FAIL(&g->err, RLT_ENOFIT, "%s: a data-parallel run on %d CPU devices needs %d more x %.2f MiB (a host arena, "
+             "%.0f MiB for the rest of the run, %.0f MiB of malloc arena for the rank's thread, an OpenBLAS buffer of "
+             "129 MiB) = %.2f MiB, but %s leaves %.2f MiB after the first rank: at most %llu rank%s fit; hint: list "
+             "fewer devices, or raise the limit (ulimit -v)", config_key_where(&g->cfg, "device", where, sizeof where),
+             (int)n, (int)n - 1, per / MIB, p->host_overhead / MIB, GROUP_THREAD_ARENA_BYTES / MIB,
+             plan_mul_sat(n - 1, per) / MIB, vm.source, vm.avail / MIB, (unsigned long long)fit, fit == 1 ? "" : "s");
+}
+
 /* Member k's config: the group's with its seed and out_dir/seed_<seed>, and no group keys (it is one run); with
  * several devices, seed k on devices[k mod n]. A data-parallel rank k instead keeps the seed and takes device k,
  * out_dir/rank_<k>, 1/R of the batch and of the replay, and the group's communicator. */
@@ -607,6 +632,7 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
     }
     /* Members on one device share its budgets; on several, each member's init holds its own device's. */
     if (g->cfg.devices.n <= 1) RLT_TRY(group_fit(g));
+    else if (g->dp) RLT_TRY(group_fit_host_ranks(g));
     for (int32_t k = 1; k < n; k++) {
         if (g->m[k].inited) continue;
         int rc = group_one(g, k, CMD_INIT);

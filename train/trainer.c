@@ -28,6 +28,16 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* A value found wrong after parsing (an unknown environment, an algorithm that cannot act in the environment's
+ * spaces) is still the config's error: the message gets the key and where it was set (file:line:col, or the
+ * --set); the status stays (RLT_ECONFIG, or RLT_EINVAL for spaces an algorithm cannot take: both exit 2). */
+static int trainer_blame_key(rlt_trainer *tr, const char *key) {
+    char where[400], inner[sizeof tr->err.msg];
+    snprintf(inner, sizeof inner, "%s", tr->err.msg);
+    config_key_where(&tr->cfg, key, where, sizeof where);
+    return rlt_err_set(&tr->err, tr->err.status, __FILE__, __LINE__, "%s: %.1500s", where, inner);
+}
+
 static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
     rlt_err *e = &tr->err;
     rlt_config *c = &tr->cfg;
@@ -74,8 +84,9 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
                     RLT_EVAL_MAX_EPISODE_STEPS);
     } else {
         for (int32_t k = 0; k < N; k++)
-            RLT_TRY(rlt_env_make(&tr->envs[k], e, c->env.name, c->seed, env0 + k == 0 ? RLT_STREAM_ENV :
-                                 RLT_STREAM_ENV_VEC + env0 + (uint32_t)k, c->env.max_episode_steps));
+            if (rlt_env_make(&tr->envs[k], e, c->env.name, c->seed, env0 + k == 0 ? RLT_STREAM_ENV :
+                             RLT_STREAM_ENV_VEC + env0 + (uint32_t)k, c->env.max_episode_steps) != RLT_OK)
+                return e->status == RLT_ECONFIG ? trainer_blame_key(tr, "env.name") : e->status;
         RLT_TRY(rlt_env_make(&tr->eval_env, e, c->env.name, c->seed + 100, RLT_STREAM_EVAL_ENV, c->env.max_episode_steps));
         /* The class's own name, whichever alias the config used: a checkpoint of "Pendulum-v1" resumes as "pendulum". */
         snprintf(tr->env_name, sizeof tr->env_name, "%s", tr->envs[0].cls->name);
@@ -113,6 +124,8 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
     if (rc != RLT_OK) {
         if (tr->agent) rlt_err_copy(e, &tr->agent->err);
         else rlt_err_set(e, rc, __FILE__, __LINE__, "out of host memory for the agent");
+        /* RLT_EINVAL here is the algorithm refusing the environment's spaces (td3 on a Discrete action). */
+        if (rc == RLT_EINVAL && tr->agent) return trainer_blame_key(tr, "algo");
         return rc;
     }
     /* A run that ends before its first update only takes random (or epsilon) actions: never what was meant. The

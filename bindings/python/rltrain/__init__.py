@@ -14,7 +14,7 @@ goes to the ``logging`` logger ``"rltrain"``. See bindings/python/README.md.
 
 from ._native import API_VERSION, LIBRARY_PATH, status_name, strerror, version
 from .core import Agent, Config, Group, GroupProgress, Progress, Trainer
-from .errors import CheckpointError, ConfigError, DeviceError, NoFitError, RltError
+from .errors import BusyError, CheckpointError, ConfigError, DeviceError, NoFitError, RltError
 from .spaces import Space
 
 __version__ = "0.1.0"
@@ -23,6 +23,7 @@ __all__ = [
     "API_VERSION",
     "LIBRARY_PATH",
     "Agent",
+    "BusyError",
     "CheckpointError",
     "Config",
     "ConfigError",

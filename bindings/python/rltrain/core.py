@@ -26,6 +26,35 @@ from .spaces import Space
 _MISSING = object()
 
 
+_KEY = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
+
+
+def _key_text(key: Any, what: str) -> str:
+    """A config key (or a mapping's key) as written in YAML: letters, digits, '_' and '.', nothing that YAML
+    would read as more (``"batch_size: 5, total_steps"`` would otherwise set two keys)."""
+    if not isinstance(key, str):
+        raise TypeError(f"{what} {key!r} is a {type(key).__name__}: config keys are strings")
+    if not _KEY.fullmatch(key):
+        raise ValueError(f"{what} {key!r} is not a config key: keys are letters, digits, '_' and '.' (like "
+                         f"'train.batch_size')")
+    return key
+
+
+def as_real_array(x, dtype, what: str) -> np.ndarray:
+    """x as a contiguous array of dtype, refusing what the conversion would change silently: complex values
+    (numpy drops the imaginary part) and, for an integer dtype, values that are not whole numbers (1.7 would
+    become 1)."""
+    a = np.asarray(x)
+    if a.dtype.kind == "c":
+        raise TypeError(f"{what} is complex ({a.dtype}): rltrain takes real numbers")
+    if a.dtype.kind == "O":
+        raise TypeError(f"{what} holds Python objects ({a.dtype}), not numbers")
+    if np.dtype(dtype).kind in "iu" and a.dtype.kind == "f":
+        if not np.all(np.isfinite(a)) or not np.all(a == np.round(a)):
+            raise ValueError(f"{what} must be whole numbers (a Discrete action is an index), got {a!r}")
+    return np.ascontiguousarray(a, dtype=dtype)
+
+
 def _yaml_flow(value: Any) -> str:
     """A Python value as a YAML flow scalar, list or mapping (the syntax of ``rlt_config_set``)."""
     if isinstance(value, bool):
@@ -37,11 +66,13 @@ def _yaml_flow(value: Any) -> str:
     if isinstance(value, (float, np.floating)):
         return repr(float(value))
     if isinstance(value, str):
-        return json.dumps(value)  # a double-quoted YAML scalar
+        # A double-quoted YAML scalar; non-ASCII characters as themselves (json's \\ud83d\\ude00 surrogate
+        # escapes of a character beyond the BMP are not YAML).
+        return json.dumps(value, ensure_ascii=False)
     if isinstance(value, (list, tuple, np.ndarray)):
         return "[" + ", ".join(_yaml_flow(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_yaml_flow(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{_key_text(k, 'mapping key')}: {_yaml_flow(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"cannot write {type(value).__name__} as a config value")
 
 
@@ -125,7 +156,7 @@ class Config(_Owned):
         label = None
         if value is not _MISSING:
             label = source or f"Config.set({assignment!r}, {value!r})"
-            assignment = f"{assignment}={_yaml_flow(value)}"
+            assignment = f"{_key_text(assignment, 'key')}={_yaml_flow(value)}"
         rc = lib.rlt_config_set(self._handle, _native.c_string(assignment, "assignment"))
         if rc != 0:
             msg = self.errmsg
@@ -293,7 +324,7 @@ class Agent(_Owned):
         space's bounds) or an int (Discrete) for one observation, and arrays with a leading batch axis for
         a batch. ``explore=False`` gives the deterministic policy (TD3) or ``dqn.eval_epsilon`` (DQN).
         """
-        x = np.ascontiguousarray(self._flat(obs), dtype=self._obs_dtype)
+        x = as_real_array(self._flat(obs), self._obs_dtype, "obs")
         n = self._rows(x, "obs")
         out = np.empty(n, np.int32) if self._discrete else np.empty((n, self._act_dim), np.float32)
         rc = lib.rlt_agent_act(self._handle, x.ctypes.data, n, 1 if explore else 0, out.ctypes.data)
@@ -311,15 +342,15 @@ class Agent(_Owned):
         For DQN, a batch must be consecutive steps of one environment (its replay stores each
         observation once).
         """
-        o = np.ascontiguousarray(self._flat(obs), dtype=self._obs_dtype)
-        o2 = np.ascontiguousarray(self._flat(next_obs), dtype=self._obs_dtype)
+        o = as_real_array(self._flat(obs), self._obs_dtype, "obs")
+        o2 = as_real_array(self._flat(next_obs), self._obs_dtype, "next_obs")
         n = self._rows(o, "obs")
         if o2.shape != o.shape:
             raise ValueError(f"next_obs has shape {o2.shape} but obs has {o.shape}")
-        a = np.ascontiguousarray(action, dtype=np.int32 if self._discrete else np.float32)
+        a = as_real_array(action, np.int32 if self._discrete else np.float32, "action")
         if a.size != n * self._act_dim:
             raise ValueError(f"action has {a.size} values for {n} transitions of {self._act_dim}")
-        r = np.ascontiguousarray(reward, dtype=np.float32)
+        r = as_real_array(reward, np.float32, "reward")
         term = np.ascontiguousarray(terminated, dtype=np.uint8)
         trunc = None if truncated is None else np.ascontiguousarray(truncated, dtype=np.uint8)
         for name, v in (("reward", r), ("terminated", term), ("truncated", trunc)):

@@ -51,6 +51,10 @@ class CheckpointError(RltError):
     """A checkpoint is invalid, damaged, or made with another network or other sizes (``RLT_ECHECKPOINT``)."""
 
 
+class BusyError(RltError):
+    """The out_dir belongs to another live run (``RLT_EBUSY``); the message names its pid."""
+
+
 # Subclasses by the C name of the status (names, not numbers, so the table of rltrain.h stays the one
 # source of the codes).
 _BY_NAME = {
@@ -58,6 +62,7 @@ _BY_NAME = {
     "RLT_ENOFIT": NoFitError,
     "RLT_EDEVICE": DeviceError,
     "RLT_ECHECKPOINT": CheckpointError,
+    "RLT_EBUSY": BusyError,
 }
 
 

@@ -363,6 +363,8 @@ class _GymCallbacks:
         if self.obs_space.kind == "dict":  # keys matched by name, parts laid out as network.inputs says
             obs = self.obs_space.flatten(obs)
         o = np.asarray(obs)
+        if o.dtype.kind in "cO":
+            raise TypeError(f"the environment returned an observation of dtype {o.dtype}: rltrain takes real numbers")
         if o.shape != self.obs_space.shape:
             raise ValueError(f"the environment returned an observation of shape {o.shape}: expected {self.obs_space.shape}")
         np.copyto(self._view(address, "obs"), o, casting="unsafe")  # float64 -> float32 as Agent.act does
@@ -518,6 +520,8 @@ class _VectorCallbacks(_GymCallbacks):
         if self.obs_space.kind == "dict":
             obs = self.obs_space.flatten(obs)
         o = np.asarray(obs)
+        if o.dtype.kind in "cO":
+            raise TypeError(f"the environment returned an observation of dtype {o.dtype}: rltrain takes real numbers")
         if o.shape != self.obs_space.shape:
             raise ValueError(f"sub-environment {k} returned an observation of shape {o.shape}: expected "
                              f"{self.obs_space.shape}")
@@ -531,6 +535,8 @@ class _VectorCallbacks(_GymCallbacks):
                 self._write_row(view, k, {key: part[k] for key, part in obs.items()})
             return
         o = np.asarray(obs)
+        if o.dtype.kind in "cO":
+            raise TypeError(f"the environment returned an observation of dtype {o.dtype}: rltrain takes real numbers")
         if o.shape != (self.n, *self.obs_space.shape):
             raise ValueError(f"the vector environment returned observations of shape {o.shape}: expected "
                              f"{(self.n, *self.obs_space.shape)}")

@@ -88,3 +88,52 @@ def test_under_an_address_space_limit_openblas_starts_no_threads_at_load():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1", "None"], out.stdout
+
+
+def test_values_that_conversion_would_change_are_refused():
+    """Issue 37: a float Discrete action (1.7 stored as 1) and complex observations, actions or rewards (numpy
+    drops the imaginary part) are refused; whole floats and ints are actions."""
+    cfg = rltrain.Config.from_string("algo: dqn\nenv: {name: cartpole}\n")
+    agent = rltrain.Agent(cfg, rltrain.Space.box((4,)), rltrain.Space.discrete(2))
+    o = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match="whole numbers"):
+        agent.observe(o, 1.7, 0.0, o, False)
+    with pytest.raises(ValueError, match="whole numbers"):
+        agent.observe(o, float("nan"), 0.0, o, False)
+    with pytest.raises(TypeError, match="complex"):
+        agent.observe(o, 1 + 0j, 0.0, o, False)
+    with pytest.raises(TypeError, match="complex"):
+        agent.observe(o, 1, 0.5j, o, False)
+    with pytest.raises(TypeError, match="complex"):
+        agent.act(np.zeros(4, np.complex64))
+    agent.observe(o, 1.0, 0.0, o, False)
+    agent.observe(o, np.int64(1), 0.0, o, False)
+
+
+def test_config_keys_cannot_inject_yaml_and_non_bmp_paths_work(tmp_path):
+    """Issue 37: a mapping key (or a key) holding YAML syntax would set other keys; a path with a character
+    beyond the BMP (written by json as surrogate escapes that YAML refuses) is a path like any other."""
+    cfg = rltrain.Config()
+    with pytest.raises(ValueError, match="not a config key"):
+        cfg.set("train", {"batch_size: 5, total_steps": 7})
+    with pytest.raises(ValueError, match="not a config key"):
+        cfg.set("train.batch_size: 5, x", 3)
+    with pytest.raises(TypeError, match="strings"):
+        cfg.set("train", {1: 2})
+    assert cfg.to_dict()["train"]["batch_size"] == rltrain.Config().to_dict()["train"]["batch_size"]
+    cfg.set("out_dir", str(tmp_path / "run_\U0001F600"))
+    assert cfg.to_dict()["out_dir"] == str(tmp_path / "run_\U0001F600")
+    # A control character in a string value is refused by the library (it would be another path).
+    with pytest.raises(rltrain.ConfigError, match="control character 0x0a"):
+        cfg.set("out_dir", "a\nb")
+
+
+def test_an_owned_out_dir_is_refused_with_busy_error(tmp_path):
+    """Issue 37: a second trainer into an out_dir that a live one owns (here in this process) is refused at once
+    with BusyError naming the owner's pid, and the owner runs on untouched."""
+    cfg = rltrain.Config.from_string("algo: td3\ntrain: {total_steps: 300, start_steps: 100, eval_episodes: 1}\n"
+                                     "td3: {actor_hidden: [16], critic_hidden: [16]}\n").set("out_dir", str(tmp_path))
+    with rltrain.Trainer(cfg) as first, rltrain.Trainer(cfg) as second:
+        first.run()  # it keeps the lock until closed
+        with pytest.raises(rltrain.BusyError, match=f"process {os.getpid()} holds"):
+            second.run()
