@@ -73,8 +73,7 @@ static void one_rank_nccl(const rlt_backend_ops *ops, const char *extra) {
     const char *what = extra ? extra : "fp32";
     CHECK(test_ckpt_same_replica(a, b), "one rank through NCCL (%s): the same parameters, moments and targets as without it",
           what);
-    CHECK(test_files_differ(a, b) == 0, "one rank through NCCL (%s): the same final.ckpt (%ld bytes differ)", what,
-          test_files_differ(a, b));
+    /* Not the same bytes: a data-parallel rank's checkpoint names its rank (so it is never resumed as a single run). */
     ops->comm_destroy(dev);
     rlt_comm_free(comm);
 }
