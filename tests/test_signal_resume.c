@@ -136,7 +136,7 @@ int main(void) {
     }
     printf("SIGINT/SIGTERM/SIGHUP: %d stopped (exit 5), %d had finished, %d before the handler\n", stopped, finished,
            early);
-    CHECK(stopped >= 6, "most signals arrive during the run (%d of 12 stopped it)", stopped);
+    CHECK(stopped >= 4, "signals arrive during the run (%d of 12 stopped it; 7 to 10 do on an idle machine)", stopped);
 
     /* SIGPIPE: the reader of stdout goes away while the run prints a line per step. */
     for (int round = 0; round < 3; round++) {

@@ -677,7 +677,7 @@ static int trainer_finish(rlt_trainer *tr, int rc) {
     if (orc == RLT_OK) {
         tr->err = loop_err;
         if (!loop_ok) {
-            char good[700], last[160] = "";
+            char good[700], last[760] = "";
             snprintf(good, sizeof good, "%s/final.ckpt", tr->cfg.out_dir);
             if (tr->n_kept > 0) snprintf(last, sizeof last, "; the latest periodic checkpoint is %s", tr->kept[tr->n_kept - 1]);
             /* A user environment without save_state leaves its state out of the checkpoints, which then do not resume. */
