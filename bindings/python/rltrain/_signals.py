@@ -1,4 +1,5 @@
-"""SIGINT and SIGTERM during a native run: stop after the current step, as the native CLI does.
+"""SIGINT, SIGTERM and SIGHUP during a native run: stop after the current step, as the native CLI does (SIGHUP: a
+closed terminal or ssh session, which the CLI treats as SIGTERM).
 
 Python's own SIGINT handler raises KeyboardInterrupt wherever the main thread is running Python code. During
 a native run that is inside a ctypes callback (an environment's step, a progress report), where the exception
@@ -24,12 +25,12 @@ import signal
 import threading
 from typing import Callable, Iterator
 
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextlib.contextmanager
 def stop_on_signals(request_stop: Callable[[], None]) -> Iterator[list[int]]:
-    """Within the block, SIGINT and SIGTERM call ``request_stop()`` (async-signal-safe in the library) instead of
+    """Within the block, SIGINT, SIGTERM and SIGHUP call ``request_stop()`` (async-signal-safe in the library) instead of
     their handlers; the list it yields gets each signal received. On leaving the block the previous handlers come
     back and the first signal received is delivered to its previous handler. Outside the main thread (where
     Python delivers no signals) it changes nothing."""

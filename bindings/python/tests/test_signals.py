@@ -155,15 +155,17 @@ def test_trainer_run_stops_on_sigint_then_raises_and_resumes(tmp_path, configs):
         same_run(tmp_path / f"t{i}", tmp_path / "ref")
 
 
-def test_trainer_run_sigterm_goes_to_the_callers_handler(tmp_path, configs):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_trainer_run_sigterm_goes_to_the_callers_handler(tmp_path, configs, sig):
+    # SIGHUP (a closed terminal or ssh session) stops the run like SIGTERM, as in the native CLI.
     got = []
-    previous = signal.signal(signal.SIGTERM, lambda s, f: got.append(s))
+    previous = signal.signal(sig, lambda s, f: got.append(s))
     try:
         with rltrain.Trainer(quick(configs, tmp_path / "t")) as tr:
-            p = tr.run(progress=SignalDuringRun(2, signal.SIGTERM))
-        assert got == [signal.SIGTERM] and p.env_steps < 3000 and status(tmp_path / "t") == "stopped"
+            p = tr.run(progress=SignalDuringRun(2, sig))
+        assert got == [sig] and p.env_steps < 3000 and status(tmp_path / "t") == "stopped"
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(sig, previous)
 
 
 def test_group_run_stops_on_sigint(tmp_path, configs):
