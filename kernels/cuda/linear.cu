@@ -89,8 +89,6 @@ static __host__ __device__ inline int lin_big(int32_t m, int32_t n, int32_t k) {
 static inline int lin_wide(int32_t rows, int32_t fi, int32_t fo, int dx, int tf32) {
     return cuda_rule_wide(rows, fi, fo, dx, tf32);
 }
-/* Seed-batched products go to the library's batched GEMM by the plan's rule (cuda_plan_rules.h: why). */
-static inline int lin_seeds_blas(int32_t tf32, int32_t m, int32_t n, int32_t k) { return cuda_rule_seeds_blas(tf32, m, n, k); }
 /* A problem with fewer 32x32 tiles than this uses 16x32 tiles: twice the blocks, half the work each. */
 #define LIN_SMALL_TILES 96
 
@@ -660,7 +658,7 @@ static int lin_launch_problems(rlt_backend *bk, lin_launch *L) {
 static int lin_fwd_on_library(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo) {
     const cuda_impl *c = cuda_get(bk);
     return fi > LIN_MAX_K || lin_big(rows, fo, fi) || lin_wide(rows, fi, fo, 0, c->tf32) ||
-           (c->seeds.n > 1 && c->seeds_blas && lin_seeds_blas(c->tf32, rows, fo, fi));
+           (c->seeds.n > 1 && c->seeds_blas && cuda_rule_seeds_blas(c->tf32, rows, fo, fi));
 }
 
 extern "C" int cuda_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d) {
@@ -713,9 +711,9 @@ extern "C" int cuda_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d) {
     const cuda_impl *c = cuda_get(bk);
     const int seeds = c->seeds.n > 1, seeds_lib = seeds && c->seeds_blas;
     int fuse_w = (dW || db) && rows <= LIN_MAX_K && fi <= LIN_MAX_K && !lin_big(fo, fi, rows) &&
-                 !(seeds_lib && lin_seeds_blas(c->tf32, fo, fi, rows));
+                 !(seeds_lib && cuda_rule_seeds_blas(c->tf32, fo, fi, rows));
     int fuse_x = dx && fo <= LIN_MAX_K && fi <= LIN_MAX_K && !lin_big(rows, fi, fo) && !lin_wide(rows, fi, fo, 1, c->tf32) &&
-                 !(seeds_lib && lin_seeds_blas(c->tf32, rows, fi, fo));
+                 !(seeds_lib && cuda_rule_seeds_blas(c->tf32, rows, fi, fo));
     if (seeds) {
         /* Batched seeds: the parts left to the library as one batched product each, in order on this lane. */
         if (!fuse_w && dW)
