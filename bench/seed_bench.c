@@ -5,8 +5,10 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "seed_batch.h"
@@ -22,6 +24,10 @@ typedef struct slot {
 } slot;
 
 static pthread_mutex_t g_make_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_next_make;      /* agents are made in order 0, 1, ... (as a seed group makes them), under g_make_mu */
+static rlt_arena_span g_span; /* the batched agents' arena span (rlt_config.arena_span), as a group holds it */
+
+rlt_arena_span *seed_bench_span(void) { return &g_span; }
 static pthread_barrier_t g_made, g_captured;
 static int g_failed;
 static rlt_lockstep *g_ls;
@@ -62,7 +68,14 @@ static void profiler_mark(int start) {
 
 static void *seed_thread(void *arg) {
     slot *s = arg;
-    pthread_mutex_lock(&g_make_mu);
+    /* Agent 0 first: with an arena span it fixes the stride the others are mapped at (rlt_backend.span). */
+    for (;;) {
+        pthread_mutex_lock(&g_make_mu);
+        if (g_next_make == s->k) break;
+        pthread_mutex_unlock(&g_make_mu);
+        sched_yield();
+    }
+    g_next_make++;
     /* Batched, the leading agent's graph is all the agents' update: it keeps its own lanes (as a group makes it). */
     s->ag = s->b->setup(s->b->ctx, s->k, s->batched && s->k == 0 ? 0 : 1, s->batched ? s->n : 0);
     if (!s->ag) g_failed = 1;
@@ -112,6 +125,9 @@ static double run_group(const seed_bench *b, int n, int updates, int batched) {
     pthread_t *th = calloc((size_t)n, sizeof *th);
     g_failed = 0;
     g_ls = NULL;
+    g_next_make = 0;
+    memset(&g_span, 0, sizeof g_span);
+    g_span.n = n;
     if (!s || !th || n > SEED_BATCH_MAX || pthread_barrier_init(&g_made, NULL, (unsigned)n) ||
         pthread_barrier_init(&g_captured, NULL, (unsigned)n)) {
         fprintf(stderr, "%s: could not set up %d threads\n", b->name, n);

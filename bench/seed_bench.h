@@ -23,6 +23,10 @@ typedef struct seed_bench {
     long (*run)(void *ctx, rlt_agent *ag, int updates);
 } seed_bench;
 
+/* The arena span of the batched agents being made (a setup puts it in rlt_config.arena_span with its agent's index
+ * as arena_slot when batch_seeds > 1), as a seed group does. */
+rlt_arena_span *seed_bench_span(void);
+
 /* Runs the benchmark with n agents; returns the process exit code (0, or 1 when an agent failed). */
 int seed_bench_main(const seed_bench *b, int n, int updates);
 

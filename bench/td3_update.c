@@ -62,6 +62,8 @@ static rlt_agent *seeds_setup(void *ctx, int k, int lanes, int batch_seeds) {
     if (cfg) { /* what a seed group gives members that share the GPU */
         cfg->lanes = lanes;
         cfg->batch_seeds = batch_seeds;
+        cfg->arena_span = batch_seeds > 1 ? seed_bench_span() : NULL;
+        cfg->arena_slot = k;
     }
     if (!cfg || rlt_config_set(cfg, seed) != RLT_OK || rlt_agent_init(cfg, &t->os, &t->as, &ag) != RLT_OK) {
         fprintf(stderr, "agent %d: init: %s\n", k, cfg ? rlt_agent_errmsg(ag) : "out of memory");

@@ -260,6 +260,10 @@ struct rlt_config {
     /* The seed group's agents on this agent's GPU when they may run batched (rlt_backend.seeds; 0: a run of its
      * own): the plan then holds the group's seed table. */
     int32_t batch_seeds;
+    /* With batch_seeds > 1: the group's arena span (rlt_backend.span, owned by the seed group) and this agent's slot
+     * in it, so the batched agents' device arenas lie at one stride; NULL: none. Not a key. */
+    struct rlt_arena_span *arena_span;
+    int32_t arena_slot;
     /* A GPU described instead of opened (rlt_config_describe_gpu, `rltrain plan --arch`): plans on `cuda` use the
      * described backend (kernels/described/). Not a key: never in the dump, config.yaml or checkpoints. */
     rlt_gpu_desc gpu_desc;

@@ -540,8 +540,17 @@ typedef struct rlt_backend_ops {
 
 /* The version of this interface, bumped whenever this table or a struct it uses changes: librltrain and
  * librltrain_cuda.so are built together, and the registry refuses a module built against another. */
-#define RLT_BACKEND_ABI 15
+#define RLT_BACKEND_ABI 16
 
+
+/* The seed group's arena span (rlt_backend.span): owned by the caller, zeroed but for n, shared by the n backends of
+ * the group's agents on one GPU; the backends fill and use the rest. */
+typedef struct rlt_arena_span {
+    int32_t n;         /* slots: the group's agents on this GPU */
+    int32_t users;     /* slots mapped now (the backends', atomically) */
+    uint64_t va;       /* the reserved address range of n slots (0: none yet) */
+    uint64_t stride;   /* bytes between slots: agent 0's arena rounded up to the mapping granularity */
+} rlt_arena_span;
 
 struct rlt_backend {
     const rlt_backend_ops *ops;
@@ -564,6 +573,14 @@ struct rlt_backend {
     /* Set by the caller before the open, kept by it: the most agents a seed_batch of this backend may cover (the
      * seed group's agents on this device); 0 or 1: no batching. */
     int32_t seeds;
+    /* Set by the caller before the open, kept by it (NULL: none): the seed group's arena span. A backend that can
+     * place its device arena (CUDA, through virtual memory mapping) puts it at span->va + span_slot * span->stride,
+     * so every agent's buffer X lies slot * stride bytes from agent 0's and batched library products can address
+     * the seeds at one stride (strided batches, a bias at a batch stride: kernels/cuda/gemm_lt.c). Agent 0 (slot 0)
+     * reserves first and fixes the stride; a later arena larger than the stride, or a device without virtual memory
+     * management, is reserved as usual (the seeds are then batched over pointer arrays). Others ignore it. */
+    rlt_arena_span *span;
+    int32_t span_slot;
     void *module;   /* the dlopen handle of the backend's module (NULL for the built-in CPU backend); owned
                      * by the registry, which closes it in rlt_backend_close */
 };

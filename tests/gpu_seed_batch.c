@@ -4,6 +4,8 @@
  *   say they run batched, and each member ends with the final.ckpt (byte for byte) and metrics.csv (but wall_s) of
  *   the single run with its seed: block z of every batched kernel computes agent z's update and nothing else (from
  *   eight seeds on, with each network's forward fused into one launch: linear_chain.cu).
+ *   Their device arenas lie at one stride (rlt_backend.span: mapped through CUDA's virtual memory management), which
+ *   the group's log states.
  * - A group whose replay is in host memory cannot batch (a batched kernel moves device-arena pointers only): it
  *   says why, each seed runs its own graphs, and the results are again the single runs'. So does a bf16 group,
  *   whose products are cuBLASLt's (it used to be told only that the seeds' plans differ).
@@ -94,10 +96,11 @@ int main(void) {
     rlt_trainer_free(tr);
     rlt_config_free(probe);
     if (rc == RLT_EDEVICE) test_skip("no GPU: cuda:0 does not open");
-    group_vs_single(k_td3, "td3", 3, NULL, "run as one batched graph");
+    /* The batched seeds' device arenas are mapped at one stride (rlt_backend.span), which the log states. */
+    group_vs_single(k_td3, "td3", 3, NULL, "device arenas lie");
     group_vs_single(k_dqn, "dqn", 3, NULL, "run as one batched graph");
     /* From 8 seeds on, a network's forward is one launch (linear_chain.cu). */
-    group_vs_single(k_td3, "td3_8", 8, NULL, "run as one batched graph");
+    group_vs_single(k_td3, "td3_8", 8, NULL, "device arenas lie");
     group_vs_single(k_dqn, "dqn_8", 8, NULL, "run as one batched graph");
     group_vs_single(k_td3, "td3_host_replay", 3, "replay.location=host",
                     "each seed runs its own update graph: the replay is in host memory");

@@ -295,6 +295,8 @@ int agent_prepare(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
     char why[512] = "";
     ag->bk.lanes = ag->cfg.lanes;
     ag->bk.seeds = ag->cfg.batch_seeds;
+    ag->bk.span = ag->cfg.batch_seeds > 1 ? ag->cfg.arena_span : NULL;
+    ag->bk.span_slot = ag->cfg.arena_slot;
     /* A described GPU (rltrain plan --arch) stands in for `cuda` and `auto`: it plans, and cannot reserve. */
     if (ag->cfg.gpu_desc.arch && config_device(&ag->cfg).kind != RLT_DEVICE_CPU)
         RLT_TRY(rlt_backend_open_described(&ag->bk, e, &ag->cfg.gpu_desc));

@@ -95,6 +95,9 @@ struct rlt_group {
     /* Seeds sharing one GPU (train/seed_batch.h): the lock-step of their batched update graphs, NULL when each
      * member runs its own (then batch_why says why). */
     rlt_lockstep *ls;
+    /* The batched seeds' arena span (rlt_backend.span): their device arenas at one stride, for strided library
+     * products. The members' backends fill it; the last arena released frees its address range. */
+    rlt_arena_span span;
     char batch_why[320];
     int lock_fd; /* out_dir/.rltrain.lock (outputs.h), held from the first resume or run to rlt_group_free */
     /* A population (config.h): members with their own values of its keys; pop_differs names the first key other
@@ -409,6 +412,9 @@ static int member_config(rlt_group *g, int32_t k) {
     if (g->cfg.train.seed_batching && !g->dp && d <= 1 && sharing > 1 && m->cfg.device.kind == RLT_DEVICE_CUDA &&
         !g->pop_differs[0]) {
         m->cfg.batch_seeds = sharing;
+        if (!g->span.va) g->span.n = sharing;
+        m->cfg.arena_span = &g->span;
+        m->cfg.arena_slot = k;
         /* The leading member's batched graph is every seed's update: it keeps the lanes of a single run, so its
          * branches (the target networks beside the online ones) run side by side. */
         if (k == 0) m->cfg.lanes = 0;
@@ -649,7 +655,12 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
     /* Seeds sharing a GPU: their updates as one batched graph when the backend and the plan allow it. */
     if (g->m[0].cfg.batch_seeds > 1) {
         group_one(g, 0, CMD_BATCH); /* on failure batch_why says why, and each seed keeps its own graphs */
-        if (g->ls) rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates run as one batched graph (one launch for all)", (int)n);
+        if (g->ls && g->span.va)
+            rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates run as one batched graph (one launch for all); their "
+                    "device arenas lie %.2f MiB apart (each rounded up to the GPU's mapping granularity), so the "
+                    "batched library products are strided, with the bias in their epilogue", (int)n,
+                    (double)g->span.stride / (1024.0 * 1024.0));
+        else if (g->ls) rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates run as one batched graph (one launch for all)", (int)n);
         else rlt_log(RLT_LOG_INFO, "seed group: each seed runs its own update graph: %s", g->batch_why);
     } else if (g->cfg.train.seed_batching && g->pop_differs[0] && !g->dp && g->cfg.devices.n <= 1 &&
                g->m[0].cfg.device.kind == RLT_DEVICE_CUDA) {

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <cuda.h>
+
 #include "cuda_ops.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -292,6 +294,8 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
     c->n_lanes = cuda_rule_lanes(getenv("RLT_CUDA_LANES"), bk->lanes);
     const char *sblas = getenv("RLT_CUDA_SEEDS_BLAS");
     c->seeds_blas = !(sblas && strcmp(sblas, "0") == 0);
+    const char *slt = getenv("RLT_CUDA_SEEDS_LT");
+    c->seeds_lt = !(slt && strcmp(slt, "0") == 0);
     bk->impl = c;
     bk->device_is_host = 0;
     bk->device_index = index;
@@ -348,12 +352,147 @@ static int cuda_workspace(rlt_backend *bk, void *ptr, uint64_t bytes, uint64_t *
     return cuda_set_workspace(bk, ptr, bytes);
 }
 
+/* ---- the seed group's span (rlt_backend.span) ----
+ * Agent z's device arena is mapped at span->va + z * stride through CUDA's virtual memory management: agent 0
+ * reserves an address range of n strides (no memory), each agent creates its own physical allocation of its arena
+ * rounded up to the granularity and maps it at its slot. Every agent still holds exactly its own arena (cudaMalloc
+ * rounds a block this large to the same 2 MiB pages), but the deltas of a batched launch become z * stride, which
+ * strided library products need. The driver's entry points come through the runtime (no link to libcuda). Any
+ * failure but out-of-memory leaves the arena to cudaMalloc: batching then runs over pointer arrays as before. */
+typedef CUresult (*span_granularity_fn)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
+typedef CUresult (*span_reserve_fn)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+typedef CUresult (*span_create_fn)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                                   unsigned long long);
+typedef CUresult (*span_map_fn)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+typedef CUresult (*span_access_fn)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+typedef CUresult (*span_unmap_fn)(CUdeviceptr, size_t);
+typedef CUresult (*span_release_fn)(CUmemGenericAllocationHandle);
+typedef CUresult (*span_free_fn)(CUdeviceptr, size_t);
+
+typedef struct span_api {
+    span_granularity_fn granularity;
+    span_reserve_fn reserve;
+    span_create_fn create;
+    span_map_fn map;
+    span_access_fn access;
+    span_unmap_fn unmap;
+    span_release_fn release;
+    span_free_fn free;
+} span_api;
+
+/* The entry points, or 0 when the driver lacks one. */
+static int span_api_get(span_api *a) {
+    static const char *const names[8] = {"cuMemGetAllocationGranularity", "cuMemAddressReserve", "cuMemCreate",
+                                         "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease",
+                                         "cuMemAddressFree"};
+    void *fn[8];
+    for (int i = 0; i < 8; i++) {
+        enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        fn[i] = NULL;
+        if (cudaGetDriverEntryPointByVersion(names[i], &fn[i], 12000, cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess || !fn[i]) {
+            cudaGetLastError();
+            return 0;
+        }
+    }
+    memcpy(&a->granularity, &fn[0], sizeof fn[0]);
+    memcpy(&a->reserve, &fn[1], sizeof fn[1]);
+    memcpy(&a->create, &fn[2], sizeof fn[2]);
+    memcpy(&a->map, &fn[3], sizeof fn[3]);
+    memcpy(&a->access, &fn[4], sizeof fn[4]);
+    memcpy(&a->unmap, &fn[5], sizeof fn[5]);
+    memcpy(&a->release, &fn[6], sizeof fn[6]);
+    memcpy(&a->free, &fn[7], sizeof fn[7]);
+    return 1;
+}
+
+static CUmemAllocationProp span_prop(int device) {
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = device;
+    return p;
+}
+
+/* Maps a `bytes` arena at this backend's slot of its span: RLT_OK with *base set; RLT_OK with *base NULL when the span
+ * cannot take it (the caller then uses cudaMalloc); RLT_ENOFIT when the device is out of memory. */
+static int span_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
+    cuda_impl *c = cuda_get(bk);
+    rlt_arena_span *sp = bk->span;
+    *base = NULL;
+    span_api a;
+    if (!sp || sp->n < 2 || bk->span_slot < 0 || bk->span_slot >= sp->n || !span_api_get(&a)) return RLT_OK;
+    CUmemAllocationProp prop = span_prop(c->device);
+    size_t gran = 0;
+    if (a.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || gran == 0) return RLT_OK;
+    uint64_t mapped = (bytes + gran - 1) / gran * gran;
+    if (bk->span_slot == 0 && sp->va == 0) {
+        /* Agent 0 fixes the stride: its arena is the group's largest (it keeps the lanes of a single run). */
+        CUdeviceptr va = 0;
+        if (a.reserve(&va, (size_t)(mapped * (uint64_t)sp->n), gran, 0, 0) != CUDA_SUCCESS || !va) return RLT_OK;
+        sp->va = (uint64_t)va;
+        sp->stride = mapped;
+    }
+    if (sp->va == 0 || mapped > sp->stride) return RLT_OK;
+    CUdeviceptr at = (CUdeviceptr)(sp->va + (uint64_t)bk->span_slot * sp->stride);
+    CUmemGenericAllocationHandle h = 0;
+    CUresult r = a.create(&h, (size_t)mapped, &prop, 0);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        return rlt_err_set(bk->err, RLT_ENOFIT, __FILE__, __LINE__,
+                           "the device arena (%.1f MiB, %.1f MiB mapped) does not fit on %s: %.1f MiB free of %.1f "
+                           "MiB now; lower memory.budget_mb or replay.capacity, or free the GPU",
+                           bytes / MIB, mapped / MIB, bk->device_name, free_b / MIB, total_b / MIB);
+    }
+    if (r != CUDA_SUCCESS) return RLT_OK;
+    CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof acc);
+    acc.location = prop.location;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (a.map(at, (size_t)mapped, 0, h, 0) != CUDA_SUCCESS) {
+        a.release(h);
+        return RLT_OK;
+    }
+    if (a.access(at, (size_t)mapped, &acc, 1) != CUDA_SUCCESS) {
+        a.unmap(at, (size_t)mapped);
+        a.release(h);
+        return RLT_OK;
+    }
+    __atomic_add_fetch(&sp->users, 1, __ATOMIC_ACQ_REL);
+    c->span_handle = (unsigned long long)h;
+    c->span_bytes = mapped;
+    *base = (void *)(uintptr_t)at;
+    return RLT_OK;
+}
+
+/* Unmaps this backend's slot; the last slot out frees the address range. */
+static void span_release(rlt_backend *bk, void *base) {
+    cuda_impl *c = cuda_get(bk);
+    span_api a;
+    if (!span_api_get(&a)) return;
+    cudaSetDevice(c->device);
+    cudaDeviceSynchronize(); /* as cudaFree would: nothing still running may touch the arena afterwards */
+    a.unmap((CUdeviceptr)(uintptr_t)base, (size_t)c->span_bytes);
+    a.release((CUmemGenericAllocationHandle)c->span_handle);
+    c->span_handle = 0;
+    c->span_bytes = 0;
+    rlt_arena_span *sp = bk->span;
+    if (sp && __atomic_sub_fetch(&sp->users, 1, __ATOMIC_ACQ_REL) == 0) {
+        a.free((CUdeviceptr)sp->va, (size_t)(sp->stride * (uint64_t)sp->n));
+        sp->va = 0;
+        sp->stride = 0;
+    }
+}
+
 static int cuda_mem_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
     cuda_impl *c = cuda_get(bk);
     *base = NULL;
     if (bytes == 0) return RLT_OK;
     CUDA_CHECK(bk, cudaSetDevice(c->device));
-    cudaError_t rc = cudaMalloc(base, bytes);
+    RLT_TRY(span_reserve(bk, bytes, base));
+    cudaError_t rc = *base ? cudaSuccess : cudaMalloc(base, bytes);
     if (rc != cudaSuccess) {
         cudaGetLastError(); /* out-of-memory is not sticky: clear it so later calls do not see it */
         size_t free_b = 0, total_b = 0;
@@ -382,6 +521,10 @@ static void cuda_mem_release(rlt_backend *bk, void *base) {
         c->reserved_bytes -= c->reserved_last_bytes;
         c->reserved_last = NULL;
         c->reserved_last_bytes = 0;
+    }
+    if (c->span_bytes) {
+        span_release(bk, base);
+        return;
     }
     cudaSetDevice(c->device);
     cudaFree(base); /* synchronises the device: no op still running can touch the block afterwards */
@@ -616,6 +759,7 @@ static int cuda_seed_batch(rlt_backend *bk, int32_t n, const int64_t *delta, con
     cuda_impl *c = cuda_get(bk);
     if (n <= 1) {
         c->seeds = (cuda_seeds){NULL, NULL, 0};
+        c->seeds_stride = 0;
         return RLT_OK;
     }
     if (n > c->max_seeds || n > CUDA_SEEDS_MAX || !delta || !seed || !delta_host || !c->reserved_last)
@@ -624,6 +768,10 @@ static int cuda_seed_batch(rlt_backend *bk, int32_t n, const int64_t *delta, con
                            (int)c->max_seeds, c->reserved_last ? "" : " and has no device arena");
     c->seeds = (cuda_seeds){delta, seed, n};
     memcpy(c->seeds_delta_host, delta_host, (size_t)n * sizeof *delta_host);
+    /* One stride between consecutive agents (a span's arenas): strided library products can address them. */
+    c->seeds_stride = delta_host[0] == 0 && delta_host[1] > 0 && delta_host[1] % 256 == 0 ? delta_host[1] : 0;
+    for (int32_t z = 2; z < n && c->seeds_stride; z++)
+        if (delta_host[z] != (int64_t)z * c->seeds_stride) c->seeds_stride = 0;
     c->seeds_lo = (uint64_t)(uintptr_t)c->reserved_last;
     c->seeds_hi = c->seeds_lo + c->reserved_last_bytes;
     return RLT_OK;

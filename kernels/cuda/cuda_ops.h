@@ -89,6 +89,10 @@ typedef struct cuda_impl {
     uint64_t reserved_bytes;
     void *reserved_last;
     uint64_t reserved_last_bytes;
+    /* The device arena when it is mapped into the seed group's span (rlt_backend.span; cuda_backend.c): the
+     * physical allocation's handle and mapped bytes (a multiple of the granularity); 0 when it is a cudaMalloc block. */
+    unsigned long long span_handle;
+    uint64_t span_bytes;
     uint64_t handle_bytes, blas_bytes; /* all library handles; the cuBLAS handle's part */
     int32_t capturing;       /* the slot being captured, or -1 */
     int32_t reserved_;
@@ -133,6 +137,12 @@ typedef struct cuda_impl {
     const void *seed_keys[CUDA_SEED_GEMMS][3];
     int32_t seed_slots, seed_ptrs_dirty;
     int32_t seeds_blas; /* 0 with RLT_CUDA_SEEDS_BLAS=0 (see above): batched products stay on our kernels */
+    /* Bytes from each batched agent's arena to the next when agent z's delta is z times it (the arenas of a seed
+     * group's span), else 0: the batched forward then runs as one strided cuBLASLt product with the bias and ReLU in
+     * its epilogue (cuda_lt_linear_forward_seeds). seeds_lt: 0 with RLT_CUDA_SEEDS_LT=0 (pointer arrays and a bias
+     * pass, for A/B runs). */
+    int64_t seeds_stride;
+    int32_t seeds_lt;
     cudaEvent_t seed_event; /* an agent's: its work before a batched launch (seed_mark); the lead's: the launch */
 } cuda_impl;
 
@@ -289,6 +299,10 @@ int cuda_lp_bias_grad(rlt_backend *bk, float *db, const void *dy, int32_t dyd, i
  * dgrad computes dx and applies act_x'(x). fp32 descriptors are the routed layers' (linear.cu decides); 16-bit ones
  * any layer's. */
 int cuda_lt_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d, int *done);
+/* The batched seeds' fp32 forward as one strided cuBLASLt product with the bias (and ReLU) in its epilogue, when the
+ * seeds' arenas lie at one stride (seeds_stride) and the heuristic offers an algorithm; *done 0 otherwise (nothing
+ * issued: the caller runs its pointer-array product and bias pass). */
+int cuda_lt_linear_forward_seeds(rlt_backend *bk, const rlt_linear_fwd *d, int *done);
 int cuda_lt_linear_wgrad(rlt_backend *bk, const rlt_linear_bwd *d, int32_t db_lane, int *done);
 int cuda_lt_linear_dgrad(rlt_backend *bk, const rlt_linear_bwd *d, int *done);
 /* Creates cuBLASLt's handle and table on first need (at init, before the seal; its cost goes to handle_bytes), and

@@ -673,6 +673,10 @@ extern "C" int cuda_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d) {
     if (rows == 0) return RLT_OK;
     if (lin_fwd_on_library(bk, rows, fi, fo)) {
         if (cuda_get(bk)->seeds.n > 1) {
+            /* Seeds at one stride: one strided cuBLASLt product with the bias and ReLU in its epilogue. */
+            int done = 0;
+            RLT_TRY(cuda_lt_linear_forward_seeds(bk, d, &done));
+            if (done) return RLT_OK;
             /* Every batched seed's product in one library call, then the bias and activation for all of them. */
             RLT_TRY(cuda_gemm_seeds(bk, 0, 1, rows, fo, fi, 1.0f, x, ldx, W, fi, 0.0f, y, ldy));
             return cuda_bias_act(bk, y, ldy, b, rows, fo, act);
