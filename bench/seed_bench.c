@@ -82,6 +82,7 @@ static void *seed_thread(void *arg) {
     pthread_mutex_unlock(&g_make_mu);
     pthread_barrier_wait(&g_made);
     if (s->batched) {
+        if (s->k == 0 && g_span.why[0]) fprintf(stderr, "%s: arenas not at one stride: %s\n", s->b->name, g_span.why);
         if (s->k == 0 && !__atomic_load_n(&g_failed, __ATOMIC_SEQ_CST)) capture(s);
         pthread_barrier_wait(&g_captured);
     }

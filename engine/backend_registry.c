@@ -139,12 +139,28 @@ static int open_cuda(rlt_backend *bk, const char *device, int32_t index, int32_t
     return RLT_OK;
 }
 
+/* The fields a caller sets before an open (lanes, seeds, the arena span), kept through the open's resets. */
+typedef struct caller_fields {
+    int32_t lanes, seeds, span_slot;
+    rlt_arena_span *span;
+} caller_fields;
+
+static caller_fields caller_keep(const rlt_backend *bk) {
+    return (caller_fields){bk->lanes, bk->seeds, bk->span_slot, bk->span};
+}
+
+/* Zeroes bk but for the caller's fields. */
+static void caller_reset(rlt_backend *bk, caller_fields f) {
+    memset(bk, 0, sizeof *bk);
+    bk->lanes = f.lanes;
+    bk->seeds = f.seeds;
+    bk->span = f.span;
+    bk->span_slot = f.span_slot;
+}
+
 int rlt_backend_open_described(rlt_backend *bk, rlt_err *e, const rlt_gpu_desc *d) {
     if (!bk || !d) return rlt_err_set(e, RLT_EINVAL, __FILE__, __LINE__, "rlt_backend_open_described: no backend given");
-    const int32_t lanes = bk->lanes, seeds = bk->seeds; /* the caller's, as rlt_backend_open_device keeps them */
-    memset(bk, 0, sizeof *bk);
-    bk->lanes = lanes;
-    bk->seeds = seeds;
+    caller_reset(bk, caller_keep(bk)); /* the caller's fields, as rlt_backend_open_device keeps them */
     bk->err = e;
     if (e) rlt_err_clear(e);
     return described_open(bk, d);
@@ -154,10 +170,8 @@ int rlt_backend_open_device(rlt_backend *bk, rlt_err *e, rlt_device device, int3
                             size_t cap) {
     if (why_cpu && cap) why_cpu[0] = '\0';
     if (!bk) return rlt_err_set(e, RLT_EINVAL, __FILE__, __LINE__, "rlt_backend_open: no backend given");
-    const int32_t lanes = bk->lanes, seeds = bk->seeds; /* the caller's, kept through the resets below */
-    memset(bk, 0, sizeof *bk);
-    bk->lanes = lanes;
-    bk->seeds = seeds;
+    const caller_fields keep = caller_keep(bk); /* the caller's, kept through the resets below */
+    caller_reset(bk, keep);
     bk->err = e;
     bk->device_index = -1;
     if (e) rlt_err_clear(e);
@@ -177,9 +191,7 @@ int rlt_backend_open_device(rlt_backend *bk, rlt_err *e, rlt_device device, int3
         bk->err = e;
         if (rc == RLT_OK) return RLT_OK;
         if (why_cpu && cap) snprintf(why_cpu, cap, "%s", scratch.msg);
-        memset(bk, 0, sizeof *bk);
-        bk->lanes = lanes;
-        bk->seeds = seeds;
+        caller_reset(bk, keep);
         bk->err = e;
         bk->device_index = -1;
         return open_cpu(bk, cpu_threads);
@@ -197,7 +209,8 @@ int rlt_backend_open(rlt_backend *bk, rlt_err *e, const char *device, int32_t cp
         return rlt_err_set(e, RLT_ECONFIG, __FILE__, __LINE__,
                            "device '%s' is not one of: cpu, cuda, cuda:N (N = 0, 1, ...), auto", device);
     }
-    if (bk) bk->lanes = bk->seeds = 0; /* callers of the text form (tests, tools) may hand in an uninitialised backend */
+    if (bk) caller_reset(bk, (caller_fields){0, 0, 0, NULL}); /* callers of the text form (tests, tools) may hand in
+                                                                 * an uninitialised backend */
     return rlt_backend_open_device(bk, e, d, cpu_threads, why_cpu, cap);
 }
 

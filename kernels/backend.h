@@ -550,6 +550,7 @@ typedef struct rlt_arena_span {
     int32_t users;     /* slots mapped now (the backends', atomically) */
     uint64_t va;       /* the reserved address range of n slots (0: none yet) */
     uint64_t stride;   /* bytes between slots: agent 0's arena rounded up to the mapping granularity */
+    char why[120];     /* why an arena was not mapped at its slot (the first reason), "" otherwise */
 } rlt_arena_span;
 
 struct rlt_backend {

@@ -655,12 +655,15 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
     /* Seeds sharing a GPU: their updates as one batched graph when the backend and the plan allow it. */
     if (g->m[0].cfg.batch_seeds > 1) {
         group_one(g, 0, CMD_BATCH); /* on failure batch_why says why, and each seed keeps its own graphs */
-        if (g->ls && g->span.va)
+        if (g->ls && g->span.va && !g->span.why[0])
             rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates run as one batched graph (one launch for all); their "
                     "device arenas lie %.2f MiB apart (each rounded up to the GPU's mapping granularity), so the "
                     "batched library products are strided, with the bias in their epilogue", (int)n,
                     (double)g->span.stride / (1024.0 * 1024.0));
-        else if (g->ls) rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates run as one batched graph (one launch for all)", (int)n);
+        else if (g->ls)
+            rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates run as one batched graph (one launch for all)%s%s%s",
+                    (int)n, g->span.why[0] ? "; their device arenas are not at one stride (" : "", g->span.why,
+                    g->span.why[0] ? "), so the batched library products take pointer arrays and a bias pass" : "");
         else rlt_log(RLT_LOG_INFO, "seed group: each seed runs its own update graph: %s", g->batch_why);
     } else if (g->cfg.train.seed_batching && g->pop_differs[0] && !g->dp && g->cfg.devices.n <= 1 &&
                g->m[0].cfg.device.kind == RLT_DEVICE_CUDA) {

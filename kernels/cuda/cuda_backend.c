@@ -417,27 +417,39 @@ static CUmemAllocationProp span_prop(int device) {
 
 /* Maps a `bytes` arena at this backend's slot of its span: RLT_OK with *base set; RLT_OK with *base NULL when the span
  * cannot take it (the caller then uses cudaMalloc); RLT_ENOFIT when the device is out of memory. */
+/* Records the first reason a slot was not mapped (the group logs it); returns RLT_OK: the caller uses cudaMalloc. */
+static int span_skip(rlt_arena_span *sp, int32_t slot, const char *what, int code) {
+    if (!sp->why[0]) snprintf(sp->why, sizeof sp->why, "slot %d: %s (%d)", (int)slot, what, code);
+    return RLT_OK;
+}
+
 static int span_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
     cuda_impl *c = cuda_get(bk);
     rlt_arena_span *sp = bk->span;
+    const int32_t slot = bk->span_slot;
     *base = NULL;
     span_api a;
-    if (!sp || sp->n < 2 || bk->span_slot < 0 || bk->span_slot >= sp->n || !span_api_get(&a)) return RLT_OK;
+    if (!sp || sp->n < 2) return RLT_OK;
+    if (slot < 0 || slot >= sp->n) return span_skip(sp, slot, "no such slot", sp->n);
+    if (!span_api_get(&a)) return span_skip(sp, slot, "the driver offers no virtual memory management", 0);
     CUmemAllocationProp prop = span_prop(c->device);
     size_t gran = 0;
-    if (a.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || gran == 0) return RLT_OK;
+    CUresult r = a.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (r != CUDA_SUCCESS || gran == 0) return span_skip(sp, slot, "cuMemGetAllocationGranularity failed", (int)r);
     uint64_t mapped = (bytes + gran - 1) / gran * gran;
-    if (bk->span_slot == 0 && sp->va == 0) {
+    if (slot == 0 && sp->va == 0) {
         /* Agent 0 fixes the stride: its arena is the group's largest (it keeps the lanes of a single run). */
         CUdeviceptr va = 0;
-        if (a.reserve(&va, (size_t)(mapped * (uint64_t)sp->n), gran, 0, 0) != CUDA_SUCCESS || !va) return RLT_OK;
+        r = a.reserve(&va, (size_t)(mapped * (uint64_t)sp->n), gran, 0, 0);
+        if (r != CUDA_SUCCESS || !va) return span_skip(sp, slot, "cuMemAddressReserve failed", (int)r);
         sp->va = (uint64_t)va;
         sp->stride = mapped;
     }
-    if (sp->va == 0 || mapped > sp->stride) return RLT_OK;
-    CUdeviceptr at = (CUdeviceptr)(sp->va + (uint64_t)bk->span_slot * sp->stride);
+    if (sp->va == 0) return span_skip(sp, slot, "agent 0 has not reserved the span", 0);
+    if (mapped > sp->stride) return span_skip(sp, slot, "its arena is larger than agent 0's", (int)(mapped >> 20));
+    CUdeviceptr at = (CUdeviceptr)(sp->va + (uint64_t)slot * sp->stride);
     CUmemGenericAllocationHandle h = 0;
-    CUresult r = a.create(&h, (size_t)mapped, &prop, 0);
+    r = a.create(&h, (size_t)mapped, &prop, 0);
     if (r == CUDA_ERROR_OUT_OF_MEMORY) {
         size_t free_b = 0, total_b = 0;
         cudaMemGetInfo(&free_b, &total_b);
@@ -446,19 +458,21 @@ static int span_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
                            "MiB now; lower memory.budget_mb or replay.capacity, or free the GPU",
                            bytes / MIB, mapped / MIB, bk->device_name, free_b / MIB, total_b / MIB);
     }
-    if (r != CUDA_SUCCESS) return RLT_OK;
+    if (r != CUDA_SUCCESS) return span_skip(sp, slot, "cuMemCreate failed", (int)r);
     CUmemAccessDesc acc;
     memset(&acc, 0, sizeof acc);
     acc.location = prop.location;
     acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    if (a.map(at, (size_t)mapped, 0, h, 0) != CUDA_SUCCESS) {
+    r = a.map(at, (size_t)mapped, 0, h, 0);
+    if (r != CUDA_SUCCESS) {
         a.release(h);
-        return RLT_OK;
+        return span_skip(sp, slot, "cuMemMap failed", (int)r);
     }
-    if (a.access(at, (size_t)mapped, &acc, 1) != CUDA_SUCCESS) {
+    r = a.access(at, (size_t)mapped, &acc, 1);
+    if (r != CUDA_SUCCESS) {
         a.unmap(at, (size_t)mapped);
         a.release(h);
-        return RLT_OK;
+        return span_skip(sp, slot, "cuMemSetAccess failed", (int)r);
     }
     __atomic_add_fetch(&sp->users, 1, __ATOMIC_ACQ_REL);
     c->span_handle = (unsigned long long)h;
