@@ -1,8 +1,9 @@
-/* seed_batch.c: see seed_batch.h. The capture of the batched update graphs, and the lock-step that launches them. */
+/* seed_batch.c: see seed_batch.h. The capture of the batched update and acting graphs, and the lock-step that launches them. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent.h"
@@ -109,6 +110,13 @@ static void seed_batch_capture_acts(rlt_agent *lead, rlt_lockstep *ls, const int
                          .host_bytes = lead->plan.arena_bytes[RLT_LOC_HOST]};
     int32_t rows[SEED_BATCH_ACTS] = {lead->cfg.env.num_envs, 1};
     int32_t slot = SEED_BATCH_SLOT0 + lead->algo->n_variants;
+    /* A benchmark switch (bench/seeds_e2e.sh): RLT_SEEDS_ACT=0 keeps each seed acting on its own, the route before
+     * batched acting, for an A/B in one build. It changes no result. */
+    const char *env = getenv("RLT_SEEDS_ACT");
+    if (env && strcmp(env, "0") == 0) {
+        snprintf(ls->act_why, sizeof ls->act_why, "(RLT_SEEDS_ACT=0)");
+        return;
+    }
     if (!lead->algo->act_ops) {
         snprintf(ls->act_why, sizeof ls->act_why, "(algorithm %s has no acting ops to batch)", lead->algo->name);
         return;
