@@ -294,7 +294,7 @@ static void act_rounds(void) {
     pthread_t th[N_AGENTS];
     /* Agent 3 leaves early, in the middle of the others' acting. */
     for (int k = 0; k < N_AGENTS; k++) {
-        w[k] = (act_worker){.ls = ls, .k = k, .rounds = k == 3 ? 400 : 1000};
+        w[k] = (act_worker){.ls = ls, .k = k, .rounds = k == 3 ? 120 : 300};
         pthread_create(&th[k], NULL, act_main, &w[k]);
     }
     for (int k = 0; k < N_AGENTS; k++) pthread_join(th[k], NULL);
@@ -311,7 +311,7 @@ static void act_rounds(void) {
     }
     uint64_t act_rounds = 0, update_rounds = 0;
     lockstep_rounds(ls, &act_rounds, &update_rounds);
-    CHECK(g_launches == 1000 && update_rounds == 1000, "one update launch per round: %d launches, %llu rounds", g_launches,
+    CHECK(g_launches == 300 && update_rounds == 300, "one update launch per round: %d launches, %llu rounds", g_launches,
           (unsigned long long)update_rounds);
     CHECK(g_act_launches > 0 && g_act_launches <= acts && (uint64_t)g_act_launches == act_rounds,
           "acting rounds: %d launches for %d chunks (%llu counted)", g_act_launches, acts, (unsigned long long)act_rounds);

@@ -127,13 +127,15 @@ static void seed_batch_capture_acts(rlt_agent *lead, rlt_lockstep *ls, const int
             snprintf(ls->act_why, sizeof ls->act_why, "(no graph slot is left for batched acting)");
             break;
         }
-        int rc = bk->ops->graph(bk, RLT_GRAPH_BEGIN, slot);
+        /* Batching on before the capture begins: its check of the host arena is no call to make inside one. */
+        int brc = bk->ops->seed_batch(bk, &sd);
+        int rc = brc == RLT_OK ? bk->ops->graph(bk, RLT_GRAPH_BEGIN, slot) : brc;
         if (rc != RLT_OK) {
             snprintf(ls->act_why, sizeof ls->act_why, "(%s)", lead->err.msg);
+            bk->ops->seed_batch(bk, NULL);
             break;
         }
-        int brc = bk->ops->seed_batch(bk, &sd);
-        int arc = brc == RLT_OK ? lead->algo->act_ops(lead, rows[i]) : brc;
+        int arc = lead->algo->act_ops(lead, rows[i]);
         int orc = bk->ops->seed_batch(bk, NULL); /* exact mode: refuses what gave other bits than a single run's */
         char msg[sizeof lead->err.msg];
         snprintf(msg, sizeof msg, "%s", lead->err.msg);
