@@ -544,6 +544,8 @@ static int agent_dispatch_act(rlt_agent *ag, int32_t rows) {
         RLT_TRY(lockstep_act(ag->lockstep, ag, rows, &served));
         if (served) return RLT_OK;
     }
+    if (!ag->algo->act_ops)
+        RLT_FAIL(&ag->err, RLT_ESTATE, "algorithm %s acts through agent_run_act but has no act_ops", ag->algo->name);
     RLT_TRY(ag->algo->act_ops(ag, rows));
     return ag->bk.ops->sync(&ag->bk);
 }
