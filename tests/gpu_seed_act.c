@@ -5,6 +5,7 @@
  *   act batched and ran batched acting rounds, and each member ends with the final.ckpt (byte for byte) and the
  *   metrics.csv (but wall_s) of the single run with its seed: the acting graph computes each seed's forward with its
  *   single run's kernels (exact mode) and the exploration draws stay in each seed's thread.
+ * - Eight TD3 seeds: from eight on, the acting forward is one fused launch (linear_chain.cu), still each seed's bits.
  * - DQN with env.num_envs 2: the group captures acting on 2 rows (training) and 1 (evaluation); CartPole's evaluation
  *   episodes end at different steps for different seeds, so seeds evaluating and seeds training (acting on the other
  *   row count, or waiting to update) meet in one lock-step, and the results are still the single runs'.
@@ -106,6 +107,7 @@ int main(void) {
     if (rc == RLT_EDEVICE) test_skip("no GPU: cuda:0 does not open");
     group_vs_single(k_td3, "td3", 4, NULL, "the 4 seeds act as one batched graph (one launch and one sync per step for all) on 1 row");
     group_vs_single(k_dqn, "dqn", 4, NULL, "the 4 seeds act as one batched graph (one launch and one sync per step for all) on 1 row");
+    group_vs_single(k_td3, "td3_8", 8, NULL, "the 8 seeds act as one batched graph (one launch and one sync per step for all) on 1 row");
     group_vs_single(k_dqn, "dqn_envs2", 4, "env.num_envs=2",
                     "on 2 rows (training) and 1 row (evaluation)");
     return test_summary("gpu_seed_act");
