@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "mem.h"
@@ -29,6 +30,7 @@ struct rlt_lockstep {
     int32_t n_act, act_rows[SEED_BATCH_ACTS], act_slot[SEED_BATCH_ACTS];
     char act_why[sizeof(((rlt_err *)0)->msg) + 64];
     uint64_t act_rounds, update_rounds; /* under mu */
+    uint32_t spin; /* pauses before a waiter yields: none when the agents outnumber the cores */
 };
 
 uint64_t seed_batch_table_bytes(int32_t n) {
@@ -234,6 +236,10 @@ rlt_lockstep *lockstep_new(rlt_agent *const *agents, int32_t n) {
         atomic_init(&ls->served[k], 0);
     }
     ls->n = ls->active = n;
+    /* Agents that outnumber the cores (64 seeds on 16) would spin on the cores the last ones need to step their
+     * environments and reach the lock-step: they yield at once. */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    ls->spin = cores > 0 && n > cores ? 0 : 2000;
     atomic_init(&ls->failed, 0);
     pthread_mutex_init(&ls->mu, NULL);
     return ls;
@@ -366,7 +372,7 @@ static int lockstep_wait(rlt_lockstep *ls, rlt_agent *ag, int32_t kind, int32_t 
     if (++ls->arrived >= ls->active) lockstep_launch(ls);
     pthread_mutex_unlock(&ls->mu);
     for (uint32_t spins = 0; atomic_load(&ls->served[k]) == mine && !atomic_load(&ls->failed); spins++) {
-        if (spins > 2000) sched_yield();
+        if (spins >= ls->spin) sched_yield();
 #if defined(__x86_64__) || defined(__i386__)
         else __builtin_ia32_pause();
 #endif
