@@ -44,6 +44,12 @@ typedef struct rlt_algo {
     int (*init_state)(struct rlt_agent *ag);
     int (*update_ops)(struct rlt_agent *ag, int32_t variant);
     int (*act)(struct rlt_agent *ag, const void *obs, int32_t n, int32_t explore, void *actions);
+    /* The device part of one acting chunk, asynchronous: rows (1 .. the acting batch) observations copied from the
+     * start of io_stage to the device, the policy's forward, its outputs copied back into io_stage (where act
+     * reads them after agent_run_act). act calls it through agent_run_act; a seed group captures it once batched
+     * over its seeds (train/seed_batch.c), so it issues the same ops for the same rows every time and touches no
+     * host memory but io_stage. RLT_EINVAL for rows beyond the acting batch. */
+    int (*act_ops)(struct rlt_agent *ag, int32_t rows);
     int (*observe)(struct rlt_agent *ag, const void *obs, const void *actions, const float *rewards,
                    const void *next_obs, const uint8_t *terminated, const uint8_t *truncated, int32_t n);
     int (*update)(struct rlt_agent *ag, int32_t *done);

@@ -256,36 +256,56 @@ double dqn_epsilon(const rlt_dqn *d, double eps_start, double eps_end, double fr
     return eps_start + (eps_end - eps_start) * (double)env_steps / span;
 }
 
-static int dqn_act(rlt_agent *ag, const void *obs, int32_t n, int32_t explore, void *actions) {
+/* Acting's host staging (as td3.c's): observation rows from the start of io_stage, Q-values after the whole acting
+ * batch's rows. dqn_plan sizes io_stage for both. */
+static uint64_t dqn_act_row_bytes(const rlt_agent *ag) {
+    const rlt_dqn *d = dqn_state(ag);
+    return (uint64_t)ag->obs_dim * (d->obs_u8 || d->dict ? 1 : F32); /* a dict row's O counts bytes */
+}
+static float *dqn_act_stage_out(const rlt_agent *ag) {
+    return (float *)(void *)((unsigned char *)ag->io_stage + (uint64_t)dqn_state(ag)->act_batch * dqn_act_row_bytes(ag));
+}
+
+/* See rlt_algo.act_ops. */
+static int dqn_act_ops(rlt_agent *ag, int32_t k) {
     rlt_dqn *d = dqn_state(ag);
     rlt_backend *bk = &ag->bk;
+    int32_t A = d->n_actions, O = ag->obs_dim;
+    uint64_t ob = dqn_act_row_bytes(ag);
+    if (k < 1 || k > d->act_batch)
+        RLT_FAIL(&ag->err, RLT_EINVAL, "dqn act_ops: %d rows, outside 1..%d (the acting batch)", (int)k, (int)d->act_batch);
+    if (d->dict) {
+        RLT_TRY(bk->ops->copy(bk, d->act_u8, ag->io_stage, (uint64_t)k * ob, RLT_COPY_H2D));
+        RLT_TRY(dqn_dict_policy(ag, k));
+    } else if (d->obs_u8) {
+        RLT_TRY(bk->ops->copy(bk, d->act_u8, ag->io_stage, (uint64_t)k * ob, RLT_COPY_H2D));
+        RLT_TRY(bk->ops->gather_u8_f32(bk, d->act_x, d->act_u8, (uint64_t)O, NULL, k, d->obs_scale));
+    } else {
+        RLT_TRY(bk->ops->copy(bk, d->act_x, ag->io_stage, (uint64_t)k * ob, RLT_COPY_H2D));
+    }
+    /* A conv torso always runs its planned rows; only the first k are read. */
+    if (!d->dict)
+        RLT_TRY(qnet_forward(bk, &d->net_act, d->params, NULL, d->act_x, d->net_act.n_conv ? d->act_batch : k, d->act_q));
+    return bk->ops->copy(bk, dqn_act_stage_out(ag), d->act_q, (uint64_t)k * A * F32, RLT_COPY_D2H);
+}
+
+static int dqn_act(rlt_agent *ag, const void *obs, int32_t n, int32_t explore, void *actions) {
+    rlt_dqn *d = dqn_state(ag);
     const rlt_config *c = &ag->cfg;
-    int32_t *out = actions, A = d->n_actions, O = ag->obs_dim;
+    int32_t *out = actions, A = d->n_actions;
     double eps = explore ? dqn_epsilon(d, c->dqn.eps_start, c->dqn.eps_end, c->dqn.eps_fraction, c->train.total_steps,
                                        ag->env_steps)
                          : c->dqn.eval_epsilon;
-    uint64_t ob = (uint64_t)O * (d->obs_u8 || d->dict ? 1 : F32); /* a dict row's O counts bytes */
+    uint64_t ob = dqn_act_row_bytes(ag);
+    const float *qv = dqn_act_stage_out(ag);
     for (int32_t done = 0; done < n; done += d->act_batch) {
         int32_t k = n - done < d->act_batch ? n - done : d->act_batch;
         memcpy(ag->io_stage, (const unsigned char *)obs + (uint64_t)done * ob, (uint64_t)k * ob);
-        if (d->dict) {
-            RLT_TRY(bk->ops->copy(bk, d->act_u8, ag->io_stage, (uint64_t)k * ob, RLT_COPY_H2D));
-            RLT_TRY(dqn_dict_policy(ag, k));
-        } else if (d->obs_u8) {
-            RLT_TRY(bk->ops->copy(bk, d->act_u8, ag->io_stage, (uint64_t)k * ob, RLT_COPY_H2D));
-            RLT_TRY(bk->ops->gather_u8_f32(bk, d->act_x, d->act_u8, (uint64_t)O, NULL, k, d->obs_scale));
-        } else {
-            RLT_TRY(bk->ops->copy(bk, d->act_x, ag->io_stage, (uint64_t)k * ob, RLT_COPY_H2D));
-        }
-        /* A conv torso always runs its planned rows; only the first k are read. */
-        if (!d->dict)
-            RLT_TRY(qnet_forward(bk, &d->net_act, d->params, NULL, d->act_x, d->net_act.n_conv ? d->act_batch : k,
-                                 d->act_q));
-        RLT_TRY(bk->ops->copy(bk, ag->io_stage, d->act_q, (uint64_t)k * A * F32, RLT_COPY_D2H));
-        RLT_TRY(bk->ops->sync(bk));
+        RLT_TRY(agent_run_act(ag, k));
+        /* Epsilon-greedy on the host from this agent's own stream: batched or not, the same draws in the same order. */
         for (int32_t i = 0; i < k; i++) {
             int32_t best = 0;
-            const float *q = ag->io_stage + (int64_t)i * A;
+            const float *q = qv + (int64_t)i * A;
             for (int32_t a = 1; a < A; a++)
                 if (q[a] > q[best]) best = a;
             if (eps > 0 && rlt_rng_uniform(&ag->explore_rng) < eps) best = (int32_t)rlt_rng_below(&ag->explore_rng, (uint32_t)A);
@@ -448,6 +468,7 @@ const rlt_algo rlt_algo_dqn = {
     .init_state = dqn_init_state,
     .update_ops = dqn_update_ops,
     .act = dqn_act,
+    .act_ops = dqn_act_ops,
     .observe = dqn_observe,
     .update = dqn_update,
     .param_count = dqn_param_count,

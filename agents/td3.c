@@ -320,11 +320,36 @@ static float scale_action(const rlt_agent *ag, int32_t i, float a) {
     return ag->act_low[i] + 0.5f * (a + 1.0f) * (ag->act_high[i] - ag->act_low[i]);
 }
 
-static int td3_act(rlt_agent *ag, const void *obs, int32_t n, int32_t explore, void *actions) {
+/* Acting's host staging: observation rows from the start of io_stage (O floats, or O bytes for dict rows), outputs
+ * after the whole acting batch's rows, so that a seed group's batched acting never writes over observations staged
+ * for a later round (train/seed_batch.c). td3_plan sizes io_stage for both. */
+static float *td3_act_stage_out(const rlt_agent *ag) {
+    const rlt_td3 *t = td3_state(ag);
+    uint64_t row = t->dict ? (uint64_t)ag->obs_dim : (uint64_t)ag->obs_dim * F32;
+    return (float *)(void *)((unsigned char *)ag->io_stage + (uint64_t)t->act_batch * row);
+}
+
+/* See rlt_algo.act_ops. */
+static int td3_act_ops(rlt_agent *ag, int32_t k) {
     rlt_td3 *t = td3_state(ag);
     rlt_backend *bk = &ag->bk;
+    int32_t A = ag->act_dim, O = ag->obs_dim;
+    if (k < 1 || k > t->act_batch)
+        RLT_FAIL(&ag->err, RLT_EINVAL, "td3 act_ops: %d rows, outside 1..%d (the acting batch)", (int)k, (int)t->act_batch);
+    if (t->dict) {
+        /* Dict rows are O bytes each. */
+        RLT_TRY(bk->ops->copy(bk, t->act_raw, ag->io_stage, (uint64_t)k * O, RLT_COPY_H2D));
+        RLT_TRY(td3_dict_policy(ag, k));
+    } else {
+        RLT_TRY(bk->ops->copy(bk, t->act_in, ag->io_stage, (uint64_t)k * O * 4, RLT_COPY_H2D));
+        RLT_TRY(td3_policy(ag, k));
+    }
+    return bk->ops->copy(bk, td3_act_stage_out(ag), t->act_out, (uint64_t)k * A * 4, RLT_COPY_D2H);
+}
+
+static int td3_act(rlt_agent *ag, const void *obs, int32_t n, int32_t explore, void *actions) {
+    rlt_td3 *t = td3_state(ag);
     float *out = actions;
-    const float *in = obs;
     int32_t A = ag->act_dim, O = ag->obs_dim;
     if (explore && ag->env_steps < ag->cfg.train.start_steps) {
         /* Uniform random actions before learning starts (TD3's start_timesteps). */
@@ -333,22 +358,16 @@ static int td3_act(rlt_agent *ag, const void *obs, int32_t n, int32_t explore, v
         return RLT_OK;
     }
     float sigma = (float)ag->cfg.td3.exploration_noise;
+    uint64_t row = t->dict ? (uint64_t)O : (uint64_t)O * 4;
+    const float *pi = td3_act_stage_out(ag);
     for (int32_t done = 0; done < n; done += t->act_batch) {
         int32_t k = n - done < t->act_batch ? n - done : t->act_batch;
-        if (t->dict) {
-            /* Dict rows are O bytes each. */
-            memcpy(ag->io_stage, (const unsigned char *)obs + (int64_t)done * O, (uint64_t)k * O);
-            RLT_TRY(bk->ops->copy(bk, t->act_raw, ag->io_stage, (uint64_t)k * O, RLT_COPY_H2D));
-            RLT_TRY(td3_dict_policy(ag, k));
-        } else {
-            memcpy(ag->io_stage, in + (int64_t)done * O, (uint64_t)k * O * 4);
-            RLT_TRY(bk->ops->copy(bk, t->act_in, ag->io_stage, (uint64_t)k * O * 4, RLT_COPY_H2D));
-            RLT_TRY(td3_policy(ag, k));
-        }
-        RLT_TRY(bk->ops->copy(bk, ag->io_stage, t->act_out, (uint64_t)k * A * 4, RLT_COPY_D2H));
-        RLT_TRY(bk->ops->sync(bk));
+        memcpy(ag->io_stage, (const unsigned char *)obs + (uint64_t)done * row, (uint64_t)k * row);
+        RLT_TRY(agent_run_act(ag, k));
+        /* The exploration noise is drawn here, on the host, from this agent's own stream: batched or not, the same
+         * draws in the same order. */
         for (int64_t i = 0; i < (int64_t)k * A; i++) {
-            float a = ag->io_stage[i];
+            float a = pi[i];
             if (explore) a += sigma * rlt_rng_normal(&ag->explore_rng);
             a = a < -1.0f ? -1.0f : (a > 1.0f ? 1.0f : a);
             out[(int64_t)done * A + i] = scale_action(ag, (int32_t)(i % A), a);
@@ -451,6 +470,7 @@ const rlt_algo rlt_algo_td3 = {
     .init_state = td3_init_state,
     .update_ops = td3_update_variant,
     .act = td3_act,
+    .act_ops = td3_act_ops,
     .observe = td3_observe,
     .update = td3_update,
     .param_count = td3_param_count,

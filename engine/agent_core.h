@@ -69,6 +69,9 @@ struct rlt_agent {
     /* Runs one update of the given variant (agent_run_update): set by the run layer at allocation (replays the
      * agent's graph, or runs the algorithm's ops eagerly, or joins its seed group's batched launch). */
     int (*run_update)(struct rlt_agent *ag, int32_t variant);
+    /* Runs the device part of acting on `rows` observations staged in io_stage (agent_run_act): set by the run layer
+     * at allocation (the algorithm's act_ops then a sync, or its seed group's batched acting). */
+    int (*run_act)(struct rlt_agent *ag, int32_t rows);
     /* The algorithm's state (algo->state_bytes of the algo_state_cap carved beside the agent at allocation). */
     void *algo_state;
     uint64_t algo_state_cap;
@@ -86,6 +89,10 @@ int agent_fetch(struct rlt_agent *ag, void *host, const void *dev, uint64_t byte
 int agent_put(struct rlt_agent *ag, void *dev, const void *host, uint64_t bytes);
 /* Runs one update of the given variant: replays its graph, or runs the ops eagerly (ag->run_update). */
 static inline int agent_run_update(struct rlt_agent *ag, int32_t variant) { return ag->run_update(ag, variant); }
+/* Acting on rows observations staged at the start of io_stage (rows of the algorithm's acting batch at most): on
+ * return their outputs are in io_stage at the algorithm's acting offset (its act_ops says where), and the device is
+ * done with both (ag->run_act: the algorithm's act_ops and a sync, or a seed group's batched acting round). */
+static inline int agent_run_act(struct rlt_agent *ag, int32_t rows) { return ag->run_act(ag, rows); }
 /* Observe-time staging rows (the replay's staging block). */
 #define RLT_OBSERVE_STAGE_ROWS 256
 /* fp16 loss scaling defaults (PyTorch's GradScaler): initial scale 2^16, doubled after 2000 finite steps,

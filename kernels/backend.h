@@ -315,6 +315,27 @@ typedef struct rlt_amp_op {
     int32_t growth_interval; /* UPDATE */
 } rlt_amp_op;
 
+/* seed_batch: n agents of identical plans (a seed group's members on one GPU) batched into every op issued while it
+ * is on. Agent k's device buffers are this backend's agent's moved by delta[k] bytes, and where an op takes the
+ * config seed it uses seed[k] (delta and seed: n entries each in this agent's device arena, written by the
+ * caller; delta_host: the caller's host copy of delta, which library products need to build their pointer
+ * arrays without reading the device). With host_delta non-NULL (n entries in the device arena too), a copy
+ * between this agent's host arena [host_base, host_base + host_bytes) and its device arena runs batched as
+ * well: agent k's host side is moved by host_delta[k] bytes (its own host arena; backends whose kernels can
+ * reach pinned host memory, CUDA through unified addressing). exact 1: every op must give each agent the bits
+ * a single agent's op gives (CUDA: no batched library product; acting, whose results must be the single run's);
+ * 0: batched library products may sum in the library's order (the update graphs, docs/seeds.md). */
+typedef struct rlt_seeds_desc {
+    int32_t n;
+    int32_t exact;
+    const int64_t *delta;
+    const uint64_t *seed;
+    const int64_t *delta_host;
+    const int64_t *host_delta;
+    const void *host_base;
+    uint64_t host_bytes;
+} rlt_seeds_desc;
+
 /* What a plan's dense layers will ask of a backend, gathered while planning (plan_use_dense in engine/plan.h), so
  * that the backend can size its library workspaces and create its library handles from shapes alone, before the
  * arena is reserved (plan_workspace). Maxima and a flag over the planned layers: a backend's rule is of the
@@ -520,14 +541,14 @@ typedef struct rlt_backend_ops {
     int (*allreduce_mean)(rlt_backend *bk, float *x, uint64_t n);
 
     /* ---- seed batching (seed groups on one GPU); NULL where not supported (the CPU) ---- */
-    /* n > 1: every op issued from now on runs for n agents whose plans are identical to this backend's agent's,
-     * in one launch: agent k's buffers are this agent's device-arena buffers moved by delta[k] bytes, and where
-     * an op takes the config seed it uses seed[k] (both arrays of n entries, in this agent's device arena, written
-     * by the caller; n <= rlt_backend.seeds; delta_host: the caller's host copy of delta, which library products
-     * need to build their pointer arrays without reading the device). n 0: back to one agent. Meant around a capture: an op that cannot
-     * run batched (a library product, a convolution, a 16-bit cast, a copy) or that names memory outside the
-     * arena returns RLT_ESTATE naming itself, and the caller keeps one graph per agent. */
-    int (*seed_batch)(rlt_backend *bk, int32_t n, const int64_t *delta, const uint64_t *seed, const int64_t *delta_host);
+    /* d->n > 1: every op issued from now on runs for d->n agents whose plans are identical to this backend's agent's,
+     * in one launch (see rlt_seeds_desc). d NULL or d->n <= 1: back to one agent; after an exact batch
+     * (d->exact) this call returns RLT_ESTATE when an op issued during it could not give each agent a single
+     * agent's bits. Meant around a capture: an op that cannot run batched (a convolution, a 16-bit cast, a copy
+     * other than rlt_seeds_desc's, or in exact mode a dense product on the library, whose batched
+     * sums differ from a single agent's) or that names memory outside the arenas returns RLT_ESTATE naming itself, and the caller keeps
+     * one graph per agent. */
+    int (*seed_batch)(rlt_backend *bk, const rlt_seeds_desc *d);
     /* The hand-over around a batched launch, so that each agent's stream orders its own work without the launching
      * thread touching it: seed_mark (in the agent's thread, before the launch) marks the work the agent issued so
      * far; graph_launch_seeds launches graph slot of bk (captured batched over the n agents of members, members[0]

@@ -1021,9 +1021,9 @@ static void test_linear_chain(void) {
                 y += (size_t)rows * ldy;
             }
         }
-        int r0 = P.gpu.ops->seed_batch(&P.gpu, CHAIN_SEEDS, gd, gk, delta);
+        int r0 = P.gpu.ops->seed_batch(&P.gpu, &(rlt_seeds_desc){.n = CHAIN_SEEDS, .delta = gd, .seed = gk, .delta_host = delta});
         int r1 = r0 == RLT_OK ? P.gpu.ops->linear_chain_forward(&P.gpu, la, n) : r0;
-        int r2 = P.gpu.ops->seed_batch(&P.gpu, 1, NULL, NULL, NULL);
+        int r2 = P.gpu.ops->seed_batch(&P.gpu, NULL);
         for (int z = 0; z < CHAIN_SEEDS; z++)
             for (int l = 0; l < n && r2 == RLT_OK; l++) r2 = P.gpu.ops->linear_forward(&P.gpu, &lb[z][l]);
         CHECK(r1 == RLT_OK && r2 == RLT_OK, "linear_chain_forward net %zu: chain %d layers %d (%s)", t, r1, r2,
@@ -1080,10 +1080,10 @@ static void seeds_library_case(int rows, int fi, int fo, int act, int tf32) {
     rlt_linear_fwd fg = SEEDS_FWD(gs[0]);
     rlt_linear_bwd bg = SEEDS_BWD(gs[0], RLT_ACT_RELU);
     int rb = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_BEGIN, 7);
-    int r0 = rb == RLT_OK ? P.gpu.ops->seed_batch(&P.gpu, Z, gd, gk, delta) : rb;
+    int r0 = rb == RLT_OK ? P.gpu.ops->seed_batch(&P.gpu, &(rlt_seeds_desc){.n = Z, .delta = gd, .seed = gk, .delta_host = delta}) : rb;
     int r1 = r0 == RLT_OK ? P.gpu.ops->linear_forward(&P.gpu, &fg) : r0;
     int r2 = r1 == RLT_OK ? P.gpu.ops->linear_backward(&P.gpu, &bg) : r1;
-    P.gpu.ops->seed_batch(&P.gpu, 0, NULL, NULL, NULL);
+    P.gpu.ops->seed_batch(&P.gpu, NULL);
     int re = rb == RLT_OK ? P.gpu.ops->graph(&P.gpu, RLT_GRAPH_END, 7) : rb;
     int rl = re == RLT_OK && r2 == RLT_OK ? P.gpu.ops->graph(&P.gpu, RLT_GRAPH_LAUNCH, 7) : re;
     if (tf32) set_tf32(0);

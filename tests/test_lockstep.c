@@ -6,7 +6,12 @@
  * - Variants out of step in one round fail that round and every later call, for every agent, naming the cause.
  * - A failed launch fails every agent of that round and later ones, with the backend's message. No case hangs
  *   (a watchdog ends the test).
- * - lockstep_free never touches its agents, which a group has freed by then. */
+ * - lockstep_free never touches its agents, which a group has freed by then.
+ * - Acting rounds between the updates (train/seed_batch.h): agents that act a different number of times between
+ *   updates (evaluation episodes of different lengths), on two captured row counts and one that was not: every
+ *   chunk of a captured count is run by exactly one launch of its slot, with the group's sync after it, while every
+ *   agent still running is inside the lock-step; the agent reads its own output afterwards, never one a later round
+ *   wrote over; an uncaptured count returns at once, not run; the updates still run once per round. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -53,8 +58,35 @@ static int fake_follow(rlt_backend *bk, rlt_backend *lead) {
     return RLT_OK;
 }
 
-static const rlt_backend_ops k_ops = {
-    .name = "lockstep-test", .seed_mark = fake_mark, .graph_launch_seeds = fake_launch, .seed_follow = fake_follow};
+/* Acting: the agents' staged inputs and outputs, whether each is inside the lock-step or gone, and the launches. */
+#define ACT_SLOT_ROWS4 6
+#define ACT_SLOT_ROWS1 7
+static long g_staged[N_AGENTS], g_out[N_AGENTS];
+static atomic_int g_inside[N_AGENTS], g_left[N_AGENTS];
+static int g_act_launches, g_act_synced = 1, g_act_all_inside = 1, g_pending_sync;
+
+/* An acting graph computes every agent, those that did not ask for it too (as the batched graph does). */
+static int fake_graph(rlt_backend *bk, rlt_graph_mode mode, int32_t slot) {
+    (void)bk;
+    if (mode != RLT_GRAPH_LAUNCH || (slot != ACT_SLOT_ROWS4 && slot != ACT_SLOT_ROWS1)) return RLT_EINVAL;
+    for (int z = 0; z < N_AGENTS; z++) {
+        if (!atomic_load(&g_left[z]) && !atomic_load(&g_inside[z])) g_act_all_inside = 0;
+        g_out[z] = g_staged[z] * 16 + slot;
+    }
+    if (g_pending_sync) g_act_synced = 0; /* the previous acting launch was not followed by its sync */
+    g_pending_sync = 1;
+    g_act_launches++;
+    return RLT_OK;
+}
+
+static int fake_sync(rlt_backend *bk) {
+    (void)bk;
+    g_pending_sync = 0;
+    return RLT_OK;
+}
+
+static const rlt_backend_ops k_ops = {.name = "lockstep-test", .seed_mark = fake_mark, .graph_launch_seeds = fake_launch,
+                                      .seed_follow = fake_follow, .graph = fake_graph, .sync = fake_sync};
 
 typedef struct worker {
     rlt_lockstep *ls;
@@ -186,6 +218,109 @@ static void launch_fails(void) {
               "agent %d fails in round 100 with the backend's message: round %d, '%s'", k, w[k].first_err, w[k].msg);
 }
 
+typedef struct act_worker {
+    rlt_lockstep *ls;
+    int k, rounds;
+    int acts, served, wrong, unserved_ok, updates, err;
+    char msg[512];
+} act_worker;
+
+static void *act_main(void *arg) {
+    act_worker *w = arg;
+    rlt_agent *ag = &g_ag[w->k];
+    long token = (long)w->k << 32;
+    for (int i = 0; i < w->rounds && !w->err; i++) {
+        /* Agent k acts (i + k) % 5 times before this update (0 .. 4), alternating the two captured row counts, and
+         * once on 2 rows, which the group did not capture. */
+        int n_acts = (i + w->k) % 5;
+        for (int a = 0; a <= n_acts && !w->err; a++) {
+            int rows = a == n_acts ? 2 : (a + w->k) % 2 ? 1 : 4;
+            int slot = rows == 4 ? ACT_SLOT_ROWS4 : ACT_SLOT_ROWS1, served = -1;
+            g_staged[w->k] = ++token;
+            atomic_store(&g_inside[w->k], 1);
+            int rc = lockstep_act(w->ls, ag, rows, &served);
+            atomic_store(&g_inside[w->k], 0);
+            if (rc != RLT_OK) {
+                w->err = 1;
+                snprintf(w->msg, sizeof w->msg, "%s", ag->err.msg);
+                break;
+            }
+            if (rows == 2) {
+                w->unserved_ok += served == 0;
+                continue;
+            }
+            w->acts++;
+            w->served += served == 1;
+            w->wrong += g_out[w->k] != token * 16 + slot;
+        }
+        atomic_store(&g_inside[w->k], 1);
+        if (!w->err && lockstep_update(w->ls, ag, 0) != RLT_OK) {
+            w->err = 1;
+            snprintf(w->msg, sizeof w->msg, "%s", ag->err.msg);
+        }
+        atomic_store(&g_inside[w->k], 0);
+        if (!w->err) w->updates++;
+    }
+    atomic_store(&g_left[w->k], 1);
+    lockstep_leave(w->ls);
+    return NULL;
+}
+
+static void act_rounds(void) {
+    g_launches = 0;
+    g_act_launches = 0;
+    g_act_synced = g_act_all_inside = 1;
+    g_pending_sync = 0;
+    rlt_agent *agents[N_AGENTS];
+    for (int k = 0; k < N_AGENTS; k++) {
+        atomic_store(&g_marks[k], 0);
+        atomic_store(&g_follows[k], 0);
+        atomic_store(&g_inside[k], 0);
+        atomic_store(&g_left[k], 0);
+        memset(&g_ag[k], 0, sizeof g_ag[k]);
+        g_ag[k].bk.ops = &k_ops;
+        g_ag[k].bk.err = &g_ag[k].err;
+        agents[k] = &g_ag[k];
+    }
+    rlt_lockstep *ls = lockstep_new(agents, N_AGENTS);
+    CHECK(ls != NULL, "lockstep_new");
+    if (!ls) return;
+    CHECK(lockstep_add_act(ls, 4, ACT_SLOT_ROWS4) == RLT_OK && lockstep_add_act(ls, 1, ACT_SLOT_ROWS1) == RLT_OK,
+          "two acting graphs");
+    int32_t rows[SEED_BATCH_ACTS];
+    CHECK(lockstep_acts(ls, rows) == 2 && rows[0] == 4 && rows[1] == 1, "the captured row counts");
+    lockstep_attach(ls);
+    act_worker w[N_AGENTS];
+    pthread_t th[N_AGENTS];
+    /* Agent 3 leaves early, in the middle of the others' acting. */
+    for (int k = 0; k < N_AGENTS; k++) {
+        w[k] = (act_worker){.ls = ls, .k = k, .rounds = k == 3 ? 120 : 300};
+        pthread_create(&th[k], NULL, act_main, &w[k]);
+    }
+    for (int k = 0; k < N_AGENTS; k++) pthread_join(th[k], NULL);
+    int acts = 0;
+    for (int k = 0; k < N_AGENTS; k++) {
+        CHECK(!w[k].err && w[k].updates == w[k].rounds, "agent %d: %d of %d updates (%s)", k, w[k].updates, w[k].rounds,
+              w[k].msg);
+        CHECK(w[k].served == w[k].acts && w[k].wrong == 0,
+              "agent %d: %d of %d acting chunks run, %d read another round's output", k, w[k].served, w[k].acts,
+              w[k].wrong);
+        CHECK(w[k].unserved_ok == w[k].rounds, "agent %d: an uncaptured row count is returned unserved at once (%d of %d)",
+              k, w[k].unserved_ok, w[k].rounds);
+        acts += w[k].acts;
+    }
+    uint64_t act_rounds = 0, update_rounds = 0;
+    lockstep_rounds(ls, &act_rounds, &update_rounds);
+    CHECK(g_launches == 300 && update_rounds == 300, "one update launch per round: %d launches, %llu rounds", g_launches,
+          (unsigned long long)update_rounds);
+    CHECK(g_act_launches > 0 && g_act_launches <= acts && (uint64_t)g_act_launches == act_rounds,
+          "acting rounds: %d launches for %d chunks (%llu counted)", g_act_launches, acts, (unsigned long long)act_rounds);
+    CHECK(g_act_synced && !g_pending_sync, "every acting launch is followed by the group's sync");
+    CHECK(g_act_all_inside, "acting launches only while every running agent is inside the lock-step");
+    lockstep_detach(ls);
+    lockstep_free(ls);
+}
+
 int main(void) {
     alarm(60); /* a lock-step that hangs fails the test instead of the CI job */
     in_step();
@@ -193,5 +328,6 @@ int main(void) {
     out_of_step();
     launch_fails();
     free_after_agents();
+    act_rounds();
     return test_summary("test_lockstep");
 }

@@ -17,6 +17,7 @@
 #define MIB (1024.0 * 1024.0)
 
 static int agent_dispatch_update(rlt_agent *ag, int32_t variant);
+static int agent_dispatch_act(rlt_agent *ag, int32_t rows);
 /* What the process maps after the plan besides the host arena, held against the host's memory limit
  * (ulimit -v/-d, the memory cgroup): the environment, the trainer's outputs and checkpoint files, stdio, and
  * with cpu.threads >= 2 the worker thread's stack. A TD3 run grows by under 10 MiB over what the plan saw
@@ -503,6 +504,7 @@ rlt_agent *agent_alloc(const rlt_config *cfg) {
     rlt_err_clear(&ag->err);
     ag->bk.err = &ag->err;
     ag->run_update = agent_dispatch_update;
+    ag->run_act = agent_dispatch_act;
     return ag;
 }
 
@@ -533,6 +535,21 @@ static int agent_dispatch_update(rlt_agent *ag, int32_t variant) {
     if (ag->lockstep) return lockstep_update(ag->lockstep, ag, variant);
     if (ag->graphs) return ag->bk.ops->graph(&ag->bk, RLT_GRAPH_LAUNCH, variant);
     return ag->algo->update_ops(ag, variant);
+}
+
+/* ag->run_act (agent_run_act, engine/agent_core.h): the group's batched acting round while this agent is in
+ * lock-step and the group captured acting for this many rows; else the algorithm's ops and a sync of this agent's
+ * stream. */
+static int agent_dispatch_act(rlt_agent *ag, int32_t rows) {
+    if (ag->lockstep) {
+        int served = 0;
+        RLT_TRY(lockstep_act(ag->lockstep, ag, rows, &served));
+        if (served) return RLT_OK;
+    }
+    if (!ag->algo->act_ops)
+        RLT_FAIL(&ag->err, RLT_ESTATE, "algorithm %s acts through agent_run_act but has no act_ops", ag->algo->name);
+    RLT_TRY(ag->algo->act_ops(ag, rows));
+    return ag->bk.ops->sync(&ag->bk);
 }
 
 /* A NaN or inf that reaches the replay or a forward pass poisons every network it touches (the agent then

@@ -1,33 +1,41 @@
-/* seed_batch.c: see seed_batch.h. The capture of the batched update graphs, and the lock-step that launches them. */
+/* seed_batch.c: see seed_batch.h. The capture of the batched update and acting graphs, and the lock-step that launches them. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "mem.h"
 #include "seed_batch.h"
 
-/* Arrivals are counted under mu; the agents that wait spin on round (and failed), which the last to arrive
- * advances after its launch: a round costs microseconds, too short for a condition variable's wake-ups (16
- * threads woken one after another took longer than the batched update itself). A waiter yields its core after
- * a short spin, so seeds outnumbering the cores still make progress. */
+/* Arrivals are counted under mu; the agents that wait spin on their own served count (and failed), which the last
+ * to arrive advances after the launch that ran their request: a round costs microseconds, too short for a
+ * condition variable's wake-ups (16 threads woken one after another took longer than the batched update itself).
+ * A waiter yields its core after a short spin, so seeds outnumbering the cores still make progress. */
+enum { LS_NONE = 0, LS_UPDATE = 1, LS_ACT = 2 };
 struct rlt_lockstep {
     pthread_mutex_t mu;
     int32_t n;
     int32_t active;  /* agents still running (under mu) */
-    int32_t arrived; /* agents waiting in this round (under mu) */
-    int32_t variant; /* of this round (under mu) */
+    int32_t arrived; /* agents waiting (under mu) */
     atomic_int failed;  /* a round failed: every later call fails too */
-    atomic_ullong round;
-    unsigned long long failed_round; /* the round that failed (under mu; read once failed is seen) */
     char why[sizeof(((rlt_err *)0)->msg) + 64];
     rlt_agent **agents;
     rlt_backend **bks;
+    int32_t *kind, *slot;   /* what agent k waits for (under mu): LS_NONE, or an update or acting graph slot */
+    atomic_uint *served;    /* agent k's requests run so far */
+    int32_t n_act, act_rows[SEED_BATCH_ACTS], act_slot[SEED_BATCH_ACTS];
+    char act_why[sizeof(((rlt_err *)0)->msg) + 64];
+    uint64_t act_rounds, update_rounds; /* under mu */
+    uint32_t spin; /* pauses before a waiter yields: none when the agents outnumber the cores */
 };
 
-uint64_t seed_batch_table_bytes(int32_t n) { return n > 1 ? (uint64_t)n * (sizeof(int64_t) + sizeof(uint64_t)) : 0; }
+uint64_t seed_batch_table_bytes(int32_t n) {
+    return n > 1 ? (uint64_t)n * (sizeof(int64_t) + sizeof(uint64_t) + sizeof(int64_t)) : 0;
+}
 
 /* The library workspace, the device arena's last entry: sized by each agent's lanes (the lead keeps its own, the
  * others run on one), and never read by a batched launch, whose library products use the lead's. The plans must
@@ -89,6 +97,63 @@ static void seed_batch_mismatch(const rlt_agent *lead, const rlt_agent *ag, char
         }
 }
 
+/* Acting batched in exact mode for the training's rows and evaluation's (see the top of seed_batch.h), each in a
+ * slot after the batched variants. A capture that fails leaves every agent acting on its own, the reason in
+ * ls->act_why; the update stays batched either way. */
+static void seed_batch_capture_acts(rlt_agent *lead, rlt_lockstep *ls, const int64_t *d_hdelta) {
+    rlt_backend *bk = &lead->bk;
+    int32_t n = ls->n;
+    int64_t delta[SEED_BATCH_MAX];
+    const unsigned char *base0 = lead->plan.base[RLT_LOC_DEVICE];
+    for (int32_t k = 0; k < n; k++) delta[k] = (int64_t)((const unsigned char *)ls->agents[k]->plan.base[RLT_LOC_DEVICE] - base0);
+    int64_t *d_delta = lead->seed_table;
+    rlt_seeds_desc sd = {.n = n, .exact = 1, .delta = d_delta, .seed = (const uint64_t *)(const void *)(d_delta + n),
+                         .delta_host = delta, .host_delta = d_hdelta, .host_base = lead->plan.base[RLT_LOC_HOST],
+                         .host_bytes = lead->plan.arena_bytes[RLT_LOC_HOST]};
+    int32_t rows[SEED_BATCH_ACTS] = {lead->cfg.env.num_envs, 1};
+    int32_t slot = SEED_BATCH_SLOT0 + lead->algo->n_variants;
+    /* A benchmark switch (bench/seeds_e2e.sh): RLT_SEEDS_ACT=0 keeps each seed acting on its own, the route before
+     * batched acting, for an A/B in one build. It changes no result. */
+    const char *env = getenv("RLT_SEEDS_ACT");
+    if (env && strcmp(env, "0") == 0) {
+        snprintf(ls->act_why, sizeof ls->act_why, "(RLT_SEEDS_ACT=0)");
+        return;
+    }
+    if (!lead->algo->act_ops) {
+        snprintf(ls->act_why, sizeof ls->act_why, "(algorithm %s has no acting ops to batch)", lead->algo->name);
+        return;
+    }
+    for (int32_t i = 0; i < SEED_BATCH_ACTS; i++) {
+        if (i > 0 && rows[i] == rows[0]) break;
+        if (slot >= RLT_BACKEND_MAX_GRAPHS) {
+            snprintf(ls->act_why, sizeof ls->act_why, "(no graph slot is left for batched acting)");
+            break;
+        }
+        /* Batching on before the capture begins: its check of the host arena is no call to make inside one. */
+        int brc = bk->ops->seed_batch(bk, &sd);
+        int rc = brc == RLT_OK ? bk->ops->graph(bk, RLT_GRAPH_BEGIN, slot) : brc;
+        if (rc != RLT_OK) {
+            snprintf(ls->act_why, sizeof ls->act_why, "(%s)", lead->err.msg);
+            bk->ops->seed_batch(bk, NULL);
+            break;
+        }
+        int arc = lead->algo->act_ops(lead, rows[i]);
+        int orc = bk->ops->seed_batch(bk, NULL); /* exact mode: refuses what gave other bits than a single run's */
+        char msg[sizeof lead->err.msg];
+        snprintf(msg, sizeof msg, "%s", lead->err.msg);
+        int erc = bk->ops->graph(bk, RLT_GRAPH_END, slot);
+        if (arc != RLT_OK || orc != RLT_OK || erc != RLT_OK) {
+            /* The slot is captured again by the next rows, if any. */
+            snprintf(ls->act_why, sizeof ls->act_why, "when acting on %d row%s: %s", (int)rows[i], rows[i] == 1 ? "" : "s",
+                     arc != RLT_OK || orc != RLT_OK ? msg : lead->err.msg);
+            rlt_err_clear(&lead->err);
+            continue;
+        }
+        lockstep_add_act(ls, rows[i], slot++);
+    }
+    rlt_err_clear(&lead->err);
+}
+
 int seed_batch_capture(rlt_agent *const *agents, int32_t n, rlt_lockstep **ls, char *why, size_t cap) {
     why[0] = '\0';
     *ls = NULL;
@@ -111,12 +176,13 @@ int seed_batch_capture(rlt_agent *const *agents, int32_t n, rlt_lockstep **ls, c
         seed_batch_mismatch(lead, agents[k], why, cap);
         if (why[0]) return RLT_ESTATE;
     }
-    /* The table, written once: agent k's arena offset from the lead's, then its seed. */
-    int64_t delta[SEED_BATCH_MAX];
+    /* The table, written once: agent k's device arena offset from the lead's, its seed, its host arena offset. */
+    int64_t delta[SEED_BATCH_MAX], hdelta[SEED_BATCH_MAX];
     uint64_t seed[SEED_BATCH_MAX];
-    const unsigned char *base0 = lead->plan.base[RLT_LOC_DEVICE];
+    const unsigned char *base0 = lead->plan.base[RLT_LOC_DEVICE], *host0 = lead->plan.base[RLT_LOC_HOST];
     for (int32_t k = 0; k < n; k++) {
         delta[k] = (int64_t)((const unsigned char *)agents[k]->plan.base[RLT_LOC_DEVICE] - base0);
+        hdelta[k] = (int64_t)((const unsigned char *)agents[k]->plan.base[RLT_LOC_HOST] - host0);
         seed[k] = agents[k]->cfg.seed;
         /* Kernels pick their vector widths from the lead's addresses: every agent's must align as well. */
         if (delta[k] % RLT_PLAN_ALIGN != 0) {
@@ -126,14 +192,17 @@ int seed_batch_capture(rlt_agent *const *agents, int32_t n, rlt_lockstep **ls, c
     }
     int64_t *d_delta = lead->seed_table;
     uint64_t *d_seed = (uint64_t *)(void *)(d_delta + n);
+    int64_t *d_hdelta = (int64_t *)(void *)(d_seed + n);
     int rc = agent_put(lead, d_delta, delta, (uint64_t)n * sizeof *delta);
     if (rc == RLT_OK) rc = agent_put(lead, d_seed, seed, (uint64_t)n * sizeof *seed);
+    if (rc == RLT_OK) rc = agent_put(lead, d_hdelta, hdelta, (uint64_t)n * sizeof *hdelta);
+    rlt_seeds_desc sd = {.n = n, .delta = d_delta, .seed = d_seed, .delta_host = delta};
     for (int32_t v = 0; v < lead->algo->n_variants && rc == RLT_OK; v++) {
         rc = bk->ops->graph(bk, RLT_GRAPH_BEGIN, SEED_BATCH_SLOT0 + v);
         if (rc != RLT_OK) break;
-        int brc = bk->ops->seed_batch(bk, n, d_delta, d_seed, delta);
+        int brc = bk->ops->seed_batch(bk, &sd);
         int urc = brc == RLT_OK ? lead->algo->update_ops(lead, v) : brc;
-        bk->ops->seed_batch(bk, 0, NULL, NULL, NULL);
+        bk->ops->seed_batch(bk, NULL);
         char msg[sizeof lead->err.msg];
         snprintf(msg, sizeof msg, "%s", lead->err.msg);
         int erc = bk->ops->graph(bk, RLT_GRAPH_END, SEED_BATCH_SLOT0 + v);
@@ -147,31 +216,64 @@ int seed_batch_capture(rlt_agent *const *agents, int32_t n, rlt_lockstep **ls, c
     }
     *ls = lockstep_new(agents, n);
     if (!*ls) RLT_FAIL(&lead->err, RLT_ENOMEM, "out of host memory for the seeds' lock-step");
+    seed_batch_capture_acts(lead, *ls, d_hdelta);
     return RLT_OK;
 }
 
 rlt_lockstep *lockstep_new(rlt_agent *const *agents, int32_t n) {
-    rlt_lockstep *ls = rlt_mem_alloc(sizeof *ls + (size_t)n * (sizeof(rlt_agent *) + sizeof(rlt_backend *)), 64);
+    size_t per = sizeof(rlt_agent *) + sizeof(rlt_backend *) + 2 * sizeof(int32_t) + sizeof(atomic_uint);
+    rlt_lockstep *ls = rlt_mem_alloc(sizeof *ls + (size_t)n * per, 64);
     if (!ls) return NULL;
-    memset(ls, 0, sizeof *ls);
+    memset(ls, 0, sizeof *ls + (size_t)n * per);
     ls->agents = (rlt_agent **)(void *)(ls + 1);
     ls->bks = (rlt_backend **)(void *)(ls->agents + n);
+    ls->kind = (int32_t *)(void *)(ls->bks + n);
+    ls->slot = ls->kind + n;
+    ls->served = (atomic_uint *)(void *)(ls->slot + n);
     for (int32_t k = 0; k < n; k++) {
         ls->agents[k] = agents[k];
         ls->bks[k] = &agents[k]->bk;
+        atomic_init(&ls->served[k], 0);
     }
     ls->n = ls->active = n;
+    /* Agents that outnumber the cores (64 seeds on 16) would spin on the cores the last ones need to step their
+     * environments and reach the lock-step: they yield at once. */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    ls->spin = cores > 0 && n > cores ? 0 : 2000;
     atomic_init(&ls->failed, 0);
-    atomic_init(&ls->round, 0);
     pthread_mutex_init(&ls->mu, NULL);
     return ls;
+}
+
+int lockstep_add_act(rlt_lockstep *ls, int32_t rows, int32_t slot) {
+    if (ls->n_act >= SEED_BATCH_ACTS) return RLT_ESTATE;
+    ls->act_rows[ls->n_act] = rows;
+    ls->act_slot[ls->n_act++] = slot;
+    return RLT_OK;
+}
+
+const char *lockstep_act_why(const rlt_lockstep *ls) { return ls->act_why; }
+
+int32_t lockstep_acts(const rlt_lockstep *ls, int32_t *rows) {
+    for (int32_t i = 0; i < ls->n_act; i++) rows[i] = ls->act_rows[i];
+    return ls->n_act;
+}
+
+void lockstep_rounds(rlt_lockstep *ls, uint64_t *act_rounds, uint64_t *update_rounds) {
+    pthread_mutex_lock(&ls->mu);
+    *act_rounds = ls->act_rounds;
+    *update_rounds = ls->update_rounds;
+    pthread_mutex_unlock(&ls->mu);
 }
 
 void lockstep_attach(rlt_lockstep *ls) {
     ls->active = ls->n;
     ls->arrived = 0;
     atomic_store(&ls->failed, 0);
-    for (int32_t k = 0; k < ls->n; k++) ls->agents[k]->lockstep = ls;
+    for (int32_t k = 0; k < ls->n; k++) {
+        ls->kind[k] = LS_NONE;
+        ls->agents[k]->lockstep = ls;
+    }
 }
 
 void lockstep_detach(rlt_lockstep *ls) {
@@ -186,17 +288,59 @@ void lockstep_free(rlt_lockstep *ls) {
     rlt_mem_free(ls);
 }
 
-/* Under mu, by the last agent to arrive: runs the round, then lets the others go. */
+/* Under mu: the round failed; every agent waiting, and every later call, fails with why. */
+static void lockstep_set_failed(rlt_lockstep *ls) { atomic_store(&ls->failed, 1); }
+
+/* Under mu, once every active agent waits: runs one round and lets the agents it served go. Acting first (the
+ * agents waiting to update cannot go on before the others reach their update), one acting graph per round: the graph
+ * computes every agent, and a later one would write over the outputs of an agent the earlier one served. */
 static void lockstep_launch(rlt_lockstep *ls) {
     rlt_agent *lead = ls->agents[0];
-    int rc = lead->bk.ops->graph_launch_seeds(&lead->bk, SEED_BATCH_SLOT0 + ls->variant, ls->bks, ls->n);
+    int32_t act_slot = -1, upd_slot = -1;
+    for (int32_t k = 0; k < ls->n; k++) {
+        if (ls->kind[k] == LS_ACT && (act_slot < 0 || ls->slot[k] < act_slot)) act_slot = ls->slot[k];
+        if (ls->kind[k] == LS_UPDATE) {
+            if (upd_slot >= 0 && ls->slot[k] != upd_slot) {
+                snprintf(ls->why, sizeof ls->why,
+                         "the seeds' updates are out of step (update variants %d and %d in one batched round)",
+                         (int)(upd_slot - SEED_BATCH_SLOT0), (int)(ls->slot[k] - SEED_BATCH_SLOT0));
+                lockstep_set_failed(ls);
+            }
+            upd_slot = ls->slot[k];
+        }
+    }
+    if (act_slot >= 0) {
+        /* One launch for every agent's chunk, then one sync for the group: the outputs are in the staging. */
+        int rc = lead->bk.ops->graph(&lead->bk, RLT_GRAPH_LAUNCH, act_slot);
+        if (rc == RLT_OK) rc = lead->bk.ops->sync(&lead->bk);
+        if (rc != RLT_OK) {
+            snprintf(ls->why, sizeof ls->why, "the seeds' batched acting failed: %s", lead->err.msg);
+            lockstep_set_failed(ls);
+            return;
+        }
+        ls->act_rounds++;
+        for (int32_t k = 0; k < ls->n; k++)
+            if (ls->kind[k] == LS_ACT && ls->slot[k] == act_slot) {
+                ls->kind[k] = LS_NONE;
+                ls->arrived--;
+                atomic_fetch_add(&ls->served[k], 1u);
+            }
+        return;
+    }
+    if (atomic_load(&ls->failed) || upd_slot < 0) return;
+    int rc = lead->bk.ops->graph_launch_seeds(&lead->bk, upd_slot, ls->bks, ls->n);
     if (rc != RLT_OK) {
         snprintf(ls->why, sizeof ls->why, "the seeds' batched update failed: %s", lead->err.msg);
-        ls->failed_round = atomic_load(&ls->round);
-        atomic_store(&ls->failed, 1);
+        lockstep_set_failed(ls);
+        return;
     }
+    ls->update_rounds++;
+    for (int32_t k = 0; k < ls->n; k++)
+        if (ls->kind[k] == LS_UPDATE) {
+            ls->kind[k] = LS_NONE;
+            atomic_fetch_add(&ls->served[k], 1u);
+        }
     ls->arrived = 0;
-    atomic_fetch_add(&ls->round, 1);
 }
 
 static int lockstep_fail(rlt_lockstep *ls, rlt_agent *ag) {
@@ -207,43 +351,59 @@ static int lockstep_fail(rlt_lockstep *ls, rlt_agent *ag) {
     RLT_FAIL(&ag->err, RLT_ERUNTIME, "%s", why);
 }
 
-int lockstep_update(rlt_lockstep *ls, rlt_agent *ag, int32_t variant) {
-    rlt_agent *lead = ls->agents[0];
-    /* This agent's work so far (its observations' copies), which the batched update reads. */
-    if (ag != lead) RLT_TRY(ag->bk.ops->seed_mark(&ag->bk));
+static int32_t lockstep_index(const rlt_lockstep *ls, const rlt_agent *ag) {
+    for (int32_t k = 0; k < ls->n; k++)
+        if (ls->agents[k] == ag) return k;
+    return -1;
+}
+
+/* Waits for a round that runs agent ag's request (kind, slot); the last to arrive launches. */
+static int lockstep_wait(rlt_lockstep *ls, rlt_agent *ag, int32_t kind, int32_t slot) {
+    int32_t k = lockstep_index(ls, ag);
+    if (k < 0) RLT_FAIL(&ag->err, RLT_ESTATE, "an agent outside its seed group's lock-step waited in it (a bug)");
     pthread_mutex_lock(&ls->mu);
-    if (!atomic_load(&ls->failed) && ls->arrived > 0 && variant != ls->variant) {
-        snprintf(ls->why, sizeof ls->why,
-                 "the seeds' updates are out of step (update variants %d and %d in one batched round)", (int)ls->variant,
-                 (int)variant);
-        ls->failed_round = atomic_load(&ls->round);
-        atomic_store(&ls->failed, 1);
-    }
     if (atomic_load(&ls->failed)) {
         pthread_mutex_unlock(&ls->mu);
         return lockstep_fail(ls, ag);
     }
-    ls->variant = variant;
-    unsigned long long mine = atomic_load(&ls->round);
-    int last = ++ls->arrived >= ls->active;
-    if (last) lockstep_launch(ls);
+    unsigned mine = atomic_load(&ls->served[k]);
+    ls->kind[k] = kind;
+    ls->slot[k] = slot;
+    if (++ls->arrived >= ls->active) lockstep_launch(ls);
     pthread_mutex_unlock(&ls->mu);
-    for (uint32_t spins = 0; !last && atomic_load(&ls->round) == mine && !atomic_load(&ls->failed); spins++) {
-        if (spins > 2000) sched_yield();
+    for (uint32_t spins = 0; atomic_load(&ls->served[k]) == mine && !atomic_load(&ls->failed); spins++) {
+        if (spins >= ls->spin) sched_yield();
 #if defined(__x86_64__) || defined(__i386__)
         else __builtin_ia32_pause();
 #endif
     }
-    /* This agent's round succeeded if it was launched, whatever a later round (which others may have reached
-     * already) did. */
-    if (atomic_load(&ls->failed)) {
-        pthread_mutex_lock(&ls->mu);
-        int mine_failed = ls->failed_round <= mine;
-        pthread_mutex_unlock(&ls->mu);
-        if (mine_failed) return lockstep_fail(ls, ag);
-    }
+    /* This agent's request succeeded if it was run, whatever a later round (which others may have reached already)
+     * did. */
+    if (atomic_load(&ls->served[k]) == mine) return lockstep_fail(ls, ag);
+    return RLT_OK;
+}
+
+int lockstep_update(rlt_lockstep *ls, rlt_agent *ag, int32_t variant) {
+    rlt_agent *lead = ls->agents[0];
+    /* This agent's work so far (its observations' copies), which the batched update reads. */
+    if (ag != lead) RLT_TRY(ag->bk.ops->seed_mark(&ag->bk));
+    RLT_TRY(lockstep_wait(ls, ag, LS_UPDATE, SEED_BATCH_SLOT0 + variant));
     /* This agent's later work (its next action) reads what the batched update wrote. */
     if (ag != lead) RLT_TRY(ag->bk.ops->seed_follow(&ag->bk, &lead->bk));
+    return RLT_OK;
+}
+
+int lockstep_act(rlt_lockstep *ls, rlt_agent *ag, int32_t rows, int *served) {
+    *served = 0;
+    int32_t slot = -1;
+    for (int32_t i = 0; i < ls->n_act; i++)
+        if (ls->act_rows[i] == rows) slot = ls->act_slot[i];
+    if (slot < 0) return RLT_OK;
+    /* The acting graph reads what this agent's earlier work left on the device (its parameters: the batched updates
+     * on the lead's stream, where the acting graph runs too) and its staging, nothing its own stream still writes:
+     * no mark is needed, and the group's sync leaves nothing for it to follow. */
+    RLT_TRY(lockstep_wait(ls, ag, LS_ACT, slot));
+    *served = 1;
     return RLT_OK;
 }
 

@@ -1,4 +1,4 @@
-/* seed_batch.h: one update graph for the agents of a seed group that share a GPU.
+/* seed_batch.h: one update graph and one acting graph for the agents of a seed group that share a GPU.
  *
  * The agents of a group have one config but the seed, so their plans are identical: buffer X sits at the same
  * offset of every agent's device arena. The leading agent captures each update variant once more with the
@@ -7,11 +7,22 @@
  * does for agent z exactly what the agent's own graph does, so the results are the same bits; the GPU runs one
  * launch of n agents' tiles instead of n launches, which is what tiny layers (a CartPole MLP) are bound by.
  *
- * Batched graphs need the agents in lock-step: each agent's update k must be ready before the launch that runs
- * them all. The lock-step (rlt_lockstep) is a barrier in agent_run_update: an agent arriving at an update waits
- * for the others; the last to arrive launches the batched graph after every agent's earlier work (events) and
- * orders every agent's later work after it. An agent that finishes its run leaves; the rest go on without it (the
- * batched graph still updates its arena, which nothing reads any more). */
+ * Acting is captured the same way, in exact mode (no batched library product, so each agent's forward is its single
+ * run's bits), for the rows an agent acts on in training (env.num_envs) and in evaluation (1): the copies of the
+ * observations in and the outputs out become one kernel each that reaches every agent's pinned host staging through
+ * unified addressing, with the agent's host arena offset from the lead's beside its device one in the table. The
+ * exploration noise and epsilon-greedy draws stay on the host in each agent's thread, from its own stream.
+ *
+ * Batched graphs need the agents in lock-step (rlt_lockstep). An agent arriving at an update or an acting chunk the
+ * group captured waits until every agent still running has arrived at one of the two; the last to arrive launches:
+ * if any agent waits to act, the acting graph of the lowest slot asked for, then one sync for the whole group, and
+ * the agents that asked for it go on, their outputs in their staging (the others, still waiting, get theirs in a
+ * later round: outputs never land on staged observations); otherwise the batched update, after every agent's
+ * earlier work (events), ordering every agent's later work after it. Agents that arrive at different things
+ * (evaluation episodes of different lengths, one agent's update while another still acts) so never deadlock, and
+ * nothing launches while an agent is outside the lock-step (stepping its environment, storing its transitions), so
+ * each agent's own stream and staging are its own there. An agent that finishes its run leaves; the rest go on
+ * without it (the batched graphs still compute its arena, which nothing reads any more). */
 #ifndef RLT_SEED_BATCH_H
 #define RLT_SEED_BATCH_H
 
@@ -20,32 +31,48 @@
 struct rlt_agent;
 typedef struct rlt_lockstep rlt_lockstep;
 
-/* Graph slots of the batched variants: the agent's own variants use the slots below this. */
+/* Graph slots of the batched variants: the agent's own variants use the slots below this; the acting graphs follow
+ * the batched variants. */
 #define SEED_BATCH_SLOT0 4
 /* The most agents one batched graph covers (the capture's table is built on the stack). */
 #define SEED_BATCH_MAX 64
+/* Acting graphs: the training's rows (env.num_envs) and evaluation's (1). */
+#define SEED_BATCH_ACTS 2
 
-/* Bytes of the seed table for n agents (int64 arena offsets, then uint64 seeds). */
+/* Bytes of the seed table for n agents (int64 device arena offsets, uint64 seeds, int64 host arena offsets). */
 uint64_t seed_batch_table_bytes(int32_t n);
 
 /* Captures lead's update variants batched over agents[0..n) (agents[0] == lead, all initialised with graphs, on
- * one GPU, with identical plans, cfg.batch_seeds >= n, n <= SEED_BATCH_MAX) and makes the lock-step that launches
- * them (*ls, detached). RLT_OK; otherwise an error status with the reason in why and *ls NULL (the agents then keep
- * their own graphs; nothing else changed). */
+ * one GPU, with identical plans, cfg.batch_seeds >= n, n <= SEED_BATCH_MAX), then its acting, and makes the
+ * lock-step that launches them (*ls, detached). RLT_OK; otherwise an error status with the reason in why and *ls
+ * NULL (the agents then keep their own graphs; nothing else changed). Acting that cannot be captured batched leaves
+ * the update batched and each agent acting on its own (lockstep_act_why says why). */
 int seed_batch_capture(struct rlt_agent *const *agents, int32_t n, rlt_lockstep **ls, char *why, size_t cap);
 
-/* A lock-step over agents[0..n) (agents[0] led the capture; seed_batch_capture makes it); NULL when out of memory.
- * Attach sets every agent's lockstep; detach clears them (agents must not be updating). Free releases the lock-step
- * alone and never reads its agents, which may be freed by then: detach first, while they live. */
+/* A lock-step over agents[0..n) (agents[0] led the capture; seed_batch_capture makes it), with no acting graph;
+ * NULL when out of memory. Attach sets every agent's lockstep; detach clears them (agents must not be updating).
+ * Free releases the lock-step alone and never reads its agents, which may be freed by then: detach first, while
+ * they live. */
 rlt_lockstep *lockstep_new(struct rlt_agent *const *agents, int32_t n);
+/* Adds an acting graph for `rows` rows in graph slot `slot` of the lead (captured batched by the caller). */
+int lockstep_add_act(rlt_lockstep *ls, int32_t rows, int32_t slot);
 void lockstep_attach(rlt_lockstep *ls);
 void lockstep_detach(rlt_lockstep *ls);
 void lockstep_free(rlt_lockstep *ls);
-/* In agent_run_update: waits for the other active agents to reach their update, all of the same variant; the last
- * to arrive launches the batched graph. An error (variants out of step, a failed launch) is reported to every
- * agent waiting in that round and to all later calls. */
+/* In agent_run_update: waits for a round that runs this agent's update (see the top); all agents waiting to update
+ * when the update launches must ask for the same variant. An error (variants out of step, a failed launch) is
+ * reported to every agent waiting in that round and to all later calls. */
 int lockstep_update(rlt_lockstep *ls, struct rlt_agent *ag, int32_t variant);
+/* In agent_run_act: *served 1 when a batched acting round ran this agent's chunk of `rows` rows staged in its
+ * io_stage (the outputs are in its staging, the device is done); *served 0 without waiting when the group captured
+ * no acting for that many rows (the agent then acts on its own). Errors as lockstep_update's. */
+int lockstep_act(rlt_lockstep *ls, struct rlt_agent *ag, int32_t rows, int *served);
 /* One agent's run is over: the others stop waiting for it. */
 void lockstep_leave(rlt_lockstep *ls);
+/* The row counts the group acts on batched (into rows[SEED_BATCH_ACTS]), how many; "" when every capture of acting
+ * succeeded, else why one did not (those rows each agent acts on its own); and the rounds run so far. */
+int32_t lockstep_acts(const rlt_lockstep *ls, int32_t *rows);
+const char *lockstep_act_why(const rlt_lockstep *ls);
+void lockstep_rounds(rlt_lockstep *ls, uint64_t *act_rounds, uint64_t *update_rounds);
 
 #endif

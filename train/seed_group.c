@@ -655,15 +655,24 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
     /* Seeds sharing a GPU: their updates as one batched graph when the backend and the plan allow it. */
     if (g->m[0].cfg.batch_seeds > 1) {
         group_one(g, 0, CMD_BATCH); /* on failure batch_why says why, and each seed keeps its own graphs */
-        if (g->ls && g->span.va && !g->span.why[0])
-            rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates run as one batched graph (one launch for all); their "
-                    "device arenas lie %.2f MiB apart (each rounded up to the GPU's mapping granularity), so the "
-                    "batched library products are strided, with the bias in their epilogue", (int)n,
-                    (double)g->span.stride / (1024.0 * 1024.0));
-        else if (g->ls)
-            rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates run as one batched graph (one launch for all)%s%s%s",
-                    (int)n, g->span.why[0] ? "; their device arenas are not at one stride (" : "", g->span.why,
-                    g->span.why[0] ? "), so the batched library products take pointer arrays and a bias pass" : "");
+        if (g->ls) {
+            if (g->span.va && !g->span.why[0])
+                rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates run as one batched graph (one launch for all); "
+                        "their device arenas lie %.2f MiB apart (each rounded up to the GPU's mapping granularity), so "
+                        "the batched library products are strided, with the bias in their epilogue", (int)n,
+                        (double)g->span.stride / (1024.0 * 1024.0));
+            else
+                rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates run as one batched graph (one launch for all)%s%s%s",
+                        (int)n, g->span.why[0] ? "; their device arenas are not at one stride (" : "", g->span.why,
+                        g->span.why[0] ? "), so the batched library products take pointer arrays and a bias pass" : "");
+            int32_t rows[SEED_BATCH_ACTS], n_act = lockstep_acts(g->ls, rows);
+            const char *act_why = lockstep_act_why(g->ls);
+            if (n_act > 0)
+                rlt_log(RLT_LOG_INFO, "seed group: the %d seeds act as one batched graph (one launch and one sync per step "
+                        "for all) on %d row%s%s", (int)n, (int)rows[0], rows[0] == 1 ? "" : "s",
+                        n_act > 1 ? " (training) and 1 row (evaluation)" : "");
+            if (act_why[0]) rlt_log(RLT_LOG_INFO, "seed group: each seed acts on its own %s", act_why);
+        }
         else rlt_log(RLT_LOG_INFO, "seed group: each seed runs its own update graph: %s", g->batch_why);
     } else if (g->cfg.train.seed_batching && g->pop_differs[0] && !g->dp && g->cfg.devices.n <= 1 &&
                g->m[0].cfg.device.kind == RLT_DEVICE_CUDA) {
@@ -1052,6 +1061,12 @@ int rlt_group_run(rlt_group *g, rlt_group_progress_fn fn, void *user) {
     group_post(g, 0, g->n, CMD_RUN);
     int by_fn = group_supervise(g, fn, user);
     lockstep_detach(g->ls);
+    if (g->ls) {
+        uint64_t act_rounds = 0, update_rounds = 0;
+        lockstep_rounds(g->ls, &act_rounds, &update_rounds);
+        rlt_log(RLT_LOG_INFO, "seed group: %llu batched acting rounds and %llu batched update rounds",
+                (unsigned long long)act_rounds, (unsigned long long)update_rounds);
+    }
     pthread_mutex_lock(&g->mu);
     g->t_end = now_s();
     for (int32_t k = 0; k < g->n; k++) rlt_trainer_progress(g->m[k].tr, &g->m[k].snap);

@@ -97,7 +97,7 @@ static cudaError_t cuda_preload_all(void) {
                                             cuda_preload_polyak,   cuda_preload_replay, cuda_preload_losses,
                                             cuda_preload_td3,      cuda_preload_dqn,    cuda_preload_conv_bias,
                                             cuda_preload_linear,   cuda_preload_linear_chain, cuda_preload_lowp,
-                                            cuda_preload_conv_gemm};
+                                            cuda_preload_conv_gemm, cuda_preload_seed_copy};
     for (size_t i = 0; i < sizeof preload / sizeof preload[0]; i++) {
         cudaError_t rc = preload[i]();
         if (rc != cudaSuccess) return rc;
@@ -585,7 +585,15 @@ static int cuda_copy(rlt_backend *bk, void *dst, const void *src, uint64_t bytes
     if (kind < RLT_COPY_H2D || kind > RLT_COPY_D2D)
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "copy: unknown copy kind %d", (int)kind);
     if (bytes == 0) return RLT_OK;
-    RLT_TRY(cuda_seeds_refuse(bk, "copy"));
+    cuda_impl *c = cuda_get(bk);
+    if (c->seeds.n > 1) {
+        /* Batched: a copy between the lead's host and device arenas, for every agent (rlt_seeds_desc.host_delta). */
+        uint64_t h = (uint64_t)(uintptr_t)(kind == RLT_COPY_H2D ? src : dst), dv = (uint64_t)(uintptr_t)(kind == RLT_COPY_H2D ? dst : src);
+        if (kind == RLT_COPY_D2D || !c->seeds_host_delta || h < c->seeds_host_lo || h + bytes > c->seeds_host_hi ||
+            dv < c->seeds_lo || dv + bytes > c->seeds_hi)
+            return cuda_seeds_refuse(bk, "copy");
+        return cuda_seed_copy(bk, dst, src, bytes, kind == RLT_COPY_H2D);
+    }
     CUDA_CHECK(bk, cudaMemcpyAsync(dst, src, bytes, kinds[kind], cuda_stream(bk)));
     return RLT_OK;
 }
@@ -768,26 +776,58 @@ int cuda_seeds_refuse(rlt_backend *bk, const char *op) {
     return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "%s cannot run for several seeds at once", op);
 }
 
-static int cuda_seed_batch(rlt_backend *bk, int32_t n, const int64_t *delta, const uint64_t *seed,
-                           const int64_t *delta_host) {
+static int cuda_seed_batch(rlt_backend *bk, const rlt_seeds_desc *d) {
     cuda_impl *c = cuda_get(bk);
-    if (n <= 1) {
+    if (!d || d->n <= 1) {
+        int was_exact = c->seeds_exact, gemm = c->seed_slots != c->seed_slots_at_begin;
+        if (was_exact) c->seeds_blas = c->seeds_blas_saved;
         c->seeds = (cuda_seeds){NULL, NULL, 0};
         c->seeds_stride = 0;
+        c->seeds_host_delta = NULL;
+        c->seeds_exact = 0;
+        if (was_exact && gemm)
+            return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__,
+                               "a dense layer of the batch runs on the library's batched GEMM, whose sums differ from "
+                               "a single agent's");
         return RLT_OK;
     }
-    if (n > c->max_seeds || n > CUDA_SEEDS_MAX || !delta || !seed || !delta_host || !c->reserved_last)
+    int32_t n = d->n;
+    if (n > c->max_seeds || n > CUDA_SEEDS_MAX || !d->delta || !d->seed || !d->delta_host || !c->reserved_last)
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
                            "seed_batch(%d): this backend was opened for at most %d seeds%s", (int)n,
                            (int)c->max_seeds, c->reserved_last ? "" : " and has no device arena");
-    c->seeds = (cuda_seeds){delta, seed, n};
-    memcpy(c->seeds_delta_host, delta_host, (size_t)n * sizeof *delta_host);
+    if (d->host_delta) {
+        /* The kernels reach the host arena through unified addressing: pinned memory whose device address is its
+         * host address (cudaHostAlloc's on every 64-bit platform CUDA supports); anything else is refused. */
+        struct cudaPointerAttributes at;
+        cudaError_t rc = cudaPointerGetAttributes(&at, d->host_base);
+        if (rc != cudaSuccess || at.type != cudaMemoryTypeHost || at.devicePointer != d->host_base) {
+            cudaGetLastError();
+            return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__,
+                               "seed_batch: the host arena is not pinned memory the GPU reaches at its host address, "
+                               "so copies cannot run for several seeds at once");
+        }
+    }
+    c->seeds = (cuda_seeds){d->delta, d->seed, n};
+    memcpy(c->seeds_delta_host, d->delta_host, (size_t)n * sizeof *d->delta_host);
     /* One stride between consecutive agents (a span's arenas): strided library products can address them. */
-    c->seeds_stride = delta_host[0] == 0 && delta_host[1] > 0 && delta_host[1] % 256 == 0 ? delta_host[1] : 0;
+    const int64_t *dh = d->delta_host;
+    c->seeds_stride = dh[0] == 0 && dh[1] > 0 && dh[1] % 256 == 0 ? dh[1] : 0;
     for (int32_t z = 2; z < n && c->seeds_stride; z++)
-        if (delta_host[z] != (int64_t)z * c->seeds_stride) c->seeds_stride = 0;
+        if (dh[z] != (int64_t)z * c->seeds_stride) c->seeds_stride = 0;
     c->seeds_lo = (uint64_t)(uintptr_t)c->reserved_last;
     c->seeds_hi = c->seeds_lo + c->reserved_last_bytes;
+    c->seeds_host_delta = d->host_delta;
+    c->seeds_host_lo = (uint64_t)(uintptr_t)d->host_base;
+    c->seeds_host_hi = c->seeds_host_lo + d->host_bytes;
+    c->seeds_exact = d->exact != 0;
+    c->seed_slots_at_begin = c->seed_slots;
+    if (c->seeds_exact) {
+        /* linear.cu then keeps every product a single agent runs on our kernels there; one beyond them (fi above
+         * CUDA_LIN_MAX_K, a big or wide product) still goes to the batched library GEMM, which the end refuses. */
+        c->seeds_blas_saved = c->seeds_blas;
+        c->seeds_blas = 0;
+    }
     return RLT_OK;
 }
 

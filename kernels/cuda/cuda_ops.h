@@ -144,6 +144,14 @@ typedef struct cuda_impl {
     int64_t seeds_stride;
     int32_t seeds_lt;
     cudaEvent_t seed_event; /* an agent's: its work before a batched launch (seed_mark); the lead's: the launch */
+    /* Batched copies (rlt_seeds_desc.host_delta, seed_copy.cu): agent z's host side is the lead's moved by
+     * seeds_host_delta[z] (device memory), within the lead's host arena [seeds_host_lo, seeds_host_hi); NULL: copies
+     * are refused while batching. seeds_exact: the batch must give single-agent bits, so seeds_blas is off for its
+     * duration (seeds_blas_saved restores it) and seed_slots_at_begin tells whether a batched library product was
+     * issued all the same (a layer beyond our kernels: the end of the batch then refuses it). */
+    const int64_t *seeds_host_delta;
+    uint64_t seeds_host_lo, seeds_host_hi;
+    int32_t seeds_exact, seeds_blas_saved, seed_slots_at_begin, reserved2_;
 } cuda_impl;
 
 /* Floats in cuda_impl.scratch; dqn.cu's reductions use at most this many partial sums. */
@@ -179,6 +187,10 @@ int cuda_seeds_check(rlt_backend *bk, const char *op, int32_t n, ...);
 /* For ops that cannot run batched (library products, convolutions, 16-bit casts, copies): RLT_ESTATE naming op
  * while batching, RLT_OK otherwise. */
 int cuda_seeds_refuse(rlt_backend *bk, const char *op);
+/* A copy of bytes between the leading agent's host arena and its device arena, for every batched agent at once
+ * (seed_copy.cu): block z moves the device side by seeds.delta[z] and the host side by seeds_host_delta[z]; the host
+ * side is pinned memory the kernel reaches through unified addressing. */
+int cuda_seed_copy(rlt_backend *bk, void *dst, const void *src, uint64_t bytes, int32_t h2d);
 
 /* One check macro per library: each records the failing call's text, file:line and the library's error
  * string in bk->err and returns a status from the enclosing function. */
@@ -416,6 +428,7 @@ cudaError_t cuda_preload_linear(void);
 cudaError_t cuda_preload_linear_chain(void);
 cudaError_t cuda_preload_conv_gemm(void);
 cudaError_t cuda_preload_lowp(void);
+cudaError_t cuda_preload_seed_copy(void);
 
 #ifdef __cplusplus
 }

@@ -359,7 +359,7 @@ int cuda_lt_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d, int *done) 
 int cuda_lt_linear_forward_seeds(rlt_backend *bk, const rlt_linear_fwd *d, int *done) {
     cuda_impl *c = cuda_get(bk);
     *done = 0;
-    if (c->seeds.n <= 1 || !c->seeds_stride || !c->seeds_lt || !d->b || d->dtype != RLT_LP_F32 ||
+    if (c->seeds.n <= 1 || !c->seeds_stride || !c->seeds_lt || !c->seeds_blas || !d->b || d->dtype != RLT_LP_F32 ||
         d->y_dtype != RLT_LP_F32 || (d->act != RLT_ACT_RELU && d->act != RLT_ACT_NONE) ||
         c->seeds_stride % (int64_t)sizeof(float) != 0)
         return RLT_OK;

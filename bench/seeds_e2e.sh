@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# seeds_e2e.sh: whole seed groups end to end on one GPU (train.num_seeds, train.seed_batching): the wall time of one
+# seed, then of N seeds with one batched graph for their updates and their acting (one launch and one sync per step
+# for all, train/seed_batch.h), with batched updates but each seed acting on its own (RLT_SEEDS_ACT=0: the route
+# before batched acting, same build), and with a graph each (train.seed_batching=false); for configs/td3_pendulum.yaml
+# and configs/dqn_cartpole.yaml. Each group line also gives the ratio to one seed's wall time (1.0: N seeds take
+# what one does) and the group's own count of batched acting and update rounds.
+# Usage: bash bench/seeds_e2e.sh [BUILD_DIR] [DEVICE] [N...]    (defaults: build cuda:0 "16 64"; builds nothing)
+set -uo pipefail
+build=${1:-build}
+device=${2:-cuda:0}
+shift 2 2>/dev/null || shift $#
+ns=${*:-16 64}
+out=${TMPDIR:-/tmp}/seeds_e2e
+export RLT_CUDA_MODULE=${RLT_CUDA_MODULE:-$PWD/$build/librltrain_cuda.so}
+
+# Runs rltrain with the given --set arguments into $out/run, prints "wall S" and the group's round counts.
+run() {
+  local log=$out/log.txt t0 t1 rc
+  mkdir -p "$out"
+  t0=$(date +%s.%N)
+  "$build/rltrain" "$@" --set device="$device" --set out_dir="$out/run" --set train.overwrite=true -q > "$log" 2>&1
+  rc=$?
+  t1=$(date +%s.%N)
+  wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+  if [ $rc -ne 0 ]; then echo "  FAILED (exit $rc):"; tail -5 "$log"; wall=""; return; fi
+  grep -h "seed group: .*act\|batched acting rounds" "$log" | sed 's/^/  /'
+}
+
+for config in td3_pendulum dqn_cartpole; do
+  echo "== configs/$config.yaml on $device"
+  run --config configs/$config.yaml
+  one=$wall
+  printf "  %-44s %8.2f s\n" "1 seed" "${one:-0}"
+  for n in $ns; do
+    for mode in batched act_own graph_each; do
+      case $mode in
+        batched)    label="$n seeds, batched updates and acting";   env=""; batching=true ;;
+        act_own)    label="$n seeds, batched updates, own acting";  env="RLT_SEEDS_ACT=0"; batching=true ;;
+        graph_each) label="$n seeds, a graph each";                 env=""; batching=false ;;
+      esac
+      if [ -n "$env" ]; then export $env; fi
+      run --config configs/$config.yaml --set train.num_seeds=$n --set train.seed_batching=$batching
+      if [ -n "$env" ]; then unset ${env%%=*}; fi
+      if [ -n "$wall" ] && [ -n "$one" ]; then
+        printf "  %-44s %8.2f s  (%.2fx one seed's wall time)\n" "$label" "$wall" "$(awk -v a="$wall" -v b="$one" 'BEGIN { print a / b }')"
+      fi
+    done
+  done
+done

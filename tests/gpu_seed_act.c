@@ -1,0 +1,114 @@
+/* gpu_seed_act.c: seeds sharing a GPU act as one batched graph (train/seed_batch.h): each step one launch and one
+ * sync for the whole group instead of an H2D copy, the policy's kernels, a D2H copy and a stream sync per seed, and
+ * each seed still acts, explores and trains exactly as its single run does.
+ * - TD3 (Pendulum, 64-64) and DQN (CartPole) groups of four seeds on cuda:0 with train.seed_batching say that they
+ *   act batched and ran batched acting rounds, and each member ends with the final.ckpt (byte for byte) and the
+ *   metrics.csv (but wall_s) of the single run with its seed: the acting graph computes each seed's forward with its
+ *   single run's kernels (exact mode) and the exploration draws stay in each seed's thread.
+ * - Eight TD3 seeds: from eight on, the acting forward is one fused launch (linear_chain.cu), still each seed's bits.
+ * - DQN with env.num_envs 2: the group captures acting on 2 rows (training) and 1 (evaluation); CartPole's evaluation
+ *   episodes end at different steps for different seeds, so seeds evaluating and seeds training (acting on the other
+ *   row count, or waiting to update) meet in one lock-step, and the results are still the single runs'.
+ * Skipped (77) without a GPU. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "rltrain.h"
+
+static const char *const k_td3 =
+    "algo: td3\ndevice: cuda:0\n"
+    "train: {total_steps: 3000, start_steps: 500, batch_size: 128, eval_every: 1000, eval_episodes: 2, "
+    "progress_every_s: 0}\n"
+    "td3: {actor_hidden: [64, 64], critic_hidden: [64, 64]}\nreplay: {capacity: 4000, location: device}\n";
+
+static const char *const k_dqn =
+    "algo: dqn\ndevice: cuda:0\nenv: {name: cartpole}\n"
+    "train: {total_steps: 4000, batch_size: 64, eval_every: 1000, eval_episodes: 3, progress_every_s: 0}\n"
+    "replay: {capacity: 5000, location: device}\n"
+    "network: {hidden: [64, 64]}\n"
+    "dqn: {learning_starts: 500, train_freq: 4, gradient_steps: 2, target_update_every: 100, eps_fraction: 0.3}\n";
+
+static char g_log[1 << 16];
+
+static void on_log(void *user, int level, const char *message) {
+    (void)user;
+    (void)level;
+    size_t n = strlen(g_log);
+    snprintf(g_log + n, sizeof g_log - n, "%s\n", message);
+}
+
+static rlt_config *config(const char *yaml, const char *out_dir, const char *set1, const char *set2) {
+    rlt_config *cfg;
+    CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
+    CHECK(rlt_config_load_string(cfg, yaml, "act.yaml") == RLT_OK, "%s", rlt_config_errmsg(cfg));
+    char set[700];
+    snprintf(set, sizeof set, "out_dir=%s", out_dir);
+    CHECK(rlt_config_set(cfg, set) == RLT_OK, "%s", rlt_config_errmsg(cfg));
+    if (set1) CHECK(rlt_config_set(cfg, set1) == RLT_OK, "%s: %s", set1, rlt_config_errmsg(cfg));
+    if (set2) CHECK(rlt_config_set(cfg, set2) == RLT_OK, "%s: %s", set2, rlt_config_errmsg(cfg));
+    return cfg;
+}
+
+/* A batched group of seeds 1..n of yaml (plus extra), whose log must say `expect` and count batched acting rounds;
+ * then each seed against its single run. */
+static void group_vs_single(const char *yaml, const char *tag, int n, const char *extra, const char *expect) {
+    char gdir[600], sdir[600], what[160];
+    snprintf(what, sizeof what, "tmp_gpu_act_%s", tag);
+    snprintf(gdir, sizeof gdir, "%s", test_tmpdir(what));
+    char num[40];
+    snprintf(num, sizeof num, "train.num_seeds=%d", n);
+    rlt_config *cfg = config(yaml, gdir, num, extra);
+    CHECK(rlt_config_set(cfg, "train.seed_batching=true") == RLT_OK, "%s", rlt_config_errmsg(cfg));
+    g_log[0] = '\0';
+    rlt_log_set_callback(on_log, NULL);
+    rlt_group *g;
+    int rc = rlt_group_init(cfg, &g);
+    CHECK(rc == RLT_OK, "%s: group init: %s", tag, rlt_group_errmsg(g));
+    if (rc == RLT_OK) rc = rlt_group_run(g, NULL, NULL);
+    CHECK(rc == RLT_OK, "%s: group run: %s", tag, rlt_group_errmsg(g));
+    rlt_group_free(g);
+    rlt_config_free(cfg);
+    rlt_log_set_callback(NULL, NULL);
+    CHECK(strstr(g_log, expect) != NULL, "%s: the group's log says '%s'; it says:\n%s", tag, expect, g_log);
+    const char *r = strstr(g_log, "seed group: ");
+    unsigned long long act_rounds = 0, update_rounds = 0;
+    for (; r; r = strstr(r + 1, "seed group: "))
+        if (sscanf(r, "seed group: %llu batched acting rounds and %llu batched update rounds", &act_rounds,
+                   &update_rounds) == 2)
+            break;
+    CHECK(act_rounds > 0 && update_rounds > 0, "%s: batched acting rounds %llu and update rounds %llu (both > 0); log:\n%s",
+          tag, act_rounds, update_rounds, g_log);
+    for (int s = 1; s <= n; s++) {
+        snprintf(what, sizeof what, "tmp_gpu_act_%s_single%d", tag, s);
+        snprintf(sdir, sizeof sdir, "%s", test_tmpdir(what));
+        char seed[32];
+        snprintf(seed, sizeof seed, "seed=%d", s);
+        rlt_config *one = config(yaml, sdir, seed, extra);
+        rlt_trainer *tr;
+        rc = rlt_trainer_init(one, &tr);
+        CHECK(rc == RLT_OK, "%s: single init: %s", tag, rlt_trainer_errmsg(tr));
+        if (rc == RLT_OK) CHECK(rlt_trainer_run(tr, NULL, NULL) == RLT_OK, "%s: single run: %s", tag, rlt_trainer_errmsg(tr));
+        rlt_trainer_free(tr);
+        rlt_config_free(one);
+        char mdir[640];
+        snprintf(mdir, sizeof mdir, "%s/seed_%d", gdir, s);
+        snprintf(what, sizeof what, "%s seed %d", tag, s);
+        test_same_run(mdir, sdir, what);
+    }
+}
+
+int main(void) {
+    rlt_config *probe = config(k_td3, test_tmpdir("tmp_gpu_act_probe"), NULL, NULL);
+    rlt_trainer *tr;
+    int rc = rlt_trainer_init(probe, &tr);
+    rlt_trainer_free(tr);
+    rlt_config_free(probe);
+    if (rc == RLT_EDEVICE) test_skip("no GPU: cuda:0 does not open");
+    group_vs_single(k_td3, "td3", 4, NULL, "the 4 seeds act as one batched graph (one launch and one sync per step for all) on 1 row");
+    group_vs_single(k_dqn, "dqn", 4, NULL, "the 4 seeds act as one batched graph (one launch and one sync per step for all) on 1 row");
+    group_vs_single(k_td3, "td3_8", 8, NULL, "the 8 seeds act as one batched graph (one launch and one sync per step for all) on 1 row");
+    group_vs_single(k_dqn, "dqn_envs2", 4, "env.num_envs=2",
+                    "on 2 rows (training) and 1 row (evaluation)");
+    return test_summary("gpu_seed_act");
+}
