@@ -188,6 +188,16 @@ int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *
     return RLT_OK;
 }
 
+/* After layer l's backward was issued: hands the gradient of layers l .. *top - 1 to the net's bucket callback when
+ * they close a bucket (see rlt_mlp.on_bucket), and moves *top down to l. */
+static int mlp_bucket_after(rlt_mlp *net, float *grads, int32_t l, int32_t *top) {
+    if (!grads || !net->on_bucket) return RLT_OK;
+    uint64_t lo = mlp_weight_offset(net, l), hi = mlp_weight_offset(net, *top);
+    if (l > 0 && (hi - lo < net->bucket_floats || lo < net->bucket_floats)) return RLT_OK;
+    *top = l;
+    return net->on_bucket(net->bucket_ctx, grads + lo, hi - lo);
+}
+
 /* The reduced-precision backward (see mlp.h): dout (fp32, after the output activation's derivative) is cast
  * to the 16-bit type with the loss scale, then one op per layer. */
 static int mlp_backward_lp(rlt_backend *bk, rlt_mlp *net, const float *params, const void *params_lp, float *grads,
@@ -201,6 +211,7 @@ static int mlp_backward_lp(rlt_backend *bk, rlt_mlp *net, const float *params, c
     rlt_cast c = {.rows = rows, .cols = net->dims[L], .dst = dy, .dst_dtype = dt, .ldd = lddy, .src = dout,
                   .src_dtype = RLT_LP_F32, .lds = lddout, .scale = dout_scale};
     RLT_TRY(op->cast(bk, &c));
+    int32_t top = L;
     for (int32_t l = L - 1; l >= 0; l--) {
         int32_t fi = net->dims[l], fo = net->dims[l + 1];
         /* Layer 0's input: the 16-bit copy made by the forward, or the caller's 16-bit x. */
@@ -216,6 +227,7 @@ static int mlp_backward_lp(rlt_backend *bk, rlt_mlp *net, const float *params, c
                             .db = grads ? grads + mlp_bias_offset(net, l) : NULL, .beta = 1.0f, .dx = dnext,
                             .lddx = lddn, .dx_dtype = l > 0 ? dt : net->in_dtype};
         if (grads || dnext) RLT_TRY(op->linear_backward(bk, &b));
+        RLT_TRY(mlp_bucket_after(net, grads, l, &top));
         dy = dnext;
         lddy = lddn;
     }
@@ -240,6 +252,7 @@ int mlp_backward(rlt_backend *bk, rlt_mlp *net, const float *params, const void 
     }
     float *dy = dout;
     int32_t lddy = lddout;
+    int32_t top = L;
     for (int32_t l = L - 1; l >= 0; l--) {
         int32_t fi = net->dims[l], fo = net->dims[l + 1];
         const float *in = l == 0 ? (const float *)x : (const float *)layer_out(net, net->h, l - 1);
@@ -253,6 +266,7 @@ int mlp_backward(rlt_backend *bk, rlt_mlp *net, const float *params, const void 
                             .db = grads ? grads + mlp_bias_offset(net, l) : NULL, .beta = 1.0f, .dx = dnext,
                             .lddx = lddn};
         if (grads || dnext) RLT_TRY(op->linear_backward(bk, &b));
+        RLT_TRY(mlp_bucket_after(net, grads, l, &top));
         dy = dnext;
         lddy = lddn;
     }

@@ -191,6 +191,17 @@ static int td3_gather(rlt_agent *ag, int32_t m, int critic, int actor_obs) {
     return bk->ops->gather_fields(bk, t->idx + (int64_t)m * Bm, Bm, t->N == 1 ? &smp : NULL, nf, f);
 }
 
+/* Hands net's gradient to the comm lane in buckets during its backward (agents/mlp.h on_bucket) when its
+ * optimiser block of n floats is averaged so (agent_bucket_floats); returns whether it is. */
+static int td3_buckets(rlt_agent *ag, rlt_mlp *net, uint64_t n) {
+    uint64_t k = agent_bucket_floats(ag, n);
+    if (k == 0) return 0;
+    net->on_bucket = agent_grads_bucket;
+    net->bucket_ctx = ag;
+    net->bucket_floats = k;
+    return 1;
+}
+
 /* The schedule, with the lanes each chain runs on (0 is the main lane; see the lane op in kernels/backend.h).
  * The critical path runs on lanes 0 and 1, work that can wait on lanes 2 and 3 (lower priority on CUDA):
  *   lane 3  zero the gradients, count the optimiser steps, the actor's constant loss gradient (none of it
@@ -272,7 +283,12 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
             RLT_TRY(op->lane(bk, 3));
             RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_UPDATE], 1));
         }
-        RLT_TRY(op->lane(bk, 1));
+        /* Gradient buckets (dist.bucket_mb, large networks of a data-parallel run): the last micro-batch's
+         * backward passes run one after the other on lane 0, each network's buckets averaged on the comm lane
+         * as they become final, so Q1's average overlaps Q2's backward (td3_buckets). Otherwise side by side. */
+        int bucketed = m == N - 1 && td3_buckets(ag, &q1_on, t->n_q1 + t->n_q2);
+        if (bucketed) td3_buckets(ag, &q2_on, t->n_q1 + t->n_q2);
+        RLT_TRY(op->lane(bk, bucketed ? 0 : 1));
         RLT_TRY(mlp_backward(bk, &q1_on, q1_p, q1_pl, q1_g, t->s_a, ld, Bm, t->dq1, 1, S, NULL, 0));
         RLT_TRY(op->lane(bk, 0));
         RLT_TRY(mlp_backward(bk, &q2_on, q2_p, q2_pl, q2_g, t->s_a, ld, Bm, t->dq2, 1, S, NULL, 0));
@@ -303,6 +319,7 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
             RLT_TRY(op->sum(bk, &ag->losses[RLT_LOSS_ACTOR], t->q1o, 1, Bm, -1.0f / (float)Bm));
             RLT_TRY(op->lane(bk, 0));
             RLT_TRY(mlp_backward(bk, &q1_on, q1_p, q1_pl, NULL, t->s_pi, ld, Bm, t->dq_actor, 1, S, t->d_sa, ld));
+            if (m == N - 1) td3_buckets(ag, &pi_on, t->n_actor);
             RLT_TRY(mlp_backward(bk, &pi_on, actor_p, actor_pl, actor_g, t->s_pi, ld, Bm, t->d_sa + O, ld, NULL, NULL, 0));
             RLT_TRY(op->lane(bk, RLT_LANE_JOIN));
         }
