@@ -10,6 +10,9 @@ int mlp_define(rlt_mlp *net, rlt_err *e, int32_t in, const int32_t *hidden, int3
     if (n_hidden < 0 || n_hidden + 1 > RLT_MLP_MAX_LAYERS)
         RLT_FAIL(e, RLT_ECONFIG, "an MLP has at most %d hidden layers (got %d)", RLT_MLP_MAX_LAYERS - 1, n_hidden);
     net->n_layers = n_hidden + 1;
+    net->on_bucket = NULL; /* no gradient buckets unless an owner sets them on a view */
+    net->bucket_ctx = NULL;
+    net->bucket_floats = 0;
     net->dims[0] = in;
     for (int32_t i = 0; i < n_hidden; i++) {
         net->dims[i + 1] = hidden[i];

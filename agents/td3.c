@@ -210,6 +210,8 @@ static int td3_buckets(rlt_agent *ag, rlt_mlp *net, uint64_t n) {
  *   lane 3  Q1(s, a)                    lane 2  Q2(s, a) [and pi(s) for the actor step]
  *   lane 1  Q1'(s', a')                 lane 0  Q2'(s', a')
  *   join -> both critic losses in one op -> lane 1: Q1 backward, lane 0: Q2 backward -> join -> Adam (+ Polyak)
+ *   (with gradient buckets, td3_buckets: Q1 backward then Q2 backward on lane 0, each network's buckets
+ *   averaged on the backend's comm lane as they become final, joined before Adam)
  *   actor step on lane 0: Q1(s, pi(s)) -> backward to d/da -> actor backward -> Adam (+ Polyak); the actor's
  *   loss for the log on lane 3.
  * What one lane writes between a branch and the next join, no other lane touches: each network has its own
