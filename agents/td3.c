@@ -240,6 +240,7 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
     rlt_mlp q1_tg = mlp_view(&t->q1, 1), q2_tg = mlp_view(&t->q2, 1), pi_tg = mlp_view(&t->actor, 1);
     /* With one micro-batch, pi(s) is computed early, beside the critics, from observations gathered into s_pi. */
     int early_pi = actor_step && N == 1;
+    int split = 0; /* the critic block's Adam step in two halves (gradient buckets, below) */
 
     RLT_TRY(op->lane(bk, 3));
     RLT_TRY(op->flat(bk, RLT_FLAT_FILL, q1_g, NULL, t->n_q1 + t->n_q2, 0.0f));
@@ -289,7 +290,10 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
          * backward passes run one after the other on lane 0, each network's buckets averaged on the comm lane
          * as they become final, so Q1's average overlaps Q2's backward (td3_buckets). Otherwise side by side. */
         int bucketed = m == N - 1 && td3_buckets(ag, &q1_on, t->n_q1 + t->n_q2);
-        if (bucketed) td3_buckets(ag, &q2_on, t->n_q1 + t->n_q2);
+        /* On an actor step without fp16's block-wide overflow check, the critic block steps in two halves:
+         * Q2's average (issued whole after the join below) runs beside Q1's step and the actor's passes. */
+        split = bucketed && actor_step && !ag->amp;
+        if (bucketed && !split) td3_buckets(ag, &q2_on, t->n_q1 + t->n_q2);
         RLT_TRY(op->lane(bk, bucketed ? 0 : 1));
         RLT_TRY(mlp_backward(bk, &q1_on, q1_p, q1_pl, q1_g, t->s_a, ld, Bm, t->dq1, 1, S, NULL, 0));
         RLT_TRY(op->lane(bk, 0));
@@ -301,13 +305,18 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
      * toward the critics just updated, which the actor step below does not change. */
     /* fp16: the gradients come out multiplied by the loss scale; unscale and check them first, and skip the
      * step (and the target update riding on it) on the device when one is not finite. */
-    RLT_TRY(agent_grads_ready(ag, q1_g, t->n_q1 + t->n_q2));
+    /* split: Q1's buckets were averaged during the backward; Q2's gradient goes to the comm lane whole, and the
+     * step of each half waits only for its own average (Adam is elementwise and reads the step counter without
+     * moving it, so two halves are the one step, bit for bit). */
+    RLT_TRY(agent_grads_ready(ag, q1_g, split ? t->n_q1 : t->n_q1 + t->n_q2));
+    if (split) RLT_TRY(agent_grads_bucket(ag, q2_g, t->n_q2));
     rlt_adam_step critic_st = {.p = q1_p, .g = q1_g, .m = t->adam_m + t->n_actor, .v = t->adam_v + t->n_actor,
-                               .n = t->n_q1 + t->n_q2, .hp = critic_hp, .step = &ctr[RLT_CTR_CRITIC_STEP],
-                               .target = actor_step ? q1_tp : NULL, .tau = (float)c->td3.tau, .p_lp = q1_pl,
-                               .target_lp = q1_tl, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag)};
+                               .n = split ? t->n_q1 : t->n_q1 + t->n_q2, .hp = critic_hp,
+                               .step = &ctr[RLT_CTR_CRITIC_STEP], .target = actor_step ? q1_tp : NULL,
+                               .tau = (float)c->td3.tau, .p_lp = q1_pl, .target_lp = q1_tl, .lp_dtype = ag->lp,
+                               .skip = agent_amp_skip(ag)};
     RLT_TRY(bk->ops->adam(bk, &critic_st));
-    RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
+    if (!split) RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
 
     if (actor_step) {
         /* Actor step on -mean Q1(s, pi(s)) with the critic just updated; only d/da flows back through Q1. */
@@ -321,9 +330,17 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
             RLT_TRY(op->sum(bk, &ag->losses[RLT_LOSS_ACTOR], t->q1o, 1, Bm, -1.0f / (float)Bm));
             RLT_TRY(op->lane(bk, 0));
             RLT_TRY(mlp_backward(bk, &q1_on, q1_p, q1_pl, NULL, t->s_pi, ld, Bm, t->dq_actor, 1, S, t->d_sa, ld));
-            if (m == N - 1) td3_buckets(ag, &pi_on, t->n_actor);
+            if (m == N - 1 && !split) td3_buckets(ag, &pi_on, t->n_actor);
             RLT_TRY(mlp_backward(bk, &pi_on, actor_p, actor_pl, actor_g, t->s_pi, ld, Bm, t->d_sa + O, ld, NULL, NULL, 0));
             RLT_TRY(op->lane(bk, RLT_LANE_JOIN));
+        }
+        if (split) {
+            /* Q2's half of the critic step, once its average is in (the actor's passes never touch Q2). */
+            RLT_TRY(agent_grads_ready(ag, q2_g, t->n_q2));
+            critic_st.p = q2_p, critic_st.g = q2_g, critic_st.n = t->n_q2, critic_st.target = q2_tp;
+            critic_st.m = t->adam_m + t->n_actor + t->n_q1, critic_st.v = t->adam_v + t->n_actor + t->n_q1;
+            critic_st.p_lp = q2_pl, critic_st.target_lp = q2_tl;
+            RLT_TRY(bk->ops->adam(bk, &critic_st));
         }
         RLT_TRY(td3_actor_adam(ag, actor_p, actor_g, actor_tp, actor_pl, actor_tl));
     }
