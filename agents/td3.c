@@ -202,6 +202,23 @@ static int td3_buckets(rlt_agent *ag, rlt_mlp *net, uint64_t n) {
     return 1;
 }
 
+/* The second half of a critic step split in two (td3_update_ops, gradient buckets): Q2's, with the first half's
+ * descriptor moved onto Q2's parameters, moments and targets, once Q2's average is in. */
+static int td3_q2_half(rlt_agent *ag, rlt_adam_step *st) {
+    rlt_td3 *t = td3_state(ag);
+    float *q2_p = t->params + t->n_actor + t->n_q1, *q2_tp = t->target + t->n_actor + t->n_q1;
+    RLT_TRY(agent_grads_ready(ag, t->grads + t->n_actor + t->n_q1, t->n_q2));
+    st->p = q2_p;
+    st->g = t->grads + t->n_actor + t->n_q1;
+    st->m = t->adam_m + t->n_actor + t->n_q1;
+    st->v = t->adam_v + t->n_actor + t->n_q1;
+    st->n = t->n_q2;
+    if (st->target) st->target = q2_tp;
+    st->p_lp = mlp_lp_ptr(t->params, t->params_lp, q2_p);
+    st->target_lp = mlp_lp_ptr(t->target, t->target_lp, q2_tp);
+    return ag->bk.ops->adam(&ag->bk, st);
+}
+
 /* The schedule, with the lanes each chain runs on (0 is the main lane; see the lane op in kernels/backend.h).
  * The critical path runs on lanes 0 and 1, work that can wait on lanes 2 and 3 (lower priority on CUDA):
  *   lane 3  zero the gradients, count the optimiser steps, the actor's constant loss gradient (none of it
@@ -210,8 +227,9 @@ static int td3_buckets(rlt_agent *ag, rlt_mlp *net, uint64_t n) {
  *   lane 3  Q1(s, a)                    lane 2  Q2(s, a) [and pi(s) for the actor step]
  *   lane 1  Q1'(s', a')                 lane 0  Q2'(s', a')
  *   join -> both critic losses in one op -> lane 1: Q1 backward, lane 0: Q2 backward -> join -> Adam (+ Polyak)
- *   (with gradient buckets, td3_buckets: Q1 backward then Q2 backward on lane 0, each network's buckets
- *   averaged on the backend's comm lane as they become final, joined before Adam)
+ *   (with gradient buckets, td3_buckets: Q1 backward then Q2 backward on lane 0, Q1's buckets averaged on the
+ *   backend's comm lane as they become final; without fp16, join -> Q2's average on the comm lane beside Q1's
+ *   Adam [and the actor's passes] -> Q2's Adam; with fp16 Q2's buckets too, joined before one Adam)
  *   actor step on lane 0: Q1(s, pi(s)) -> backward to d/da -> actor backward -> Adam (+ Polyak); the actor's
  *   loss for the log on lane 3.
  * What one lane writes between a branch and the next join, no other lane touches: each network has its own
@@ -290,9 +308,9 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
          * backward passes run one after the other on lane 0, each network's buckets averaged on the comm lane
          * as they become final, so Q1's average overlaps Q2's backward (td3_buckets). Otherwise side by side. */
         int bucketed = m == N - 1 && td3_buckets(ag, &q1_on, t->n_q1 + t->n_q2);
-        /* On an actor step without fp16's block-wide overflow check, the critic block steps in two halves:
-         * Q2's average (issued whole after the join below) runs beside Q1's step and the actor's passes. */
-        split = bucketed && actor_step && !ag->amp;
+        /* Without fp16's block-wide overflow check, the critic block steps in two halves: Q2's average (issued
+         * whole after the join below) runs beside Q1's step, and on an actor step beside the actor's passes. */
+        split = bucketed && !ag->amp;
         if (bucketed && !split) td3_buckets(ag, &q2_on, t->n_q1 + t->n_q2);
         RLT_TRY(op->lane(bk, bucketed ? 0 : 1));
         RLT_TRY(mlp_backward(bk, &q1_on, q1_p, q1_pl, q1_g, t->s_a, ld, Bm, t->dq1, 1, S, NULL, 0));
@@ -317,6 +335,7 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
                                .skip = agent_amp_skip(ag)};
     RLT_TRY(bk->ops->adam(bk, &critic_st));
     if (!split) RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
+    if (split && !actor_step) RLT_TRY(td3_q2_half(ag, &critic_st));
 
     if (actor_step) {
         /* Actor step on -mean Q1(s, pi(s)) with the critic just updated; only d/da flows back through Q1. */
@@ -334,14 +353,8 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
             RLT_TRY(mlp_backward(bk, &pi_on, actor_p, actor_pl, actor_g, t->s_pi, ld, Bm, t->d_sa + O, ld, NULL, NULL, 0));
             RLT_TRY(op->lane(bk, RLT_LANE_JOIN));
         }
-        if (split) {
-            /* Q2's half of the critic step, once its average is in (the actor's passes never touch Q2). */
-            RLT_TRY(agent_grads_ready(ag, q2_g, t->n_q2));
-            critic_st.p = q2_p, critic_st.g = q2_g, critic_st.n = t->n_q2, critic_st.target = q2_tp;
-            critic_st.m = t->adam_m + t->n_actor + t->n_q1, critic_st.v = t->adam_v + t->n_actor + t->n_q1;
-            critic_st.p_lp = q2_pl, critic_st.target_lp = q2_tl;
-            RLT_TRY(bk->ops->adam(bk, &critic_st));
-        }
+        /* Q2's half of the critic step, once its average is in (the actor's passes never touch Q2). */
+        if (split) RLT_TRY(td3_q2_half(ag, &critic_st));
         RLT_TRY(td3_actor_adam(ag, actor_p, actor_g, actor_tp, actor_pl, actor_tl));
     }
     return op->lane(bk, RLT_LANE_JOIN);
