@@ -10,6 +10,9 @@ int mlp_define(rlt_mlp *net, rlt_err *e, int32_t in, const int32_t *hidden, int3
     if (n_hidden < 0 || n_hidden + 1 > RLT_MLP_MAX_LAYERS)
         RLT_FAIL(e, RLT_ECONFIG, "an MLP has at most %d hidden layers (got %d)", RLT_MLP_MAX_LAYERS - 1, n_hidden);
     net->n_layers = n_hidden + 1;
+    net->on_bucket = NULL; /* no gradient buckets unless an owner sets them on a view */
+    net->bucket_ctx = NULL;
+    net->bucket_floats = 0;
     net->dims[0] = in;
     for (int32_t i = 0; i < n_hidden; i++) {
         net->dims[i + 1] = hidden[i];
@@ -188,6 +191,16 @@ int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *
     return RLT_OK;
 }
 
+/* After layer l's backward was issued: hands the gradient of layers l .. *top - 1 to the net's bucket callback when
+ * they close a bucket (see rlt_mlp.on_bucket), and moves *top down to l. */
+static int mlp_bucket_after(rlt_mlp *net, float *grads, int32_t l, int32_t *top) {
+    if (!grads || !net->on_bucket) return RLT_OK;
+    uint64_t lo = mlp_weight_offset(net, l), hi = mlp_weight_offset(net, *top);
+    if (l > 0 && (hi - lo < net->bucket_floats || lo < net->bucket_floats)) return RLT_OK;
+    *top = l;
+    return net->on_bucket(net->bucket_ctx, grads + lo, hi - lo);
+}
+
 /* The reduced-precision backward (see mlp.h): dout (fp32, after the output activation's derivative) is cast
  * to the 16-bit type with the loss scale, then one op per layer. */
 static int mlp_backward_lp(rlt_backend *bk, rlt_mlp *net, const float *params, const void *params_lp, float *grads,
@@ -201,6 +214,7 @@ static int mlp_backward_lp(rlt_backend *bk, rlt_mlp *net, const float *params, c
     rlt_cast c = {.rows = rows, .cols = net->dims[L], .dst = dy, .dst_dtype = dt, .ldd = lddy, .src = dout,
                   .src_dtype = RLT_LP_F32, .lds = lddout, .scale = dout_scale};
     RLT_TRY(op->cast(bk, &c));
+    int32_t top = L;
     for (int32_t l = L - 1; l >= 0; l--) {
         int32_t fi = net->dims[l], fo = net->dims[l + 1];
         /* Layer 0's input: the 16-bit copy made by the forward, or the caller's 16-bit x. */
@@ -216,6 +230,7 @@ static int mlp_backward_lp(rlt_backend *bk, rlt_mlp *net, const float *params, c
                             .db = grads ? grads + mlp_bias_offset(net, l) : NULL, .beta = 1.0f, .dx = dnext,
                             .lddx = lddn, .dx_dtype = l > 0 ? dt : net->in_dtype};
         if (grads || dnext) RLT_TRY(op->linear_backward(bk, &b));
+        RLT_TRY(mlp_bucket_after(net, grads, l, &top));
         dy = dnext;
         lddy = lddn;
     }
@@ -240,6 +255,7 @@ int mlp_backward(rlt_backend *bk, rlt_mlp *net, const float *params, const void 
     }
     float *dy = dout;
     int32_t lddy = lddout;
+    int32_t top = L;
     for (int32_t l = L - 1; l >= 0; l--) {
         int32_t fi = net->dims[l], fo = net->dims[l + 1];
         const float *in = l == 0 ? (const float *)x : (const float *)layer_out(net, net->h, l - 1);
@@ -253,6 +269,7 @@ int mlp_backward(rlt_backend *bk, rlt_mlp *net, const float *params, const void 
                             .db = grads ? grads + mlp_bias_offset(net, l) : NULL, .beta = 1.0f, .dx = dnext,
                             .lddx = lddn};
         if (grads || dnext) RLT_TRY(op->linear_backward(bk, &b));
+        RLT_TRY(mlp_bucket_after(net, grads, l, &top));
         dy = dnext;
         lddy = lddn;
     }

@@ -50,6 +50,14 @@ typedef struct rlt_mlp {
      * set 0 is h/dh above, sets 1.. are forward-only copies of h. */
     int32_t n_sets;
     void *h_set[RLT_MLP_MAX_SETS];
+    /* Gradient buckets (engine/agent_core.h, dist.bucket_mb): when on_bucket is set, mlp_backward with grads hands
+     * it the net's gradient in buckets as they become final: layers from the output down, a bucket closing at a
+     * layer boundary once it holds bucket_floats and the layers below hold as many (a smaller rest joins the last
+     * bucket), each with its alignment padding, so that the buckets cover the net's mlp_param_count floats.
+     * NULL (the default): none. Set on a view, for the backward that ends an accumulation. */
+    int (*on_bucket)(void *ctx, float *g, uint64_t n);
+    void *bucket_ctx;
+    uint64_t bucket_floats;
 } rlt_mlp;
 
 /* hidden: hidden widths; hidden layers use hidden_act, the output layer out_act. */

@@ -191,6 +191,34 @@ static int td3_gather(rlt_agent *ag, int32_t m, int critic, int actor_obs) {
     return bk->ops->gather_fields(bk, t->idx + (int64_t)m * Bm, Bm, t->N == 1 ? &smp : NULL, nf, f);
 }
 
+/* Hands net's gradient to the comm lane in buckets during its backward (agents/mlp.h on_bucket) when its
+ * optimiser block of n floats is averaged so (agent_bucket_floats); returns whether it is. */
+static int td3_buckets(rlt_agent *ag, rlt_mlp *net, uint64_t n) {
+    uint64_t k = agent_bucket_floats(ag, n);
+    if (k == 0) return 0;
+    net->on_bucket = agent_grads_bucket;
+    net->bucket_ctx = ag;
+    net->bucket_floats = k;
+    return 1;
+}
+
+/* The second half of a critic step split in two (td3_update_ops, gradient buckets): Q2's, with the first half's
+ * descriptor moved onto Q2's parameters, moments and targets, once Q2's average is in. */
+static int td3_q2_half(rlt_agent *ag, rlt_adam_step *st) {
+    rlt_td3 *t = td3_state(ag);
+    float *q2_p = t->params + t->n_actor + t->n_q1, *q2_tp = t->target + t->n_actor + t->n_q1;
+    RLT_TRY(agent_grads_ready(ag, t->grads + t->n_actor + t->n_q1, t->n_q2));
+    st->p = q2_p;
+    st->g = t->grads + t->n_actor + t->n_q1;
+    st->m = t->adam_m + t->n_actor + t->n_q1;
+    st->v = t->adam_v + t->n_actor + t->n_q1;
+    st->n = t->n_q2;
+    if (st->target) st->target = q2_tp;
+    st->p_lp = mlp_lp_ptr(t->params, t->params_lp, q2_p);
+    st->target_lp = mlp_lp_ptr(t->target, t->target_lp, q2_tp);
+    return ag->bk.ops->adam(&ag->bk, st);
+}
+
 /* The schedule, with the lanes each chain runs on (0 is the main lane; see the lane op in kernels/backend.h).
  * The critical path runs on lanes 0 and 1, work that can wait on lanes 2 and 3 (lower priority on CUDA):
  *   lane 3  zero the gradients, count the optimiser steps, the actor's constant loss gradient (none of it
@@ -199,6 +227,9 @@ static int td3_gather(rlt_agent *ag, int32_t m, int critic, int actor_obs) {
  *   lane 3  Q1(s, a)                    lane 2  Q2(s, a) [and pi(s) for the actor step]
  *   lane 1  Q1'(s', a')                 lane 0  Q2'(s', a')
  *   join -> both critic losses in one op -> lane 1: Q1 backward, lane 0: Q2 backward -> join -> Adam (+ Polyak)
+ *   (with gradient buckets, td3_buckets: Q1 backward then Q2 backward on lane 0, Q1's buckets averaged on the
+ *   backend's comm lane as they become final; without fp16, join -> Q2's average on the comm lane beside Q1's
+ *   Adam [and the actor's passes] -> Q2's Adam; with fp16 Q2's buckets too, joined before one Adam)
  *   actor step on lane 0: Q1(s, pi(s)) -> backward to d/da -> actor backward -> Adam (+ Polyak); the actor's
  *   loss for the log on lane 3.
  * What one lane writes between a branch and the next join, no other lane touches: each network has its own
@@ -227,6 +258,7 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
     rlt_mlp q1_tg = mlp_view(&t->q1, 1), q2_tg = mlp_view(&t->q2, 1), pi_tg = mlp_view(&t->actor, 1);
     /* With one micro-batch, pi(s) is computed early, beside the critics, from observations gathered into s_pi. */
     int early_pi = actor_step && N == 1;
+    int split = 0; /* the critic block's Adam step in two halves (gradient buckets, below) */
 
     RLT_TRY(op->lane(bk, 3));
     RLT_TRY(op->flat(bk, RLT_FLAT_FILL, q1_g, NULL, t->n_q1 + t->n_q2, 0.0f));
@@ -272,7 +304,15 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
             RLT_TRY(op->lane(bk, 3));
             RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_UPDATE], 1));
         }
-        RLT_TRY(op->lane(bk, 1));
+        /* Gradient buckets (dist.bucket_mb, large networks of a data-parallel run): the last micro-batch's
+         * backward passes run one after the other on lane 0, each network's buckets averaged on the comm lane
+         * as they become final, so Q1's average overlaps Q2's backward (td3_buckets). Otherwise side by side. */
+        int bucketed = m == N - 1 && td3_buckets(ag, &q1_on, t->n_q1 + t->n_q2);
+        /* Without fp16's block-wide overflow check, the critic block steps in two halves: Q2's average (issued
+         * whole after the join below) runs beside Q1's step, and on an actor step beside the actor's passes. */
+        split = bucketed && !ag->amp;
+        if (bucketed && !split) td3_buckets(ag, &q2_on, t->n_q1 + t->n_q2);
+        RLT_TRY(op->lane(bk, bucketed ? 0 : 1));
         RLT_TRY(mlp_backward(bk, &q1_on, q1_p, q1_pl, q1_g, t->s_a, ld, Bm, t->dq1, 1, S, NULL, 0));
         RLT_TRY(op->lane(bk, 0));
         RLT_TRY(mlp_backward(bk, &q2_on, q2_p, q2_pl, q2_g, t->s_a, ld, Bm, t->dq2, 1, S, NULL, 0));
@@ -283,13 +323,19 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
      * toward the critics just updated, which the actor step below does not change. */
     /* fp16: the gradients come out multiplied by the loss scale; unscale and check them first, and skip the
      * step (and the target update riding on it) on the device when one is not finite. */
-    RLT_TRY(agent_grads_ready(ag, q1_g, t->n_q1 + t->n_q2));
+    /* split: Q1's buckets were averaged during the backward; Q2's gradient goes to the comm lane whole, and the
+     * step of each half waits only for its own average (Adam is elementwise and reads the step counter without
+     * moving it, so two halves are the one step, bit for bit). */
+    RLT_TRY(agent_grads_ready(ag, q1_g, split ? t->n_q1 : t->n_q1 + t->n_q2));
+    if (split) RLT_TRY(agent_grads_bucket(ag, q2_g, t->n_q2));
     rlt_adam_step critic_st = {.p = q1_p, .g = q1_g, .m = t->adam_m + t->n_actor, .v = t->adam_v + t->n_actor,
-                               .n = t->n_q1 + t->n_q2, .hp = critic_hp, .step = &ctr[RLT_CTR_CRITIC_STEP],
-                               .target = actor_step ? q1_tp : NULL, .tau = (float)c->td3.tau, .p_lp = q1_pl,
-                               .target_lp = q1_tl, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag)};
+                               .n = split ? t->n_q1 : t->n_q1 + t->n_q2, .hp = critic_hp,
+                               .step = &ctr[RLT_CTR_CRITIC_STEP], .target = actor_step ? q1_tp : NULL,
+                               .tau = (float)c->td3.tau, .p_lp = q1_pl, .target_lp = q1_tl, .lp_dtype = ag->lp,
+                               .skip = agent_amp_skip(ag)};
     RLT_TRY(bk->ops->adam(bk, &critic_st));
-    RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
+    if (!split) RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
+    if (split && !actor_step) RLT_TRY(td3_q2_half(ag, &critic_st));
 
     if (actor_step) {
         /* Actor step on -mean Q1(s, pi(s)) with the critic just updated; only d/da flows back through Q1. */
@@ -303,9 +349,12 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
             RLT_TRY(op->sum(bk, &ag->losses[RLT_LOSS_ACTOR], t->q1o, 1, Bm, -1.0f / (float)Bm));
             RLT_TRY(op->lane(bk, 0));
             RLT_TRY(mlp_backward(bk, &q1_on, q1_p, q1_pl, NULL, t->s_pi, ld, Bm, t->dq_actor, 1, S, t->d_sa, ld));
+            if (m == N - 1 && !split) td3_buckets(ag, &pi_on, t->n_actor);
             RLT_TRY(mlp_backward(bk, &pi_on, actor_p, actor_pl, actor_g, t->s_pi, ld, Bm, t->d_sa + O, ld, NULL, NULL, 0));
             RLT_TRY(op->lane(bk, RLT_LANE_JOIN));
         }
+        /* Q2's half of the critic step, once its average is in (the actor's passes never touch Q2). */
+        if (split) RLT_TRY(td3_q2_half(ag, &critic_st));
         RLT_TRY(td3_actor_adam(ag, actor_p, actor_g, actor_tp, actor_pl, actor_tl));
     }
     return op->lane(bk, RLT_LANE_JOIN);

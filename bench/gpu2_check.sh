@@ -3,7 +3,8 @@
 # the build for sm_90, gpu_data_parallel, the CLI on [cuda:0, cuda:1] without NCCL_CUMEM_ENABLE set, the same run
 # launched by torchrun (one process per GPU), a GPU rank killed mid-run (the other must exit 1 within
 # dist.timeout_s), the scaling benchmark (TD3 1024-1024/b16384, fp32 and bf16, one GPU against two, both launch
-# models; 16 td3_pendulum seeds on one GPU against two), and the NCCL diagnostic (bench/nccl_diag.c). Every
+# models, in one process with gradient buckets (dist.bucket_mb=2) and without (0); 16 td3_pendulum seeds on one
+# GPU against two), and the NCCL diagnostic (bench/nccl_diag.c). Every
 # command runs under `timeout`; a step that would not fit the time left is skipped and says so.
 # Results (7 files) in $OUT: summary.txt (pass/fail lines and the tables), build.txt, test.txt, cli.txt, dead.txt,
 # bench.txt, diag.txt.
@@ -101,17 +102,20 @@ grep -o "rank 0 (cuda:0)[^;]*" "$OUT/dead.txt" | head -1 | tee -a "$S"
 
 # ---- scaling: TD3 1024-1024/b16384, one GPU against two, threads and processes ---------------------------------
 : >"$OUT/bench.txt"
-table=("| precision | launch | one GPU (updates/s) | two GPUs (updates/s) | ratio |" "|---|---|---|---|---|")
+# One process: with the default gradient buckets (dist.bucket_mb=2, the average overlapping the backward) and with
+# dist.bucket_mb=0 (one all-reduce after the backward) side by side; one process per GPU with the default.
+table=("| precision | launch | dist.bucket_mb | one GPU (updates/s) | two GPUs (updates/s) | ratio |" "|---|---|---|---|---|---|")
 for prec in fp32 bf16; do
   n=1000; [ $prec = bf16 ] && n=3000
-  for mode in devices procs; do
+  for mode in devices:2 devices:0 procs:2; do
+    bmb=${mode#*:}; mode=${mode%:*}
     t0=$SECONDS
-    t 120 build/bench/bench_td3_update --device cuda:0 --obs 17 --act 6 --hidden 1024 --batch 16384 --precision $prec \
-      --updates $n --$mode 2 >"$W/b.log" 2>&1
+    t 100 build/bench/bench_td3_update --device cuda:0 --obs 17 --act 6 --hidden 1024 --batch 16384 --precision $prec \
+      --updates $n --$mode 2 --set dist.bucket_mb=$bmb >"$W/b.log" 2>&1
     rc=$?; cat "$W/b.log" >>"$OUT/bench.txt"
     one=$(awk '/^ *one device/ {print $3}' "$W/b.log"); two=$(awk '/^ *[0-9]+ devices? / {print $3; exit}' "$W/b.log")
     ratio=$(awk '/ratio/ {print $2}' "$W/b.log")
-    table+=("| $prec | $([ $mode = devices ] && echo 'one process' || echo 'one process per GPU') | ${one:-?} | ${two:-?} | ${ratio:-?} (exit $rc, $((SECONDS - t0))s) |")
+    table+=("| $prec | $([ $mode = devices ] && echo 'one process' || echo 'one process per GPU') | $bmb | ${one:-?} | ${two:-?} | ${ratio:-?} (exit $rc, $((SECONDS - t0))s) |")
   done
 done
 # 16 td3_pendulum seeds: one GPU, then spread over two (end to end, wall time of the CLI).

@@ -5,14 +5,15 @@
  *   bench_td3_update [--device cpu|cuda:N] [--obs 17] [--act 6] [--hidden 256] [--batch 256]
  *                    [--updates 2000] [--ups 1] [--threads 1] [--replay-host] [--precision fp32|bf16|fp16]
  *                    [--accum N] [--profile REPS] (then the time per op, eagerly: bench/op_profile.h)
- *                    [--seeds N] [--devices N] [--procs N]
+ *                    [--seeds N] [--devices N] [--procs N] [--set KEY=VALUE]...
  *
  * --ups K sets train.updates_per_step: each rlt_agent_update call runs K updates back to back.
  * --seeds N makes N agents, one thread each (as a seed group's members), and prints agent 0's rate alone, the
  * N agents' rate together and the ratio (bench/seed_bench.h); each agent runs --updates updates.
  * --devices N times the update on cuda:0 alone, then data-parallel over cuda:0 .. cuda:N-1 with batch / N each
  * (bench/dp_bench.h), in updates of the whole batch per second; --procs N the same with one process per GPU (as
- * torchrun launches a run). */
+ * torchrun launches a run). --set KEY=VALUE (repeatable) sets a config key after the bench's own, e.g.
+ * --set dist.bucket_mb=0 for one gradient average after the backward instead of buckets (docs/data_parallel.md). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,6 +99,8 @@ int main(int argc, char **argv) {
     int obs_dim = 17, act_dim = 6, hidden = 256, batch = 256, updates = 2000, ups = 1, threads = 1, replay_host = 0;
     int accum = 1, profile = 0, seeds = 1, devices = 0, procs = 0;
     const char *precision = "fp32";
+    const char *sets[16];
+    int n_sets = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--replay-host")) { replay_host = 1; continue; }
@@ -116,6 +119,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--seeds")) seeds = atoi(v);
         else if (!strcmp(a, "--devices")) devices = atoi(v);
         else if (!strcmp(a, "--procs")) devices = atoi(v), procs = 1;
+        else if (!strcmp(a, "--set") && n_sets < 16) sets[n_sets++] = v;
         else { fprintf(stderr, "unknown option %s\n", a); return 2; }
         i++;
     }
@@ -131,11 +135,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "config: %s\n", rlt_config_errmsg(cfg));
         return 2;
     }
+    for (int k = 0; k < n_sets; k++)
+        if (rlt_config_set(cfg, sets[k]) != RLT_OK) {
+            fprintf(stderr, "--set %s: %s\n", sets[k], rlt_config_errmsg(cfg));
+            return 2;
+        }
     rlt_space os = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {obs_dim, 0, 0, 0}, 0, NULL, NULL};
     rlt_space as = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {act_dim, 0, 0, 0}, 0, NULL, NULL};
     if (devices > 0) {
-        printf("td3_update %s=%d obs=%d act=%d hidden=%d-%d batch=%d precision=%s replay=%s\n", procs ? "procs" : "devices", devices, obs_dim,
-               act_dim, hidden, hidden, batch, precision, replay_host ? "host" : "device");
+        printf("td3_update %s=%d obs=%d act=%d hidden=%d-%d batch=%d precision=%s replay=%s dist.bucket_mb=%g\n",
+               procs ? "procs" : "devices", devices, obs_dim, act_dim, hidden, hidden, batch, precision,
+               replay_host ? "host" : "device", cfg->dist.bucket_mb);
         dp_bench b = {"td3_update", cfg, os, as, fill_replay};
         int rc = dp_bench_main(&b, devices, updates, procs);
         rlt_config_free(cfg);

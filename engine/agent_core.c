@@ -29,8 +29,33 @@ int agent_fetch(rlt_agent *ag, void *host, const void *dev, uint64_t bytes) {
     return RLT_OK;
 }
 
+uint64_t agent_bucket_floats(const rlt_agent *ag, uint64_t n) {
+    double mb = ag->cfg.dist.bucket_mb;
+    if (ag->cfg.n_ranks < 2 || !(mb > 0.0)) return 0;
+    double f = mb * 1048576.0 / 4.0;
+    uint64_t k = f < 1.0 ? 1 : (uint64_t)f;
+    return n >= 2 * k ? k : 0;
+}
+
+int agent_grads_bucket(void *agent, float *g, uint64_t n) {
+    rlt_agent *ag = agent;
+    RLT_TRY(ag->bk.ops->allreduce_mean(&ag->bk, g, n, 1));
+    ag->bucket_done += n;
+    return RLT_OK;
+}
+
 int agent_grads_ready(rlt_agent *ag, float *g, uint64_t n) {
-    RLT_TRY(ag->bk.ops->allreduce_mean(&ag->bk, g, n));
+    if (ag->bucket_done == 0) {
+        RLT_TRY(ag->bk.ops->allreduce_mean(&ag->bk, g, n, 0));
+    } else {
+        uint64_t done = ag->bucket_done;
+        ag->bucket_done = 0;
+        if (done != n)
+            RLT_FAIL(&ag->err, RLT_ESTATE, "gradient buckets averaged %llu floats of a block of %llu",
+                     (unsigned long long)done, (unsigned long long)n);
+        /* The buckets ran on the comm lane: lane 0 waits for them before the unscale and the step. */
+        RLT_TRY(ag->bk.ops->lane(&ag->bk, RLT_LANE_JOIN));
+    }
     return ag->amp ? ag->bk.ops->amp(&ag->bk, &(rlt_amp_op){.mode = RLT_AMP_UNSCALE, .amp = ag->amp, .g = g, .n = n})
                    : RLT_OK;
 }

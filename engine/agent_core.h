@@ -78,6 +78,9 @@ struct rlt_agent {
     /* Checkpoint I/O state (about 130 KiB), carved beside the agent too rather than put on a caller's stack. */
     struct ckpt_writer *ckpt_w;
     struct ckpt_reader *ckpt_r;
+    /* Floats of the optimiser block now being stepped that buckets already averaged (agent_grads_bucket); 0
+     * between steps. */
+    uint64_t bucket_done;
 };
 
 /* The algorithm's own state: the one way agents/ reach it. */
@@ -102,11 +105,20 @@ static inline int agent_run_act(struct rlt_agent *ag, int32_t rows) { return ag-
 /* The loss scale for mlp_backward's dout_scale: amp's scale with fp16, NULL otherwise. */
 static inline const float *agent_loss_scale(const struct rlt_agent *ag) { return ag->amp ? &ag->amp->scale : NULL; }
 /* Before every optimiser step, on the gradient block it steps with: averages it over the ranks of a data-parallel
- * run (allreduce_mean; nothing without a group), then with fp16 unscales and checks it (amp's UNSCALE). Every agent's
+ * run (allreduce_mean; nothing without a group; or, when buckets averaged it during the backward, joins them), then with fp16 unscales and checks it (amp's UNSCALE). Every agent's
  * parameters are replicated on the ranks, so every rank takes the same step from the same gradient; and since the
  * check reads the average, every rank finds the same overflow and skips the same steps (its loss scale stays the
  * others'). */
 int agent_grads_ready(struct rlt_agent *ag, float *g, uint64_t n);
+/* Gradient buckets (dist.bucket_mb): the average overlapping the backward. agent_bucket_floats: the bucket's
+ * minimum in floats when an optimiser block of n floats is averaged in buckets: a data-parallel run of two ranks
+ * or more, dist.bucket_mb > 0 and n at least twice the minimum; 0 otherwise (one average in agent_grads_ready,
+ * as with dist.bucket_mb 0). agent_grads_bucket (the callback agents/mlp.h's backward takes, ctx the agent):
+ * averages n floats at g whose gradient is final, on the backend's comm lane while the backward goes on
+ * (allreduce_mean async); agent_grads_ready then joins the buckets instead of averaging, and fails if they did
+ * not cover its block exactly. Only the last micro-batch's backward may issue buckets. */
+uint64_t agent_bucket_floats(const struct rlt_agent *ag, uint64_t n);
+int agent_grads_bucket(void *ag, float *g, uint64_t n);
 /* fp16: after an optimiser step given agent_amp_skip as its skip flag (amp's UPDATE); a no-op otherwise. */
 int agent_amp_update(struct rlt_agent *ag, int64_t *step);
 static inline const int32_t *agent_amp_skip(const struct rlt_agent *ag) { return ag->amp ? &ag->amp->found_inf : NULL; }

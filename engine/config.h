@@ -226,6 +226,7 @@ struct rlt_config {
     } cpu;
     struct {
         double timeout_s;             /* the longest a rank waits for the others: set-up, a collective, an agreement */
+        double bucket_mb;             /* gradient buckets averaged during the backward (MiB); 0: one average per step */
         char rendezvous[RLT_CFG_STR]; /* env | tcp://HOST:PORT | file:PATH: where ranks launched as processes meet */
     } dist;
     char out_dir[RLT_CFG_STR];

@@ -536,9 +536,14 @@ typedef struct rlt_backend_ops {
      * (rlt_comm_device(c, rank): comm_init's, or NULL on the CPU): from then on allreduce_mean averages across the
      * ranks. Called once after open, before any capture. */
     int (*comm_attach)(rlt_backend *bk, rlt_comm *c, void *device_comm, int32_t rank, int32_t n_ranks);
-    /* x[0..n) = the mean of x over the ranks (each rank the same n, the same bits on every rank), on the current
-     * lane, captured like any op. With no comm attached, or one of a single rank, it does nothing. */
-    int (*allreduce_mean)(rlt_backend *bk, float *x, uint64_t n);
+    /* x[0..n) = the mean of x over the ranks (each rank the same n, the same bits on every rank), captured like
+     * any op. With no comm attached, or one of a single rank, it does nothing. async 0: on the current lane.
+     * async 1 (a bucket of a gradient still being computed, see engine/agent_core.h): on the backend's comm lane,
+     * after everything issued on the current lane so far; the current lane goes on at once, and the next join
+     * (lane(RLT_LANE_JOIN), graph END, sync) waits for it, so until then no lane may touch x. The comm lane runs
+     * its averages one at a time in call order (one communicator, the same order on every rank). A backend
+     * without a comm lane (the CPU) runs async ones like the others, in call order. */
+    int (*allreduce_mean)(rlt_backend *bk, float *x, uint64_t n, int32_t async);
 
     /* ---- seed batching (seed groups on one GPU); NULL where not supported (the CPU) ---- */
     /* d->n > 1: every op issued from now on runs for d->n agents whose plans are identical to this backend's agent's,

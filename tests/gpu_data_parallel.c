@@ -8,7 +8,8 @@
  *   set-up after dist.timeout_s (3 s here), with a message naming the rank, its GPU, what it waited for and the
  *   NCCL settings to try, instead of waiting forever (one GPU is enough).
  * - Two GPUs or more (when cuda:1 opens): devices: [cuda:0, cuda:1] trains two replicas on different data that
- *   end equal, bit for bit, as on the CPU.
+ *   end equal, bit for bit, as on the CPU; and gradient buckets (dist.bucket_mb > 0, NCCL on the comm lane during
+ *   the backward) give the same bits as one all-reduce (0), in fp32, bf16 and fp16.
  * Skipped (77) without a GPU. NCCL comes from RLT_NCCL_LIBRARY or libnccl.so.2; its absence on a GPU machine
  * fails the test (a multi-GPU run there would fail the same way). */
 #include <string.h>
@@ -119,6 +120,41 @@ static void two_gpus(void) {
     CHECK(test_ckpt_same_tensor(a, b, "replay.obs") == 0, "two GPUs: the ranks' replays differ");
 }
 
+/* Gradient buckets on two GPUs: dist.bucket_mb=0.001 (262 floats: the 64-wide critics' buckets are their two
+ * upper layers and their first layer, averaged by NCCL on the comm lane inside the captured graph while the
+ * backward goes on) ends with the same replicas, bit for bit, as dist.bucket_mb=0 (one all-reduce after the
+ * backward): with two ranks each element's average is (a + b) / 2 either way. fp32, bf16, and fp16 (the
+ * unscale and overflow check after the buckets' join). */
+static void two_gpus_buckets(void) {
+    static const char *const precs[] = {"precision=fp32", "precision=bf16", "precision=fp16"};
+    char root[600]; /* test_tmpdir's buffer is reused by its next call */
+    snprintf(root, sizeof root, "%s", test_tmpdir("tmp_gpu_dp_buckets"));
+    for (int p = 0; p < 3; p++) {
+        char dirs[2][700];
+        for (int k = 0; k < 2; k++) {
+            snprintf(dirs[k], sizeof dirs[k], "%s/p%d_b%d", root, p, k);
+            rlt_config *cfg = config(dirs[k], "devices=[cuda:0, cuda:1]");
+            CHECK(rlt_config_set(cfg, precs[p]) == RLT_OK && rlt_config_set(cfg, "train.total_steps=1200") == RLT_OK &&
+                      rlt_config_set(cfg, k ? "dist.bucket_mb=0.001" : "dist.bucket_mb=0") == RLT_OK,
+                  "%s", rlt_config_errmsg(cfg));
+            rlt_group *g;
+            int rc = rlt_group_init(cfg, &g);
+            if (rc == RLT_OK) rc = rlt_group_run(g, NULL, NULL);
+            CHECK(rc == RLT_OK, "%s, %s: run on two GPUs: %s", precs[p], k ? "buckets" : "one average", rlt_group_errmsg(g));
+            rlt_group_free(g);
+            rlt_config_free(cfg);
+        }
+        for (int r = 0; r < 2; r++) {
+            char a[800], b[800];
+            snprintf(a, sizeof a, "%s/rank_%d/final.ckpt", dirs[0], r);
+            snprintf(b, sizeof b, "%s/rank_%d/final.ckpt", dirs[1], r);
+            CHECK(test_ckpt_same_replica(a, b) && test_ckpt_same_tensor(a, b, "replay.obs") == 1,
+                  "%s, rank %d: dist.bucket_mb=0.001 gives the same parameters, moments, targets and replay as 0",
+                  precs[p], r);
+        }
+    }
+}
+
 int main(void) {
     rlt_backend bk;
     rlt_err e = {0};
@@ -138,6 +174,7 @@ int main(void) {
     int second = rlt_backend_open(&bk, &e, "cuda:1", 1, NULL, 0) == RLT_OK;
     if (second) rlt_backend_close(&bk);
     if (second) two_gpus();
+    if (second) two_gpus_buckets();
     else printf("gpu_data_parallel: one GPU here: the two-GPU replicas check did not run\n");
     return test_summary("gpu_data_parallel");
 }

@@ -181,8 +181,10 @@ static int cpu_comm_attach(rlt_backend *bk, rlt_comm *c, void *device_comm, int3
     return RLT_OK;
 }
 
-static int cpu_allreduce_mean(rlt_backend *bk, float *x, uint64_t n) {
+/* async or not, in call order in the calling thread, after the side lanes' work (the CPU has no comm lane). */
+static int cpu_allreduce_mean(rlt_backend *bk, float *x, uint64_t n, int32_t async) {
     cpu_impl *im = bk->impl;
+    (void)async;
     cpu_lane_fence(bk);
     if (!im || !im->comm || rlt_comm_size(im->comm) == 1) return RLT_OK;
     if (rlt_comm_allreduce_mean(im->comm, im->rank, x, n) != RLT_OK) {

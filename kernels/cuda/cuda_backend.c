@@ -55,15 +55,16 @@ static void cuda_close(rlt_backend *bk) {
      * runs, the device objects are left to the process's end rather than freed (cudaFree would wait forever). */
     int stuck = 0;
     const int released = cuda_comm_released(bk);
-    for (int32_t k = 0; k < RLT_BACKEND_MAX_LANES; k++) {
-        if (!c->streams[k]) continue;
+    for (int32_t k = 0; k <= RLT_BACKEND_MAX_LANES; k++) {
+        cudaStream_t s = k < RLT_BACKEND_MAX_LANES ? c->streams[k] : c->comm_stream;
+        if (!s) continue;
         if (!released) {
-            cudaStreamSynchronize(c->streams[k]);
+            cudaStreamSynchronize(s);
             continue;
         }
         struct timespec nap = {0, 1000000};
-        for (int i = 0; i < 10000 && cudaStreamQuery(c->streams[k]) == cudaErrorNotReady; i++) nanosleep(&nap, NULL);
-        stuck |= cudaStreamQuery(c->streams[k]) == cudaErrorNotReady;
+        for (int i = 0; i < 10000 && cudaStreamQuery(s) == cudaErrorNotReady; i++) nanosleep(&nap, NULL);
+        stuck |= cudaStreamQuery(s) == cudaErrorNotReady;
     }
     if (stuck) {
         cudaGetLastError();
@@ -85,6 +86,9 @@ static void cuda_close(rlt_backend *bk) {
         if (c->streams[k]) cudaStreamDestroy(c->streams[k]);
     }
     if (c->fork_event) cudaEventDestroy(c->fork_event);
+    if (c->comm_fork) cudaEventDestroy(c->comm_fork);
+    if (c->comm_join) cudaEventDestroy(c->comm_join);
+    if (c->comm_stream) cudaStreamDestroy(c->comm_stream);
     cudaGetLastError(); /* leave no stale error for whoever uses the runtime next */
     cuda_procmem_close(c);
     free(c);
@@ -628,6 +632,12 @@ static int cuda_join(rlt_backend *bk) {
         CUDA_CHECK(bk, cudaEventRecord(c->join_event[k], c->streams[k]));
         CUDA_CHECK(bk, cudaStreamWaitEvent(c->streams[0], c->join_event[k], 0));
         c->pending &= ~(1 << k);
+    }
+    /* The comm lane's averages (allreduce_mean with async) are joined like a side lane. */
+    if (c->comm_pending) {
+        CUDA_CHECK(bk, cudaEventRecord(c->comm_join, c->comm_stream));
+        CUDA_CHECK(bk, cudaStreamWaitEvent(c->streams[0], c->comm_join, 0));
+        c->comm_pending = 0;
     }
     return RLT_OK;
 }

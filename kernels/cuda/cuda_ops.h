@@ -119,6 +119,12 @@ typedef struct cuda_impl {
      * number of ranks; NULL and 1 otherwise. */
     void *nccl;
     int32_t nranks;
+    /* The comm lane (allreduce_mean's async buckets, nccl.c): a stream of the highest priority made by comm_attach
+     * (NULL before, and without a communicator), forked from the issuing lane by comm_fork and joined into lane 0
+     * by the next join through comm_join while comm_pending. */
+    cudaStream_t comm_stream;
+    cudaEvent_t comm_fork, comm_join;
+    int32_t comm_pending;
     /* Seed batching (seed_batch, seed groups on one GPU): while seeds.n > 1 every op issued launches its kernels
      * once for seeds.n agents of identical plans (grid z = the agent), each block moving its arena pointers by
      * the agent's delta and keying its random streams with the agent's seed (cuda_seeds, below). seeds_lo/hi:
@@ -281,7 +287,7 @@ int cuda_comm_attach(rlt_backend *bk, rlt_comm *c, void *device_comm, int32_t ra
 int cuda_comm_wait(rlt_backend *bk, cudaStream_t stream, const char *what);
 /* 1 when this backend's NCCL communicator was aborted: its streams may hold work that never ends. */
 int cuda_comm_released(rlt_backend *bk);
-int cuda_allreduce_mean(rlt_backend *bk, float *x, uint64_t n);
+int cuda_allreduce_mean(rlt_backend *bk, float *x, uint64_t n, int32_t async);
 /* branch and join live in cuda_backend.c with the streams. */
 
 /* ---- launchers the ops share (not in the table) ---- */

@@ -350,6 +350,16 @@ int cuda_comm_attach(rlt_backend *bk, rlt_comm *c, void *device_comm, int32_t ra
                            "comm_attach: rank %d has no NCCL communicator (comm_init makes them)", (int)rank);
     im->nccl = device_comm;
     im->nranks = n_ranks;
+    /* The comm lane for the buckets of an average that overlaps the backward (allreduce_mean with async): the
+     * highest priority, so NCCL's few blocks start beside a long GEMM instead of after its last wave. */
+    if (device_comm && !im->comm_stream) {
+        int prio_lo = 0, prio_hi = 0;
+        CUDA_CHECK(bk, cudaSetDevice(im->device));
+        CUDA_CHECK(bk, cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi));
+        CUDA_CHECK(bk, cudaStreamCreateWithPriority(&im->comm_stream, cudaStreamNonBlocking, prio_hi));
+        CUDA_CHECK(bk, cudaEventCreateWithFlags(&im->comm_fork, cudaEventDisableTiming));
+        CUDA_CHECK(bk, cudaEventCreateWithFlags(&im->comm_join, cudaEventDisableTiming));
+    }
     return RLT_OK;
 }
 
@@ -437,7 +447,7 @@ int cuda_comm_released(rlt_backend *bk) {
     return d && im->nranks > 1 && (__atomic_load_n(&d->abort_requested, __ATOMIC_ACQUIRE) || !d->nccl);
 }
 
-int cuda_allreduce_mean(rlt_backend *bk, float *x, uint64_t n) {
+int cuda_allreduce_mean(rlt_backend *bk, float *x, uint64_t n, int32_t async) {
     cuda_impl *im = cuda_get(bk);
     cuda_dcomm *d = im->nccl;
     /* A communicator of one rank still goes through NCCL (an identity), so one GPU can check the captured path. */
@@ -446,9 +456,18 @@ int cuda_allreduce_mean(rlt_backend *bk, float *x, uint64_t n) {
      * is the identity on it, and the other agents need none. */
     if (im->nranks > 1) RLT_TRY(cuda_seeds_refuse(bk, "allreduce_mean"));
     static const char what[] = "enqueueing the gradient average (ncclAllReduce)";
+    /* async: on the comm lane, after the current lane's work so far (during a capture, a fork edge of the graph);
+     * the next join waits for it (cuda_join). One stream, so the buckets reach NCCL one at a time in call order. */
+    cudaStream_t stream = cuda_stream(bk);
+    if (async && im->comm_stream) {
+        CUDA_CHECK(bk, cudaEventRecord(im->comm_fork, stream));
+        CUDA_CHECK(bk, cudaStreamWaitEvent(im->comm_stream, im->comm_fork, 0));
+        stream = im->comm_stream;
+        im->comm_pending = 1;
+    }
     pthread_mutex_lock(&d->mu);
     nccl_result_t rc = d->nccl && !__atomic_load_n(&d->abort_requested, __ATOMIC_ACQUIRE)
-                           ? g_nccl.all_reduce(x, x, (size_t)n, NCCL_FLOAT32, NCCL_AVG, d->nccl, cuda_stream(bk))
+                           ? g_nccl.all_reduce(x, x, (size_t)n, NCCL_FLOAT32, NCCL_AVG, d->nccl, stream)
                            : -1;
     pthread_mutex_unlock(&d->mu);
     if (rc == -1) return dcomm_fail(bk, d, what, 0);
