@@ -245,7 +245,8 @@ static int dqn_update_ops(rlt_agent *ag, int32_t variant) {
                         .step = &ctr[RLT_CTR_CRITIC_STEP],
                         .max_grad_norm = c->dqn.max_grad_norm > 0 ? (float)c->dqn.max_grad_norm : 0.0f,
                         .norm = d->grad_norm, .p_lp = d->params_lp, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag),
-                        .lr_dev = &ag->hparams[RLT_HP_DQN_LR], .max_grad_norm_dev = &ag->hparams[RLT_HP_DQN_MAX_GRAD_NORM]};
+                        .lr_dev = &ag->hparams[RLT_HP_DQN_LR],
+                        .max_grad_norm_dev = &ag->hparams[RLT_HP_DQN_MAX_GRAD_NORM]};
     RLT_TRY(bk->ops->adam(bk, &st));
     RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
     return op->lane(bk, RLT_LANE_JOIN);

@@ -4,7 +4,8 @@
  *
  * Most keys a population varies leave every shape alone (learning rates, discount, Polyak rate, noise, schedules,
  * seeds): its members then share one memory plan, and a batched update graph (train/seed_batch.c) can move one
- * member's pointers by each arena's offset. tests/test_population.c plans a config with each such key changed and
+ * member's pointers by each arena's offset, reading each member's scalars from its hparams block
+ * (engine/agent_core.h); config_members_unbatched names the few member keys it still cannot take. tests/test_population.c plans a config with each such key changed and
  * requires the identical plan, so a key listed with them that does change a shape fails that test. A few shape keys
  * (batch size, replay capacity, hidden sizes) may differ too: each member is then planned with its own values,
  * train/seed_group.c holds the largest plan against the budgets, and members of different shapes keep their own
@@ -94,7 +95,8 @@ const char *config_members_unbatched(const rlt_config *a, const rlt_config *b, c
     }
     /* The clipping threshold is read from the block; whether the update clips at all is part of the graph. */
     if ((a->dqn.max_grad_norm > 0) != (b->dqn.max_grad_norm > 0)) {
-        if (why) *why = "it switches gradient clipping off (0) for some members only, which changes the update's kernels";
+        if (why)
+            *why = "it switches gradient clipping off (0) for some members only, which changes the update's kernels";
         return "dqn.max_grad_norm";
     }
     for (size_t i = 0; i < sizeof shape_keys / sizeof shape_keys[0]; i++) {

@@ -112,7 +112,8 @@ int main(void) {
          "td3.noise_clip=0.2", "seed=5", NULL},
     };
     population_vs_single(k_td3, "td3_values",
-                         "population:\n  td3.actor_lr: [1e-4, 1e-3, 3e-4, 5e-4]\n  td3.critic_lr: [1e-3, 3e-4, 1e-3, 2e-3]\n"
+                         "population:\n  td3.actor_lr: [1e-4, 1e-3, 3e-4, 5e-4]\n"
+                         "  td3.critic_lr: [1e-3, 3e-4, 1e-3, 2e-3]\n"
                          "  td3.tau: [0.005, 0.01, 0.002, 0.02]\n  td3.gamma: [0.99, 0.98, 0.95, 0.999]\n"
                          "  td3.policy_noise: [0.2, 0.1, 0.3, 0.05]\n  td3.noise_clip: [0.5, 0.3, 0.5, 0.2]\n"
                          "  seed: [3, 3, 4, 5]\n",
@@ -155,7 +156,10 @@ int main(void) {
                          3, dqn_sched, batched);
 
     const char *const delay[MAX_MEMBERS][9] = {
-        {"td3.policy_delay=2", "seed=3", NULL}, {"td3.policy_delay=3", "seed=3", NULL}, {"td3.policy_delay=2", "seed=4", NULL}};
+        {"td3.policy_delay=2", "seed=3", NULL},
+        {"td3.policy_delay=3", "seed=3", NULL},
+        {"td3.policy_delay=2", "seed=4", NULL},
+    };
     population_vs_single(k_td3, "td3_delay", "population:\n  td3.policy_delay: [2, 3, 2]\n  seed: [3, 3, 4]\n", 3,
                          delay, "each member runs its own update graph (train.seed_batching): the members' "
                                 "td3.policy_delay differ");

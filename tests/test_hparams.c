@@ -37,9 +37,9 @@ static void adam_reads_the_block(void) {
     float block[3] = {3e-3f, 0.02f, 0.75f}; /* lr, tau, max_grad_norm (below the gradient's norm: it clips) */
     int64_t step = 1;
     for (int it = 0; it < 3; it++, step++) {
-        rlt_adam_step plain = {.p = p[0], .g = g[0], .m = m[0], .v = v[0], .n = N, .hp = {block[0], 0.9f, 0.999f, 1e-8f},
-                               .step = &step, .max_grad_norm = block[2], .norm = &norm[0], .target = t[0],
-                               .tau = block[1]};
+        rlt_adam_step plain = {.p = p[0], .g = g[0], .m = m[0], .v = v[0], .n = N,
+                               .hp = {block[0], 0.9f, 0.999f, 1e-8f}, .step = &step, .max_grad_norm = block[2],
+                               .norm = &norm[0], .target = t[0], .tau = block[1]};
         rlt_adam_step dev = {.p = p[1], .g = g[1], .m = m[1], .v = v[1], .n = N, .hp = {0.5f, 0.9f, 0.999f, 1e-8f},
                              .step = &step, .max_grad_norm = 100.0f, .norm = &norm[1], .target = t[1], .tau = 0.9f,
                              .lr_dev = &block[0], .tau_dev = &block[1], .max_grad_norm_dev = &block[2]};
@@ -134,7 +134,7 @@ static void td3_trains_from_the_block(void) {
                   rlt_agent_update(c, &done) == RLT_OK, "update");
     }
     uint64_t n = td3_state(a)->n_total;
-    float *pa = malloc((2 * n) * sizeof(float)), *pb = malloc((2 * n) * sizeof(float)), *pc = malloc((2 * n) * sizeof(float));
+    float *pa = malloc(2 * n * sizeof(float)), *pb = malloc(2 * n * sizeof(float)), *pc = malloc(2 * n * sizeof(float));
     td3_params(a, pa), td3_params(b, pb), td3_params(c, pc);
     CHECK(a->updates == 40 && b->updates == 40, "40 updates each (%lld)", (long long)a->updates);
     CHECK(memcmp(pa, pb, 2 * n * 4) == 0, "td3: an agent with another config's values in its block trains as that "
@@ -151,7 +151,8 @@ static rlt_agent *dqn_agent(const char *sets) {
     CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
     CHECK(rlt_config_load_string(cfg, "algo: dqn\nenv: {name: cartpole}\nnetwork: {hidden: [16], conv: none}\n"
                                  "replay: {capacity: 512}\ntrain: {batch_size: 16}\n"
-                                 "dqn: {learning_starts: 32, train_freq: 1, target_update_every: 20}\n", "hp.yaml") == RLT_OK,
+                                 "dqn: {learning_starts: 32, train_freq: 1, target_update_every: 20}\n",
+                                 "hp.yaml") == RLT_OK,
           "load: %s", rlt_config_errmsg(cfg));
     if (sets) CHECK(rlt_config_load_string(cfg, sets, "sets.yaml") == RLT_OK, "load: %s", rlt_config_errmsg(cfg));
     rlt_space obs = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {4, 0, 0, 0}, 0, NULL, NULL};
@@ -193,8 +194,9 @@ static void dqn_trains_from_the_block(void) {
     CHECK(agent_put(b, b->hparams, want, sizeof want) == RLT_OK, "write b's block");
     for (int i = 0; i < 300; i++) dqn_step(a, i), dqn_step(b, i), dqn_step(c, i);
     uint64_t n = dqn_state(a)->n_params;
-    float *pa = malloc((n) * sizeof(float)), *pb = malloc((n) * sizeof(float)), *pc = malloc((n) * sizeof(float));
-    CHECK(agent_fetch(a, pa, dqn_state(a)->params, n * 4) == RLT_OK && agent_fetch(b, pb, dqn_state(b)->params, n * 4) == RLT_OK &&
+    float *pa = malloc(n * sizeof(float)), *pb = malloc(n * sizeof(float)), *pc = malloc(n * sizeof(float));
+    CHECK(agent_fetch(a, pa, dqn_state(a)->params, n * 4) == RLT_OK &&
+              agent_fetch(b, pb, dqn_state(b)->params, n * 4) == RLT_OK &&
               agent_fetch(c, pc, dqn_state(c)->params, n * 4) == RLT_OK, "fetch");
     CHECK(a->updates > 200 && a->updates == b->updates, "updates %lld and %lld", (long long)a->updates,
           (long long)b->updates);

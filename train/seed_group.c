@@ -98,8 +98,8 @@ struct rlt_group {
     char batch_why[320];
     int lock_fd; /* out_dir/.rltrain.lock (outputs.h), held from the first resume or run to rlt_group_free */
     /* A population (config.h): members with their own values of its keys; pop_differs names the first key whose
-     * values differ in a way the batched update graph cannot take per member ("" when none; config_population_unbatched),
-     * pop_why what that key changes. */
+     * values differ in a way the batched update graph cannot take per member ("" when none:
+     * config_population_unbatched), pop_why what that key changes. */
     int32_t pop;
     char pop_differs[64];
     const char *pop_why;
