@@ -98,7 +98,8 @@ int dqn_dict_update_ops(rlt_agent *ag) {
         rlt_q_loss ql = {.y = d->y, .dq = d->dq, .lddq = A, .loss = &ag->losses[RLT_LOSS_Q1], .q = d->q, .ldq = A,
                          .act = d->act_b, .r = d->r, .term = d->term, .q_next_target = d->q_next_t,
                          .q_next_online = c->dqn.double_q ? d->q_next_o : NULL, .ldqn = A, .n = Bm, .n_act = A,
-                         .gamma = (float)c->dqn.gamma, .huber_delta = delta, .grad_scale = 1.0f / (float)d->N};
+                         .gamma = (float)c->dqn.gamma, .huber_delta = delta, .grad_scale = 1.0f / (float)d->N,
+                         .gamma_dev = &ag->hparams[RLT_HP_DQN_GAMMA]};
         RLT_TRY(op->dqn_loss(bk, &ql));
         RLT_TRY(mnet_backward(bk, &d->mnet, d->params, d->params_lp, d->grads, d->x, Bm, d->dq, A, agent_loss_scale(ag)));
     }
@@ -107,7 +108,9 @@ int dqn_dict_update_ops(rlt_agent *ag) {
     rlt_adam_step st = {.p = d->params, .g = d->grads, .m = d->adam_m, .v = d->adam_v, .n = d->n_params, .hp = hp,
                         .step = &ctr[RLT_CTR_CRITIC_STEP],
                         .max_grad_norm = c->dqn.max_grad_norm > 0 ? (float)c->dqn.max_grad_norm : 0.0f,
-                        .norm = d->grad_norm, .p_lp = d->params_lp, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag)};
+                        .norm = d->grad_norm, .p_lp = d->params_lp, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag),
+                        .lr_dev = &ag->hparams[RLT_HP_DQN_LR],
+                        .max_grad_norm_dev = &ag->hparams[RLT_HP_DQN_MAX_GRAD_NORM]};
     RLT_TRY(bk->ops->adam(bk, &st));
     RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
     return op->lane(bk, RLT_LANE_JOIN);

@@ -63,7 +63,8 @@ int td3_actor_adam(rlt_agent *ag, float *actor_p, float *actor_g, float *actor_t
     rlt_adam_step actor_st = {.p = actor_p, .g = actor_g, .m = t->adam_m, .v = t->adam_v, .n = t->n_actor,
                               .hp = actor_hp, .step = &ag->counters[RLT_CTR_ACTOR_STEP], .target = actor_tp,
                               .tau = (float)c->td3.tau, .p_lp = actor_pl, .target_lp = actor_tl, .lp_dtype = ag->lp,
-                              .skip = agent_amp_skip(ag)};
+                              .skip = agent_amp_skip(ag), .lr_dev = &ag->hparams[RLT_HP_TD3_ACTOR_LR],
+                              .tau_dev = &ag->hparams[RLT_HP_TD3_TAU]};
     RLT_TRY(ag->bk.ops->adam(&ag->bk, &actor_st));
     return agent_amp_update(ag, &ag->counters[RLT_CTR_ACTOR_STEP]);
 }
@@ -287,7 +288,9 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
         RLT_TRY(mlp_forward(bk, &pi_tg, actor_tp, actor_tl, t->s2_a2, ld, Bm, t->s2_a2 + O, ld));
         rlt_target_noise tn = {.a = t->s2_a2 + O, .lda = ld, .rows = Bm, .cols = A, .std = (float)c->td3.policy_noise,
                                .clip = (float)c->td3.noise_clip, .seed = c->seed, .stream = rlt_rank_stream(RLT_STREAM_TARGET, c->rank),
-                               .counter = &ctr[RLT_CTR_UPDATE], .row0 = m * Bm};
+                               .counter = &ctr[RLT_CTR_UPDATE], .row0 = m * Bm,
+                               .std_dev = &ag->hparams[RLT_HP_TD3_POLICY_NOISE],
+                               .clip_dev = &ag->hparams[RLT_HP_TD3_NOISE_CLIP]};
         RLT_TRY(op->td3_target_action(bk, &tn));
         RLT_TRY(op->lane(bk, 1));
         RLT_TRY(mlp_forward(bk, &q1_tg, q1_tp, q1_tl, t->s2_a2, ld, Bm, t->qt1, 1));
@@ -297,7 +300,8 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
         /* Critic gradients of MSE(Q1, y) + MSE(Q2, y), accumulated over micro-batches. */
         rlt_td3_loss tl = {.y = t->y, .dq1 = t->dq1, .dq2 = t->dq2, .loss1 = &ag->losses[RLT_LOSS_Q1],
                            .loss2 = &ag->losses[RLT_LOSS_Q2], .q1 = t->q1o, .q2 = t->q2o, .qt1 = t->qt1, .qt2 = t->qt2,
-                           .r = t->r, .term = t->term, .n = Bm, .gamma = (float)c->td3.gamma, .grad_scale = scale};
+                           .r = t->r, .term = t->term, .n = Bm, .gamma = (float)c->td3.gamma, .grad_scale = scale,
+                           .gamma_dev = &ag->hparams[RLT_HP_TD3_GAMMA]};
         RLT_TRY(op->td3_critic_loss(bk, &tl));
         if (m == N - 1) {
             /* Every reader of the update counter (sampling, target noise) is behind us. */
@@ -332,7 +336,8 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
                                .n = split ? t->n_q1 : t->n_q1 + t->n_q2, .hp = critic_hp,
                                .step = &ctr[RLT_CTR_CRITIC_STEP], .target = actor_step ? q1_tp : NULL,
                                .tau = (float)c->td3.tau, .p_lp = q1_pl, .target_lp = q1_tl, .lp_dtype = ag->lp,
-                               .skip = agent_amp_skip(ag)};
+                               .skip = agent_amp_skip(ag), .lr_dev = &ag->hparams[RLT_HP_TD3_CRITIC_LR],
+                               .tau_dev = &ag->hparams[RLT_HP_TD3_TAU]};
     RLT_TRY(bk->ops->adam(bk, &critic_st));
     if (!split) RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
     if (split && !actor_step) RLT_TRY(td3_q2_half(ag, &critic_st));

@@ -132,7 +132,9 @@ int td3_dict_update_ops(rlt_agent *ag, int actor_step) {
         RLT_TRY(mnet_forward(bk, &t->actor_m, actor_tp, actor_tl, t->x2, Bm, t->a2, A));
         rlt_target_noise tn = {.a = t->a2, .lda = A, .rows = Bm, .cols = A, .std = (float)c->td3.policy_noise,
                                .clip = (float)c->td3.noise_clip, .seed = c->seed, .stream = rlt_rank_stream(RLT_STREAM_TARGET, c->rank),
-                               .counter = &ctr[RLT_CTR_UPDATE], .row0 = m * Bm};
+                               .counter = &ctr[RLT_CTR_UPDATE], .row0 = m * Bm,
+                               .std_dev = &ag->hparams[RLT_HP_TD3_POLICY_NOISE],
+                               .clip_dev = &ag->hparams[RLT_HP_TD3_NOISE_CLIP]};
         RLT_TRY(op->td3_target_action(bk, &tn));
         RLT_TRY(put_action(bk, &t->q1_m, t->a2, Bm, A));
         RLT_TRY(mnet_forward(bk, &t->q1_m, q1_tp, q1_tl, t->x2, Bm, t->qt1, 1));
@@ -144,7 +146,8 @@ int td3_dict_update_ops(rlt_agent *ag, int actor_step) {
         RLT_TRY(mnet_forward(bk, &t->q2_m, q2_p, q2_pl, t->x, Bm, t->q2o, 1));
         rlt_td3_loss tl = {.y = t->y, .dq1 = t->dq1, .dq2 = t->dq2, .loss1 = &ag->losses[RLT_LOSS_Q1],
                            .loss2 = &ag->losses[RLT_LOSS_Q2], .q1 = t->q1o, .q2 = t->q2o, .qt1 = t->qt1, .qt2 = t->qt2,
-                           .r = t->r, .term = t->term, .n = Bm, .gamma = (float)c->td3.gamma, .grad_scale = scale};
+                           .r = t->r, .term = t->term, .n = Bm, .gamma = (float)c->td3.gamma, .grad_scale = scale,
+                           .gamma_dev = &ag->hparams[RLT_HP_TD3_GAMMA]};
         RLT_TRY(op->td3_critic_loss(bk, &tl));
         /* Every reader of the update counter (sampling, target noise) is behind us. */
         if (m == N - 1) RLT_TRY(op->counter_add(bk, &ctr[RLT_CTR_UPDATE], 1));
@@ -156,7 +159,8 @@ int td3_dict_update_ops(rlt_agent *ag, int actor_step) {
     rlt_adam_step critic_st = {.p = q1_p, .g = q1_g, .m = t->adam_m + t->n_actor, .v = t->adam_v + t->n_actor,
                                .n = t->n_q1 + t->n_q2, .hp = critic_hp, .step = &ctr[RLT_CTR_CRITIC_STEP],
                                .target = actor_step ? q1_tp : NULL, .tau = (float)c->td3.tau, .p_lp = q1_pl,
-                               .target_lp = q1_tl, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag)};
+                               .target_lp = q1_tl, .lp_dtype = ag->lp, .skip = agent_amp_skip(ag),
+                               .lr_dev = &ag->hparams[RLT_HP_TD3_CRITIC_LR], .tau_dev = &ag->hparams[RLT_HP_TD3_TAU]};
     RLT_TRY(bk->ops->adam(bk, &critic_st));
     RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
     if (!actor_step) return op->lane(bk, RLT_LANE_JOIN);

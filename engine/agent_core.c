@@ -18,6 +18,25 @@ int agent_put(rlt_agent *ag, void *dev, const void *host, uint64_t bytes) {
     return RLT_OK;
 }
 
+void agent_hparams_values(const rlt_config *c, float out[RLT_HP_COUNT]) {
+    memset(out, 0, RLT_HP_COUNT * sizeof(float));
+    out[RLT_HP_TD3_ACTOR_LR] = (float)c->td3.actor_lr;
+    out[RLT_HP_TD3_CRITIC_LR] = (float)c->td3.critic_lr;
+    out[RLT_HP_TD3_TAU] = (float)c->td3.tau;
+    out[RLT_HP_TD3_GAMMA] = (float)c->td3.gamma;
+    out[RLT_HP_TD3_POLICY_NOISE] = (float)c->td3.policy_noise;
+    out[RLT_HP_TD3_NOISE_CLIP] = (float)c->td3.noise_clip;
+    out[RLT_HP_DQN_LR] = (float)c->dqn.lr;
+    out[RLT_HP_DQN_GAMMA] = (float)c->dqn.gamma;
+    out[RLT_HP_DQN_MAX_GRAD_NORM] = c->dqn.max_grad_norm > 0 ? (float)c->dqn.max_grad_norm : 0.0f;
+}
+
+int agent_write_hparams(rlt_agent *ag) {
+    float hp[RLT_HP_COUNT];
+    agent_hparams_values(&ag->cfg, hp);
+    return agent_put(ag, ag->hparams, hp, sizeof hp);
+}
+
 int agent_fetch(rlt_agent *ag, void *host, const void *dev, uint64_t bytes) {
     rlt_backend *bk = &ag->bk;
     for (uint64_t off = 0; off < bytes; off += ag->io_stage_bytes) {

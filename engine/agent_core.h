@@ -29,6 +29,23 @@ enum {
 };
 /* Device-side float losses of the latest update. */
 enum { RLT_LOSS_Q1 = 0, RLT_LOSS_Q2 = 1, RLT_LOSS_ACTOR = 2, RLT_LOSS_COUNT = 4 };
+/* The update's scalar hyper-parameters in the device arena (the plan's "hparams" entry, ag->hparams), written once
+ * at init from the config (agent_write_hparams): the update's ops read them from there (the descriptors' *_dev
+ * pointers) rather than as values baked into a captured graph, so one graph batched over a population's members
+ * (train/seed_batch.c) reads each member's own. Each float is the config value converted as the plain descriptor
+ * field would be, so a single run computes the same bits either way. */
+enum {
+    RLT_HP_TD3_ACTOR_LR = 0,
+    RLT_HP_TD3_CRITIC_LR = 1,
+    RLT_HP_TD3_TAU = 2,
+    RLT_HP_TD3_GAMMA = 3,
+    RLT_HP_TD3_POLICY_NOISE = 4,
+    RLT_HP_TD3_NOISE_CLIP = 5,
+    RLT_HP_DQN_LR = 6,
+    RLT_HP_DQN_GAMMA = 7,
+    RLT_HP_DQN_MAX_GRAD_NORM = 8, /* 0 when dqn.max_grad_norm is (no clipping) */
+    RLT_HP_COUNT = 16
+};
 /* The agent handle: the part every layer from here up shares (the run layer adds its own in train/agent.h). */
 struct rlt_agent {
     rlt_err err;
@@ -46,6 +63,7 @@ struct rlt_agent {
     int64_t *counters_host;  /* host staging */
     float *losses;           /* device, RLT_LOSS_COUNT */
     float *losses_host;      /* host staging */
+    float *hparams;          /* device, RLT_HP_COUNT (see above) */
     float *io_stage;         /* host staging for acting, weight init and checkpoints */
     uint64_t io_stage_bytes;
     rlt_rng explore_rng;
@@ -90,6 +108,10 @@ static inline void *agent_algo_state(const struct rlt_agent *ag) { return ag->al
 /* Stage `bytes` of device memory into io_stage (synchronously) and back. */
 int agent_fetch(struct rlt_agent *ag, void *host, const void *dev, uint64_t bytes);
 int agent_put(struct rlt_agent *ag, void *dev, const void *host, uint64_t bytes);
+/* out[RLT_HP_*] from config c, every slot (each algorithm reads its own); the slots past the last are 0. */
+void agent_hparams_values(const rlt_config *c, float out[RLT_HP_COUNT]);
+/* Writes agent_hparams_values of ag->cfg into ag->hparams (synchronously; at init). */
+int agent_write_hparams(struct rlt_agent *ag);
 /* Runs one update of the given variant: replays its graph, or runs the ops eagerly (ag->run_update). */
 static inline int agent_run_update(struct rlt_agent *ag, int32_t variant) { return ag->run_update(ag, variant); }
 /* Acting on rows observations staged at the start of io_stage (rows of the algorithm's acting batch at most): on

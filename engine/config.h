@@ -297,8 +297,18 @@ int config_population_has_shapes(const rlt_config *cfg);
  * cfg->err naming FILE:LINE:COL. The reader calls it after each input, validate again. */
 int config_population_settle(rlt_config *cfg);
 /* The first key other than the seed that may differ between members (config_population_allows) and does between
- * a and b, or NULL: what one batched update graph for both cannot take (train/seed_batch.c). */
+ * a and b, or NULL. */
 const char *config_members_differ(const rlt_config *a, const rlt_config *b);
+/* The first member key (config_population_allows) whose values in a and b keep the two from sharing one batched
+ * update graph (train/seed_batch.c), or NULL when they can share it; *why (when why is non-NULL) then says what
+ * the key changes. The batched graph reads the scalars of the update from each agent's hparams block (learning
+ * rates, tau, gamma, target noise, the clipping threshold), and schedules and exploration are host code, so those
+ * keys may differ; what still may not: td3.policy_delay, dqn.double, dqn.loss, dqn.max_grad_norm switching clipping
+ * on for some members only, and the shape keys. */
+const char *config_members_unbatched(const rlt_config *a, const rlt_config *b, const char **why);
+/* The first key of cfg's population whose members' values keep them from sharing one batched update graph
+ * (config_members_unbatched between member 0 and each other member), or NULL; *why as there. */
+const char *config_population_unbatched(const rlt_config *cfg, const char **why);
 /* Member k's value of the population's key i written as YAML ("0.0003", "true"). */
 size_t config_population_format(const rlt_config *cfg, int32_t i, int32_t k, char *buf, size_t cap);
 /* Stores member k's values into cfg (which holds the population) and clears its population: the member's own

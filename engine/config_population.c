@@ -4,7 +4,8 @@
  *
  * Most keys a population varies leave every shape alone (learning rates, discount, Polyak rate, noise, schedules,
  * seeds): its members then share one memory plan, and a batched update graph (train/seed_batch.c) can move one
- * member's pointers by each arena's offset. tests/test_population.c plans a config with each such key changed and
+ * member's pointers by each arena's offset, reading each member's scalars from its hparams block
+ * (engine/agent_core.h); config_members_unbatched names the few member keys it still cannot take. tests/test_population.c plans a config with each such key changed and
  * requires the identical plan, so a key listed with them that does change a shape fails that test. A few shape keys
  * (batch size, replay capacity, hidden sizes) may differ too: each member is then planned with its own values,
  * train/seed_group.c holds the largest plan against the budgets, and members of different shapes keep their own
@@ -67,6 +68,65 @@ const char *config_members_differ(const rlt_config *a, const rlt_config *b) {
         if (k && memcmp((const char *)a + k->offset, (const char *)b + k->offset, k->size) != 0) return k->key;
     }
     return NULL;
+}
+
+/* Member keys whose differing values change the update's ops, so that one batched update graph cannot run the
+ * members (train/seed_batch.c), and why. Every other member key batches: the update reads its scalars from each
+ * agent's hparams block (td3.actor_lr, critic_lr, tau, gamma, policy_noise, noise_clip; dqn.lr, gamma,
+ * max_grad_norm), and the rest is host code around the update (seed, exploration, epsilon, start_steps,
+ * learning_starts, the update schedules, DQN's target update with dqn.tau, which runs on each agent's own stream). */
+static const struct {
+    const char *key, *why;
+} graph_keys[] = {
+    {"td3.policy_delay", "it decides which updates also step the actor, and the batched graph runs one update variant "
+                         "for all members at a time"},
+    {"dqn.double", "it changes the update's forward passes and target"},
+    {"dqn.loss", "it changes the update's loss kernel"},
+};
+
+const char *config_members_unbatched(const rlt_config *a, const rlt_config *b, const char **why) {
+    static const char *shape_why = "it changes the memory plan's shapes, and the batched graph runs one plan";
+    for (size_t i = 0; i < sizeof graph_keys / sizeof graph_keys[0]; i++) {
+        const cfg_key *k = config_schema_find(graph_keys[i].key, strlen(graph_keys[i].key));
+        if (k && memcmp((const char *)a + k->offset, (const char *)b + k->offset, k->size) != 0) {
+            if (why) *why = graph_keys[i].why;
+            return k->key;
+        }
+    }
+    /* The clipping threshold is read from the block; whether the update clips at all is part of the graph. */
+    if ((a->dqn.max_grad_norm > 0) != (b->dqn.max_grad_norm > 0)) {
+        if (why)
+            *why = "it switches gradient clipping off (0) for some members only, which changes the update's kernels";
+        return "dqn.max_grad_norm";
+    }
+    for (size_t i = 0; i < sizeof shape_keys / sizeof shape_keys[0]; i++) {
+        const cfg_key *k = config_schema_find(shape_keys[i], strlen(shape_keys[i]));
+        if (k && memcmp((const char *)a + k->offset, (const char *)b + k->offset, k->size) != 0) {
+            if (why) *why = shape_why;
+            return k->key;
+        }
+    }
+    return NULL;
+}
+
+const char *config_population_unbatched(const rlt_config *cfg, const char **why) {
+    const rlt_population *p = &cfg->population;
+    if (p->n < 2) return NULL;
+    rlt_config *m = rlt_mem_alloc(2 * sizeof *m, 64);
+    if (!m) {
+        if (why) *why = "out of host memory to compare the members";
+        return "population";
+    }
+    const char *key = NULL;
+    m[0] = *cfg;
+    config_population_apply(&m[0], 0);
+    for (int32_t k = 1; k < p->n && !key; k++) {
+        m[1] = *cfg;
+        config_population_apply(&m[1], k);
+        key = config_members_unbatched(&m[0], &m[1], why);
+    }
+    rlt_mem_free(m);
+    return key;
 }
 
 static const cfg_key *pop_row(const rlt_pop_key *pk) {

@@ -12,7 +12,11 @@
  *   (negative sizes, leading dimensions smaller than rows) and fail with RLT_EINVAL.
  * - Ops never allocate. Values that change from one update to the next (Adam's step, RNG counters, the
  *   replay size) are read from device memory, never baked in as arguments, so a captured graph replays
- *   correctly. Constant hyper-parameters (lr, gamma, tau) are plain values.
+ *   correctly. Constant hyper-parameters (lr, gamma, tau, noise) are plain values, or device values where a
+ *   descriptor has a `*_dev` pointer for them (an agent's hparams block): a graph captured for several agents at
+ *   once (seed_batch) then reads each agent's own. A `*_dev` pointer left NULL means the plain value; set, its
+ *   float is read when the op runs and used exactly as the plain value would be (the same arithmetic, so the same
+ *   bits).
  * - Ops with many operands take one descriptor struct (rlt_linear_fwd, rlt_adam_step, ...), read during the
  *   call only: a captured graph keeps the values, not the struct.
  * - Reductions are deterministic (fixed order, no atomics), so a seed gives the same result run to run.
@@ -206,6 +210,7 @@ typedef struct rlt_target_noise {
     uint32_t stream;
     const int64_t *counter;
     int32_t row0;
+    const float *std_dev, *clip_dev; /* device values replacing std and clip (NULL: the plain ones) */
 } rlt_target_noise;
 
 /* td3_critic_loss: both TD3 critic losses. y[i] = r[i] + gamma (1 - term[i]) min(qt1[i], qt2[i]) (the clipped
@@ -216,6 +221,7 @@ typedef struct rlt_td3_loss {
     const float *q1, *q2, *qt1, *qt2, *r, *term;
     int32_t n;
     float gamma, grad_scale;
+    const float *gamma_dev; /* a device value replacing gamma (NULL: the plain one) */
 } rlt_td3_loss;
 
 /* dqn_loss: the (double) DQN target and the TD loss on the taken actions. a[i] = argmax_{j < n_act}
@@ -243,6 +249,7 @@ typedef struct rlt_q_loss {
     int32_t ldqn;
     int32_t n, n_act;
     float gamma, huber_delta, grad_scale;
+    const float *gamma_dev; /* a device value replacing gamma (NULL: the plain one) */
 } rlt_q_loss;
 
 /* adam: one optimiser step over a flat block of n parameters, with its neighbours fused.
@@ -266,6 +273,10 @@ typedef struct rlt_adam_step {
     void *p_lp, *target_lp;
     rlt_lp lp_dtype;     /* RLT_LP_BF16 or RLT_LP_F16 when p_lp is set */
     const int32_t *skip;
+    /* Device values replacing hp.lr, tau and max_grad_norm (NULL: the plain ones). Clipping stays switched by the
+     * plain max_grad_norm > 0 (then max_grad_norm_dev, if set, gives the threshold, which must be > 0 too); tau and
+     * the threshold are checked on their plain values only (the device ones cannot be read without a sync). */
+    const float *lr_dev, *tau_dev, *max_grad_norm_dev;
 } rlt_adam_step;
 
 /* cast: dst[r, c] = (dst_dtype)(src[r, c] * s), s = *scale (scale NULL: 1), r < rows, c < cols; row strides in

@@ -36,7 +36,7 @@ static const char *entry_line(const char *table, const char *name, char *out, si
 
 static void test_workspace_rules(void) {
     static char table[1 << 16];
-    char err[2048], line[256];
+    char err[2048], line[512];
     rlt_fit_report f;
     const char *big[] = {"td3.actor_hidden=[1024,1024]", "td3.critic_hidden=[1024,1024]", "train.batch_size=4096",
                          "replay.capacity=10000", "memory.budget_mb=4096"};

@@ -14,8 +14,11 @@
  *   suggestion), shape keys, group keys, lists of different lengths, values out of range, population.name errors
  *   and train.num_seeds beside a population are refused with FILE:LINE:COL; each member's config is validated
  *   (dqn.eps_end above one member's dqn.eps_start).
- * - config_members_differ, the check that keeps a batched update graph (train.seed_batching) from running members
- *   with different values: a differing tau is named, a differing seed is not.
+ * - config_members_differ names a differing tau, not a differing seed; config_members_unbatched and
+ *   config_population_unbatched, the check that keeps members from one batched update graph (train.seed_batching),
+ *   pass learning rates, tau, gamma, target noise, clipping thresholds, exploration and schedules (the graph reads
+ *   each member's scalars from its hparams block) and name td3.policy_delay, dqn.double, dqn.loss, clipping switched
+ *   off for some members, and shape keys.
  * - A population stopped by its progress callback resumes per member to the bits of one never stopped. */
 #include <string.h>
 #include <sys/stat.h>
@@ -304,8 +307,45 @@ static void config_rules(void) {
     CHECK(config_members_differ(a, b) == NULL, "seeds may differ in one batched graph");
     rlt_config_set(b, "td3.tau=0.05");
     CHECK(config_members_differ(a, b) && strcmp(config_members_differ(a, b), "td3.tau") == 0, "tau differs");
+    /* What one batched graph still cannot take: the scalars it reads from each agent's hparams block and the host
+     * schedules may differ; policy_delay, the DQN variant keys, clipping on for some members only and shapes not. */
+    const char *why = NULL;
+    const char *const batch[] = {"td3.actor_lr=1e-4", "td3.critic_lr=3e-3", "td3.gamma=0.9", "td3.policy_noise=0.1",
+                                 "td3.noise_clip=0.2", "td3.exploration_noise=0.3", "train.start_steps=77",
+                                 "train.updates_per_step=2", "dqn.lr=1e-2", "dqn.gamma=0.5", "dqn.max_grad_norm=3",
+                                 "dqn.tau=0.5", "dqn.target_update_every=7", "dqn.learning_starts=9",
+                                 "dqn.train_freq=3", "dqn.gradient_steps=2", "dqn.eps_end=0.2", NULL};
+    for (int i = 0; batch[i]; i++) {
+        CHECK(rlt_config_set(b, batch[i]) == RLT_OK, "%s", rlt_config_errmsg(b));
+        CHECK(config_members_unbatched(a, b, &why) == NULL, "%s batches: %s", batch[i],
+              config_members_unbatched(a, b, &why));
+    }
+    const struct {
+        const char *set, *key;
+    } split[] = {{"td3.policy_delay=3", "td3.policy_delay"}, {"dqn.double=false", "dqn.double"},
+                 {"dqn.loss=mse", "dqn.loss"}, {"dqn.max_grad_norm=0", "dqn.max_grad_norm"},
+                 {"train.batch_size=128", "train.batch_size"}, {"td3.actor_hidden=[48, 48]", "td3.actor_hidden"}};
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) {
+        rlt_config *c = rlt_config_clone(b);
+        CHECK(rlt_config_set(c, split[i].set) == RLT_OK, "%s", rlt_config_errmsg(c));
+        const char *key = config_members_unbatched(b, c, &why);
+        CHECK(key && strcmp(key, split[i].key) == 0 && why && why[0], "%s splits the batched graph: %s", split[i].set,
+              key ? key : "(none)");
+        rlt_config_free(c);
+    }
     rlt_config_free(a);
     rlt_config_free(b);
+    /* A population's check, member 0 against each other member. */
+    rlt_config *p = config_of("population:\n  td3.actor_lr: [1e-4, 1e-3, 3e-4]\n  td3.tau: [0.005, 0.01, 0.002]\n"
+                              "  td3.gamma: [0.99, 0.98, 0.95]\n  train.start_steps: [100, 200, 300]\n", "/tmp/p");
+    CHECK(rlt_config_validate(p) == RLT_OK && config_population_unbatched(p, &why) == NULL,
+          "a population of learning rates, tau, gamma and schedules batches: %s", rlt_config_errmsg(p));
+    rlt_config_free(p);
+    p = config_of("population:\n  td3.actor_lr: [1e-4, 1e-3, 3e-4]\n  td3.policy_delay: [2, 2, 3]\n", "/tmp/p");
+    CHECK(rlt_config_validate(p) == RLT_OK && config_population_unbatched(p, &why) &&
+              strcmp(config_population_unbatched(p, &why), "td3.policy_delay") == 0 && strstr(why, "variant"),
+          "policy_delay splits a population (its last member)");
+    rlt_config_free(p);
 }
 
 /* Members of different shapes (hidden sizes, batch size): each is its single run; the budget holds the largest. */

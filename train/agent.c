@@ -57,6 +57,8 @@ static int agent_build_plan(rlt_agent *ag, rlt_location replay_loc) {
     RLT_TRY(replay_plan(&ag->replay, p, e, ag->cfg.replay.capacity, replay_loc, RLT_OBSERVE_STAGE_ROWS));
     RLT_TRY(plan_add(p, e, "counters", "counters", RLT_LOC_DEVICE, RLT_CTR_COUNT * sizeof(int64_t), (void **)&ag->counters));
     RLT_TRY(plan_add(p, e, "losses", "counters", RLT_LOC_DEVICE, RLT_LOSS_COUNT * sizeof(float), (void **)&ag->losses));
+    /* The update's scalar hyper-parameters (engine/agent_core.h): written from the config, never saved. */
+    RLT_TRY(plan_add(p, e, "hparams", "hparams", RLT_LOC_DEVICE, RLT_HP_COUNT * sizeof(float), (void **)&ag->hparams));
     RLT_TRY(plan_add(p, e, "staging.counters", "staging", RLT_LOC_HOST, RLT_CTR_COUNT * sizeof(int64_t),
                      (void **)&ag->counters_host));
     RLT_TRY(plan_add(p, e, "staging.losses", "staging", RLT_LOC_HOST, RLT_LOSS_COUNT * sizeof(float),
@@ -448,6 +450,7 @@ static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act
     memset(ag->counters_host, 0, RLT_CTR_COUNT * sizeof(int64_t));
     RLT_TRY(agent_put(ag, ag->counters, ag->counters_host, RLT_CTR_COUNT * sizeof(int64_t)));
     RLT_TRY(ag->bk.ops->flat(&ag->bk, RLT_FLAT_FILL, ag->losses, NULL, RLT_LOSS_COUNT, 0.0f));
+    RLT_TRY(agent_write_hparams(ag));
     if (ag->amp) {
         rlt_amp_state a0 = {RLT_AMP_INIT_SCALE, 0, 0, 0, 0};
         *ag->amp_host = a0;

@@ -60,11 +60,13 @@ static void seed_batch_mismatch(const rlt_agent *lead, const rlt_agent *ag, char
         snprintf(why, cap, "the agents are not on one GPU");
         return;
     }
-    /* The batched graph is the lead's update with the lead's scalars (learning rates, tau, gamma, noise) baked in:
-     * members of a population whose values differ run their own graphs. */
-    const char *differs = config_members_differ(&lead->cfg, &ag->cfg);
+    /* The batched graph is the lead's update: it reads each agent's scalars (learning rates, tau, gamma, noise, the
+     * clipping threshold) from that agent's hparams block, and schedules are host code, so population members whose
+     * values of those differ share it; a key that changes the update's ops (config_members_unbatched) does not. */
+    const char *key_why = "";
+    const char *differs = config_members_unbatched(&lead->cfg, &ag->cfg, &key_why);
     if (differs) {
-        snprintf(why, cap, "the agents' %s differ, and the batched graph takes one value for all", differs);
+        snprintf(why, cap, "the members' %s differ: %s", differs, key_why);
         return;
     }
     /* bf16 and fp16 layers are cuBLAS products with 16-bit epilogues that run for one agent only. fp32 and tf32

@@ -100,10 +100,12 @@ struct rlt_group {
     rlt_arena_span span;
     char batch_why[320];
     int lock_fd; /* out_dir/.rltrain.lock (outputs.h), held from the first resume or run to rlt_group_free */
-    /* A population (config.h): members with their own values of its keys; pop_differs names the first key other
-     * than the seed whose values differ ("" when none), which the batched update graph cannot take per member. */
+    /* A population (config.h): members with their own values of its keys; pop_differs names the first key whose
+     * values differ in a way the batched update graph cannot take per member ("" when none:
+     * config_population_unbatched), pop_why what that key changes. */
     int32_t pop;
     char pop_differs[64];
+    const char *pop_why;
 };
 
 static double now_s(void) {
@@ -536,21 +538,12 @@ static int group_new_shape(const rlt_group *g, int32_t k) {
     return 1;
 }
 
-/* The first population key other than the seed whose members' values differ, into g->pop_differs. */
+/* The first population key whose members' values keep them from one batched update graph, into g->pop_differs
+ * (learning rates, tau, gamma, noise and schedules do not: the graph reads each member's own). */
 static void population_differs(rlt_group *g) {
-    const rlt_population *p = &g->cfg.population;
-    size_t nk;
-    const cfg_key *keys = config_schema_keys(&nk);
-    g->pop_differs[0] = '\0';
-    for (int32_t i = 0; i < p->n_keys && !g->pop_differs[0]; i++) {
-        const rlt_pop_key *pk = &p->key[i];
-        if (pk->n < 2 || strcmp(keys[pk->row].key, "seed") == 0) continue;
-        for (int32_t k = 1; k < pk->n; k++)
-            if (pk->v[k] != pk->v[0]) {
-                snprintf(g->pop_differs, sizeof g->pop_differs, "%s", keys[pk->row].key);
-                break;
-            }
-    }
+    g->pop_why = "";
+    const char *key = config_population_unbatched(&g->cfg, &g->pop_why);
+    snprintf(g->pop_differs, sizeof g->pop_differs, "%s", key ? key : "");
 }
 
 static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callbacks *const *envs, int32_t n_envs) {
@@ -676,9 +669,9 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
         else rlt_log(RLT_LOG_INFO, "seed group: each seed runs its own update graph: %s", g->batch_why);
     } else if (g->cfg.train.seed_batching && g->pop_differs[0] && !g->dp && g->cfg.devices.n <= 1 &&
                g->m[0].cfg.device.kind == RLT_DEVICE_CUDA) {
-        rlt_log(RLT_LOG_INFO, "seed group: each member runs its own update graph: the members' %s differ, and the "
-                "batched update graph (train.seed_batching) takes one plan and one value of each hyperparameter for "
-                "all seeds", g->pop_differs);
+        rlt_log(RLT_LOG_INFO, "seed group: each member runs its own update graph (train.seed_batching): the members' "
+                "%s differ: %s (learning rates, tau, gamma, target noise, clipping thresholds, exploration and "
+                "schedules may differ in one batched graph)", g->pop_differs, g->pop_why);
     } else if (g->cfg.train.seed_batching) {
         rlt_log(RLT_LOG_INFO, "seed group: train.seed_batching has no effect here: it batches the seeds that share one "
                 "GPU named as device: cuda or cuda:N (%s)", g->dp ? "this is a data-parallel run" :

@@ -105,15 +105,17 @@ int cpu_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample
 
 int cpu_td3_critic_loss(rlt_backend *bk, const rlt_td3_loss *d) {
     cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
-    RLT_TRY(cpu_td3_target(bk, d->y, d->r, d->term, d->qt1, d->qt2, 1, d->n, d->gamma));
+    float gamma = d->gamma_dev ? *d->gamma_dev : d->gamma; /* the agent's hparams block, when it names one */
+    RLT_TRY(cpu_td3_target(bk, d->y, d->r, d->term, d->qt1, d->qt2, 1, d->n, gamma));
     RLT_TRY(cpu_mse_grad(bk, d->dq1, d->loss1, d->q1, d->y, d->n, d->grad_scale));
     return cpu_mse_grad(bk, d->dq2, d->loss2, d->q2, d->y, d->n, d->grad_scale);
 }
 
 int cpu_dqn_loss(rlt_backend *bk, const rlt_q_loss *d) {
     cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
+    float gamma = d->gamma_dev ? *d->gamma_dev : d->gamma; /* the agent's hparams block, when it names one */
     RLT_TRY(cpu_dqn_target(bk, d->y, NULL, d->r, d->term, d->q_next_target, d->q_next_online, d->ldqn, d->n, d->n_act,
-                           d->gamma));
+                           gamma));
     return cpu_q_loss_grad(bk, d->dq, d->lddq, d->loss, d->q, d->ldq, d->act, d->y, d->n, d->n_act, d->huber_delta,
                            d->grad_scale);
 }
@@ -122,11 +124,16 @@ int cpu_adam(rlt_backend *bk, const rlt_adam_step *d) {
     cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
     uint64_t n = d->n;
     if (d->skip && *d->skip) return RLT_OK; /* an fp16 step with non-finite gradients */
-    if (d->max_grad_norm > 0.0f) RLT_TRY(cpu_clip_grad_norm(bk, d->g, n, d->max_grad_norm, d->norm));
+    /* The agent's hparams block, where the descriptor names it, in place of the plain values. */
+    rlt_adam_hp hp = d->hp;
+    if (d->lr_dev) hp.lr = *d->lr_dev;
+    float tau = d->tau_dev ? *d->tau_dev : d->tau;
+    float max_norm = d->max_grad_norm_dev ? *d->max_grad_norm_dev : d->max_grad_norm;
+    if (d->max_grad_norm > 0.0f) RLT_TRY(cpu_clip_grad_norm(bk, d->g, n, max_norm, d->norm));
     /* Adam and Polyak in one pass (flat.c): m, v and the order of operations are the plain ops', p is within
      * an ulp of cpu_adam_plain's (one division fewer). The plain sequence stays the reference
      * (tests/test_dense.c). */
-    RLT_TRY(cpu_adam_polyak(bk, d->p, d->g, d->m, d->v, n, d->hp, d->step, d->target, d->tau));
+    RLT_TRY(cpu_adam_polyak(bk, d->p, d->g, d->m, d->v, n, hp, d->step, d->target, tau));
     if (d->p_lp) {
         /* The compute copies follow their masters. */
         rlt_cast c = {.rows = 1, .cols = (int64_t)n, .dst = d->p_lp, .dst_dtype = d->lp_dtype, .ldd = (int64_t)n,

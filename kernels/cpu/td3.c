@@ -17,7 +17,9 @@ typedef struct noise_job {
 static void noise_rows(void *arg) {
     const noise_job *j = arg;
     const rlt_target_noise *d = j->d;
-    float *a = d->a, std = d->std, clip = d->clip;
+    float *a = d->a;
+    /* The agent's hparams block, where the descriptor names it, in place of the plain values. */
+    float std = d->std_dev ? *d->std_dev : d->std, clip = d->clip_dev ? *d->clip_dev : d->clip;
     int32_t lda = d->lda, cols = d->cols, row0 = d->row0;
     uint64_t seed = d->seed, ctr = (uint64_t)*d->counter;
     uint32_t stream = d->stream;

@@ -23,7 +23,7 @@ template <bool SEEDS>
 __global__ void adam_kernel(float *p, float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp, const int64_t *step,
                                const float *partial, uint32_t n_parts, float *norm, float max_norm, float *target,
                                float tau, void *p_lp, void *target_lp, int32_t lp_dtype, const int32_t *skip,
-                               cuda_seeds sd) {
+                               const float *lr_dev, const float *tau_dev, const float *max_norm_dev, cuda_seeds sd) {
     __shared__ float shared[ADAM_THREADS];
     cuda_pdl_wait(); /* launched with cuda_launch_pdl */
     cuda_pdl_trigger();
@@ -31,12 +31,18 @@ __global__ void adam_kernel(float *p, float *g, float *m, float *v, uint64_t n, 
         p = cuda_seed_ptr(sd, p), g = cuda_seed_ptr(sd, g), m = cuda_seed_ptr(sd, m), v = cuda_seed_ptr(sd, v);
         step = cuda_seed_ptr(sd, step), norm = cuda_seed_ptr(sd, norm), target = cuda_seed_ptr(sd, target);
         p_lp = cuda_seed_ptr(sd, p_lp), target_lp = cuda_seed_ptr(sd, target_lp), skip = cuda_seed_ptr(sd, skip);
+        lr_dev = cuda_seed_ptr(sd, lr_dev), tau_dev = cuda_seed_ptr(sd, tau_dev);
+        max_norm_dev = cuda_seed_ptr(sd, max_norm_dev);
         if (partial) partial = cuda_seed_scratch(sd, (float *)partial);
     }
     if (skip && *skip) return; /* an fp16 step with non-finite gradients: nothing changes (amp's UNSCALE) */
     /* The step count and this thread's first element are read before the norm's tree: their loads need not wait for
      * it (in an update's graph this kernel is a link of the critical chain, and the tree is a dozen barriers). */
     const int64_t s = *step;
+    /* The agent's hparams block, where the descriptor names it (a batched graph: each agent's own values). */
+    if (lr_dev) hp.lr = *lr_dev;
+    if (tau_dev && target) tau = *tau_dev;
+    if (max_norm_dev && partial) max_norm = *max_norm_dev;
     const uint64_t i0 = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
     float g0 = 0.0f, m0 = 0.0f, v0 = 0.0f, p0 = 0.0f, t0 = 0.0f;
     if (i0 < n) {
@@ -90,8 +96,10 @@ extern "C" int cuda_adam(rlt_backend *bk, const rlt_adam_step *d) {
     cuda_impl *c = cuda_get(bk);
     float *p = d->p, *g = d->g, *m = d->m, *v = d->v;
     uint64_t n = d->n;
-    RLT_TRY(cuda_seeds_check(bk, "adam", 10, p, g, m, v, d->step, clip ? d->norm : NULL, d->target, d->p_lp,
-                             d->target ? d->target_lp : NULL, d->skip));
+    const float *lr_dev = d->lr_dev, *tau_dev = d->target ? d->tau_dev : NULL;
+    const float *max_norm_dev = clip ? d->max_grad_norm_dev : NULL;
+    RLT_TRY(cuda_seeds_check(bk, "adam", 13, p, g, m, v, d->step, clip ? d->norm : NULL, d->target, d->p_lp,
+                             d->target ? d->target_lp : NULL, d->skip, lr_dev, tau_dev, max_norm_dev));
     if (clip) {
         /* The partial sums live in the backend's scratch, which only lane 0 may use. */
         if (c->lane != 0)
@@ -112,7 +120,7 @@ extern "C" int cuda_adam(rlt_backend *bk, const rlt_adam_step *d) {
     CUDA_CHECK(bk, cuda_launch_pdl(bk, z > 1 ? adam_kernel<true> : adam_kernel<false>,
                                    dim3(cuda_blocks(bk, n ? n : 1, ADAM_THREADS), 1, z), dim3(ADAM_THREADS), p, g, m, v,
                                    n, d->hp, d->step, partial, cuda_clip_parts(n), norm, max_norm, target, tau, p_lp,
-                                   target_lp, lp_dtype, skip, cuda_seeds_of(bk)));
+                                   target_lp, lp_dtype, skip, lr_dev, tau_dev, max_norm_dev, cuda_seeds_of(bk)));
     CUDA_CHECK_LAUNCH(bk, "adam_kernel");
     return RLT_OK;
 }

@@ -45,7 +45,7 @@ __global__ void gather_u8_f32_kernel(float *dst, const uint8_t *src, uint64_t ro
 __global__ void dqn_loss_kernel(float *y, float *dq, int32_t lddq, float *loss, const float *q, int32_t ldq,
                                 const int32_t *act, const float *r, const float *term, const float *qt, const float *sel,
                                 int32_t ldqn, int32_t n, int32_t n_act, float gamma, float delta, float k,
-                                cuda_seeds sd) {
+                                const float *gamma_dev, cuda_seeds sd) {
     __shared__ float shared[DQN_REDUCE_THREADS];
     cuda_pdl_wait(); /* launched with cuda_launch_pdl */
     cuda_pdl_trigger();
@@ -53,6 +53,9 @@ __global__ void dqn_loss_kernel(float *y, float *dq, int32_t lddq, float *loss, 
     y = cuda_seed_ptr(sd, y), dq = cuda_seed_ptr(sd, dq), loss = cuda_seed_ptr(sd, loss), q = cuda_seed_ptr(sd, q);
     act = cuda_seed_ptr(sd, act), r = cuda_seed_ptr(sd, r), term = cuda_seed_ptr(sd, term);
     qt = cuda_seed_ptr(sd, qt), sel = cuda_seed_ptr(sd, sel);
+    /* The agent's hparams block, where the descriptor names it (a batched graph: each agent's own gamma). */
+    gamma_dev = cuda_seed_ptr(sd, gamma_dev);
+    if (gamma_dev) gamma = *gamma_dev;
     float acc = 0.0f;
     for (int32_t i = threadIdx.x; i < n; i += DQN_REDUCE_THREADS) {
         /* Every load before the first store, none waiting on another but q's on the action: the target's value rides
@@ -116,11 +119,11 @@ extern "C" int cuda_dqn_loss(rlt_backend *bk, const rlt_q_loss *d) {
     /* Formed on the host in float, exactly as cpu_q_loss_grad does: the gradients then match bit for bit. */
     float k = d->grad_scale / (float)n;
     const float *sel = d->q_next_online ? d->q_next_online : d->q_next_target;
-    RLT_TRY(cuda_seeds_check(bk, "dqn_loss", 9, d->y, d->dq, d->loss, d->q, d->act, d->r, d->term, d->q_next_target,
-                             sel));
+    RLT_TRY(cuda_seeds_check(bk, "dqn_loss", 10, d->y, d->dq, d->loss, d->q, d->act, d->r, d->term, d->q_next_target,
+                             sel, d->gamma_dev));
     CUDA_CHECK(bk, cuda_launch_pdl(bk, dqn_loss_kernel, dim3(1, 1, cuda_seeds_z(bk)), dim3(DQN_REDUCE_THREADS), d->y,
                                    d->dq, d->lddq, d->loss, d->q, d->ldq, d->act, d->r, d->term, d->q_next_target, sel,
-                                   d->ldqn, n, n_act, d->gamma, d->huber_delta, k, cuda_seeds_of(bk)));
+                                   d->ldqn, n, n_act, d->gamma, d->huber_delta, k, d->gamma_dev, cuda_seeds_of(bk)));
     CUDA_CHECK_LAUNCH(bk, "dqn_loss_kernel");
     return RLT_OK;
 }

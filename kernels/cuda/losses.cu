@@ -44,7 +44,8 @@ extern "C" int cuda_sum(rlt_backend *bk, float *out, const float *x, int32_t ldx
  * bit; each loss is summed by the fixed tree of block_sum. */
 __global__ void td3_critic_loss_kernel(float *y, float *dq1, float *dq2, float *loss1, float *loss2, const float *q1,
                                        const float *q2, const float *qt1, const float *qt2, const float *r,
-                                       const float *term, int32_t n, float gamma, float k, cuda_seeds sd) {
+                                       const float *term, int32_t n, float gamma, float k, const float *gamma_dev,
+                                       cuda_seeds sd) {
     __shared__ float shared[REDUCE_THREADS];
     cuda_pdl_wait(); /* launched with cuda_launch_pdl */
     cuda_pdl_trigger();
@@ -53,6 +54,9 @@ __global__ void td3_critic_loss_kernel(float *y, float *dq1, float *dq2, float *
     loss1 = cuda_seed_ptr(sd, loss1), loss2 = cuda_seed_ptr(sd, loss2);
     q1 = cuda_seed_ptr(sd, q1), q2 = cuda_seed_ptr(sd, q2), qt1 = cuda_seed_ptr(sd, qt1), qt2 = cuda_seed_ptr(sd, qt2);
     r = cuda_seed_ptr(sd, r), term = cuda_seed_ptr(sd, term);
+    /* The agent's hparams block, where the descriptor names it (a batched graph: each agent's own gamma). */
+    gamma_dev = cuda_seed_ptr(sd, gamma_dev);
+    if (gamma_dev) gamma = *gamma_dev;
     float acc1 = 0.0f, acc2 = 0.0f;
     for (int32_t i = threadIdx.x; i < n; i += REDUCE_THREADS) {
         /* Every load before the first store: after it, q1 and q2 would be read a round trip later (this kernel is a
@@ -81,11 +85,11 @@ extern "C" int cuda_td3_critic_loss(rlt_backend *bk, const rlt_td3_loss *d) {
     /* The gradient factor is computed here, in host float arithmetic, exactly as cpu_mse_grad does, so the
      * gradients are bit-identical to the CPU's. */
     float k = d->grad_scale * 2.0f / (float)n;
-    RLT_TRY(cuda_seeds_check(bk, "td3_critic_loss", 11, d->y, d->dq1, d->dq2, d->loss1, d->loss2, d->q1, d->q2, d->qt1,
-                             d->qt2, d->r, d->term));
+    RLT_TRY(cuda_seeds_check(bk, "td3_critic_loss", 12, d->y, d->dq1, d->dq2, d->loss1, d->loss2, d->q1, d->q2, d->qt1,
+                             d->qt2, d->r, d->term, d->gamma_dev));
     CUDA_CHECK(bk, cuda_launch_pdl(bk, td3_critic_loss_kernel, dim3(1, 1, cuda_seeds_z(bk)), dim3(REDUCE_THREADS), d->y,
                                    d->dq1, d->dq2, d->loss1, d->loss2, d->q1, d->q2, d->qt1, d->qt2, d->r, d->term, n,
-                                   d->gamma, k, cuda_seeds_of(bk)));
+                                   d->gamma, k, d->gamma_dev, cuda_seeds_of(bk)));
     CUDA_CHECK_LAUNCH(bk, "td3_critic_loss_kernel");
     return RLT_OK;
 }

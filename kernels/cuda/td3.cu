@@ -12,12 +12,16 @@ __device__ __forceinline__ float clampf(float x, float lo, float hi) { return x 
  * draws fresh noise on each replay. */
 __global__ void td3_target_action_kernel(float *a, int32_t lda, int32_t rows, int32_t cols, float std, float clip,
                                          uint64_t seed, uint32_t stream, const int64_t *counter, int32_t row0,
-                                         cuda_seeds sd) {
+                                         const float *std_dev, const float *clip_dev, cuda_seeds sd) {
     cuda_pdl_wait(); /* launched with cuda_launch_pdl */
     cuda_pdl_trigger();
     /* Seed batching: grid z is the agent, drawing from its own seed's stream. */
     a = cuda_seed_ptr(sd, a), counter = cuda_seed_ptr(sd, counter);
     seed = cuda_seed_key(sd, seed);
+    /* The agent's hparams block, where the descriptor names it (a batched graph: each agent's own values). */
+    std_dev = cuda_seed_ptr(sd, std_dev), clip_dev = cuda_seed_ptr(sd, clip_dev);
+    if (std_dev) std = *std_dev;
+    if (clip_dev) clip = *clip_dev;
     uint64_t ctr = (uint64_t)*counter;
     for (int32_t r = blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += gridDim.y * blockDim.y) {
         for (int32_t c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x) {
@@ -45,9 +49,10 @@ extern "C" int cuda_td3_target_action(rlt_backend *bk, const rlt_target_noise *d
     unsigned gy = (unsigned)((rows + 31) / 32);
     unsigned cap = (unsigned)cuda_get(bk)->sm_count * 8u;
     if (gy > cap) gy = cap;
-    RLT_TRY(cuda_seeds_check(bk, "td3_target_action", 2, a, counter));
+    RLT_TRY(cuda_seeds_check(bk, "td3_target_action", 4, a, counter, d->std_dev, d->clip_dev));
     CUDA_CHECK(bk, cuda_launch_pdl(bk, td3_target_action_kernel, dim3(gx, gy, cuda_seeds_z(bk)), block, a, lda, rows, cols,
-                                   std, clip, seed, stream, counter, row0, cuda_seeds_of(bk)));
+                                   std, clip, seed, stream, counter, row0, d->std_dev, d->clip_dev,
+                                   cuda_seeds_of(bk)));
     CUDA_CHECK_LAUNCH(bk, "td3_target_action_kernel");
     return RLT_OK;
 }
