@@ -102,12 +102,12 @@ grep -o "rank 0 (cuda:0)[^;]*" "$OUT/dead.txt" | head -1 | tee -a "$S"
 
 # ---- scaling: TD3 1024-1024/b16384, one GPU against two, threads and processes ---------------------------------
 : >"$OUT/bench.txt"
-# One process: with the default gradient buckets (dist.bucket_mb=2, the average overlapping the backward) and with
+# One process: with gradient buckets (dist.bucket_mb=2, the average overlapping the backward) and with
 # dist.bucket_mb=0 (one all-reduce after the backward) side by side; one process per GPU with the default.
 table=("| precision | launch | dist.bucket_mb | one GPU (updates/s) | two GPUs (updates/s) | ratio |" "|---|---|---|---|---|---|")
 for prec in fp32 bf16; do
   n=1000; [ $prec = bf16 ] && n=3000
-  for mode in devices:2 devices:0 procs:2; do
+  for mode in devices:2 devices:0 procs:0; do
     bmb=${mode#*:}; mode=${mode%:*}
     t0=$SECONDS
     t 100 build/bench/bench_td3_update --device cuda:0 --obs 17 --act 6 --hidden 1024 --batch 16384 --precision $prec \

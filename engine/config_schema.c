@@ -202,7 +202,7 @@ static const cfg_key schema[] = {
     ROW_F64("dist.timeout_s", dist.timeout_s, 0, 604800, CFG_LO_OPEN, "300",
             "the longest a data-parallel rank waits for the others (start-up, NCCL's set-up, a gradient average, the "
             "agreement at each step); past it the run is aborted with exit 1 and a message naming the rank"),
-    ROW_F64("dist.bucket_mb", dist.bucket_mb, 0, 4096, 0, "2",
+    ROW_F64("dist.bucket_mb", dist.bucket_mb, 0, 4096, 0, "0",
             "data-parallel gradient buckets, MiB: an optimiser block of at least twice this many bytes of gradient "
             "is averaged in buckets of layers (output layer first, each at least this big) while the backward of "
             "the earlier layers goes on (TD3's MLP networks); smaller blocks, and 0, keep one all-reduce after the "
