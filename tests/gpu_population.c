@@ -34,15 +34,6 @@ static const char *const k_dqn =
     "network: {hidden: [64, 64]}\n"
     "dqn: {learning_starts: 500, train_freq: 4, gradient_steps: 2, target_update_every: 100}\n";
 
-static char g_log[16384];
-
-static void on_log(void *user, int level, const char *message) {
-    (void)user;
-    (void)level;
-    size_t n = strlen(g_log);
-    snprintf(g_log + n, sizeof g_log - n, "%s\n", message);
-}
-
 static rlt_config *config(const char *base, const char *extra, const char *out_dir) {
     rlt_config *cfg;
     CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
@@ -62,33 +53,17 @@ static void population_vs_single(const char *base, const char *tag, const char *
     snprintf(what, sizeof what, "tmp_gpu_pop_%s", tag);
     snprintf(gdir, sizeof gdir, "%s", test_tmpdir(what));
     rlt_config *cfg = config(base, pop, gdir);
-    g_log[0] = '\0';
-    rlt_log_set_callback(on_log, NULL);
-    rlt_group *g;
-    int rc = rlt_group_init(cfg, &g);
-    CHECK(rc == RLT_OK, "%s: group init: %s", tag, rlt_group_errmsg(g));
-    if (rc == RLT_OK) rc = rlt_group_run(g, NULL, NULL);
-    CHECK(rc == RLT_OK, "%s: group run: %s", tag, rlt_group_errmsg(g));
-    rlt_group_free(g);
-    rlt_config_free(cfg);
-    rlt_log_set_callback(NULL, NULL);
-    CHECK(strstr(g_log, expect) != NULL, "%s: the group's log says '%s'; it says:\n%s", tag, expect, g_log);
+    (void)test_group_logged(cfg, tag, expect);
     for (int k = 0; k < n; k++) {
         snprintf(what, sizeof what, "tmp_gpu_pop_%s_single%d", tag, k);
         snprintf(sdir, sizeof sdir, "%s", test_tmpdir(what));
         rlt_config *one = config(base, NULL, sdir);
         for (int j = 0; single[k][j]; j++)
             CHECK(rlt_config_set(one, single[k][j]) == RLT_OK, "%s: %s: %s", tag, single[k][j], rlt_config_errmsg(one));
-        rlt_trainer *tr;
-        rc = rlt_trainer_init(one, &tr);
-        CHECK(rc == RLT_OK, "%s: single init: %s", tag, rlt_trainer_errmsg(tr));
-        if (rc == RLT_OK) CHECK(rlt_trainer_run(tr, NULL, NULL) == RLT_OK, "%s: single run: %s", tag, rlt_trainer_errmsg(tr));
-        rlt_trainer_free(tr);
-        rlt_config_free(one);
         char mdir[640];
         snprintf(mdir, sizeof mdir, "%s/member_%d", gdir, k);
         snprintf(what, sizeof what, "%s member %d", tag, k);
-        test_same_run(mdir, sdir, what);
+        test_single_same(one, sdir, mdir, what);
     }
 }
 

@@ -29,15 +29,6 @@ static const char *const k_dqn =
     "network: {hidden: [64, 64]}\n"
     "dqn: {learning_starts: 500, train_freq: 4, gradient_steps: 2, target_update_every: 100, eps_fraction: 0.3}\n";
 
-static char g_log[1 << 16];
-
-static void on_log(void *user, int level, const char *message) {
-    (void)user;
-    (void)level;
-    size_t n = strlen(g_log);
-    snprintf(g_log + n, sizeof g_log - n, "%s\n", message);
-}
-
 static rlt_config *config(const char *yaml, const char *out_dir, const char *set1, const char *set2) {
     rlt_config *cfg;
     CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
@@ -60,17 +51,7 @@ static void group_vs_single(const char *yaml, const char *tag, int n, const char
     snprintf(num, sizeof num, "train.num_seeds=%d", n);
     rlt_config *cfg = config(yaml, gdir, num, extra);
     CHECK(rlt_config_set(cfg, "train.seed_batching=true") == RLT_OK, "%s", rlt_config_errmsg(cfg));
-    g_log[0] = '\0';
-    rlt_log_set_callback(on_log, NULL);
-    rlt_group *g;
-    int rc = rlt_group_init(cfg, &g);
-    CHECK(rc == RLT_OK, "%s: group init: %s", tag, rlt_group_errmsg(g));
-    if (rc == RLT_OK) rc = rlt_group_run(g, NULL, NULL);
-    CHECK(rc == RLT_OK, "%s: group run: %s", tag, rlt_group_errmsg(g));
-    rlt_group_free(g);
-    rlt_config_free(cfg);
-    rlt_log_set_callback(NULL, NULL);
-    CHECK(strstr(g_log, expect) != NULL, "%s: the group's log says '%s'; it says:\n%s", tag, expect, g_log);
+    const char *g_log = test_group_logged(cfg, tag, expect);
     const char *r = strstr(g_log, "seed group: ");
     unsigned long long act_rounds = 0, update_rounds = 0;
     for (; r; r = strstr(r + 1, "seed group: "))
@@ -85,16 +66,10 @@ static void group_vs_single(const char *yaml, const char *tag, int n, const char
         char seed[32];
         snprintf(seed, sizeof seed, "seed=%d", s);
         rlt_config *one = config(yaml, sdir, seed, extra);
-        rlt_trainer *tr;
-        rc = rlt_trainer_init(one, &tr);
-        CHECK(rc == RLT_OK, "%s: single init: %s", tag, rlt_trainer_errmsg(tr));
-        if (rc == RLT_OK) CHECK(rlt_trainer_run(tr, NULL, NULL) == RLT_OK, "%s: single run: %s", tag, rlt_trainer_errmsg(tr));
-        rlt_trainer_free(tr);
-        rlt_config_free(one);
         char mdir[640];
         snprintf(mdir, sizeof mdir, "%s/seed_%d", gdir, s);
         snprintf(what, sizeof what, "%s seed %d", tag, s);
-        test_same_run(mdir, sdir, what);
+        test_single_same(one, sdir, mdir, what);
     }
 }
 

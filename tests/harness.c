@@ -280,3 +280,37 @@ void test_same_run(const char *dir_a, const char *dir_b, const char *what) {
     test_strip_wall(text_b);
     CHECK(strchr(text_a, '\n') && strcmp(text_a, text_b) == 0, "%s: metrics.csv differs (but wall_s)", what);
 }
+
+static char g_group_log[1 << 16];
+
+static void group_log_line(void *user, int level, const char *message) {
+    (void)user;
+    (void)level;
+    size_t n = strlen(g_group_log);
+    snprintf(g_group_log + n, sizeof g_group_log - n, "%s\n", message);
+}
+
+const char *test_group_logged(rlt_config *cfg, const char *tag, const char *expect) {
+    g_group_log[0] = '\0';
+    rlt_log_set_callback(group_log_line, NULL);
+    rlt_group *g;
+    int rc = rlt_group_init(cfg, &g);
+    CHECK(rc == RLT_OK, "%s: group init: %s", tag, rlt_group_errmsg(g));
+    if (rc == RLT_OK) rc = rlt_group_run(g, NULL, NULL);
+    CHECK(rc == RLT_OK, "%s: group run: %s", tag, rlt_group_errmsg(g));
+    rlt_group_free(g);
+    rlt_config_free(cfg);
+    rlt_log_set_callback(NULL, NULL);
+    CHECK(strstr(g_group_log, expect) != NULL, "%s: the group's log says '%s'; it says:\n%s", tag, expect, g_group_log);
+    return g_group_log;
+}
+
+void test_single_same(rlt_config *one, const char *sdir, const char *member_dir, const char *what) {
+    rlt_trainer *tr;
+    int rc = rlt_trainer_init(one, &tr);
+    CHECK(rc == RLT_OK, "%s: single init: %s", what, rlt_trainer_errmsg(tr));
+    if (rc == RLT_OK) CHECK(rlt_trainer_run(tr, NULL, NULL) == RLT_OK, "%s: single run: %s", what, rlt_trainer_errmsg(tr));
+    rlt_trainer_free(tr);
+    rlt_config_free(one);
+    test_same_run(member_dir, sdir, what);
+}

@@ -72,6 +72,13 @@ int test_train_config_sets(const char *config, const char *const *sets, const ch
  * fresh tmp_<tag>, printing the group's evaluations; fills out[0 .. n-1] with each member's final progress.
  * Returns the group's status (init and run failures are CHECKed). */
 int test_train_seeds(const char *config, const char *const *sets, const char *tag, int n, struct rlt_progress *out);
+/* Runs the seed group of cfg (freed here) with the library's log captured, CHECKing that it initialises, runs and
+ * logs `expect` (tag names it in the messages); returns the log (a static buffer, valid until the next call). */
+struct rlt_config;
+const char *test_group_logged(struct rlt_config *cfg, const char *tag, const char *expect);
+/* Runs the single run of `one` (freed here), whose out_dir is sdir, and CHECKs it is the same run as the group
+ * member's in member_dir (test_same_run; `what` names the pair). */
+void test_single_same(struct rlt_config *one, const char *sdir, const char *member_dir, const char *what);
 /* The median of v[0 .. n-1] (n <= 64). */
 double test_median(const double *v, int n);
 
