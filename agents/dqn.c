@@ -132,7 +132,7 @@ static int dqn_plan(rlt_agent *ag) {
      * images as they are, float observations as fp32, fp16 or bf16 (widened back by the gather). */
     RLT_TRY(dqn_plan_replay(ag, ag->replay_obs_dtype, (uint64_t)O));
     ag->io_stage_bytes = nb;
-    uint64_t act_io = (uint64_t)d->act_batch * (O * F32 + A * F32);
+    uint64_t act_io = (uint64_t)d->act_batch * (O * F32 + A * F32) + 16; /* + the outputs' alignment */
     if (act_io > ag->io_stage_bytes) ag->io_stage_bytes = act_io;
     return RLT_OK;
 }
@@ -266,7 +266,9 @@ static uint64_t dqn_act_row_bytes(const rlt_agent *ag) {
     return (uint64_t)ag->obs_dim * (d->obs_u8 || d->dict ? 1 : F32); /* a dict row's O counts bytes */
 }
 static float *dqn_act_stage_out(const rlt_agent *ag) {
-    return (float *)(void *)((unsigned char *)ag->io_stage + (uint64_t)dqn_state(ag)->act_batch * dqn_act_row_bytes(ag));
+    /* after the acting batch's rows, 16-byte aligned (byte rows of an odd width would misalign the floats) */
+    uint64_t at = ((uint64_t)dqn_state(ag)->act_batch * dqn_act_row_bytes(ag) + 15) & ~(uint64_t)15;
+    return (float *)(void *)((unsigned char *)ag->io_stage + at);
 }
 
 /* See rlt_algo.act_ops. */

@@ -47,7 +47,7 @@ int dqn_dict_plan(rlt_agent *ag) {
     /* Replay: each frame is a dict row of bytes, stored as it is. */
     RLT_TRY(dqn_plan_replay(ag, RLT_DTYPE_U8, O));
     ag->io_stage_bytes = nb;
-    uint64_t act_io = (uint64_t)d->act_batch * (O + A * F32);
+    uint64_t act_io = (uint64_t)d->act_batch * (O + A * F32) + 16; /* + the outputs' alignment */
     if (act_io > ag->io_stage_bytes) ag->io_stage_bytes = act_io;
     return RLT_OK;
 }

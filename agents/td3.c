@@ -137,7 +137,7 @@ int td3_plan(rlt_agent *ag) {
     RLT_TRY(replay_add_obs_field(&ag->replay, e, "next_obs", ag->replay_obs_dtype, (uint64_t)O));
     /* Host staging: acting rows in and out, and whole blocks for weight init and checkpoints. */
     ag->io_stage_bytes = nb;
-    uint64_t act_io = (uint64_t)t->act_batch * (O + A) * F32;
+    uint64_t act_io = (uint64_t)t->act_batch * (O + A) * F32 + 16; /* + the outputs' alignment */
     if (act_io > ag->io_stage_bytes) ag->io_stage_bytes = act_io;
     return RLT_OK;
 }
@@ -380,7 +380,8 @@ static float scale_action(const rlt_agent *ag, int32_t i, float a) {
 static float *td3_act_stage_out(const rlt_agent *ag) {
     const rlt_td3 *t = td3_state(ag);
     uint64_t row = t->dict ? (uint64_t)ag->obs_dim : (uint64_t)ag->obs_dim * F32;
-    return (float *)(void *)((unsigned char *)ag->io_stage + (uint64_t)t->act_batch * row);
+    uint64_t at = ((uint64_t)t->act_batch * row + 15) & ~(uint64_t)15; /* byte rows may leave it unaligned */
+    return (float *)(void *)((unsigned char *)ag->io_stage + at);
 }
 
 /* See rlt_algo.act_ops. */

@@ -65,7 +65,7 @@ int td3_dict_plan(rlt_agent *ag) {
     RLT_TRY(replay_add_field(&ag->replay, e, "terminated", RLT_DTYPE_F32, 1));
     RLT_TRY(replay_add_obs_field(&ag->replay, e, "next_obs", RLT_DTYPE_U8, R));
     ag->io_stage_bytes = nb;
-    uint64_t act_io = (uint64_t)t->act_batch * (R + (uint64_t)A * F32);
+    uint64_t act_io = (uint64_t)t->act_batch * (R + (uint64_t)A * F32) + 16; /* + the outputs' alignment */
     if (act_io > ag->io_stage_bytes) ag->io_stage_bytes = act_io;
     return RLT_OK;
 }
