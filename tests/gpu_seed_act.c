@@ -30,15 +30,7 @@ static const char *const k_dqn =
     "dqn: {learning_starts: 500, train_freq: 4, gradient_steps: 2, target_update_every: 100, eps_fraction: 0.3}\n";
 
 static rlt_config *config(const char *yaml, const char *out_dir, const char *set1, const char *set2) {
-    rlt_config *cfg;
-    CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
-    CHECK(rlt_config_load_string(cfg, yaml, "act.yaml") == RLT_OK, "%s", rlt_config_errmsg(cfg));
-    char set[700];
-    snprintf(set, sizeof set, "out_dir=%s", out_dir);
-    CHECK(rlt_config_set(cfg, set) == RLT_OK, "%s", rlt_config_errmsg(cfg));
-    if (set1) CHECK(rlt_config_set(cfg, set1) == RLT_OK, "%s: %s", set1, rlt_config_errmsg(cfg));
-    if (set2) CHECK(rlt_config_set(cfg, set2) == RLT_OK, "%s: %s", set2, rlt_config_errmsg(cfg));
-    return cfg;
+    return test_config_text(yaml, "act.yaml", out_dir, set1, set2);
 }
 
 /* A batched group of seeds 1..n of yaml (plus extra), whose log must say `expect` and count batched acting rounds;

@@ -29,15 +29,7 @@ static const char *const k_dqn =
     "dqn: {learning_starts: 500, train_freq: 4, gradient_steps: 2, target_update_every: 100}\n";
 
 static rlt_config *config(const char *yaml, const char *out_dir, const char *set1, const char *set2) {
-    rlt_config *cfg;
-    CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
-    CHECK(rlt_config_load_string(cfg, yaml, "batch.yaml") == RLT_OK, "%s", rlt_config_errmsg(cfg));
-    char set[700];
-    snprintf(set, sizeof set, "out_dir=%s", out_dir);
-    CHECK(rlt_config_set(cfg, set) == RLT_OK, "%s", rlt_config_errmsg(cfg));
-    if (set1) CHECK(rlt_config_set(cfg, set1) == RLT_OK, "%s: %s", set1, rlt_config_errmsg(cfg));
-    if (set2) CHECK(rlt_config_set(cfg, set2) == RLT_OK, "%s: %s", set2, rlt_config_errmsg(cfg));
-    return cfg;
+    return test_config_text(yaml, "batch.yaml", out_dir, set1, set2);
 }
 
 /* A group of seeds 1..n of yaml (plus extra), whose log must say `expect`; then each seed against its single run. */

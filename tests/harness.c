@@ -314,3 +314,15 @@ void test_single_same(rlt_config *one, const char *sdir, const char *member_dir,
     rlt_config_free(one);
     test_same_run(member_dir, sdir, what);
 }
+
+rlt_config *test_config_text(const char *yaml, const char *name, const char *out_dir, const char *set1, const char *set2) {
+    rlt_config *cfg;
+    CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
+    CHECK(rlt_config_load_string(cfg, yaml, name) == RLT_OK, "%s", rlt_config_errmsg(cfg));
+    char set[700];
+    snprintf(set, sizeof set, "out_dir=%s", out_dir);
+    CHECK(rlt_config_set(cfg, set) == RLT_OK, "%s", rlt_config_errmsg(cfg));
+    if (set1) CHECK(rlt_config_set(cfg, set1) == RLT_OK, "%s: %s", set1, rlt_config_errmsg(cfg));
+    if (set2) CHECK(rlt_config_set(cfg, set2) == RLT_OK, "%s: %s", set2, rlt_config_errmsg(cfg));
+    return cfg;
+}

@@ -75,6 +75,10 @@ int test_train_seeds(const char *config, const char *const *sets, const char *ta
 /* Runs the seed group of cfg (freed here) with the library's log captured, CHECKing that it initialises, runs and
  * logs `expect` (tag names it in the messages); returns the log (a static buffer, valid until the next call). */
 struct rlt_config;
+/* A config from YAML text (named `name` in messages) with out_dir and up to two --set overrides (NULL: none);
+ * failures are CHECKed. */
+struct rlt_config *test_config_text(const char *yaml, const char *name, const char *out_dir, const char *set1,
+                                    const char *set2);
 const char *test_group_logged(struct rlt_config *cfg, const char *tag, const char *expect);
 /* Runs the single run of `one` (freed here), whose out_dir is sdir, and CHECKs it is the same run as the group
  * member's in member_dir (test_same_run; `what` names the pair). */
