@@ -9,6 +9,10 @@
  * - A group whose replay is in host memory cannot batch (a batched kernel moves device-arena pointers only): it
  *   says why, each seed runs its own graphs, and the results are again the single runs'. So does a bf16 group,
  *   whose products are cuBLASLt's (it used to be told only that the seeds' plans differ).
+ * - Only the leading seed runs the batched graph, so only its arena holds the batched library workspace: 16 seeds
+ *   of configs/td3_pendulum.yaml (256-256, batch 256) with replay on the device fit the default memory.budget_mb
+ *   (each seed once planned the lead's workspace: 897 MiB), every other seed's arena is the same size and smaller
+ *   than the lead's, and the group's plan table states the sum of what the members reserved.
  * Skipped (77) without a GPU. */
 #include <string.h>
 
@@ -55,6 +59,48 @@ static void group_vs_single(const char *yaml, const char *tag, int n, const char
     }
 }
 
+/* 16 batched seeds of the shipped TD3 config, at its default budget: the lead's arena and 15 smaller ones. */
+static void lead_workspace_only(void) {
+    rlt_config *cfg;
+    CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
+    CHECK(rlt_config_load_file(cfg, RLT_SOURCE_DIR "/configs/td3_pendulum.yaml") == RLT_OK, "%s", rlt_config_errmsg(cfg));
+    const char *sets[] = {"device=cuda:0", "replay.location=device", "train.num_seeds=16", "train.seed_batching=true"};
+    for (size_t i = 0; i < sizeof sets / sizeof *sets; i++)
+        CHECK(rlt_config_set(cfg, sets[i]) == RLT_OK, "%s: %s", sets[i], rlt_config_errmsg(cfg));
+    char set[700];
+    snprintf(set, sizeof set, "out_dir=%s", test_tmpdir("tmp_gpu_batch_lead_ws"));
+    CHECK(rlt_config_set(cfg, set) == RLT_OK, "%s", rlt_config_errmsg(cfg));
+    rlt_group *g;
+    int rc = rlt_group_init(cfg, &g);
+    CHECK(rc == RLT_OK, "16 batched TD3 seeds fit memory.budget_mb 512: %s", rlt_group_errmsg(g));
+    if (rc == RLT_OK) {
+        uint64_t sum = 0, lead = 0, other = 0;
+        for (int32_t k = 0; k < rlt_group_size(g); k++) {
+            rlt_plan_summary s;
+            CHECK(rlt_trainer_memory_plan(rlt_group_member(g, k), &s, NULL) == RLT_OK, "member %d's plan", (int)k);
+            sum += s.device_bytes;
+            if (k == 0) lead = s.device_bytes;
+            else if (k == 1) other = s.device_bytes;
+            else CHECK(s.device_bytes == other, "member %d's arena %llu equals member 1's %llu", (int)k,
+                       (unsigned long long)s.device_bytes, (unsigned long long)other);
+        }
+        CHECK(other < lead, "the other seeds' arenas (%llu) are smaller than the lead's (%llu), which holds the batched "
+              "workspace", (unsigned long long)other, (unsigned long long)lead);
+        CHECK(sum <= 512ull << 20, "all 16 arenas (%llu bytes) within the default budget", (unsigned long long)sum);
+        static char text[1 << 16];
+        rlt_group_plan_format(g, text, sizeof text);
+        const char *at = strstr(text, "device arenas ");
+        CHECK(at != NULL, "the plan table states the seeds' device arenas:\n%s", text);
+        char want[64];
+        if (sum >= (1ull << 30)) snprintf(want, sizeof want, "device arenas %.2f GiB", sum / 1073741824.0);
+        else snprintf(want, sizeof want, "device arenas %.2f MiB", sum / 1048576.0);
+        if (at) CHECK(strncmp(at, want, strlen(want)) == 0, "the plan table's total is the members' reservations "
+                      "summed (%s): %.60s", want, at);
+    }
+    rlt_group_free(g);
+    rlt_config_free(cfg);
+}
+
 int main(void) {
     rlt_config *probe = config(k_td3, test_tmpdir("tmp_gpu_batch_probe"), NULL, NULL);
     rlt_trainer *tr;
@@ -68,6 +114,7 @@ int main(void) {
     /* From 8 seeds on, a network's forward is one launch (linear_chain.cu). */
     group_vs_single(k_td3, "td3_8", 8, NULL, "device arenas lie");
     group_vs_single(k_dqn, "dqn_8", 8, NULL, "run as one batched graph");
+    lead_workspace_only();
     group_vs_single(k_td3, "td3_host_replay", 3, "replay.location=host",
                     "each seed runs its own update graph: the replay is in host memory");
     group_vs_single(k_td3, "td3_bf16", 3, "precision=bf16",

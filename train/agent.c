@@ -297,7 +297,9 @@ int agent_prepare(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
     RLT_TRY(agent_check_spaces(ag, obs, act));
     char why[512] = "";
     ag->bk.lanes = ag->cfg.lanes;
-    ag->bk.seeds = ag->cfg.batch_seeds;
+    /* Only the leading agent runs the batched graph: it alone sizes its scratch and library workspace for every
+     * seed; the others plan as single runs (their plans differ only in backend.workspace, which the batch ignores). */
+    ag->bk.seeds = ag->cfg.arena_slot == 0 ? ag->cfg.batch_seeds : 1;
     ag->bk.span = ag->cfg.batch_seeds > 1 ? ag->cfg.arena_span : NULL;
     ag->bk.span_slot = ag->cfg.arena_slot;
     /* A described GPU (rltrain plan --arch) stands in for `cuda` and `auto`: it plans, and cannot reserve. */

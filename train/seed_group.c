@@ -261,10 +261,23 @@ static int group_member_failed(rlt_group *g, int32_t k, int rc, const char *then
 
 /* ---- init -------------------------------------------------------------------------------------------- */
 
-/* The most seeds that fit a limit when each takes `per` bytes and `shared` bytes are taken once. */
-static uint64_t seeds_within(uint64_t limit, uint64_t shared, uint64_t per) {
-    if (limit < shared) return 0;
-    return per ? (limit - shared) / per : UINT64_MAX;
+/* The most seeds that fit a limit when `shared` bytes are taken once, the first seed takes `first` and each other
+ * `per` (a batched group's leading seed holds the library workspace for all; otherwise first == per). */
+static uint64_t seeds_within(uint64_t limit, uint64_t shared, uint64_t first, uint64_t per) {
+    if (limit < shared || limit - shared < first) return 0;
+    return per ? 1 + (limit - shared - first) / per : UINT64_MAX;
+}
+
+/* What n seeds take when the first takes `first` and each other `per`. */
+static uint64_t seeds_total(uint64_t n, uint64_t first, uint64_t per) {
+    return n ? plan_add_sat(first, plan_mul_sat(n - 1, per)) : 0;
+}
+
+/* The member whose plan stands for the seeds after the first: in a batched group member 1 (initialised before the
+ * fit check for this), whose plan has no batched workspace; otherwise the shown member. */
+static const rlt_agent *group_rest_agent(const rlt_group *g) {
+    if (g->n > 1 && g->m[0].cfg.batch_seeds > 1 && g->m[1].inited) return g->m[1].tr->agent;
+    return g->m[g->shown].tr->agent;
 }
 
 /* One limit's answer: how many seeds fit under it, and the words for the message when it is the tightest. */
@@ -292,43 +305,50 @@ static void fit_keep(fit_limit *f, uint64_t fit, const char *need, const char *w
  * (what each further member's thread maps besides). The tightest names the largest number that fits. */
 static int group_fit(rlt_group *g) {
     const rlt_agent *ag = g->m[g->shown].tr->agent; /* the first member, or the largest of a population's shapes */
+    const rlt_agent *rest = group_rest_agent(g);
     const rlt_plan_summary *s = &ag->summary;
     const rlt_plan *p = &ag->plan;
     const uint64_t n = (uint64_t)g->n, need = agent_plan_need(ag), host = p->arena_bytes[RLT_LOC_HOST];
+    const uint64_t need_rest = agent_plan_need(rest), all_need = seeds_total(n, need, need_rest);
     const char *arena = p->device_is_host ? "host" : "device";
     fit_limit f = {UINT64_MAX, "", "", ""};
     char a[200], b[320], h[96];
-    snprintf(a, sizeof a, "%d x %.2f MiB (the %s arena of one seed) = %.2f MiB", (int)n, need / MIB, arena,
-             plan_mul_sat(n, need) / MIB);
+    if (need_rest == need)
+        snprintf(a, sizeof a, "%d x %.2f MiB (the %s arena of one seed) = %.2f MiB", (int)n, need / MIB, arena,
+                 all_need / MIB);
+    else
+        snprintf(a, sizeof a, "%.2f MiB (the leading seed's %s arena, with the batched library workspace) + %d x %.2f "
+                 "MiB (each other seed's) = %.2f MiB", need / MIB, arena, (int)n - 1, need_rest / MIB, all_need / MIB);
     snprintf(b, sizeof b, "memory.budget_mb allows %.2f MiB for the %s arenas of all seeds", s->budget_bytes / MIB, arena);
-    snprintf(h, sizeof h, ", or memory.budget_mb: %.0f", ceil(plan_mul_sat(n, need) / MIB));
-    fit_keep(&f, seeds_within(s->budget_bytes, 0, need), a, b, h);
+    snprintf(h, sizeof h, ", or memory.budget_mb: %.0f", ceil(all_need / MIB));
+    fit_keep(&f, seeds_within(s->budget_bytes, 0, need, need_rest), a, b, h);
     if (s->device_total) {
         snprintf(b, sizeof b, "the device had %.2f MiB free", s->device_free / MIB);
-        fit_keep(&f, seeds_within(s->device_free, 0, need), a, b, "");
+        fit_keep(&f, seeds_within(s->device_free, 0, need, need_rest), a, b, "");
     }
     if (s->process_budget_bytes) {
         uint64_t pb = s->process_budget_bytes;
         uint64_t shared = p->device_is_host ? 0 : s->context_bytes - s->handle_bytes;
         uint64_t per = p->device_is_host ? need : need + s->handle_bytes;
-        uint64_t all = plan_add_sat(shared, plan_mul_sat(n, per));
+        uint64_t per_rest = p->device_is_host ? need_rest : need_rest + rest->summary.handle_bytes;
+        uint64_t all = plan_add_sat(shared, seeds_total(n, per, per_rest));
         if (p->device_is_host)
             snprintf(b, sizeof b, "memory.process_budget_mb allows %.2f MiB (on the CPU it caps the host arenas)", pb / MIB);
         else
             snprintf(b, sizeof b, "memory.process_budget_mb allows %.2f MiB for the process: the CUDA context once "
-                     "(%.2f MiB), and each seed's device arena and library handles (%.2f MiB)", pb / MIB, shared / MIB,
-                     per / MIB);
+                     "(%.2f MiB), and each seed's device arena and library handles (%.2f MiB%s)", pb / MIB, shared / MIB,
+                     per_rest / MIB, per_rest == per ? "" : ", the leading seed's more");
         snprintf(h, sizeof h, ", or memory.process_budget_mb: %.0f", ceil(all / MIB));
         char pa[200];
         snprintf(pa, sizeof pa, "%.2f MiB in all", all / MIB);
-        fit_keep(&f, seeds_within(pb, shared, per), p->device_is_host ? a : pa, b, h);
+        fit_keep(&f, seeds_within(pb, shared, per, per_rest), p->device_is_host ? a : pa, b, h);
     }
     if (p->host.avail != UINT64_MAX) {
         uint64_t per = host + p->host_overhead;
         snprintf(a, sizeof a, "%d x %.2f MiB (each seed's host arena and %.0f MiB for the rest of its run) = %.2f MiB",
                  (int)n, per / MIB, p->host_overhead / MIB, plan_mul_sat(n, per) / MIB);
         snprintf(b, sizeof b, "%s leaves %.2f MiB", p->host.source, p->host.avail / MIB);
-        fit_keep(&f, seeds_within(p->host.avail, 0, per), a, b, "");
+        fit_keep(&f, seeds_within(p->host.avail, 0, per, per), a, b, "");
     }
     /* Under an address-space or data limit each further seed maps more than its plan: its thread's malloc arena,
      * and on the CPU an OpenBLAS buffer, which OpenBLAS's pool takes during the run when two seeds call it at
@@ -342,7 +362,7 @@ static int group_fit(rlt_group *g) {
                  GROUP_THREAD_ARENA_BYTES / MIB, p->device_is_host ? ", an OpenBLAS buffer of 129 MiB" : "",
                  plan_mul_sat(n - 1, per) / MIB);
         snprintf(b, sizeof b, "%s leaves %.2f MiB after the first seed", vm.source, vm.avail / MIB);
-        fit_keep(&f, plan_add_sat(seeds_within(vm.avail, 0, per), 1), a, b, "");
+        fit_keep(&f, plan_add_sat(seeds_within(vm.avail, 0, per, per), 1), a, b, "");
     }
     if (f.fit >= n) return RLT_OK;
     if (f.fit < 1) f.fit = 1; /* the first member fit on its own */
@@ -378,7 +398,7 @@ static int group_fit_host_ranks(rlt_group *g) {
     if (vm.avail == UINT64_MAX) return RLT_OK;
     const uint64_t n = (uint64_t)g->n, host = p->arena_bytes[RLT_LOC_HOST];
     const uint64_t per = host + p->host_overhead + GROUP_THREAD_ARENA_BYTES + GROUP_BLAS_BUFFER_BYTES;
-    uint64_t fit = plan_add_sat(seeds_within(vm.avail, 0, per), 1);
+    uint64_t fit = plan_add_sat(seeds_within(vm.avail, 0, per, per), 1);
     if (fit >= n) return RLT_OK;
     char where[400];
     RLT_FAIL(&g->err, RLT_ENOFIT, "%s: a data-parallel run on %d CPU devices needs %d more x %.2f MiB (a host arena, "
@@ -614,11 +634,12 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
                      (unsigned long long)g->m[k].seed, (int)k + 1, (int)n);
         g->m[k].started = 1;
     }
-    /* The first member (with a population of several shapes, the first of each shape), then the check that N of it
-     * (of the largest) fit, then the rest: a group that cannot fit stops before the others reserve anything. */
+    /* The first member (with a population of several shapes, the first of each shape; in a batched group the second
+     * too, which has no batched workspace), then the check that N of it (of the largest) fit, then the rest: a
+     * group that cannot fit stops before the others reserve anything. */
     int32_t inited = 0;
     for (int32_t k = 0; k < n; k++) {
-        if (k > 0 && !group_new_shape(g, k)) continue;
+        if (k > 0 && !group_new_shape(g, k) && !(k == 1 && g->m[0].cfg.batch_seeds > 1)) continue;
         int rc = group_one(g, k, CMD_INIT);
         if (rc != RLT_OK) {
             g->shown = k;
@@ -771,25 +792,33 @@ size_t rlt_group_plan_format(const rlt_group *g, char *buf, size_t cap) {
     if (config_population_has_shapes(&g->cfg))
         rlt_text_add(&t, "  members of several shapes: the table and the per-seed figures are the largest member's (%s), "
                      "and the totals hold it for every member\n", g->m[g->shown].dir);
+    /* A batched group's leading seed (the table) holds the batched library workspace; the others plan as one run. */
+    const rlt_agent *rest = group_rest_agent(g);
+    const rlt_plan_summary *r = &rest->summary;
     plan_bytes_text(a, sizeof a, s->host_bytes);
     plan_bytes_text(b, sizeof b, s->device_bytes);
-    plan_bytes_text(c, sizeof c, plan_mul_sat(n, s->host_bytes));
-    plan_bytes_text(d, sizeof d, plan_mul_sat(n, s->device_bytes));
-    rlt_text_add(&t, "  per seed: host arena %s, device arena %s; all %d seeds: host arenas %s, device arenas %s\n", a, b,
-                 (int)g->n, c, d);
+    plan_bytes_text(c, sizeof c, seeds_total(n, s->host_bytes, r->host_bytes));
+    plan_bytes_text(d, sizeof d, seeds_total(n, s->device_bytes, r->device_bytes));
+    rlt_text_add(&t, "  per seed: host arena %s, device arena %s", a, b);
+    if (rest != ag) {
+        plan_bytes_text(a, sizeof a, r->device_bytes);
+        rlt_text_add(&t, " (the leading seed, which runs the batched graph; each other seed's device arena %s)", a);
+    }
+    rlt_text_add(&t, "; all %d seeds: host arenas %s, device arenas %s\n", (int)g->n, c, d);
     if (!ag->plan.device_is_host) {
         plan_bytes_text(a, sizeof a, s->context_bytes - s->handle_bytes);
-        plan_bytes_text(b, sizeof b, s->handle_bytes);
+        plan_bytes_text(b, sizeof b, r->handle_bytes);
         plan_bytes_text(c, sizeof c, plan_add_sat(s->context_bytes - s->handle_bytes,
-                                                  plan_mul_sat(n, s->device_bytes + s->handle_bytes)));
+                                                  seeds_total(n, s->device_bytes + s->handle_bytes,
+                                                              r->device_bytes + r->handle_bytes)));
         rlt_text_add(&t, "  whole process on the device: context and kernels %s once + %d x (device arena + library "
                      "handles %s) = %s\n", a, (int)g->n, b, c);
     }
+    uint64_t all = seeds_total(n, agent_plan_need(ag), agent_plan_need(rest));
     plan_bytes_text(a, sizeof a, s->budget_bytes);
-    plan_bytes_text(b, sizeof b, plan_mul_sat(n, agent_plan_need(ag)));
+    plan_bytes_text(b, sizeof b, all);
     rlt_text_add(&t, "  budget %s for the %s arenas of all seeds: needs %s -> %s\n", a,
-                 ag->plan.device_is_host ? "host" : "device", b,
-                 plan_mul_sat(n, agent_plan_need(ag)) <= s->budget_bytes ? "fits" : "DOES NOT FIT");
+                 ag->plan.device_is_host ? "host" : "device", b, all <= s->budget_bytes ? "fits" : "DOES NOT FIT");
     return t.len;
 }
 
