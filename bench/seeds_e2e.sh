@@ -6,6 +6,8 @@
 # and configs/dqn_cartpole.yaml. Each group line also gives the ratio to one seed's wall time (1.0: N seeds take
 # what one does) and the group's own count of batched acting and update rounds.
 # Usage: bash bench/seeds_e2e.sh [BUILD_DIR] [DEVICE] [N...]    (defaults: build cuda:0 "16 64"; builds nothing)
+#   env: MODES (default "batched act_own graph_each": which group lines to run), CONFIGS (default "td3_pendulum
+#   dqn_cartpole"). Groups get memory.budget_mb 4096: the configs' budgets are one run's (64 TD3 seeds need 816 MiB).
 set -uo pipefail
 build=${1:-build}
 device=${2:-cuda:0}
@@ -27,20 +29,21 @@ run() {
   grep -h "seed group: .*act\|batched acting rounds" "$log" | sed 's/^/  /'
 }
 
-for config in td3_pendulum dqn_cartpole; do
+for config in ${CONFIGS:-td3_pendulum dqn_cartpole}; do
   echo "== configs/$config.yaml on $device"
   run --config configs/$config.yaml
   one=$wall
   printf "  %-44s %8.2f s\n" "1 seed" "${one:-0}"
   for n in $ns; do
-    for mode in batched act_own graph_each; do
+    for mode in ${MODES:-batched act_own graph_each}; do
       case $mode in
         batched)    label="$n seeds, batched updates and acting";   env=""; batching=true ;;
         act_own)    label="$n seeds, batched updates, own acting";  env="RLT_SEEDS_ACT=0"; batching=true ;;
         graph_each) label="$n seeds, a graph each";                 env=""; batching=false ;;
       esac
       if [ -n "$env" ]; then export $env; fi
-      run --config configs/$config.yaml --set train.num_seeds=$n --set train.seed_batching=$batching
+      run --config configs/$config.yaml --set train.num_seeds=$n --set train.seed_batching=$batching \
+        --set memory.budget_mb=4096
       if [ -n "$env" ]; then unset ${env%%=*}; fi
       if [ -n "$wall" ] && [ -n "$one" ]; then
         printf "  %-44s %8.2f s  (%.2fx one seed's wall time)\n" "$label" "$wall" "$(awk -v a="$wall" -v b="$one" 'BEGIN { print a / b }')"

@@ -15,11 +15,44 @@
  * bit, without a grid-wide barrier; block 0 publishes it. Then each element is clipped, stepped, copied to 16 bits
  * and averaged into the target, in that order, while it is in a register. */
 #define ADAM_THREADS 256
-/* Seed batching: adam_kernel<true> runs agent blockIdx.z's step, its pointers moved and its partial sums its slice
- * of the scratch. Built apart from adam_kernel<false>, the single-agent kernel as it was: ten moved pointers take
+
+/* What every element's step shares: the streams, the clipping coefficient and tau. */
+struct adam_args {
+    float *p, *g, *m, *v, *target;
+    void *p_lp, *target_lp;
+    int32_t lp_dtype;
+    bool clip;
+    float coef, tau;
+};
+
+/* One element's whole step, in the order the CPU oracles take it: clipped (g written back), stepped, copied to 16
+ * bits, averaged into the target; the new p, m, v and target go to *po, *mo, *vo, *to for the caller to store. */
+__device__ __forceinline__ void adam_one(const adam_args &a, const rlt_adam_hp &hp, const rlt_adam_coef &c, uint64_t i,
+                                         float pi, float gi, float mi, float vi, float ti, float *po, float *mo,
+                                         float *vo, float *to) {
+    if (a.clip) {
+        gi *= a.coef;
+        a.g[i] = gi;
+    }
+    pi = rlt_adam_elem(hp, c, pi, gi, &mi, &vi);
+    *mo = mi, *vo = vi, *po = pi;
+    if (a.p_lp) lp_store(a.p_lp, a.lp_dtype, (int64_t)i, pi);
+    if (a.target) {
+        ti = a.tau * pi + (1.0f - a.tau) * ti;
+        *to = ti;
+        if (a.target_lp) lp_store(a.target_lp, a.lp_dtype, (int64_t)i, ti);
+    }
+}
+
+/* VEC 4: each thread steps four neighbouring elements through 16-byte loads and stores (every stream 16-byte
+ * aligned, checked by the launcher), and thread 0 the n % 4 left; the same arithmetic per element, so the same bits.
+ * One element per thread paid the two powf of the bias corrections and a batched seed's pointer moves for every
+ * element, and its scalar loads left the step at a third of the memory's rate (bench/RESULTS.md). */
+/* Seed batching: adam_kernel<true, VEC> runs agent blockIdx.z's step, its pointers moved and its partial sums its slice
+ * of the scratch. Built apart from adam_kernel<false, VEC>, the single-agent kernel: ten moved pointers take
  * registers the parameter space spares it (56 against 31 on sm_90), and the blocks an SM holds at once would
  * halve. */
-template <bool SEEDS>
+template <bool SEEDS, int VEC>
 __global__ void adam_kernel(float *p, float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp, const int64_t *step,
                                const float *partial, uint32_t n_parts, float *norm, float max_norm, float *target,
                                float tau, void *p_lp, void *target_lp, int32_t lp_dtype, const int32_t *skip,
@@ -43,13 +76,19 @@ __global__ void adam_kernel(float *p, float *g, float *m, float *v, uint64_t n, 
     if (lr_dev) hp.lr = *lr_dev;
     if (tau_dev && target) tau = *tau_dev;
     if (max_norm_dev && partial) max_norm = *max_norm_dev;
-    const uint64_t i0 = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    float g0 = 0.0f, m0 = 0.0f, v0 = 0.0f, p0 = 0.0f, t0 = 0.0f;
-    if (i0 < n) {
-        g0 = g[i0], m0 = m[i0], v0 = v[i0], p0 = p[i0];
-        if (target) t0 = target[i0];
+    const uint64_t i0 = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x, nv = n / VEC;
+    float4 g0 = {0, 0, 0, 0}, m0 = g0, v0 = g0, p0 = g0, t0 = g0;
+    if (i0 < nv) {
+        if (VEC == 4) {
+            g0 = ((const float4 *)g)[i0], m0 = ((const float4 *)m)[i0], v0 = ((const float4 *)v)[i0];
+            p0 = ((const float4 *)p)[i0];
+            if (target) t0 = ((const float4 *)target)[i0];
+        } else {
+            g0.x = g[i0], m0.x = m[i0], v0.x = v[i0], p0.x = p[i0];
+            if (target) t0.x = target[i0];
+        }
     }
-    float coef = 1.0f;
+    adam_args a = {p, g, m, v, target, p_lp, target_lp, lp_dtype, false, 1.0f, tau};
     if (partial) {
         shared[threadIdx.x] = threadIdx.x < n_parts ? partial[threadIdx.x] : 0.0f;
         __syncthreads();
@@ -59,33 +98,46 @@ __global__ void adam_kernel(float *p, float *g, float *m, float *v, uint64_t n, 
         }
         float nrm = sqrtf(shared[0]);
         if (blockIdx.x == 0 && threadIdx.x == 0) *norm = nrm;
-        coef = max_norm / (nrm + 1e-6f);
+        a.coef = max_norm / (nrm + 1e-6f);
     }
-    const bool clip = partial && coef < 1.0f;
+    a.clip = partial && a.coef < 1.0f;
     /* The CPU twin rejects step < 1; here that would need a host sync, so the update is skipped instead
      * (bias correction 1 - beta^0 = 0 would divide by zero). */
     if (s < 1) return;
     const rlt_adam_coef c = rlt_adam_coefs(hp, s);
     uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-    for (uint64_t i = i0; i < n; i += stride) {
-        const bool first = i == i0;
-        float gi = first ? g0 : g[i];
-        if (clip) {
-            gi *= coef;
-            g[i] = gi;
+    for (uint64_t q = i0; q < nv; q += stride) {
+        if (q != i0) {
+            if (VEC == 4) {
+                g0 = ((const float4 *)g)[q], m0 = ((const float4 *)m)[q], v0 = ((const float4 *)v)[q];
+                p0 = ((const float4 *)p)[q];
+                if (target) t0 = ((const float4 *)target)[q];
+            } else {
+                g0.x = g[q], m0.x = m[q], v0.x = v[q], p0.x = p[q];
+                if (target) t0.x = target[q];
+            }
         }
-        float mi = first ? m0 : m[i], vi = first ? v0 : v[i];
-        float pi = rlt_adam_elem(hp, c, first ? p0 : p[i], gi, &mi, &vi);
-        m[i] = mi;
-        v[i] = vi;
-        p[i] = pi;
-        if (p_lp) lp_store(p_lp, lp_dtype, (int64_t)i, pi);
-        if (target) {
-            float ti = tau * pi + (1.0f - tau) * (first ? t0 : target[i]);
-            target[i] = ti;
-            if (target_lp) lp_store(target_lp, lp_dtype, (int64_t)i, ti);
+        const uint64_t i = q * VEC;
+        adam_one(a, hp, c, i, p0.x, g0.x, m0.x, v0.x, t0.x, &p0.x, &m0.x, &v0.x, &t0.x);
+        if (VEC == 4) {
+            adam_one(a, hp, c, i + 1, p0.y, g0.y, m0.y, v0.y, t0.y, &p0.y, &m0.y, &v0.y, &t0.y);
+            adam_one(a, hp, c, i + 2, p0.z, g0.z, m0.z, v0.z, t0.z, &p0.z, &m0.z, &v0.z, &t0.z);
+            adam_one(a, hp, c, i + 3, p0.w, g0.w, m0.w, v0.w, t0.w, &p0.w, &m0.w, &v0.w, &t0.w);
+            ((float4 *)m)[q] = m0, ((float4 *)v)[q] = v0, ((float4 *)p)[q] = p0;
+            if (target) ((float4 *)target)[q] = t0;
+        } else {
+            m[q] = m0.x, v[q] = v0.x, p[q] = p0.x;
+            if (target) target[q] = t0.x;
         }
     }
+    /* The n % VEC elements past the last whole vector. */
+    if (VEC > 1 && i0 == 0)
+        for (uint64_t i = nv * VEC; i < n; i++) {
+            float pi, mi, vi, ti = 0.0f;
+            adam_one(a, hp, c, i, p[i], g[i], m[i], v[i], target ? target[i] : 0.0f, &pi, &mi, &vi, &ti);
+            m[i] = mi, v[i] = vi, p[i] = pi;
+            if (target) target[i] = ti;
+        }
 }
 
 extern "C" int cuda_adam(rlt_backend *bk, const rlt_adam_step *d) {
@@ -117,8 +169,17 @@ extern "C" int cuda_adam(rlt_backend *bk, const rlt_adam_step *d) {
     const int32_t *skip = d->skip;
     CUDA_REQUIRE(bk, !p_lp || lp_dtype == RLT_LP_BF16 || lp_dtype == RLT_LP_F16, "adam");
     const unsigned z = cuda_seeds_z(bk);
-    CUDA_CHECK(bk, cuda_launch_pdl(bk, z > 1 ? adam_kernel<true> : adam_kernel<false>,
-                                   dim3(cuda_blocks(bk, n ? n : 1, ADAM_THREADS), 1, z), dim3(ADAM_THREADS), p, g, m, v,
+    /* Four elements a thread where every stream is 16-byte aligned (a batched agent's arena lies a multiple of the
+     * plan's alignment from the lead's, so its pointers align as the lead's do). */
+    const uintptr_t any = (uintptr_t)p | (uintptr_t)g | (uintptr_t)m | (uintptr_t)v | (uintptr_t)target;
+    const int vec = (any % 16) == 0 && n >= 4;
+    void (*kernel)(float *, float *, float *, float *, uint64_t, rlt_adam_hp, const int64_t *, const float *, uint32_t,
+                   float *, float, float *, float, void *, void *, int32_t, const int32_t *, const float *,
+                   const float *, const float *, cuda_seeds) =
+        z > 1 ? (vec ? adam_kernel<true, 4> : adam_kernel<true, 1>) : (vec ? adam_kernel<false, 4> : adam_kernel<false, 1>);
+    const uint64_t items = vec ? n / 4 : n;
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, kernel, dim3(cuda_blocks(bk, items ? items : 1, ADAM_THREADS), 1, z),
+                                   dim3(ADAM_THREADS), p, g, m, v,
                                    n, d->hp, d->step, partial, cuda_clip_parts(n), norm, max_norm, target, tau, p_lp,
                                    target_lp, lp_dtype, skip, lr_dev, tau_dev, max_norm_dev, cuda_seeds_of(bk)));
     CUDA_CHECK_LAUNCH(bk, "adam_kernel");
@@ -127,6 +188,8 @@ extern "C" int cuda_adam(rlt_backend *bk, const rlt_adam_step *d) {
 
 extern "C" cudaError_t cuda_preload_adam(void) {
     cudaFuncAttributes a;
-    cudaError_t rc = cudaFuncGetAttributes(&a, adam_kernel<false>);
-    return rc == cudaSuccess ? cudaFuncGetAttributes(&a, adam_kernel<true>) : rc;
+    cudaError_t rc = cudaFuncGetAttributes(&a, adam_kernel<false, 1>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, adam_kernel<false, 4>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, adam_kernel<true, 1>);
+    return rc == cudaSuccess ? cudaFuncGetAttributes(&a, adam_kernel<true, 4>) : rc;
 }

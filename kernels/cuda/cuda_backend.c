@@ -300,6 +300,7 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
     c->seeds_blas = !(sblas && strcmp(sblas, "0") == 0);
     const char *slt = getenv("RLT_CUDA_SEEDS_LT");
     c->seeds_lt = !(slt && strcmp(slt, "0") == 0);
+    c->seeds_rule = cuda_rule_seeds_env(getenv("RLT_CUDA_SEEDS_RULE"));
     bk->impl = c;
     bk->device_is_host = 0;
     bk->device_index = index;

@@ -149,6 +149,7 @@ typedef struct cuda_impl {
      * pass, for A/B runs). */
     int64_t seeds_stride;
     int32_t seeds_lt;
+    int32_t seeds_rule; /* which rule sends seed-batched products to the library (cuda_rule_seeds_env) */
     cudaEvent_t seed_event; /* an agent's: its work before a batched launch (seed_mark); the lead's: the launch */
     /* Batched copies (rlt_seeds_desc.host_delta, seed_copy.cu): agent z's host side is the lead's moved by
      * seeds_host_delta[z] (device memory), within the lead's host arena [seeds_host_lo, seeds_host_hi); NULL: copies
