@@ -972,8 +972,9 @@ static void test_linear_chain(void) {
         {128, 0, 3, {4, 120, 84, 2}, {RLT_ACT_RELU, RLT_ACT_RELU, RLT_ACT_NONE}}, /* CartPole's DQN */
         {1, 0, 3, {4, 120, 84, 2}, {RLT_ACT_RELU, RLT_ACT_RELU, RLT_ACT_NONE}},   /* one row */
         {37, 2, 3, {3, 64, 64, 1}, {RLT_ACT_TANH, RLT_ACT_RELU, RLT_ACT_NONE}},   /* a ragged last block */
-        /* 4 k-groups (32x32 tiles); each product under 2^22 multiply-adds, which batched seeds send to the library */
-        {1024, 0, 2, {17, 128, 6}, {RLT_ACT_RELU, RLT_ACT_TANH}},
+        /* 4 k-groups (32x32 tiles); each product under 2^20 multiply-adds, from which batched seeds' fp32 products
+         * with all dimensions of 16 or more go to the library (cuda_rule_seeds_blas) */
+        {448, 0, 2, {17, 128, 6}, {RLT_ACT_RELU, RLT_ACT_TANH}},
         {9, 1, 4, {8, 33, 7, 40, 3}, {RLT_ACT_RELU, RLT_ACT_TANH, RLT_ACT_RELU, RLT_ACT_NONE}},
         /* too wide: layer by layer (32 rows keep its 256 x 256 product on linear.cu's kernels; from 2^22 multiply-adds
          * batched seeds' products go to the library: test_seeds_library) */
