@@ -15,7 +15,9 @@
 #     greenlet typing_extensions packaging PyYAML
 # Usage (device machine, repo root): bash bench/sweep_bench.sh [BUILD_DIR]   (default build; built when missing)
 #   env: TRIALS (64), BATCH (64: one population), PROCS (1), DEVICE (cuda:0), STEPS (the config's total_steps),
-#   GPUS (1; 2 or more adds the sweep again with one worker per GPU, --device cuda:K, on one journal file).
+#   GPUS (1; 2 or more adds the sweep again with one worker per GPU, --device cuda:K, on one journal file),
+#   STAGES (default "1 2 3 4 5": which numbered parts to run; 1 is the 16-member population, and the one run, the
+#   reference, always runs).
 # Every command runs under `timeout`; the log and each sweep's trials.csv go to $OUT (or ./sweep_out).
 set -uo pipefail
 build=${1:-build}
@@ -53,6 +55,8 @@ sets=(--set device="$DEVICE" --set train.progress_every_s=5)
 common=(--config configs/td3_pendulum.yaml --space "$work/space.yaml" --trials "$TRIALS" --sampler random
         --sampler-seed 1 --quiet "${sets[@]}")
 now() { date +%s.%N; }
+want() { case " ${STAGES:-1 2 3 4 5} " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+one=0 p16=0 pop=0 proc=0 med=0
 elapsed() { python3 -c "print(f'{$2 - $1:.1f}')"; }
 
 say "== 1. one run of configs/td3_pendulum.yaml on $DEVICE"
@@ -61,6 +65,7 @@ timeout 300 "$build/rltrain" --config configs/td3_pendulum.yaml "${sets[@]}" --s
   >>"$log" 2>&1
 rc=$?; t1=$(now); one=$(elapsed "$t0" "$t1"); say "one run: ${one} s (exit $rc)"
 
+if want 1; then
 say "== 1b. a 16-member population of configs/td3_pendulum.yaml (td3.actor_lr and td3.tau differing) in one process (issue #39: <= 2x one run)"
 cp configs/td3_pendulum.yaml "$work/pop16.yaml"
 python3 - "$work/pop16.yaml" <<'PY'
@@ -77,6 +82,8 @@ rc=$?; t1=$(now); p16=$(elapsed "$t0" "$t1")
 say "16-member population: ${p16} s (exit $rc); $(python3 -c "print(f'{$p16 / $one:.2f}')")x one run"
 cp "$work/pop16/summary.csv" "$OUT/population16_summary.csv" 2>/dev/null
 
+fi
+if want 2; then
 say "== 2. the sweep as populations of $BATCH (one worker, one process), no pruning"
 t0=$(now)
 timeout 900 python3 -m rltrain.sweep "${common[@]}" --storage "journal:$work/pop.journal" --study pop \
@@ -86,6 +93,8 @@ say "populations: ${pop} s for $TRIALS trials (exit $rc); $(python3 -c "print(f'
 timeout 120 python3 -m rltrain.sweep.report pop --storage "journal:$work/pop.journal" --out "$work/pop_report" \
   --no-plots >/dev/null 2>>"$log" && cp "$work/pop_report/trials.csv" "$OUT/populations_trials.csv"
 
+fi
+if want 3; then
 say "== 3. the same sweep, one trial per process ($PROCS at a time), no pruning"
 t0=$(now)
 loop() {
@@ -109,11 +118,13 @@ done_n=$(python3 -c "
 import optuna; from rltrain.sweep import open_storage
 s = optuna.load_study(study_name='proc', storage=open_storage('journal:$work/proc.journal'))
 print(sum(t.state.name == 'COMPLETE' for t in s.trials))" 2>>"$log")
-say "one trial per process: ${proc} s for ${done_n} completed trials; $(python3 -c "print(f'{$proc / $one:.2f}')")x one run; populations $(python3 -c "print(f'{$proc / $pop:.2f}')")x faster"
+say "one trial per process: ${proc} s for ${done_n} completed trials; $(python3 -c "print(f'{$proc / $one:.2f}')")x one run; populations $(python3 -c "print(f'{$proc / $pop:.2f}' if $pop else '-')")x faster"
 tail -3 "$work"/proc_1.log >>"$log" 2>/dev/null
 timeout 120 python3 -m rltrain.sweep.report proc --storage "journal:$work/proc.journal" --out "$work/proc_report" \
   --no-plots >/dev/null 2>>"$log" && cp "$work/proc_report/trials.csv" "$OUT/processes_trials.csv"
 
+fi
+if want 4; then
 say "== 4. populations of $BATCH again with the median pruner (what a user runs)"
 t0=$(now)
 timeout 900 python3 -m rltrain.sweep "${common[@]}" --storage "journal:$work/med.journal" --study med \
@@ -121,8 +132,9 @@ timeout 900 python3 -m rltrain.sweep "${common[@]}" --storage "journal:$work/med
 rc=$?; t1=$(now); med=$(elapsed "$t0" "$t1")
 say "populations with pruning: ${med} s (exit $rc); $(python3 -c "print(f'{$med / $one:.2f}')")x one run"
 cp "$work/med/best.json" "$OUT/median_best.json" 2>/dev/null
+fi
 multi=""
-if [ "${GPUS:-1}" -gt 1 ]; then
+if [ "${GPUS:-1}" -gt 1 ] && want 5; then
   say "== 5. the sweep over $GPUS GPUs, one worker each (--device cuda:K) on one journal file, no pruning"
   t0=$(now)
   for g in $(seq 0 $((GPUS - 1))); do
