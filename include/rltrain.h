@@ -161,6 +161,13 @@ RLT_API int rlt_plan_fit(const rlt_config *cfg, rlt_fit_report *out, char *table
 RLT_API int rlt_plan_fit_json(const rlt_config *cfg, char *buf, size_t cap, size_t *len, int32_t *fits, char *err,
                               size_t err_cap);
 
+/* What a seed group of cfg (train.num_seeds, train.seeds, a population) reserves in its budgeted arenas: the first
+ * member's (*first) and each other's (*each), so N members take first + (N - 1) x each. With train.seed_batching on
+ * one GPU the first is the leading seed, whose batched graph runs every seed's update and whose arena alone holds
+ * the library workspace for all of them (docs/seeds.md); otherwise the two are equal. For one run both are its
+ * plan's. Status and err as rlt_plan_fit's. */
+RLT_API int rlt_plan_group(const rlt_config *cfg, uint64_t *first, uint64_t *each, char *err, size_t err_cap);
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Spaces and the agent API (for simulators that drive their own loop)                            */
 /* ---------------------------------------------------------------------------------------------- */

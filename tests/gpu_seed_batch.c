@@ -12,7 +12,8 @@
  * - Only the leading seed runs the batched graph, so only its arena holds the batched library workspace: 16 seeds
  *   of configs/td3_pendulum.yaml (256-256, batch 256) with replay on the device fit the default memory.budget_mb
  *   (each seed once planned the lead's workspace: 897 MiB), every other seed's arena is the same size and smaller
- *   than the lead's, and the group's plan table states the sum of what the members reserved.
+ *   than the lead's, and the group's plan table states the sum of what the members reserved; rlt_plan_group
+ *   (`rltrain plan`) planned those two sizes before.
  * Skipped (77) without a GPU. */
 #include <string.h>
 
@@ -70,6 +71,10 @@ static void lead_workspace_only(void) {
     char set[700];
     snprintf(set, sizeof set, "out_dir=%s", test_tmpdir("tmp_gpu_batch_lead_ws"));
     CHECK(rlt_config_set(cfg, set) == RLT_OK, "%s", rlt_config_errmsg(cfg));
+    /* What rltrain plan says the members take (rlt_plan_group), against what the group reserves below. */
+    uint64_t planned_first = 0, planned_each = 0;
+    char err[2048];
+    CHECK(rlt_plan_group(cfg, &planned_first, &planned_each, err, sizeof err) == RLT_OK, "rlt_plan_group: %s", err);
     rlt_group *g;
     int rc = rlt_group_init(cfg, &g);
     CHECK(rc == RLT_OK, "16 batched TD3 seeds fit memory.budget_mb 512: %s", rlt_group_errmsg(g));
@@ -86,6 +91,9 @@ static void lead_workspace_only(void) {
         }
         CHECK(other < lead, "the other seeds' arenas (%llu) are smaller than the lead's (%llu), which holds the batched "
               "workspace", (unsigned long long)other, (unsigned long long)lead);
+        CHECK(planned_first == lead && planned_each == other, "rlt_plan_group planned %llu and %llu bytes, the group "
+              "reserved %llu and %llu", (unsigned long long)planned_first, (unsigned long long)planned_each,
+              (unsigned long long)lead, (unsigned long long)other);
         CHECK(sum <= 512ull << 20, "all 16 arenas (%llu bytes) within the default budget", (unsigned long long)sum);
         static char text[1 << 16];
         rlt_group_plan_format(g, text, sizeof text);

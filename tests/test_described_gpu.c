@@ -6,6 +6,10 @@
  * - a co-tenant that leaves too little: exit 3 with the plan, the same in JSON; one that leaves room: exit 0;
  * - refusals: an architecture not in the table, a trainer (it cannot reserve), a convolution (its workspace comes
  *   from the device), --arch without --device cuda on a CPU config.
+ * - a seed group's arenas (rlt_plan_group): with train.seed_batching on a described sm_90 the leading seed of 16
+ *   TD3 256-256 seeds holds the batched library workspace (32 MiB + 3 x 4 MiB more than each other seed, whose plan
+ *   has none), without it or with one seed all are alike; `rltrain plan` for 40 such seeds at 512 MiB says the
+ *   lead plus 39 others do not fit and that 38 do (the numbers rlt_group_init's check gave on an H200).
  * tests/gpu_described_plan.c holds the same plans against a real GPU's. */
 #include <stdlib.h>
 #include <string.h>
@@ -128,8 +132,38 @@ static void test_cli(void) {
     CHECK(run_cli(args, out, sizeof out) == 2 && strstr(out, "--gpu-memory"), "memory missing: %s", out);
 }
 
+static void test_group(void) {
+    const char *file = RLT_SOURCE_DIR "/configs/td3_pendulum.yaml";
+    char err[2048];
+    const char *batched[] = {"replay.location=device", "train.num_seeds=16", "train.seed_batching=true"};
+    const char *graphs[] = {"replay.location=device", "train.num_seeds=16", "train.seed_batching=false"};
+    const char *one[] = {"replay.location=device", "train.seed_batching=true"};
+    const char *const *sets[3] = {batched, graphs, one};
+    const int ns[3] = {3, 3, 2};
+    uint64_t first[3] = {0}, each[3] = {0};
+    for (int i = 0; i < 3; i++) {
+        rlt_config *cfg = config(file, sets[i], ns[i]);
+        CHECK(rlt_config_describe_gpu(cfg, 80ull << 30, 90, 0) == RLT_OK, "describe");
+        CHECK(rlt_plan_group(cfg, &first[i], &each[i], err, sizeof err) == RLT_OK, "case %d: %s", i, err);
+        rlt_config_free(cfg);
+    }
+    CHECK(first[0] - each[0] == (32ull + 3 * 4) << 20, "batched: the lead holds 44 MiB more (%llu against %llu bytes)",
+          (unsigned long long)first[0], (unsigned long long)each[0]);
+    CHECK(first[1] == each[1] && each[1] < each[0] && each[0] - each[1] <= 4096,
+          "a graph each: every member alike, as a batched group's others but their seed table (%.2f MiB)", each[1] / MIB);
+    CHECK(first[2] == each[2], "one run: its plan twice (%.2f, %.2f MiB)", first[2] / MIB, each[2] / MIB);
+    static char out[1 << 17];
+    char args[1024];
+    snprintf(args, sizeof args, "plan --config %s --device cuda --arch sm_90 --gpu-memory 80GiB --set "
+             "replay.location=device --set train.num_seeds=40 --set train.seed_batching=true", file);
+    CHECK(run_cli(args, out, sizeof out) == 3 && strstr(out, "56.07 MiB for the leading seed") &&
+              strstr(out, "39 x 12.07 MiB") && strstr(out, "train.num_seeds          38 fit"),
+          "rltrain plan, 40 batched seeds: %s", out);
+}
+
 int main(void) {
     rlt_log_set_callback(NULL, NULL);
+    test_group();
     test_workspace_rules();
     test_cotenant_and_refusals();
     test_cli();

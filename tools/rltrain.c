@@ -440,16 +440,25 @@ static int plan_command(rlt_config *cfg, char *text, size_t cap) {
         printf("  (per device: a data-parallel run on %d devices, each rank with batch_size / %d and replay.capacity / "
                "%d; the answers below are one rank's)\n", ranks, ranks, ranks);
     int32_t seeds = ranks > 0 ? 0 : rlt_group_count(cfg);
-    int group_fits = seeds < 1 || (double)f.need_bytes * seeds <= (double)f.limit_bytes;
-    if (seeds > 0)
-        printf("  %d seeds (a seed group)  %.2f MiB (%d x %.2f MiB) -> %s\n", seeds, mib(f.need_bytes) * seeds, seeds,
-               mib(f.need_bytes), group_fits ? "fits" : "DOES NOT FIT");
+    /* The group's members as it makes them: with train.seed_batching on a GPU the leading seed's arena also holds the
+     * batched library workspace (rlt_plan_group), which rlt_group_init's check counts too. */
+    uint64_t first = f.need_bytes, each = f.need_bytes;
+    if (seeds > 0 && rlt_plan_group(cfg, &first, &each, err, sizeof err) != RLT_OK) first = each = f.need_bytes;
+    double group_mib = seeds > 0 ? mib(first) + mib(each) * (seeds - 1) : 0.0;
+    int group_fits = seeds < 1 || group_mib <= mib(f.limit_bytes);
+    if (seeds > 0 && first == each)
+        printf("  %d seeds (a seed group)  %.2f MiB (%d x %.2f MiB) -> %s\n", seeds, group_mib, seeds, mib(each),
+               group_fits ? "fits" : "DOES NOT FIT");
+    else if (seeds > 0)
+        printf("  %d seeds (a seed group)  %.2f MiB (%.2f MiB for the leading seed, which holds the batched library "
+               "workspace, + %d x %.2f MiB) -> %s\n", seeds, group_mib, mib(first), seeds - 1, mib(each),
+               group_fits ? "fits" : "DOES NOT FIT");
     /* The seed count that fits, as --dry-run's refusal says it; the answers below are for one seed. */
-    if (seeds > 0 && !group_fits && f.need_bytes > 0) {
-        long long most = (long long)(f.limit_bytes / f.need_bytes);
+    if (seeds > 0 && !group_fits && each > 0) {
+        long long most = f.limit_bytes < first ? 0 : 1 + (long long)((f.limit_bytes - first) / each);
         if (most > 0)
             printf("  train.num_seeds          %lld fit (hint: train.num_seeds: %lld, or memory.budget_mb: %.0f for %d)\n",
-                   most, most, ceil(mib(f.need_bytes) * seeds), seeds);
+                   most, most, ceil(group_mib), seeds);
         else
             printf("  train.num_seeds          none: not even 1 seed fits (the answers below are for one seed)\n");
     }

@@ -174,3 +174,58 @@ int rlt_plan_fit_json(const rlt_config *cfg, char *buf, size_t cap, size_t *len,
     rlt_mem_free(snap);
     return rc;
 }
+
+/* The budgeted arena of one agent of cfg as it would plan (nothing reserved). */
+static int plan_need(const rlt_config *cfg, uint64_t *need, char *err, size_t err_cap) {
+    rlt_agent *ag = agent_alloc(cfg);
+    rlt_env *env = rlt_mem_alloc(sizeof *env, 64);
+    int rc = RLT_ENOMEM;
+    if (ag && env) {
+        rc = rlt_env_make(env, &ag->err, cfg->env.name, cfg->seed, RLT_STREAM_ENV, cfg->env.max_episode_steps);
+        if (rc == RLT_OK) {
+            ag->cfg = *cfg;
+            rc = agent_prepare(ag, &env->obs_space, &env->act_space);
+        }
+        if (rc == RLT_OK) *need = agent_plan_need(ag);
+        else if (err && err_cap) snprintf(err, err_cap, "%s", ag->err.msg);
+        if (ag->backend_open) rlt_backend_close(&ag->bk);
+    } else if (err && err_cap) {
+        snprintf(err, err_cap, "out of host memory");
+    }
+    rlt_mem_free(env);
+    rlt_mem_free(ag);
+    return rc;
+}
+
+/* The members as seed_group.c makes them on one device: each shares the GPU with the others, so runs its update on
+ * one lane; with train.seed_batching on a GPU (and no population key that keeps members apart) member 0 leads the
+ * batched graph, planned for all of them with the lanes of a single run. */
+int rlt_plan_group(const rlt_config *cfg, uint64_t *first, uint64_t *each, char *err, size_t err_cap) {
+    if (!cfg || !first || !each) return RLT_EINVAL;
+    *first = *each = 0;
+    const int32_t n = rlt_group_count(cfg), d = cfg->devices.n;
+    const int on_one = !config_is_data_parallel(cfg) && (d <= 1 ? n : (n + d - 1) / d) > 1;
+    const char *why = "";
+    const int batched = on_one && d <= 1 && cfg->train.seed_batching && config_device(cfg).kind == RLT_DEVICE_CUDA &&
+                        !config_population_unbatched(cfg, &why);
+    rlt_config *c = rlt_mem_alloc(sizeof *c, 64);
+    if (!c) return RLT_ENOMEM;
+    *c = *cfg;
+    if (on_one) c->lanes = 1;
+    if (batched) { /* the others hold the group's seed table too, and plan their backend for one seed */
+        c->batch_seeds = n;
+        c->arena_slot = 1;
+    }
+    int rc = plan_need(c, each, err, err_cap);
+    *first = *each;
+    if (rc == RLT_OK && batched) {
+        *c = *cfg;
+        c->lanes = 0;
+        c->batch_seeds = n;
+        c->arena_slot = 0;
+        c->arena_span = NULL;
+        rc = plan_need(c, first, err, err_cap);
+    }
+    rlt_mem_free(c);
+    return rc;
+}
