@@ -207,6 +207,17 @@ class Config(_Owned):
         values["fits"] = bool(report.fits)
         return values, _native.text(table.value)
 
+    def plan_group(self) -> tuple[int, int]:
+        """What a seed group of this config reserves in its budgeted arenas, without reserving (``rltrain plan``'s
+        group line): (the first member's bytes, each other member's). With train.seed_batching on a GPU the first is
+        the leading seed, which also holds the batched graph's library workspace; otherwise the two are equal."""
+        first, each = ctypes.c_uint64(0), ctypes.c_uint64(0)
+        err = ctypes.create_string_buffer(4096)
+        rc = lib.rlt_plan_group(self._handle, ctypes.byref(first), ctypes.byref(each), err, len(err))
+        if rc != 0:
+            raise error_for(rc, _native.text(err.value))
+        return first.value, each.value
+
     def copy(self) -> "Config":
         """An independent config with the same resolved values."""
         return Config.from_string(self.dump(), "<copy>")

@@ -85,6 +85,13 @@ def test_a_worker_asks_only_for_the_trials_that_fit(configs, tmp_path):
     cfg.set(f"memory.budget_mb={need * 2.5 / 2**20!r}")
     assert _batch_fit(cfg, 8) == 2
     assert _batch_fit(cfg, 1) == 1
+    # A group's members as rltrain plan counts them: on the CPU the first is planned as every other (no batched
+    # library workspace), and each is one run's plan.
+    group = cfg.copy()
+    group.set("train.num_seeds=4")
+    group.set("train.seed_batching=true")
+    first, each = group.plan_group()
+    assert first == each == need, (first, each, need)
     # A shape key's largest value is what is planned: hidden sizes of 400 need more than the configured 64.
     space = tmp_path / "space.yaml"
     space.write_text("td3.actor_hidden: [[64, 64], [400, 400]]\n")

@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
                     "each is enqueued once more with its parameters)")
     ap.add_argument("--max-batches", type=int, help="stop this worker after this many batches (--max-batches 1 "
                     "--workers-batch 1: one trial per process)")
+    ap.add_argument("--no-seed-batching", action="store_true", help="give each trial of a population its own update "
+                    "graphs (by default a population of one shape on a GPU runs one batched graph, train.seed_batching)")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING if a.quiet else logging.INFO, format="%(message)s")
@@ -50,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
                   out=a.out, sets=a.set, pruner=a.pruner, prune_startup=a.prune_startup,
                   halving_factor=a.halving_factor, sampler=a.sampler, sampler_seed=a.sampler_seed,
                   objective=a.objective, heartbeat_s=a.heartbeat, grace_s=a.grace, max_batches=a.max_batches,
-                  requeue=not a.no_requeue)
+                  requeue=not a.no_requeue, seed_batching=not a.no_seed_batching)
     except ConfigError as exc:
         print(f"rltrain.sweep: {exc}", file=sys.stderr)
         return 2

@@ -187,23 +187,31 @@ def _shape_combos(params: list[Param], cap: int = 64) -> list[list[str]]:
 def _batch_fit(config: Config, want: int, params: list[Param] = ()) -> int:
     """How many trials fit the memory budget and the device at once (exit-3 logic: the planner's need and limit,
     nothing reserved), each planned at the largest shape the space allows; NoFitError when not even one does."""
-    need = limit = 0
+    need = first = limit = 0
     for sets in _shape_combos(list(params)):
         cfg = config.copy()
         for s in sets:
             cfg.set(s)
         values, table = cfg.plan_fit()
-        cfg.close()
         if not values["fits"]:
+            cfg.close()
             last = table.strip().splitlines()[-1] if table.strip() else ""
             raise NoFitError(f"one trial's memory plan does not fit ({', '.join(sets) or 'the base config'}): {last}",
                              -3, "RLT_ENOFIT", table)
-        need = max(need, int(values["need_bytes"]))
+        # A batch is a seed group of `want` members: with train.seed_batching on a GPU its first member also holds
+        # the batched graph's library workspace (rlt_plan_group), which the group's own check counts.
+        lead, each = int(values["need_bytes"]), int(values["need_bytes"])
+        if want > 1:
+            cfg.set(f"train.num_seeds={min(want, 256)}")
+            lead, each = cfg.plan_group()
+        cfg.close()
+        need = max(need, each)
+        first = max(first, lead)
         limit = int(values["limit_bytes"])
-    fit = limit // need if need > 0 else want
+    fit = (1 + (limit - first) // need if limit >= first else 0) if need > 0 else want
     if fit < want:
-        log.info("sweep: %d trials per batch fit (%.2f MiB each at most, %.2f MiB available), not %d", fit,
-                 need / 2**20, limit / 2**20, want)
+        log.info("sweep: %d trials per batch fit (%.2f MiB each at most%s, %.2f MiB available), not %d", fit,
+                 need / 2**20, f", the first {first / 2**20:.2f} MiB" if first != need else "", limit / 2**20, want)
     return max(1, min(want, fit))
 
 
@@ -242,7 +250,7 @@ def sweep(config, space, trials: int, storage: str, study: str, *, workers_batch
           pruner: str = "median", prune_startup: int = 4, halving_factor: int = 3, sampler: str = "tpe",
           sampler_seed: int | None = None, objective: str = "last", heartbeat_s: float = 10.0,
           grace_s: float | None = None, max_batches: int | None = None, poll_s: float | None = None,
-          requeue: bool = True) -> SweepResult:
+          requeue: bool = True, seed_batching: bool = True) -> SweepResult:
     """Runs one worker of a sweep until the study holds ``trials`` trials (complete, pruned or running) and none
     of them is still running; see docs/sweeps.md. ``config``: the base config (a path or a :class:`Config`), which
     must not hold a population; ``space``: the search space's YAML path; ``storage``: journal:PATH, sqlite:PATH or
@@ -250,7 +258,9 @@ def sweep(config, space, trials: int, storage: str, study: str, *, workers_batch
     in memory) as one population; each trial's run directory is ``out/trials/trial_<N>`` (``out`` defaults to the
     config's out_dir/sweep_<study>), and ``out/best.yaml`` and ``out/best.json`` hold the study's best so far.
     ``objective``: the trial's value, its final evaluation (``last``) or its best (``best``); maximised.
-    ``requeue``: a trial whose worker died is marked failed and its parameters enqueued once more."""
+    ``requeue``: a trial whose worker died is marked failed and its parameters enqueued once more.
+    ``seed_batching``: each population of one shape on a GPU runs one batched update graph (train.seed_batching;
+    docs/seeds.md says what differs from a trial run alone); False gives each trial its own graphs."""
     optuna = _optuna()
     t_start = time.time()
     base = Config.from_file(config) if not isinstance(config, Config) else config.copy()
@@ -258,6 +268,8 @@ def sweep(config, space, trials: int, storage: str, study: str, *, workers_batch
         base.set(s)
     if device:
         base.set(f"device={device}")
+    if seed_batching:
+        base.set("train.seed_batching=true")
     if base.to_dict().get("population"):
         raise RltError("the sweep's base config holds a population section: the sweep makes its own; remove it",
                        -2, "RLT_ECONFIG")
