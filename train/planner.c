@@ -11,6 +11,7 @@
 #include "env.h"
 #include "mem.h"
 #include "plan_json.h"
+#include "seed_batch.h"
 
 /* The configured plan as the table shows it, kept while the probes rebuild the agent's plan. */
 typedef struct plan_snapshot {
@@ -197,35 +198,23 @@ static int plan_need(const rlt_config *cfg, uint64_t *need, char *err, size_t er
     return rc;
 }
 
-/* The members as seed_group.c makes them on one device: each shares the GPU with the others, so runs its update on
- * one lane; with train.seed_batching on a GPU (and no population key that keeps members apart) member 0 leads the
- * batched graph, planned for all of them with the lanes of a single run. */
+/* Members 0 and 1 as seed_group.c makes them (seed_batch_member): the first leads a batched graph where the group has
+ * one, the second stands for every other. */
 int rlt_plan_group(const rlt_config *cfg, uint64_t *first, uint64_t *each, char *err, size_t err_cap) {
     if (!cfg || !first || !each) return RLT_EINVAL;
     *first = *each = 0;
-    const int32_t n = rlt_group_count(cfg), d = cfg->devices.n;
-    const int on_one = !config_is_data_parallel(cfg) && (d <= 1 ? n : (n + d - 1) / d) > 1;
+    const int32_t n = rlt_group_count(cfg);
+    const int dp = config_is_data_parallel(cfg);
     const char *why = "";
-    const int batched = on_one && d <= 1 && cfg->train.seed_batching && config_device(cfg).kind == RLT_DEVICE_CUDA &&
-                        !config_population_unbatched(cfg, &why);
+    const int batchable = !config_population_unbatched(cfg, &why);
     rlt_config *c = rlt_mem_alloc(sizeof *c, 64);
     if (!c) return RLT_ENOMEM;
     *c = *cfg;
-    if (on_one) c->lanes = 1;
-    if (batched) { /* the others hold the group's seed table too, and plan their backend for one seed */
-        c->batch_seeds = n;
-        c->arena_slot = 1;
-    }
+    if (n > 1) seed_batch_member(cfg, n, 1, dp, batchable, c);
     int rc = plan_need(c, each, err, err_cap);
     *first = *each;
-    if (rc == RLT_OK && batched) {
-        *c = *cfg;
-        c->lanes = 0;
-        c->batch_seeds = n;
-        c->arena_slot = 0;
-        c->arena_span = NULL;
-        rc = plan_need(c, first, err, err_cap);
-    }
+    *c = *cfg;
+    if (rc == RLT_OK && n > 1 && seed_batch_member(cfg, n, 0, dp, batchable, c)) rc = plan_need(c, first, err, err_cap);
     rlt_mem_free(c);
     return rc;
 }

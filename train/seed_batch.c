@@ -48,6 +48,23 @@ static uint64_t seed_batch_arena_core(const rlt_plan *p) {
     return p->arena_bytes[RLT_LOC_DEVICE];
 }
 
+int seed_batch_member(const rlt_config *group, int32_t n, int32_t k, int dp, int batchable, rlt_config *m) {
+    /* Seeds sharing a GPU overlap each other's updates: each then runs its update on one stream (bench/seeds.sh). */
+    const int32_t d = group->devices.n;
+    int32_t sharing = 0;
+    for (int32_t j = 0; j < n; j++) sharing += d == 0 || j % d == k % d;
+    if (!dp && sharing > 1) m->lanes = 1;
+    const rlt_device_kind kind = d > 0 ? group->devices.d[k % d].kind : group->device.kind;
+    /* All seeds on one GPU may run one batched update graph (train/seed_batch.h): the plan holds its table. */
+    if (!group->train.seed_batching || dp || d > 1 || sharing < 2 || kind != RLT_DEVICE_CUDA || !batchable) return 0;
+    m->batch_seeds = sharing;
+    m->arena_slot = k;
+    /* The leading member's batched graph is every seed's update: it keeps the lanes of a single run, so its branches
+     * (the target networks beside the online ones) run side by side. */
+    if (k == 0) m->lanes = 0;
+    return 1;
+}
+
 /* Why agent k cannot share agent 0's batched graph, or "" when it can. */
 static void seed_batch_mismatch(const rlt_agent *lead, const rlt_agent *ag, char *why, size_t cap) {
     why[0] = '\0';

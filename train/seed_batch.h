@@ -42,6 +42,15 @@ typedef struct rlt_lockstep rlt_lockstep;
 /* Bytes of the seed table for n agents (int64 device arena offsets, uint64 seeds, int64 host arena offsets). */
 uint64_t seed_batch_table_bytes(int32_t n);
 
+/* How member k of a group of n made from config `group` runs beside the others, set in *m (the member's config so
+ * far; the arena span is the caller's): members sharing a GPU each run their update on one lane; with
+ * train.seed_batching, on one GPU, not data-parallel (dp 0) and with no population key that keeps members apart
+ * (batchable), they share a batched graph: batch_seeds and arena_slot k, member 0 leading it with the lanes of a
+ * single run. Returns 1 when the member is batched. seed_group.c makes its members with it, and rlt_plan_group
+ * (planner.c) plans them with it. */
+struct rlt_config;
+int seed_batch_member(const struct rlt_config *group, int32_t n, int32_t k, int dp, int batchable, struct rlt_config *m);
+
 /* Captures lead's update variants batched over agents[0..n) (agents[0] == lead, all initialised with graphs, on
  * one GPU, with identical plans, cfg.batch_seeds >= n, n <= SEED_BATCH_MAX), then its acting, and makes the
  * lock-step that launches them (*ls, detached). RLT_OK; otherwise an error status with the reason in why and *ls

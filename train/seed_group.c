@@ -426,20 +426,10 @@ static int member_config(rlt_group *g, int32_t k) {
     m->cfg.train.seed_batching = 0; /* a group key: the member is one run (batch_seeds below carries it) */
     if (g->cfg.devices.n > 0) m->cfg.device = g->cfg.devices.d[k % g->cfg.devices.n];
     memset(&m->cfg.devices, 0, sizeof m->cfg.devices);
-    /* Seeds sharing a GPU overlap each other's updates: each then runs its update on one stream (bench/seeds.sh). */
-    int32_t d = g->cfg.devices.n, sharing = 0;
-    for (int32_t j = 0; j < g->n; j++) sharing += d == 0 || j % d == k % d;
-    if (!g->dp && sharing > 1) m->cfg.lanes = 1;
-    /* All seeds on one GPU may run one batched update graph (train/seed_batch.h): the plan holds its table. */
-    if (g->cfg.train.seed_batching && !g->dp && d <= 1 && sharing > 1 && m->cfg.device.kind == RLT_DEVICE_CUDA &&
-        !g->pop_differs[0]) {
-        m->cfg.batch_seeds = sharing;
-        if (!g->span.va) g->span.n = sharing;
+    /* Its lane and, batched, its slot in the group's graph and arena span (train/seed_batch.h). */
+    if (seed_batch_member(&g->cfg, g->n, k, g->dp, !g->pop_differs[0], &m->cfg)) {
+        if (!g->span.va) g->span.n = m->cfg.batch_seeds;
         m->cfg.arena_span = &g->span;
-        m->cfg.arena_slot = k;
-        /* The leading member's batched graph is every seed's update: it keeps the lanes of a single run, so its
-         * branches (the target networks beside the online ones) run side by side. */
-        if (k == 0) m->cfg.lanes = 0;
     }
     if (g->dp) {
         config_for_rank(&g->cfg, g->first + k, &m->cfg);
