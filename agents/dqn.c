@@ -332,6 +332,8 @@ static int dqn_observe(rlt_agent *ag, const void *obs, const void *actions, cons
      * Rows of several environments (env.num_envs > 1, or n > 1) interleave, so each transition keeps its own
      * next frame: two slots per transition, and the replay holds half as many transitions. */
     int own_next = n > 1 || ag->cfg.env.num_envs > 1;
+    /* Copies an earlier call held that no group round has run: its staging rows are reused below. */
+    RLT_TRY(replay_settle(rp, bk));
     for (int32_t j = 0; j < n; j++) {
         if (act[j] < 0 || act[j] >= d->n_actions)
             RLT_FAIL(&ag->err, RLT_EINVAL, "observe: action %d is outside 0..%d", act[j], d->n_actions - 1);
@@ -356,7 +358,8 @@ static int dqn_observe(rlt_agent *ag, const void *obs, const void *actions, cons
         d->advances += step;
         d->prev_ended = ended;
         RLT_TRY(replay_set_size(rp, bk, d->advances + 1 < cap ? d->advances + 1 : cap));
-        RLT_TRY(bk->ops->sync(bk));
+        /* The staging rows are free for the next transition (the last one's copies may be held for the group). */
+        RLT_TRY(replay_done(rp, bk, j + 1 == n));
     }
     return RLT_OK;
 }

@@ -6,7 +6,8 @@
 # and configs/dqn_cartpole.yaml. Each group line also gives the ratio to one seed's wall time (1.0: N seeds take
 # what one does) and the group's own count of batched acting and update rounds.
 # Usage: bash bench/seeds_e2e.sh [BUILD_DIR] [DEVICE] [N...]    (defaults: build cuda:0 "16 64"; builds nothing)
-#   env: MODES (default "batched act_own graph_each": which group lines to run), CONFIGS (default "td3_pendulum
+#   env: MODES (default "batched act_own graph_each"; also store_own, RLT_SEEDS_STORE=0: each seed issues its own
+#   transition stores: which group lines to run), CONFIGS (default "td3_pendulum
 #   dqn_cartpole"). Groups get memory.budget_mb 4096: the configs' budgets are one run's (64 TD3 seeds need 816 MiB).
 set -uo pipefail
 build=${1:-build}
@@ -39,6 +40,7 @@ for config in ${CONFIGS:-td3_pendulum dqn_cartpole}; do
       case $mode in
         batched)    label="$n seeds, batched updates and acting";   env=""; batching=true ;;
         act_own)    label="$n seeds, batched updates, own acting";  env="RLT_SEEDS_ACT=0"; batching=true ;;
+        store_own)  label="$n seeds, batched, own transition stores"; env="RLT_SEEDS_STORE=0"; batching=true ;;
         graph_each) label="$n seeds, a graph each";                 env=""; batching=false ;;
       esac
       if [ -n "$env" ]; then export $env; fi

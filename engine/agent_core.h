@@ -75,6 +75,9 @@ struct rlt_agent {
      * (NULL: its own). */
     void *seed_table;
     struct rlt_lockstep *lockstep;
+    /* With cfg.batch_seeds > 1: this agent's transition store held for its group's next batched round (pinned host
+     * memory at the same plan offset in every member; replay.defer points here while the round runs them). */
+    rlt_copy_list *copy_list;
     int32_t precision_fallback; /* a reduced precision was asked for on a backend that computes fp32 */
     /* The compute type of the networks' dense layers: RLT_LP_F32, or RLT_LP_BF16 / RLT_LP_F16 on the GPU
      * (16-bit compute copies beside the fp32 masters; see agents/mlp.h). */

@@ -102,6 +102,17 @@ int replay_plan(rlt_replay *rp, rlt_plan *plan, rlt_err *e, int64_t capacity, rl
     return plan_add(plan, e, "staging.replay.size", "staging", RLT_LOC_HOST, sizeof(int64_t), (void **)&rp->size_stage);
 }
 
+/* A host-to-device copy from the staging, issued now or held in rp->defer (a full list is issued first, and its
+ * staging rows are then free again: later writes of this group may reuse them). */
+static int replay_copy(rlt_replay *rp, rlt_backend *bk, void *dst, const void *src, uint64_t bytes) {
+    rlt_copy_list *l = rp->defer;
+    if (!l) return bk->ops->copy(bk, dst, src, bytes, RLT_COPY_H2D);
+    if (l->n >= RLT_COPY_LIST_MAX) RLT_TRY(replay_settle(rp, bk));
+    l->e[l->n] = (rlt_copy_entry){(uint64_t)(uintptr_t)dst, (uint64_t)(uintptr_t)src, bytes};
+    l->n++;
+    return RLT_OK;
+}
+
 int replay_write(rlt_replay *rp, rlt_backend *bk, int32_t f, int64_t slot, const void *src, int32_t rows, int32_t stage_row) {
     rlt_replay_field *fd = &rp->f[f];
     uint64_t bytes = (uint64_t)rows * fd->row_bytes;
@@ -118,17 +129,33 @@ int replay_write(rlt_replay *rp, rlt_backend *bk, int32_t f, int64_t slot, const
         else
             for (uint64_t i = 0; i < n; i++) h[i] = rlt_f32_to_bf16(x[i]);
     }
-    return bk->ops->copy(bk, fd->data + (uint64_t)slot * fd->row_bytes, stage, bytes, RLT_COPY_H2D);
+    return replay_copy(rp, bk, fd->data + (uint64_t)slot * fd->row_bytes, stage, bytes);
 }
 
 int replay_set_size(rlt_replay *rp, rlt_backend *bk, int64_t size) {
     rp->size = size;
     *rp->size_stage = size;
-    return bk->ops->copy(bk, rp->size_dev, rp->size_stage, sizeof(int64_t), RLT_COPY_H2D);
+    return replay_copy(rp, bk, rp->size_dev, rp->size_stage, sizeof(int64_t));
+}
+
+int replay_settle(rlt_replay *rp, rlt_backend *bk) {
+    rlt_copy_list *l = rp->defer;
+    if (!l || l->n <= 0) return RLT_OK;
+    for (int64_t i = 0; i < l->n; i++)
+        RLT_TRY(bk->ops->copy(bk, (void *)(uintptr_t)l->e[i].dst, (const void *)(uintptr_t)l->e[i].src, l->e[i].bytes,
+                              RLT_COPY_H2D));
+    l->n = 0;
+    return bk->ops->sync(bk);
+}
+
+int replay_done(rlt_replay *rp, rlt_backend *bk, int last) {
+    if (!rp->defer) return bk->ops->sync(bk);
+    return last ? RLT_OK : replay_settle(rp, bk);
 }
 
 int replay_append(rlt_replay *rp, rlt_backend *bk, const void *const *rows, int32_t n) {
-    const rlt_backend_ops *op = bk->ops;
+    /* Copies an earlier append held that no group round has run (the staging rows are about to be reused). */
+    RLT_TRY(replay_settle(rp, bk));
     int32_t done = 0;
     while (done < n) {
         /* A chunk never crosses the ring's end, so each field needs one copy. */
@@ -141,9 +168,10 @@ int replay_append(rlt_replay *rp, rlt_backend *bk, const void *const *rows, int3
                                  k, 0));
         rp->pos = (rp->pos + k) % rp->capacity;
         RLT_TRY(replay_set_size(rp, bk, rp->size + k > rp->capacity ? rp->capacity : rp->size + k));
-        /* The staging rows are reused by the next chunk: wait until the copies have read them. */
-        RLT_TRY(op->sync(bk));
         done += k;
+        /* The staging rows are reused by the next chunk: wait until the copies have read them (the last chunk's
+         * copies may be held for the group's round instead). */
+        RLT_TRY(replay_done(rp, bk, done >= n));
     }
     return RLT_OK;
 }

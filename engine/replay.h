@@ -35,6 +35,10 @@ typedef struct rlt_replay {
     int64_t pos;  /* next row to write */
     int64_t *size_dev;   /* device copy of size, read by gather_fields' sample */
     int64_t *size_stage; /* host staging for it */
+    /* While a batched seed group holds the seeds' transition stores for its next round (train/seed_batch.c): the
+     * agent's copy list (pinned host memory), where the writes below append their host-to-device copies instead of
+     * issuing them; NULL: every copy is issued as it comes. */
+    rlt_copy_list *defer;
 } rlt_replay;
 
 /* A field of `elems` elements of `dtype` per row, stored as it arrives. */
@@ -54,12 +58,22 @@ int replay_plan(rlt_replay *rp, rlt_plan *plan, rlt_err *e, int64_t capacity, rl
 uint64_t replay_row_bytes(const rlt_replay *rp);
 /* Writes `rows` rows of field f (in_row_bytes each at src) starting at ring slot `slot` (no wrap inside the
  * call) through the field's staging rows from `stage_row` on, converting to the stored type; queued, not
- * waited for: the staging rows stay busy until the next backend sync. */
+ * waited for: the staging rows stay busy until the next backend sync (held in rp->defer when set: busy until the
+ * group's round has run them, or replay_settle). */
 int replay_write(rlt_replay *rp, rlt_backend *bk, int32_t f, int64_t slot, const void *src, int32_t rows, int32_t stage_row);
 /* Sets the size (host mirror and device copy, queued). */
 int replay_set_size(rlt_replay *rp, rlt_backend *bk, int64_t size);
 /* Appends n rows; rows[f] points to n host rows of field f (in_row_bytes each). Returns after the copies
- * are queued and the staging block is free again (one backend sync). */
+ * are queued and the staging block is free again (one backend sync), or, with rp->defer, with the last chunk's
+ * copies held (replay_done). */
 int replay_append(rlt_replay *rp, rlt_backend *bk, const void *const *rows, int32_t n);
+/* The end of a group of writes that used the staging rows: `last` 0 when more writes will reuse them. Syncs the
+ * backend, as the staging rows must be free again; with rp->defer and `last`, leaves the held copies for the
+ * group's round instead (their staging rows stay busy until it has run); with rp->defer and more to come, issues
+ * the held copies first (replay_settle). */
+int replay_done(rlt_replay *rp, rlt_backend *bk, int last);
+/* Issues the copies held in rp->defer on the backend's stream in the order they were held, empties the list and
+ * syncs: the staging rows are free and the replay holds every write. Nothing held: nothing to do. */
+int replay_settle(rlt_replay *rp, rlt_backend *bk);
 
 #endif

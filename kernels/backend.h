@@ -347,6 +347,21 @@ typedef struct rlt_seeds_desc {
     uint64_t host_bytes;
 } rlt_seeds_desc;
 
+/* A seed's transition store held for its group's next batched round (rlt_backend_ops.copy_lists): host-to-device
+ * copies, each from the agent's pinned host arena (its replay staging) into its device arena, in the order they were
+ * asked. It lies in the agent's own host arena, at the same offset in every agent of a batched group, so a kernel
+ * finds agent k's list at the lead's moved by host_delta[k]. n: the entries held (0: nothing pending). */
+#define RLT_COPY_LIST_MAX 24
+typedef struct rlt_copy_entry {
+    uint64_t dst;   /* device address */
+    uint64_t src;   /* pinned host address */
+    uint64_t bytes;
+} rlt_copy_entry;
+typedef struct rlt_copy_list {
+    int64_t n;
+    rlt_copy_entry e[RLT_COPY_LIST_MAX];
+} rlt_copy_list;
+
 /* What a plan's dense layers will ask of a backend, gathered while planning (plan_use_dense in engine/plan.h), so
  * that the backend can size its library workspaces and create its library handles from shapes alone, before the
  * arena is reserved (plan_workspace). Maxima and a flag over the planned layers: a backend's rule is of the
@@ -573,11 +588,15 @@ typedef struct rlt_backend_ops {
     int (*seed_mark)(rlt_backend *bk);
     int (*graph_launch_seeds)(rlt_backend *bk, int32_t slot, rlt_backend *const *members, int32_t n);
     int (*seed_follow)(rlt_backend *bk, rlt_backend *lead);
+    /* Runs n agents' held copies in one launch on bk's stream: agent k's list lies at lead_list moved by the device
+     * array host_delta[k] (rlt_copy_list). The lists and their sources are read when the launch runs: the caller
+     * keeps them unchanged until bk's stream has passed it. */
+    int (*copy_lists)(rlt_backend *bk, const rlt_copy_list *lead_list, const int64_t *host_delta, int32_t n);
 } rlt_backend_ops;
 
 /* The version of this interface, bumped whenever this table or a struct it uses changes: librltrain and
  * librltrain_cuda.so are built together, and the registry refuses a module built against another. */
-#define RLT_BACKEND_ABI 16
+#define RLT_BACKEND_ABI 17
 
 
 /* The seed group's arena span (rlt_backend.span): owned by the caller, zeroed but for n, shared by the n backends of

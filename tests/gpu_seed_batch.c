@@ -6,6 +6,9 @@
  *   eight seeds on, with each network's forward fused into one launch: linear_chain.cu).
  *   Their device arenas lie at one stride (rlt_backend.span: mapped through CUDA's virtual memory management), which
  *   the group's log states.
+ * - The seeds' transition stores are held for the group's rounds, each of which runs all of them in one launch
+ *   (the DQN group's log counts those rounds), and each member's replay is still its single run's (the same
+ *   final.ckpt, replay included).
  * - A group whose replay is in host memory cannot batch (a batched kernel moves device-arena pointers only): it
  *   says why, each seed runs its own graphs, and the results are again the single runs'. So does a bf16 group,
  *   whose products are cuBLASLt's (it used to be told only that the seeds' plans differ).
@@ -118,7 +121,8 @@ int main(void) {
     if (rc == RLT_EDEVICE) test_skip("no GPU: cuda:0 does not open");
     /* The batched seeds' device arenas are mapped at one stride (rlt_backend.span), which the log states. */
     group_vs_single(k_td3, "td3", 3, NULL, "device arenas lie");
-    group_vs_single(k_dqn, "dqn", 3, NULL, "run as one batched graph");
+    /* The seeds' transition stores run by the rounds, one launch for all (train/seed_batch.h). */
+    group_vs_single(k_dqn, "dqn", 3, NULL, "ran the seeds' transition stores in one launch");
     /* From 8 seeds on, a network's forward is one launch (linear_chain.cu). */
     group_vs_single(k_td3, "td3_8", 8, NULL, "device arenas lie");
     group_vs_single(k_dqn, "dqn_8", 8, NULL, "run as one batched graph");

@@ -11,7 +11,12 @@
  *   updates (evaluation episodes of different lengths), on two captured row counts and one that was not: every
  *   chunk of a captured count is run by exactly one launch of its slot, with the group's sync after it, while every
  *   agent still running is inside the lock-step; the agent reads its own output afterwards, never one a later round
- *   wrote over; an uncaptured count returns at once, not run; the updates still run once per round. */
+ *   wrote over; an uncaptured count returns at once, not run; the updates still run once per round.
+ * - Transition stores (lockstep_set_store): each agent holds one copy a round in its copy list (attach points its
+ *   replay.defer at it); every round that finds copies held runs all the agents' lists in one call before its
+ *   launch, syncs before letting the agents go (an update round too), and empties the lists: after its update each
+ *   agent finds its value in place, its list empty, and no store call left unsynced; rounds with nothing held run
+ *   no store. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -85,8 +90,38 @@ static int fake_sync(rlt_backend *bk) {
     return RLT_OK;
 }
 
+/* Transition stores: the lists run (each entry's bytes) but not emptied, which the lock-step does after its sync. */
+static int g_store_calls, g_store_unsynced, g_store_before_launch = 1, g_store_launch_seen;
+static rlt_copy_list g_lists[N_AGENTS];
+
+static int fake_copy_lists(rlt_backend *bk, const rlt_copy_list *lead_list, const int64_t *host_delta, int32_t n) {
+    (void)bk, (void)host_delta;
+    if (lead_list != &g_lists[0] || n != N_AGENTS) return RLT_EINVAL;
+    for (int z = 0; z < n; z++)
+        for (int64_t i = 0; i < g_lists[z].n; i++)
+            memcpy((void *)(uintptr_t)g_lists[z].e[i].dst, (const void *)(uintptr_t)g_lists[z].e[i].src,
+                   g_lists[z].e[i].bytes);
+    g_store_calls++;
+    g_store_unsynced = 1;
+    g_store_launch_seen = g_launches;
+    return RLT_OK;
+}
+
+static int fake_sync_store(rlt_backend *bk) {
+    g_store_unsynced = 0;
+    return fake_sync(bk);
+}
+
+static int fake_launch_store(rlt_backend *bk, int32_t slot, rlt_backend *const *members, int32_t n) {
+    if (g_store_unsynced && g_store_launch_seen != g_launches) g_store_before_launch = 0;
+    return fake_launch(bk, slot, members, n);
+}
+
 static const rlt_backend_ops k_ops = {.name = "lockstep-test", .seed_mark = fake_mark, .graph_launch_seeds = fake_launch,
                                       .seed_follow = fake_follow, .graph = fake_graph, .sync = fake_sync};
+static const rlt_backend_ops k_store_ops = {.name = "lockstep-store-test", .seed_mark = fake_mark,
+                                            .graph_launch_seeds = fake_launch_store, .seed_follow = fake_follow,
+                                            .graph = fake_graph, .sync = fake_sync_store, .copy_lists = fake_copy_lists};
 
 typedef struct worker {
     rlt_lockstep *ls;
@@ -310,7 +345,7 @@ static void act_rounds(void) {
         acts += w[k].acts;
     }
     uint64_t act_rounds = 0, update_rounds = 0;
-    lockstep_rounds(ls, &act_rounds, &update_rounds);
+    lockstep_rounds(ls, &act_rounds, &update_rounds, NULL);
     CHECK(g_launches == 300 && update_rounds == 300, "one update launch per round: %d launches, %llu rounds", g_launches,
           (unsigned long long)update_rounds);
     CHECK(g_act_launches > 0 && g_act_launches <= acts && (uint64_t)g_act_launches == act_rounds,
@@ -318,6 +353,78 @@ static void act_rounds(void) {
     CHECK(g_act_synced && !g_pending_sync, "every acting launch is followed by the group's sync");
     CHECK(g_act_all_inside, "acting launches only while every running agent is inside the lock-step");
     lockstep_detach(ls);
+    lockstep_free(ls);
+}
+
+/* Each agent holds one 8-byte copy before every other update (none on odd rounds): its staged value into its slot. */
+#define STORE_ROUNDS 400
+static int64_t g_store_src[N_AGENTS], g_store_dst[N_AGENTS][STORE_ROUNDS];
+
+typedef struct store_worker {
+    rlt_lockstep *ls;
+    int k, ok, found, empty, synced;
+} store_worker;
+
+static void *store_main(void *arg) {
+    store_worker *w = arg;
+    rlt_agent *ag = &g_ag[w->k];
+    for (int i = 0; i < STORE_ROUNDS; i++) {
+        const int hold = i % 2 == 0;
+        if (hold) {
+            rlt_copy_list *l = ag->replay.defer;
+            g_store_src[w->k] = 1000000 * (int64_t)w->k + i;
+            l->e[l->n++] = (rlt_copy_entry){(uint64_t)(uintptr_t)&g_store_dst[w->k][i],
+                                            (uint64_t)(uintptr_t)&g_store_src[w->k], sizeof(int64_t)};
+        }
+        if (lockstep_update(w->ls, ag, 0) != RLT_OK) break;
+        w->ok++;
+        w->found += !hold || g_store_dst[w->k][i] == 1000000 * (int64_t)w->k + i;
+        w->empty += g_lists[w->k].n == 0;
+        w->synced += !g_store_unsynced;
+    }
+    lockstep_leave(w->ls);
+    return NULL;
+}
+
+static void stores(void) {
+    g_launches = 0;
+    memset(g_store_dst, 0, sizeof g_store_dst);
+    rlt_agent *agents[N_AGENTS];
+    for (int k = 0; k < N_AGENTS; k++) {
+        memset(&g_ag[k], 0, sizeof g_ag[k]);
+        g_ag[k].bk.ops = &k_store_ops;
+        g_ag[k].bk.err = &g_ag[k].err;
+        g_ag[k].copy_list = &g_lists[k];
+        g_lists[k].n = 5; /* stale: attach empties it */
+        agents[k] = &g_ag[k];
+    }
+    rlt_lockstep *ls = lockstep_new(agents, N_AGENTS);
+    CHECK(ls != NULL, "lockstep_new");
+    if (!ls) return;
+    static const int64_t fake_delta[N_AGENTS];
+    lockstep_set_store(ls, fake_delta);
+    lockstep_attach(ls);
+    CHECK(g_ag[1].replay.defer == &g_lists[1] && g_lists[1].n == 0, "attach points replay.defer at the emptied list");
+    store_worker w[N_AGENTS];
+    pthread_t th[N_AGENTS];
+    for (int k = 0; k < N_AGENTS; k++) {
+        w[k] = (store_worker){.ls = ls, .k = k};
+        pthread_create(&th[k], NULL, store_main, &w[k]);
+    }
+    for (int k = 0; k < N_AGENTS; k++) pthread_join(th[k], NULL);
+    for (int k = 0; k < N_AGENTS; k++)
+        CHECK(w[k].ok == STORE_ROUNDS && w[k].found == STORE_ROUNDS && w[k].empty == STORE_ROUNDS &&
+                  w[k].synced == STORE_ROUNDS,
+              "agent %d: %d updates, its held value in place after %d, its list empty after %d, synced after %d (of %d)",
+              k, w[k].ok, w[k].found, w[k].empty, w[k].synced, STORE_ROUNDS);
+    uint64_t act_rounds = 0, update_rounds = 0, store_rounds = 0;
+    lockstep_rounds(ls, &act_rounds, &update_rounds, &store_rounds);
+    CHECK(g_store_calls == STORE_ROUNDS / 2 && store_rounds == (uint64_t)g_store_calls && update_rounds == STORE_ROUNDS,
+          "one store launch for each round with copies held: %d calls, %llu counted, %llu update rounds", g_store_calls,
+          (unsigned long long)store_rounds, (unsigned long long)update_rounds);
+    CHECK(g_store_before_launch, "the stores run before the round's launch");
+    lockstep_detach(ls);
+    CHECK(g_ag[1].replay.defer == NULL, "detach leaves each agent issuing its own copies");
     lockstep_free(ls);
 }
 
@@ -329,5 +436,6 @@ int main(void) {
     launch_fails();
     free_after_agents();
     act_rounds();
+    stores();
     return test_summary("test_lockstep");
 }

@@ -75,6 +75,9 @@ static int agent_build_plan(rlt_agent *ag, rlt_location replay_loc) {
     /* A seed group's agents sharing a GPU may run one batched update graph: its table of arena offsets and seeds. */
     uint64_t table = ag->cfg.batch_seeds > 1 && !bk->device_is_host ? seed_batch_table_bytes(ag->cfg.batch_seeds) : 0;
     RLT_TRY(plan_add(p, e, "group.seed_table", "group", RLT_LOC_DEVICE, table, &ag->seed_table));
+    /* And the transition store each member holds for the group's next round (the lead runs all of them at once). */
+    RLT_TRY(plan_add(p, e, "staging.copy_list", "staging", RLT_LOC_HOST, table ? sizeof(rlt_copy_list) : 0,
+                     (void **)&ag->copy_list));
     /* The library workspace from the plan's shapes: none when no op of this plan calls the library (the
      * backend creates the library handles it needs here too, so the measured context below includes them). */
     uint64_t ws = 0;

@@ -358,6 +358,8 @@ static int read_device(rlt_agent *ag, ckpt_reader *r, const char *name, void *de
 }
 
 int agent_write_state(rlt_agent *ag, ckpt_writer *w, int include_replay) {
+    /* Transition stores held for the seed group's next round belong to this state: issue them first. */
+    RLT_TRY(replay_settle(&ag->replay, &ag->bk));
     for (int32_t i = 0; i < ag->plan.n; i++) {
         const rlt_plan_entry *en = &ag->plan.entries[i];
         if (!is_state_region(en) || !en->bytes) continue;
@@ -387,6 +389,8 @@ int agent_write_state(rlt_agent *ag, ckpt_writer *w, int include_replay) {
 
 int agent_read_state(rlt_agent *ag, ckpt_reader *r, const char *path) {
     rlt_err *e = &ag->err;
+    /* Held transition stores would land over what is read below: issue them before. */
+    RLT_TRY(replay_settle(&ag->replay, &ag->bk));
     const ckpt_tensor_info *info;
     agent_host_state h;
     /* Check every tensor first, so a mismatched file changes nothing; the network by its description first,

@@ -31,6 +31,10 @@ struct rlt_lockstep {
     char act_why[sizeof(((rlt_err *)0)->msg) + 64];
     uint64_t act_rounds, update_rounds; /* under mu */
     uint32_t spin; /* pauses before a waiter yields: none when the agents outnumber the cores */
+    /* The seeds' transition stores run by each round (rlt_backend_ops.copy_lists): the seed table's host deltas on
+     * the device, or NULL when each agent issues its own copies; store_rounds: the rounds that ran them (under mu). */
+    const int64_t *store_hdelta;
+    uint64_t store_rounds;
 };
 
 uint64_t seed_batch_table_bytes(int32_t n) {
@@ -236,8 +240,15 @@ int seed_batch_capture(rlt_agent *const *agents, int32_t n, rlt_lockstep **ls, c
     *ls = lockstep_new(agents, n);
     if (!*ls) RLT_FAIL(&lead->err, RLT_ENOMEM, "out of host memory for the seeds' lock-step");
     seed_batch_capture_acts(lead, *ls, d_hdelta);
+    /* The transition stores in one launch a round, unless RLT_SEEDS_STORE=0 (each agent issues its own, for A/B). */
+    const char *store = getenv("RLT_SEEDS_STORE");
+    int can = bk->ops->copy_lists && !(store && strcmp(store, "0") == 0);
+    for (int32_t k = 0; k < n && can; k++) can = agents[k]->copy_list != NULL;
+    if (can) lockstep_set_store(*ls, d_hdelta);
     return RLT_OK;
 }
+
+void lockstep_set_store(rlt_lockstep *ls, const int64_t *host_delta) { ls->store_hdelta = host_delta; }
 
 rlt_lockstep *lockstep_new(rlt_agent *const *agents, int32_t n) {
     size_t per = sizeof(rlt_agent *) + sizeof(rlt_backend *) + 2 * sizeof(int32_t) + sizeof(atomic_uint);
@@ -278,10 +289,11 @@ int32_t lockstep_acts(const rlt_lockstep *ls, int32_t *rows) {
     return ls->n_act;
 }
 
-void lockstep_rounds(rlt_lockstep *ls, uint64_t *act_rounds, uint64_t *update_rounds) {
+void lockstep_rounds(rlt_lockstep *ls, uint64_t *act_rounds, uint64_t *update_rounds, uint64_t *store_rounds) {
     pthread_mutex_lock(&ls->mu);
     *act_rounds = ls->act_rounds;
     *update_rounds = ls->update_rounds;
+    if (store_rounds) *store_rounds = ls->store_hdelta ? ls->store_rounds : UINT64_MAX;
     pthread_mutex_unlock(&ls->mu);
 }
 
@@ -292,12 +304,20 @@ void lockstep_attach(rlt_lockstep *ls) {
     for (int32_t k = 0; k < ls->n; k++) {
         ls->kind[k] = LS_NONE;
         ls->agents[k]->lockstep = ls;
+        /* Each agent's replay holds its copies for the rounds (replay.defer) from now on. */
+        if (ls->store_hdelta) {
+            ls->agents[k]->copy_list->n = 0;
+            ls->agents[k]->replay.defer = ls->agents[k]->copy_list;
+        }
     }
 }
 
 void lockstep_detach(rlt_lockstep *ls) {
     if (!ls) return;
-    for (int32_t k = 0; k < ls->n; k++) ls->agents[k]->lockstep = NULL;
+    for (int32_t k = 0; k < ls->n; k++) {
+        ls->agents[k]->lockstep = NULL;
+        ls->agents[k]->replay.defer = NULL; /* each settled its own on leaving (lockstep_leave_agent) */
+    }
 }
 
 /* Touches only the lock-step: its agents may be gone already (a group frees its members first). */
@@ -313,6 +333,30 @@ static void lockstep_set_failed(rlt_lockstep *ls) { atomic_store(&ls->failed, 1)
 /* Under mu, once every active agent waits: runs one round and lets the agents it served go. Acting first (the
  * agents waiting to update cannot go on before the others reach their update), one acting graph per round: the graph
  * computes every agent, and a later one would write over the outputs of an agent the earlier one served. */
+/* Under mu, first in a round: the transition stores the agents hold, all in one launch on the lead's stream before
+ * the round's graph (so the update samples them). 1 when it launched them: the round then syncs and empties the
+ * lists, so that no agent writes its staging or its list again before the launch has read them; 0 when none was
+ * held; -1 on failure (the round failed). */
+static int lockstep_store(rlt_lockstep *ls) {
+    if (!ls->store_hdelta) return 0;
+    int any = 0;
+    for (int32_t k = 0; k < ls->n && !any; k++) any = ls->agents[k]->copy_list->n > 0;
+    if (!any) return 0;
+    rlt_agent *lead = ls->agents[0];
+    if (lead->bk.ops->copy_lists(&lead->bk, lead->copy_list, ls->store_hdelta, ls->n) != RLT_OK) {
+        snprintf(ls->why, sizeof ls->why, "the seeds' batched transition store failed: %s", lead->err.msg);
+        lockstep_set_failed(ls);
+        return -1;
+    }
+    ls->store_rounds++;
+    return 1;
+}
+
+/* Under mu, after the round's sync: the stores have run, the lists are empty again. */
+static void lockstep_store_done(rlt_lockstep *ls) {
+    for (int32_t k = 0; k < ls->n; k++) ls->agents[k]->copy_list->n = 0;
+}
+
 static void lockstep_launch(rlt_lockstep *ls) {
     rlt_agent *lead = ls->agents[0];
     int32_t act_slot = -1, upd_slot = -1;
@@ -328,6 +372,8 @@ static void lockstep_launch(rlt_lockstep *ls) {
             upd_slot = ls->slot[k];
         }
     }
+    const int stored = atomic_load(&ls->failed) ? 0 : lockstep_store(ls);
+    if (stored < 0) return;
     if (act_slot >= 0) {
         /* One launch for every agent's chunk, then one sync for the group: the outputs are in the staging. */
         int rc = lead->bk.ops->graph(&lead->bk, RLT_GRAPH_LAUNCH, act_slot);
@@ -337,6 +383,7 @@ static void lockstep_launch(rlt_lockstep *ls) {
             lockstep_set_failed(ls);
             return;
         }
+        if (stored) lockstep_store_done(ls);
         ls->act_rounds++;
         for (int32_t k = 0; k < ls->n; k++)
             if (ls->kind[k] == LS_ACT && ls->slot[k] == act_slot) {
@@ -346,13 +393,22 @@ static void lockstep_launch(rlt_lockstep *ls) {
             }
         return;
     }
-    if (atomic_load(&ls->failed) || upd_slot < 0) return;
+    if (atomic_load(&ls->failed)) return;
+    if (upd_slot < 0) {
+        /* Nothing to launch (cannot happen while every waiting agent waits for something); stores must still end. */
+        if (stored && lead->bk.ops->sync(&lead->bk) == RLT_OK) lockstep_store_done(ls);
+        return;
+    }
     int rc = lead->bk.ops->graph_launch_seeds(&lead->bk, upd_slot, ls->bks, ls->n);
+    /* An update round does not wait for its graph, but the stores it ran must be read before any agent stages or
+     * holds again: the agents' next step would otherwise overwrite what the launch has yet to read. */
+    if (rc == RLT_OK && stored) rc = lead->bk.ops->sync(&lead->bk);
     if (rc != RLT_OK) {
         snprintf(ls->why, sizeof ls->why, "the seeds' batched update failed: %s", lead->err.msg);
         lockstep_set_failed(ls);
         return;
     }
+    if (stored) lockstep_store_done(ls);
     ls->update_rounds++;
     for (int32_t k = 0; k < ls->n; k++)
         if (ls->kind[k] == LS_UPDATE) {

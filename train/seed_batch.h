@@ -22,7 +22,15 @@
  * (evaluation episodes of different lengths, one agent's update while another still acts) so never deadlock, and
  * nothing launches while an agent is outside the lock-step (stepping its environment, storing its transitions), so
  * each agent's own stream and staging are its own there. An agent that finishes its run leaves; the rest go on
- * without it (the batched graphs still compute its arena, which nothing reads any more). */
+ * without it (the batched graphs still compute its arena, which nothing reads any more).
+ *
+ * Transition stores: while attached, each agent's replay holds its host-to-device copies in the agent's copy list
+ * (replay.defer, pinned host memory) instead of issuing them, one per field and one for the size, from every agent's
+ * thread into one context. The next round, acting or update, starts with one launch on the lead's stream that runs
+ * every agent's list (rlt_backend_ops.copy_lists), syncs, and empties the lists: so the update samples the newest
+ * transitions, and no agent stages or holds again before the launch has read them. What an agent holds when it does
+ * something else (a checkpoint, a second observe without a round, leaving) it issues itself first (replay_settle).
+ * The bytes are the ones its own copies would have written, so each agent's replay is its single run's. */
 #ifndef RLT_SEED_BATCH_H
 #define RLT_SEED_BATCH_H
 
@@ -65,6 +73,9 @@ int seed_batch_capture(struct rlt_agent *const *agents, int32_t n, rlt_lockstep 
 rlt_lockstep *lockstep_new(struct rlt_agent *const *agents, int32_t n);
 /* Adds an acting graph for `rows` rows in graph slot `slot` of the lead (captured batched by the caller). */
 int lockstep_add_act(rlt_lockstep *ls, int32_t rows, int32_t slot);
+/* Rounds run the agents' held transition stores (rlt_backend_ops.copy_lists, every agent's copy_list set; the seed
+ * table's host deltas on the device): attach then points each agent's replay.defer at its list. */
+void lockstep_set_store(rlt_lockstep *ls, const int64_t *host_delta);
 void lockstep_attach(rlt_lockstep *ls);
 void lockstep_detach(rlt_lockstep *ls);
 void lockstep_free(rlt_lockstep *ls);
@@ -79,9 +90,11 @@ int lockstep_act(rlt_lockstep *ls, struct rlt_agent *ag, int32_t rows, int *serv
 /* One agent's run is over: the others stop waiting for it. */
 void lockstep_leave(rlt_lockstep *ls);
 /* The row counts the group acts on batched (into rows[SEED_BATCH_ACTS]), how many; "" when every capture of acting
- * succeeded, else why one did not (those rows each agent acts on its own); and the rounds run so far. */
+ * succeeded, else why one did not (those rows each agent acts on its own); and the rounds run so far: acting,
+ * update, and (store_rounds, may be NULL) those that ran the agents' held transition stores, UINT64_MAX when each
+ * agent issues its own. */
 int32_t lockstep_acts(const rlt_lockstep *ls, int32_t *rows);
 const char *lockstep_act_why(const rlt_lockstep *ls);
-void lockstep_rounds(rlt_lockstep *ls, uint64_t *act_rounds, uint64_t *update_rounds);
+void lockstep_rounds(rlt_lockstep *ls, uint64_t *act_rounds, uint64_t *update_rounds, uint64_t *store_rounds);
 
 #endif

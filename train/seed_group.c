@@ -185,8 +185,14 @@ static int member_do(seed_member *m, member_cmd cmd) {
     }
     case CMD_RUN: {
         int rc = rlt_trainer_run(m->tr, member_progress, m);
-        /* Its outputs are written: the other seeds stop waiting for this one's updates. */
-        if (m->tr->agent->lockstep) lockstep_leave(m->tr->agent->lockstep);
+        /* Its outputs are written: the other seeds stop waiting for this one's updates (its held transition stores,
+         * if a failure left any, issued first: no later round runs them). */
+        if (m->tr->agent->lockstep) {
+            rlt_agent *ag = m->tr->agent;
+            if (replay_settle(&ag->replay, &ag->bk) != RLT_OK) rlt_err_clear(&ag->err);
+            ag->replay.defer = NULL;
+            lockstep_leave(ag->lockstep);
+        }
         return rc;
     }
     case CMD_EXIT:
@@ -1074,10 +1080,14 @@ int rlt_group_run(rlt_group *g, rlt_group_progress_fn fn, void *user) {
     int by_fn = group_supervise(g, fn, user);
     lockstep_detach(g->ls);
     if (g->ls) {
-        uint64_t act_rounds = 0, update_rounds = 0;
-        lockstep_rounds(g->ls, &act_rounds, &update_rounds);
-        rlt_log(RLT_LOG_INFO, "seed group: %llu batched acting rounds and %llu batched update rounds",
-                (unsigned long long)act_rounds, (unsigned long long)update_rounds);
+        uint64_t act_rounds = 0, update_rounds = 0, store_rounds = 0;
+        lockstep_rounds(g->ls, &act_rounds, &update_rounds, &store_rounds);
+        char stores[96] = "";
+        if (store_rounds != UINT64_MAX)
+            snprintf(stores, sizeof stores, "; %llu of them ran the seeds' transition stores in one launch",
+                     (unsigned long long)store_rounds);
+        rlt_log(RLT_LOG_INFO, "seed group: %llu batched acting rounds and %llu batched update rounds%s",
+                (unsigned long long)act_rounds, (unsigned long long)update_rounds, stores);
     }
     pthread_mutex_lock(&g->mu);
     g->t_end = now_s();

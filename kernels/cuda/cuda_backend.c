@@ -884,6 +884,7 @@ static const rlt_backend_ops cuda_ops = {
     .seed_mark = cuda_seed_mark,
     .graph_launch_seeds = cuda_graph_launch_seeds,
     .seed_follow = cuda_seed_follow,
+    .copy_lists = cuda_copy_lists,
     .flat = cuda_flat,
     .counter_add = cuda_counter_add,
     .adam = cuda_adam,

@@ -200,6 +200,7 @@ int cuda_seeds_refuse(rlt_backend *bk, const char *op);
  * (seed_copy.cu): block z moves the device side by seeds.delta[z] and the host side by seeds_host_delta[z]; the host
  * side is pinned memory the kernel reaches through unified addressing. */
 int cuda_seed_copy(rlt_backend *bk, void *dst, const void *src, uint64_t bytes, int32_t h2d);
+int cuda_copy_lists(rlt_backend *bk, const rlt_copy_list *lead_list, const int64_t *host_delta, int32_t n);
 
 /* One check macro per library: each records the failing call's text, file:line and the library's error
  * string in bk->err and returns a status from the enclosing function. */

@@ -5,7 +5,7 @@
  * address). The bytes are the copy's, so each agent gets what its own cudaMemcpyAsync would have given it. A
  * kernel rather than one memcpy node per agent: a graph's memcpy nodes run one after another on the copy engines
  * (microseconds each, so 64 agents' acting would wait for 128 of them), while this is one launch that moves a few
- * hundred bytes per agent over the bus. */
+ * hundred bytes per agent over the bus. The same reach runs the seeds' held transition stores (copy_lists). */
 #include "cuda_ops.h"
 
 __global__ void seed_copy_kernel(char *dst, const char *src, uint64_t bytes, int32_t h2d, cuda_seeds sd,
@@ -34,7 +34,42 @@ extern "C" int cuda_seed_copy(rlt_backend *bk, void *dst, const void *src, uint6
     return RLT_OK;
 }
 
+/* The seeds' held transition stores (rlt_copy_list), one block per agent: the block reads its agent's list once from
+ * pinned host memory into shared memory (agent z's list is the lead's moved by host_delta[z]), then its threads copy
+ * each entry's bytes from the agent's pinned staging to its device replay, entry after entry, in the order they were
+ * held, so a later entry over an earlier one's bytes wins as its own copies would have. */
+__global__ void copy_lists_kernel(const rlt_copy_list *lead, const int64_t *host_delta) {
+    __shared__ rlt_copy_list l;
+    const rlt_copy_list *mine = (const rlt_copy_list *)(const void *)((const char *)(const void *)lead + host_delta[blockIdx.z]);
+    const uint64_t *from = (const uint64_t *)(const void *)mine;
+    uint64_t *to = (uint64_t *)(void *)&l;
+    for (uint32_t i = threadIdx.x; i < sizeof l / sizeof(uint64_t); i += blockDim.x) to[i] = from[i];
+    __syncthreads();
+    const int64_t n = l.n < 0 ? 0 : (l.n > RLT_COPY_LIST_MAX ? RLT_COPY_LIST_MAX : l.n);
+    for (int64_t e = 0; e < n; e++) {
+        char *d = (char *)(uintptr_t)l.e[e].dst;
+        const char *s = (const char *)(uintptr_t)l.e[e].src;
+        const uint64_t bytes = l.e[e].bytes;
+        if ((((uintptr_t)d | (uintptr_t)s | bytes) & 3u) == 0) {
+            for (uint64_t i = threadIdx.x; i < bytes / 4; i += blockDim.x)
+                ((uint32_t *)(void *)d)[i] = ((const uint32_t *)(const void *)s)[i];
+        } else {
+            for (uint64_t i = threadIdx.x; i < bytes; i += blockDim.x) d[i] = s[i];
+        }
+        __syncthreads(); /* entry by entry: a later one may write where an earlier one did */
+    }
+}
+
+extern "C" int cuda_copy_lists(rlt_backend *bk, const rlt_copy_list *lead_list, const int64_t *host_delta, int32_t n) {
+    CUDA_REQUIRE(bk, lead_list && host_delta && n >= 1 && n <= CUDA_SEEDS_MAX, "copy_lists");
+    cuda_impl *c = cuda_get(bk);
+    copy_lists_kernel<<<dim3(1, 1, (unsigned)n), CUDA_THREADS, 0, c->streams[0]>>>(lead_list, host_delta);
+    CUDA_CHECK_LAUNCH(bk, "copy_lists_kernel");
+    return RLT_OK;
+}
+
 extern "C" cudaError_t cuda_preload_seed_copy(void) {
     struct cudaFuncAttributes a;
-    return cudaFuncGetAttributes(&a, seed_copy_kernel);
+    cudaError_t rc = cudaFuncGetAttributes(&a, seed_copy_kernel);
+    return rc == cudaSuccess ? cudaFuncGetAttributes(&a, copy_lists_kernel) : rc;
 }
