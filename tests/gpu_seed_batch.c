@@ -17,6 +17,9 @@
  *   (each seed once planned the lead's workspace: 897 MiB), every other seed's arena is the same size and smaller
  *   than the lead's, and the group's plan table states the sum of what the members reserved; rlt_plan_group
  *   (`rltrain plan`) planned those two sizes before.
+ * - With two GPUs (when cuda:1 opens): 4 seeds spread over devices: [cuda:0, cuda:1] batch per GPU (seeds 1 and 3 on
+ *   cuda:0, 2 and 4 on cuda:1, each pair one batched graph, which the log states), and each member ends
+ *   with the final.ckpt and metrics.csv of its single run on its GPU. With one GPU the case says it was not run.
  * Skipped (77) without a GPU. */
 #include <string.h>
 
@@ -59,6 +62,37 @@ static void group_vs_single(const char *yaml, const char *tag, int n, const char
         char mdir[640];
         snprintf(mdir, sizeof mdir, "%s/seed_%d", gdir, s);
         snprintf(what, sizeof what, "%s seed %d", tag, s);
+        test_single_same(one, sdir, mdir, what);
+    }
+}
+
+/* Seeds spread over two GPUs batch per GPU: seed s (member s - 1) on cuda:((s - 1) mod 2), against its single run
+ * there. */
+static void two_gpus(void) {
+    rlt_config *probe = config(k_td3, test_tmpdir("tmp_gpu_batch_probe1"), "device=cuda:1", NULL);
+    rlt_trainer *tr;
+    int rc = rlt_trainer_init(probe, &tr);
+    rlt_trainer_free(tr);
+    rlt_config_free(probe);
+    if (rc == RLT_EDEVICE) {
+        printf("gpu_seed_batch: one GPU (cuda:1 does not open): the case of seeds spread over two GPUs did not run\n");
+        return;
+    }
+    char gdir[600], sdir[600], mdir[640], what[80];
+    snprintf(gdir, sizeof gdir, "%s", test_tmpdir("tmp_gpu_batch_two"));
+    rlt_config *cfg = config(k_td3, gdir, "train.num_seeds=4", "devices=[cuda:0, cuda:1]");
+    CHECK(rlt_config_set(cfg, "train.seed_batching=true") == RLT_OK, "%s", rlt_config_errmsg(cfg));
+    const char *log = test_group_logged(cfg, "two GPUs", "seeds' updates on cuda:1");
+    CHECK(strstr(log, "the 2 seeds' updates on cuda:0") != NULL, "two GPUs: cuda:0's pair batches too:\n%s", log);
+    for (int s = 1; s <= 4; s++) {
+        snprintf(what, sizeof what, "tmp_gpu_batch_two_single%d", s);
+        snprintf(sdir, sizeof sdir, "%s", test_tmpdir(what));
+        char seed[32], dev[32];
+        snprintf(seed, sizeof seed, "seed=%d", s);
+        snprintf(dev, sizeof dev, "device=cuda:%d", (s - 1) % 2);
+        rlt_config *one = config(k_td3, sdir, seed, dev);
+        snprintf(mdir, sizeof mdir, "%s/seed_%d", gdir, s);
+        snprintf(what, sizeof what, "two GPUs, seed %d on cuda:%d", s, (s - 1) % 2);
         test_single_same(one, sdir, mdir, what);
     }
 }
@@ -131,5 +165,6 @@ int main(void) {
                     "each seed runs its own update graph: the replay is in host memory");
     group_vs_single(k_td3, "td3_bf16", 3, "precision=bf16",
                     "each seed runs its own update graph: the plan computes in bf16");
+    two_gpus();
     return test_summary("gpu_seed_batch");
 }

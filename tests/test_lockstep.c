@@ -16,7 +16,11 @@
  *   replay.defer at it); every round that finds copies held runs all the agents' lists in one call before its
  *   launch, syncs before letting the agents go (an update round too), and empties the lists: after its update each
  *   agent finds its value in place, its list empty, and no store call left unsynced; rounds with nothing held run
- *   no store. */
+ *   no store.
+ * - Who batches with whom (seed_batch_member): on one GPU every seed in one batch at slot k, member 0 leading on a
+ *   single run's lanes; seeds spread over devices batch per entry (member k on devices[k mod d], slot k / d, the
+ *   entry's first member leading), an entry with one seed or on the CPU not at all; nothing batches without
+ *   train.seed_batching or in a data-parallel run. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -428,6 +432,46 @@ static void stores(void) {
     lockstep_free(ls);
 }
 
+/* Member k of n under the given devices ("" for device cuda:0 alone): batched or not, and its batch and slot. */
+static void member_is(const char *devices, int32_t n, int32_t k, int batching, int want, int32_t batch, int32_t slot) {
+    rlt_config *c;
+    CHECK(rlt_config_init(&c) == RLT_OK, "config");
+    char set[200];
+    snprintf(set, sizeof set, "%s", devices[0] ? devices : "device=cuda:0");
+    CHECK(rlt_config_set(c, set) == RLT_OK, "%s: %s", set, rlt_config_errmsg(c));
+    snprintf(set, sizeof set, "train.seed_batching=%s", batching ? "true" : "false");
+    CHECK(rlt_config_set(c, set) == RLT_OK, "%s", rlt_config_errmsg(c));
+    rlt_config *m = malloc(sizeof *m);
+    *m = *c;
+    int got = seed_batch_member(c, n, k, 0, 1, m);
+    CHECK(got == want, "%s, %d seeds, member %d: batched %d, want %d", set, (int)n, (int)k, got, want);
+    if (got && want)
+        CHECK(m->batch_seeds == batch && m->arena_slot == slot && m->lanes == (slot == 0 ? 0 : 1),
+              "%s, %d seeds, member %d: batch of %d, slot %d, lanes %d; want %d, %d, %d", devices, (int)n, (int)k,
+              (int)m->batch_seeds, (int)m->arena_slot, (int)m->lanes, (int)batch, (int)slot, slot == 0 ? 0 : 1);
+    free(m);
+    rlt_config_free(c);
+}
+
+static void members(void) {
+    for (int32_t k = 0; k < 4; k++) member_is("", 4, k, 1, 1, 4, k);
+    member_is("", 4, 2, 0, 0, 0, 0);
+    /* 5 seeds over two GPUs: members 0, 2, 4 on cuda:0 (slots 0, 1, 2), 1 and 3 on cuda:1 (slots 0, 1). */
+    const int32_t batch[5] = {3, 2, 3, 2, 3};
+    for (int32_t k = 0; k < 5; k++) member_is("devices=[cuda:0, cuda:1]", 5, k, 1, 1, batch[k], k / 2);
+    member_is("devices=[cuda:0, cuda:1]", 2, 1, 1, 0, 0, 0); /* one seed a GPU */
+    member_is("devices=[cpu, cuda:1]", 4, 0, 1, 0, 0, 0);    /* the CPU's seeds never batch */
+    member_is("devices=[cpu, cuda:1]", 4, 3, 1, 1, 2, 1);    /* cuda:1's do */
+    rlt_config *c;
+    CHECK(rlt_config_init(&c) == RLT_OK && rlt_config_set(c, "devices=[cuda:0, cuda:1]") == RLT_OK &&
+          rlt_config_set(c, "train.seed_batching=true") == RLT_OK, "config");
+    rlt_config *m = malloc(sizeof *m);
+    *m = *c;
+    CHECK(seed_batch_member(c, 4, 2, 1, 1, m) == 0, "a data-parallel rank batches nothing");
+    free(m);
+    rlt_config_free(c);
+}
+
 int main(void) {
     alarm(60); /* a lock-step that hangs fails the test instead of the CI job */
     in_step();
@@ -437,5 +481,6 @@ int main(void) {
     free_after_agents();
     act_rounds();
     stores();
+    members();
     return test_summary("test_lockstep");
 }

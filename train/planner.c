@@ -199,7 +199,7 @@ static int plan_need(const rlt_config *cfg, uint64_t *need, char *err, size_t er
 }
 
 /* Members 0 and 1 as seed_group.c makes them (seed_batch_member): the first leads a batched graph where the group has
- * one, the second stands for every other. */
+ * one, the second stands for every other (with seeds spread over d devices member d, the first that leads none). */
 int rlt_plan_group(const rlt_config *cfg, uint64_t *first, uint64_t *each, char *err, size_t err_cap) {
     if (!cfg || !first || !each) return RLT_EINVAL;
     *first = *each = 0;
@@ -210,7 +210,8 @@ int rlt_plan_group(const rlt_config *cfg, uint64_t *first, uint64_t *each, char 
     rlt_config *c = rlt_mem_alloc(sizeof *c, 64);
     if (!c) return RLT_ENOMEM;
     *c = *cfg;
-    if (n > 1) seed_batch_member(cfg, n, 1, dp, batchable, c);
+    const int32_t other = !dp && cfg->devices.n > 1 && n > cfg->devices.n ? cfg->devices.n : 1;
+    if (n > 1) seed_batch_member(cfg, n, other, dp, batchable, c);
     int rc = plan_need(c, each, err, err_cap);
     *first = *each;
     *c = *cfg;

@@ -59,13 +59,14 @@ int seed_batch_member(const rlt_config *group, int32_t n, int32_t k, int dp, int
     for (int32_t j = 0; j < n; j++) sharing += d == 0 || j % d == k % d;
     if (!dp && sharing > 1) m->lanes = 1;
     const rlt_device_kind kind = d > 0 ? group->devices.d[k % d].kind : group->device.kind;
-    /* All seeds on one GPU may run one batched update graph (train/seed_batch.h): the plan holds its table. */
-    if (!group->train.seed_batching || dp || d > 1 || sharing < 2 || kind != RLT_DEVICE_CUDA || !batchable) return 0;
+    /* The seeds of one entry of devices (k mod d: all of them with one device) may run one batched update graph
+     * (train/seed_batch.h), each entry's seeds their own: the plan holds its table. */
+    if (!group->train.seed_batching || dp || sharing < 2 || kind != RLT_DEVICE_CUDA || !batchable) return 0;
     m->batch_seeds = sharing;
-    m->arena_slot = k;
+    m->arena_slot = d > 1 ? k / d : k;
     /* The leading member's batched graph is every seed's update: it keeps the lanes of a single run, so its branches
      * (the target networks beside the online ones) run side by side. */
-    if (k == 0) m->lanes = 0;
+    if (m->arena_slot == 0) m->lanes = 0;
     return 1;
 }
 

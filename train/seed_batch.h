@@ -52,10 +52,11 @@ uint64_t seed_batch_table_bytes(int32_t n);
 
 /* How member k of a group of n made from config `group` runs beside the others, set in *m (the member's config so
  * far; the arena span is the caller's): members sharing a GPU each run their update on one lane; with
- * train.seed_batching, on one GPU, not data-parallel (dp 0) and with no population key that keeps members apart
- * (batchable), they share a batched graph: batch_seeds and arena_slot k, member 0 leading it with the lanes of a
- * single run. Returns 1 when the member is batched. seed_group.c makes its members with it, and rlt_plan_group
- * (planner.c) plans them with it. */
+ * train.seed_batching on GPUs, not data-parallel (dp 0) and with no population key that keeps members apart
+ * (batchable), the members of one entry of devices (member k on devices[k mod d]; all of them with one device)
+ * share a batched graph: batch_seeds (that entry's members) and arena_slot k / d (k with one device), the entry's
+ * first member (slot 0) leading it with the lanes of a single run. Returns 1 when the member is batched.
+ * seed_group.c makes its members with it, and rlt_plan_group (planner.c) plans them with it. */
 struct rlt_config;
 int seed_batch_member(const struct rlt_config *group, int32_t n, int32_t k, int dp, int batchable, struct rlt_config *m);
 

@@ -92,13 +92,15 @@ struct rlt_group {
     char *rows;           /* a launched run: every rank's summary.csv row (world x GROUP_CSV_ROW), reserved at init */
     rlt_comm *comm;
     const rlt_backend_ops *dev_ops;
-    /* Seeds sharing one GPU (train/seed_batch.h): the lock-step of their batched update graphs, NULL when each
-     * member runs its own (then batch_why says why). */
-    rlt_lockstep *ls;
-    /* The batched seeds' arena span (rlt_backend.span): their device arenas at one stride, for strided library
+    /* Seeds sharing one GPU (train/seed_batch.h), in batches: one for each entry of devices (member k in batch
+     * k mod batches), one with a single device. ls[b]: the lock-step of batch b's batched update graphs, NULL when
+     * its members run their own (then batch_why[b] says why). */
+    int32_t batches;
+    rlt_lockstep *ls[RLT_CFG_MAX_DEVICES];
+    /* Each batch's arena span (rlt_backend.span): its members' device arenas at one stride, for strided library
      * products. The members' backends fill it; the last arena released frees its address range. */
-    rlt_arena_span span;
-    char batch_why[320];
+    rlt_arena_span span[RLT_CFG_MAX_DEVICES];
+    char batch_why[RLT_CFG_MAX_DEVICES][320];
     int lock_fd; /* out_dir/.rltrain.lock (outputs.h), held from the first resume or run to rlt_group_free */
     /* A population (config.h): members with their own values of its keys; pop_differs names the first key whose
      * values differ in a way the batched update graph cannot take per member ("" when none:
@@ -178,10 +180,13 @@ static int member_do(seed_member *m, member_cmd cmd) {
         snprintf(path, sizeof path, "%s/%s", m->cfg.out_dir, g->resume_name);
         return rlt_trainer_resume(m->tr, path);
     }
-    case CMD_BATCH: { /* in the leading member's thread: the capture is bound to it */
+    case CMD_BATCH: { /* in the thread of the batch's leading member (member b): the capture is bound to it */
+        const int32_t b = (int32_t)(m - g->m);
         rlt_agent *agents[SEED_BATCH_MAX]; /* more seeds than it holds: the capture refuses them */
-        for (int32_t k = 0; k < g->n && k < SEED_BATCH_MAX; k++) agents[k] = g->m[k].tr->agent;
-        return seed_batch_capture(agents, g->n, &g->ls, g->batch_why, sizeof g->batch_why);
+        int32_t n = 0;
+        for (int32_t k = b; k < g->n; k += g->batches, n++)
+            if (n < SEED_BATCH_MAX) agents[n] = g->m[k].tr->agent;
+        return seed_batch_capture(agents, n, &g->ls[b], g->batch_why[b], sizeof g->batch_why[b]);
     }
     case CMD_RUN: {
         int rc = rlt_trainer_run(m->tr, member_progress, m);
@@ -279,8 +284,9 @@ static uint64_t seeds_total(uint64_t n, uint64_t first, uint64_t per) {
     return n ? plan_add_sat(first, plan_mul_sat(n - 1, per)) : 0;
 }
 
-/* The member whose plan stands for the seeds after the first: in a batched group member 1 (initialised before the
- * fit check for this), whose plan has no batched workspace; otherwise the shown member. */
+/* The member whose plan stands for the seeds after the first: in a batched group (one batch: the fit check is for
+ * groups on one device) member 1 (initialised before the check for this), whose plan has no batched workspace;
+ * otherwise the shown member. */
 static const rlt_agent *group_rest_agent(const rlt_group *g) {
     if (g->n > 1 && g->m[0].cfg.batch_seeds > 1 && g->m[1].inited) return g->m[1].tr->agent;
     return g->m[g->shown].tr->agent;
@@ -434,8 +440,9 @@ static int member_config(rlt_group *g, int32_t k) {
     memset(&m->cfg.devices, 0, sizeof m->cfg.devices);
     /* Its lane and, batched, its slot in the group's graph and arena span (train/seed_batch.h). */
     if (seed_batch_member(&g->cfg, g->n, k, g->dp, !g->pop_differs[0], &m->cfg)) {
-        if (!g->span.va) g->span.n = m->cfg.batch_seeds;
-        m->cfg.arena_span = &g->span;
+        rlt_arena_span *span = &g->span[k % g->batches];
+        if (!span->va) span->n = m->cfg.batch_seeds;
+        m->cfg.arena_span = span;
     }
     if (g->dp) {
         config_for_rank(&g->cfg, g->first + k, &m->cfg);
@@ -562,6 +569,35 @@ static void population_differs(rlt_group *g) {
     snprintf(g->pop_differs, sizeof g->pop_differs, "%s", key ? key : "");
 }
 
+/* Batch b's capture (member b leads it) and its lines in the log. */
+static void group_batch_capture(rlt_group *g, int32_t b) {
+    group_one(g, b, CMD_BATCH); /* on failure batch_why[b] says why, and each of its seeds keeps its own graphs */
+    const int32_t n = g->m[b].cfg.batch_seeds;
+    const rlt_arena_span *span = &g->span[b];
+    char on[96] = "";
+    if (g->batches > 1) snprintf(on, sizeof on, " on %s", g->m[b].tr->agent->bk.device_name);
+    if (!g->ls[b]) {
+        rlt_log(RLT_LOG_INFO, "seed group: each seed%s runs its own update graph: %s", on, g->batch_why[b]);
+        return;
+    }
+    if (span->va && !span->why[0])
+        rlt_log(RLT_LOG_INFO, "seed group: the %d seeds'%s updates run as one batched graph (one launch for all); "
+                "their device arenas lie %.2f MiB apart (each rounded up to the GPU's mapping granularity), so "
+                "the batched library products are strided, with the bias in their epilogue", (int)n, on,
+                (double)span->stride / (1024.0 * 1024.0));
+    else
+        rlt_log(RLT_LOG_INFO, "seed group: the %d seeds'%s updates run as one batched graph (one launch for all)%s%s%s",
+                (int)n, on, span->why[0] ? "; their device arenas are not at one stride (" : "", span->why,
+                span->why[0] ? "), so the batched library products take pointer arrays and a bias pass" : "");
+    int32_t rows[SEED_BATCH_ACTS], n_act = lockstep_acts(g->ls[b], rows);
+    const char *act_why = lockstep_act_why(g->ls[b]);
+    if (n_act > 0)
+        rlt_log(RLT_LOG_INFO, "seed group: the %d seeds%s act as one batched graph (one launch and one sync per step "
+                "for all) on %d row%s%s", (int)n, on, (int)rows[0], rows[0] == 1 ? "" : "s",
+                n_act > 1 ? " (training) and 1 row (evaluation)" : "");
+    if (act_why[0]) rlt_log(RLT_LOG_INFO, "seed group: each seed%s acts on its own %s", on, act_why);
+}
+
 static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callbacks *const *envs, int32_t n_envs) {
     rlt_err *e = &g->err;
     g->cfg = *cfg;
@@ -594,6 +630,7 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
     if (g->launched) g->rows = rlt_mem_alloc(GROUP_CSV_ROW * (uint64_t)g->world, 64);
     if (!g->m || !g->csv || (g->launched && !g->rows)) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for a seed group of %d members", (int)n);
     g->n = n;
+    g->batches = g->cfg.devices.n > 1 && !g->dp ? g->cfg.devices.n : 1;
     for (int32_t k = 0; k < n; k++) {
         seed_member *m = &g->m[k];
         m->g = g;
@@ -663,36 +700,22 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
         inited++;
     }
     /* Seeds sharing a GPU: their updates as one batched graph when the backend and the plan allow it. */
-    if (g->m[0].cfg.batch_seeds > 1) {
-        group_one(g, 0, CMD_BATCH); /* on failure batch_why says why, and each seed keeps its own graphs */
-        if (g->ls) {
-            if (g->span.va && !g->span.why[0])
-                rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates run as one batched graph (one launch for all); "
-                        "their device arenas lie %.2f MiB apart (each rounded up to the GPU's mapping granularity), so "
-                        "the batched library products are strided, with the bias in their epilogue", (int)n,
-                        (double)g->span.stride / (1024.0 * 1024.0));
-            else
-                rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates run as one batched graph (one launch for all)%s%s%s",
-                        (int)n, g->span.why[0] ? "; their device arenas are not at one stride (" : "", g->span.why,
-                        g->span.why[0] ? "), so the batched library products take pointer arrays and a bias pass" : "");
-            int32_t rows[SEED_BATCH_ACTS], n_act = lockstep_acts(g->ls, rows);
-            const char *act_why = lockstep_act_why(g->ls);
-            if (n_act > 0)
-                rlt_log(RLT_LOG_INFO, "seed group: the %d seeds act as one batched graph (one launch and one sync per step "
-                        "for all) on %d row%s%s", (int)n, (int)rows[0], rows[0] == 1 ? "" : "s",
-                        n_act > 1 ? " (training) and 1 row (evaluation)" : "");
-            if (act_why[0]) rlt_log(RLT_LOG_INFO, "seed group: each seed acts on its own %s", act_why);
+    int32_t batched = 0;
+    for (int32_t b = 0; b < g->batches && b < n; b++)
+        if (g->m[b].cfg.batch_seeds > 1) {
+            batched = 1;
+            group_batch_capture(g, b);
         }
-        else rlt_log(RLT_LOG_INFO, "seed group: each seed runs its own update graph: %s", g->batch_why);
-    } else if (g->cfg.train.seed_batching && g->pop_differs[0] && !g->dp && g->cfg.devices.n <= 1 &&
-               g->m[0].cfg.device.kind == RLT_DEVICE_CUDA) {
+    if (batched) {
+        /* each batch said how it runs (group_batch_capture) */
+    } else if (g->cfg.train.seed_batching && g->pop_differs[0] && !g->dp && g->m[0].cfg.device.kind == RLT_DEVICE_CUDA) {
         rlt_log(RLT_LOG_INFO, "seed group: each member runs its own update graph (train.seed_batching): the members' "
                 "%s differ: %s (learning rates, tau, gamma, target noise, clipping thresholds, exploration and "
                 "schedules may differ in one batched graph)", g->pop_differs, g->pop_why);
     } else if (g->cfg.train.seed_batching) {
         rlt_log(RLT_LOG_INFO, "seed group: train.seed_batching has no effect here: it batches the seeds that share one "
-                "GPU named as device: cuda or cuda:N (%s)", g->dp ? "this is a data-parallel run" :
-                g->cfg.devices.n > 1 ? "the seeds spread over several devices" : "not a GPU");
+                "GPU (device: cuda or cuda:N, or an entry of devices) (%s)", g->dp ? "this is a data-parallel run" :
+                g->m[0].cfg.device.kind != RLT_DEVICE_CUDA ? "not a GPU" : "one seed for each device");
     }
     /* The group is sealed now: each member's count of allocations after init starts here, so the members
      * initialised after it (which allocate, before any run) do not count against the first. */
@@ -745,7 +768,7 @@ void rlt_group_free(rlt_group *g) {
         pthread_cond_destroy(&g->cv_done);
         pthread_mutex_destroy(&g->mu);
     }
-    lockstep_free(g->ls);
+    for (int32_t b = 0; b < RLT_CFG_MAX_DEVICES; b++) lockstep_free(g->ls[b]);
     if (g->comm) {
         for (int32_t k = 0; g->dev_ops && k < rlt_comm_size(g->comm); k++)
             if (rlt_comm_device(g->comm, k)) g->dev_ops->comm_destroy(rlt_comm_device(g->comm, k));
@@ -1047,16 +1070,19 @@ static int group_prepare(rlt_group *g) {
 }
 
 /* Batched updates need the seeds in step: after a resume from checkpoints of different update counts (a seed
- * that stopped early) each seed runs its own graphs instead. */
+ * that stopped early) each seed of that batch runs its own graphs instead. */
 static void group_lockstep_attach(rlt_group *g) {
-    if (!g->ls) return;
-    for (int32_t k = 1; k < g->n; k++)
-        if (g->m[k].tr->agent->updates != g->m[0].tr->agent->updates) {
+    for (int32_t b = 0; b < g->batches; b++) {
+        if (!g->ls[b]) continue;
+        int32_t k = b + g->batches;
+        while (k < g->n && g->m[k].tr->agent->updates == g->m[b].tr->agent->updates) k += g->batches;
+        if (k < g->n) {
             rlt_log(RLT_LOG_INFO, "seed group: the seeds resumed at different update counts (%lld and %lld); each runs "
-                    "its own update graph", (long long)g->m[0].tr->agent->updates, (long long)g->m[k].tr->agent->updates);
-            return;
+                    "its own update graph", (long long)g->m[b].tr->agent->updates, (long long)g->m[k].tr->agent->updates);
+            continue;
         }
-    lockstep_attach(g->ls);
+        lockstep_attach(g->ls[b]);
+    }
 }
 
 int rlt_group_run(rlt_group *g, rlt_group_progress_fn fn, void *user) {
@@ -1078,15 +1104,17 @@ int rlt_group_run(rlt_group *g, rlt_group_progress_fn fn, void *user) {
     group_lockstep_attach(g);
     group_post(g, 0, g->n, CMD_RUN);
     int by_fn = group_supervise(g, fn, user);
-    lockstep_detach(g->ls);
-    if (g->ls) {
+    for (int32_t b = 0; b < g->batches; b++) {
+        if (!g->ls[b]) continue;
+        lockstep_detach(g->ls[b]);
         uint64_t act_rounds = 0, update_rounds = 0, store_rounds = 0;
-        lockstep_rounds(g->ls, &act_rounds, &update_rounds, &store_rounds);
-        char stores[96] = "";
+        lockstep_rounds(g->ls[b], &act_rounds, &update_rounds, &store_rounds);
+        char stores[96] = "", on[96] = "";
         if (store_rounds != UINT64_MAX)
             snprintf(stores, sizeof stores, "; %llu of them ran the seeds' transition stores in one launch",
                      (unsigned long long)store_rounds);
-        rlt_log(RLT_LOG_INFO, "seed group: %llu batched acting rounds and %llu batched update rounds%s",
+        if (g->batches > 1) snprintf(on, sizeof on, " on %s", g->m[b].tr->agent->bk.device_name);
+        rlt_log(RLT_LOG_INFO, "seed group%s: %llu batched acting rounds and %llu batched update rounds%s", on,
                 (unsigned long long)act_rounds, (unsigned long long)update_rounds, stores);
     }
     pthread_mutex_lock(&g->mu);
