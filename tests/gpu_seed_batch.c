@@ -17,6 +17,8 @@
  *   (each seed once planned the lead's workspace: 897 MiB), every other seed's arena is the same size and smaller
  *   than the lead's, and the group's plan table states the sum of what the members reserved; rlt_plan_group
  *   (`rltrain plan`) planned those two sizes before.
+ * - A 256-256 DQN at batch 64 batches too: its weight gradients are batched library products (the plan reserves the
+ *   workspace for them; it once missed them, and such a group ran a graph each).
  * - With two GPUs (when cuda:1 opens): 4 seeds spread over devices: [cuda:0, cuda:1] batch per GPU (seeds 1 and 3 on
  *   cuda:0, 2 and 4 on cuda:1, each pair one batched graph, which the log states), and each member ends
  *   with the final.ckpt and metrics.csv of its single run on its GPU. With one GPU the case says it was not run.
@@ -64,6 +66,13 @@ static void group_vs_single(const char *yaml, const char *tag, int n, const char
         snprintf(what, sizeof what, "%s seed %d", tag, s);
         test_single_same(one, sdir, mdir, what);
     }
+}
+
+/* 3 seeds of a 256-256 DQN at batch 64 (configs/dqn_cartpole.yaml's network): one batched graph. */
+static void dqn_wide_batches(void) {
+    rlt_config *cfg = config(k_dqn, test_tmpdir("tmp_gpu_batch_dqn_wide"), "train.num_seeds=3", "network.hidden=[256, 256]");
+    CHECK(rlt_config_set(cfg, "train.seed_batching=true") == RLT_OK, "%s", rlt_config_errmsg(cfg));
+    (void)test_group_logged(cfg, "dqn 256-256", "the 3 seeds' updates run as one batched graph");
 }
 
 /* Seeds spread over two GPUs batch per GPU: seed s (member s - 1) on cuda:((s - 1) mod 2), against its single run
@@ -165,6 +174,7 @@ int main(void) {
                     "each seed runs its own update graph: the replay is in host memory");
     group_vs_single(k_td3, "td3_bf16", 3, "precision=bf16",
                     "each seed runs its own update graph: the plan computes in bf16");
+    dqn_wide_batches();
     two_gpus();
     return test_summary("gpu_seed_batch");
 }

@@ -152,6 +152,16 @@ static void test_group(void) {
     CHECK(first[1] == each[1] && each[1] < each[0] && each[0] - each[1] <= 4096,
           "a graph each: every member alike, as a batched group's others but their seed table (%.2f MiB)", each[1] / MIB);
     CHECK(first[2] == each[2], "one run: its plan twice (%.2f, %.2f MiB)", first[2] / MIB, each[2] / MIB);
+    /* A 256-256 DQN at batch 64 (configs/dqn_cartpole.yaml): only its weight gradients go to the library batched
+     * (the rule's output bound); the plan once missed them, and the group fell back to a graph each. */
+    const char *dqn[] = {"replay.location=device", "train.num_seeds=16", "train.seed_batching=true"};
+    rlt_config *dc = config(RLT_SOURCE_DIR "/configs/dqn_cartpole.yaml", dqn, 3);
+    uint64_t dfirst = 0, deach = 0;
+    CHECK(rlt_config_describe_gpu(dc, 80ull << 30, 90, 0) == RLT_OK, "describe");
+    CHECK(rlt_plan_group(dc, &dfirst, &deach, err, sizeof err) == RLT_OK, "dqn: %s", err);
+    CHECK(dfirst - deach == (32ull + 3 * 4) << 20, "batched DQN 256-256/b64: the lead holds 44 MiB more (%llu against "
+          "%llu bytes)", (unsigned long long)dfirst, (unsigned long long)deach);
+    rlt_config_free(dc);
     static char out[1 << 17];
     char args[1024];
     snprintf(args, sizeof args, "plan --config %s --device cuda --arch sm_90 --gpu-memory 80GiB --set "

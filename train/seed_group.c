@@ -581,12 +581,12 @@ static void group_batch_capture(rlt_group *g, int32_t b) {
         return;
     }
     if (span->va && !span->why[0])
-        rlt_log(RLT_LOG_INFO, "seed group: the %d seeds'%s updates run as one batched graph (one launch for all); "
+        rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates%s run as one batched graph (one launch for all); "
                 "their device arenas lie %.2f MiB apart (each rounded up to the GPU's mapping granularity), so "
                 "the batched library products are strided, with the bias in their epilogue", (int)n, on,
                 (double)span->stride / (1024.0 * 1024.0));
     else
-        rlt_log(RLT_LOG_INFO, "seed group: the %d seeds'%s updates run as one batched graph (one launch for all)%s%s%s",
+        rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates%s run as one batched graph (one launch for all)%s%s%s",
                 (int)n, on, span->why[0] ? "; their device arenas are not at one stride (" : "", span->why,
                 span->why[0] ? "), so the batched library products take pointer arrays and a bias pass" : "");
     int32_t rows[SEED_BATCH_ACTS], n_act = lockstep_acts(g->ls[b], rows);

@@ -65,10 +65,15 @@ static inline int cuda_rule_seeds_env(const char *env) {
  * kernels' K or the product big or the layer wide, the backward when a part is beyond the fused kernels (rows or
  * fi for dW, fo or fi for dx; dx may not be asked for, which the rule does not know, so it says yes then too), big
  * (every part has the same M N K) or wide (as under tf32, the wider rule: the plan does not know the precision), and
- * with seeds > 1 agents batched, the products that go to the library's batched GEMM. */
+ * with seeds > 1 agents batched, the products that go to the library's batched GEMM, in each of the orientations
+ * linear.cu asks the seed rule about (M N K): the forward (rows, fo, fi), the weight gradient (fo, fi, rows) and the
+ * input gradient (rows, fi, fo). The rule's output bound is not symmetric: a 256-256 DQN at batch 64 sends only its
+ * weight gradients (256 x 256 outputs) to the library. */
 static inline int cuda_rule_linear_calls_blas(int32_t rows, int32_t fi, int32_t fo, int32_t seeds, int tf32) {
     return rows > CUDA_LIN_MAX_K || fi > CUDA_LIN_MAX_K || fo > CUDA_LIN_MAX_K || cuda_rule_big(rows, fi, fo) ||
-           cuda_rule_wide(rows, fi, fo, 1, 1) || (seeds > 1 && cuda_rule_seeds_blas(tf32, rows, fi, fo));
+           cuda_rule_wide(rows, fi, fo, 1, 1) ||
+           (seeds > 1 && (cuda_rule_seeds_blas(tf32, rows, fo, fi) || cuda_rule_seeds_blas(tf32, fo, fi, rows) ||
+                          cuda_rule_seeds_blas(tf32, rows, fi, fo)));
 }
 
 /* Dense layers whose products go to the library: the 16-bit ones, those beyond linear.cu's kernels, and with seeds
