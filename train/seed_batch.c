@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -35,7 +36,25 @@ struct rlt_lockstep {
      * the device, or NULL when each agent issues its own copies; store_rounds: the rounds that ran them (under mu). */
     const int64_t *store_hdelta;
     uint64_t store_rounds;
+    /* Where a round's time goes (under mu; lockstep_times): t_end the end of the last round, t_last the last arrival
+     * of this one; gap_s the sums of t_last - t_end (the slowest seed's host work between two rounds), run_s of the
+     * launch and its sync after it, for acting [0] and update [1] rounds. */
+    double t_end, t_last, gap_s[2], run_s[2];
 };
+
+static double ls_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Under mu, after a round of kind i (0 acting, 1 update) launched: its times. */
+static void lockstep_timed(rlt_lockstep *ls, int i) {
+    double now = ls_now();
+    if (ls->t_end > 0) ls->gap_s[i] += ls->t_last - ls->t_end;
+    ls->run_s[i] += now - ls->t_last;
+    ls->t_end = now;
+}
 
 uint64_t seed_batch_table_bytes(int32_t n) {
     return n > 1 ? (uint64_t)n * (sizeof(int64_t) + sizeof(uint64_t) + sizeof(int64_t)) : 0;
@@ -298,6 +317,15 @@ void lockstep_rounds(rlt_lockstep *ls, uint64_t *act_rounds, uint64_t *update_ro
     pthread_mutex_unlock(&ls->mu);
 }
 
+void lockstep_times(rlt_lockstep *ls, double gap_s[2], double run_s[2]) {
+    pthread_mutex_lock(&ls->mu);
+    for (int i = 0; i < 2; i++) {
+        gap_s[i] = ls->gap_s[i];
+        run_s[i] = ls->run_s[i];
+    }
+    pthread_mutex_unlock(&ls->mu);
+}
+
 void lockstep_attach(rlt_lockstep *ls) {
     ls->active = ls->n;
     ls->arrived = 0;
@@ -386,6 +414,7 @@ static void lockstep_launch(rlt_lockstep *ls) {
         }
         if (stored) lockstep_store_done(ls);
         ls->act_rounds++;
+        lockstep_timed(ls, 0);
         for (int32_t k = 0; k < ls->n; k++)
             if (ls->kind[k] == LS_ACT && ls->slot[k] == act_slot) {
                 ls->kind[k] = LS_NONE;
@@ -411,6 +440,7 @@ static void lockstep_launch(rlt_lockstep *ls) {
     }
     if (stored) lockstep_store_done(ls);
     ls->update_rounds++;
+    lockstep_timed(ls, 1);
     for (int32_t k = 0; k < ls->n; k++)
         if (ls->kind[k] == LS_UPDATE) {
             ls->kind[k] = LS_NONE;
@@ -445,7 +475,10 @@ static int lockstep_wait(rlt_lockstep *ls, rlt_agent *ag, int32_t kind, int32_t 
     unsigned mine = atomic_load(&ls->served[k]);
     ls->kind[k] = kind;
     ls->slot[k] = slot;
-    if (++ls->arrived >= ls->active) lockstep_launch(ls);
+    if (++ls->arrived >= ls->active) {
+        ls->t_last = ls_now();
+        lockstep_launch(ls);
+    }
     pthread_mutex_unlock(&ls->mu);
     for (uint32_t spins = 0; atomic_load(&ls->served[k]) == mine && !atomic_load(&ls->failed); spins++) {
         if (spins >= ls->spin) sched_yield();
