@@ -301,6 +301,8 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
     const char *slt = getenv("RLT_CUDA_SEEDS_LT");
     c->seeds_lt = !(slt && strcmp(slt, "0") == 0);
     c->seeds_rule = cuda_rule_seeds_env(getenv("RLT_CUDA_SEEDS_RULE"));
+    const char *srows = getenv("RLT_CUDA_SEEDS_ROWS");
+    c->seeds_rows = !(srows && strcmp(srows, "1") == 0);
     bk->impl = c;
     bk->device_is_host = 0;
     bk->device_index = index;

@@ -152,6 +152,7 @@ typedef struct cuda_impl {
     int64_t seeds_stride;
     int32_t seeds_lt;
     int32_t seeds_rule; /* which rule sends seed-batched products to the library (cuda_rule_seeds_env) */
+    int32_t seeds_rows; /* 0 with RLT_CUDA_SEEDS_ROWS=1: batched narrow layers keep one agent's rows per thread (A/B) */
     cudaEvent_t seed_event; /* an agent's: its work before a batched launch (seed_mark); the lead's: the launch */
     /* Batched copies (rlt_seeds_desc.host_delta, seed_copy.cu): agent z's host side is the lead's moved by
      * seeds_host_delta[z] (device memory), within the lead's host arena [seeds_host_lo, seeds_host_hi); NULL: copies

@@ -24,6 +24,15 @@ __global__ void copy_f32_kernel(float *dst, const float *src, uint64_t n, cuda_s
  * it has to live on the device for a captured graph to see it advance. */
 __global__ void counter_add_kernel(int64_t *c, int64_t v, cuda_seeds sd) { *cuda_seed_ptr(sd, c) += v; }
 
+/* Blocks of a flat pass over n floats: one element a thread for one agent; batched, FLAT_SEED_PER a thread, so that
+ * N agents' zero-grad is not N times the blocks (16 TD3 seeds' critic gradients took 9,040 blocks: 8.9 us in place
+ * on an H200). The grid-stride loops write the same values whatever the count. */
+#define FLAT_SEED_PER 8
+static unsigned flat_blocks(rlt_backend *bk, uint64_t n) {
+    if (cuda_seeds_z(bk) == 1) return cuda_blocks(bk, n, CUDA_THREADS);
+    return cuda_blocks(bk, (n + FLAT_SEED_PER - 1) / FLAT_SEED_PER, CUDA_THREADS);
+}
+
 extern "C" int cuda_fill(rlt_backend *bk, float *x, uint64_t n, float value) {
     if (n == 0) return RLT_OK;
     RLT_TRY(cuda_seeds_check(bk, "fill", 1, x));
@@ -36,7 +45,7 @@ extern "C" int cuda_fill(rlt_backend *bk, float *x, uint64_t n, float value) {
         }
         value = 0.0f;
     }
-    fill_kernel<<<dim3(cuda_blocks(bk, n, CUDA_THREADS), 1, cuda_seeds_z(bk)), CUDA_THREADS, 0, cuda_stream(bk)>>>(
+    fill_kernel<<<dim3(flat_blocks(bk, n), 1, cuda_seeds_z(bk)), CUDA_THREADS, 0, cuda_stream(bk)>>>(
         x, n, value, cuda_seeds_of(bk));
     CUDA_CHECK_LAUNCH(bk, "fill_kernel");
     return RLT_OK;
@@ -49,7 +58,7 @@ extern "C" int cuda_copy_f32(rlt_backend *bk, float *dst, const float *src, uint
         return RLT_OK;
     }
     RLT_TRY(cuda_seeds_check(bk, "copy_f32", 2, dst, src));
-    copy_f32_kernel<<<dim3(cuda_blocks(bk, n, CUDA_THREADS), 1, cuda_seeds_z(bk)), CUDA_THREADS, 0, cuda_stream(bk)>>>(
+    copy_f32_kernel<<<dim3(flat_blocks(bk, n), 1, cuda_seeds_z(bk)), CUDA_THREADS, 0, cuda_stream(bk)>>>(
         dst, src, n, cuda_seeds_of(bk));
     CUDA_CHECK_LAUNCH(bk, "copy_f32_kernel");
     return RLT_OK;

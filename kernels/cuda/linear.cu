@@ -65,7 +65,14 @@ enum { LIN_PATH_GEMM32 = 0, LIN_PATH_GEMM16 = 1, LIN_PATH_ROWDOT = 2, LIN_PATH_C
 #define LIN_ROWDOT_MAXN 8
 #define LIN_COLSUM_MAXM 8
 #define LIN_OUTER_MAXK 4 /* no more k than one k-group of either GEMM tile holds: see lin_outer_tile */
-#define LIN_OUTER_ROWS 2 /* rows per thread */
+#define LIN_OUTER_ROWS 2 /* rows per thread (one agent; batched seeds up to LIN_OUTER_MAX_ROWS: lin_choose_path) */
+#define LIN_OUTER_MAX_ROWS 16
+#define LIN_ROWDOT_MAX_ROWS 4 /* rows per warp of batched seeds (one agent: 1) */
+/* Batched seeds' narrow paths take more rows per thread (OUTER) or warp (ROWDOT) while the launch keeps at least
+ * this many blocks: 16 TD3 seeds' head gradients (OUTER, 256 x 256 outputs each, 2 rows a thread) were 2,192 blocks
+ * of 256 threads, five waves at three blocks an SM, 16.5 us in place on an H200 (ncu, no cache flush) for 1 MMAC.
+ * RLT_CUDA_SEEDS_ROWS=1 keeps one agent's rows (cuda_impl.seeds_rows), for A/B runs. */
+#define LIN_SEEDS_MIN_BLOCKS 256
 /* Above this K, our kernels (which never split K across blocks) would leave most of the GPU idle (the value and the
  * two below are the plan's rules, cuda_plan_rules.h, which a plan without a GPU follows too). */
 #define LIN_MAX_K CUDA_LIN_MAX_K
@@ -105,6 +112,7 @@ typedef struct lin_problem {
     int32_t a_vec, b_vec; /* GEMM paths: the operand's rows are 16-byte aligned, copied 4 floats at a time */
     int32_t tiles_n;   /* GEMM: output tiles along n */
     int32_t tiles;     /* blocks this problem takes */
+    int32_t per;       /* OUTER: rows per thread; ROWDOT: rows per warp (a function of the shape and the seeds) */
     float beta;
 } lin_problem;
 
@@ -413,24 +421,30 @@ __device__ __forceinline__ void lin_gemm_tile(const lin_problem &p, int32_t tile
     lin_gemm_finish<BM, KG>(p, acc, smem, g, tm, BK_ ? rn : rn * 4, BK_ ? 8 : 1, m0, n0, sd);
 }
 
-/* N <= 8 outputs per row, A and B contiguous along k: a warp per row. */
+/* N <= 8 outputs per row, A and B contiguous along k: a warp per row, p.per rows of a tile's 8 p.per in turn
+ * (rows r WARPS apart, so the block's warps read neighbouring rows at once). Each row's sum is the same whichever
+ * warp forms it. */
 __device__ __forceinline__ void lin_rowdot_tile(const lin_problem &p, int32_t tile, int64_t dz) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int32_t m = tile * (LIN_THREADS / 32) + warp;
-    if (m >= p.M) return;
-    float acc[LIN_ROWDOT_MAXN];
+    constexpr int WARPS = LIN_THREADS / 32;
+    const float *A = cuda_at(p.A, dz), *B = cuda_at(p.B, dz);
+    for (int32_t r = 0; r < p.per; r++) {
+        const int32_t m = (tile * p.per + r) * WARPS + warp;
+        if (m >= p.M) return;
+        float acc[LIN_ROWDOT_MAXN];
 #pragma unroll
-    for (int j = 0; j < LIN_ROWDOT_MAXN; j++) acc[j] = 0.0f;
-    const float *a = cuda_at(p.A, dz) + (int64_t)m * p.lda, *B = cuda_at(p.B, dz);
+        for (int j = 0; j < LIN_ROWDOT_MAXN; j++) acc[j] = 0.0f;
+        const float *a = A + (int64_t)m * p.lda;
 #pragma unroll 4
-    for (int32_t k = lane; k < p.K; k += 32) {
-        const float av = a[k];
+        for (int32_t k = lane; k < p.K; k += 32) {
+            const float av = a[k];
 #pragma unroll
-        for (int j = 0; j < LIN_ROWDOT_MAXN; j++)
-            if (j < p.N) acc[j] = fmaf(av, B[(int64_t)j * p.ldb + k], acc[j]);
+            for (int j = 0; j < LIN_ROWDOT_MAXN; j++)
+                if (j < p.N) acc[j] = fmaf(av, B[(int64_t)j * p.ldb + k], acc[j]);
+        }
+        const float v = cuda_warp_sums<LIN_ROWDOT_MAXN>(acc, LIN_ROWDOT_MAXN, lane);
+        if (lane < p.N) lin_store(p, m, lane, v, dz);
     }
-    const float v = cuda_warp_sums<LIN_ROWDOT_MAXN>(acc, LIN_ROWDOT_MAXN, lane);
-    if (lane < p.N) lin_store(p, m, lane, v, dz);
 }
 
 /* M <= 8 output rows, A contiguous along m, B along n: lanes over 32 columns, the 8 warps over k. */
@@ -465,7 +479,8 @@ __device__ __forceinline__ void lin_colsum_tile(const lin_problem &p, int32_t ti
 }
 
 /* K <= LIN_OUTER_MAXK (a critic's Q layer seen from its input gradient, a CartPole network's 4 inputs), A
- * contiguous along k: each thread one column of LIN_OUTER_ROWS rows, its few products summed in k order.
+ * contiguous along k: each thread one column of p.per rows (LIN_OUTER_ROWS for one agent), its few products summed
+ * in k order.
  * The GEMM paths would put all of these k in k-group 0 of a tile, whose sum runs in the same order and then
  * has the other groups' zero partial sums added, so `+ 0.0f` here gives the same bits (it turns -0 into +0,
  * as they do). */
@@ -474,15 +489,15 @@ __device__ __forceinline__ void lin_outer_tile(const lin_problem &p, int32_t til
      * end), whatever N is. Each element's sum is the same whichever thread forms it. */
     const int64_t t = (int64_t)tile * LIN_THREADS + threadIdx.x;
     const int32_t n = (int32_t)(t % p.N);
-    const int64_t m0 = t / p.N * LIN_OUTER_ROWS;
+    const int64_t m0 = t / p.N * p.per;
     if (m0 >= p.M) return;
     const float *A = cuda_at(p.A, dz), *B = cuda_at(p.B, dz);
     float b[LIN_OUTER_MAXK];
 #pragma unroll
     for (int k = 0; k < LIN_OUTER_MAXK; k++)
         b[k] = k < p.K ? (p.b_kcont ? B[(int64_t)n * p.ldb + k] : B[(int64_t)k * p.ldb + n]) : 0.0f;
-#pragma unroll
-    for (int i = 0; i < LIN_OUTER_ROWS; i++) {
+#pragma unroll 4
+    for (int i = 0; i < p.per; i++) {
         const int32_t m = (int32_t)m0 + i;
         if (m >= p.M) break;
         const float *a = A + (int64_t)m * p.lda;
@@ -549,9 +564,9 @@ __global__ void __launch_bounds__(LIN_THREADS, LIN_MIN_BLOCKS) linear_kernel(con
     else lin_run<VEC>(L.p[1], b - L.p[0].tiles, smem, sd);
 }
 
-/* Chooses the path and the block count of a problem from its shape alone (so the summation order, and the
- * bits, depend on nothing else). */
-static void lin_choose_path(lin_problem *p) {
+/* Chooses the path and the block count of a problem from its shape and the agents batched (z) alone (so the
+ * summation order, and the bits, depend on nothing else; the rows a thread or warp takes change no sum). */
+static void lin_choose_path(lin_problem *p, unsigned z) {
     int32_t n_out = p->N + p->ones;
     if (p->M == 0 || n_out == 0) {
         p->tiles = 0;
@@ -559,7 +574,12 @@ static void lin_choose_path(lin_problem *p) {
     }
     if (p->epi == LIN_EPI_FWD && p->N <= LIN_ROWDOT_MAXN && p->a_kcont && p->b_kcont) {
         p->path = LIN_PATH_ROWDOT;
-        p->tiles = (p->M + LIN_THREADS / 32 - 1) / (LIN_THREADS / 32);
+        const int32_t warps = LIN_THREADS / 32;
+        for (p->per = 1;; p->per *= 2) {
+            p->tiles = (p->M + warps * p->per - 1) / (warps * p->per);
+            if (z <= 1 || p->per >= LIN_ROWDOT_MAX_ROWS) break;
+            if ((int64_t)((p->M + warps * p->per * 2 - 1) / (warps * p->per * 2)) * z < LIN_SEEDS_MIN_BLOCKS) break;
+        }
         return;
     }
     if (p->epi == LIN_EPI_DW && p->M <= LIN_COLSUM_MAXM && !p->a_kcont && !p->b_kcont) {
@@ -569,8 +589,13 @@ static void lin_choose_path(lin_problem *p) {
     }
     if (p->epi != LIN_EPI_DW && p->K <= LIN_OUTER_MAXK && p->a_kcont) {
         p->path = LIN_PATH_OUTER;
-        int64_t items = (int64_t)((p->M + LIN_OUTER_ROWS - 1) / LIN_OUTER_ROWS) * p->N;
-        p->tiles = (int32_t)((items + LIN_THREADS - 1) / LIN_THREADS);
+        for (p->per = LIN_OUTER_ROWS;; p->per *= 2) {
+            int64_t items = (int64_t)((p->M + p->per - 1) / p->per) * p->N;
+            p->tiles = (int32_t)((items + LIN_THREADS - 1) / LIN_THREADS);
+            if (z <= 1 || p->per >= LIN_OUTER_MAX_ROWS) break;
+            int64_t next = (int64_t)((p->M + p->per * 2 - 1) / (p->per * 2)) * p->N;
+            if ((next + LIN_THREADS - 1) / LIN_THREADS * z < LIN_SEEDS_MIN_BLOCKS) break;
+        }
         return;
     }
     p->tiles_n = (n_out + LIN_BN - 1) / LIN_BN;
@@ -628,9 +653,10 @@ static int lin_blas_dgrad(rlt_backend *bk, const rlt_linear_bwd *d) {
 static int32_t lin_vec_ok(const float *p, int32_t ld) { return ((uintptr_t)p % 16 == 0) && ld % 4 == 0; }
 
 static int lin_launch_problems(rlt_backend *bk, lin_launch *L) {
+    const unsigned z = cuda_seeds_z(bk);
     for (int i = 0; i < 2; i++) {
         lin_problem *p = &L->p[i];
-        lin_choose_path(p);
+        lin_choose_path(p, cuda_get(bk)->seeds_rows ? z : 1);
         p->a_vec = lin_vec_ok(p->A, p->lda);
         p->b_vec = lin_vec_ok(p->B, p->ldb);
         /* the ones column is written element by element into a k-major B */
@@ -643,7 +669,6 @@ static int lin_launch_problems(rlt_backend *bk, lin_launch *L) {
         if (L->p[i].tiles)
             RLT_TRY(cuda_seeds_check(bk, "linear", 5, L->p[i].A, L->p[i].B, L->p[i].C, L->p[i].C2, L->p[i].aux));
     L->sd = cuda_seeds_of(bk);
-    const unsigned z = cuda_seeds_z(bk);
     /* The 16-byte tile for seeds, and for a single agent's launches of 32-row GEMM tiles only (see linear_kernel). */
     int wide = 1;
     for (int i = 0; i < 2; i++) wide &= !L->p[i].tiles || L->p[i].path == LIN_PATH_GEMM32;
@@ -774,7 +799,7 @@ extern "C" int cuda_linear_fwd_kind(rlt_backend *bk, int32_t rows, int32_t fi, i
     lin_problem p;
     memset(&p, 0, sizeof p);
     p.M = rows, p.N = fo, p.K = fi, p.a_kcont = 1, p.b_kcont = 1, p.epi = LIN_EPI_FWD;
-    lin_choose_path(&p);
+    lin_choose_path(&p, 1);
     if (p.tiles == 0) return CUDA_FWD_LIBRARY; /* no rows: nothing a chain would fuse */
     static_assert(LIN_BK == 32 && LIN_THREADS == 256, "linear_chain.cu's sums assume 32-k chunks over 256 threads");
     switch (p.path) {
