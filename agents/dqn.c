@@ -109,6 +109,7 @@ static int dqn_plan(rlt_agent *ag) {
     d->net.head.dtype = ag->lp;
     /* A conv torso runs at its planned batch, so acting plans a small one. */
     d->act_batch = d->net.n_conv ? 1 : 64;
+    ag->act_rows = d->act_batch;
     d->n_params = qnet_param_count(&d->net);
     uint64_t nb = d->n_params * F32;
     RLT_TRY(dqn_plan_params(ag));

@@ -21,6 +21,7 @@ int dqn_dict_plan(rlt_agent *ag) {
     d->mnet.head.dtype = ag->lp;
     /* A conv torso runs at its planned batch, so acting plans a small one. */
     d->act_batch = d->mnet.n_conv ? 1 : 64;
+    ag->act_rows = d->act_batch;
     d->n_params = mnet_param_count(&d->mnet);
     uint64_t nb = d->n_params * F32;
     RLT_TRY(dqn_plan_params(ag));

@@ -82,6 +82,7 @@ int td3_plan(rlt_agent *ag) {
     t->N = c->train.grad_accum_steps;
     t->Bm = t->B / t->N;
     t->act_batch = 64;
+    ag->act_rows = t->act_batch;
     if (t->dict) return td3_dict_plan(ag);
     int32_t O = t->O, A = t->A, B = t->Bm;
 

@@ -23,6 +23,7 @@ int td3_dict_plan(rlt_agent *ag) {
     t->q1_m.head.dtype = ag->lp;
     t->q2_m = t->q1_m;
     t->act_batch = t->actor_m.n_conv ? 1 : 64; /* a conv torso runs at its planned batch */
+    ag->act_rows = t->act_batch;
     t->n_actor = mnet_param_count(&t->actor_m);
     t->n_q1 = mnet_param_count(&t->q1_m);
     t->n_q2 = t->n_q1;

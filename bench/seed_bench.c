@@ -43,7 +43,7 @@ static double now_s(void) {
 static void capture(slot *s) {
     rlt_agent *agents[SEED_BATCH_MAX];
     for (int k = 0; k < s->n && k < SEED_BATCH_MAX; k++) agents[k] = s->all[k].ag;
-    if (seed_batch_capture(agents, s->n, &g_ls, g_why, sizeof g_why) != RLT_OK) {
+    if (seed_batch_capture(agents, s->n, 1, &g_ls, g_why, sizeof g_why) != RLT_OK) {
         fprintf(stderr, "%s: batched graphs: %s\n", s->b->name, g_why);
         __atomic_store_n(&g_failed, 1, __ATOMIC_SEQ_CST);
         return;

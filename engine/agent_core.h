@@ -57,6 +57,7 @@ struct rlt_agent {
     rlt_space obs_space, act_space;
     float act_low[16], act_high[16];
     int32_t obs_dim, act_dim; /* elements per observation / per action */
+    int32_t act_rows;         /* the most rows one acting launch takes (the algorithm's acting batch; 1 with a conv torso) */
     int32_t replay_obs_dtype; /* rlt_dtype replay stores observations as (replay.obs_dtype resolved) */
     rlt_replay replay;
     int64_t *counters;       /* device, RLT_CTR_COUNT */

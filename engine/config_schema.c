@@ -108,7 +108,10 @@ static const cfg_key schema[] = {
     ROW_I64("train.eval_every", train.eval_every, 0, BIG_STEPS, "2000",
             "environment steps between evaluations; 0 evaluates only at the end"),
     ROW_I32("train.eval_episodes", train.eval_episodes, 1, 100000, "10",
-            "episodes per evaluation, run with the deterministic policy"),
+            "episodes per evaluation, run with the deterministic policy; a built-in environment runs them side by "
+            "side (up to 64 copies, one acting launch a step; one at a time with a convolutional network or a user "
+            "environment), episode j starting from its own part of the evaluation stream, so the result does not "
+            "depend on how many run together"),
     ROW_F64("train.progress_every_s", train.progress_every_s, 0, 86400, 0, "2.0", "seconds between progress reports"),
     ROW_BOOL("train.overwrite", train.overwrite, "false",
              "replace the outputs of an earlier run in out_dir; without it a run into an out_dir that holds them is "

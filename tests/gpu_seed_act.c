@@ -6,9 +6,10 @@
  *   metrics.csv (but wall_s) of the single run with its seed: the acting graph computes each seed's forward with its
  *   single run's kernels (exact mode) and the exploration draws stay in each seed's thread.
  * - Eight TD3 seeds: from eight on, the acting forward is one fused launch (linear_chain.cu), still each seed's bits.
- * - DQN with env.num_envs 2: the group captures acting on 2 rows (training) and 1 (evaluation); CartPole's evaluation
- *   episodes end at different steps for different seeds, so seeds evaluating and seeds training (acting on the other
- *   row count, or waiting to update) meet in one lock-step, and the results are still the single runs'.
+ * - DQN with env.num_envs 2: the group captures acting on 2 rows (training) and 3 (evaluation: its 3 episodes side by
+ *   side, train/trainer_eval.c); CartPole's evaluation episodes end at different steps for different seeds, so seeds
+ *   evaluating and seeds training (acting on the other row count, or waiting to update) meet in one lock-step, and
+ *   the results are still the single runs'.
  * Skipped (77) without a GPU. */
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,6 @@ int main(void) {
     group_vs_single(k_dqn, "dqn", 4, NULL, "the 4 seeds act as one batched graph (one launch and one sync per step for all) on 1 row");
     group_vs_single(k_td3, "td3_8", 8, NULL, "the 8 seeds act as one batched graph (one launch and one sync per step for all) on 1 row");
     group_vs_single(k_dqn, "dqn_envs2", 4, "env.num_envs=2",
-                    "on 2 rows (training) and 1 row (evaluation)");
+                    "on 2 rows (training) and 3 rows (evaluation)");
     return test_summary("gpu_seed_act");
 }

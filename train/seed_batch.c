@@ -143,7 +143,7 @@ static void seed_batch_mismatch(const rlt_agent *lead, const rlt_agent *ag, char
 /* Acting batched in exact mode for the training's rows and evaluation's (see the top of seed_batch.h), each in a
  * slot after the batched variants. A capture that fails leaves every agent acting on its own, the reason in
  * ls->act_why; the update stays batched either way. */
-static void seed_batch_capture_acts(rlt_agent *lead, rlt_lockstep *ls, const int64_t *d_hdelta) {
+static void seed_batch_capture_acts(rlt_agent *lead, rlt_lockstep *ls, const int64_t *d_hdelta, int32_t eval_rows) {
     rlt_backend *bk = &lead->bk;
     int32_t n = ls->n;
     int64_t delta[SEED_BATCH_MAX];
@@ -153,7 +153,7 @@ static void seed_batch_capture_acts(rlt_agent *lead, rlt_lockstep *ls, const int
     rlt_seeds_desc sd = {.n = n, .exact = 1, .delta = d_delta, .seed = (const uint64_t *)(const void *)(d_delta + n),
                          .delta_host = delta, .host_delta = d_hdelta, .host_base = lead->plan.base[RLT_LOC_HOST],
                          .host_bytes = lead->plan.arena_bytes[RLT_LOC_HOST]};
-    int32_t rows[SEED_BATCH_ACTS] = {lead->cfg.env.num_envs, 1};
+    int32_t rows[SEED_BATCH_ACTS] = {lead->cfg.env.num_envs, eval_rows};
     int32_t slot = SEED_BATCH_SLOT0 + lead->algo->n_variants;
     /* A benchmark switch (bench/seeds_e2e.sh): RLT_SEEDS_ACT=0 keeps each seed acting on its own, the route before
      * batched acting, for an A/B in one build. It changes no result. */
@@ -197,7 +197,7 @@ static void seed_batch_capture_acts(rlt_agent *lead, rlt_lockstep *ls, const int
     rlt_err_clear(&lead->err);
 }
 
-int seed_batch_capture(rlt_agent *const *agents, int32_t n, rlt_lockstep **ls, char *why, size_t cap) {
+int seed_batch_capture(rlt_agent *const *agents, int32_t n, int32_t eval_rows, rlt_lockstep **ls, char *why, size_t cap) {
     why[0] = '\0';
     *ls = NULL;
     if (n > SEED_BATCH_MAX) {
@@ -259,7 +259,7 @@ int seed_batch_capture(rlt_agent *const *agents, int32_t n, rlt_lockstep **ls, c
     }
     *ls = lockstep_new(agents, n);
     if (!*ls) RLT_FAIL(&lead->err, RLT_ENOMEM, "out of host memory for the seeds' lock-step");
-    seed_batch_capture_acts(lead, *ls, d_hdelta);
+    seed_batch_capture_acts(lead, *ls, d_hdelta, eval_rows);
     /* The transition stores in one launch a round, unless RLT_SEEDS_STORE=0 (each agent issues its own, for A/B). */
     const char *store = getenv("RLT_SEEDS_STORE");
     int can = bk->ops->copy_lists && !(store && strcmp(store, "0") == 0);

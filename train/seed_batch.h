@@ -8,7 +8,7 @@
  * launch of n agents' tiles instead of n launches, which is what tiny layers (a CartPole MLP) are bound by.
  *
  * Acting is captured the same way, in exact mode (no batched library product, so each agent's forward is its single
- * run's bits), for the rows an agent acts on in training (env.num_envs) and in evaluation (1): the copies of the
+ * run's bits), for the rows an agent acts on in training (env.num_envs) and in evaluation (eval_rows): the copies of the
  * observations in and the outputs out become one kernel each that reaches every agent's pinned host staging through
  * unified addressing, with the agent's host arena offset from the lead's beside its device one in the table. The
  * exploration noise and epsilon-greedy draws stay on the host in each agent's thread, from its own stream.
@@ -44,7 +44,7 @@ typedef struct rlt_lockstep rlt_lockstep;
 #define SEED_BATCH_SLOT0 4
 /* The most agents one batched graph covers (the capture's table is built on the stack). */
 #define SEED_BATCH_MAX 64
-/* Acting graphs: the training's rows (env.num_envs) and evaluation's (1). */
+/* Acting graphs: the training's rows (env.num_envs) and evaluation's (the trainer's eval_rows). */
 #define SEED_BATCH_ACTS 2
 
 /* Bytes of the seed table for n agents (int64 device arena offsets, uint64 seeds, int64 host arena offsets). */
@@ -63,9 +63,11 @@ int seed_batch_member(const struct rlt_config *group, int32_t n, int32_t k, int 
 /* Captures lead's update variants batched over agents[0..n) (agents[0] == lead, all initialised with graphs, on
  * one GPU, with identical plans, cfg.batch_seeds >= n, n <= SEED_BATCH_MAX), then its acting, and makes the
  * lock-step that launches them (*ls, detached). RLT_OK; otherwise an error status with the reason in why and *ls
- * NULL (the agents then keep their own graphs; nothing else changed). Acting that cannot be captured batched leaves
+ * NULL (the agents then keep their own graphs; nothing else changed). eval_rows: the rows an evaluation step acts
+ * on (train/trainer_eval.c), captured beside the training's. Acting that cannot be captured batched leaves
  * the update batched and each agent acting on its own (lockstep_act_why says why). */
-int seed_batch_capture(struct rlt_agent *const *agents, int32_t n, rlt_lockstep **ls, char *why, size_t cap);
+int seed_batch_capture(struct rlt_agent *const *agents, int32_t n, int32_t eval_rows, rlt_lockstep **ls, char *why,
+                       size_t cap);
 
 /* A lock-step over agents[0..n) (agents[0] led the capture; seed_batch_capture makes it), with no acting graph;
  * NULL when out of memory. Attach sets every agent's lockstep; detach clears them (agents must not be updating).

@@ -186,7 +186,7 @@ static int member_do(seed_member *m, member_cmd cmd) {
         int32_t n = 0;
         for (int32_t k = b; k < g->n; k += g->batches, n++)
             if (n < SEED_BATCH_MAX) agents[n] = g->m[k].tr->agent;
-        return seed_batch_capture(agents, n, &g->ls[b], g->batch_why[b], sizeof g->batch_why[b]);
+        return seed_batch_capture(agents, n, m->tr->eval_rows, &g->ls[b], g->batch_why[b], sizeof g->batch_why[b]);
     }
     case CMD_RUN: {
         int rc = rlt_trainer_run(m->tr, member_progress, m);
@@ -591,10 +591,11 @@ static void group_batch_capture(rlt_group *g, int32_t b) {
                 span->why[0] ? "), so the batched library products take pointer arrays and a bias pass" : "");
     int32_t rows[SEED_BATCH_ACTS], n_act = lockstep_acts(g->ls[b], rows);
     const char *act_why = lockstep_act_why(g->ls[b]);
+    char evals[64] = "";
+    if (n_act > 1) snprintf(evals, sizeof evals, " (training) and %d row%s (evaluation)", (int)rows[1], rows[1] == 1 ? "" : "s");
     if (n_act > 0)
         rlt_log(RLT_LOG_INFO, "seed group: the %d seeds%s act as one batched graph (one launch and one sync per step "
-                "for all) on %d row%s%s", (int)n, on, (int)rows[0], rows[0] == 1 ? "" : "s",
-                n_act > 1 ? " (training) and 1 row (evaluation)" : "");
+                "for all) on %d row%s%s", (int)n, on, (int)rows[0], rows[0] == 1 ? "" : "s", evals);
     if (act_why[0]) rlt_log(RLT_LOG_INFO, "seed group: each seed%s acts on its own %s", on, act_why);
 }
 

@@ -17,10 +17,6 @@
 #include "text.h"
 #include "trainer.h"
 
-/* The most steps of one evaluation episode when the environment has no time limit (a user environment with
- * max_episode_steps 0 and no env.max_episode_steps): an episode that never ends would hold the run forever.
- * trainer_setup warns when it applies. */
-#define RLT_EVAL_MAX_EPISODE_STEPS 100000
 
 static double now_s(void) {
     struct timespec ts;
@@ -92,6 +88,7 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
         snprintf(tr->env_name, sizeof tr->env_name, "%s", tr->envs[0].cls->name);
     }
     /* The trainer's own host buffers come before the agent seals its arena. */
+    RLT_TRY(trainer_eval_init(tr));
     uint64_t n = (uint64_t)N, ob = (uint64_t)rlt_space_bytes(&tr->envs[0].obs_space);
     uint64_t ab = (uint64_t)tr->envs[0].act_space.shape[0] * 4;
     tr->obs = rlt_mem_alloc(ob * n, 64);
@@ -128,6 +125,7 @@ static int trainer_setup(rlt_trainer *tr, const rlt_env_callbacks *user_env) {
         if (rc == RLT_EINVAL && tr->agent) return trainer_blame_key(tr, "algo");
         return rc;
     }
+    trainer_eval_set_rows(tr);
     /* A run that ends before its first update only takes random (or epsilon) actions: never what was meant. The
      * algorithm names the key (agents/algo.h); its value is read like any key's. */
     const char *first_key = tr->agent->algo->first_update_key;
@@ -194,6 +192,7 @@ void rlt_trainer_free(rlt_trainer *tr) {
     rlt_mem_free(tr->user_state);
     rlt_mem_free(tr->reset_mask);
     rlt_mem_free(tr->reset_seeds);
+    trainer_eval_free(tr);
     out_unlock_dir(&tr->lock_fd);
     rlt_mem_free(tr);
 }
@@ -218,13 +217,13 @@ int rlt_trainer_progress(const rlt_trainer *tr, rlt_progress *out) {
     return RLT_OK;
 }
 
-static int agent_call(rlt_trainer *tr, int rc) {
+int trainer_agent_call(rlt_trainer *tr, int rc) {
     if (rc != RLT_OK) rlt_err_copy(&tr->err, &tr->agent->err);
     return rc;
 }
 
 /* An environment call's status; a user environment's failure gets a message naming the callback. */
-static int env_call(rlt_trainer *tr, rlt_env *env, int rc) {
+int trainer_env_call(rlt_trainer *tr, rlt_env *env, int rc) {
     if (rc == RLT_OK) return RLT_OK;
     int user_rc = 0;
     const char *what = rlt_env_user_failure(env, &user_rc);
@@ -248,46 +247,6 @@ static int env_batch_call(rlt_trainer *tr, int rc) {
  * call), writing their first observations to their rows of obs. */
 static int trainer_reset_batch(rlt_trainer *tr, unsigned char *obs) {
     return env_batch_call(tr, rlt_env_user_reset_batch(tr->envs, tr->n_envs, tr->reset_mask, tr->reset_seeds, obs));
-}
-
-/* Mean return of eval_episodes deterministic episodes on the evaluation environment. Its observations go
- * to next_obs (row 0), which the loop writes before it reads: tr->obs holds the training environments' current
- * observations, which the next training step acts on and stores.
- * A stop request (SIGINT) made during it ends it between two of its steps; one made before it began (during
- * the training step it follows) lets it run, as a part of that step. The random streams a cut evaluation
- * drew from (the evaluation environment's, and the agent's for DQN's eval_epsilon) go back to where they
- * were before it, and eval_pending tells final.ckpt that this evaluation is still due: a resumed run does it
- * whole first, as the uninterrupted run did. */
-static int trainer_evaluate(rlt_trainer *tr, double *mean) {
-    rlt_env *env = &tr->eval_env;
-    float *obs = tr->next_obs;
-    double total = 0.0;
-    const rlt_rng env_rng = env->rng, explore_rng = tr->agent->explore_rng;
-    const int stop_before = tr->stop != 0;
-    for (int32_t ep = 0; ep < tr->cfg.train.eval_episodes; ep++) {
-        RLT_TRY(env_call(tr, env, rlt_env_reset(env, obs)));
-        uint8_t term = 0, trunc = 0;
-        double ret = 0.0;
-        for (int64_t t = 0; !term && !trunc; t++) {
-            /* The ranks of a data-parallel run stop together, at a step (trainer_stop_agreed), never inside one. */
-            if (tr->stop && !stop_before && !tr->cfg.comm) {
-                env->rng = env_rng;
-                tr->agent->explore_rng = explore_rng;
-                tr->eval_pending = 1;
-                RLT_FAIL(&tr->err, RLT_EINTERRUPTED, "stopped on request during the evaluation at step %lld (a run "
-                         "resumed from final.ckpt does this evaluation first)", (long long)tr->prog.env_steps);
-            }
-            if (env->max_steps <= 0 && t == RLT_EVAL_MAX_EPISODE_STEPS) break;
-            RLT_TRY(agent_call(tr, rlt_agent_act(tr->agent, obs, 1, 0, tr->action)));
-            float r;
-            RLT_TRY(env_call(tr, env, rlt_env_step(env, tr->action, obs, &r, &term, &trunc)));
-            ret += r;
-        }
-        total += ret;
-    }
-    *mean = total / tr->cfg.train.eval_episodes;
-    tr->eval_pending = 0;
-    return RLT_OK;
 }
 
 /* 1 on a GPU run: the device columns of metrics.csv and the progress line's GPU figures. */
@@ -405,7 +364,7 @@ static int trainer_after_step(rlt_trainer *tr, int64_t step, rlt_progress_fn fn,
         p->last_eval_return = mean;
         const int better = isnan(p->best_eval_return) || mean > p->best_eval_return;
         if (better) p->best_eval_return = mean;
-        RLT_TRY(agent_call(tr, agent_read_losses(tr->agent, losses)));
+        RLT_TRY(trainer_agent_call(tr, agent_read_losses(tr->agent, losses)));
         trainer_tick(tr);
         RLT_TRY(out_writer_printf(&tr->metrics, e, "eval,%lld,%lld,%.6f,,%lld,%.4f,", (long long)p->env_steps,
                                   (long long)p->episodes, mean, (long long)p->updates, p->elapsed_s));
@@ -417,7 +376,7 @@ static int trainer_after_step(rlt_trainer *tr, int64_t step, rlt_progress_fn fn,
             RLT_TRY(out_writer_printf(&tr->metrics, e, "%.6g,", cols[k]));
         /* fp16's loss scaler: its scale and the optimiser steps it skipped (empty in other precisions). */
         rlt_amp_state amp;
-        RLT_TRY(agent_call(tr, agent_read_amp(tr->agent, &amp)));
+        RLT_TRY(trainer_agent_call(tr, agent_read_amp(tr->agent, &amp)));
         if (tr->agent->amp) RLT_TRY(out_writer_printf(&tr->metrics, e, "%.6g,%lld", amp.scale, (long long)amp.skipped));
         else RLT_TRY(out_writer_printf(&tr->metrics, e, ","));
         RLT_TRY(trainer_device_cells(tr));
@@ -483,7 +442,7 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
     double next_report = now_s() + c->train.progress_every_s;
     if (!tr->resumed) {
         for (int32_t k = 0; k < N; k++) {
-            if (!tr->batched) RLT_TRY(env_call(tr, &tr->envs[k], rlt_env_reset(&tr->envs[k], obs + k * ob)));
+            if (!tr->batched) RLT_TRY(trainer_env_call(tr, &tr->envs[k], rlt_env_reset(&tr->envs[k], obs + k * ob)));
             tr->ep_ret[k] = 0.0;
             tr->ep_len[k] = 0;
         }
@@ -498,17 +457,17 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
         int32_t stop;
         RLT_TRY(trainer_stop_agreed(tr, step, &stop));
         if (stop) RLT_FAIL(e, RLT_EINTERRUPTED, "stopped on request at step %lld", (long long)step);
-        RLT_TRY(agent_call(tr, rlt_agent_act(tr->agent, obs, N, 1, action)));
+        RLT_TRY(trainer_agent_call(tr, rlt_agent_act(tr->agent, obs, N, 1, action)));
         if (tr->batched)
             RLT_TRY(env_batch_call(tr, rlt_env_user_step_batch(tr->envs, N, action, next_obs, tr->reward, tr->term,
                                                                tr->trunc)));
         for (int32_t k = 0; k < N && !tr->batched; k++) {
             tr->term[k] = tr->trunc[k] = 0;
-            RLT_TRY(env_call(tr, &tr->envs[k], rlt_env_step(&tr->envs[k], action + k * ab, next_obs + k * ob,
+            RLT_TRY(trainer_env_call(tr, &tr->envs[k], rlt_env_step(&tr->envs[k], action + k * ab, next_obs + k * ob,
                                                             &tr->reward[k], &tr->term[k], &tr->trunc[k])));
         }
-        RLT_TRY(agent_call(tr, rlt_agent_observe(tr->agent, obs, action, tr->reward, next_obs, tr->term, tr->trunc, N)));
-        for (int32_t k = 0; k < N; k++) RLT_TRY(agent_call(tr, rlt_agent_update(tr->agent, NULL)));
+        RLT_TRY(trainer_agent_call(tr, rlt_agent_observe(tr->agent, obs, action, tr->reward, next_obs, tr->term, tr->trunc, N)));
+        for (int32_t k = 0; k < N; k++) RLT_TRY(trainer_agent_call(tr, rlt_agent_update(tr->agent, NULL)));
         memcpy(obs, next_obs, ob * (uint64_t)N);
         p->env_steps = step + N;
         int32_t ended = 0;
@@ -533,7 +492,7 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
             RLT_TRY(out_writer_flush(&tr->metrics, e));
             tr->ep_ret[k] = 0.0;
             tr->ep_len[k] = 0;
-            if (!tr->batched) RLT_TRY(env_call(tr, &tr->envs[k], rlt_env_reset(&tr->envs[k], obs + k * ob)));
+            if (!tr->batched) RLT_TRY(trainer_env_call(tr, &tr->envs[k], rlt_env_reset(&tr->envs[k], obs + k * ob)));
         }
         if (tr->batched && ended > 0) RLT_TRY(trainer_reset_batch(tr, obs));
         RLT_TRY(trainer_after_step(tr, step + N - 1, fn, user, &next_report));

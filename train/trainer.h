@@ -10,6 +10,9 @@
 #include "outputs.h"
 
 #define DUMP_BYTES 16384
+/* The most steps of one evaluation episode when the environment has no time limit (a user environment with
+ * max_episode_steps 0 and no env.max_episode_steps): it is cut there, with a warning at init. */
+#define RLT_EVAL_MAX_EPISODE_STEPS 100000
 #define RLT_TRAINER_MAX_KEEP 64
 /* The loop words a checkpoint keeps for each training environment after the first (whose words stay in
  * trainer.state, as a one-environment checkpoint has them). */
@@ -20,7 +23,14 @@ struct rlt_trainer {
     rlt_config cfg;
     rlt_env *envs;                  /* env.num_envs training environments, host, taken at init */
     int32_t n_envs;
-    rlt_env eval_env;
+    rlt_env eval_env;               /* the evaluation environment: its stream, and the first of eval_rows copies */
+    /* Evaluation (trainer_eval.c): eval_rows episodes side by side in eval_env and eval_more[0 .. eval_rows - 2]
+     * (eval_cap - 1 of them, taken at init), their observation and action rows, returns and live flags. */
+    int32_t eval_rows, eval_cap;
+    rlt_env *eval_more;
+    unsigned char *eval_obs, *eval_act;
+    double *eval_ret;
+    uint8_t *eval_live;
     char env_name[64];              /* the built-in's config name, or the user environment's name */
     int32_t user_env;               /* env and eval_env forward to rlt_env_callbacks */
     int32_t user_state_bytes;       /* the user environment's checkpoint state (0: not resumable) */
@@ -62,6 +72,18 @@ struct rlt_trainer {
     char kept[RLT_TRAINER_MAX_KEEP][704];
 };
 
+/* Calls into the agent and an environment from the loop: the status, with the agent's message or one naming the
+ * environment (and a user environment's callback and instance) in tr->err. */
+int trainer_agent_call(struct rlt_trainer *tr, int rc);
+int trainer_env_call(struct rlt_trainer *tr, rlt_env *env, int rc);
+/* Evaluation (trainer_eval.c): the copies and rows, taken at init after eval_env is made and before the agent (a
+ * user environment's evaluation keeps its one instance); the rows once the agent is made (its acting launch's rows,
+ * trainer_eval_rows_for); the mean return of train.eval_episodes episodes; the release. */
+int trainer_eval_init(struct rlt_trainer *tr);
+void trainer_eval_set_rows(struct rlt_trainer *tr);
+int32_t trainer_eval_rows_for(int32_t episodes, int32_t cap, int32_t act_rows);
+int trainer_evaluate(struct rlt_trainer *tr, double *mean);
+void trainer_eval_free(struct rlt_trainer *tr);
 /* The full trainer checkpoint: agent state (with replay when configured) plus the loop's state. */
 int trainer_save(struct rlt_trainer *tr, const char *path, int include_replay);
 /* Opens out_dir/metrics.csv for the run: a new file with its header, or, for a run resumed from a checkpoint
