@@ -6,7 +6,7 @@
  * - Config: duplicate seeds, 0 members, more than 256 seeds, and both keys at once are refused; the list dumps
  *   and reads back; rlt_trainer_init refuses a group config and rlt_group_init a plain one.
  * - A group that does not fit memory.budget_mb fails fast with RLT_ENOFIT naming the largest number of seeds
- *   that fits, and writes nothing.
+ *   that fits, and writes nothing; so does one spread over several devices (devices: [cpu, cpu]).
  * - A member whose environment fails stops the others (they write their outputs, status "stopped"), and the
  *   group's error names its seed.
  * - A group stopped by its progress callback resumes (rlt_group_resume("final.ckpt")) to the bits of a group
@@ -258,6 +258,15 @@ static void does_not_fit(const char *dir) {
     CHECK(rlt_config_set(cfg, "train.num_seeds=2") == RLT_OK && rlt_group_init(cfg, &g) == RLT_OK, "2 seeds fit: %s",
           rlt_group_errmsg(g));
     rlt_group_free(g);
+    /* Seeds spread over several devices: the budget holds for all of them too (the check once skipped them, while the
+     * plan table said DOES NOT FIT). */
+    CHECK(rlt_config_set(cfg, "train.num_seeds=5") == RLT_OK && rlt_config_set(cfg, "devices=[cpu, cpu]") == RLT_OK,
+          "%s", rlt_config_errmsg(cfg));
+    rc = rlt_group_init(cfg, &g);
+    CHECK(rc == RLT_ENOFIT && strstr(rlt_group_errmsg(g), "at most 2 seeds fit"),
+          "5 seeds over two devices in the budget of 2.5: %s", rlt_group_errmsg(g));
+    rlt_group_free(g);
+    CHECK(stat(out, &st) != 0, "nothing written: %s does not exist", out);
     rlt_config_free(cfg);
 }
 

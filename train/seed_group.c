@@ -284,12 +284,26 @@ static uint64_t seeds_total(uint64_t n, uint64_t first, uint64_t per) {
     return n ? plan_add_sat(first, plan_mul_sat(n - 1, per)) : 0;
 }
 
-/* The member whose plan stands for the seeds after the first: in a batched group (one batch: the fit check is for
- * groups on one device) member 1 (initialised before the check for this), whose plan has no batched workspace;
- * otherwise the shown member. */
+/* In a batched group, the first member that leads no batch (member `batches`: 1 on one device, d with seeds spread
+ * over d devices), initialised before the fit check for it; 0 when the group does not batch. */
+static int32_t group_rest_index(const rlt_group *g) {
+    return g->m[0].cfg.batch_seeds > 1 && g->batches < g->n ? g->batches : 0;
+}
+
+/* The member whose plan stands for the seeds after the first: in a batched group the first that leads no batch, whose
+ * plan has no batched workspace; otherwise the shown member. */
 static const rlt_agent *group_rest_agent(const rlt_group *g) {
-    if (g->n > 1 && g->m[0].cfg.batch_seeds > 1 && g->m[1].inited) return g->m[1].tr->agent;
+    const int32_t r = group_rest_index(g);
+    if (r > 0 && g->m[r].inited) return g->m[r].tr->agent;
     return g->m[g->shown].tr->agent;
+}
+
+/* Bytes the leading seeds of a batched group's other batches (one per entry of devices that batches) hold beyond a
+ * seed that leads none: the batched library workspace each; 0 with one batch. */
+static uint64_t group_more_leads(const rlt_group *g, uint64_t need, uint64_t need_rest) {
+    int32_t leads = 0;
+    for (int32_t b = 0; b < g->batches && b < g->n; b++) leads += g->m[b].cfg.batch_seeds > 1;
+    return leads > 1 && need > need_rest ? plan_mul_sat((uint64_t)(leads - 1), need - need_rest) : 0;
 }
 
 /* One limit's answer: how many seeds fit under it, and the words for the message when it is the tightest. */
@@ -321,24 +335,32 @@ static int group_fit(rlt_group *g) {
     const rlt_plan_summary *s = &ag->summary;
     const rlt_plan *p = &ag->plan;
     const uint64_t n = (uint64_t)g->n, need = agent_plan_need(ag), host = p->arena_bytes[RLT_LOC_HOST];
-    const uint64_t need_rest = agent_plan_need(rest), all_need = seeds_total(n, need, need_rest);
+    const uint64_t need_rest = agent_plan_need(rest), more = group_more_leads(g, need, need_rest);
+    const uint64_t all_need = plan_add_sat(more, seeds_total(n, need, need_rest));
     const char *arena = p->device_is_host ? "host" : "device";
+    /* Seeds spread over several devices: the budget holds for all of them (as the plan table says); each device's
+     * free memory and the process's contexts are each member's own init's to check. */
+    const int several = g->batches > 1;
     fit_limit f = {UINT64_MAX, "", "", ""};
     char a[200], b[320], h[96];
     if (need_rest == need)
         snprintf(a, sizeof a, "%d x %.2f MiB (the %s arena of one seed) = %.2f MiB", (int)n, need / MIB, arena,
                  all_need / MIB);
-    else
+    else if (!more)
         snprintf(a, sizeof a, "%.2f MiB (the leading seed's %s arena, with the batched library workspace) + %d x %.2f "
                  "MiB (each other seed's) = %.2f MiB", need / MIB, arena, (int)n - 1, need_rest / MIB, all_need / MIB);
+    else
+        snprintf(a, sizeof a, "%d x %.2f MiB (each device's leading seed's %s arena, with the batched library "
+                 "workspace) + %d x %.2f MiB (each other seed's) = %.2f MiB", (int)(1 + more / (need - need_rest)),
+                 need / MIB, arena, (int)(n - 1 - more / (need - need_rest)), need_rest / MIB, all_need / MIB);
     snprintf(b, sizeof b, "memory.budget_mb allows %.2f MiB for the %s arenas of all seeds", s->budget_bytes / MIB, arena);
     snprintf(h, sizeof h, ", or memory.budget_mb: %.0f", ceil(all_need / MIB));
-    fit_keep(&f, seeds_within(s->budget_bytes, 0, need, need_rest), a, b, h);
-    if (s->device_total) {
+    fit_keep(&f, seeds_within(s->budget_bytes, more, need, need_rest), a, b, h);
+    if (s->device_total && !several) {
         snprintf(b, sizeof b, "the device had %.2f MiB free", s->device_free / MIB);
         fit_keep(&f, seeds_within(s->device_free, 0, need, need_rest), a, b, "");
     }
-    if (s->process_budget_bytes) {
+    if (s->process_budget_bytes && !several) {
         uint64_t pb = s->process_budget_bytes;
         uint64_t shared = p->device_is_host ? 0 : s->context_bytes - s->handle_bytes;
         uint64_t per = p->device_is_host ? need : need + s->handle_bytes;
@@ -673,7 +695,7 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
      * group that cannot fit stops before the others reserve anything. */
     int32_t inited = 0;
     for (int32_t k = 0; k < n; k++) {
-        if (k > 0 && !group_new_shape(g, k) && !(k == 1 && g->m[0].cfg.batch_seeds > 1)) continue;
+        if (k > 0 && !group_new_shape(g, k) && !(k == group_rest_index(g) && k > 0)) continue;
         int rc = group_one(g, k, CMD_INIT);
         if (rc != RLT_OK) {
             g->shown = k;
@@ -685,8 +707,8 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
         if (agent_plan_need(g->m[k].tr->agent) > agent_plan_need(g->m[g->shown].tr->agent)) g->shown = k;
     }
     /* Members on one device share its budgets; on several, each member's init holds its own device's. */
-    if (g->cfg.devices.n <= 1) RLT_TRY(group_fit(g));
-    else if (g->dp) RLT_TRY(group_fit_host_ranks(g));
+    if (!g->dp || g->cfg.devices.n <= 1) RLT_TRY(group_fit(g));
+    else RLT_TRY(group_fit_host_ranks(g));
     for (int32_t k = 1; k < n; k++) {
         if (g->m[k].inited) continue;
         int rc = group_one(g, k, CMD_INIT);
@@ -825,7 +847,7 @@ size_t rlt_group_plan_format(const rlt_group *g, char *buf, size_t cap) {
         rlt_text_add(&t, " (the leading seed, which runs the batched graph; each other seed's device arena %s)", a);
     }
     rlt_text_add(&t, "; all %d seeds: host arenas %s, device arenas %s\n", (int)g->n, c, d);
-    if (!ag->plan.device_is_host) {
+    if (!ag->plan.device_is_host && g->batches == 1) {
         plan_bytes_text(a, sizeof a, s->context_bytes - s->handle_bytes);
         plan_bytes_text(b, sizeof b, r->handle_bytes);
         plan_bytes_text(c, sizeof c, plan_add_sat(s->context_bytes - s->handle_bytes,
@@ -834,7 +856,8 @@ size_t rlt_group_plan_format(const rlt_group *g, char *buf, size_t cap) {
         rlt_text_add(&t, "  whole process on the device: context and kernels %s once + %d x (device arena + library "
                      "handles %s) = %s\n", a, (int)g->n, b, c);
     }
-    uint64_t all = seeds_total(n, agent_plan_need(ag), agent_plan_need(rest));
+    uint64_t all = plan_add_sat(group_more_leads(g, agent_plan_need(ag), agent_plan_need(rest)),
+                                seeds_total(n, agent_plan_need(ag), agent_plan_need(rest)));
     plan_bytes_text(a, sizeof a, s->budget_bytes);
     plan_bytes_text(b, sizeof b, all);
     rlt_text_add(&t, "  budget %s for the %s arenas of all seeds: needs %s -> %s\n", a,
