@@ -9,7 +9,9 @@
  * - a seed group's arenas (rlt_plan_group): with train.seed_batching on a described sm_90 the leading seed of 16
  *   TD3 256-256 seeds holds the batched library workspace (32 MiB + 3 x 4 MiB more than each other seed, whose plan
  *   has none), without it or with one seed all are alike; `rltrain plan` for 40 such seeds at 512 MiB says the
- *   lead plus 39 others do not fit and that 38 do (the numbers rlt_group_init's check gave on an H200).
+ *   lead plus 39 others do not fit and that 38 do (the numbers rlt_group_init's check gave on an H200); over two
+ *   GPUs each has a lead (rlt_plan_group_leads: 2, and 1 when one GPU has a single seed), 2 x 56.07 + 38 x 12.07
+ *   MiB, 35 fit.
  * tests/gpu_described_plan.c holds the same plans against a real GPU's. */
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +164,17 @@ static void test_group(void) {
     CHECK(dfirst - deach == (32ull + 3 * 4) << 20, "batched DQN 256-256/b64: the lead holds 44 MiB more (%llu against "
           "%llu bytes)", (unsigned long long)dfirst, (unsigned long long)deach);
     rlt_config_free(dc);
+    /* Seeds spread over two GPUs batch per GPU: a leading seed on each (rlt_plan_group_leads). */
+    const char *two[] = {"replay.location=device", "train.num_seeds=16", "train.seed_batching=true",
+                         "devices=[cuda:0, cuda:1]"};
+    rlt_config *tc = config(file, two, 4);
+    CHECK(rlt_plan_group_leads(tc) == 2, "16 seeds over two GPUs: 2 leads, got %d", (int)rlt_plan_group_leads(tc));
+    CHECK(rlt_config_set(tc, "train.num_seeds=3") == RLT_OK && rlt_plan_group_leads(tc) == 1,
+          "3 seeds over two GPUs: cuda:1's one seed leads no batch (got %d)", (int)rlt_plan_group_leads(tc));
+    rlt_config_free(tc);
+    rlt_config *oc = config(file, batched, 3);
+    CHECK(rlt_plan_group_leads(oc) == 1, "one GPU: one lead");
+    rlt_config_free(oc);
     static char out[1 << 17];
     char args[1024];
     snprintf(args, sizeof args, "plan --config %s --device cuda --arch sm_90 --gpu-memory 80GiB --set "
@@ -169,6 +182,12 @@ static void test_group(void) {
     CHECK(run_cli(args, out, sizeof out) == 3 && strstr(out, "56.07 MiB for the leading seed") &&
               strstr(out, "39 x 12.07 MiB") && strstr(out, "train.num_seeds          38 fit"),
           "rltrain plan, 40 batched seeds: %s", out);
+    snprintf(args, sizeof args, "plan --config %s --device cuda --arch sm_90 --gpu-memory 80GiB --set "
+             "replay.location=device --set train.num_seeds=40 --set train.seed_batching=true --set "
+             "'devices=[cuda:0, cuda:1]'", file);
+    CHECK(run_cli(args, out, sizeof out) == 3 && strstr(out, "2 x 56.07 MiB for each device's leading seed") &&
+              strstr(out, "38 x 12.07 MiB") && strstr(out, "train.num_seeds          35 fit"),
+          "rltrain plan, 40 batched seeds over two GPUs: %s", out);
 }
 
 int main(void) {

@@ -444,18 +444,25 @@ static int plan_command(rlt_config *cfg, char *text, size_t cap) {
      * batched library workspace (rlt_plan_group), which rlt_group_init's check counts too. */
     uint64_t first = f.need_bytes, each = f.need_bytes;
     if (seeds > 0 && rlt_plan_group(cfg, &first, &each, err, sizeof err) != RLT_OK) first = each = f.need_bytes;
-    double group_mib = seeds > 0 ? mib(first) + mib(each) * (seeds - 1) : 0.0;
+    const int32_t leads = seeds > 0 && first != each ? rlt_plan_group_leads(cfg) : 1;
+    double group_mib = seeds > 0 ? mib(first) * leads + mib(each) * (seeds - leads) : 0.0;
     int group_fits = seeds < 1 || group_mib <= mib(f.limit_bytes);
     if (seeds > 0 && first == each)
         printf("  %d seeds (a seed group)  %.2f MiB (%d x %.2f MiB) -> %s\n", seeds, group_mib, seeds, mib(each),
                group_fits ? "fits" : "DOES NOT FIT");
-    else if (seeds > 0)
+    else if (seeds > 0 && leads == 1)
         printf("  %d seeds (a seed group)  %.2f MiB (%.2f MiB for the leading seed, which holds the batched library "
                "workspace, + %d x %.2f MiB) -> %s\n", seeds, group_mib, mib(first), seeds - 1, mib(each),
                group_fits ? "fits" : "DOES NOT FIT");
-    /* The seed count that fits, as --dry-run's refusal says it; the answers below are for one seed. */
+    else if (seeds > 0)
+        printf("  %d seeds (a seed group)  %.2f MiB (%d x %.2f MiB for each device's leading seed, which holds its "
+               "batch's library workspace, + %d x %.2f MiB) -> %s\n", seeds, group_mib, (int)leads, mib(first),
+               seeds - leads, mib(each), group_fits ? "fits" : "DOES NOT FIT");
+    /* The seed count that fits, as --dry-run's refusal says it (the other leads counted as taken); the answers below
+     * are for one seed. */
     if (seeds > 0 && !group_fits && each > 0) {
-        long long most = f.limit_bytes < first ? 0 : 1 + (long long)((f.limit_bytes - first) / each);
+        const uint64_t taken = (uint64_t)(leads - 1) * (first - each);
+        long long most = f.limit_bytes < first + taken ? 0 : 1 + (long long)((f.limit_bytes - first - taken) / each);
         if (most > 0)
             printf("  train.num_seeds          %lld fit (hint: train.num_seeds: %lld, or memory.budget_mb: %.0f for %d)\n",
                    most, most, ceil(group_mib), seeds);

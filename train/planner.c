@@ -219,3 +219,20 @@ int rlt_plan_group(const rlt_config *cfg, uint64_t *first, uint64_t *each, char 
     rlt_mem_free(c);
     return rc;
 }
+
+int32_t rlt_plan_group_leads(const rlt_config *cfg) {
+    if (!cfg) return 1;
+    const int32_t n = rlt_group_count(cfg), d = cfg->devices.n > 1 ? cfg->devices.n : 1;
+    const int dp = config_is_data_parallel(cfg);
+    const char *why = "";
+    const int batchable = !config_population_unbatched(cfg, &why);
+    rlt_config *c = rlt_mem_alloc(sizeof *c, 64);
+    if (!c) return 1;
+    int32_t leads = 0;
+    for (int32_t k = 0; k < d && k < n; k++) {
+        *c = *cfg;
+        leads += seed_batch_member(cfg, n, k, dp, batchable, c) && c->arena_slot == 0;
+    }
+    rlt_mem_free(c);
+    return leads > 0 ? leads : 1;
+}
