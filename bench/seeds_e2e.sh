@@ -7,7 +7,8 @@
 # what one does) and the group's own count of batched acting and update rounds.
 # Usage: bash bench/seeds_e2e.sh [BUILD_DIR] [DEVICE] [N...]    (defaults: build cuda:0 "16 64"; builds nothing)
 #   env: MODES (default "batched act_own graph_each"; also store_own, RLT_SEEDS_STORE=0: each seed issues its own
-#   transition stores: which group lines to run), CONFIGS (default "td3_pendulum
+#   transition stores; two_gpus: the seeds spread over devices [cuda:0, cuda:1], batched per GPU, on a machine with
+#   two: which group lines to run), CONFIGS (default "td3_pendulum
 #   dqn_cartpole"). Groups get memory.budget_mb 4096: the configs' budgets are one run's (64 TD3 seeds need 816 MiB).
 set -uo pipefail
 build=${1:-build}
@@ -42,10 +43,13 @@ for config in ${CONFIGS:-td3_pendulum dqn_cartpole}; do
         act_own)    label="$n seeds, batched updates, own acting";  env="RLT_SEEDS_ACT=0"; batching=true ;;
         store_own)  label="$n seeds, batched, own transition stores"; env="RLT_SEEDS_STORE=0"; batching=true ;;
         graph_each) label="$n seeds, a graph each";                 env=""; batching=false ;;
+        two_gpus)   label="$n seeds over cuda:0 and cuda:1, batched"; env=""; batching=true ;;
       esac
+      spread=()
+      if [ "$mode" = two_gpus ]; then spread=(--set "devices=[cuda:0, cuda:1]"); fi
       if [ -n "$env" ]; then export $env; fi
       run --config configs/$config.yaml --set train.num_seeds=$n --set train.seed_batching=$batching \
-        --set memory.budget_mb=4096
+        --set memory.budget_mb=4096 ${spread[@]+"${spread[@]}"}
       if [ -n "$env" ]; then unset ${env%%=*}; fi
       if [ -n "$wall" ] && [ -n "$one" ]; then
         printf "  %-44s %8.2f s  (%.2fx one seed's wall time)\n" "$label" "$wall" "$(awk -v a="$wall" -v b="$one" 'BEGIN { print a / b }')"
