@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "finite.h"
 #include "agent.h"
 #include "backend_registry.h"
@@ -377,12 +378,6 @@ static int agent_process_fits(rlt_agent *ag, const char *what) {
     return 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Reserves the arenas. A device reservation that fails although the plan is within the budget (another
  * process holds the memory) is retried once a second for memory.wait_s; then memory.on_oom: cpu moves
  * the agent to the CPU backend. The reservation itself is the check, so there is no window between
@@ -404,12 +399,12 @@ static int agent_reserve(rlt_agent *ag) {
         ag->summary.fits = 0;
         return RLT_ENOFIT;
     }
-    double deadline = now_s() + ag->cfg.memory.wait_s;
+    double deadline = rlt_now_s() + ag->cfg.memory.wait_s;
     int rc;
     for (int attempt = 0;; attempt++) {
         rc = plan_commit(&ag->plan, e, &ag->bk, ag->summary.budget_bytes);
         int held_elsewhere = rc == RLT_ENOFIT && agent_plan_need(ag) <= ag->summary.budget_bytes;
-        if (!held_elsewhere || now_s() + 1.0 > deadline) break;
+        if (!held_elsewhere || rlt_now_s() + 1.0 > deadline) break;
         if (attempt == 0)
             rlt_log(RLT_LOG_INFO, "memory.wait_s: the arena could not be reserved (%s); retrying once a second for %.0f s",
                     e->msg, ag->cfg.memory.wait_s);

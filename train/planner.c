@@ -198,24 +198,26 @@ static int plan_need(const rlt_config *cfg, uint64_t *need, char *err, size_t er
     return rc;
 }
 
-/* Members 0 and 1 as seed_group.c makes them (seed_batch_member): the first leads a batched graph where the group has
- * one, the second stands for every other (with seeds spread over d devices member d, the first that leads none). */
+/* Member k of cfg's group of n as seed_group.c makes it (seed_batch_member) into *c: 1 when it is batched. */
+static int plan_member(const rlt_config *cfg, int32_t n, int32_t k, rlt_config *c) {
+    const char *why = "";
+    *c = *cfg;
+    return n > 1 && seed_batch_member(cfg, n, k, config_is_data_parallel(cfg), !config_population_unbatched(cfg, &why), c);
+}
+
+/* Members 0 and 1 as seed_group.c makes them: the first leads a batched graph where the group has one, the second
+ * stands for every other (with seeds spread over d devices member d, the first that leads none). */
 int rlt_plan_group(const rlt_config *cfg, uint64_t *first, uint64_t *each, char *err, size_t err_cap) {
     if (!cfg || !first || !each) return RLT_EINVAL;
     *first = *each = 0;
     const int32_t n = rlt_group_count(cfg);
-    const int dp = config_is_data_parallel(cfg);
-    const char *why = "";
-    const int batchable = !config_population_unbatched(cfg, &why);
     rlt_config *c = rlt_mem_alloc(sizeof *c, 64);
     if (!c) return RLT_ENOMEM;
-    *c = *cfg;
-    const int32_t other = !dp && cfg->devices.n > 1 && n > cfg->devices.n ? cfg->devices.n : 1;
-    if (n > 1) seed_batch_member(cfg, n, other, dp, batchable, c);
+    const int32_t other = !config_is_data_parallel(cfg) && cfg->devices.n > 1 && n > cfg->devices.n ? cfg->devices.n : 1;
+    plan_member(cfg, n, other, c);
     int rc = plan_need(c, each, err, err_cap);
     *first = *each;
-    *c = *cfg;
-    if (rc == RLT_OK && n > 1 && seed_batch_member(cfg, n, 0, dp, batchable, c)) rc = plan_need(c, first, err, err_cap);
+    if (rc == RLT_OK && plan_member(cfg, n, 0, c)) rc = plan_need(c, first, err, err_cap);
     rlt_mem_free(c);
     return rc;
 }
@@ -223,16 +225,10 @@ int rlt_plan_group(const rlt_config *cfg, uint64_t *first, uint64_t *each, char 
 int32_t rlt_plan_group_leads(const rlt_config *cfg) {
     if (!cfg) return 1;
     const int32_t n = rlt_group_count(cfg), d = cfg->devices.n > 1 ? cfg->devices.n : 1;
-    const int dp = config_is_data_parallel(cfg);
-    const char *why = "";
-    const int batchable = !config_population_unbatched(cfg, &why);
     rlt_config *c = rlt_mem_alloc(sizeof *c, 64);
     if (!c) return 1;
     int32_t leads = 0;
-    for (int32_t k = 0; k < d && k < n; k++) {
-        *c = *cfg;
-        leads += seed_batch_member(cfg, n, k, dp, batchable, c) && c->arena_slot == 0;
-    }
+    for (int32_t k = 0; k < d && k < n; k++) leads += plan_member(cfg, n, k, c) && c->arena_slot == 0;
     rlt_mem_free(c);
     return leads > 0 ? leads : 1;
 }

@@ -5,10 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
+#include "clock.h"
 #include "mem.h"
 #include "seed_batch.h"
 
@@ -42,15 +42,9 @@ struct rlt_lockstep {
     double t_end, t_last, gap_s[2], run_s[2];
 };
 
-static double ls_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Under mu, after a round of kind i (0 acting, 1 update) launched: its times. */
 static void lockstep_timed(rlt_lockstep *ls, int i) {
-    double now = ls_now();
+    double now = rlt_now_s();
     if (ls->t_end > 0) ls->gap_s[i] += ls->t_last - ls->t_end;
     ls->run_s[i] += now - ls->t_last;
     ls->t_end = now;
@@ -345,7 +339,7 @@ void lockstep_detach(rlt_lockstep *ls) {
     if (!ls) return;
     for (int32_t k = 0; k < ls->n; k++) {
         ls->agents[k]->lockstep = NULL;
-        ls->agents[k]->replay.defer = NULL; /* each settled its own on leaving (lockstep_leave_agent) */
+        ls->agents[k]->replay.defer = NULL; /* each settled its own on leaving (seed_group.c, after its run) */
     }
 }
 
@@ -359,9 +353,6 @@ void lockstep_free(rlt_lockstep *ls) {
 /* Under mu: the round failed; every agent waiting, and every later call, fails with why. */
 static void lockstep_set_failed(rlt_lockstep *ls) { atomic_store(&ls->failed, 1); }
 
-/* Under mu, once every active agent waits: runs one round and lets the agents it served go. Acting first (the
- * agents waiting to update cannot go on before the others reach their update), one acting graph per round: the graph
- * computes every agent, and a later one would write over the outputs of an agent the earlier one served. */
 /* Under mu, first in a round: the transition stores the agents hold, all in one launch on the lead's stream before
  * the round's graph (so the update samples them). 1 when it launched them: the round then syncs and empties the
  * lists, so that no agent writes its staging or its list again before the launch has read them; 0 when none was
@@ -386,6 +377,9 @@ static void lockstep_store_done(rlt_lockstep *ls) {
     for (int32_t k = 0; k < ls->n; k++) ls->agents[k]->copy_list->n = 0;
 }
 
+/* Under mu, once every active agent waits: runs one round and lets the agents it served go. Acting first (the
+ * agents waiting to update cannot go on before the others reach their update), one acting graph per round: the graph
+ * computes every agent, and a later one would write over the outputs of an agent the earlier one served. */
 static void lockstep_launch(rlt_lockstep *ls) {
     rlt_agent *lead = ls->agents[0];
     int32_t act_slot = -1, upd_slot = -1;
@@ -476,7 +470,7 @@ static int lockstep_wait(rlt_lockstep *ls, rlt_agent *ag, int32_t kind, int32_t 
     ls->kind[k] = kind;
     ls->slot[k] = slot;
     if (++ls->arrived >= ls->active) {
-        ls->t_last = ls_now();
+        ls->t_last = rlt_now_s();
         lockstep_launch(ls);
     }
     pthread_mutex_unlock(&ls->mu);

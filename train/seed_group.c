@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "agent.h"
 #include "backend_registry.h"
 #include "config_schema.h"
@@ -109,12 +110,6 @@ struct rlt_group {
     char pop_differs[64];
     const char *pop_why;
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* The members a valid config names: the population's, train.seeds' entries, else train.num_seeds above 1; 0 for
  * one run. */
@@ -298,12 +293,17 @@ static const rlt_agent *group_rest_agent(const rlt_group *g) {
     return g->m[g->shown].tr->agent;
 }
 
-/* Bytes the leading seeds of a batched group's other batches (one per entry of devices that batches) hold beyond a
- * seed that leads none: the batched library workspace each; 0 with one batch. */
-static uint64_t group_more_leads(const rlt_group *g, uint64_t need, uint64_t need_rest) {
+/* The members planned as the first (the shown) one: each batch's leading seed (one per entry of devices that
+ * batches), at least 1. */
+static int32_t group_leads(const rlt_group *g) {
     int32_t leads = 0;
     for (int32_t b = 0; b < g->batches && b < g->n; b++) leads += g->m[b].cfg.batch_seeds > 1;
-    return leads > 1 && need > need_rest ? plan_mul_sat((uint64_t)(leads - 1), need - need_rest) : 0;
+    return leads > 1 ? leads : 1;
+}
+
+/* What n members need when `leads` of them take `first` and the others `per`. */
+static uint64_t group_total(uint64_t n, int32_t leads, uint64_t first, uint64_t per) {
+    return plan_add_sat(plan_mul_sat((uint64_t)(leads - 1), first - per), seeds_total(n, first, per));
 }
 
 /* One limit's answer: how many seeds fit under it, and the words for the message when it is the tightest. */
@@ -335,8 +335,11 @@ static int group_fit(rlt_group *g) {
     const rlt_plan_summary *s = &ag->summary;
     const rlt_plan *p = &ag->plan;
     const uint64_t n = (uint64_t)g->n, need = agent_plan_need(ag), host = p->arena_bytes[RLT_LOC_HOST];
-    const uint64_t need_rest = agent_plan_need(rest), more = group_more_leads(g, need, need_rest);
-    const uint64_t all_need = plan_add_sat(more, seeds_total(n, need, need_rest));
+    const uint64_t need_rest = agent_plan_need(rest);
+    /* With several leads (a batch per device) the others' extra is taken beside the seeds that fit. */
+    const int32_t leads = need > need_rest ? group_leads(g) : 1;
+    const uint64_t more = plan_mul_sat((uint64_t)(leads - 1), need - need_rest);
+    const uint64_t all_need = group_total(n, leads, need, need_rest);
     const char *arena = p->device_is_host ? "host" : "device";
     /* Seeds spread over several devices: the budget holds for all of them (as the plan table says); each device's
      * free memory and the process's contexts are each member's own init's to check. */
@@ -346,13 +349,13 @@ static int group_fit(rlt_group *g) {
     if (need_rest == need)
         snprintf(a, sizeof a, "%d x %.2f MiB (the %s arena of one seed) = %.2f MiB", (int)n, need / MIB, arena,
                  all_need / MIB);
-    else if (!more)
+    else if (leads == 1)
         snprintf(a, sizeof a, "%.2f MiB (the leading seed's %s arena, with the batched library workspace) + %d x %.2f "
                  "MiB (each other seed's) = %.2f MiB", need / MIB, arena, (int)n - 1, need_rest / MIB, all_need / MIB);
     else
         snprintf(a, sizeof a, "%d x %.2f MiB (each device's leading seed's %s arena, with the batched library "
-                 "workspace) + %d x %.2f MiB (each other seed's) = %.2f MiB", (int)(1 + more / (need - need_rest)),
-                 need / MIB, arena, (int)(n - 1 - more / (need - need_rest)), need_rest / MIB, all_need / MIB);
+                 "workspace) + %d x %.2f MiB (each other seed's) = %.2f MiB", (int)leads, need / MIB, arena,
+                 (int)(n - (uint64_t)leads), need_rest / MIB, all_need / MIB);
     snprintf(b, sizeof b, "memory.budget_mb allows %.2f MiB for the %s arenas of all seeds", s->budget_bytes / MIB, arena);
     snprintf(h, sizeof h, ", or memory.budget_mb: %.0f", ceil(all_need / MIB));
     fit_keep(&f, seeds_within(s->budget_bytes, more, need, need_rest), a, b, h);
@@ -695,7 +698,7 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
      * group that cannot fit stops before the others reserve anything. */
     int32_t inited = 0;
     for (int32_t k = 0; k < n; k++) {
-        if (k > 0 && !group_new_shape(g, k) && !(k == group_rest_index(g) && k > 0)) continue;
+        if (k > 0 && !group_new_shape(g, k) && k != group_rest_index(g)) continue;
         int rc = group_one(g, k, CMD_INIT);
         if (rc != RLT_OK) {
             g->shown = k;
@@ -729,16 +732,16 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
             batched = 1;
             group_batch_capture(g, b);
         }
-    if (batched) {
-        /* each batch said how it runs (group_batch_capture) */
-    } else if (g->cfg.train.seed_batching && g->pop_differs[0] && !g->dp && g->m[0].cfg.device.kind == RLT_DEVICE_CUDA) {
-        rlt_log(RLT_LOG_INFO, "seed group: each member runs its own update graph (train.seed_batching): the members' "
-                "%s differ: %s (learning rates, tau, gamma, target noise, clipping thresholds, exploration and "
-                "schedules may differ in one batched graph)", g->pop_differs, g->pop_why);
-    } else if (g->cfg.train.seed_batching) {
-        rlt_log(RLT_LOG_INFO, "seed group: train.seed_batching has no effect here: it batches the seeds that share one "
-                "GPU (device: cuda or cuda:N, or an entry of devices) (%s)", g->dp ? "this is a data-parallel run" :
-                g->m[0].cfg.device.kind != RLT_DEVICE_CUDA ? "not a GPU" : "one seed for each device");
+    /* Each batch said how it runs (group_batch_capture); otherwise why nothing batches. */
+    if (!batched && g->cfg.train.seed_batching) {
+        if (g->pop_differs[0] && !g->dp && g->m[0].cfg.device.kind == RLT_DEVICE_CUDA)
+            rlt_log(RLT_LOG_INFO, "seed group: each member runs its own update graph (train.seed_batching): the members' "
+                    "%s differ: %s (learning rates, tau, gamma, target noise, clipping thresholds, exploration and "
+                    "schedules may differ in one batched graph)", g->pop_differs, g->pop_why);
+        else
+            rlt_log(RLT_LOG_INFO, "seed group: train.seed_batching has no effect here: it batches the seeds that share "
+                    "one GPU (device: cuda or cuda:N, or an entry of devices) (%s)", g->dp ? "this is a data-parallel "
+                    "run" : g->m[0].cfg.device.kind != RLT_DEVICE_CUDA ? "not a GPU" : "one seed for each device");
     }
     /* The group is sealed now: each member's count of allocations after init starts here, so the members
      * initialised after it (which allocate, before any run) do not count against the first. */
@@ -856,8 +859,8 @@ size_t rlt_group_plan_format(const rlt_group *g, char *buf, size_t cap) {
         rlt_text_add(&t, "  whole process on the device: context and kernels %s once + %d x (device arena + library "
                      "handles %s) = %s\n", a, (int)g->n, b, c);
     }
-    uint64_t all = plan_add_sat(group_more_leads(g, agent_plan_need(ag), agent_plan_need(rest)),
-                                seeds_total(n, agent_plan_need(ag), agent_plan_need(rest)));
+    const uint64_t need = agent_plan_need(ag), need_rest = agent_plan_need(rest);
+    uint64_t all = group_total(n, need > need_rest ? group_leads(g) : 1, need, need_rest);
     plan_bytes_text(a, sizeof a, s->budget_bytes);
     plan_bytes_text(b, sizeof b, all);
     rlt_text_add(&t, "  budget %s for the %s arenas of all seeds: needs %s -> %s\n", a,
@@ -925,7 +928,7 @@ static void group_report_locked(const rlt_group *g, rlt_group_report *r) {
         r->n_evaluated++;
     }
     if (r->n_evaluated) r->eval_mean = sum / r->n_evaluated;
-    double end = g->t_end > 0 ? g->t_end : now_s();
+    double end = g->t_end > 0 ? g->t_end : rlt_now_s();
     r->elapsed_s = g->t0 > 0 ? end - g->t0 : 0.0;
     /* The members' own rates and ETAs (train/trainer.c: what this process did, the ETA from the steps since the
      * first update): a resumed group's earlier updates took another process's time. The group ends with its last
@@ -964,13 +967,13 @@ static int32_t group_eval_round(const rlt_group *g) {
  * (every member has made one more evaluation). Returns 1 when fn asked to stop. */
 static int group_supervise(rlt_group *g, rlt_group_progress_fn fn, void *user) {
     double every = g->cfg.train.progress_every_s > 0.01 ? g->cfg.train.progress_every_s : 0.01;
-    double next = now_s() + every;
+    double next = rlt_now_s() + every;
     int32_t round = group_eval_round(g);
     int stopped = 0;
     pthread_mutex_lock(&g->mu);
     for (;;) {
         int32_t r = group_eval_round(g);
-        double t = now_s();
+        double t = rlt_now_s();
         if (fn && !stopped && (r > round || t >= next)) {
             rlt_group_report rep;
             group_report_locked(g, &rep);
@@ -1121,7 +1124,7 @@ int rlt_group_run(rlt_group *g, rlt_group_progress_fn fn, void *user) {
         rlt_trainer_progress(g->m[k].tr, &g->m[k].snap); /* a resumed member starts from its step */
         g->m[k].n_evals = 0;
     }
-    g->t0 = now_s();
+    g->t0 = rlt_now_s();
     pthread_mutex_unlock(&g->mu);
     if (g->stop)
         for (int32_t k = 0; k < g->n; k++) rlt_trainer_request_stop(g->m[k].tr);
@@ -1150,7 +1153,7 @@ int rlt_group_run(rlt_group *g, rlt_group_progress_fn fn, void *user) {
                 1e6 * run[1] / nu, gap[0] + gap[1], run[0] + run[1]);
     }
     pthread_mutex_lock(&g->mu);
-    g->t_end = now_s();
+    g->t_end = rlt_now_s();
     for (int32_t k = 0; k < g->n; k++) rlt_trainer_progress(g->m[k].tr, &g->m[k].snap);
     pthread_mutex_unlock(&g->mu);
     int src = group_write_summary(g);

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "agent.h"
 #include "env.h"
 #include "mem.h"
@@ -17,12 +18,6 @@
 #include "text.h"
 #include "trainer.h"
 
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* A value found wrong after parsing (an unknown environment, an algorithm that cannot act in the environment's
  * spaces) is still the config's error: the message gets the key and where it was set (file:line:col, or the
@@ -282,7 +277,7 @@ int trainer_device_cells(rlt_trainer *tr) {
 
 static void trainer_tick(rlt_trainer *tr) {
     rlt_progress *p = &tr->prog;
-    const double now = now_s();
+    const double now = rlt_now_s();
     trainer_watch_device(tr, now);
     p->elapsed_s = now - tr->t0;
     p->updates = tr->agent->updates;
@@ -300,7 +295,7 @@ static void trainer_tick(rlt_trainer *tr) {
 static int trainer_report(rlt_trainer *tr, rlt_progress_fn fn, void *user, int is_eval, double *next_report) {
     trainer_tick(tr);
     tr->prog.is_eval = is_eval;
-    *next_report = now_s() + tr->cfg.train.progress_every_s;
+    *next_report = rlt_now_s() + tr->cfg.train.progress_every_s;
     if (fn && fn(user, &tr->prog)) RLT_FAIL(&tr->err, RLT_EINTERRUPTED, "stopped by the progress callback at step %lld",
                                            (long long)tr->prog.env_steps);
     return RLT_OK;
@@ -389,7 +384,7 @@ static int trainer_after_step(rlt_trainer *tr, int64_t step, rlt_progress_fn fn,
             RLT_TRY(trainer_save(tr, path, 0));
         }
         RLT_TRY(trainer_report(tr, fn, user, 1, next_report));
-    } else if (now_s() >= *next_report) {
+    } else if (rlt_now_s() >= *next_report) {
         RLT_TRY(trainer_report(tr, fn, user, 0, next_report));
     }
     if (c->checkpoint.every > 0 && (step + 1) % c->checkpoint.every == 0 && !last) {
@@ -439,7 +434,7 @@ static int trainer_loop(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
     const uint64_t ob = (uint64_t)rlt_space_bytes(&tr->envs[0].obs_space), ab = (uint64_t)tr->envs[0].act_space.shape[0] * 4;
     unsigned char *obs = (unsigned char *)tr->obs, *next_obs = (unsigned char *)tr->next_obs;
     unsigned char *action = (unsigned char *)tr->action;
-    double next_report = now_s() + c->train.progress_every_s;
+    double next_report = rlt_now_s() + c->train.progress_every_s;
     if (!tr->resumed) {
         for (int32_t k = 0; k < N; k++) {
             if (!tr->batched) RLT_TRY(trainer_env_call(tr, &tr->envs[k], rlt_env_reset(&tr->envs[k], obs + k * ob)));
@@ -670,7 +665,7 @@ int rlt_trainer_run(rlt_trainer *tr, rlt_progress_fn fn, void *user) {
     rlt_config *c = &tr->cfg;
     rlt_err *e = &tr->err;
     char path[600];
-    tr->t0 = now_s();
+    tr->t0 = rlt_now_s();
     tr->prog.total_steps = c->train.total_steps;
     tr->steps0 = tr->prog.env_steps;
     tr->updates0 = tr->agent->updates;
