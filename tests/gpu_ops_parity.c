@@ -1042,6 +1042,67 @@ static void test_linear_chain(void) {
     }
 }
 
+/* Batched seeds' narrow backward passes against a single agent's, byte for byte: CHAIN_SEEDS seeds, each with its own
+ * dy, x and W, run one linear_backward of the lead's descriptors, and each seed's dW, db and dx must equal
+ * linear_backward run alone on its buffers. With seeds batched, an input gradient of K <= 8 (an actor's 6 actions)
+ * takes the OUTER path with rows per thread loaded ahead, where one agent takes a 16- or 32-row GEMM tile (K = 6 at
+ * 256 and 448 rows) or OUTER with 2 rows (K = 1, a critic's head): linear.cu repeats that tile's k-groups. */
+static void test_seeds_narrow_backward(void) {
+    static const struct { int rows, fi, fo, act; } cases[] = {
+        {256, 256, 6, RLT_ACT_RELU}, /* one agent: 16-row tiles, 4 k a group */
+        {448, 256, 6, RLT_ACT_TANH}, /* one agent: 32-row tiles, 8 k a group */
+        {256, 64, 8, RLT_ACT_RELU},  /* two full groups of 4 */
+        {200, 96, 5, RLT_ACT_NONE},  /* ragged rows */
+        {256, 256, 1, RLT_ACT_RELU}, /* a critic's head */
+    };
+    printf("batched seeds' narrow backward (%d seeds) vs one agent's, byte for byte (GPU)\n", CHAIN_SEEDS);
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        const int rows = cases[t].rows, fi = cases[t].fi, fo = cases[t].fo;
+        /* a seed's block: dy | x | W | dW | db | dx, then the reference's dW | db | dx */
+        size_t ndy = (size_t)rows * fo, nx = (size_t)rows * fi, nw = (size_t)fo * fi;
+        size_t ody = 0, ox = ody + ndy, ow = ox + nx, odw = ow + nw, odb = odw + nw, odx = odb + (size_t)fo,
+               oref = odx + nx, nout = nw + (size_t)fo + nx, per = oref + nout;
+        float *h = malloc(per * 4), *got = malloc(per * 4);
+        void *cs[CHAIN_SEEDS], *gs[CHAIN_SEEDS], *cd, *gd, *ck, *gk;
+        for (int z = 0; z < CHAIN_SEEDS; z++) take(per * 4, &cs[z], &gs[z]);
+        take(CHAIN_SEEDS * sizeof(int64_t), &cd, &gd);
+        take(CHAIN_SEEDS * sizeof(uint64_t), &ck, &gk);
+        for (int z = 0; z < CHAIN_SEEDS; z++) {
+            rnd_fill(h, per, -9, 9); /* poison the outputs */
+            rnd_fill(h + ody, ndy, -1, 1);
+            rnd_fill(h + ox, nx, cases[t].act == RLT_ACT_RELU ? -0.5f : -1, 1); /* activations, zeros among ReLU's */
+            for (size_t i = 0; i < nx && cases[t].act == RLT_ACT_RELU; i++) h[ox + i] = h[ox + i] < 0 ? 0 : h[ox + i];
+            rnd_fill(h + ow, nw, -0.5f, 0.5f);
+            put(cs[z], gs[z], h, per * 4);
+        }
+        int64_t delta[CHAIN_SEEDS];
+        chain_seed_batch(gs, cd, gd, ck, gk, delta);
+#define NARROW_BWD(base, out) {.rows = rows, .fi = fi, .fo = fo, .dy = (float *)(base) + ody, .lddy = fo,              \
+                               .x = (float *)(base) + ox, .ldx = fi, .W = (float *)(base) + ow,                        \
+                               .dW = (float *)(base) + (out), .db = (float *)(base) + (out) + nw, .beta = 0.0f,        \
+                               .dx = (float *)(base) + (out) + nw + fo, .lddx = fi, .act_x = cases[t].act}
+        rlt_linear_bwd lead = NARROW_BWD(gs[0], odw);
+        int r0 = P.gpu.ops->seed_batch(&P.gpu, &(rlt_seeds_desc){.n = CHAIN_SEEDS, .delta = gd, .seed = gk, .delta_host = delta});
+        int r1 = r0 == RLT_OK ? P.gpu.ops->linear_backward(&P.gpu, &lead) : r0;
+        int r2 = P.gpu.ops->seed_batch(&P.gpu, NULL);
+        for (int z = 0; z < CHAIN_SEEDS && r2 == RLT_OK; z++) {
+            rlt_linear_bwd one = NARROW_BWD(gs[z], oref);
+            r2 = P.gpu.ops->linear_backward(&P.gpu, &one);
+        }
+#undef NARROW_BWD
+        CHECK(r1 == RLT_OK && r2 == RLT_OK, "narrow backward %d rows %d<-%d: batched %d single %d (%s)", rows, fi, fo,
+              r1, r2, P.egpu.msg);
+        for (int z = 0; z < CHAIN_SEEDS; z++) {
+            fetch(h, got, cs[z], gs[z], per * 4);
+            char what[112];
+            snprintf(what, sizeof what, "batched narrow backward seed %d: %d rows %d<-%d (dW, db, dx)", z, rows, fi, fo);
+            expect_exact(what, got + odw, got + oref, nout, 4);
+        }
+        free(h), free(got);
+        reset();
+    }
+}
+
 /* Under dense_tf32 a product below the routing threshold stays on our fp32 kernels: the same bits as without. */
 /* Seed-batched layers on the library (linear.cu: from LIN_SEEDS_BLAS_MACS multiply-adds per seed in fp32, from 16 in
  * every dimension under tf32): CHAIN_SEEDS seeds, each with its own x, W, b and dy at its own place in the arena, run
@@ -1754,6 +1815,7 @@ int main(void) {
     test_linear_forward();
     test_linear_backward();
     test_linear_chain();
+    test_seeds_narrow_backward();
     test_seeds_library();
     test_linear_routed();
     test_gather_fields();

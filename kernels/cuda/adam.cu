@@ -15,6 +15,12 @@
  * bit, without a grid-wide barrier; block 0 publishes it. Then each element is clipped, stepped, copied to 16 bits
  * and averaged into the target, in that order, while it is in a register. */
 #define ADAM_THREADS 256
+#ifndef ADAM_SEEDS_ITEMS
+#define ADAM_SEEDS_ITEMS 1 /* see adam_kernel */
+#endif
+#ifndef ADAM_SEEDS_MIN_BLOCKS
+#define ADAM_SEEDS_MIN_BLOCKS 4 /* the batched kernel's blocks an SM: 64 registers a thread (81 without) */
+#endif
 
 /* What every element's step shares: the streams, the clipping coefficient and tau. */
 struct adam_args {
@@ -52,8 +58,15 @@ __device__ __forceinline__ void adam_one(const adam_args &a, const rlt_adam_hp &
  * of the scratch. Built apart from adam_kernel<false, VEC>, the single-agent kernel: ten moved pointers take
  * registers the parameter space spares it (56 against 31 on sm_90), and the blocks an SM holds at once would
  * halve. */
-template <bool SEEDS, int VEC>
-__global__ void adam_kernel(float *p, float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp, const int64_t *step,
+/* ITEMS: the vectors a thread steps at once, loaded together before any is stepped (1 everywhere now). 16 TD3 seeds'
+ * critics (2.15 million parameters) were 2,272 blocks of one vector a thread at 3 blocks an SM (81 registers), 30 us
+ * in place on an H200 (ncu), about 2 TB/s. Measured in one call (bench_td3_update, 16 and 64 seeds, H200): capping
+ * the batched kernel at 64 registers (4 blocks an SM, ADAM_SEEDS_MIN_BLOCKS) with one vector a thread beat two
+ * vectors a thread (ADAM_SEEDS_ITEMS=2: 64 registers and 44 bytes of spill) by 1-2%. The same arithmetic per element
+ * either way: the same bits. */
+template <bool SEEDS, int VEC, int ITEMS>
+__global__ void __launch_bounds__(ADAM_THREADS, SEEDS ? ADAM_SEEDS_MIN_BLOCKS : 1)
+    adam_kernel(float *p, float *g, float *m, float *v, uint64_t n, rlt_adam_hp hp, const int64_t *step,
                                const float *partial, uint32_t n_parts, float *norm, float max_norm, float *target,
                                float tau, void *p_lp, void *target_lp, int32_t lp_dtype, const int32_t *skip,
                                const float *lr_dev, const float *tau_dev, const float *max_norm_dev, cuda_seeds sd) {
@@ -69,7 +82,7 @@ __global__ void adam_kernel(float *p, float *g, float *m, float *v, uint64_t n, 
         if (partial) partial = cuda_seed_scratch(sd, (float *)partial);
     }
     if (skip && *skip) return; /* an fp16 step with non-finite gradients: nothing changes (amp's UNSCALE) */
-    /* The step count and this thread's first element are read before the norm's tree: their loads need not wait for
+    /* The step count and this thread's first elements are read before the norm's tree: their loads need not wait for
      * it (in an update's graph this kernel is a link of the critical chain, and the tree is a dozen barriers). */
     const int64_t s = *step;
     /* The agent's hparams block, where the descriptor names it (a batched graph: each agent's own values). */
@@ -77,17 +90,25 @@ __global__ void adam_kernel(float *p, float *g, float *m, float *v, uint64_t n, 
     if (tau_dev && target) tau = *tau_dev;
     if (max_norm_dev && partial) max_norm = *max_norm_dev;
     const uint64_t i0 = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x, nv = n / VEC;
-    float4 g0 = {0, 0, 0, 0}, m0 = g0, v0 = g0, p0 = g0, t0 = g0;
-    if (i0 < nv) {
-        if (VEC == 4) {
-            g0 = ((const float4 *)g)[i0], m0 = ((const float4 *)m)[i0], v0 = ((const float4 *)v)[i0];
-            p0 = ((const float4 *)p)[i0];
-            if (target) t0 = ((const float4 *)target)[i0];
-        } else {
-            g0.x = g[i0], m0.x = m[i0], v0.x = v[i0], p0.x = p[i0];
-            if (target) t0.x = target[i0];
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    float4 g0[ITEMS], m0[ITEMS], v0[ITEMS], p0[ITEMS], t0[ITEMS];
+    auto load = [&](uint64_t q) {
+#pragma unroll
+        for (int j = 0; j < ITEMS; j++) {
+            const uint64_t qj = q + j * stride;
+            g0[j] = m0[j] = v0[j] = p0[j] = t0[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (qj >= nv) continue;
+            if (VEC == 4) {
+                g0[j] = ((const float4 *)g)[qj], m0[j] = ((const float4 *)m)[qj], v0[j] = ((const float4 *)v)[qj];
+                p0[j] = ((const float4 *)p)[qj];
+                if (target) t0[j] = ((const float4 *)target)[qj];
+            } else {
+                g0[j].x = g[qj], m0[j].x = m[qj], v0[j].x = v[qj], p0[j].x = p[qj];
+                if (target) t0[j].x = target[qj];
+            }
         }
-    }
+    };
+    load(i0);
     adam_args a = {p, g, m, v, target, p_lp, target_lp, lp_dtype, false, 1.0f, tau};
     if (partial) {
         shared[threadIdx.x] = threadIdx.x < n_parts ? partial[threadIdx.x] : 0.0f;
@@ -105,29 +126,27 @@ __global__ void adam_kernel(float *p, float *g, float *m, float *v, uint64_t n, 
      * (bias correction 1 - beta^0 = 0 would divide by zero). */
     if (s < 1) return;
     const rlt_adam_coef c = rlt_adam_coefs(hp, s);
-    uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-    for (uint64_t q = i0; q < nv; q += stride) {
-        if (q != i0) {
+    for (uint64_t q = i0; q < nv; q += stride * ITEMS) {
+        if (q != i0) load(q);
+#pragma unroll
+        for (int j = 0; j < ITEMS; j++) {
+            const uint64_t qj = q + j * stride;
+            if (qj >= nv) break;
+            const uint64_t i = qj * VEC;
+            adam_one(a, hp, c, i, p0[j].x, g0[j].x, m0[j].x, v0[j].x, t0[j].x, &p0[j].x, &m0[j].x, &v0[j].x, &t0[j].x);
             if (VEC == 4) {
-                g0 = ((const float4 *)g)[q], m0 = ((const float4 *)m)[q], v0 = ((const float4 *)v)[q];
-                p0 = ((const float4 *)p)[q];
-                if (target) t0 = ((const float4 *)target)[q];
+                adam_one(a, hp, c, i + 1, p0[j].y, g0[j].y, m0[j].y, v0[j].y, t0[j].y, &p0[j].y, &m0[j].y, &v0[j].y,
+                         &t0[j].y);
+                adam_one(a, hp, c, i + 2, p0[j].z, g0[j].z, m0[j].z, v0[j].z, t0[j].z, &p0[j].z, &m0[j].z, &v0[j].z,
+                         &t0[j].z);
+                adam_one(a, hp, c, i + 3, p0[j].w, g0[j].w, m0[j].w, v0[j].w, t0[j].w, &p0[j].w, &m0[j].w, &v0[j].w,
+                         &t0[j].w);
+                ((float4 *)m)[qj] = m0[j], ((float4 *)v)[qj] = v0[j], ((float4 *)p)[qj] = p0[j];
+                if (target) ((float4 *)target)[qj] = t0[j];
             } else {
-                g0.x = g[q], m0.x = m[q], v0.x = v[q], p0.x = p[q];
-                if (target) t0.x = target[q];
+                m[qj] = m0[j].x, v[qj] = v0[j].x, p[qj] = p0[j].x;
+                if (target) target[qj] = t0[j].x;
             }
-        }
-        const uint64_t i = q * VEC;
-        adam_one(a, hp, c, i, p0.x, g0.x, m0.x, v0.x, t0.x, &p0.x, &m0.x, &v0.x, &t0.x);
-        if (VEC == 4) {
-            adam_one(a, hp, c, i + 1, p0.y, g0.y, m0.y, v0.y, t0.y, &p0.y, &m0.y, &v0.y, &t0.y);
-            adam_one(a, hp, c, i + 2, p0.z, g0.z, m0.z, v0.z, t0.z, &p0.z, &m0.z, &v0.z, &t0.z);
-            adam_one(a, hp, c, i + 3, p0.w, g0.w, m0.w, v0.w, t0.w, &p0.w, &m0.w, &v0.w, &t0.w);
-            ((float4 *)m)[q] = m0, ((float4 *)v)[q] = v0, ((float4 *)p)[q] = p0;
-            if (target) ((float4 *)target)[q] = t0;
-        } else {
-            m[q] = m0.x, v[q] = v0.x, p[q] = p0.x;
-            if (target) target[q] = t0.x;
         }
     }
     /* The n % VEC elements past the last whole vector. */
@@ -176,9 +195,10 @@ extern "C" int cuda_adam(rlt_backend *bk, const rlt_adam_step *d) {
     void (*kernel)(float *, float *, float *, float *, uint64_t, rlt_adam_hp, const int64_t *, const float *, uint32_t,
                    float *, float, float *, float, void *, void *, int32_t, const int32_t *, const float *,
                    const float *, const float *, cuda_seeds) =
-        z > 1 ? (vec ? adam_kernel<true, 4> : adam_kernel<true, 1>) : (vec ? adam_kernel<false, 4> : adam_kernel<false, 1>);
-    const uint64_t items = vec ? n / 4 : n;
-    CUDA_CHECK(bk, cuda_launch_pdl(bk, kernel, dim3(cuda_blocks(bk, items ? items : 1, ADAM_THREADS), 1, z),
+        z > 1 ? (vec ? adam_kernel<true, 4, ADAM_SEEDS_ITEMS> : adam_kernel<true, 1, ADAM_SEEDS_ITEMS>)
+              : (vec ? adam_kernel<false, 4, 1> : adam_kernel<false, 1, 1>);
+    const uint64_t items = vec ? n / 4 : n, per = z > 1 ? ADAM_SEEDS_ITEMS : 1;
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, kernel, dim3(cuda_blocks(bk, items ? (items + per - 1) / per : 1, ADAM_THREADS), 1, z),
                                    dim3(ADAM_THREADS), p, g, m, v,
                                    n, d->hp, d->step, partial, cuda_clip_parts(n), norm, max_norm, target, tau, p_lp,
                                    target_lp, lp_dtype, skip, lr_dev, tau_dev, max_norm_dev, cuda_seeds_of(bk)));
@@ -188,8 +208,8 @@ extern "C" int cuda_adam(rlt_backend *bk, const rlt_adam_step *d) {
 
 extern "C" cudaError_t cuda_preload_adam(void) {
     cudaFuncAttributes a;
-    cudaError_t rc = cudaFuncGetAttributes(&a, adam_kernel<false, 1>);
-    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, adam_kernel<false, 4>);
-    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, adam_kernel<true, 1>);
-    return rc == cudaSuccess ? cudaFuncGetAttributes(&a, adam_kernel<true, 4>) : rc;
+    cudaError_t rc = cudaFuncGetAttributes(&a, adam_kernel<false, 1, 1>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, adam_kernel<false, 4, 1>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, adam_kernel<true, 1, ADAM_SEEDS_ITEMS>);
+    return rc == cudaSuccess ? cudaFuncGetAttributes(&a, adam_kernel<true, 4, ADAM_SEEDS_ITEMS>) : rc;
 }

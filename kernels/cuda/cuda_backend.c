@@ -661,6 +661,24 @@ int cuda_fork_side(rlt_backend *bk, int32_t side[2]) {
     return RLT_OK;
 }
 
+/* A batched seed group's side lane for the current one (the weight gradients of its backward, linear.cu): lane k's
+ * is n_lanes - 1 - k, so the two lanes a TD3 update's twin critics run their backward on (0 and 1) get two lanes of
+ * their own (3 and 2) and no false dependency on each other's chain. It waits for everything issued on the current
+ * lane so far. The current lane itself when the backend runs fewer than two lanes; -1 on an error (in bk->err). */
+int32_t cuda_fork_seeds(rlt_backend *bk) {
+    cuda_impl *c = cuda_get(bk);
+    const int32_t side = c->n_lanes - 1 - c->lane;
+    if (c->n_lanes < 2 || side < 0 || side == c->lane) return c->lane;
+    cudaError_t rc = cudaEventRecord(c->fork_event, c->streams[c->lane]);
+    if (rc == cudaSuccess) rc = cudaStreamWaitEvent(c->streams[side], c->fork_event, 0);
+    if (rc != cudaSuccess) {
+        rlt_err_set(bk->err, RLT_ERUNTIME, __FILE__, __LINE__, "fork to side lane %d: %s", (int)side,
+                    cudaGetErrorString(rc));
+        return -1;
+    }
+    return side;
+}
+
 int cuda_merge_side(rlt_backend *bk, int32_t lane, const int32_t side[2]) {
     cuda_impl *c = cuda_get(bk);
     c->lane = lane;

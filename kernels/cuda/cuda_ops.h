@@ -395,6 +395,9 @@ int cuda_sumsq_partial(rlt_backend *bk, const float *g, uint64_t n);
  * touched on the side lanes. */
 int cuda_fork_side(rlt_backend *bk, int32_t side[2]);
 int cuda_merge_side(rlt_backend *bk, int32_t lane, const int32_t side[2]);
+/* A batched seed group's one side lane for the current lane (the backward's weight gradients; cuda_backend.c), or
+ * the current lane when there is none, -1 on an error; cuda_merge_side(bk, lane, {side, lane}) joins it. */
+int32_t cuda_fork_seeds(rlt_backend *bk);
 
 /* Releases the conv slots and cuda_impl.conv (descriptors, the cuDNN handle); safe when nothing was prepared.
  * Called by cuda_close. */

@@ -65,6 +65,7 @@ enum { LIN_PATH_GEMM32 = 0, LIN_PATH_GEMM16 = 1, LIN_PATH_ROWDOT = 2, LIN_PATH_C
 #define LIN_ROWDOT_MAXN 8
 #define LIN_COLSUM_MAXM 8
 #define LIN_OUTER_MAXK 4 /* no more k than one k-group of either GEMM tile holds: see lin_outer_tile */
+#define LIN_OUTER_SEEDS_MAXK 8 /* batched seeds' input gradients: see lin_choose_path */
 #define LIN_OUTER_ROWS 2 /* rows per thread (one agent; batched seeds up to LIN_OUTER_MAX_ROWS: lin_choose_path) */
 #define LIN_OUTER_MAX_ROWS 16
 #define LIN_ROWDOT_MAX_ROWS 4 /* rows per warp of batched seeds (one agent: 1) */
@@ -113,6 +114,7 @@ typedef struct lin_problem {
     int32_t tiles_n;   /* GEMM: output tiles along n */
     int32_t tiles;     /* blocks this problem takes */
     int32_t per;       /* OUTER: rows per thread; ROWDOT: rows per warp (a function of the shape and the seeds) */
+    int32_t kg;        /* OUTER: the k-group size of the GEMM path the shape would otherwise take */
     float beta;
 } lin_problem;
 
@@ -447,7 +449,10 @@ __device__ __forceinline__ void lin_rowdot_tile(const lin_problem &p, int32_t ti
     }
 }
 
-/* M <= 8 output rows, A contiguous along m, B along n: lanes over 32 columns, the 8 warps over k. */
+/* M <= 8 output rows, A contiguous along m, B along n: lanes over 32 columns, the 8 warps over k. MAXM, UNROLL: the
+ * rows the loop is built for and its unrolling; batched seeds' one- or two-row gradients (a critic's head) take 2
+ * and 32, so a warp's 32 k of a 256-row batch have their loads in flight at once. The order of the sums is the same. */
+template <int MAXM, int UNROLL>
 __device__ __forceinline__ void lin_colsum_tile(const lin_problem &p, int32_t tile, float *smem, int64_t dz) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     constexpr int WARPS = LIN_THREADS / 32;
@@ -457,12 +462,12 @@ __device__ __forceinline__ void lin_colsum_tile(const lin_problem &p, int32_t ti
     float acc[LIN_COLSUM_MAXM];
 #pragma unroll
     for (int i = 0; i < LIN_COLSUM_MAXM; i++) acc[i] = 0.0f;
-#pragma unroll 8
+#pragma unroll UNROLL
     for (int32_t k = warp; k < p.K; k += WARPS) {
         const float b = real ? B[(int64_t)k * p.ldb + n] : (one ? 1.0f : 0.0f);
         const float *a = A + (int64_t)k * p.lda;
 #pragma unroll
-        for (int i = 0; i < LIN_COLSUM_MAXM; i++)
+        for (int i = 0; i < MAXM; i++)
             if (i < p.M) acc[i] = fmaf(a[i], b, acc[i]);
     }
     float *part = smem; /* [warp][row][lane] */
@@ -478,12 +483,17 @@ __device__ __forceinline__ void lin_colsum_tile(const lin_problem &p, int32_t ti
     }
 }
 
-/* K <= LIN_OUTER_MAXK (a critic's Q layer seen from its input gradient, a CartPole network's 4 inputs), A
- * contiguous along k: each thread one column of p.per rows (LIN_OUTER_ROWS for one agent), its few products summed
- * in k order.
- * The GEMM paths would put all of these k in k-group 0 of a tile, whose sum runs in the same order and then
- * has the other groups' zero partial sums added, so `+ 0.0f` here gives the same bits (it turns -0 into +0,
- * as they do). */
+/* K <= LIN_OUTER_MAXK (a critic's Q layer seen from its input gradient, a CartPole network's 4 inputs; batched seeds'
+ * input gradients up to LIN_OUTER_SEEDS_MAXK, an actor's 6 actions), A contiguous along k: each thread one column of
+ * p.per rows (LIN_OUTER_ROWS for one agent).
+ * The sums are the GEMM path's that the shape would take otherwise: that path puts k in k-groups of p.kg (4 for
+ * 16-row tiles, 8 for 32-row ones), sums each group in k order from zero, and adds the groups' sums in order, the
+ * empty groups' zeros last. Here the first group's sum plus the second's (0 for K <= p.kg), then `+ 0.0f` (the empty
+ * groups, which turn -0 into +0 as they do): the same bits.
+ * A thread loads the operands of CHUNK rows (dy's MAXK k, and the activation an input gradient's epilogue reads)
+ * before it computes and stores any of them, so their memory latencies overlap: with batched seeds a thread takes up
+ * to 16 rows, and one row at a time left a 16-seed TD3 critic head's gradient at 13.7 us (H200, ncu). */
+template <int MAXK, int CHUNK>
 __device__ __forceinline__ void lin_outer_tile(const lin_problem &p, int32_t tile, int64_t dz) {
     /* Work item t is column t % N of row pair t / N: every thread of every block has one (except past the
      * end), whatever N is. Each element's sum is the same whichever thread forms it. */
@@ -492,20 +502,41 @@ __device__ __forceinline__ void lin_outer_tile(const lin_problem &p, int32_t til
     const int64_t m0 = t / p.N * p.per;
     if (m0 >= p.M) return;
     const float *A = cuda_at(p.A, dz), *B = cuda_at(p.B, dz);
-    float b[LIN_OUTER_MAXK];
+    const float *aux = p.aux ? cuda_at(p.aux, dz) : nullptr;
+    float b[MAXK];
 #pragma unroll
-    for (int k = 0; k < LIN_OUTER_MAXK; k++)
+    for (int k = 0; k < MAXK; k++)
         b[k] = k < p.K ? (p.b_kcont ? B[(int64_t)n * p.ldb + k] : B[(int64_t)k * p.ldb + n]) : 0.0f;
-#pragma unroll 4
-    for (int i = 0; i < p.per; i++) {
-        const int32_t m = (int32_t)m0 + i;
-        if (m >= p.M) break;
-        const float *a = A + (int64_t)m * p.lda;
-        float v = 0.0f;
+    const float bias = p.epi == LIN_EPI_FWD && aux ? aux[n] : 0.0f;
+    for (int32_t i0 = 0; i0 < p.per; i0 += CHUNK) {
+        float a[CHUNK][MAXK], x[CHUNK];
 #pragma unroll
-        for (int k = 0; k < LIN_OUTER_MAXK; k++)
-            if (k < p.K) v = fmaf(a[k], b[k], v);
-        lin_store(p, m, n, v + 0.0f, dz);
+        for (int r = 0; r < CHUNK; r++) {
+            const int64_t m = m0 + i0 + r;
+            const bool ok = i0 + r < p.per && m < p.M;
+            const float *ar = A + (ok ? m : 0) * p.lda;
+#pragma unroll
+            for (int k = 0; k < MAXK; k++) a[r][k] = ok && k < p.K ? ar[k] : 0.0f;
+            x[r] = ok && p.epi == LIN_EPI_DX ? aux[m * p.ld_aux + n] : 0.0f;
+        }
+#pragma unroll
+        for (int r = 0; r < CHUNK; r++) {
+            const int64_t m = m0 + i0 + r;
+            if (i0 + r >= p.per || m >= p.M) break;
+            float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+            for (int k = 0; k < MAXK; k++)
+                if (k < p.K) {
+                    if (k < p.kg) s0 = fmaf(a[r][k], b[k], s0);
+                    else s1 = fmaf(a[r][k], b[k], s1);
+                }
+            float v = (s0 + s1) + 0.0f;
+            /* lin_store's epilogues, with the activation or bias loaded above */
+            if (p.epi == LIN_EPI_FWD) v = cuda_act(v + bias, p.act);
+            else if (p.act == RLT_ACT_RELU) v = x[r] > 0.0f ? v : 0.0f;
+            else if (p.act == RLT_ACT_TANH) v *= 1.0f - x[r] * x[r];
+            cuda_at(p.C, dz)[m * p.ldc + n] = v;
+        }
     }
 }
 
@@ -525,14 +556,19 @@ __device__ __forceinline__ void lin_gemm_run(const lin_problem &p, int32_t tile,
 
 /* sd: the seed-batching state, or NULL (a constant) when not batching. VEC: the GEMM paths take the 16-byte tile
  * (lin_gemm_tile), else the 4-byte one (lin_gemm_tile4); the two give the same bits (see linear_kernel). */
-template <bool VEC>
+template <bool SEEDS, bool VEC>
 __device__ __forceinline__ void lin_run(const lin_problem &p, int32_t tile, float *smem, const cuda_seeds *sd) {
     if (VEC && (p.path == LIN_PATH_GEMM32 || p.path == LIN_PATH_GEMM16)) lin_gemm_run(p, tile, smem, sd);
     else if (!VEC && p.path == LIN_PATH_GEMM32) lin_gemm_tile4<32>(p, tile, smem, sd);
     else if (!VEC && p.path == LIN_PATH_GEMM16) lin_gemm_tile4<16>(p, tile, smem, sd);
     else if (p.path == LIN_PATH_ROWDOT) lin_rowdot_tile(p, tile, lin_dz(sd));
-    else if (p.path == LIN_PATH_OUTER) lin_outer_tile(p, tile, lin_dz(sd));
-    else lin_colsum_tile(p, tile, smem, lin_dz(sd));
+    else if (p.path == LIN_PATH_OUTER) {
+        /* batched seeds: one load of all 16 rows a thread takes where K <= 2 (a critic's head), 4 rows at a time up
+         * to 8 k; one agent: its 2 rows */
+        if (SEEDS && p.K <= 2) lin_outer_tile<2, LIN_OUTER_MAX_ROWS>(p, tile, lin_dz(sd));
+        else lin_outer_tile<SEEDS ? LIN_OUTER_SEEDS_MAXK : LIN_OUTER_MAXK, SEEDS ? 4 : LIN_OUTER_ROWS>(p, tile, lin_dz(sd));
+    } else if (SEEDS && p.M <= 2) lin_colsum_tile<2, 32>(p, tile, smem, lin_dz(sd));
+    else lin_colsum_tile<LIN_COLSUM_MAXM, 8>(p, tile, smem, lin_dz(sd));
 }
 
 /* Blocks 0 .. p[0].tiles - 1 run problem 0, the rest problem 1 (the branch is uniform within a block). The
@@ -560,8 +596,8 @@ __global__ void __launch_bounds__(LIN_THREADS, LIN_MIN_BLOCKS) linear_kernel(con
     cuda_pdl_trigger();
     const cuda_seeds *sd = SEEDS ? &L.sd : nullptr; /* seed batching: block (x, 0, z) runs block x for agent z */
     const int32_t b = (int32_t)blockIdx.x;
-    if (b < L.p[0].tiles) lin_run<VEC>(L.p[0], b, smem, sd);
-    else lin_run<VEC>(L.p[1], b - L.p[0].tiles, smem, sd);
+    if (b < L.p[0].tiles) lin_run<SEEDS, VEC>(L.p[0], b, smem, sd);
+    else lin_run<SEEDS, VEC>(L.p[1], b - L.p[0].tiles, smem, sd);
 }
 
 /* Chooses the path and the block count of a problem from its shape and the agents batched (z) alone (so the
@@ -587,8 +623,15 @@ static void lin_choose_path(lin_problem *p, unsigned z) {
         p->tiles = (n_out + 31) / 32;
         return;
     }
-    if (p->epi != LIN_EPI_DW && p->K <= LIN_OUTER_MAXK && p->a_kcont) {
+    p->tiles_n = (n_out + LIN_BN - 1) / LIN_BN;
+    const int32_t tiles32 = ((p->M + 31) / 32) * p->tiles_n;
+    /* Batched seeds' input gradients with a few more k (an actor's last layer seen from its 6 actions) take OUTER
+     * too, with the sums of the GEMM tile they would have taken (p->kg): 16 TD3 seeds' 256 x 256 outputs at K = 6 were
+     * 2,048 16-row tiles, 22.8 us in place on an H200 (ncu) for 0.4 MMAC an agent. */
+    const int32_t outer_k = z > 1 && p->epi == LIN_EPI_DX ? LIN_OUTER_SEEDS_MAXK : LIN_OUTER_MAXK;
+    if (p->epi != LIN_EPI_DW && p->K <= outer_k && p->a_kcont) {
         p->path = LIN_PATH_OUTER;
+        p->kg = tiles32 < LIN_SMALL_TILES ? 4 : 8; /* GEMM16: 8 k-groups of 4 k a chunk; GEMM32: 4 of 8 */
         for (p->per = LIN_OUTER_ROWS;; p->per *= 2) {
             int64_t items = (int64_t)((p->M + p->per - 1) / p->per) * p->N;
             p->tiles = (int32_t)((items + LIN_THREADS - 1) / LIN_THREADS);
@@ -598,8 +641,6 @@ static void lin_choose_path(lin_problem *p, unsigned z) {
         }
         return;
     }
-    p->tiles_n = (n_out + LIN_BN - 1) / LIN_BN;
-    int32_t tiles32 = ((p->M + 31) / 32) * p->tiles_n;
     if (tiles32 < LIN_SMALL_TILES) {
         p->path = LIN_PATH_GEMM16;
         p->tiles = ((p->M + 15) / 16) * p->tiles_n;
@@ -744,14 +785,28 @@ extern "C" int cuda_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d) {
     int fuse_x = dx && fo <= LIN_MAX_K && fi <= LIN_MAX_K && !lin_big(rows, fi, fo) && !lin_wide(rows, fi, fo, 1, c->tf32) &&
                  !(seeds_lib && cuda_rule_seeds_blas_as(c->seeds_rule, c->tf32, rows, fi, fo));
     if (seeds) {
-        /* Batched seeds: the parts left to the library as one batched product each, in order on this lane. */
-        if (!fuse_w && dW)
-            RLT_TRY(cuda_gemm_seeds(bk, 1, 0, fo, fi, rows, 1.0f, dy, lddy, x, ldx, beta, dW, fi));
-        if (!fuse_w && db) RLT_TRY(cuda_lp_bias_grad(bk, db, dy, RLT_LP_F32, lddy, rows, fo, beta));
-        if (dx && !fuse_x) {
-            RLT_TRY(cuda_gemm_seeds(bk, 0, 0, rows, fi, fo, 1.0f, dy, lddy, W, fi, 0.0f, dx, lddx));
-            RLT_TRY(cuda_act_grad(bk, dx, lddx, x, ldx, rows, fi, act_x));
+        /* Batched seeds: the parts left to the library as one batched product each. The weight and bias gradients,
+         * which nothing in the backward's chain reads, run on a side lane beside the input gradient (cuda_fork_seeds)
+         * when there is one: on the critical path they were 11.7 + 3.7 us of each 256-wide layer's 30 (16 TD3 seeds,
+         * tf32, H200, ncu). Each op is the same on either lane (cuda_gemm_seeds' workspace is uniform): the same bits. */
+        const int lib_w = !fuse_w && (dW || db), lib_x = dx && !fuse_x;
+        const int32_t lane = c->lane, side = lib_w && lib_x ? cuda_fork_seeds(bk) : lane;
+        if (side < 0) return RLT_ERUNTIME;
+        cuda_get(bk)->lane = side;
+        int rc = RLT_OK;
+        if (!fuse_w && dW) rc = cuda_gemm_seeds(bk, 1, 0, fo, fi, rows, 1.0f, dy, lddy, x, ldx, beta, dW, fi);
+        if (rc == RLT_OK && !fuse_w && db) rc = cuda_lp_bias_grad(bk, db, dy, RLT_LP_F32, lddy, rows, fo, beta);
+        cuda_get(bk)->lane = lane;
+        if (rc == RLT_OK && lib_x) {
+            rc = cuda_gemm_seeds(bk, 0, 0, rows, fi, fo, 1.0f, dy, lddy, W, fi, 0.0f, dx, lddx);
+            if (rc == RLT_OK) rc = cuda_act_grad(bk, dx, lddx, x, ldx, rows, fi, act_x);
         }
+        if (side != lane) {
+            const int32_t sides[2] = {side, lane};
+            int rc2 = cuda_merge_side(bk, lane, sides);
+            if (rc == RLT_OK) rc = rc2;
+        }
+        RLT_TRY(rc);
     } else if (!fuse_w && !fuse_x) {
         /* Both parts in the library (a wide layer): dW with db in its epilogue on a side lane beside dx
          * (cuda_fork_side); db's own kernel, when not fused, on the other side lane. */
