@@ -556,10 +556,12 @@ __device__ __forceinline__ void lin_gemm_run(const lin_problem &p, int32_t tile,
 
 /* sd: the seed-batching state, or NULL (a constant) when not batching. VEC: the GEMM paths take the 16-byte tile
  * (lin_gemm_tile), else the 4-byte one (lin_gemm_tile4); the two give the same bits (see linear_kernel). */
-/* The paths without a GEMM tile: a warp per row, column sums, outer products. */
-template <bool SEEDS>
-__device__ __forceinline__ void lin_run_narrow(const lin_problem &p, int32_t tile, float *smem, const cuda_seeds *sd) {
-    if (p.path == LIN_PATH_ROWDOT) lin_rowdot_tile(p, tile, lin_dz(sd));
+template <bool SEEDS, bool VEC>
+__device__ __forceinline__ void lin_run(const lin_problem &p, int32_t tile, float *smem, const cuda_seeds *sd) {
+    if (VEC && (p.path == LIN_PATH_GEMM32 || p.path == LIN_PATH_GEMM16)) lin_gemm_run(p, tile, smem, sd);
+    else if (!VEC && p.path == LIN_PATH_GEMM32) lin_gemm_tile4<32>(p, tile, smem, sd);
+    else if (!VEC && p.path == LIN_PATH_GEMM16) lin_gemm_tile4<16>(p, tile, smem, sd);
+    else if (p.path == LIN_PATH_ROWDOT) lin_rowdot_tile(p, tile, lin_dz(sd));
     else if (p.path == LIN_PATH_OUTER) {
         /* batched seeds: one load of all 16 rows a thread takes where K <= 2 (a critic's head), 4 rows at a time up
          * to 8 k; one agent: its 2 rows */
@@ -567,14 +569,6 @@ __device__ __forceinline__ void lin_run_narrow(const lin_problem &p, int32_t til
         else lin_outer_tile<SEEDS ? LIN_OUTER_SEEDS_MAXK : LIN_OUTER_MAXK, SEEDS ? 4 : LIN_OUTER_ROWS>(p, tile, lin_dz(sd));
     } else if (SEEDS && p.M <= 2) lin_colsum_tile<2, 32>(p, tile, smem, lin_dz(sd));
     else lin_colsum_tile<LIN_COLSUM_MAXM, 8>(p, tile, smem, lin_dz(sd));
-}
-
-template <bool SEEDS, bool VEC>
-__device__ __forceinline__ void lin_run(const lin_problem &p, int32_t tile, float *smem, const cuda_seeds *sd) {
-    if (VEC && (p.path == LIN_PATH_GEMM32 || p.path == LIN_PATH_GEMM16)) lin_gemm_run(p, tile, smem, sd);
-    else if (!VEC && p.path == LIN_PATH_GEMM32) lin_gemm_tile4<32>(p, tile, smem, sd);
-    else if (!VEC && p.path == LIN_PATH_GEMM16) lin_gemm_tile4<16>(p, tile, smem, sd);
-    else lin_run_narrow<SEEDS>(p, tile, smem, sd);
 }
 
 /* Blocks 0 .. p[0].tiles - 1 run problem 0, the rest problem 1 (the branch is uniform within a block). The
@@ -604,27 +598,6 @@ __global__ void __launch_bounds__(LIN_THREADS, LIN_MIN_BLOCKS) linear_kernel(con
     const int32_t b = (int32_t)blockIdx.x;
     if (b < L.p[0].tiles) lin_run<SEEDS, VEC>(L.p[0], b, smem, sd);
     else lin_run<SEEDS, VEC>(L.p[1], b - L.p[0].tiles, smem, sd);
-}
-
-/* Batched seeds' launches whose every problem is narrow (a head's forward, a head's or an actor's last layer's
- * backward): the same tiles as linear_kernel<true, true>, in a kernel without the GEMM tiles' code, registers and
- * 36 KiB of shared memory. In place on an H200 (ncu, 16 TD3 seeds) every such launch of linear_kernel took 6-15 us
- * for a few hundred thousand multiply-adds; its size (instruction fetch after the library's kernels) and its
- * three blocks an SM were its floor. The sums are the same functions': the same bits. */
-#define LIN_NARROW_SMEM (LIN_THREADS / 32 * LIN_COLSUM_MAXM * 32) /* lin_colsum_tile's partial sums */
-#ifndef LIN_NARROW /* 0: batched narrow launches on linear_kernel too (A/B builds) */
-#define LIN_NARROW 1
-#endif
-#ifndef LIN_NARROW_MIN_BLOCKS
-#define LIN_NARROW_MIN_BLOCKS 3 /* 80 registers a thread, none spilled (4: 64 and 176 bytes of spill) */
-#endif
-__global__ void __launch_bounds__(LIN_THREADS, LIN_NARROW_MIN_BLOCKS) linear_narrow_kernel(const __grid_constant__ lin_launch L) {
-    __shared__ float smem[LIN_NARROW_SMEM];
-    cuda_pdl_wait(); /* launched with cuda_launch_pdl: nothing touches memory before this */
-    cuda_pdl_trigger();
-    const int32_t b = (int32_t)blockIdx.x;
-    if (b < L.p[0].tiles) lin_run_narrow<true>(L.p[0], b, smem, &L.sd);
-    else lin_run_narrow<true>(L.p[1], b - L.p[0].tiles, smem, &L.sd);
 }
 
 /* Chooses the path and the block count of a problem from its shape and the agents batched (z) alone (so the
@@ -740,12 +713,8 @@ static int lin_launch_problems(rlt_backend *bk, lin_launch *L) {
     /* The 16-byte tile for seeds, and for a single agent's launches of 32-row GEMM tiles only (see linear_kernel). */
     int wide = 1;
     for (int i = 0; i < 2; i++) wide &= !L->p[i].tiles || L->p[i].path == LIN_PATH_GEMM32;
-    /* Batched launches of narrow problems only: the small kernel (see linear_narrow_kernel). */
-    int narrow = 1;
-    for (int i = 0; i < 2; i++)
-        narrow &= !L->p[i].tiles || (L->p[i].path != LIN_PATH_GEMM32 && L->p[i].path != LIN_PATH_GEMM16);
-    void (*kernel)(lin_launch) = z > 1 ? (LIN_NARROW && narrow && cuda_get(bk)->seeds_rows ? linear_narrow_kernel : linear_kernel<true, true>)
-                                 : wide ? linear_kernel<false, true> : linear_kernel<false, false>;
+    void (*kernel)(lin_launch) =
+        z > 1 ? linear_kernel<true, true> : wide ? linear_kernel<false, true> : linear_kernel<false, false>;
     CUDA_CHECK(bk, cuda_launch_pdl(bk, kernel, dim3((unsigned)blocks, 1, z), dim3(LIN_THREADS), *L));
     CUDA_CHECK_LAUNCH(bk, "linear_kernel");
     return RLT_OK;
@@ -900,7 +869,6 @@ extern "C" cudaError_t cuda_preload_linear(void) {
     cudaFuncAttributes a;
     cudaError_t rc = cudaFuncGetAttributes(&a, linear_kernel<false, false>);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, linear_kernel<false, true>);
-    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, linear_narrow_kernel);
     return rc == cudaSuccess ? cudaFuncGetAttributes(&a, linear_kernel<true, true>) : rc;
 }
 
