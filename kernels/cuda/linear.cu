@@ -600,6 +600,25 @@ __global__ void __launch_bounds__(LIN_THREADS, LIN_MIN_BLOCKS) linear_kernel(con
     else lin_run<SEEDS, VEC>(L.p[1], b - L.p[0].tiles, smem, sd);
 }
 
+/* An agent's blocks on ROWDOT (per rows a warp) and OUTER (per rows a thread). */
+static int64_t lin_rowdot_blocks(const lin_problem *p, int32_t per) {
+    const int64_t rows = (int64_t)(LIN_THREADS / 32) * per;
+    return (p->M + rows - 1) / rows;
+}
+static int64_t lin_outer_blocks(const lin_problem *p, int32_t per) {
+    const int64_t items = (int64_t)((p->M + per - 1) / per) * p->N;
+    return (items + LIN_THREADS - 1) / LIN_THREADS;
+}
+
+/* The rows a thread or warp takes: per0 for one agent; with z agents batched, doubled up to max while the launch
+ * keeps at least LIN_SEEDS_MIN_BLOCKS blocks over all of them. */
+static int32_t lin_seeds_per(const lin_problem *p, unsigned z, int32_t per0, int32_t max,
+                             int64_t (*blocks)(const lin_problem *, int32_t)) {
+    int32_t per = per0;
+    while (z > 1 && per < max && blocks(p, per * 2) * z >= LIN_SEEDS_MIN_BLOCKS) per *= 2;
+    return per;
+}
+
 /* Chooses the path and the block count of a problem from its shape and the agents batched (z) alone (so the
  * summation order, and the bits, depend on nothing else; the rows a thread or warp takes change no sum). */
 static void lin_choose_path(lin_problem *p, unsigned z) {
@@ -610,12 +629,8 @@ static void lin_choose_path(lin_problem *p, unsigned z) {
     }
     if (p->epi == LIN_EPI_FWD && p->N <= LIN_ROWDOT_MAXN && p->a_kcont && p->b_kcont) {
         p->path = LIN_PATH_ROWDOT;
-        const int32_t warps = LIN_THREADS / 32;
-        for (p->per = 1;; p->per *= 2) {
-            p->tiles = (p->M + warps * p->per - 1) / (warps * p->per);
-            if (z <= 1 || p->per >= LIN_ROWDOT_MAX_ROWS) break;
-            if ((int64_t)((p->M + warps * p->per * 2 - 1) / (warps * p->per * 2)) * z < LIN_SEEDS_MIN_BLOCKS) break;
-        }
+        p->per = lin_seeds_per(p, z, 1, LIN_ROWDOT_MAX_ROWS, lin_rowdot_blocks);
+        p->tiles = (int32_t)lin_rowdot_blocks(p, p->per);
         return;
     }
     if (p->epi == LIN_EPI_DW && p->M <= LIN_COLSUM_MAXM && !p->a_kcont && !p->b_kcont) {
@@ -632,13 +647,8 @@ static void lin_choose_path(lin_problem *p, unsigned z) {
     if (p->epi != LIN_EPI_DW && p->K <= outer_k && p->a_kcont) {
         p->path = LIN_PATH_OUTER;
         p->kg = tiles32 < LIN_SMALL_TILES ? 4 : 8; /* GEMM16: 8 k-groups of 4 k a chunk; GEMM32: 4 of 8 */
-        for (p->per = LIN_OUTER_ROWS;; p->per *= 2) {
-            int64_t items = (int64_t)((p->M + p->per - 1) / p->per) * p->N;
-            p->tiles = (int32_t)((items + LIN_THREADS - 1) / LIN_THREADS);
-            if (z <= 1 || p->per >= LIN_OUTER_MAX_ROWS) break;
-            int64_t next = (int64_t)((p->M + p->per * 2 - 1) / (p->per * 2)) * p->N;
-            if ((next + LIN_THREADS - 1) / LIN_THREADS * z < LIN_SEEDS_MIN_BLOCKS) break;
-        }
+        p->per = lin_seeds_per(p, z, LIN_OUTER_ROWS, LIN_OUTER_MAX_ROWS, lin_outer_blocks);
+        p->tiles = (int32_t)lin_outer_blocks(p, p->per);
         return;
     }
     if (tiles32 < LIN_SMALL_TILES) {
