@@ -17,6 +17,8 @@
  *   launch, syncs before letting the agents go (an update round too), and empties the lists: after its update each
  *   agent finds its value in place, its list empty, and no store call left unsynced; rounds with nothing held run
  *   no store.
+ * - Where a round's time went (lockstep_times): with one agent slow before each update, the last arrivals trail the
+ *   round before by at least its delay and the first arrivals come well before it.
  * - Who batches with whom (seed_batch_member): on one GPU every seed in one batch at slot k, member 0 leading on a
  *   single run's lanes; seeds spread over devices batch per entry (member k on devices[k mod d], slot k / d, the
  *   entry's first member leading), an entry with one seed or on the CPU not at all; nothing batches without
@@ -130,6 +132,7 @@ static const rlt_backend_ops k_store_ops = {.name = "lockstep-store-test", .seed
 typedef struct worker {
     rlt_lockstep *ls;
     int k, rounds, odd_round; /* odd_round: the round in which this agent asks for variant 1 (-1: never) */
+    int sleep_us;             /* this agent's own work before each update */
     int ok, first_err;
     char msg[512];
 } worker;
@@ -140,6 +143,7 @@ static void *worker_main(void *arg) {
     w->first_err = -1;
     for (int i = 0; i < w->rounds; i++) {
         int variant = i == w->odd_round ? 1 : 0;
+        if (w->sleep_us) usleep((useconds_t)w->sleep_us);
         if (lockstep_update(w->ls, ag, variant) != RLT_OK) {
             w->first_err = i;
             snprintf(w->msg, sizeof w->msg, "%s", ag->err.msg);
@@ -151,8 +155,12 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-/* Runs the agents with rounds[k] updates each (agent k asks for variant 1 in round odd[k]); fills w. */
-static void run(const int *rounds, const int *odd, worker *w) {
+/* The last run's lockstep_times: first arrivals, last arrivals (update rounds [1]). */
+static double g_first_s[2], g_gap_s[2];
+
+/* Runs the agents with rounds[k] updates each (agent k asks for variant 1 in round odd[k], sleeps sleep_us[k] before
+ * each update when sleep_us is given); fills w. */
+static void run_slow(const int *rounds, const int *odd, const int *sleep_us, worker *w) {
     g_launches = 0;
     g_marks_at_launch_ok = 1;
     for (int k = 0; k < N_AGENTS; k++) {
@@ -171,10 +179,12 @@ static void run(const int *rounds, const int *odd, worker *w) {
     CHECK(g_ag[2].lockstep == ls, "attach sets every agent's lock-step");
     pthread_t th[N_AGENTS];
     for (int k = 0; k < N_AGENTS; k++) {
-        w[k] = (worker){.ls = ls, .k = k, .rounds = rounds[k], .odd_round = odd[k]};
+        w[k] = (worker){.ls = ls, .k = k, .rounds = rounds[k], .odd_round = odd[k], .sleep_us = sleep_us ? sleep_us[k] : 0};
         pthread_create(&th[k], NULL, worker_main, &w[k]);
     }
     for (int k = 0; k < N_AGENTS; k++) pthread_join(th[k], NULL);
+    double run_s[2];
+    lockstep_times(ls, g_first_s, g_gap_s, run_s);
     lockstep_detach(ls);
     CHECK(g_ag[2].lockstep == NULL, "detach clears every agent's lock-step");
     lockstep_free(ls);
@@ -207,6 +217,23 @@ static void free_after_agents(void) {
             lockstep_free(ls); /* as a group frees: the agents are gone */
         }
     }
+}
+
+static void run(const int *rounds, const int *odd, worker *w) { run_slow(rounds, odd, NULL, w); }
+
+/* The group's log of where a round's time went (lockstep_times): one agent working 5 ms before each update, the
+ * others none. The last arrivals come at least 5 ms after each round (the first round has none before it); the first
+ * arrivals, the agents that do nothing, well before. */
+static void times(void) {
+    enum { R = 40, SLEEP_US = 5000 };
+    worker w[N_AGENTS];
+    const int rounds[N_AGENTS] = {R, R, R, R}, odd[N_AGENTS] = {-1, -1, -1, -1}, sleep_us[N_AGENTS] = {0, 0, 0, SLEEP_US};
+    run_slow(rounds, odd, sleep_us, w);
+    CHECK(g_launches == R, "%d launches for %d rounds", g_launches, R);
+    CHECK(g_gap_s[1] >= (R - 1) * SLEEP_US * 1e-6, "the last arrivals wait for the slow agent: %.1f ms over %d rounds",
+          1e3 * g_gap_s[1], R - 1);
+    CHECK(g_first_s[1] >= 0.0 && g_first_s[1] < 0.5 * g_gap_s[1],
+          "the first arrivals come before the slow agent's: %.1f ms against %.1f ms", 1e3 * g_first_s[1], 1e3 * g_gap_s[1]);
 }
 
 static void in_step(void) {
@@ -482,5 +509,6 @@ int main(void) {
     act_rounds();
     stores();
     members();
+    times();
     return test_summary("test_lockstep");
 }

@@ -36,16 +36,21 @@ struct rlt_lockstep {
      * the device, or NULL when each agent issues its own copies; store_rounds: the rounds that ran them (under mu). */
     const int64_t *store_hdelta;
     uint64_t store_rounds;
-    /* Where a round's time goes (under mu; lockstep_times): t_end the end of the last round, t_last the last arrival
-     * of this one; gap_s the sums of t_last - t_end (the slowest seed's host work between two rounds), run_s of the
-     * launch and its sync after it, for acting [0] and update [1] rounds. */
-    double t_end, t_last, gap_s[2], run_s[2];
+    /* Where a round's time goes (under mu; lockstep_times): t_end the end of the last round, t_first and t_last the
+     * first and last arrivals of this one; first_s and gap_s the sums of t_first - t_end (what every seed pays
+     * before it is back: waking, the launching seed's return) and of t_last - t_end (the slowest seed's host work
+     * between two rounds), run_s of the launch and its sync after it, for acting [0] and update [1] rounds. */
+    double t_end, t_first, t_last, first_s[2], gap_s[2], run_s[2];
 };
 
 /* Under mu, after a round of kind i (0 acting, 1 update) launched: its times. */
 static void lockstep_timed(rlt_lockstep *ls, int i) {
     double now = rlt_now_s();
-    if (ls->t_end > 0) ls->gap_s[i] += ls->t_last - ls->t_end;
+    if (ls->t_end > 0) {
+        ls->gap_s[i] += ls->t_last - ls->t_end;
+        /* a seed that waited through the round before (for an update, while others acted) arrived before it ended */
+        ls->first_s[i] += ls->t_first > ls->t_end ? ls->t_first - ls->t_end : 0.0;
+    }
     ls->run_s[i] += now - ls->t_last;
     ls->t_end = now;
 }
@@ -311,9 +316,10 @@ void lockstep_rounds(rlt_lockstep *ls, uint64_t *act_rounds, uint64_t *update_ro
     pthread_mutex_unlock(&ls->mu);
 }
 
-void lockstep_times(rlt_lockstep *ls, double gap_s[2], double run_s[2]) {
+void lockstep_times(rlt_lockstep *ls, double first_s[2], double gap_s[2], double run_s[2]) {
     pthread_mutex_lock(&ls->mu);
     for (int i = 0; i < 2; i++) {
+        first_s[i] = ls->first_s[i];
         gap_s[i] = ls->gap_s[i];
         run_s[i] = ls->run_s[i];
     }
@@ -467,6 +473,7 @@ static int lockstep_wait(rlt_lockstep *ls, rlt_agent *ag, int32_t kind, int32_t 
         return lockstep_fail(ls, ag);
     }
     unsigned mine = atomic_load(&ls->served[k]);
+    if (ls->arrived == 0) ls->t_first = rlt_now_s();
     ls->kind[k] = kind;
     ls->slot[k] = slot;
     if (++ls->arrived >= ls->active) {

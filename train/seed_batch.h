@@ -99,9 +99,11 @@ void lockstep_leave(rlt_lockstep *ls);
 int32_t lockstep_acts(const rlt_lockstep *ls, int32_t *rows);
 const char *lockstep_act_why(const rlt_lockstep *ls);
 void lockstep_rounds(rlt_lockstep *ls, uint64_t *act_rounds, uint64_t *update_rounds, uint64_t *store_rounds);
-/* Where the rounds' time went, in seconds summed over the rounds, for acting [0] and update [1] rounds: gap_s from the
- * end of the round before to the last agent's arrival (the slowest agent's own work between rounds: its environment's
- * step, its staging), run_s from that arrival to the launch's return (with its sync where the round syncs). */
-void lockstep_times(rlt_lockstep *ls, double gap_s[2], double run_s[2]);
+/* Where the rounds' time went, in seconds summed over the rounds, for acting [0] and update [1] rounds: first_s from
+ * the end of the round before to the first agent's arrival (what every agent pays before it is back: its wake-up, the
+ * launching agent's return), gap_s to the last agent's arrival (the slowest agent's own work between rounds: its
+ * environment's step, its staging), run_s from that arrival to the launch's return (with its sync where the round
+ * syncs). */
+void lockstep_times(rlt_lockstep *ls, double first_s[2], double gap_s[2], double run_s[2]);
 
 #endif

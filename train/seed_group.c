@@ -1143,14 +1143,15 @@ int rlt_group_run(rlt_group *g, rlt_group_progress_fn fn, void *user) {
         if (g->batches > 1) snprintf(on, sizeof on, " on %s", g->m[b].tr->agent->bk.device_name);
         rlt_log(RLT_LOG_INFO, "seed group%s: %llu batched acting rounds and %llu batched update rounds%s", on,
                 (unsigned long long)act_rounds, (unsigned long long)update_rounds, stores);
-        double gap[2], run[2];
-        lockstep_times(g->ls[b], gap, run);
+        double first[2], gap[2], run[2];
+        lockstep_times(g->ls[b], first, gap, run);
         const double na = act_rounds ? (double)act_rounds : 1.0, nu = update_rounds ? (double)update_rounds : 1.0;
         rlt_log(RLT_LOG_INFO, "seed group%s: a round's time: acting %.1f us from the round before to the last seed's "
-                "arrival (the slowest seed's own work: its environment, staging) + %.1f us to launch and sync; update "
-                "%.1f + %.1f us (launch, and its sync when it ran the transition stores); in all %.2f s waiting for "
-                "seeds and %.2f s in launches", on, 1e6 * gap[0] / na, 1e6 * run[0] / na, 1e6 * gap[1] / nu,
-                1e6 * run[1] / nu, gap[0] + gap[1], run[0] + run[1]);
+                "arrival (the slowest seed's own work: its environment, staging; the first arrives after %.1f us) + "
+                "%.1f us to launch and sync; update %.1f + %.1f us (first arrival %.1f us; launch, and its sync when it "
+                "ran the transition stores); in all %.2f s waiting for seeds and %.2f s in launches", on,
+                1e6 * gap[0] / na, 1e6 * first[0] / na, 1e6 * run[0] / na, 1e6 * gap[1] / nu, 1e6 * run[1] / nu,
+                1e6 * first[1] / nu, gap[0] + gap[1], run[0] + run[1]);
     }
     pthread_mutex_lock(&g->mu);
     g->t_end = rlt_now_s();
