@@ -429,10 +429,13 @@ static void lockstep_launch(rlt_lockstep *ls) {
         if (stored && lead->bk.ops->sync(&lead->bk) == RLT_OK) lockstep_store_done(ls);
         return;
     }
-    int rc = lead->bk.ops->graph_launch_seeds(&lead->bk, upd_slot, ls->bks, ls->n);
     /* An update round does not wait for its graph, but the stores it ran must be read before any agent stages or
-     * holds again: the agents' next step would otherwise overwrite what the launch has yet to read. */
-    if (rc == RLT_OK && stored) rc = lead->bk.ops->sync(&lead->bk);
+     * holds again: the agents' next step would otherwise overwrite what the launch has yet to read. So it syncs
+     * between the stores and the update's launch: the seeds' host work until their next round then overlaps the
+     * batched update (which their next acting round, on the same stream, waits for; each member's own stream follows
+     * it through seed_follow). */
+    int rc = stored ? lead->bk.ops->sync(&lead->bk) : RLT_OK;
+    if (rc == RLT_OK) rc = lead->bk.ops->graph_launch_seeds(&lead->bk, upd_slot, ls->bks, ls->n);
     if (rc != RLT_OK) {
         snprintf(ls->why, sizeof ls->why, "the seeds' batched update failed: %s", lead->err.msg);
         lockstep_set_failed(ls);
