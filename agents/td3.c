@@ -233,7 +233,8 @@ static int td3_q2_half(rlt_agent *ag, rlt_adam_step *st) {
  *   backend's comm lane as they become final; without fp16, join -> Q2's average on the comm lane beside Q1's
  *   Adam [and the actor's passes] -> Q2's Adam; with fp16 Q2's buckets too, joined before one Adam)
  *   actor step on lane 0: Q1(s, pi(s)) -> backward to d/da -> actor backward -> Adam (+ Polyak); the actor's
- *   loss for the log on lane 3.
+ *   loss for the log on lane 3; without buckets or fp16 the critic step's Q2 half on lane 2 beside it (the actor's
+ *   passes read Q1 only).
  * What one lane writes between a branch and the next join, no other lane touches: each network has its own
  * activation sets (the target forwards use set 1), and s_pi keeps pi(s) away from the s_a the critics read.
  * On the CPU the lanes are ignored and the ops run in this order, each value the same as in the plain
@@ -331,10 +332,13 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
     /* split: Q1's buckets were averaged during the backward; Q2's gradient goes to the comm lane whole, and the
      * step of each half waits only for its own average (Adam is elementwise and reads the step counter without
      * moving it, so two halves are the one step, bit for bit). */
-    RLT_TRY(agent_grads_ready(ag, q1_g, split ? t->n_q1 : t->n_q1 + t->n_q2));
+    /* On an actor step of a single run without fp16, the critic block steps in two halves too: Q1's, which the actor
+     * step reads, on lane 0, and Q2's on lane 2 beside the actor's passes (Adam is elementwise: the same values). */
+    const int q2_beside = actor_step && !split && !ag->amp && ag->cfg.n_ranks < 2;
+    RLT_TRY(agent_grads_ready(ag, q1_g, split || q2_beside ? t->n_q1 : t->n_q1 + t->n_q2));
     if (split) RLT_TRY(agent_grads_bucket(ag, q2_g, t->n_q2));
     rlt_adam_step critic_st = {.p = q1_p, .g = q1_g, .m = t->adam_m + t->n_actor, .v = t->adam_v + t->n_actor,
-                               .n = split ? t->n_q1 : t->n_q1 + t->n_q2, .hp = critic_hp,
+                               .n = split || q2_beside ? t->n_q1 : t->n_q1 + t->n_q2, .hp = critic_hp,
                                .step = &ctr[RLT_CTR_CRITIC_STEP], .target = actor_step ? q1_tp : NULL,
                                .tau = (float)c->td3.tau, .p_lp = q1_pl, .target_lp = q1_tl, .lp_dtype = ag->lp,
                                .skip = agent_amp_skip(ag), .lr_dev = &ag->hparams[RLT_HP_TD3_CRITIC_LR],
@@ -342,6 +346,11 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
     RLT_TRY(bk->ops->adam(bk, &critic_st));
     if (!split) RLT_TRY(agent_amp_update(ag, &ctr[RLT_CTR_CRITIC_STEP]));
     if (split && !actor_step) RLT_TRY(td3_q2_half(ag, &critic_st));
+    if (q2_beside) {
+        RLT_TRY(op->lane(bk, 2));
+        RLT_TRY(td3_q2_half(ag, &critic_st));
+        RLT_TRY(op->lane(bk, 0));
+    }
 
     if (actor_step) {
         /* Actor step on -mean Q1(s, pi(s)) with the critic just updated; only d/da flows back through Q1. */
