@@ -170,24 +170,36 @@ int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *
         net->ld_last = ldout;
         return RLT_OK;
     }
+    return mlp_forward_layers(bk, net, params, x, ldx, rows, 0, net->n_layers, out, ldout);
+}
+
+int mlp_forward_layers(rlt_backend *bk, rlt_mlp *net, const float *params, const void *x, int32_t ldx, int32_t rows,
+                       int32_t l0, int32_t l1, float *out, int32_t ldout) {
+    RLT_TRY(mlp_check_forward(bk, net, rows, NULL, out));
+    if (mlp_lowp(net) || l0 < 0 || l1 > net->n_layers || l0 >= l1)
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
+                           "mlp_forward_layers: layers %d..%d of %d (fp32 networks only)", (int)l0, (int)l1 - 1,
+                           (int)net->n_layers);
     /* y_l[rows, fo] = act(y_{l-1}[rows, fi] . W_l^T + b_l), y_{-1} = x: the layers as one op. */
     rlt_linear_fwd f[RLT_MLP_MAX_LAYERS];
-    const float *in = x;
-    int32_t ldin = ldx;
-    for (int32_t l = 0; l < net->n_layers; l++) {
+    const float *in = l0 == 0 ? (const float *)x : (const float *)layer_out(net, net->h, l0 - 1);
+    int32_t ldin = l0 == 0 ? ldx : net->dims[l0];
+    for (int32_t l = l0; l < l1; l++) {
         int32_t fi = net->dims[l], fo = net->dims[l + 1];
         int last = l == net->n_layers - 1;
         float *y = last && out ? out : (float *)layer_out(net, net->h, l);
         int32_t ldy = last && out ? ldout : fo;
-        f[l] = (rlt_linear_fwd){.rows = rows, .fi = fi, .fo = fo, .x = in, .ldx = ldin,
-                                .W = params + mlp_weight_offset(net, l), .b = params + mlp_bias_offset(net, l), .y = y,
-                                .ldy = ldy, .act = net->act[l]};
+        f[l - l0] = (rlt_linear_fwd){.rows = rows, .fi = fi, .fo = fo, .x = in, .ldx = ldin,
+                                     .W = params + mlp_weight_offset(net, l), .b = params + mlp_bias_offset(net, l),
+                                     .y = y, .ldy = ldy, .act = net->act[l]};
         in = y;
         ldin = ldy;
     }
-    RLT_TRY(op->linear_chain_forward(bk, f, net->n_layers));
-    net->y_last = (float *)in;
-    net->ld_last = ldin;
+    RLT_TRY(bk->ops->linear_chain_forward(bk, f, l1 - l0));
+    if (l1 == net->n_layers) {
+        net->y_last = (float *)in;
+        net->ld_last = ldin;
+    }
     return RLT_OK;
 }
 

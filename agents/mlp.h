@@ -84,6 +84,11 @@ void mlp_init_params(const rlt_mlp *net, float *params, rlt_rng *rng);
  * precision needs it. params_lp: the 16-bit copy of params (NULL in fp32). */
 int mlp_forward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *params_lp, const void *x, int32_t ldx,
                 int32_t rows, float *out, int32_t ldout);
+/* Layers l0 .. l1 - 1 of an fp32 network's forward (mlp_forward runs 0 .. n_layers): layer l0 reads x when l0 is 0,
+ * else layer l0 - 1's output of this activation set; the last layer writes out (when l1 is n_layers and out is not
+ * NULL). Lets a caller issue the output layer apart (on another lane) from the layers a backward needs. */
+int mlp_forward_layers(rlt_backend *bk, rlt_mlp *net, const float *params, const void *x, int32_t ldx, int32_t rows,
+                       int32_t l0, int32_t l1, float *out, int32_t ldout);
 /* Backward through the last forward: dout is d loss / d out (overwritten only when the output layer has an
  * activation: it becomes d loss / d pre-activation). grads (may be NULL: no parameter gradients) are
  * ACCUMULATED (beta 1), so zero them first; dx (may be NULL) receives d loss / d x. dout_scale (reduced

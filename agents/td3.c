@@ -233,8 +233,9 @@ static int td3_q2_half(rlt_agent *ag, rlt_adam_step *st) {
  *   backend's comm lane as they become final; without fp16, join -> Q2's average on the comm lane beside Q1's
  *   Adam [and the actor's passes] -> Q2's Adam; with fp16 Q2's buckets too, joined before one Adam)
  *   actor step on lane 0: Q1(s, pi(s)) -> backward to d/da -> actor backward -> Adam (+ Polyak); the actor's
- *   loss for the log on lane 3; without buckets or fp16 the critic step's Q2 half on lane 2 beside it (the actor's
- *   passes read Q1 only).
+ *   loss for the log on lane 3 (in fp32 with Q1's output layer: the backward starts from the constant d/dQ1 and
+ *   needs only Q1's hidden layers); without buckets or fp16 the critic step's Q2 half on lane 2 beside it (the
+ *   actor's passes read Q1 only).
  * What one lane writes between a branch and the next join, no other lane touches: each network has its own
  * activation sets (the target forwards use set 1), and s_pi keeps pi(s) away from the s_a the critics read.
  * On the CPU the lanes are ignored and the ops run in this order, each value the same as in the plain
@@ -359,8 +360,17 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
                 RLT_TRY(td3_gather(ag, m, 0, 1));
                 RLT_TRY(mlp_forward(bk, &pi_on, actor_p, actor_pl, t->s_pi, ld, Bm, t->s_pi + O, ld));
             }
-            RLT_TRY(mlp_forward(bk, &q1_on, q1_p, q1_pl, t->s_pi, ld, Bm, t->q1o, 1));
-            RLT_TRY(op->lane(bk, 3));
+            /* The backward to d/da starts from the constant dq_actor and Q1's hidden layers: in fp32, Q1's output
+             * layer (read only by the actor's logged loss) runs on lane 3, off the critical path. */
+            const int32_t L1 = q1_on.n_layers;
+            if (!q1_pl && L1 > 1) {
+                RLT_TRY(mlp_forward_layers(bk, &q1_on, q1_p, t->s_pi, ld, Bm, 0, L1 - 1, NULL, 0));
+                RLT_TRY(op->lane(bk, 3));
+                RLT_TRY(mlp_forward_layers(bk, &q1_on, q1_p, t->s_pi, ld, Bm, L1 - 1, L1, t->q1o, 1));
+            } else {
+                RLT_TRY(mlp_forward(bk, &q1_on, q1_p, q1_pl, t->s_pi, ld, Bm, t->q1o, 1));
+                RLT_TRY(op->lane(bk, 3));
+            }
             RLT_TRY(op->sum(bk, &ag->losses[RLT_LOSS_ACTOR], t->q1o, 1, Bm, -1.0f / (float)Bm));
             RLT_TRY(op->lane(bk, 0));
             RLT_TRY(mlp_backward(bk, &q1_on, q1_p, q1_pl, NULL, t->s_pi, ld, Bm, t->dq_actor, 1, S, t->d_sa, ld));
