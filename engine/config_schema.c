@@ -122,9 +122,9 @@ static const cfg_key schema[] = {
     ROW_SEEDS("train.seeds", train.seeds, "[]",
               "the seeds of a seed group written out, like [1, 2, 3] (distinct; at most 256): one run each, in "
               "out_dir/seed_<seed>/; [] leaves it to train.num_seeds"),
-    ROW_BOOL("train.seed_batching", train.seed_batching, "false",
-             "a seed group's seeds on one GPU run one batched update graph (every kernel once for all seeds) instead "
-             "of a graph each; each seed's results are the same bits either way"),
+    ROW_BOOL("train.seed_batching", train.seed_batching, "true",
+             "a seed group's seeds on one GPU run one batched update graph and act as one (every kernel once for all "
+             "seeds) instead of a graph each; each seed's results are the same bits either way; no effect on the CPU"),
 
     ROW_I64("replay.capacity", replay.capacity, 1, 1099511627776.0, "100000",
             "transitions the replay buffer holds; the oldest is overwritten first"),

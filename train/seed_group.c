@@ -738,8 +738,9 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
             rlt_log(RLT_LOG_INFO, "seed group: each member runs its own update graph (train.seed_batching): the members' "
                     "%s differ: %s (learning rates, tau, gamma, target noise, clipping thresholds, exploration and "
                     "schedules may differ in one batched graph)", g->pop_differs, g->pop_why);
-        else
-            rlt_log(RLT_LOG_INFO, "seed group: train.seed_batching has no effect here: it batches the seeds that share "
+        else /* on by default: the CPU, where it never applies, says so only at debug level */
+            rlt_log(g->m[0].cfg.device.kind == RLT_DEVICE_CUDA ? RLT_LOG_INFO : RLT_LOG_DEBUG,
+                    "seed group: train.seed_batching has no effect here: it batches the seeds that share "
                     "one GPU (device: cuda or cuda:N, or an entry of devices) (%s)", g->dp ? "this is a data-parallel "
                     "run" : g->m[0].cfg.device.kind != RLT_DEVICE_CUDA ? "not a GPU" : "one seed for each device");
     }

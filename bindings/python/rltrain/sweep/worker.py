@@ -268,8 +268,8 @@ def sweep(config, space, trials: int, storage: str, study: str, *, workers_batch
         base.set(s)
     if device:
         base.set(f"device={device}")
-    if seed_batching:
-        base.set("train.seed_batching=true")
+    if not seed_batching:  # on by default (the config's train.seed_batching decides otherwise)
+        base.set("train.seed_batching=false")
     if base.to_dict().get("population"):
         raise RltError("the sweep's base config holds a population section: the sweep makes its own; remove it",
                        -2, "RLT_ECONFIG")
