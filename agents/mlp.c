@@ -124,6 +124,9 @@ static void *layer_grad(const rlt_mlp *net, void *base, int32_t layer) {
     return (char *)base + (out_slot(net) + act_floats(net, layer)) * mlp_esize(net);
 }
 
+float *mlp_layer_out(const rlt_mlp *net, int32_t layer) { return net->h ? (float *)layer_out(net, net->h, layer) : NULL; }
+float *mlp_layer_grad(const rlt_mlp *net, int32_t layer) { return net->dh ? (float *)layer_grad(net, net->dh, layer) : NULL; }
+
 static int mlp_check_forward(rlt_backend *bk, const rlt_mlp *net, int32_t rows, const void *params_lp, const float *out) {
     if (rows > net->batch)
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "mlp_forward: %d rows > planned batch %d", rows,
@@ -265,22 +268,31 @@ int mlp_backward(rlt_backend *bk, rlt_mlp *net, const float *params, const void 
             return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "mlp_backward: reduced precision needs the 16-bit weights");
         return mlp_backward_lp(bk, net, params, params_lp, grads, x, ldx, rows, dout, lddout, dout_scale, dx, lddx);
     }
-    float *dy = dout;
-    int32_t lddy = lddout;
-    int32_t top = L;
-    for (int32_t l = L - 1; l >= 0; l--) {
+    return mlp_backward_layers(bk, net, params, grads, x, ldx, rows, 0, L, dout, lddout, dx, lddx);
+}
+
+int mlp_backward_layers(rlt_backend *bk, rlt_mlp *net, const float *params, float *grads, const void *x, int32_t ldx,
+                        int32_t rows, int32_t l0, int32_t l1, const float *dy, int32_t lddy, void *dx, int32_t lddx) {
+    const int32_t L = net->n_layers;
+    if (mlp_lowp(net) || l0 < 0 || l1 > L || l0 >= l1 || (l1 > l0 + 1 && !net->dh) ||
+        (net->on_bucket && (l0 != 0 || l1 != L)))
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__,
+                           "mlp_backward_layers: layers %d..%d of %d (fp32 networks with gradient buffers; gradient "
+                           "buckets only over every layer)", (int)l0, (int)l1 - 1, (int)L);
+    int32_t top = l1;
+    for (int32_t l = l1 - 1; l >= l0; l--) {
         int32_t fi = net->dims[l], fo = net->dims[l + 1];
         const float *in = l == 0 ? (const float *)x : (const float *)layer_out(net, net->h, l - 1);
         int32_t ldin = l == 0 ? ldx : fi;
-        float *dnext = l > 0 ? (float *)layer_grad(net, net->dh, l - 1) : (float *)dx;
-        int32_t lddn = l > 0 ? fi : lddx;
+        float *dnext = l > l0 ? (float *)layer_grad(net, net->dh, l - 1) : (float *)dx;
+        int32_t lddn = l > l0 ? fi : lddx;
         /* dW[fo, fi] += dy^T . in;  db[fo] += column sums of dy;  dnext = (dy . W) * act'(in). */
         rlt_linear_bwd b = {.rows = rows, .fi = fi, .fo = fo, .dy = dy, .lddy = lddy, .x = in, .ldx = ldin,
                             .act_x = l > 0 ? net->act[l - 1] : RLT_ACT_NONE, .W = params + mlp_weight_offset(net, l),
                             .dW = grads ? grads + mlp_weight_offset(net, l) : NULL,
                             .db = grads ? grads + mlp_bias_offset(net, l) : NULL, .beta = 1.0f, .dx = dnext,
                             .lddx = lddn};
-        if (grads || dnext) RLT_TRY(op->linear_backward(bk, &b));
+        if (grads || dnext) RLT_TRY(bk->ops->linear_backward(bk, &b));
         RLT_TRY(mlp_bucket_after(net, grads, l, &top));
         dy = dnext;
         lddy = lddn;

@@ -97,6 +97,17 @@ int mlp_forward_layers(rlt_backend *bk, rlt_mlp *net, const float *params, const
 int mlp_backward(rlt_backend *bk, rlt_mlp *net, const float *params, const void *params_lp, float *grads,
                  const void *x, int32_t ldx, int32_t rows, float *dout, int32_t lddout, const float *dout_scale,
                  void *dx, int32_t lddx);
+/* Layers l0 .. l1 - 1 of an fp32 network's backward (mlp_backward runs 0 .. n_layers after the output activation's
+ * derivative): dy is d loss / d (layer l1 - 1's pre-activation output), read only; each layer's input gradient goes to
+ * the gradient set, layer l0's to dx (NULL: none; where l0 > 0 and a later call goes on below, mlp_layer_grad(net,
+ * l0 - 1)). Gradient buckets only over every layer. Lets a caller split a backward over lanes, or start it from a
+ * hidden layer's gradient another op formed (td3_critic_heads). */
+int mlp_backward_layers(rlt_backend *bk, rlt_mlp *net, const float *params, float *grads, const void *x, int32_t ldx,
+                        int32_t rows, int32_t l0, int32_t l1, const float *dy, int32_t lddy, void *dx, int32_t lddx);
+/* Layer `layer`'s output in the net's activation set, and its gradient in the gradient set (NULL: not planned):
+ * fp32 networks, [batch, dims[layer + 1]], row stride dims[layer + 1]. */
+float *mlp_layer_out(const rlt_mlp *net, int32_t layer);
+float *mlp_layer_grad(const rlt_mlp *net, int32_t layer);
 /* Element offset of params_lp's layout equals the fp32 one: the 16-bit pointer matching p inside a block
  * whose fp32 base is base and 16-bit base is base_lp. */
 static inline void *mlp_lp_ptr(const float *base, void *base_lp, const float *p) {

@@ -221,6 +221,13 @@ static int td3_q2_half(rlt_agent *ag, rlt_adam_step *st) {
     return ag->bk.ops->adam(&ag->bk, st);
 }
 
+/* A critic's forward: every layer into out, or (lq < n_layers, fp32) its hidden layers only, for td3_critic_heads. */
+static int td3_critic_forward(rlt_backend *bk, rlt_mlp *net, const float *p, const void *pl, const float *x,
+                              int32_t ld, int32_t rows, int32_t lq, float *out) {
+    if (lq < net->n_layers) return mlp_forward_layers(bk, net, p, x, ld, rows, 0, lq, NULL, 0);
+    return mlp_forward(bk, net, p, pl, x, ld, rows, out, 1);
+}
+
 /* The schedule, with the lanes each chain runs on (0 is the main lane; see the lane op in kernels/backend.h).
  * The critical path runs on lanes 0 and 1, work that can wait on lanes 2 and 3 (lower priority on CUDA):
  *   lane 3  zero the gradients, count the optimiser steps, the actor's constant loss gradient (none of it
@@ -229,6 +236,10 @@ static int td3_q2_half(rlt_agent *ag, rlt_adam_step *st) {
  *   lane 3  Q1(s, a)                    lane 2  Q2(s, a) [and pi(s) for the actor step]
  *   lane 1  Q1'(s', a')                 lane 0  Q2'(s', a')
  *   join -> both critic losses in one op -> lane 1: Q1 backward, lane 0: Q2 backward -> join -> Adam (+ Polyak)
+ *   (fp32 critics without buckets: the critics' forwards stop at their last hidden layers, and one op,
+ *   td3_critic_heads, forms the four output layers, the loss's gradients and the gradients into those hidden layers;
+ *   lanes 1 and 0 go back from there, and lane 2, issued after Q1's backward, gives the logged losses and the
+ *   output layers' weight gradients)
  *   (with gradient buckets, td3_buckets: Q1 backward then Q2 backward on lane 0, Q1's buckets averaged on the
  *   backend's comm lane as they become final; without fp16, join -> Q2's average on the comm lane beside Q1's
  *   Adam [and the actor's passes] -> Q2's Adam; with fp16 Q2's buckets too, joined before one Adam)
@@ -263,6 +274,11 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
     /* With one micro-batch, pi(s) is computed early, beside the critics, from observations gathered into s_pi. */
     int early_pi = actor_step && N == 1;
     int split = 0; /* the critic block's Adam step in two halves (gradient buckets, below) */
+    /* fp32 critics with a hidden layer and no gradient buckets: the output layers are folded into the loss
+     * (td3_critic_heads), so the forwards stop at the last hidden layer and the backward passes start there. */
+    const int32_t Lq = t->q1.n_layers, Hq = t->q1.dims[Lq - 1];
+    const int heads = op->td3_critic_heads && !q1_pl && Lq > 1 && agent_bucket_floats(ag, t->n_q1 + t->n_q2) == 0;
+    const int32_t lq = heads ? Lq - 1 : Lq; /* the layers a critic's forward runs */
 
     RLT_TRY(op->lane(bk, 3));
     RLT_TRY(op->flat(bk, RLT_FLAT_FILL, q1_g, NULL, t->n_q1 + t->n_q2, 0.0f));
@@ -282,9 +298,9 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
     for (int32_t m = 0; m < N; m++) {
         RLT_TRY(td3_gather(ag, m, 1, early_pi));
         RLT_TRY(op->lane(bk, 3));
-        RLT_TRY(mlp_forward(bk, &q1_on, q1_p, q1_pl, t->s_a, ld, Bm, t->q1o, 1));
+        RLT_TRY(td3_critic_forward(bk, &q1_on, q1_p, q1_pl, t->s_a, ld, Bm, lq, t->q1o));
         RLT_TRY(op->lane(bk, 2));
-        RLT_TRY(mlp_forward(bk, &q2_on, q2_p, q2_pl, t->s_a, ld, Bm, t->q2o, 1));
+        RLT_TRY(td3_critic_forward(bk, &q2_on, q2_p, q2_pl, t->s_a, ld, Bm, lq, t->q2o));
         if (early_pi) RLT_TRY(mlp_forward(bk, &pi_on, actor_p, actor_pl, t->s_pi, ld, Bm, t->s_pi + O, ld));
         /* Target: y = r + gamma (1 - term) min(Q1'(s', a'), Q2'(s', a')), a' = clip(pi'(s') + clip(noise)). */
         RLT_TRY(op->lane(bk, 0));
@@ -296,16 +312,32 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
                                .clip_dev = &ag->hparams[RLT_HP_TD3_NOISE_CLIP]};
         RLT_TRY(op->td3_target_action(bk, &tn));
         RLT_TRY(op->lane(bk, 1));
-        RLT_TRY(mlp_forward(bk, &q1_tg, q1_tp, q1_tl, t->s2_a2, ld, Bm, t->qt1, 1));
+        RLT_TRY(td3_critic_forward(bk, &q1_tg, q1_tp, q1_tl, t->s2_a2, ld, Bm, lq, t->qt1));
         RLT_TRY(op->lane(bk, 0));
-        RLT_TRY(mlp_forward(bk, &q2_tg, q2_tp, q2_tl, t->s2_a2, ld, Bm, t->qt2, 1));
+        RLT_TRY(td3_critic_forward(bk, &q2_tg, q2_tp, q2_tl, t->s2_a2, ld, Bm, lq, t->qt2));
         RLT_TRY(op->lane(bk, RLT_LANE_JOIN));
         /* Critic gradients of MSE(Q1, y) + MSE(Q2, y), accumulated over micro-batches. */
         rlt_td3_loss tl = {.y = t->y, .dq1 = t->dq1, .dq2 = t->dq2, .loss1 = &ag->losses[RLT_LOSS_Q1],
                            .loss2 = &ag->losses[RLT_LOSS_Q2], .q1 = t->q1o, .q2 = t->q2o, .qt1 = t->qt1, .qt2 = t->qt2,
                            .r = t->r, .term = t->term, .n = Bm, .gamma = (float)c->td3.gamma, .grad_scale = scale,
                            .gamma_dev = &ag->hparams[RLT_HP_TD3_GAMMA]};
-        RLT_TRY(op->td3_critic_loss(bk, &tl));
+        if (heads) {
+            /* The four output layers, the loss's gradients and the output layers' input gradients in one op on the
+             * critical path; the logged losses and the output layers' weight and bias gradients on lane 3. */
+            const uint64_t wo = mlp_weight_offset(&t->q1, Lq - 1), bo = mlp_bias_offset(&t->q1, Lq - 1);
+            rlt_td3_heads th = {.n = Bm, .hidden = Hq,
+                                .h = {mlp_layer_out(&q1_on, Lq - 2), mlp_layer_out(&q2_on, Lq - 2),
+                                      mlp_layer_out(&q1_tg, Lq - 2), mlp_layer_out(&q2_tg, Lq - 2)},
+                                .w = {q1_p + wo, q2_p + wo, q1_tp + wo, q2_tp + wo},
+                                .b = {q1_p + bo, q2_p + bo, q1_tp + bo, q2_tp + bo},
+                                .q = {t->q1o, t->q2o, t->qt1, t->qt2}, .y = t->y, .dq1 = t->dq1, .dq2 = t->dq2,
+                                .dh = {mlp_layer_grad(&q1_on, Lq - 2), mlp_layer_grad(&q2_on, Lq - 2)},
+                                .r = t->r, .term = t->term, .gamma = tl.gamma, .grad_scale = scale,
+                                .gamma_dev = tl.gamma_dev};
+            RLT_TRY(op->td3_critic_heads(bk, &th));
+        } else {
+            RLT_TRY(op->td3_critic_loss(bk, &tl));
+        }
         if (m == N - 1) {
             /* Every reader of the update counter (sampling, target noise) is behind us. */
             RLT_TRY(op->lane(bk, 3));
@@ -320,9 +352,25 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
         split = bucketed && !ag->amp;
         if (bucketed && !split) td3_buckets(ag, &q2_on, t->n_q1 + t->n_q2);
         RLT_TRY(op->lane(bk, bucketed ? 0 : 1));
-        RLT_TRY(mlp_backward(bk, &q1_on, q1_p, q1_pl, q1_g, t->s_a, ld, Bm, t->dq1, 1, S, NULL, 0));
+        if (heads) {
+            RLT_TRY(mlp_backward_layers(bk, &q1_on, q1_p, q1_g, t->s_a, ld, Bm, 0, Lq - 1,
+                                        mlp_layer_grad(&q1_on, Lq - 2), Hq, NULL, 0));
+            /* The logged losses (and the same y and gradients again) and the output layers' weight and bias
+             * gradients on lane 2, issued after Q1's backward, whose weight gradients fork to lane 2 and are
+             * waited for inside it: behind them, not before them (and Q2's backward forks to lane 3). */
+            RLT_TRY(op->lane(bk, 2));
+            RLT_TRY(op->td3_critic_loss(bk, &tl));
+            RLT_TRY(mlp_backward_layers(bk, &q1_on, q1_p, q1_g, NULL, 0, Bm, Lq - 1, Lq, t->dq1, 1, NULL, 0));
+            RLT_TRY(mlp_backward_layers(bk, &q2_on, q2_p, q2_g, NULL, 0, Bm, Lq - 1, Lq, t->dq2, 1, NULL, 0));
+        } else {
+            RLT_TRY(mlp_backward(bk, &q1_on, q1_p, q1_pl, q1_g, t->s_a, ld, Bm, t->dq1, 1, S, NULL, 0));
+        }
         RLT_TRY(op->lane(bk, 0));
-        RLT_TRY(mlp_backward(bk, &q2_on, q2_p, q2_pl, q2_g, t->s_a, ld, Bm, t->dq2, 1, S, NULL, 0));
+        if (heads)
+            RLT_TRY(mlp_backward_layers(bk, &q2_on, q2_p, q2_g, t->s_a, ld, Bm, 0, Lq - 1,
+                                        mlp_layer_grad(&q2_on, Lq - 2), Hq, NULL, 0));
+        else
+            RLT_TRY(mlp_backward(bk, &q2_on, q2_p, q2_pl, q2_g, t->s_a, ld, Bm, t->dq2, 1, S, NULL, 0));
         RLT_TRY(op->lane(bk, RLT_LANE_JOIN));
     }
     rlt_adam_hp critic_hp = {(float)c->td3.critic_lr, 0.9f, 0.999f, 1e-8f};

@@ -42,6 +42,7 @@
  *   same integer arithmetic (base/lowp.h), NaN payloads included.
  * - td3_critic_loss, dqn_loss: targets and gradients exact (the oracles' expressions); losses within the
  *   reduction bound.
+ * - td3_critic_heads: every output exactly what the ops it folds together give on the same backend.
  * - Lanes: a chain of forwards on side lanes, joins and a dependency between steps, run eagerly twice and
  *   replayed from a graph four times: a missing fork or join edge reads stale data (order-1 errors); the
  *   chained fp32 ops stay within 1e-5 absolute and relative. */
@@ -1467,6 +1468,98 @@ static void test_td3_critic_loss(void) {
     }
 }
 
+/* td3_critic_heads on each backend: every output bit for bit what the ops it stands for give on that backend (four
+ * 1-wide linear_forwards, td3_critic_loss, two linear_backwards for dx through a ReLU layer's output), at widths that
+ * are and are not multiples of a warp, a row count that is not a multiple of the kernel's rows a block, one row, and
+ * ReLU outputs with exact zeros (the mask) and a gamma from the device. */
+static void test_td3_critic_heads(void) {
+    printf("td3_critic_heads\n");
+    static const struct { int n, H; } cs[] = {{1, 64}, {256, 256}, {300, 400}, {37, 17}};
+    for (size_t t = 0; t < sizeof cs / sizeof cs[0]; t++) {
+        const int n = cs[t].n, H = cs[t].H;
+        const size_t nh = (size_t)n * H;
+        float *hh = malloc(nh * 4), *hv = malloc((size_t)(H + 1) * 4), *hr = malloc((size_t)n * 4);
+        void *ch[4], *gh[4], *cw[4], *gw[4], *cr, *gr, *ct, *gt, *cgam, *ggam;
+        void *cq[2][4], *gq[2][4], *cy[2], *gy[2], *cd[2][2], *gd[2][2], *cdh[2][2], *gdh[2][2];
+        for (int j = 0; j < 4; j++) {
+            take(nh * 4, &ch[j], &gh[j]);
+            rnd_fill(hh, nh, -1, 2);
+            for (size_t i = 0; i < nh; i++) hh[i] = hh[i] > 0.0f ? hh[i] : 0.0f; /* a ReLU layer's output */
+            put(ch[j], gh[j], hh, nh * 4);
+            take((size_t)(H + 1) * 4, &cw[j], &gw[j]); /* w [H], then b */
+            rnd_fill(hv, (size_t)H + 1, -0.3f, 0.3f);
+            if (j == 0) hv[1] = 0.0f; /* a zero weight: the gradient's sign of zero */
+            put(cw[j], gw[j], hv, (size_t)(H + 1) * 4);
+        }
+        take((size_t)n * 4, &cr, &gr);
+        rnd_fill(hr, (size_t)n, -2, 2);
+        put(cr, gr, hr, (size_t)n * 4);
+        take((size_t)n * 4, &ct, &gt);
+        for (int i = 0; i < n; i++) hr[i] = (rnd_u64() & 3) == 0 ? 1.0f : 0.0f;
+        put(ct, gt, hr, (size_t)n * 4);
+        take(4, &cgam, &ggam);
+        const float gam = 0.98f;
+        put(cgam, ggam, &gam, 4);
+        for (int v = 0; v < 2; v++) { /* v 0: the op; v 1: the ops it stands for */
+            for (int j = 0; j < 4; j++) take((size_t)n * 4, &cq[v][j], &gq[v][j]);
+            take((size_t)n * 4, &cy[v], &gy[v]);
+            for (int k = 0; k < 2; k++) take((size_t)n * 4, &cd[v][k], &gd[v][k]);
+            for (int k = 0; k < 2; k++) take(nh * 4, &cdh[v][k], &gdh[v][k]);
+        }
+        for (int b = 0; b < 2; b++) {
+            rlt_backend *bk = b ? &P.gpu : &P.cpu;
+            void **h = b ? gh : ch, **w = b ? gw : cw, *r = b ? gr : cr, *term = b ? gt : ct, *gd_ = b ? ggam : cgam;
+            void *(*q)[4] = b ? gq : cq, **y = b ? gy : cy, *(*dq)[2] = b ? gd : cd, *(*dh)[2] = b ? gdh : cdh;
+            rlt_td3_heads th = {.n = n, .hidden = H, .r = r, .term = term, .gamma = 0.5f, .grad_scale = 0.5f,
+                                .gamma_dev = gd_, .y = y[0], .dq1 = dq[0][0], .dq2 = dq[0][1]};
+            for (int j = 0; j < 4; j++) {
+                th.h[j] = h[j], th.w[j] = w[j], th.b[j] = (const float *)w[j] + H, th.q[j] = q[0][j];
+            }
+            th.dh[0] = dh[0][0], th.dh[1] = dh[0][1];
+            int rc = bk->ops->td3_critic_heads(bk, &th);
+            for (int j = 0; j < 4 && rc == RLT_OK; j++) {
+                rlt_linear_fwd f = {.rows = n, .fi = H, .fo = 1, .x = h[j], .ldx = H, .W = w[j],
+                                    .b = (const float *)w[j] + H, .y = q[1][j], .ldy = 1, .act = RLT_ACT_NONE};
+                rc = bk->ops->linear_forward(bk, &f);
+            }
+            rlt_td3_loss l = {.y = y[1], .dq1 = dq[1][0], .dq2 = dq[1][1], .q1 = q[1][0], .q2 = q[1][1],
+                              .qt1 = q[1][2], .qt2 = q[1][3], .r = r, .term = term, .n = n, .gamma = 0.5f,
+                              .grad_scale = 0.5f, .gamma_dev = gd_};
+            if (rc == RLT_OK) rc = bk->ops->td3_critic_loss(bk, &l);
+            for (int k = 0; k < 2 && rc == RLT_OK; k++) {
+                rlt_linear_bwd bw = {.rows = n, .fi = H, .fo = 1, .dy = dq[1][k], .lddy = 1, .x = h[k], .ldx = H,
+                                     .act_x = RLT_ACT_RELU, .W = w[k], .beta = 1.0f, .dx = dh[1][k], .lddx = H};
+                rc = bk->ops->linear_backward(bk, &bw);
+            }
+            CHECK(rc == RLT_OK, "td3_critic_heads n=%d H=%d on the %s: %s", n, H, b ? "GPU" : "CPU",
+                  b ? P.egpu.msg : "cpu");
+        }
+        float *oc = malloc(nh * 4), *og = malloc(nh * 4), *pc = malloc(nh * 4), *pg = malloc(nh * 4);
+        const char *qn[4] = {"q1", "q2", "qt1", "qt2"};
+        char what[96];
+        for (int j = 0; j < 7; j++) {
+            void *c0 = j < 4 ? cq[0][j] : j == 4 ? cy[0] : cd[0][j - 5], *g0 = j < 4 ? gq[0][j] : j == 4 ? gy[0] : gd[0][j - 5];
+            void *c1 = j < 4 ? cq[1][j] : j == 4 ? cy[1] : cd[1][j - 5], *g1 = j < 4 ? gq[1][j] : j == 4 ? gy[1] : gd[1][j - 5];
+            fetch(oc, og, c0, g0, (size_t)n * 4);
+            fetch(pc, pg, c1, g1, (size_t)n * 4);
+            snprintf(what, sizeof what, "td3_critic_heads %s n=%d H=%d (GPU)", j < 4 ? qn[j] : j == 4 ? "y" : j == 5 ? "dq1" : "dq2", n, H);
+            expect_exact(what, og, pg, (size_t)n, 4);
+            snprintf(what, sizeof what, "td3_critic_heads %s n=%d H=%d (CPU)", j < 4 ? qn[j] : j == 4 ? "y" : j == 5 ? "dq1" : "dq2", n, H);
+            expect_exact(what, oc, pc, (size_t)n, 4);
+        }
+        for (int k = 0; k < 2; k++) {
+            fetch(oc, og, cdh[0][k], gdh[0][k], nh * 4);
+            fetch(pc, pg, cdh[1][k], gdh[1][k], nh * 4);
+            snprintf(what, sizeof what, "td3_critic_heads dh%d n=%d H=%d (GPU)", k + 1, n, H);
+            expect_exact(what, og, pg, nh, 4);
+            snprintf(what, sizeof what, "td3_critic_heads dh%d n=%d H=%d (CPU)", k + 1, n, H);
+            expect_exact(what, oc, pc, nh, 4);
+        }
+        free(hh), free(hv), free(hr), free(oc), free(og), free(pc), free(pg);
+        reset();
+    }
+}
+
 /* dqn_loss: the targets and gradients bit for bit, the loss within the reduction bound (as for the CPU oracle
  * q_loss_grad's sum); double and vanilla, Huber and squared, with exact ties in the argmax, out-of-range actions,
  * and three different row strides (q, dq and the next-state values). */
@@ -1821,6 +1914,7 @@ int main(void) {
     test_gather_fields();
     test_gather_widen();
     test_td3_critic_loss();
+    test_td3_critic_heads();
     test_dqn_loss();
     test_adam_clip_polyak();
     test_lanes();

@@ -111,6 +111,29 @@ int cpu_td3_critic_loss(rlt_backend *bk, const rlt_td3_loss *d) {
     return cpu_mse_grad(bk, d->dq2, d->loss2, d->q2, d->y, d->n, d->grad_scale);
 }
 
+/* The sequence the op stands for: the four output layers' forwards, both losses' gradients, then the two output
+ * layers' input gradients (the weight and bias gradients left to linear_backward), each the plain op. */
+int cpu_td3_critic_heads(rlt_backend *bk, const rlt_td3_heads *d) {
+    cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
+    int32_t n = d->n, H = d->hidden;
+    CPU_REQUIRE(bk, n >= 1 && H >= 1, "td3_critic_heads");
+    for (int j = 0; j < 4; j++) {
+        rlt_linear_fwd f = {.rows = n, .fi = H, .fo = 1, .x = d->h[j], .ldx = H, .W = d->w[j], .b = d->b[j],
+                            .y = d->q[j], .ldy = 1, .act = RLT_ACT_NONE};
+        RLT_TRY(cpu_linear_forward(bk, &f));
+    }
+    rlt_td3_loss l = {.y = d->y, .dq1 = d->dq1, .dq2 = d->dq2, .q1 = d->q[0], .q2 = d->q[1], .qt1 = d->q[2],
+                      .qt2 = d->q[3], .r = d->r, .term = d->term, .n = n, .gamma = d->gamma,
+                      .grad_scale = d->grad_scale, .gamma_dev = d->gamma_dev};
+    RLT_TRY(cpu_td3_critic_loss(bk, &l));
+    for (int k = 0; k < 2; k++) {
+        rlt_linear_bwd b = {.rows = n, .fi = H, .fo = 1, .dy = k ? d->dq2 : d->dq1, .lddy = 1, .x = d->h[k], .ldx = H,
+                            .act_x = RLT_ACT_RELU, .W = d->w[k], .beta = 1.0f, .dx = d->dh[k], .lddx = H};
+        RLT_TRY(cpu_linear_backward(bk, &b));
+    }
+    return RLT_OK;
+}
+
 int cpu_dqn_loss(rlt_backend *bk, const rlt_q_loss *d) {
     cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
     float gamma = d->gamma_dev ? *d->gamma_dev : d->gamma; /* the agent's hparams block, when it names one */

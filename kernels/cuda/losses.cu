@@ -1,4 +1,5 @@
-/* losses.cu: TD3's critic losses and the logged reductions; the CUDA twins of cpu_td3_critic_loss
+/* losses.cu: TD3's critic losses (alone, or with the critics' output layers: td3_critic_heads) and the logged
+ * reductions; the CUDA twins of cpu_td3_critic_loss
  * (kernels/cpu/fused.c) and cpu_sum (kernels/cpu/losses.c).
  *
  * Reductions run in one block of a fixed size: each thread sums a strided slice in index order, then a
@@ -94,9 +95,88 @@ extern "C" int cuda_td3_critic_loss(rlt_backend *bk, const rlt_td3_loss *d) {
     return RLT_OK;
 }
 
+/* td3_critic_heads (kernels/backend.h): a warp per row, HEADS_ROWS rows a block, grid z the agent. Each head's dot
+ * product is linear.cu's ROWDOT sum (lane l adds columns l, l + 32, ... with fmaf, then a butterfly of shuffles, so
+ * every lane holds the same bits) plus the bias, as lin_store's forward epilogue; the four run in one loop. The target
+ * and the gradients are td3_critic_loss_kernel's expressions; dh is OUTER's one-term input gradient (fmaf from 0, the
+ * same additions of 0, the ReLU mask through the layer's output). So each value has the bits of the ops it replaces. */
+#define HEADS_ROWS (REDUCE_THREADS / 32)
+
+__global__ void td3_critic_heads_kernel(rlt_td3_heads d, float k, cuda_seeds sd) {
+    cuda_pdl_wait(); /* launched with cuda_launch_pdl */
+    cuda_pdl_trigger();
+    const int lane = threadIdx.x & 31;
+    const int32_t i = blockIdx.x * HEADS_ROWS + (threadIdx.x >> 5), H = d.hidden;
+    if (i >= d.n) return;
+    const float *h[4], *w[4];
+    float acc[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        h[j] = cuda_seed_ptr(sd, d.h[j]) + (int64_t)i * H;
+        w[j] = cuda_seed_ptr(sd, d.w[j]);
+        acc[j] = 0.0f;
+    }
+#pragma unroll 4
+    for (int32_t c = lane; c < H; c += 32) {
+        float hv[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) hv[j] = h[j][c];
+#pragma unroll
+        for (int j = 0; j < 4; j++) acc[j] = fmaf(hv[j], w[j][c], acc[j]);
+    }
+    float q[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
+        q[j] = acc[j] + *cuda_seed_ptr(sd, d.b[j]);
+    }
+    const float *gamma_dev = cuda_seed_ptr(sd, d.gamma_dev);
+    const float gamma = gamma_dev ? *gamma_dev : d.gamma;
+    const float ri = cuda_seed_ptr(sd, d.r)[i], ti = cuda_seed_ptr(sd, d.term)[i], a = q[2], b = q[3];
+    const float yi = ri + gamma * (1.0f - ti) * (a < b ? a : b);
+    const float g[2] = {k * (q[0] - yi), k * (q[1] - yi)};
+    if (lane == 0) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) cuda_seed_ptr(sd, d.q[j])[i] = q[j];
+        cuda_seed_ptr(sd, d.y)[i] = yi;
+        cuda_seed_ptr(sd, d.dq1)[i] = g[0];
+        cuda_seed_ptr(sd, d.dq2)[i] = g[1];
+    }
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++) {
+        float *dh = cuda_seed_ptr(sd, d.dh[kk]) + (int64_t)i * H;
+#pragma unroll 4
+        for (int32_t c = lane; c < H; c += 32) {
+            const float x = h[kk][c];
+            const float v = (fmaf(g[kk], w[kk][c], 0.0f) + 0.0f) + 0.0f;
+            dh[c] = x > 0.0f ? v : 0.0f;
+        }
+    }
+}
+
+extern "C" int cuda_td3_critic_heads(rlt_backend *bk, const rlt_td3_heads *d) {
+    const int32_t n = d->n;
+    CUDA_REQUIRE(bk, n >= 1 && d->hidden >= 1, "td3_critic_heads");
+    for (int j = 0; j < 4; j++) CUDA_REQUIRE(bk, d->h[j] && d->w[j] && d->b[j] && d->q[j], "td3_critic_heads");
+    CUDA_REQUIRE(bk, d->y && d->dq1 && d->dq2 && d->dh[0] && d->dh[1] && d->r && d->term, "td3_critic_heads");
+    /* td3_critic_loss's factor, formed the same way. */
+    const float k = d->grad_scale * 2.0f / (float)n;
+    RLT_TRY(cuda_seeds_check(bk, "td3_critic_heads", 22, d->h[0], d->h[1], d->h[2], d->h[3], d->w[0], d->w[1], d->w[2],
+                             d->w[3], d->b[0], d->b[1], d->b[2], d->b[3], d->q[0], d->q[1], d->q[2], d->q[3], d->y,
+                             d->dq1, d->dq2, d->dh[0], d->dh[1], d->gamma_dev));
+    RLT_TRY(cuda_seeds_check(bk, "td3_critic_heads", 2, d->r, d->term));
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, td3_critic_heads_kernel, dim3((unsigned)((n + HEADS_ROWS - 1) / HEADS_ROWS), 1,
+                                                                     cuda_seeds_z(bk)),
+                                   dim3(REDUCE_THREADS), *d, k, cuda_seeds_of(bk)));
+    CUDA_CHECK_LAUNCH(bk, "td3_critic_heads_kernel");
+    return RLT_OK;
+}
+
 extern "C" cudaError_t cuda_preload_losses(void) {
     cudaFuncAttributes a;
     cudaError_t rc = cudaFuncGetAttributes(&a, sum_kernel);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, td3_critic_loss_kernel);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, td3_critic_heads_kernel);
     return rc;
 }
