@@ -124,8 +124,12 @@ static void *layer_grad(const rlt_mlp *net, void *base, int32_t layer) {
     return (char *)base + (out_slot(net) + act_floats(net, layer)) * mlp_esize(net);
 }
 
-float *mlp_layer_out(const rlt_mlp *net, int32_t layer) { return net->h ? (float *)layer_out(net, net->h, layer) : NULL; }
-float *mlp_layer_grad(const rlt_mlp *net, int32_t layer) { return net->dh ? (float *)layer_grad(net, net->dh, layer) : NULL; }
+float *mlp_layer_out(const rlt_mlp *net, int32_t layer) {
+    return net->h ? (float *)layer_out(net, net->h, layer) : NULL;
+}
+float *mlp_layer_grad(const rlt_mlp *net, int32_t layer) {
+    return net->dh ? (float *)layer_grad(net, net->dh, layer) : NULL;
+}
 
 static int mlp_check_forward(rlt_backend *bk, const rlt_mlp *net, int32_t rows, const void *params_lp, const float *out) {
     if (rows > net->batch)

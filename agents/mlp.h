@@ -101,7 +101,7 @@ int mlp_backward(rlt_backend *bk, rlt_mlp *net, const float *params, const void 
  * derivative): dy is d loss / d (layer l1 - 1's pre-activation output), read only; each layer's input gradient goes to
  * the gradient set, layer l0's to dx (NULL: none; where l0 > 0 and a later call goes on below, mlp_layer_grad(net,
  * l0 - 1)). Gradient buckets only over every layer. Lets a caller split a backward over lanes, or start it from a
- * hidden layer's gradient another op formed (td3_critic_heads). */
+ * hidden layer's gradient another op formed (td3_critic_loss with its output layers). */
 int mlp_backward_layers(rlt_backend *bk, rlt_mlp *net, const float *params, float *grads, const void *x, int32_t ldx,
                         int32_t rows, int32_t l0, int32_t l1, const float *dy, int32_t lddy, void *dx, int32_t lddx);
 /* Layer `layer`'s output in the net's activation set, and its gradient in the gradient set (NULL: not planned):

@@ -221,7 +221,8 @@ static int td3_q2_half(rlt_agent *ag, rlt_adam_step *st) {
     return ag->bk.ops->adam(&ag->bk, st);
 }
 
-/* A critic's forward: every layer into out, or (lq < n_layers, fp32) its hidden layers only, for td3_critic_heads. */
+/* A critic's forward: every layer into out, or (lq < n_layers, fp32) its hidden layers only, for td3_critic_loss
+ * with the output layers folded in. */
 static int td3_critic_forward(rlt_backend *bk, rlt_mlp *net, const float *p, const void *pl, const float *x,
                               int32_t ld, int32_t rows, int32_t lq, float *out) {
     if (lq < net->n_layers) return mlp_forward_layers(bk, net, p, x, ld, rows, 0, lq, NULL, 0);
@@ -237,9 +238,9 @@ static int td3_critic_forward(rlt_backend *bk, rlt_mlp *net, const float *p, con
  *   lane 1  Q1'(s', a')                 lane 0  Q2'(s', a')
  *   join -> both critic losses in one op -> lane 1: Q1 backward, lane 0: Q2 backward -> join -> Adam (+ Polyak)
  *   (fp32 critics without buckets: the critics' forwards stop at their last hidden layers, and one op,
- *   td3_critic_heads, forms the four output layers, the loss's gradients and the gradients into those hidden layers;
- *   lanes 1 and 0 go back from there, and lane 2, issued after Q1's backward, gives the logged losses and the
- *   output layers' weight gradients)
+ *   td3_critic_loss with hidden > 0, forms the four output layers, the loss's gradients and the gradients into
+ *   those hidden layers; lanes 1 and 0 go back from there, and lane 2, issued after Q1's backward, gives the
+ *   logged losses and the output layers' weight gradients)
  *   (with gradient buckets, td3_buckets: Q1 backward then Q2 backward on lane 0, Q1's buckets averaged on the
  *   backend's comm lane as they become final; without fp16, join -> Q2's average on the comm lane beside Q1's
  *   Adam [and the actor's passes] -> Q2's Adam; with fp16 Q2's buckets too, joined before one Adam)
@@ -275,9 +276,10 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
     int early_pi = actor_step && N == 1;
     int split = 0; /* the critic block's Adam step in two halves (gradient buckets, below) */
     /* fp32 critics with a hidden layer and no gradient buckets: the output layers are folded into the loss
-     * (td3_critic_heads), so the forwards stop at the last hidden layer and the backward passes start there. */
+     * (td3_critic_loss with hidden > 0), so the forwards stop at the last hidden layer and the backward passes
+     * start there. */
     const int32_t Lq = t->q1.n_layers, Hq = t->q1.dims[Lq - 1];
-    const int heads = op->td3_critic_heads && !q1_pl && Lq > 1 && agent_bucket_floats(ag, t->n_q1 + t->n_q2) == 0;
+    const int heads = !q1_pl && Lq > 1 && agent_bucket_floats(ag, t->n_q1 + t->n_q2) == 0;
     const int32_t lq = heads ? Lq - 1 : Lq; /* the layers a critic's forward runs */
 
     RLT_TRY(op->lane(bk, 3));
@@ -323,18 +325,18 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
                            .gamma_dev = &ag->hparams[RLT_HP_TD3_GAMMA]};
         if (heads) {
             /* The four output layers, the loss's gradients and the output layers' input gradients in one op on the
-             * critical path; the logged losses and the output layers' weight and bias gradients on lane 3. */
+             * critical path; the logged losses and the output layers' weight and bias gradients on lane 2 (below). */
             const uint64_t wo = mlp_weight_offset(&t->q1, Lq - 1), bo = mlp_bias_offset(&t->q1, Lq - 1);
-            rlt_td3_heads th = {.n = Bm, .hidden = Hq,
-                                .h = {mlp_layer_out(&q1_on, Lq - 2), mlp_layer_out(&q2_on, Lq - 2),
-                                      mlp_layer_out(&q1_tg, Lq - 2), mlp_layer_out(&q2_tg, Lq - 2)},
-                                .w = {q1_p + wo, q2_p + wo, q1_tp + wo, q2_tp + wo},
-                                .b = {q1_p + bo, q2_p + bo, q1_tp + bo, q2_tp + bo},
-                                .q = {t->q1o, t->q2o, t->qt1, t->qt2}, .y = t->y, .dq1 = t->dq1, .dq2 = t->dq2,
-                                .dh = {mlp_layer_grad(&q1_on, Lq - 2), mlp_layer_grad(&q2_on, Lq - 2)},
-                                .r = t->r, .term = t->term, .gamma = tl.gamma, .grad_scale = scale,
-                                .gamma_dev = tl.gamma_dev};
-            RLT_TRY(op->td3_critic_heads(bk, &th));
+            rlt_td3_loss th = tl;
+            th.loss1 = th.loss2 = NULL;
+            th.hidden = Hq;
+            const float *h[4] = {mlp_layer_out(&q1_on, Lq - 2), mlp_layer_out(&q2_on, Lq - 2),
+                                 mlp_layer_out(&q1_tg, Lq - 2), mlp_layer_out(&q2_tg, Lq - 2)};
+            const float *p[4] = {q1_p, q2_p, q1_tp, q2_tp};
+            float *q[4] = {t->q1o, t->q2o, t->qt1, t->qt2};
+            for (int j = 0; j < 4; j++) th.h[j] = h[j], th.w[j] = p[j] + wo, th.b[j] = p[j] + bo, th.q_out[j] = q[j];
+            th.dh[0] = mlp_layer_grad(&q1_on, Lq - 2), th.dh[1] = mlp_layer_grad(&q2_on, Lq - 2);
+            RLT_TRY(op->td3_critic_loss(bk, &th));
         } else {
             RLT_TRY(op->td3_critic_loss(bk, &tl));
         }

@@ -222,28 +222,21 @@ typedef struct rlt_td3_loss {
     int32_t n;
     float gamma, grad_scale;
     const float *gamma_dev; /* a device value replacing gamma (NULL: the plain one) */
+    /* hidden > 0: the twin critics' output layers folded in, one op on the update's critical path where the heads'
+     * forwards, the loss and the heads' input gradients were three links. For j over Q1, Q2 (the online critics) and
+     * Q1', Q2' (their targets), each a ReLU hidden layer h[j] [n, hidden] (row stride hidden) under a 1-wide output
+     * layer (w[j] [hidden], b[j] [1]):
+     *   q_out[j][i] = sum_c h[j][i, c] w[j][c] + b[j]        (linear_forward's output layer, its bits)
+     *   y, dq1, dq2 from q_out as above (q1 .. qt2 are not read; loss1 and loss2 must be NULL: this mode writes no
+     *                                                          losses; the plain op afterwards, on a side lane, reading
+     *                                                          q_out, gives them and the same y and gradients)
+     *   dh[k][i, c] = relu'(h[k][i, c]) dq_k[i] w[k][c]     (k = Q1, Q2: linear_backward's dx of the output layer, its
+     *                                                          bits; its weight and bias gradients are left to it)
+     * The hidden layers' backward then starts from dh. */
+    int32_t hidden;
+    const float *h[4], *w[4], *b[4];
+    float *q_out[4], *dh[2];
 } rlt_td3_loss;
-
-/* td3_critic_heads: the twin critics' output layers folded into their loss, one op on the update's critical path where
- * the heads' forwards, the loss and the heads' input gradients were three links. For j over Q1, Q2 (the online
- * critics) and Q1', Q2' (their targets), each a ReLU hidden layer h_j [n, hidden] (row stride hidden) under a 1-wide
- * output layer (w_j [hidden], b_j [1]):
- *   q[j][i] = sum_c h_j[i, c] w_j[c] + b_j               (linear_forward's output layer, its bits)
- *   y, dq1, dq2 from q[0..3] as td3_critic_loss writes them (loss1 and loss2 are not: td3_critic_loss after this op,
- *                                                          on a side lane, gives them and the same y and dq)
- *   dh[k][i, c] = relu'(h_k[i, c]) dq_k[i] w_k[c]       (k = Q1, Q2: linear_backward's dx of the output layer, its
- *                                                          bits; the weight and bias gradients are left to it, dx NULL)
- * The hidden layers' backward then starts from dh. */
-typedef struct rlt_td3_heads {
-    int32_t n, hidden;
-    const float *h[4], *w[4], *b[4]; /* Q1, Q2, Q1', Q2' */
-    float *q[4];                     /* [n] each: q1, q2, qt1, qt2 */
-    float *y, *dq1, *dq2;            /* [n] each */
-    float *dh[2];                    /* Q1, Q2: [n, hidden], row stride hidden */
-    const float *r, *term;
-    float gamma, grad_scale;
-    const float *gamma_dev; /* a device value replacing gamma (NULL: the plain one) */
-} rlt_td3_heads;
 
 /* dqn_loss: the (double) DQN target and the TD loss on the taken actions. a[i] = argmax_{j < n_act}
  * sel[i * ldqn + j], the lowest j among tied maxima, where sel = q_next_online (double DQN, van Hasselt et al.
@@ -527,9 +520,6 @@ typedef struct rlt_backend_ops {
     int (*td3_target_action)(rlt_backend *bk, const rlt_target_noise *d);
     /* Both TD3 critic losses and gradients in one op (see rlt_td3_loss). */
     int (*td3_critic_loss)(rlt_backend *bk, const rlt_td3_loss *d);
-    /* The critics' output layers, their loss's gradients and the layers' input gradients in one op (see
-     * rlt_td3_heads); NULL where a backend has none (the agent then runs them as separate ops). */
-    int (*td3_critic_heads)(rlt_backend *bk, const rlt_td3_heads *d);
     /* The DQN target and TD loss in one op (see rlt_q_loss). */
     int (*dqn_loss)(rlt_backend *bk, const rlt_q_loss *d);
 

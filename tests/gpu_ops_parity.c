@@ -42,7 +42,8 @@
  *   same integer arithmetic (base/lowp.h), NaN payloads included.
  * - td3_critic_loss, dqn_loss: targets and gradients exact (the oracles' expressions); losses within the
  *   reduction bound.
- * - td3_critic_heads: every output exactly what the ops it folds together give on the same backend.
+ * - td3_critic_loss with the critics' output layers folded in: every output exactly what the ops it folds together
+ *   give on the same backend.
  * - Lanes: a chain of forwards on side lanes, joins and a dependency between steps, run eagerly twice and
  *   replayed from a graph four times: a missing fork or join edge reads stale data (order-1 errors); the
  *   chained fp32 ops stay within 1e-5 absolute and relative. */
@@ -1468,12 +1469,13 @@ static void test_td3_critic_loss(void) {
     }
 }
 
-/* td3_critic_heads on each backend: every output bit for bit what the ops it stands for give on that backend (four
+/* td3_critic_loss with the output layers folded in (hidden > 0) on each backend: every output bit for bit what the
+ * ops it stands for give on that backend (four
  * 1-wide linear_forwards, td3_critic_loss, two linear_backwards for dx through a ReLU layer's output), at widths that
  * are and are not multiples of a warp, a row count that is not a multiple of the kernel's rows a block, one row, and
  * ReLU outputs with exact zeros (the mask) and a gamma from the device. */
 static void test_td3_critic_heads(void) {
-    printf("td3_critic_heads\n");
+    printf("td3_critic_loss with its heads\n");
     static const struct { int n, H; } cs[] = {{1, 64}, {256, 256}, {300, 400}, {37, 17}};
     for (size_t t = 0; t < sizeof cs / sizeof cs[0]; t++) {
         const int n = cs[t].n, H = cs[t].H;
@@ -1510,13 +1512,13 @@ static void test_td3_critic_heads(void) {
             rlt_backend *bk = b ? &P.gpu : &P.cpu;
             void **h = b ? gh : ch, **w = b ? gw : cw, *r = b ? gr : cr, *term = b ? gt : ct, *gd_ = b ? ggam : cgam;
             void *(*q)[4] = b ? gq : cq, **y = b ? gy : cy, *(*dq)[2] = b ? gd : cd, *(*dh)[2] = b ? gdh : cdh;
-            rlt_td3_heads th = {.n = n, .hidden = H, .r = r, .term = term, .gamma = 0.5f, .grad_scale = 0.5f,
+            rlt_td3_loss th = {.n = n, .hidden = H, .r = r, .term = term, .gamma = 0.5f, .grad_scale = 0.5f,
                                 .gamma_dev = gd_, .y = y[0], .dq1 = dq[0][0], .dq2 = dq[0][1]};
             for (int j = 0; j < 4; j++) {
-                th.h[j] = h[j], th.w[j] = w[j], th.b[j] = (const float *)w[j] + H, th.q[j] = q[0][j];
+                th.h[j] = h[j], th.w[j] = w[j], th.b[j] = (const float *)w[j] + H, th.q_out[j] = q[0][j];
             }
             th.dh[0] = dh[0][0], th.dh[1] = dh[0][1];
-            int rc = bk->ops->td3_critic_heads(bk, &th);
+            int rc = bk->ops->td3_critic_loss(bk, &th);
             for (int j = 0; j < 4 && rc == RLT_OK; j++) {
                 rlt_linear_fwd f = {.rows = n, .fi = H, .fo = 1, .x = h[j], .ldx = H, .W = w[j],
                                     .b = (const float *)w[j] + H, .y = q[1][j], .ldy = 1, .act = RLT_ACT_NONE};
@@ -1531,28 +1533,30 @@ static void test_td3_critic_heads(void) {
                                      .act_x = RLT_ACT_RELU, .W = w[k], .beta = 1.0f, .dx = dh[1][k], .lddx = H};
                 rc = bk->ops->linear_backward(bk, &bw);
             }
-            CHECK(rc == RLT_OK, "td3_critic_heads n=%d H=%d on the %s: %s", n, H, b ? "GPU" : "CPU",
+            CHECK(rc == RLT_OK, "td3_critic_loss heads n=%d H=%d on the %s: %s", n, H, b ? "GPU" : "CPU",
                   b ? P.egpu.msg : "cpu");
         }
         float *oc = malloc(nh * 4), *og = malloc(nh * 4), *pc = malloc(nh * 4), *pg = malloc(nh * 4);
-        const char *qn[4] = {"q1", "q2", "qt1", "qt2"};
+        const char *names[7] = {"q1", "q2", "qt1", "qt2", "y", "dq1", "dq2"};
         char what[96];
         for (int j = 0; j < 7; j++) {
-            void *c0 = j < 4 ? cq[0][j] : j == 4 ? cy[0] : cd[0][j - 5], *g0 = j < 4 ? gq[0][j] : j == 4 ? gy[0] : gd[0][j - 5];
-            void *c1 = j < 4 ? cq[1][j] : j == 4 ? cy[1] : cd[1][j - 5], *g1 = j < 4 ? gq[1][j] : j == 4 ? gy[1] : gd[1][j - 5];
+            void *c0 = j < 4 ? cq[0][j] : j == 4 ? cy[0] : cd[0][j - 5];
+            void *g0 = j < 4 ? gq[0][j] : j == 4 ? gy[0] : gd[0][j - 5];
+            void *c1 = j < 4 ? cq[1][j] : j == 4 ? cy[1] : cd[1][j - 5];
+            void *g1 = j < 4 ? gq[1][j] : j == 4 ? gy[1] : gd[1][j - 5];
             fetch(oc, og, c0, g0, (size_t)n * 4);
             fetch(pc, pg, c1, g1, (size_t)n * 4);
-            snprintf(what, sizeof what, "td3_critic_heads %s n=%d H=%d (GPU)", j < 4 ? qn[j] : j == 4 ? "y" : j == 5 ? "dq1" : "dq2", n, H);
+            snprintf(what, sizeof what, "td3_critic_loss heads %s n=%d H=%d (GPU)", names[j], n, H);
             expect_exact(what, og, pg, (size_t)n, 4);
-            snprintf(what, sizeof what, "td3_critic_heads %s n=%d H=%d (CPU)", j < 4 ? qn[j] : j == 4 ? "y" : j == 5 ? "dq1" : "dq2", n, H);
+            snprintf(what, sizeof what, "td3_critic_loss heads %s n=%d H=%d (CPU)", names[j], n, H);
             expect_exact(what, oc, pc, (size_t)n, 4);
         }
         for (int k = 0; k < 2; k++) {
             fetch(oc, og, cdh[0][k], gdh[0][k], nh * 4);
             fetch(pc, pg, cdh[1][k], gdh[1][k], nh * 4);
-            snprintf(what, sizeof what, "td3_critic_heads dh%d n=%d H=%d (GPU)", k + 1, n, H);
+            snprintf(what, sizeof what, "td3_critic_loss heads dh%d n=%d H=%d (GPU)", k + 1, n, H);
             expect_exact(what, og, pg, nh, 4);
-            snprintf(what, sizeof what, "td3_critic_heads dh%d n=%d H=%d (CPU)", k + 1, n, H);
+            snprintf(what, sizeof what, "td3_critic_loss heads dh%d n=%d H=%d (CPU)", k + 1, n, H);
             expect_exact(what, oc, pc, nh, 4);
         }
         free(hh), free(hv), free(hr), free(oc), free(og), free(pc), free(pg);

@@ -222,7 +222,6 @@ static const rlt_backend_ops cpu_ops = {
     .sum = cpu_sum,
     .td3_target_action = cpu_td3_target_action,
     .td3_critic_loss = cpu_td3_critic_loss,
-    .td3_critic_heads = cpu_td3_critic_heads,
     .dqn_loss = cpu_dqn_loss,
     .lane = cpu_lane,
     .cast = cpu_cast,

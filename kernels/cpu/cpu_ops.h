@@ -40,7 +40,6 @@ int cpu_td3_target_action(rlt_backend *bk, const rlt_target_noise *d);
 /* The fused losses (fused.c): each is the sequence of oracles it stands for, called in the same order with the
  * same arguments, so a CPU run through the fused ops produces exactly the oracles' bits. */
 int cpu_td3_critic_loss(rlt_backend *bk, const rlt_td3_loss *d);
-int cpu_td3_critic_heads(rlt_backend *bk, const rlt_td3_heads *d);
 int cpu_dqn_loss(rlt_backend *bk, const rlt_q_loss *d);
 int cpu_branch(rlt_backend *bk, int32_t lane);
 int cpu_join(rlt_backend *bk);

@@ -103,28 +103,18 @@ int cpu_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample
     return RLT_OK;
 }
 
-int cpu_td3_critic_loss(rlt_backend *bk, const rlt_td3_loss *d) {
-    cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
-    float gamma = d->gamma_dev ? *d->gamma_dev : d->gamma; /* the agent's hparams block, when it names one */
-    RLT_TRY(cpu_td3_target(bk, d->y, d->r, d->term, d->qt1, d->qt2, 1, d->n, gamma));
-    RLT_TRY(cpu_mse_grad(bk, d->dq1, d->loss1, d->q1, d->y, d->n, d->grad_scale));
-    return cpu_mse_grad(bk, d->dq2, d->loss2, d->q2, d->y, d->n, d->grad_scale);
-}
-
-/* The sequence the op stands for: the four output layers' forwards, both losses' gradients, then the two output
- * layers' input gradients (the weight and bias gradients left to linear_backward), each the plain op. */
-int cpu_td3_critic_heads(rlt_backend *bk, const rlt_td3_heads *d) {
-    cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
+/* With the output layers folded in (hidden > 0), the sequence it stands for: the four output layers' forwards, the
+ * plain op on their outputs, then the two output layers' input gradients, each the plain op. */
+static int cpu_td3_critic_heads(rlt_backend *bk, const rlt_td3_loss *d) {
     int32_t n = d->n, H = d->hidden;
-    CPU_REQUIRE(bk, n >= 1 && H >= 1, "td3_critic_heads");
+    CPU_REQUIRE(bk, n >= 1 && !d->loss1 && !d->loss2, "td3_critic_loss (its output layers folded in)");
     for (int j = 0; j < 4; j++) {
         rlt_linear_fwd f = {.rows = n, .fi = H, .fo = 1, .x = d->h[j], .ldx = H, .W = d->w[j], .b = d->b[j],
-                            .y = d->q[j], .ldy = 1, .act = RLT_ACT_NONE};
+                            .y = d->q_out[j], .ldy = 1, .act = RLT_ACT_NONE};
         RLT_TRY(cpu_linear_forward(bk, &f));
     }
-    rlt_td3_loss l = {.y = d->y, .dq1 = d->dq1, .dq2 = d->dq2, .q1 = d->q[0], .q2 = d->q[1], .qt1 = d->q[2],
-                      .qt2 = d->q[3], .r = d->r, .term = d->term, .n = n, .gamma = d->gamma,
-                      .grad_scale = d->grad_scale, .gamma_dev = d->gamma_dev};
+    rlt_td3_loss l = *d;
+    l.hidden = 0, l.q1 = d->q_out[0], l.q2 = d->q_out[1], l.qt1 = d->q_out[2], l.qt2 = d->q_out[3];
     RLT_TRY(cpu_td3_critic_loss(bk, &l));
     for (int k = 0; k < 2; k++) {
         rlt_linear_bwd b = {.rows = n, .fi = H, .fo = 1, .dy = k ? d->dq2 : d->dq1, .lddy = 1, .x = d->h[k], .ldx = H,
@@ -132,6 +122,15 @@ int cpu_td3_critic_heads(rlt_backend *bk, const rlt_td3_heads *d) {
         RLT_TRY(cpu_linear_backward(bk, &b));
     }
     return RLT_OK;
+}
+
+int cpu_td3_critic_loss(rlt_backend *bk, const rlt_td3_loss *d) {
+    cpu_lane_fence(bk); /* runs here: a side lane's queued ops first (lanes.c) */
+    if (d->hidden > 0) return cpu_td3_critic_heads(bk, d);
+    float gamma = d->gamma_dev ? *d->gamma_dev : d->gamma; /* the agent's hparams block, when it names one */
+    RLT_TRY(cpu_td3_target(bk, d->y, d->r, d->term, d->qt1, d->qt2, 1, d->n, gamma));
+    RLT_TRY(cpu_mse_grad(bk, d->dq1, d->loss1, d->q1, d->y, d->n, d->grad_scale));
+    return cpu_mse_grad(bk, d->dq2, d->loss2, d->q2, d->y, d->n, d->grad_scale);
 }
 
 int cpu_dqn_loss(rlt_backend *bk, const rlt_q_loss *d) {

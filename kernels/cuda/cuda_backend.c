@@ -920,7 +920,6 @@ static const rlt_backend_ops cuda_ops = {
     .sum = cuda_sum,
     .td3_target_action = cuda_td3_target_action,
     .td3_critic_loss = cuda_td3_critic_loss,
-    .td3_critic_heads = cuda_td3_critic_heads,
     .dqn_loss = cuda_dqn_loss,
     .lane = cuda_lane,
     .cast = cuda_cast,

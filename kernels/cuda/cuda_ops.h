@@ -273,7 +273,6 @@ int cuda_gather_u8_f32(rlt_backend *bk, float *dst, const uint8_t *src, uint64_t
 int cuda_sum(rlt_backend *bk, float *out, const float *x, int32_t ldx, int32_t n, float scale);
 int cuda_td3_target_action(rlt_backend *bk, const rlt_target_noise *d);
 int cuda_td3_critic_loss(rlt_backend *bk, const rlt_td3_loss *d);
-int cuda_td3_critic_heads(rlt_backend *bk, const rlt_td3_heads *d);
 int cuda_dqn_loss(rlt_backend *bk, const rlt_q_loss *d);
 /* Reduced precision and loss scaling (lowp.cu). */
 int cuda_cast(rlt_backend *bk, const rlt_cast *d);

@@ -1,4 +1,4 @@
-/* losses.cu: TD3's critic losses (alone, or with the critics' output layers: td3_critic_heads) and the logged
+/* losses.cu: TD3's critic losses (alone, or with the critics' output layers folded in) and the logged
  * reductions; the CUDA twins of cpu_td3_critic_loss
  * (kernels/cpu/fused.c) and cpu_sum (kernels/cpu/losses.c).
  *
@@ -80,7 +80,10 @@ __global__ void td3_critic_loss_kernel(float *y, float *dq1, float *dq2, float *
     }
 }
 
+static int cuda_td3_critic_heads(rlt_backend *bk, const rlt_td3_loss *d);
+
 extern "C" int cuda_td3_critic_loss(rlt_backend *bk, const rlt_td3_loss *d) {
+    if (d->hidden > 0) return cuda_td3_critic_heads(bk, d);
     int32_t n = d->n;
     CUDA_REQUIRE(bk, n >= 1, "td3_critic_loss");
     /* The gradient factor is computed here, in host float arithmetic, exactly as cpu_mse_grad does, so the
@@ -95,14 +98,15 @@ extern "C" int cuda_td3_critic_loss(rlt_backend *bk, const rlt_td3_loss *d) {
     return RLT_OK;
 }
 
-/* td3_critic_heads (kernels/backend.h): a warp per row, HEADS_ROWS rows a block, grid z the agent. Each head's dot
- * product is linear.cu's ROWDOT sum (lane l adds columns l, l + 32, ... with fmaf, then a butterfly of shuffles, so
- * every lane holds the same bits) plus the bias, as lin_store's forward epilogue; the four run in one loop. The target
- * and the gradients are td3_critic_loss_kernel's expressions; dh is OUTER's one-term input gradient (fmaf from 0, the
- * same additions of 0, the ReLU mask through the layer's output). So each value has the bits of the ops it replaces. */
+/* td3_critic_loss with the output layers folded in (rlt_td3_loss.hidden > 0): a warp per row, HEADS_ROWS rows a
+ * block, grid z the agent. Each head's dot product is linear.cu's ROWDOT sum (lane l adds columns l, l + 32, ... with
+ * fmaf, then a butterfly of shuffles, so every lane holds the same bits) plus the bias, as lin_store's forward
+ * epilogue; the four run in one loop. The target and the gradients are td3_critic_loss_kernel's expressions; dh is
+ * OUTER's one-term input gradient (fmaf from 0, the same additions of 0, the ReLU mask through the layer's output).
+ * So each value has the bits of the ops it replaces. */
 #define HEADS_ROWS (REDUCE_THREADS / 32)
 
-__global__ void td3_critic_heads_kernel(rlt_td3_heads d, float k, cuda_seeds sd) {
+__global__ void td3_critic_heads_kernel(rlt_td3_loss d, float k, cuda_seeds sd) {
     cuda_pdl_wait(); /* launched with cuda_launch_pdl */
     cuda_pdl_trigger();
     const int lane = threadIdx.x & 31;
@@ -138,7 +142,7 @@ __global__ void td3_critic_heads_kernel(rlt_td3_heads d, float k, cuda_seeds sd)
     const float g[2] = {k * (q[0] - yi), k * (q[1] - yi)};
     if (lane == 0) {
 #pragma unroll
-        for (int j = 0; j < 4; j++) cuda_seed_ptr(sd, d.q[j])[i] = q[j];
+        for (int j = 0; j < 4; j++) cuda_seed_ptr(sd, d.q_out[j])[i] = q[j];
         cuda_seed_ptr(sd, d.y)[i] = yi;
         cuda_seed_ptr(sd, d.dq1)[i] = g[0];
         cuda_seed_ptr(sd, d.dq2)[i] = g[1];
@@ -155,17 +159,19 @@ __global__ void td3_critic_heads_kernel(rlt_td3_heads d, float k, cuda_seeds sd)
     }
 }
 
-extern "C" int cuda_td3_critic_heads(rlt_backend *bk, const rlt_td3_heads *d) {
+static int cuda_td3_critic_heads(rlt_backend *bk, const rlt_td3_loss *d) {
     const int32_t n = d->n;
-    CUDA_REQUIRE(bk, n >= 1 && d->hidden >= 1, "td3_critic_heads");
-    for (int j = 0; j < 4; j++) CUDA_REQUIRE(bk, d->h[j] && d->w[j] && d->b[j] && d->q[j], "td3_critic_heads");
-    CUDA_REQUIRE(bk, d->y && d->dq1 && d->dq2 && d->dh[0] && d->dh[1] && d->r && d->term, "td3_critic_heads");
+    CUDA_REQUIRE(bk, n >= 1 && !d->loss1 && !d->loss2, "td3_critic_loss (its output layers folded in)");
+    for (int j = 0; j < 4; j++)
+        CUDA_REQUIRE(bk, d->h[j] && d->w[j] && d->b[j] && d->q_out[j], "td3_critic_loss (its output layers folded in)");
+    CUDA_REQUIRE(bk, d->y && d->dq1 && d->dq2 && d->dh[0] && d->dh[1] && d->r && d->term,
+                 "td3_critic_loss (its output layers folded in)");
     /* td3_critic_loss's factor, formed the same way. */
     const float k = d->grad_scale * 2.0f / (float)n;
-    RLT_TRY(cuda_seeds_check(bk, "td3_critic_heads", 22, d->h[0], d->h[1], d->h[2], d->h[3], d->w[0], d->w[1], d->w[2],
-                             d->w[3], d->b[0], d->b[1], d->b[2], d->b[3], d->q[0], d->q[1], d->q[2], d->q[3], d->y,
-                             d->dq1, d->dq2, d->dh[0], d->dh[1], d->gamma_dev));
-    RLT_TRY(cuda_seeds_check(bk, "td3_critic_heads", 2, d->r, d->term));
+    RLT_TRY(cuda_seeds_check(bk, "td3_critic_loss", 22, d->h[0], d->h[1], d->h[2], d->h[3], d->w[0], d->w[1], d->w[2],
+                             d->w[3], d->b[0], d->b[1], d->b[2], d->b[3], d->q_out[0], d->q_out[1], d->q_out[2],
+                             d->q_out[3], d->y, d->dq1, d->dq2, d->dh[0], d->dh[1], d->gamma_dev));
+    RLT_TRY(cuda_seeds_check(bk, "td3_critic_loss", 2, d->r, d->term));
     CUDA_CHECK(bk, cuda_launch_pdl(bk, td3_critic_heads_kernel, dim3((unsigned)((n + HEADS_ROWS - 1) / HEADS_ROWS), 1,
                                                                      cuda_seeds_z(bk)),
                                    dim3(REDUCE_THREADS), *d, k, cuda_seeds_of(bk)));
