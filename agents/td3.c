@@ -279,7 +279,8 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
      * (td3_critic_loss with hidden > 0), so the forwards stop at the last hidden layer and the backward passes
      * start there. */
     const int32_t Lq = t->q1.n_layers, Hq = t->q1.dims[Lq - 1];
-    const int heads = !q1_pl && Lq > 1 && agent_bucket_floats(ag, t->n_q1 + t->n_q2) == 0;
+    const int heads = !q1_pl && Lq > 1 && t->q1.act[Lq - 2] == RLT_ACT_RELU &&
+                      agent_bucket_floats(ag, t->n_q1 + t->n_q2) == 0;
     const int32_t lq = heads ? Lq - 1 : Lq; /* the layers a critic's forward runs */
 
     RLT_TRY(op->lane(bk, 3));
