@@ -229,6 +229,18 @@ static int td3_critic_forward(rlt_backend *bk, rlt_mlp *net, const float *p, con
     return mlp_forward(bk, net, p, pl, x, ld, rows, out, 1);
 }
 
+/* A critic's backward from its loss: every layer from dq, or (heads, td3_critic_forward's lq < n_layers) its hidden
+ * layers from the gradient td3_critic_loss formed in the last one (the output layer's weight gradient is issued
+ * apart). */
+static int td3_critic_backward(rlt_backend *bk, rlt_mlp *net, const float *p, const void *pl, float *g, const float *x,
+                               int32_t ld, int32_t rows, int heads, float *dq, const float *S) {
+    const int32_t L = net->n_layers;
+    if (heads)
+        return mlp_backward_layers(bk, net, p, g, x, ld, rows, 0, L - 1, mlp_layer_grad(net, L - 2), net->dims[L - 1],
+                                   NULL, 0);
+    return mlp_backward(bk, net, p, pl, g, x, ld, rows, dq, 1, S, NULL, 0);
+}
+
 /* The schedule, with the lanes each chain runs on (0 is the main lane; see the lane op in kernels/backend.h).
  * The critical path runs on lanes 0 and 1, work that can wait on lanes 2 and 3 (lower priority on CUDA):
  *   lane 3  zero the gradients, count the optimiser steps, the actor's constant loss gradient (none of it
@@ -355,9 +367,8 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
         split = bucketed && !ag->amp;
         if (bucketed && !split) td3_buckets(ag, &q2_on, t->n_q1 + t->n_q2);
         RLT_TRY(op->lane(bk, bucketed ? 0 : 1));
+        RLT_TRY(td3_critic_backward(bk, &q1_on, q1_p, q1_pl, q1_g, t->s_a, ld, Bm, heads, t->dq1, S));
         if (heads) {
-            RLT_TRY(mlp_backward_layers(bk, &q1_on, q1_p, q1_g, t->s_a, ld, Bm, 0, Lq - 1,
-                                        mlp_layer_grad(&q1_on, Lq - 2), Hq, NULL, 0));
             /* The logged losses (and the same y and gradients again) and the output layers' weight and bias
              * gradients on lane 2, issued after Q1's backward, whose weight gradients fork to lane 2 and are
              * waited for inside it: behind them, not before them (and Q2's backward forks to lane 3). */
@@ -365,15 +376,9 @@ int td3_update_ops(rlt_agent *ag, int actor_step) {
             RLT_TRY(op->td3_critic_loss(bk, &tl));
             RLT_TRY(mlp_backward_layers(bk, &q1_on, q1_p, q1_g, NULL, 0, Bm, Lq - 1, Lq, t->dq1, 1, NULL, 0));
             RLT_TRY(mlp_backward_layers(bk, &q2_on, q2_p, q2_g, NULL, 0, Bm, Lq - 1, Lq, t->dq2, 1, NULL, 0));
-        } else {
-            RLT_TRY(mlp_backward(bk, &q1_on, q1_p, q1_pl, q1_g, t->s_a, ld, Bm, t->dq1, 1, S, NULL, 0));
         }
         RLT_TRY(op->lane(bk, 0));
-        if (heads)
-            RLT_TRY(mlp_backward_layers(bk, &q2_on, q2_p, q2_g, t->s_a, ld, Bm, 0, Lq - 1,
-                                        mlp_layer_grad(&q2_on, Lq - 2), Hq, NULL, 0));
-        else
-            RLT_TRY(mlp_backward(bk, &q2_on, q2_p, q2_pl, q2_g, t->s_a, ld, Bm, t->dq2, 1, S, NULL, 0));
+        RLT_TRY(td3_critic_backward(bk, &q2_on, q2_p, q2_pl, q2_g, t->s_a, ld, Bm, heads, t->dq2, S));
         RLT_TRY(op->lane(bk, RLT_LANE_JOIN));
     }
     rlt_adam_hp critic_hp = {(float)c->td3.critic_lr, 0.9f, 0.999f, 1e-8f};
