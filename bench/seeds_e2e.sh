@@ -8,7 +8,7 @@
 # Usage: bash bench/seeds_e2e.sh [BUILD_DIR] [DEVICE] [N...]    (defaults: build cuda:0 "16 64"; builds nothing)
 #   env: MODES (default "batched act_own graph_each"; also store_own, RLT_SEEDS_STORE=0: each seed issues its own
 #   transition stores; two_gpus: the seeds spread over devices [cuda:0, cuda:1], batched per GPU, on a machine with
-#   two: which group lines to run), CONFIGS (default "td3_pendulum
+#   two; gpus<K> (gpus2, gpus4, ...): over cuda:0 .. cuda:K-1: which group lines to run), CONFIGS (default "td3_pendulum
 #   dqn_cartpole"). Groups get memory.budget_mb 4096: the configs' budgets are one run's (64 TD3 seeds need 816 MiB).
 set -uo pipefail
 build=${1:-build}
@@ -44,9 +44,14 @@ for config in ${CONFIGS:-td3_pendulum dqn_cartpole}; do
         store_own)  label="$n seeds, batched, own transition stores"; env="RLT_SEEDS_STORE=0"; batching=true ;;
         graph_each) label="$n seeds, a graph each";                 env=""; batching=false ;;
         two_gpus)   label="$n seeds over cuda:0 and cuda:1, batched"; env=""; batching=true ;;
+        gpus*)      label="$n seeds over ${mode#gpus} GPUs, batched"; env=""; batching=true ;;
       esac
       spread=()
-      if [ "$mode" = two_gpus ]; then spread=(--set "devices=[cuda:0, cuda:1]"); fi
+      k=0; [ "$mode" = two_gpus ] && k=2; case $mode in gpus*) k=${mode#gpus} ;; esac
+      if [ "$k" -gt 0 ]; then
+        list=$(seq -s, 0 $((k - 1)) | sed 's/\([0-9]*\)/cuda:\1/g; s/,/, /g')
+        spread=(--set "devices=[$list]")
+      fi
       if [ -n "$env" ]; then export $env; fi
       run --config configs/$config.yaml --set train.num_seeds=$n --set train.seed_batching=$batching \
         --set memory.budget_mb=4096 ${spread[@]+"${spread[@]}"}
