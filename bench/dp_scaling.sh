@@ -33,8 +33,9 @@ if [ ! -x "$B/rltrain" ]; then
     >"$OUT/build.txt" 2>&1 || { say "build failed"; tail -30 "$OUT/build.txt" | tee -a "$S"; exit 1; }
   say "built in ${SECONDS}s"
 fi
-export RLT_CUDA_MODULE=$PWD/$B/librltrain_cuda.so
-R=$PWD/$B/rltrain
+B=$(cd "$B" && pwd)
+export RLT_CUDA_MODULE=$B/librltrain_cuda.so
+R=$B/rltrain
 W=/tmp/dp_scaling; rm -rf "$W"; mkdir -p "$W"
 devs() { seq -s, 0 $(($1 - 1)) | sed 's/\([0-9]*\)/cuda:\1/g; s/,/, /g'; }
 
