@@ -22,7 +22,10 @@
  * - Who batches with whom (seed_batch_member): on one GPU every seed in one batch at slot k, member 0 leading on a
  *   single run's lanes; seeds spread over devices batch per entry (member k on devices[k mod d], slot k / d, the
  *   entry's first member leading), an entry with one seed or on the CPU not at all; nothing batches without
- *   train.seed_batching or in a data-parallel run. */
+ *   train.seed_batching or in a data-parallel run.
+ * Every case but the last two runs twice: with the waiters spinning and yielding (RLT_SEEDS_WAIT=spin, what few seeds
+ * on many cores get) and asleep on the futex (RLT_SEEDS_WAIT=sleep, what seeds that fill the cores get), where a
+ * wake-up lost after a round or a failure would hang the case. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -419,6 +422,7 @@ static void *store_main(void *arg) {
 
 static void stores(void) {
     g_launches = 0;
+    g_store_calls = 0;
     memset(g_store_dst, 0, sizeof g_store_dst);
     rlt_agent *agents[N_AGENTS];
     for (int k = 0; k < N_AGENTS; k++) {
@@ -500,14 +504,19 @@ static void members(void) {
 }
 
 int main(void) {
-    alarm(60); /* a lock-step that hangs fails the test instead of the CI job */
-    in_step();
-    one_leaves();
-    out_of_step();
-    launch_fails();
-    free_after_agents();
-    act_rounds();
-    stores();
+    alarm(120); /* a lock-step that hangs fails the test instead of the CI job */
+    const char *modes[] = {"spin", "sleep"};
+    for (int i = 0; i < 2; i++) {
+        setenv("RLT_SEEDS_WAIT", modes[i], 1);
+        in_step();
+        one_leaves();
+        out_of_step();
+        launch_fails();
+        free_after_agents();
+        act_rounds();
+        stores();
+    }
+    unsetenv("RLT_SEEDS_WAIT");
     members();
     times();
     return test_summary("test_lockstep");

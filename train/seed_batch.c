@@ -1,6 +1,10 @@
 /* seed_batch.c: see seed_batch.h. The capture of the batched update and acting graphs, and the lock-step that launches them. */
 #include <pthread.h>
 #include <sched.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +19,12 @@
 /* Arrivals are counted under mu; the agents that wait spin on their own served count (and failed), which the last
  * to arrive advances after the launch that ran their request: a round costs microseconds, too short for a
  * condition variable's wake-ups (16 threads woken one after another took longer than the batched update itself).
- * A waiter yields its core after a short spin, so seeds outnumbering the cores still make progress. */
+ * A waiter yields its core after a short spin, so seeds outnumbering the cores still make progress. Where the seeds
+ * and the threads beside them (the caller's, the CUDA runtime's) need about every core, yielding is not enough: a
+ * spinning thread holds its core until the scheduler preempts it, milliseconds, while a seed that has work waits
+ * for one (64 seeds on a 64-core machine took 179 s, 40x one seed, against 35 s with 64 seeds on 32 cores). There
+ * the waiters sleep on a futex (the round count `gen`) after their spin, and the launching thread wakes them all in
+ * one call once it has served them. */
 enum { LS_NONE = 0, LS_UPDATE = 1, LS_ACT = 2 };
 struct rlt_lockstep {
     pthread_mutex_t mu;
@@ -32,6 +41,9 @@ struct rlt_lockstep {
     char act_why[sizeof(((rlt_err *)0)->msg) + 64];
     uint64_t act_rounds, update_rounds; /* under mu */
     uint32_t spin; /* pauses before a waiter yields: none when the agents outnumber the cores */
+    int sleep;     /* waiters sleep on gen after their spin instead of yielding (lockstep_new) */
+    atomic_uint gen;      /* rounds served or failed: what sleeping waiters wait on */
+    atomic_int sleepers;  /* waiters asleep, or about to sleep, on gen */
     /* The seeds' transition stores run by each round (rlt_backend_ops.copy_lists): the seed table's host deltas on
      * the device, or NULL when each agent issues its own copies; store_rounds: the rounds that ran them (under mu). */
     const int64_t *store_hdelta;
@@ -269,6 +281,25 @@ int seed_batch_capture(rlt_agent *const *agents, int32_t n, int32_t eval_rows, r
 
 void lockstep_set_store(rlt_lockstep *ls, const int64_t *host_delta) { ls->store_hdelta = host_delta; }
 
+void lockstep_set_threads(rlt_lockstep *ls, int32_t threads) {
+    /* Agents that outnumber the cores (64 seeds on 16) would spin on the cores the last ones need to step their
+     * environments and reach the lock-step: they yield at once. */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) cores = CPU_COUNT(&set);
+#endif
+    ls->spin = cores > 0 && threads > cores ? 0 : 2000;
+    /* Sleep when the seeds leave fewer than an eighth of the cores (at least 2) to the other threads; RLT_SEEDS_WAIT
+     * = spin or sleep forces either (for A/B). */
+    long spare = cores / 8 > 2 ? cores / 8 : 2;
+    ls->sleep = cores > 0 && threads + spare > cores;
+    const char *wait = getenv("RLT_SEEDS_WAIT");
+    if (wait && !strcmp(wait, "spin")) ls->sleep = 0;
+    if (wait && !strcmp(wait, "sleep")) ls->sleep = 1;
+    if (ls->sleep) ls->spin = 0;
+}
+
 rlt_lockstep *lockstep_new(rlt_agent *const *agents, int32_t n) {
     size_t per = sizeof(rlt_agent *) + sizeof(rlt_backend *) + 2 * sizeof(int32_t) + sizeof(atomic_uint);
     rlt_lockstep *ls = rlt_mem_alloc(sizeof *ls + (size_t)n * per, 64);
@@ -285,10 +316,9 @@ rlt_lockstep *lockstep_new(rlt_agent *const *agents, int32_t n) {
         atomic_init(&ls->served[k], 0);
     }
     ls->n = ls->active = n;
-    /* Agents that outnumber the cores (64 seeds on 16) would spin on the cores the last ones need to step their
-     * environments and reach the lock-step: they yield at once. */
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    ls->spin = cores > 0 && n > cores ? 0 : 2000;
+    lockstep_set_threads(ls, n);
+    atomic_init(&ls->gen, 0);
+    atomic_init(&ls->sleepers, 0);
     atomic_init(&ls->failed, 0);
     pthread_mutex_init(&ls->mu, NULL);
     return ls;
@@ -358,6 +388,39 @@ void lockstep_free(rlt_lockstep *ls) {
 
 /* Under mu: the round failed; every agent waiting, and every later call, fails with why. */
 static void lockstep_set_failed(rlt_lockstep *ls) { atomic_store(&ls->failed, 1); }
+
+/* After a round served agents or failed (their served counts or failed already written): wakes the sleepers. */
+static void lockstep_wake(rlt_lockstep *ls) {
+    atomic_fetch_add(&ls->gen, 1u);
+#ifdef __linux__
+    if (atomic_load(&ls->sleepers) > 0) syscall(SYS_futex, (unsigned *)&ls->gen, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+#endif
+}
+
+/* Agent k's wait for its served count to pass mine, or the group to fail. */
+static void lockstep_wait_served(rlt_lockstep *ls, int32_t k, unsigned mine) {
+    for (uint32_t spins = 0;; spins++) {
+        unsigned g = atomic_load(&ls->gen);
+        if (atomic_load(&ls->served[k]) != mine || atomic_load(&ls->failed)) return;
+        if (spins < ls->spin) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+            continue;
+        }
+#ifdef __linux__
+        if (ls->sleep) {
+            /* A round that ends after the load of g changed gen: the futex then returns at once. */
+            atomic_fetch_add(&ls->sleepers, 1);
+            syscall(SYS_futex, (unsigned *)&ls->gen, FUTEX_WAIT_PRIVATE, g, NULL, NULL, 0);
+            atomic_fetch_sub(&ls->sleepers, 1);
+            continue;
+        }
+#endif
+        (void)g;
+        sched_yield();
+    }
+}
 
 /* Under mu, first in a round: the transition stores the agents hold, all in one launch on the lead's stream before
  * the round's graph (so the update samples them). 1 when it launched them: the round then syncs and empties the
@@ -482,14 +545,10 @@ static int lockstep_wait(rlt_lockstep *ls, rlt_agent *ag, int32_t kind, int32_t 
     if (++ls->arrived >= ls->active) {
         ls->t_last = rlt_now_s();
         lockstep_launch(ls);
+        lockstep_wake(ls);
     }
     pthread_mutex_unlock(&ls->mu);
-    for (uint32_t spins = 0; atomic_load(&ls->served[k]) == mine && !atomic_load(&ls->failed); spins++) {
-        if (spins >= ls->spin) sched_yield();
-#if defined(__x86_64__) || defined(__i386__)
-        else __builtin_ia32_pause();
-#endif
-    }
+    lockstep_wait_served(ls, k, mine);
     /* This agent's request succeeded if it was run, whatever a later round (which others may have reached already)
      * did. */
     if (atomic_load(&ls->served[k]) == mine) return lockstep_fail(ls, ag);
@@ -524,6 +583,9 @@ void lockstep_leave(rlt_lockstep *ls) {
     pthread_mutex_lock(&ls->mu);
     ls->active--;
     /* The others may all be waiting for this one. */
-    if (!atomic_load(&ls->failed) && ls->arrived > 0 && ls->arrived >= ls->active) lockstep_launch(ls);
+    if (!atomic_load(&ls->failed) && ls->arrived > 0 && ls->arrived >= ls->active) {
+        lockstep_launch(ls);
+        lockstep_wake(ls);
+    }
     pthread_mutex_unlock(&ls->mu);
 }

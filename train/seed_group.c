@@ -1109,6 +1109,7 @@ static void group_lockstep_attach(rlt_group *g) {
                     "its own update graph", (long long)g->m[b].tr->agent->updates, (long long)g->m[k].tr->agent->updates);
             continue;
         }
+        lockstep_set_threads(g->ls[b], g->n); /* every seed of every batch has a thread */
         lockstep_attach(g->ls[b]);
     }
 }
