@@ -25,7 +25,7 @@
  *   train.seed_batching or in a data-parallel run.
  * Every case but the last two runs three times: with the waiters spinning and yielding (RLT_SEEDS_WAIT=spin, what few
  * seeds on many cores get), asleep on the futex at once (sleep), where a wake-up lost after a round or a failure would
- * hang the case, and as lockstep_new chooses for 4 agents on this machine (yielding, then asleep, on 2 to 36 cores). */
+ * hang the case, and as lockstep_new chooses for 4 agents on this machine (asleep on 2 to 36 cores). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>

@@ -23,8 +23,8 @@
  * and the threads beside them (the caller's, the CUDA runtime's) need about every core, yielding is not enough: a
  * spinning thread holds its core until the scheduler preempts it, milliseconds, while a seed that has work waits
  * for one (64 seeds on a 64-core machine took 179 s, 40x one seed, against 35 s with 64 seeds on 32 cores). There
- * the waiters yield for a short while and then sleep on a futex (the round count `gen`), and the launching thread
- * wakes them all in one call once it has served them. */
+ * the waiters sleep on a futex (the round count `gen`), and the launching thread wakes them all in one call once it
+ * has served them. */
 enum { LS_NONE = 0, LS_UPDATE = 1, LS_ACT = 2 };
 struct rlt_lockstep {
     pthread_mutex_t mu;
@@ -41,8 +41,7 @@ struct rlt_lockstep {
     char act_why[sizeof(((rlt_err *)0)->msg) + 64];
     uint64_t act_rounds, update_rounds; /* under mu */
     uint32_t spin; /* pauses before a waiter yields: none when the agents outnumber the cores */
-    int sleep;     /* waiters sleep on gen after their spin and yield_s of yielding (lockstep_set_threads) */
-    double yield_s;
+    int sleep;     /* waiters sleep on gen instead of yielding (lockstep_set_threads) */
     atomic_uint gen;      /* rounds served or failed: what sleeping waiters wait on */
     atomic_int sleepers;  /* waiters asleep, or about to sleep, on gen */
     /* The seeds' transition stores run by each round (rlt_backend_ops.copy_lists): the seed table's host deltas on
@@ -291,16 +290,15 @@ void lockstep_set_threads(rlt_lockstep *ls, int32_t threads) {
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) cores = CPU_COUNT(&set);
 #endif
     ls->spin = cores > 0 && threads > cores ? 0 : 2000;
-    /* When the seeds leave fewer than an eighth of the cores (at least 2) to the other threads, a waiter yields for
-     * 200 us (a short round's launch and sync) and then sleeps. RLT_SEEDS_WAIT forces one way (for A/B): spin (pauses,
-     * then yields), yield (yields from the start), sleep (at once). */
+    /* When the seeds leave fewer than an eighth of the cores (at least 2) to the other threads, a waiter sleeps at
+     * once (yielding 200 us first, or yielding alone, were slower: bench/RESULTS.md). RLT_SEEDS_WAIT forces one way
+     * (for A/B): spin (pauses, then yields), yield (yields from the start), sleep. */
     long spare = cores / 8 > 2 ? cores / 8 : 2;
     ls->sleep = cores > 0 && threads + spare > cores;
-    ls->yield_s = 200e-6;
     const char *wait = getenv("RLT_SEEDS_WAIT");
     if (wait && !strcmp(wait, "spin")) ls->sleep = 0, ls->spin = 2000;
     if (wait && !strcmp(wait, "yield")) ls->sleep = 0, ls->spin = 0;
-    if (wait && !strcmp(wait, "sleep")) ls->sleep = 1, ls->yield_s = 0;
+    if (wait && !strcmp(wait, "sleep")) ls->sleep = 1;
     if (ls->sleep) ls->spin = 0;
 }
 
@@ -403,7 +401,6 @@ static void lockstep_wake(rlt_lockstep *ls) {
 
 /* Agent k's wait for its served count to pass mine, or the group to fail. */
 static void lockstep_wait_served(rlt_lockstep *ls, int32_t k, unsigned mine) {
-    double until = 0;
     for (uint32_t spins = 0;; spins++) {
         unsigned g = atomic_load(&ls->gen);
         if (atomic_load(&ls->served[k]) != mine || atomic_load(&ls->failed)) return;
@@ -415,15 +412,11 @@ static void lockstep_wait_served(rlt_lockstep *ls, int32_t k, unsigned mine) {
         }
 #ifdef __linux__
         if (ls->sleep) {
-            double now = rlt_now_s();
-            if (until == 0) until = now + ls->yield_s;
-            if (now >= until) {
-                /* A round that ends after the load of g changed gen: the futex then returns at once. */
-                atomic_fetch_add(&ls->sleepers, 1);
-                syscall(SYS_futex, (unsigned *)&ls->gen, FUTEX_WAIT_PRIVATE, g, NULL, NULL, 0);
-                atomic_fetch_sub(&ls->sleepers, 1);
-                continue;
-            }
+            /* A round that ends after the load of g changed gen: the futex then returns at once. */
+            atomic_fetch_add(&ls->sleepers, 1);
+            syscall(SYS_futex, (unsigned *)&ls->gen, FUTEX_WAIT_PRIVATE, g, NULL, NULL, 0);
+            atomic_fetch_sub(&ls->sleepers, 1);
+            continue;
         }
 #endif
         (void)g;
