@@ -23,9 +23,10 @@
  *   single run's lanes; seeds spread over devices batch per entry (member k on devices[k mod d], slot k / d, the
  *   entry's first member leading), an entry with one seed or on the CPU not at all; nothing batches without
  *   train.seed_batching or in a data-parallel run.
- * Every case but the last two runs three times: with the waiters spinning and yielding (RLT_SEEDS_WAIT=spin, what few
+ * Every case but the last two runs four times: with the waiters spinning and yielding (RLT_SEEDS_WAIT=spin, what few
  * seeds on many cores get), asleep on the futex at once (sleep), where a wake-up lost after a round or a failure would
- * hang the case, and as lockstep_new chooses for 4 agents on this machine (asleep on 2 to 36 cores). */
+ * hang the case, spinning and then asleep (spin_sleep), and as lockstep_new chooses for 4 agents on this machine
+ * (asleep on 2 to 36 cores). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -505,8 +506,8 @@ static void members(void) {
 
 int main(void) {
     alarm(120); /* a lock-step that hangs fails the test instead of the CI job */
-    const char *modes[] = {"spin", "sleep", NULL};
-    for (int i = 0; i < 3; i++) {
+    const char *modes[] = {"spin", "sleep", "spin_sleep", NULL};
+    for (int i = 0; i < 4; i++) {
         if (modes[i]) setenv("RLT_SEEDS_WAIT", modes[i], 1);
         else unsetenv("RLT_SEEDS_WAIT");
         in_step();

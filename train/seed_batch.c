@@ -281,25 +281,27 @@ int seed_batch_capture(rlt_agent *const *agents, int32_t n, int32_t eval_rows, r
 
 void lockstep_set_store(rlt_lockstep *ls, const int64_t *host_delta) { ls->store_hdelta = host_delta; }
 
+int lockstep_sleeps(const rlt_lockstep *ls) { return ls->sleep; }
+
 void lockstep_set_threads(rlt_lockstep *ls, int32_t threads) {
-    /* Agents that outnumber the cores (64 seeds on 16) would spin on the cores the last ones need to step their
-     * environments and reach the lock-step: they yield at once. */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
 #ifdef __linux__
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) cores = CPU_COUNT(&set);
 #endif
-    ls->spin = cores > 0 && threads > cores ? 0 : 2000;
-    /* When the seeds leave fewer than an eighth of the cores (at least 2) to the other threads, a waiter sleeps at
-     * once (yielding 200 us first, or yielding alone, were slower: bench/RESULTS.md). RLT_SEEDS_WAIT forces one way
-     * (for A/B): spin (pauses, then yields), yield (yields from the start), sleep. */
+    /* While the cores outnumber the seeds' threads by an eighth (at least 2) a waiter spins, then yields. Past that
+     * the spinners would hold the cores that the last seeds need to step their environments and reach the lock-step:
+     * a waiter sleeps at once (yielding first, or yielding alone, were slower: bench/RESULTS.md). RLT_SEEDS_WAIT
+     * forces one way, for A/B: spin (pauses, then yields), yield (yields from the start), sleep (at once), spin_sleep
+     * (pauses, then sleeps). */
     long spare = cores / 8 > 2 ? cores / 8 : 2;
     ls->sleep = cores > 0 && threads + spare > cores;
+    ls->spin = ls->sleep ? 0 : 2000;
     const char *wait = getenv("RLT_SEEDS_WAIT");
     if (wait && !strcmp(wait, "spin")) ls->sleep = 0, ls->spin = 2000;
     if (wait && !strcmp(wait, "yield")) ls->sleep = 0, ls->spin = 0;
-    if (wait && !strcmp(wait, "sleep")) ls->sleep = 1;
-    if (ls->sleep) ls->spin = 0;
+    if (wait && !strcmp(wait, "sleep")) ls->sleep = 1, ls->spin = 0;
+    if (wait && !strcmp(wait, "spin_sleep")) ls->sleep = 1, ls->spin = 2000;
 }
 
 rlt_lockstep *lockstep_new(rlt_agent *const *agents, int32_t n) {

@@ -1110,6 +1110,9 @@ static void group_lockstep_attach(rlt_group *g) {
             continue;
         }
         lockstep_set_threads(g->ls[b], g->n); /* every seed of every batch has a thread */
+        if (b == 0 && lockstep_sleeps(g->ls[b]))
+            rlt_log(RLT_LOG_INFO, "seed group: %d seeds nearly fill this machine's cores: they sleep between batched "
+                    "rounds instead of spinning (RLT_SEEDS_WAIT=spin to spin)", (int)g->n);
         lockstep_attach(g->ls[b]);
     }
 }
