@@ -13,15 +13,7 @@ S="$OUT/summary.txt"; : >"$S"
 BUDGET=${BUDGET:-540}
 B=${1:-build}
 export NCCL_NVLS_ENABLE=0 # the machines' setting: no NVLink multicast
-say() { echo "$*" | tee -a "$S"; }
-left() { echo $((BUDGET - SECONDS)); }
-t() {
-  local lim=$1; shift
-  local l=$(($(left) - 5))
-  [ "$lim" -gt "$l" ] && lim=$l
-  [ "$lim" -lt 5 ] && { echo "(skipped: no time left for: $*)"; return 125; }
-  timeout -k 5 "$lim" "$@"
-}
+source "$(dirname "$0")/timebox.sh" # say, left, t
 if [ -f .devdeps/deps.sh ]; then source .devdeps/deps.sh unpack .devdeps >/dev/null; fi
 K=$(nvidia-smi -L | wc -l)
 say "$K GPUs: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"

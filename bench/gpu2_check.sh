@@ -15,16 +15,7 @@ S="$OUT/summary.txt"; : >"$S"
 BUDGET=${BUDGET:-525} # seconds for the whole script (the call allows 540)
 export NCCL_NVLS_ENABLE=0 # the machine's setting: no NVLink multicast, in every process started here
 unset NCCL_CUMEM_ENABLE   # the product must work without it
-say() { echo "$*" | tee -a "$S"; }
-left() { echo $((BUDGET - SECONDS)); }
-# t LIMIT CMD...: CMD under timeout min(LIMIT, time left - 5); 124 when it ran out, 125 when there was no time.
-t() {
-  local lim=$1; shift
-  local l=$(($(left) - 5))
-  [ "$lim" -gt "$l" ] && lim=$l
-  [ "$lim" -lt 5 ] && { echo "(skipped: no time left for: $*)"; return 125; }
-  timeout -k 5 "$lim" "$@"
-}
+source "$(dirname "$0")/timebox.sh" # say, left, t
 
 if [ -f .devdeps/deps.sh ]; then source .devdeps/deps.sh unpack .devdeps >/dev/null
 else say "no .devdeps: libyaml and OpenBLAS must come from the system (see shared/device/README.md)"; fi

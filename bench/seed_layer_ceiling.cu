@@ -186,10 +186,30 @@ static void wgrad_ptr(bench *B) {
                                                                       B->fo, B->stride);
 }
 
+/* Microseconds per op of a captured graph of `ops` ops, replayed `replays` times after 5 warm-up replays; frees g. */
+static double graph_us(cudaStream_t s, cudaGraph_t g, int ops, int replays) {
+    cudaGraphExec_t ge;
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    for (int i = 0; i < 5; i++) CK(cudaGraphLaunch(ge, s));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    CK(cudaEventRecord(e0, s));
+    for (int i = 0; i < replays; i++) CK(cudaGraphLaunch(ge, s));
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    return 1000.0 * ms / ((double)ops * replays);
+}
+
 /* Microseconds per op of route `which`, as a graph of reps ops replayed `replays` times. */
 static double time_route(bench *B, int which, lt_plan *fwd, lt_plan *wg, int reps, int replays) {
     cudaGraph_t g;
-    cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(B->s, cudaStreamCaptureModeThreadLocal));
     for (int i = 0; i < reps; i++) {
         switch (which) {
@@ -202,22 +222,7 @@ static double time_route(bench *B, int which, lt_plan *fwd, lt_plan *wg, int rep
         }
     }
     CK(cudaStreamEndCapture(B->s, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    for (int i = 0; i < 5; i++) CK(cudaGraphLaunch(ge, B->s));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    CK(cudaEventRecord(e0, B->s));
-    for (int i = 0; i < replays; i++) CK(cudaGraphLaunch(ge, B->s));
-    CK(cudaEventRecord(e1, B->s));
-    CK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    cudaGraphExecDestroy(ge);
-    cudaGraphDestroy(g);
-    return 1000.0 * ms / ((double)reps * replays);
+    return graph_us(B->s, g, reps, replays);
 }
 
 static void bench_case(int n, int fi, int tf32, int reps, int replays) {
@@ -433,26 +438,10 @@ static void net_run(bench *L1, bench *L2, lt_plan *p1, lt_plan *p2, net_layout L
 
 static double net_time(bench *L1, bench *L2, lt_plan *p1, lt_plan *p2, net_layout L, int route, int reps, int replays) {
     cudaGraph_t g;
-    cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(L1->s, cudaStreamCaptureModeThreadLocal));
     for (int i = 0; i < reps; i++) net_run(L1, L2, p1, p2, L, route);
     CK(cudaStreamEndCapture(L1->s, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    for (int i = 0; i < 5; i++) CK(cudaGraphLaunch(ge, L1->s));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    CK(cudaEventRecord(e0, L1->s));
-    for (int i = 0; i < replays; i++) CK(cudaGraphLaunch(ge, L1->s));
-    CK(cudaEventRecord(e1, L1->s));
-    CK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    cudaGraphExecDestroy(ge);
-    cudaGraphDestroy(g);
-    return 1000.0 * ms / ((double)reps * replays);
+    return graph_us(L1->s, g, reps, replays);
 }
 
 /* Agent z's q from the last run of a route, for every agent. */

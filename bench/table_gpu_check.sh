@@ -11,14 +11,7 @@ set -uo pipefail
 OUT=${OUT:-table_gpu_out}; mkdir -p "$OUT"
 S="$OUT/summary.txt"; : >"$S"
 BUDGET=${BUDGET:-525}
-say() { echo "$*" | tee -a "$S"; }
-t() {
-  local lim=$1; shift
-  local l=$((BUDGET - SECONDS - 5))
-  [ "$lim" -gt "$l" ] && lim=$l
-  [ "$lim" -lt 5 ] && { echo "(skipped: no time left for: $*)"; return 125; }
-  timeout -k 5 "$lim" "$@"
-}
+source "$(dirname "$0")/timebox.sh" # say, left, t
 if [ -f .devdeps/deps.sh ]; then source .devdeps/deps.sh unpack .devdeps >/dev/null; fi
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader | tee -a "$S"
 t 240 bash -c 'cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DRLT_BUILD_BENCH=OFF &&
