@@ -42,8 +42,9 @@ typedef struct rlt_lockstep rlt_lockstep;
 /* Graph slots of the batched variants: the agent's own variants use the slots below this; the acting graphs follow
  * the batched variants. */
 #define SEED_BATCH_SLOT0 4
-/* The most agents one batched graph covers (the capture's table is built on the stack). */
-#define SEED_BATCH_MAX 64
+/* The most agents one batched graph covers: a group's most seeds (RLT_CFG_MAX_SEEDS; the capture's table is built on
+ * the stack). */
+#define SEED_BATCH_MAX 256
 /* Acting graphs: the training's rows (env.num_envs) and evaluation's (the trainer's eval_rows). */
 #define SEED_BATCH_ACTS 2
 

@@ -31,7 +31,7 @@ extern "C" {
 
 /* The most agents one batched op covers (train/seed_batch.h's SEED_BATCH_MAX), and the most distinct library
  * products the batched captures of one backend may issue (cuda_gemm_seeds: a TD3 update's two variants issue 17). */
-#define CUDA_SEEDS_MAX 64
+#define CUDA_SEEDS_MAX 256
 #define CUDA_SEED_GEMMS 96
 
 /* The seed-batching state a kernel receives by value (cuda_impl.seeds): n agents; delta[z] (bytes) moves a
