@@ -23,11 +23,14 @@
  *   single run's lanes; seeds spread over devices batch per entry (member k on devices[k mod d], slot k / d, the
  *   entry's first member leading), an entry with one seed or on the CPU not at all; nothing batches without
  *   train.seed_batching or in a data-parallel run.
+ * - How the waiters wait (lockstep_set_threads): asleep once the seed threads leave fewer than an eighth of this
+ *   machine's cores (at least 2) free, spinning below that; RLT_SEEDS_WAIT=spin|sleep overrides.
  * Every case but the last two runs four times: with the waiters spinning and yielding (RLT_SEEDS_WAIT=spin, what few
  * seeds on many cores get), asleep on the futex at once (sleep), where a wake-up lost after a round or a failure would
  * hang the case, spinning and then asleep (spin_sleep), and as lockstep_new chooses for 4 agents on this machine
  * (asleep on 2 to 36 cores). */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -504,6 +507,40 @@ static void members(void) {
     rlt_config_free(c);
 }
 
+/* How waiters wait (lockstep_set_threads): asleep once the seed threads leave fewer than an eighth of the cores (at
+ * least 2) free, spinning below that; RLT_SEEDS_WAIT forces either way. */
+static void wait_rule(void) {
+    rlt_agent a[2];
+    memset(a, 0, sizeof a);
+    rlt_agent *agents[2] = {&a[0], &a[1]};
+    rlt_lockstep *ls = lockstep_new(agents, 2);
+    CHECK(ls != NULL, "lockstep_new");
+    if (!ls) return;
+    unsetenv("RLT_SEEDS_WAIT");
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) cores = CPU_COUNT(&set);
+    lockstep_set_threads(ls, 100000);
+    CHECK(lockstep_sleeps(ls), "100,000 seed threads on %ld cores sleep", cores);
+    lockstep_set_threads(ls, (int32_t)cores);
+    CHECK(lockstep_sleeps(ls), "as many seed threads as cores (%ld) sleep", cores);
+    long spare = cores / 8 > 2 ? cores / 8 : 2;
+    if (cores > spare + 1) {
+        lockstep_set_threads(ls, (int32_t)(cores - spare));
+        CHECK(!lockstep_sleeps(ls), "%ld seed threads on %ld cores spin", cores - spare, cores);
+        lockstep_set_threads(ls, (int32_t)(cores - spare + 1));
+        CHECK(lockstep_sleeps(ls), "%ld seed threads on %ld cores sleep", cores - spare + 1, cores);
+    }
+    setenv("RLT_SEEDS_WAIT", "spin", 1);
+    lockstep_set_threads(ls, 100000);
+    CHECK(!lockstep_sleeps(ls), "RLT_SEEDS_WAIT=spin: no sleep");
+    setenv("RLT_SEEDS_WAIT", "sleep", 1);
+    lockstep_set_threads(ls, 1);
+    CHECK(lockstep_sleeps(ls), "RLT_SEEDS_WAIT=sleep: asleep");
+    unsetenv("RLT_SEEDS_WAIT");
+    lockstep_free(ls);
+}
+
 int main(void) {
     alarm(120); /* a lock-step that hangs fails the test instead of the CI job */
     const char *modes[] = {"spin", "sleep", "spin_sleep", NULL};
@@ -519,6 +556,7 @@ int main(void) {
         stores();
     }
     unsetenv("RLT_SEEDS_WAIT");
+    wait_rule();
     members();
     times();
     return test_summary("test_lockstep");
