@@ -40,7 +40,7 @@ struct rlt_lockstep {
     int32_t n_act, act_rows[SEED_BATCH_ACTS], act_slot[SEED_BATCH_ACTS];
     char act_why[sizeof(((rlt_err *)0)->msg) + 64];
     uint64_t act_rounds, update_rounds; /* under mu */
-    uint32_t spin; /* pauses before a waiter yields: none when the agents outnumber the cores */
+    uint32_t spin; /* pauses before a waiter yields or sleeps (lockstep_set_threads) */
     int sleep;     /* waiters sleep on gen instead of yielding (lockstep_set_threads) */
     atomic_uint gen;      /* rounds served or failed: what sleeping waiters wait on */
     atomic_int sleepers;  /* waiters asleep, or about to sleep, on gen */
