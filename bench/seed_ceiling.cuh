@@ -1,0 +1,132 @@
+/* seed_ceiling.cuh: what the two ceiling benchmarks (seed_layer_ceiling.cu, seed_net_ceiling.cu) share: N agents'
+ * buffers in regions at one stride (`bench`), the cuBLASLt strided-batch products over them (forward with bias and
+ * ReLU, weight gradient with the bias gradient, input gradient), and the timing of a captured graph. */
+#pragma once
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CK(x)                                                                                                   \
+    do {                                                                                                        \
+        long rc_ = (long)(x);                                                                                   \
+        if (rc_) {                                                                                              \
+            fprintf(stderr, "%s:%d: %s failed (%ld)\n", __FILE__, __LINE__, #x, rc_);                             \
+            exit(1);                                                                                            \
+        }                                                                                                       \
+    } while (0)
+
+typedef struct bench {
+    int n, rows, fi, fo, tf32;
+    int64_t stride; /* floats between agents' regions */
+    float *base;    /* n regions: W [fo fi], b [fo], x [rows fi], y [rows fo], dy [rows fo], dW [fo fi], db [fo],
+                     * dx [rows fi] (offsets in floats) */
+    int64_t oW, ob, ox, oy, ody, odW, odb, odx;
+    void **ptrs; /* device pointer arrays: fwd A (W), B (x), C (y); wgrad A (x), B (dy), C (dW) */
+    cublasHandle_t h;
+    cublasLtHandle_t lt;
+    void *ws;
+    size_t ws_bytes;
+    cudaStream_t s;
+} bench;
+
+static int64_t align64(int64_t v) { return (v + 63) / 64 * 64; }
+
+typedef struct lt_plan {
+    cublasLtMatmulDesc_t d;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+    int ok;
+} lt_plan;
+
+static cublasLtMatrixLayout_t lt_layout(bench *B, uint64_t rows, uint64_t cols, int64_t ld) {
+    cublasLtMatrixLayout_t l;
+    CK(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, rows, cols, ld));
+    int32_t n = B->n;
+    int64_t st = B->stride;
+    CK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof n));
+    CK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof st));
+    return l;
+}
+
+/* What an lt_plan computes (column-major views of the row-major layers, as gemm_lt.c maps them):
+ *   LT_FWD    y = relu(x W^T + b): D[fo x rows] = A = W (fi x fo, T) times B = x (fi x rows, N), RELU_BIAS
+ *   LT_WGRAD  dW = dy^T x, db: D[fi x fo] = A = x (fi x rows, N) times B = dy (fo x rows, T), BGRADB
+ *   LT_DGRAD  dx = dy W: D[fi x rows] = A = W (fi x fo, N) times B = dy (fo x rows, N), no epilogue */
+enum { LT_FWD = 0, LT_WGRAD = 1, LT_DGRAD = 2 };
+static lt_plan lt_make(bench *B, int kind) {
+    lt_plan P;
+    memset(&P, 0, sizeof P);
+    CK(cublasLtMatmulDescCreate(&P.d, B->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = kind == LT_FWD ? CUBLAS_OP_T : CUBLAS_OP_N, tb = kind == LT_WGRAD ? CUBLAS_OP_T : CUBLAS_OP_N;
+    CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    if (kind != LT_DGRAD) {
+        cublasLtEpilogue_t epi = kind == LT_WGRAD ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_RELU_BIAS;
+        CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        const float *bias = B->base + (kind == LT_WGRAD ? B->odb : B->ob);
+        CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        int64_t bst = B->stride;
+        CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bst, sizeof bst));
+    }
+    if (kind == LT_WGRAD) {
+        P.la = lt_layout(B, B->fi, B->rows, B->fi); /* x */
+        P.lb = lt_layout(B, B->fo, B->rows, B->fo); /* dy, transposed */
+        P.lc = lt_layout(B, B->fi, B->fo, B->fi);   /* dW */
+    } else if (kind == LT_DGRAD) {
+        P.la = lt_layout(B, B->fi, B->fo, B->fi);   /* W */
+        P.lb = lt_layout(B, B->fo, B->rows, B->fo); /* dy */
+        P.lc = lt_layout(B, B->fi, B->rows, B->fi); /* dx */
+    } else {
+        P.la = lt_layout(B, B->fi, B->fo, B->fi);   /* W, transposed */
+        P.lb = lt_layout(B, B->fi, B->rows, B->fi); /* x */
+        P.lc = lt_layout(B, B->fo, B->rows, B->fo); /* y */
+    }
+    cublasLtMatmulPreference_t pref;
+    CK(cublasLtMatmulPreferenceCreate(&pref));
+    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &B->ws_bytes,
+                                            sizeof B->ws_bytes));
+    cublasLtMatmulHeuristicResult_t r;
+    int found = 0;
+    if (cublasLtMatmulAlgoGetHeuristic(B->lt, P.d, P.la, P.lb, P.lc, P.lc, pref, 1, &r, &found) == CUBLAS_STATUS_SUCCESS &&
+        found > 0) {
+        P.algo = r.algo;
+        P.ok = 1;
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    return P;
+}
+
+static void lt_run(bench *B, lt_plan *P, int kind) {
+    const float one = 1.0f, zero = 0.0f;
+    const float *A = B->base + (kind == LT_WGRAD ? B->ox : B->oW);
+    const float *Bm = B->base + (kind == LT_FWD ? B->ox : B->ody);
+    float *C = B->base + (kind == LT_WGRAD ? B->odW : kind == LT_DGRAD ? B->odx : B->oy);
+    CK(cublasLtMatmul(B->lt, P->d, &one, A, P->la, Bm, P->lb, &zero, C, P->lc, C, P->lc, &P->algo, B->ws, B->ws_bytes,
+                      B->s));
+}
+
+/* Microseconds per op of a captured graph of `ops` ops, replayed `replays` times after 5 warm-up replays; frees g. */
+static double graph_us(cudaStream_t s, cudaGraph_t g, int ops, int replays) {
+    cudaGraphExec_t ge;
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    for (int i = 0; i < 5; i++) CK(cudaGraphLaunch(ge, s));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    CK(cudaEventRecord(e0, s));
+    for (int i = 0; i < replays; i++) CK(cudaGraphLaunch(ge, s));
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    return 1000.0 * ms / ((double)ops * replays);
+}
+
