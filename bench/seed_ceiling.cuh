@@ -1,6 +1,6 @@
 /* seed_ceiling.cuh: what the two ceiling benchmarks (seed_layer_ceiling.cu, seed_net_ceiling.cu) share: N agents'
  * buffers in regions at one stride (`bench`), the cuBLASLt strided-batch products over them (forward with bias and
- * ReLU, weight gradient with the bias gradient, input gradient), and the timing of a captured graph. */
+ * ReLU, weight gradient with the bias gradient, input gradient), the timing of a captured graph, and the command line. */
 #pragma once
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -130,3 +130,28 @@ static double graph_us(cudaStream_t s, cudaGraph_t g, int ops, int replays) {
     return 1000.0 * ms / ((double)ops * replays);
 }
 
+
+/* Both benchmarks' command line, [--reps N] [--replays N] [--agents 16,64] (at most 8 counts), and device 0's
+ * properties: 0, 2 on a bad argument, 77 without a GPU. */
+static int ceiling_args(int argc, char **argv, int *reps, int *replays, int agents[8], int *n_agents,
+                        cudaDeviceProp *prop) {
+    *reps = 20, *replays = 200, agents[0] = 16, agents[1] = 64, *n_agents = 2;
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 < argc && !strcmp(argv[i], "--reps")) *reps = atoi(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--replays")) *replays = atoi(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--agents")) {
+            *n_agents = 0;
+            for (char *t = strtok(argv[++i], ","); t && *n_agents < 8; t = strtok(NULL, ",")) agents[(*n_agents)++] = atoi(t);
+        } else {
+            fprintf(stderr, "usage: %s [--reps N] [--replays N] [--agents 16,64]\n", argv[0]);
+            return 2;
+        }
+    }
+    int dev_count = 0;
+    if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count < 1) {
+        fprintf(stderr, "no GPU\n");
+        return 77;
+    }
+    CK(cudaGetDeviceProperties(prop, 0));
+    return 0;
+}

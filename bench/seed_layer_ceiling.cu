@@ -146,26 +146,10 @@ static void bench_case(int n, int fi, int tf32, int reps, int replays) {
 }
 
 int main(int argc, char **argv) {
-    int reps = 20, replays = 200;
-    int agents[8] = {16, 64}, n_agents = 2;
-    for (int i = 1; i < argc; i++) {
-        if (i + 1 < argc && !strcmp(argv[i], "--reps")) reps = atoi(argv[++i]);
-        else if (i + 1 < argc && !strcmp(argv[i], "--replays")) replays = atoi(argv[++i]);
-        else if (i + 1 < argc && !strcmp(argv[i], "--agents")) {
-            n_agents = 0;
-            for (char *t = strtok(argv[++i], ","); t && n_agents < 8; t = strtok(NULL, ",")) agents[n_agents++] = atoi(t);
-        } else {
-            fprintf(stderr, "usage: %s [--reps N] [--replays N] [--agents 16,64]\n", argv[0]);
-            return 2;
-        }
-    }
-    int dev_count = 0;
-    if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count < 1) {
-        fprintf(stderr, "no GPU\n");
-        return 77;
-    }
+    int reps, replays, agents[8], n_agents;
     cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
+    int rc = ceiling_args(argc, argv, &reps, &replays, agents, &n_agents, &prop);
+    if (rc) return rc;
     printf("seed-batched dense layer routes in a CUDA graph, %s, %d ops per graph x %d replays\n", prop.name, reps,
            replays);
     for (int a = 0; a < n_agents; a++)

@@ -77,6 +77,32 @@ __global__ void net_head_kernel(float *base, net_layout L) {
     if (lane == 0) a[L.q + r] = s + a[L.b3];
 }
 
+/* A warp's 16 x 64 block of a TF32 product over K (a multiple of 8), accumulated into acc[0..3] (16 x 16 tiles side by
+ * side): A's rows from a (layout LA, leading dimension lda, a_k floats between consecutive k), B's four column tiles
+ * from b (layout LB, ldb, b_k floats between consecutive k, b_n between consecutive columns). */
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float> net_acc;
+template <typename LA, typename LB>
+__device__ void net_mma(net_acc acc[4], const float *a, int lda, int64_t a_k, const float *b, int ldb, int64_t b_k,
+                        int64_t b_n, int K) {
+    using namespace nvcuda;
+    for (int k0 = 0; k0 < K; k0 += 8) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, LA> fa;
+        wmma::load_matrix_sync(fa, a + k0 * a_k, lda);
+#pragma unroll
+        for (int e = 0; e < fa.num_elements; e++) fa.x[e] = wmma::__float_to_tf32(fa.x[e]);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, LB> fb;
+            wmma::load_matrix_sync(fb, b + k0 * b_k + j * 16 * b_n, ldb);
+#pragma unroll
+            for (int e = 0; e < fb.num_elements; e++) fb.x[e] = wmma::__float_to_tf32(fb.x[e]);
+            wmma::mma_sync(acc[j], fa, fb, acc[j]);
+        }
+    }
+}
+#endif
+
 /* One launch for the whole forward: block (t, z) takes rows 32t .. 32t + 31 of agent z. 256 threads. */
 template <bool TF32>
 __global__ void __launch_bounds__(256) net_forward_kernel(float *base, net_layout L) {
@@ -111,23 +137,12 @@ __global__ void __launch_bounds__(256) net_forward_kernel(float *base, net_layou
          * read as the column-major B operand straight from global memory (L2). */
         using namespace nvcuda;
         const int rt = warp & 1, ct = (warp >> 1) * 4;
-        wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[4];
+        net_acc acc[4];
 #pragma unroll
         for (int j = 0; j < 4; j++) wmma::fill_fragment(acc[j], 0.0f);
-        for (int k0 = 0; k0 < NET_H; k0 += 8) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa;
-            wmma::load_matrix_sync(fa, hs + rt * 16 * NET_LDH + k0, NET_LDH);
-#pragma unroll
-            for (int e = 0; e < fa.num_elements; e++) fa.x[e] = wmma::__float_to_tf32(fa.x[e]);
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fb;
-                wmma::load_matrix_sync(fb, a + L.W2 + (int64_t)(ct + j) * 16 * NET_H + k0, NET_H);
-#pragma unroll
-                for (int e = 0; e < fb.num_elements; e++) fb.x[e] = wmma::__float_to_tf32(fb.x[e]);
-                wmma::mma_sync(acc[j], fa, fb, acc[j]);
-            }
-        }
+        /* B (k, n) = W2[n][k]: column-major, columns NET_H apart */
+        net_mma<wmma::row_major, wmma::col_major>(acc, hs + rt * 16 * NET_LDH, NET_LDH, 1,
+                                                  a + L.W2 + (int64_t)ct * 16 * NET_H, NET_H, 1, NET_H, NET_H);
         __syncthreads(); /* every warp has read hs */
 #pragma unroll
         for (int j = 0; j < 4; j++)
@@ -233,23 +248,11 @@ __global__ void __launch_bounds__(256) net_backward_kernel(float *base, net_layo
     }
     __syncthreads();
     /* dh1[r][i] = sum_o dh2[r][o] W2[o][i]: A = ds (row-major), B = W2 (row-major, k = o, n = i) from L2. */
-    wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[4];
+    net_acc acc[4];
 #pragma unroll
     for (int j = 0; j < 4; j++) wmma::fill_fragment(acc[j], 0.0f);
-    for (int k0 = 0; k0 < NET_H; k0 += 8) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa;
-        wmma::load_matrix_sync(fa, ds + rt * 16 * NET_LDH + k0, NET_LDH);
-#pragma unroll
-        for (int e = 0; e < fa.num_elements; e++) fa.x[e] = wmma::__float_to_tf32(fa.x[e]);
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fb;
-            wmma::load_matrix_sync(fb, a + L.W2 + (int64_t)k0 * NET_H + (ct + j) * 16, NET_H);
-#pragma unroll
-            for (int e = 0; e < fb.num_elements; e++) fb.x[e] = wmma::__float_to_tf32(fb.x[e]);
-            wmma::mma_sync(acc[j], fa, fb, acc[j]);
-        }
-    }
+    net_mma<wmma::row_major, wmma::row_major>(acc, ds + rt * 16 * NET_LDH, NET_LDH, 1, a + L.W2 + ct * 16, NET_H, NET_H,
+                                              1, NET_H);
     __syncthreads(); /* every warp has read ds */
 #pragma unroll
     for (int j = 0; j < 4; j++)
@@ -265,20 +268,8 @@ __global__ void __launch_bounds__(256) net_backward_kernel(float *base, net_layo
     /* dW2[o][i] = sum_r dh2[r][o] h1[r][i] for o in f0 .. f0 + 31: A (m = o, k = r) column-major at dh2 + f0, B = h1. */
 #pragma unroll
     for (int j = 0; j < 4; j++) wmma::fill_fragment(acc[j], 0.0f);
-    for (int k0 = 0; k0 < NET_ROWS; k0 += 8) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major> fa;
-        wmma::load_matrix_sync(fa, a + L.dh2 + (int64_t)k0 * NET_H + f0 + rt * 16, NET_H);
-#pragma unroll
-        for (int e = 0; e < fa.num_elements; e++) fa.x[e] = wmma::__float_to_tf32(fa.x[e]);
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fb;
-            wmma::load_matrix_sync(fb, a + L.h1 + (int64_t)k0 * NET_H + (ct + j) * 16, NET_H);
-#pragma unroll
-            for (int e = 0; e < fb.num_elements; e++) fb.x[e] = wmma::__float_to_tf32(fb.x[e]);
-            wmma::mma_sync(acc[j], fa, fb, acc[j]);
-        }
-    }
+    net_mma<wmma::col_major, wmma::row_major>(acc, a + L.dh2 + f0 + rt * 16, NET_H, NET_H, a + L.h1 + ct * 16, NET_H,
+                                              NET_H, 1, NET_ROWS);
 #pragma unroll
     for (int j = 0; j < 4; j++)
         wmma::store_matrix_sync(a + L.dW2 + (int64_t)(f0 + rt * 16) * NET_H + (ct + j) * 16, acc[j], NET_H,
@@ -522,26 +513,10 @@ static void net_case(int n, int tf32, int backward, int reps, int replays) {
 }
 
 int main(int argc, char **argv) {
-    int reps = 20, replays = 200;
-    int agents[8] = {16, 64}, n_agents = 2;
-    for (int i = 1; i < argc; i++) {
-        if (i + 1 < argc && !strcmp(argv[i], "--reps")) reps = atoi(argv[++i]);
-        else if (i + 1 < argc && !strcmp(argv[i], "--replays")) replays = atoi(argv[++i]);
-        else if (i + 1 < argc && !strcmp(argv[i], "--agents")) {
-            n_agents = 0;
-            for (char *t = strtok(argv[++i], ","); t && n_agents < 8; t = strtok(NULL, ",")) agents[n_agents++] = atoi(t);
-        } else {
-            fprintf(stderr, "usage: %s [--reps N] [--replays N] [--agents 16,64]\n", argv[0]);
-            return 2;
-        }
-    }
-    int dev_count = 0;
-    if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count < 1) {
-        fprintf(stderr, "no GPU\n");
-        return 77;
-    }
+    int reps, replays, agents[8], n_agents;
     cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
+    int rc = ceiling_args(argc, argv, &reps, &replays, agents, &n_agents, &prop);
+    if (rc) return rc;
     printf("a critic's passes for N agents, a launch per layer against one launch, %s, %d passes per graph x %d "
            "replays\n", prop.name, reps, replays);
     for (int a = 0; a < n_agents; a++)
