@@ -77,7 +77,7 @@ __global__ void net_head_kernel(float *base, net_layout L) {
     if (lane == 0) a[L.q + r] = s + a[L.b3];
 }
 
-/* A warp's 16 x 64 block of a TF32 product over K (a multiple of 8), accumulated into acc[0..3] (16 x 16 tiles side by
+/* A warp's 16 x 64 block of a TF32 product over K (a multiple of 32), accumulated into acc[0..3] (16 x 16 tiles side by
  * side): A's rows from a (layout LA, leading dimension lda, a_k floats between consecutive k), B's four column tiles
  * from b (layout LB, ldb, b_k floats between consecutive k, b_n between consecutive columns). */
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
@@ -86,6 +86,8 @@ template <typename LA, typename LB>
 __device__ void net_mma(net_acc acc[4], const float *a, int lda, int64_t a_k, const float *b, int ldb, int64_t b_k,
                         int64_t b_n, int K) {
     using namespace nvcuda;
+    /* Four k steps unrolled: their 16 loads of B from L2 are in flight together before the products wait on them. */
+#pragma unroll 4
     for (int k0 = 0; k0 < K; k0 += 8) {
         wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, LA> fa;
         wmma::load_matrix_sync(fa, a + k0 * a_k, lda);
