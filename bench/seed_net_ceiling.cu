@@ -108,7 +108,7 @@ __device__ void net_mma(net_acc acc[4], const float *a, int lda, int64_t a_k, co
 /* One launch for the whole forward: block (t, z) takes rows 32t .. 32t + 31 of agent z. 256 threads. */
 template <bool TF32>
 __global__ void __launch_bounds__(256) net_forward_kernel(float *base, net_layout L) {
-    extern __shared__ float sm[];
+    extern __shared__ __align__(128) float sm[]; /* wmma loads want 32-byte aligned tiles */
     float *xs = sm, *hs = sm + NET_RT * 24, *wt = hs + NET_RT * NET_LDH;
     float *a = base + (int64_t)blockIdx.z * L.stride;
     const int r0 = blockIdx.x * NET_RT, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(256) net_backward_kernel(float *base, net_layo
     __trap(); /* thread block clusters from sm_90 */
 #else
     using namespace nvcuda;
-    extern __shared__ float sm[];
+    extern __shared__ __align__(128) float sm[]; /* wmma loads want 32-byte aligned tiles */
     float *ds = sm;                                     /* [32 x LDH]: this block's dh2 rows, then dh1's */
     float *c2 = ds + NET_RT * NET_LDH, *c1 = c2 + 32 * NET_LDS; /* [32 rows x 32 features] of dh2 and dh1 */
     float *xc = c1 + 32 * NET_LDS;                      /* [32 rows x 24] of x */
