@@ -99,7 +99,11 @@ static void *seed_thread(void *arg) {
                     __atomic_store_n(&g_failed, 1, __ATOMIC_SEQ_CST);
                     break;
                 }
-            s->ag->bk.ops->sync(&s->ag->bk);
+            /* A fault inside the graph shows at the sync: the rate of a failed run is never printed. */
+            if (!__atomic_load_n(&g_failed, __ATOMIC_SEQ_CST) && s->ag->bk.ops->sync(&s->ag->bk)) {
+                fprintf(stderr, "%s: batched rounds: %s\n", s->b->name, rlt_agent_errmsg(s->ag));
+                __atomic_store_n(&g_failed, 1, __ATOMIC_SEQ_CST);
+            }
             s->t_end = now_s();
             profiler_mark(0);
             s->done = (long)s->updates * s->n;
