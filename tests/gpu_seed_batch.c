@@ -19,10 +19,14 @@
  *   (`rltrain plan`) planned those two sizes before.
  * - A 256-256 DQN at batch 64 batches too: its weight gradients are batched library products (the plan reserves the
  *   workspace for them; it once missed them, and such a group ran a graph each).
+ * - Seeds whose arenas span more than 2^31 floats together (40 seeds of a 256-256 TD3, each with a replay of 7M
+ *   transitions on the device, in fp32 and in tf32) run batched to the end: cuBLASLt's strided products faulted past
+ *   that span (gemm_lt.c runs them in spans it takes), which a 128-seed benchmark hit and no test did.
  * - With two GPUs (when cuda:1 opens): 4 seeds spread over devices: [cuda:0, cuda:1] batch per GPU (seeds 1 and 3 on
  *   cuda:0, 2 and 4 on cuda:1, each pair one batched graph, which the log states), and each member ends
  *   with the final.ckpt and metrics.csv of its single run on its GPU. With one GPU the case says it was not run.
  * Skipped (77) without a GPU. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -73,6 +77,28 @@ static void dqn_wide_batches(void) {
     rlt_config *cfg = config(k_dqn, test_tmpdir("tmp_gpu_batch_dqn_wide"), "train.num_seeds=3", "network.hidden=[256, 256]");
     CHECK(rlt_config_set(cfg, "train.seed_batching=true") == RLT_OK, "%s", rlt_config_errmsg(cfg));
     (void)test_group_logged(cfg, "dqn 256-256", "the 3 seeds' updates run as one batched graph");
+}
+
+/* 40 seeds of a 256-256 TD3 (its layers on the library's strided products) whose arenas lie so far apart that the
+ * agents' offsets pass 2^31 floats; the log's spacing proves they do. The group must run to its end. */
+static const char *const k_td3_far =
+    "algo: td3\ndevice: cuda:0\n"
+    "train: {total_steps: 700, start_steps: 400, batch_size: 256, eval_every: 700, eval_episodes: 1, "
+    "progress_every_s: 0, num_seeds: 40, seed_batching: true}\n"
+    "td3: {actor_hidden: [256, 256], critic_hidden: [256, 256]}\nreplay: {capacity: 7000000, location: device}\n"
+    "memory: {budget_mb: 16000}\n";
+
+static void seeds_far_apart(const char *precision) {
+    char what[80], set[40];
+    snprintf(what, sizeof what, "tmp_gpu_batch_far_%s", precision);
+    snprintf(set, sizeof set, "precision=%s", precision);
+    rlt_config *cfg = config(k_td3_far, test_tmpdir(what), set, NULL);
+    snprintf(what, sizeof what, "40 seeds far apart, %s", precision);
+    const char *log = test_group_logged(cfg, what, "the 40 seeds' updates run as one batched graph");
+    const char *at = strstr(log, "lie ");
+    double mib = at ? atof(at + 4) : 0;
+    CHECK(40.0 * mib * 1048576.0 / 4.0 > 2147483648.0, "%s: the arenas lie %.2f MiB apart, so 40 of them span more "
+          "than 2^31 floats (the case this checks):\n%s", what, mib, log);
 }
 
 /* Seeds spread over two GPUs batch per GPU: seed s (member s - 1) on cuda:((s - 1) mod 2), against its single run
@@ -175,6 +201,8 @@ int main(void) {
     group_vs_single(k_td3, "td3_bf16", 3, "precision=bf16",
                     "each seed runs its own update graph: the plan computes in bf16");
     dqn_wide_batches();
+    seeds_far_apart("fp32");
+    seeds_far_apart("tf32");
     two_gpus();
     return test_summary("gpu_seed_batch");
 }

@@ -355,7 +355,14 @@ int cuda_lt_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d, int *done) 
  * forward products as one strided cuBLASLt call with the bias and ReLU in its epilogue, instead of a pointer-array
  * product and a pass over its output. On an H200 the pass was a third of such a layer (bench_seed_layer_ceiling: 16
  * seeds of a 256 x 256 layer at batch 256, TF32, 11.2 us as product and pass, 7.5 us fused). A layer without a bias
- * or with another activation than ReLU (tanh) keeps the caller's route. Only fp32 layers batch. */
+ * or with another activation than ReLU (tanh) keeps the caller's route. Only fp32 layers batch.
+ * The library forms agent z's offset, z times the stride in elements, in 32 bits: past 2^31 elements it faulted (an
+ * H200, CUDA 13: 128 agents of bench_td3_update's 256-256 critic, whose arenas lie about 70 MiB apart; a 128-seed
+ * td3_pendulum group at 58 MiB, 1.95e9 elements, did not). Under TF32 (other algorithms) 96 of those agents faulted
+ * and 64 did not, short of 2^31 elements, so there a run spans at most 2^31 bytes (under 64 agents there). So the
+ * seeds go in runs of at most that span / stride agents, a strided call each, every run's pointers the lead's moved
+ * by its first agent's offset. */
+#define LT_SEEDS_SPAN(tf32) ((tf32) ? (int64_t)INT32_MAX / (int64_t)sizeof(float) : (int64_t)INT32_MAX)
 int cuda_lt_linear_forward_seeds(rlt_backend *bk, const rlt_linear_fwd *d, int *done) {
     cuda_impl *c = cuda_get(bk);
     *done = 0;
@@ -363,15 +370,38 @@ int cuda_lt_linear_forward_seeds(rlt_backend *bk, const rlt_linear_fwd *d, int *
         d->y_dtype != RLT_LP_F32 || (d->act != RLT_ACT_RELU && d->act != RLT_ACT_NONE) ||
         c->seeds_stride % (int64_t)sizeof(float) != 0)
         return RLT_OK;
+    const int64_t stride = c->seeds_stride / (int64_t)sizeof(float);
+    const int32_t n = c->seeds.n;
+    const int64_t span = LT_SEEDS_SPAN(c->tf32);
+    const int32_t run = stride >= span ? 1 : (int32_t)(span / stride);
+    if (run < 2) return RLT_OK; /* a call per agent: the pointer arrays do better */
     RLT_TRY(cuda_seeds_check(bk, "linear_forward (cuBLASLt, seeds)", 4, d->x, d->W, d->b, d->y));
     lt_op op = {.ta = 0, .tb = 1, .m = d->rows, .n = d->fo, .k = d->fi, .A = d->x, .lda = d->ldx, .B = d->W,
                 .ldb = d->fi, .ab_dtype = RLT_LP_F32, .beta = 0.0f, .C = d->y, .ldc = d->ldy, .c_dtype = RLT_LP_F32,
-                .bias = d->b, .batch = c->seeds.n, .stride = c->seeds_stride / (int64_t)sizeof(float)};
+                .bias = d->b, .batch = n < run ? n : run, .stride = stride};
     if (!lt_ready(bk, &op)) return RLT_OK;
     int32_t epi = d->act == RLT_ACT_RELU ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-    int ran = 0;
-    RLT_TRY(lt_try(bk, &op, epi, 0, &ran));
-    *done = ran;
+    /* Every run's algorithm first (the full runs' and the last one's), so that nothing is issued unless all run. */
+    for (int32_t z0 = 0; z0 < n; z0 += run) {
+        lt_op part = op;
+        part.batch = n - z0 < run ? n - z0 : run;
+        lt_entry *e = NULL;
+        RLT_TRY(lt_entry_get(bk, &part, epi, 0, &e));
+        if (!e || !e->usable) return RLT_OK;
+    }
+    for (int32_t z0 = 0; z0 < n; z0 += run) {
+        const int64_t dz = (int64_t)z0 * c->seeds_stride;
+        lt_op part = op;
+        part.batch = n - z0 < run ? n - z0 : run;
+        part.A = (const char *)op.A + dz, part.B = (const char *)op.B + dz, part.C = (char *)op.C + dz;
+        part.bias = (const char *)op.bias + dz;
+        int ran = 0;
+        RLT_TRY(lt_try(bk, &part, epi, 0, &ran));
+        if (!ran)
+            return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__,
+                               "linear_forward (cuBLASLt, seeds): agents %d.. lost their algorithm", (int)z0);
+    }
+    *done = 1;
     return RLT_OK;
 }
 
