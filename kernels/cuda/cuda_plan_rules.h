@@ -32,16 +32,19 @@ static inline int cuda_rule_wide(int32_t rows, int32_t fi, int32_t fo, int dx, i
 
 /* Seed-batched products go to the library's batched GEMM (gemm.c, cuda_gemm_seeds; the forward cuBLASLt's strided
  * product with its epilogue, gemm_lt.c) when all three dimensions are at least 16: under tf32 at any size, in fp32
- * from 2^20 multiply-adds and 2^15 outputs per agent (m n: a 256-wide layer at a batch of 128 or more, the first
+ * from 2^20 multiply-adds and 2^14 outputs per agent (m n: a 64-wide layer at a batch of 256, a 256-wide one at 64 or
+ * more, the first
  * layers of TD3's actor and critics with their 17 and 23 inputs among them). There the library's tiles over n agents
  * at once beat our fp32 tiles n agents wide: 16 TD3 256-256 seeds on the H200 ran 15% faster in fp32 than with the
  * rule before (2^22 multiply-adds, every dimension at least 32), while the DQN MLP's 128-row 120- and 84-wide layers
- * ran 8% slower on the library, hence the outputs' bound (bench/RESULTS.md, where the batched update's time goes).
+ * ran 8% slower on the library, hence the outputs' bound (bench/RESULTS.md, where the batched update's time goes):
+ * 2^14 (2^15 before) sends 64-64 TD3 at batch 256 there, 114.5k/162.4k/180.2k -> 118.6k/194.7k/228.4k updates/s at
+ * 16/64/256 agents, the DQN MLP (15,360 and 10,752 outputs) unchanged (H200, one call).
  * Below it, linear.cu's kernels, whose bits equal a single run's (the 64-wide networks of tests/gpu_seed_batch.c).
  * The rule is a function of shapes and precision only; RLT_CUDA_SEEDS_RULE (the developer switch, `env`) gives the
  * A/B: "old" the rule before, "all" every product. */
 #define CUDA_LIN_SEEDS_BLAS_MACS (1ll << 20)
-#define CUDA_LIN_SEEDS_BLAS_OUTPUTS (1ll << 15)
+#define CUDA_LIN_SEEDS_BLAS_OUTPUTS (1ll << 14)
 enum { CUDA_SEEDS_RULE = 0, CUDA_SEEDS_RULE_OLD = 1, CUDA_SEEDS_RULE_ALL = 2 };
 static inline int cuda_rule_seeds_blas_as(int rule, int tf32, int32_t m, int32_t n, int32_t k) {
     if (rule == CUDA_SEEDS_RULE_ALL) return 1;
