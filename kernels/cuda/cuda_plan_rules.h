@@ -33,8 +33,7 @@ static inline int cuda_rule_wide(int32_t rows, int32_t fi, int32_t fo, int dx, i
 /* Seed-batched products go to the library's batched GEMM (gemm.c, cuda_gemm_seeds; the forward cuBLASLt's strided
  * product with its epilogue, gemm_lt.c) when all three dimensions are at least 16: under tf32 at any size, in fp32
  * from 2^20 multiply-adds and 2^14 outputs per agent (m n: a 64-wide layer at a batch of 256, a 256-wide one at 64 or
- * more, the first
- * layers of TD3's actor and critics with their 17 and 23 inputs among them). There the library's tiles over n agents
+ * more, the first layers of TD3's actor and critics with their 17 and 23 inputs among them). There the library's tiles over n agents
  * at once beat our fp32 tiles n agents wide: 16 TD3 256-256 seeds on the H200 ran 15% faster in fp32 than with the
  * rule before (2^22 multiply-adds, every dimension at least 32), while the DQN MLP's 128-row 120- and 84-wide layers
  * ran 8% slower on the library, hence the outputs' bound (bench/RESULTS.md, where the batched update's time goes):
