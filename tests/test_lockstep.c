@@ -508,7 +508,8 @@ static void members(void) {
 }
 
 /* How waiters wait (lockstep_set_threads): asleep once the seed threads leave fewer than an eighth of the cores (at
- * least 2) free, spinning below that; RLT_SEEDS_WAIT forces either way. */
+ * least 2) free, spinning below that, yielding alone from twice as many threads as cores; RLT_SEEDS_WAIT forces a
+ * way. */
 static void wait_rule(void) {
     rlt_agent a[2];
     memset(a, 0, sizeof a);
@@ -521,7 +522,11 @@ static void wait_rule(void) {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) cores = CPU_COUNT(&set);
     lockstep_set_threads(ls, 100000);
-    CHECK(lockstep_sleeps(ls), "100,000 seed threads on %ld cores sleep", cores);
+    CHECK(!lockstep_sleeps(ls) && lockstep_yields(ls), "100,000 seed threads on %ld cores yield", cores);
+    lockstep_set_threads(ls, (int32_t)(2 * cores));
+    CHECK(!lockstep_sleeps(ls) && lockstep_yields(ls), "twice as many seed threads as cores (%ld) yield", cores);
+    lockstep_set_threads(ls, (int32_t)(2 * cores - 1));
+    CHECK(lockstep_sleeps(ls) && !lockstep_yields(ls), "%ld seed threads on %ld cores sleep", 2 * cores - 1, cores);
     lockstep_set_threads(ls, (int32_t)cores);
     CHECK(lockstep_sleeps(ls), "as many seed threads as cores (%ld) sleep", cores);
     long spare = cores / 8 > 2 ? cores / 8 : 2;
@@ -533,7 +538,7 @@ static void wait_rule(void) {
     }
     setenv("RLT_SEEDS_WAIT", "spin", 1);
     lockstep_set_threads(ls, 100000);
-    CHECK(!lockstep_sleeps(ls), "RLT_SEEDS_WAIT=spin: no sleep");
+    CHECK(!lockstep_sleeps(ls) && !lockstep_yields(ls), "RLT_SEEDS_WAIT=spin: no sleep, spins first");
     setenv("RLT_SEEDS_WAIT", "sleep", 1);
     lockstep_set_threads(ls, 1);
     CHECK(lockstep_sleeps(ls), "RLT_SEEDS_WAIT=sleep: asleep");

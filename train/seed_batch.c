@@ -283,6 +283,8 @@ void lockstep_set_store(rlt_lockstep *ls, const int64_t *host_delta) { ls->store
 
 int lockstep_sleeps(const rlt_lockstep *ls) { return ls->sleep; }
 
+int lockstep_yields(const rlt_lockstep *ls) { return !ls->sleep && ls->spin == 0; }
+
 void lockstep_set_threads(rlt_lockstep *ls, int32_t threads) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
 #ifdef __linux__
@@ -291,12 +293,16 @@ void lockstep_set_threads(rlt_lockstep *ls, int32_t threads) {
 #endif
     /* While the cores outnumber the seeds' threads by an eighth (at least 2) a waiter spins, then yields. Past that
      * the spinners would hold the cores that the last seeds need to step their environments and reach the lock-step:
-     * a waiter sleeps at once (yielding first, or yielding alone, were slower: bench/RESULTS.md). RLT_SEEDS_WAIT
-     * forces one way, for A/B: spin (pauses, then yields), yield (yields from the start), sleep (at once), spin_sleep
-     * (pauses, then sleeps). */
+     * a waiter sleeps at once (yielding first, or yielding alone, were slower on a 64-core host with 64 seeds:
+     * bench/RESULTS.md). From twice as many seed threads as cores, every core holds two seeds or more, and a waiter
+     * that yields hands its core to a sibling with an environment to step: there it yields from the start (64 seeds
+     * on 32 cores: 30.9 s td3 and 24.6 s dqn yielding, 32.0 s and 28.7 s asleep). RLT_SEEDS_WAIT forces one way, for
+     * A/B: spin (pauses, then yields), yield (yields from the start), sleep (at once), spin_sleep (pauses, then
+     * sleeps). */
     long spare = cores / 8 > 2 ? cores / 8 : 2;
-    ls->sleep = cores > 0 && threads + spare > cores;
-    ls->spin = ls->sleep ? 0 : 2000;
+    int crowded = cores > 0 && (long)threads >= 2 * cores;
+    ls->sleep = cores > 0 && threads + spare > cores && !crowded;
+    ls->spin = ls->sleep || crowded ? 0 : 2000;
     const char *wait = getenv("RLT_SEEDS_WAIT");
     if (wait && !strcmp(wait, "spin")) ls->sleep = 0, ls->spin = 2000;
     if (wait && !strcmp(wait, "yield")) ls->sleep = 0, ls->spin = 0;

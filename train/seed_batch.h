@@ -76,11 +76,14 @@ int seed_batch_capture(struct rlt_agent *const *agents, int32_t n, int32_t eval_
  * they live. */
 rlt_lockstep *lockstep_new(struct rlt_agent *const *agents, int32_t n);
 /* How its waiters wait, from the seed threads in the process (all batches of a group; lockstep_new assumes n): they
- * spin and yield while the cores outnumber those threads by an eighth (at least 2), else sleep on a futex until the
- * round that serves them (RLT_SEEDS_WAIT=spin|yield|sleep|spin_sleep forces one way). */
+ * spin and yield while the cores outnumber those threads by an eighth (at least 2), yield alone from twice as many
+ * threads as cores, else sleep on a futex until the round that serves them (RLT_SEEDS_WAIT=spin|yield|sleep|
+ * spin_sleep forces one way). */
 void lockstep_set_threads(rlt_lockstep *ls, int32_t threads);
 /* 1 when its waiters sleep (lockstep_set_threads). */
 int lockstep_sleeps(const rlt_lockstep *ls);
+/* 1 when its waiters yield from the start, without spinning or sleeping (lockstep_set_threads). */
+int lockstep_yields(const rlt_lockstep *ls);
 /* Adds an acting graph for `rows` rows in graph slot `slot` of the lead (captured batched by the caller). */
 int lockstep_add_act(rlt_lockstep *ls, int32_t rows, int32_t slot);
 /* Rounds run the agents' held transition stores (rlt_backend_ops.copy_lists, every agent's copy_list set; the seed

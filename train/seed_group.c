@@ -1113,6 +1113,9 @@ static void group_lockstep_attach(rlt_group *g) {
         if (b == 0 && lockstep_sleeps(g->ls[b]))
             rlt_log(RLT_LOG_INFO, "seed group: %d seeds nearly fill this machine's cores: they sleep between batched "
                     "rounds instead of spinning (RLT_SEEDS_WAIT=spin to spin)", (int)g->n);
+        if (b == 0 && lockstep_yields(g->ls[b]))
+            rlt_log(RLT_LOG_INFO, "seed group: %d seeds are twice this machine's cores or more: they yield between "
+                    "batched rounds, neither spinning nor asleep (RLT_SEEDS_WAIT=sleep to sleep)", (int)g->n);
         lockstep_attach(g->ls[b]);
     }
 }
