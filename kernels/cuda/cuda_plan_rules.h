@@ -8,6 +8,7 @@
 #define RLT_CUDA_PLAN_RULES_H
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
@@ -53,14 +54,16 @@ static inline int cuda_rule_seeds_blas_as(int rule, int tf32, int32_t m, int32_t
     if (m < 16 || n < 16 || k < 16) return 0;
     return tf32 || ((int64_t)m * n * k >= CUDA_LIN_SEEDS_BLAS_MACS && (int64_t)m * n >= CUDA_LIN_SEEDS_BLAS_OUTPUTS);
 }
-static inline int cuda_rule_seeds_blas(int tf32, int32_t m, int32_t n, int32_t k) {
-    return cuda_rule_seeds_blas_as(CUDA_SEEDS_RULE, tf32, m, n, k);
-}
 /* The rule RLT_CUDA_SEEDS_RULE names (NULL or anything else: the product's). */
 static inline int cuda_rule_seeds_env(const char *env) {
     if (env && strcmp(env, "old") == 0) return CUDA_SEEDS_RULE_OLD;
     if (env && strcmp(env, "all") == 0) return CUDA_SEEDS_RULE_ALL;
     return CUDA_SEEDS_RULE;
+}
+/* The plan's side: the same switch as the backend's (cuda_backend.c reads it at open), so that an A/B rule's library
+ * products find the cuBLAS handle and workspace planned for them (with "all", 64-64 seeds once failed to capture). */
+static inline int cuda_rule_seeds_blas(int tf32, int32_t m, int32_t n, int32_t k) {
+    return cuda_rule_seeds_blas_as(cuda_rule_seeds_env(getenv("RLT_CUDA_SEEDS_RULE")), tf32, m, n, k);
 }
 
 /* 1 when linear_forward or linear_backward of this shape may call the library: the forward when fi is beyond the
