@@ -362,6 +362,17 @@ int cuda_lt_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d, int *done) 
  * and 64 did not, short of 2^31 elements, so there a run spans at most 2^31 bytes (under 64 agents there). So the
  * seeds go in runs of at most that span / stride agents, a strided call each, every run's pointers the lead's moved
  * by its first agent's offset. */
+/* The run of agents z0.. (at most run of the n): op's batch cut to it and its pointers moved by agent z0's offset
+ * (z0 times the seeds' stride in bytes). */
+static lt_op lt_seeds_run(const lt_op *op, int32_t z0, int32_t run, int32_t n, int64_t stride_bytes) {
+    const int64_t dz = (int64_t)z0 * stride_bytes;
+    lt_op part = *op;
+    part.batch = n - z0 < run ? n - z0 : run;
+    part.A = (const char *)op->A + dz, part.B = (const char *)op->B + dz, part.C = (char *)op->C + dz;
+    part.bias = (const char *)op->bias + dz;
+    return part;
+}
+
 #define LT_SEEDS_SPAN(tf32) ((tf32) ? (int64_t)INT32_MAX / (int64_t)sizeof(float) : (int64_t)INT32_MAX)
 int cuda_lt_linear_forward_seeds(rlt_backend *bk, const rlt_linear_fwd *d, int *done) {
     cuda_impl *c = cuda_get(bk);
@@ -383,18 +394,13 @@ int cuda_lt_linear_forward_seeds(rlt_backend *bk, const rlt_linear_fwd *d, int *
     int32_t epi = d->act == RLT_ACT_RELU ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
     /* Every run's algorithm first (the full runs' and the last one's), so that nothing is issued unless all run. */
     for (int32_t z0 = 0; z0 < n; z0 += run) {
-        lt_op part = op;
-        part.batch = n - z0 < run ? n - z0 : run;
+        lt_op part = lt_seeds_run(&op, z0, run, n, c->seeds_stride);
         lt_entry *e = NULL;
         RLT_TRY(lt_entry_get(bk, &part, epi, 0, &e));
         if (!e || !e->usable) return RLT_OK;
     }
     for (int32_t z0 = 0; z0 < n; z0 += run) {
-        const int64_t dz = (int64_t)z0 * c->seeds_stride;
-        lt_op part = op;
-        part.batch = n - z0 < run ? n - z0 : run;
-        part.A = (const char *)op.A + dz, part.B = (const char *)op.B + dz, part.C = (char *)op.C + dz;
-        part.bias = (const char *)op.bias + dz;
+        lt_op part = lt_seeds_run(&op, z0, run, n, c->seeds_stride);
         int ran = 0;
         RLT_TRY(lt_try(bk, &part, epi, 0, &ran));
         if (!ran)
