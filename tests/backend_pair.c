@@ -35,9 +35,9 @@ void pair_open(uint64_t bytes) {
     setenv("RLT_CUDA_MODULE", RLT_BINARY_DIR "/librltrain_cuda.so", 0);
     setvbuf(stdout, NULL, _IOLBF, 0);
     pair_die_on(rlt_backend_open(&P.cpu, &P.ecpu, "cpu", 1, NULL, 0), &P.ecpu, "opening the CPU backend");
-    /* cuda:0, with room for a seed batch of eight (gpu_ops_parity's batched chains of layers); the text form of the
-     * open would reset the count */
-    P.gpu.lanes = 0, P.gpu.seeds = 8;
+    /* cuda:0, with room for a seed batch of 32 (gpu_ops_parity's batched chains of layers take 8, its seeds on the
+     * library 32, where every product goes there); the text form of the open would reset the count */
+    P.gpu.lanes = 0, P.gpu.seeds = 32;
     if (rlt_backend_open_device(&P.gpu, &P.egpu, (rlt_device){RLT_DEVICE_CUDA, 0}, 1, NULL, 0) != RLT_OK) {
         char why[2200];
         snprintf(why, sizeof why, "no CUDA backend: %s", P.egpu.msg);

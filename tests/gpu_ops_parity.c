@@ -952,11 +952,15 @@ static void routed_backward_case(routed_bwd t, int tf32) {
 
 /* Seed batching for the chain tests: seed z's buffers lie gs[z] - gs[0] bytes from seed 0's, its RNG seed z + 1;
  * delta: the host's copy of the offsets, which seed_batch also takes. */
+#define LIB_SEEDS 32 /* from 32 batched agents every product goes to the library (cuda_rule_seeds_blas_as) */
+static void seeds_batch_n(int n, void *const *gs, void *cd, void *gd, void *ck, void *gk, int64_t *delta) {
+    uint64_t seed[LIB_SEEDS];
+    for (int z = 0; z < n; z++) delta[z] = (int64_t)((char *)gs[z] - (char *)gs[0]), seed[z] = (uint64_t)z + 1;
+    put(cd, gd, delta, (size_t)n * sizeof *delta);
+    put(ck, gk, seed, (size_t)n * sizeof *seed);
+}
 static void chain_seed_batch(void *const *gs, void *cd, void *gd, void *ck, void *gk, int64_t *delta) {
-    uint64_t seed[CHAIN_SEEDS];
-    for (int z = 0; z < CHAIN_SEEDS; z++) delta[z] = (int64_t)((char *)gs[z] - (char *)gs[0]), seed[z] = (uint64_t)z + 1;
-    put(cd, gd, delta, CHAIN_SEEDS * sizeof *delta);
-    put(ck, gk, seed, sizeof seed);
+    seeds_batch_n(CHAIN_SEEDS, gs, cd, gd, ck, gk, delta);
 }
 
 /* linear_chain_forward against linear_forward layer by layer, all on the GPU: the chain runs for CHAIN_SEEDS seeds
@@ -1106,20 +1110,20 @@ static void test_seeds_narrow_backward(void) {
 }
 
 /* Under dense_tf32 a product below the routing threshold stays on our fp32 kernels: the same bits as without. */
-/* Seed-batched layers on the library (linear.cu: from LIN_SEEDS_BLAS_MACS multiply-adds per seed in fp32, from 16 in
- * every dimension under tf32): CHAIN_SEEDS seeds, each with its own x, W, b and dy at its own place in the arena, run
+/* Seed-batched layers on the library (cuda_plan_rules.h, cuda_rule_seeds_blas_as: below 32 agents from 2^20
+ * multiply-adds and 2^14 outputs per seed in fp32, from 16 in every dimension under tf32; from 32 agents every
+ * product): Z seeds, each with its own x, W, b and dy at its own place in the arena, run
  * as one captured forward and backward (dW, db, dx) of the lead's descriptors; every seed's outputs must be its own
  * CPU forward and backward within the bounds of routed_forward_case (fp32: 2 gamma(K + 2) S for a length-K sum, S
  * the same sum over absolute values; tf32: plus TF32_REL S), so each batched agent read and wrote its own buffers. */
-static void seeds_library_case(int rows, int fi, int fo, int act, int tf32) {
-    const int Z = CHAIN_SEEDS;
+static void seeds_library_case(int Z, int rows, int fi, int fo, int act, int tf32) {
     size_t nx = (size_t)rows * fi, nw = (size_t)fo * fi, ny = (size_t)rows * fo;
     /* a seed's block: x | W | b | y | dy | dW | db | dx */
     size_t ox = 0, ow = ox + nx, ob = ow + nw, oy = ob + (size_t)fo, ody = oy + ny, odw = ody + ny, odb = odw + nw,
            odx = odb + (size_t)fo, per = odx + nx;
     float *h = malloc(per * 4), *rc = malloc(per * 4), *rg = malloc(per * 4), *sa = malloc(per * 4);
     double *bound = malloc(per * sizeof *bound);
-    void *cs[CHAIN_SEEDS], *gs[CHAIN_SEEDS], *ca, *ga, *cd, *gd, *ck, *gk;
+    void *cs[LIB_SEEDS], *gs[LIB_SEEDS], *ca, *ga, *cd, *gd, *ck, *gk;
     for (int z = 0; z < Z; z++) take(per * 4, &cs[z], &gs[z]);
     take(per * 4, &ca, &ga); /* the CPU's sums over absolute values */
     take(Z * sizeof(int64_t), &cd, &gd);
@@ -1132,8 +1136,8 @@ static void seeds_library_case(int rows, int fi, int fo, int act, int tf32) {
         rnd_fill(h + ody, ny, -1, 1);
         put(cs[z], gs[z], h, per * 4);
     }
-    int64_t delta[CHAIN_SEEDS];
-    chain_seed_batch(gs, cd, gd, ck, gk, delta);
+    int64_t delta[LIB_SEEDS];
+    seeds_batch_n(Z, gs, cd, gd, ck, gk, delta);
     if (tf32) set_tf32(1);
     /* descriptors of block base (CPU or GPU) */
 #define SEEDS_FWD(base) {.rows = rows, .fi = fi, .fo = fo, .x = (float *)(base) + ox, .ldx = fi, .W = (float *)(base) + ow, \
@@ -1151,8 +1155,8 @@ static void seeds_library_case(int rows, int fi, int fo, int act, int tf32) {
     int re = rb == RLT_OK ? P.gpu.ops->graph(&P.gpu, RLT_GRAPH_END, 7) : rb;
     int rl = re == RLT_OK && r2 == RLT_OK ? P.gpu.ops->graph(&P.gpu, RLT_GRAPH_LAUNCH, 7) : re;
     if (tf32) set_tf32(0);
-    CHECK(r2 == RLT_OK && rl == RLT_OK, "seeds on the library %dx%d->%d%s: capture %d launch %d (%s)", rows, fi, fo,
-          tf32 ? " tf32" : "", r2, rl, P.egpu.msg);
+    CHECK(r2 == RLT_OK && rl == RLT_OK, "%d seeds on the library %dx%d->%d%s: capture %d launch %d (%s)", Z, rows, fi,
+          fo, tf32 ? " tf32" : "", r2, rl, P.egpu.msg);
     for (int z = 0; z < Z && r2 == RLT_OK && rl == RLT_OK; z++) {
         rlt_linear_fwd fc = SEEDS_FWD(cs[z]);
         rlt_linear_bwd bc = SEEDS_BWD(cs[z], RLT_ACT_RELU);
@@ -1176,8 +1180,8 @@ static void seeds_library_case(int rows, int fi, int fo, int act, int tf32) {
                 bound[i] = rel * sa[part[p].off + i] * S_SLACK +
                            (p == 0 && act == RLT_ACT_TANH ? 8.0 * U * fabs(rc[part[p].off + i]) : 0.0) + 1e-37;
             char what[128];
-            snprintf(what, sizeof what, "seeds lib%s %dx%d->%d seed %d %s", tf32 ? " tf32" : "", rows, fi, fo, z,
-                     part[p].name);
+            snprintf(what, sizeof what, "%d seeds lib%s %dx%d->%d seed %d %s", Z, tf32 ? " tf32" : "", rows, fi, fo,
+                     z, part[p].name);
             /* db has no product: the library path sums it with our kernel, in another order than the CPU's */
             expect_close(what, rg + part[p].off, rc + part[p].off, part[p].n, bound, 0, 0);
         }
@@ -1189,9 +1193,13 @@ static void seeds_library_case(int rows, int fi, int fo, int act, int tf32) {
 }
 
 static void test_seeds_library(void) {
-    printf("seed-batched layers on the library (%d seeds, captured), vs the CPU per seed\n", CHAIN_SEEDS);
-    seeds_library_case(256, 256, 256, RLT_ACT_RELU, 0); /* TD3 256-256's hidden layer at batch 256 */
-    seeds_library_case(200, 96, 136, RLT_ACT_TANH, 1);  /* tf32: any product from 16 wide; ragged tiles */
+    printf("seed-batched layers on the library (captured), vs the CPU per seed\n");
+    seeds_library_case(CHAIN_SEEDS, 256, 256, 256, RLT_ACT_RELU, 0); /* TD3 256-256's hidden layer at batch 256 */
+    seeds_library_case(CHAIN_SEEDS, 200, 96, 136, RLT_ACT_TANH, 1);  /* tf32: any product from 16 wide; ragged tiles */
+    /* 32 agents: every product, a 64-wide critic's one output and its 6 actions' first layer among them */
+    seeds_library_case(LIB_SEEDS, 256, 64, 1, RLT_ACT_NONE, 0);
+    seeds_library_case(LIB_SEEDS, 256, 6, 64, RLT_ACT_RELU, 0);
+    seeds_library_case(LIB_SEEDS, 130, 64, 64, RLT_ACT_TANH, 1);
 }
 
 static void routed_small_stays_fp32(void) {

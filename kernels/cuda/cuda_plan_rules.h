@@ -32,38 +32,55 @@ static inline int cuda_rule_wide(int32_t rows, int32_t fi, int32_t fo, int dx, i
 }
 
 /* Seed-batched products go to the library's batched GEMM (gemm.c, cuda_gemm_seeds; the forward cuBLASLt's strided
- * product with its epilogue, gemm_lt.c) when all three dimensions are at least 16: under tf32 at any size, in fp32
- * from 2^20 multiply-adds and 2^14 outputs per agent (m n: a 64-wide layer at a batch of 256, a 256-wide one at 64 or
- * more, the first layers of TD3's actor and critics with their 17 and 23 inputs among them). There the library's tiles over n agents
- * at once beat our fp32 tiles n agents wide: 16 TD3 256-256 seeds on the H200 ran 15% faster in fp32 than with the
- * rule before (2^22 multiply-adds, every dimension at least 32), while the DQN MLP's 128-row 120- and 84-wide layers
- * ran 8% slower on the library, hence the outputs' bound (bench/RESULTS.md, where the batched update's time goes):
- * 2^14 (2^15 before) sends 64-64 TD3 at batch 256 there, 114.5k/162.4k/180.2k -> 118.6k/194.7k/228.4k updates/s at
- * 16/64/256 agents, the DQN MLP (15,360 and 10,752 outputs) unchanged (H200, one call).
- * Below it, linear.cu's kernels, whose bits equal a single run's (the 64-wide networks of tests/gpu_seed_batch.c).
- * The rule is a function of shapes and precision only; RLT_CUDA_SEEDS_RULE (the developer switch, `env`) gives the
- * A/B: "old" the rule before, "all" every product. */
+ * product with its epilogue, gemm_lt.c):
+ * - from CUDA_LIN_SEEDS_BLAS_AGENTS agents batched, every product, whatever its shape and precision. There the
+ *   library's tiles over the agents beat ours even for the smallest products (a 64-wide layer's 64 x 64 weight
+ *   gradient, a critic's one output): on an H200 in one call (bench/RESULTS.md, "which products go to the library"),
+ *   fp32 TD3 64-64 at 64/256 agents 196.7k/230.2k -> 270.6k/377.6k updates/s, the DQN MLP at 64 agents 384.9k ->
+ *   533.2k, TD3 256-256 at 64 agents 61.9k -> 63.9k, tf32 TD3 64-64 at 256 agents 334.7k -> 348.3k. At 16 agents it
+ *   was mixed (fp32 64-64 +7%, 256-256 -2%, tf32 64-64 -9%), so below the bound the shapes decide:
+ * - under tf32 every product at least 16 wide in each dimension; in fp32 those of 2^20 multiply-adds and 2^14
+ *   outputs per agent (m n: a 64-wide layer at a batch of 256, a 256-wide one at 64 or more, the first layers of
+ *   TD3's actor and critics with their 17 and 23 inputs among them). 2^14 (2^15 before) sent 64-64 TD3 at batch 256
+ *   there, 114.5k/162.4k/180.2k -> 118.6k/194.7k/228.4k updates/s at 16/64/256 agents, the DQN MLP (15,360 and
+ *   10,752 outputs) unchanged (H200, one call).
+ * Below both, linear.cu's kernels, whose bits equal a single run's (the 64-wide networks of tests/gpu_seed_batch.c,
+ * groups of 3 and 8).
+ * The rule is a function of shapes, the number of agents and precision only; RLT_CUDA_SEEDS_RULE (the developer
+ * switch, `env`) gives the A/B: "shape" the rule without the agents' bound, "old" the rule before 2^14 outputs,
+ * "all" every product, "macs" and "dims" the shape rule without its outputs' bound and with only its 16-wide one. */
+#define CUDA_LIN_SEEDS_BLAS_AGENTS 32
 #define CUDA_LIN_SEEDS_BLAS_MACS (1ll << 20)
 #define CUDA_LIN_SEEDS_BLAS_OUTPUTS (1ll << 14)
-enum { CUDA_SEEDS_RULE = 0, CUDA_SEEDS_RULE_OLD = 1, CUDA_SEEDS_RULE_ALL = 2 };
-static inline int cuda_rule_seeds_blas_as(int rule, int tf32, int32_t m, int32_t n, int32_t k) {
-    if (rule == CUDA_SEEDS_RULE_ALL) return 1;
+enum {
+    CUDA_SEEDS_RULE = 0,
+    CUDA_SEEDS_RULE_OLD = 1,
+    CUDA_SEEDS_RULE_ALL = 2,
+    CUDA_SEEDS_RULE_SHAPE = 3,
+    CUDA_SEEDS_RULE_MACS = 4,
+    CUDA_SEEDS_RULE_DIMS = 5
+};
+static inline int cuda_rule_seeds_blas_as(int rule, int tf32, int32_t agents, int32_t m, int32_t n, int32_t k) {
+    if (rule == CUDA_SEEDS_RULE_ALL || (rule == CUDA_SEEDS_RULE && agents >= CUDA_LIN_SEEDS_BLAS_AGENTS)) return 1;
     if (rule == CUDA_SEEDS_RULE_OLD)
         return m >= 16 && n >= 16 && k >= 16 &&
                (tf32 || (m >= 32 && n >= 32 && k >= 32 && (int64_t)m * n * k >= (1ll << 22)));
     if (m < 16 || n < 16 || k < 16) return 0;
-    return tf32 || ((int64_t)m * n * k >= CUDA_LIN_SEEDS_BLAS_MACS && (int64_t)m * n >= CUDA_LIN_SEEDS_BLAS_OUTPUTS);
+    if (tf32 || rule == CUDA_SEEDS_RULE_DIMS) return 1;
+    if (rule == CUDA_SEEDS_RULE_MACS) return (int64_t)m * n * k >= CUDA_LIN_SEEDS_BLAS_MACS;
+    return (int64_t)m * n * k >= CUDA_LIN_SEEDS_BLAS_MACS && (int64_t)m * n >= CUDA_LIN_SEEDS_BLAS_OUTPUTS;
 }
-/* The rule RLT_CUDA_SEEDS_RULE names (NULL or anything else: the product's). */
+/* The rule RLT_CUDA_SEEDS_RULE names (NULL or anything else: the default). */
 static inline int cuda_rule_seeds_env(const char *env) {
-    if (env && strcmp(env, "old") == 0) return CUDA_SEEDS_RULE_OLD;
-    if (env && strcmp(env, "all") == 0) return CUDA_SEEDS_RULE_ALL;
+    static const char *const names[] = {"", "old", "all", "shape", "macs", "dims"};
+    for (int i = 1; env && i < (int)(sizeof names / sizeof names[0]); i++)
+        if (strcmp(env, names[i]) == 0) return i;
     return CUDA_SEEDS_RULE;
 }
 /* The plan's side: the same switch as the backend's (cuda_backend.c reads it at open), so that an A/B rule's library
  * products find the cuBLAS handle and workspace planned for them (with "all", 64-64 seeds once failed to capture). */
-static inline int cuda_rule_seeds_blas(int tf32, int32_t m, int32_t n, int32_t k) {
-    return cuda_rule_seeds_blas_as(cuda_rule_seeds_env(getenv("RLT_CUDA_SEEDS_RULE")), tf32, m, n, k);
+static inline int cuda_rule_seeds_blas(int tf32, int32_t agents, int32_t m, int32_t n, int32_t k) {
+    return cuda_rule_seeds_blas_as(cuda_rule_seeds_env(getenv("RLT_CUDA_SEEDS_RULE")), tf32, agents, m, n, k);
 }
 
 /* 1 when linear_forward or linear_backward of this shape may call the library: the forward when fi is beyond the
@@ -77,8 +94,8 @@ static inline int cuda_rule_seeds_blas(int tf32, int32_t m, int32_t n, int32_t k
 static inline int cuda_rule_linear_calls_blas(int32_t rows, int32_t fi, int32_t fo, int32_t seeds, int tf32) {
     return rows > CUDA_LIN_MAX_K || fi > CUDA_LIN_MAX_K || fo > CUDA_LIN_MAX_K || cuda_rule_big(rows, fi, fo) ||
            cuda_rule_wide(rows, fi, fo, 1, 1) ||
-           (seeds > 1 && (cuda_rule_seeds_blas(tf32, rows, fo, fi) || cuda_rule_seeds_blas(tf32, fo, fi, rows) ||
-                          cuda_rule_seeds_blas(tf32, rows, fi, fo)));
+           (seeds > 1 && (cuda_rule_seeds_blas(tf32, seeds, rows, fo, fi) || cuda_rule_seeds_blas(tf32, seeds, fo, fi, rows) ||
+                          cuda_rule_seeds_blas(tf32, seeds, rows, fi, fo)));
 }
 
 /* Dense layers whose products go to the library: the 16-bit ones, those beyond linear.cu's kernels, and with seeds
