@@ -48,8 +48,8 @@ typedef struct cuda_seeds {
  * same checkpoint bytes, which is how a missing dependency between lanes would show; it changes no result.
  * A benchmark switch, also read at open: RLT_CUDA_SEEDS_BLAS=0 keeps batched seeds' products on linear.cu's kernels
  * (the route before the library's batched GEMM), for an A/B in one build (bench/RESULTS.md); RLT_CUDA_SEEDS_LT=0
- * takes pointer arrays and a bias pass instead of the fused strided forward; RLT_CUDA_SEEDS_RULE=old|all picks another
- * rule for which batched products go to the library (cuda_plan_rules.h, cuda_rule_seeds_blas_as). */
+ * takes pointer arrays and a bias pass instead of the fused strided forward; RLT_CUDA_SEEDS_RULE=shape|old|all|macs|dims
+ * picks another rule for which batched products go to the library (cuda_plan_rules.h, cuda_rule_seeds_blas_as). */
 
 /* A prepared convolution slot (conv_ops.c): fp32 slots on our GEMM-form kernels (gemm 1), the others on
  * cuDNN. */
