@@ -72,7 +72,7 @@ static inline int cuda_rule_seeds_blas_as(int rule, int tf32, int32_t agents, in
 }
 /* The rule RLT_CUDA_SEEDS_RULE names (NULL or anything else: the default). */
 static inline int cuda_rule_seeds_env(const char *env) {
-    static const char *const names[] = {"", "old", "all", "shape", "macs", "dims"};
+    static const char *const names[] = {"", "old", "all", "shape", "macs", "dims"}; /* indexed by the enum above */
     for (int i = 1; env && i < (int)(sizeof names / sizeof names[0]); i++)
         if (strcmp(env, names[i]) == 0) return i;
     return CUDA_SEEDS_RULE;
@@ -94,8 +94,9 @@ static inline int cuda_rule_seeds_blas(int tf32, int32_t agents, int32_t m, int3
 static inline int cuda_rule_linear_calls_blas(int32_t rows, int32_t fi, int32_t fo, int32_t seeds, int tf32) {
     return rows > CUDA_LIN_MAX_K || fi > CUDA_LIN_MAX_K || fo > CUDA_LIN_MAX_K || cuda_rule_big(rows, fi, fo) ||
            cuda_rule_wide(rows, fi, fo, 1, 1) ||
-           (seeds > 1 && (cuda_rule_seeds_blas(tf32, seeds, rows, fo, fi) || cuda_rule_seeds_blas(tf32, seeds, fo, fi, rows) ||
-                          cuda_rule_seeds_blas(tf32, seeds, rows, fi, fo)));
+           (seeds > 1 &&
+            (cuda_rule_seeds_blas(tf32, seeds, rows, fo, fi) || cuda_rule_seeds_blas(tf32, seeds, fo, fi, rows) ||
+             cuda_rule_seeds_blas(tf32, seeds, rows, fi, fo)));
 }
 
 /* Dense layers whose products go to the library: the 16-bit ones, those beyond linear.cu's kernels, and with seeds

@@ -351,17 +351,6 @@ int cuda_lt_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d, int *done) 
     return RLT_OK;
 }
 
-/* Batched seeds whose arenas lie at one stride (cuda_seed_batch's seeds_stride: a seed group's span): the seeds'
- * forward products as one strided cuBLASLt call with the bias and ReLU in its epilogue, instead of a pointer-array
- * product and a pass over its output. On an H200 the pass was a third of such a layer (bench_seed_layer_ceiling: 16
- * seeds of a 256 x 256 layer at batch 256, TF32, 11.2 us as product and pass, 7.5 us fused). A layer without a bias
- * or with another activation than ReLU (tanh) keeps the caller's route. Only fp32 layers batch.
- * The library forms agent z's offset, z times the stride in elements, in 32 bits: past 2^31 elements it faulted (an
- * H200, CUDA 13: 128 agents of bench_td3_update's 256-256 critic, whose arenas lie about 70 MiB apart; a 128-seed
- * td3_pendulum group at 58 MiB, 1.95e9 elements, did not). Under TF32 (other algorithms) 96 of those agents faulted
- * and 64 did not, short of 2^31 elements, so there a run spans at most 2^31 bytes (under 64 agents there). So the
- * seeds go in runs of at most that span / stride agents, a strided call each, every run's pointers the lead's moved
- * by its first agent's offset. */
 /* The run of agents z0.. (at most run of the n): op's batch cut to it and its pointers moved by agent z0's offset
  * (z0 times the seeds' stride in bytes). */
 static lt_op lt_seeds_run(const lt_op *op, int32_t z0, int32_t run, int32_t n, int64_t stride_bytes) {
@@ -373,6 +362,17 @@ static lt_op lt_seeds_run(const lt_op *op, int32_t z0, int32_t run, int32_t n, i
     return part;
 }
 
+/* Batched seeds whose arenas lie at one stride (cuda_seed_batch's seeds_stride: a seed group's span): the seeds'
+ * forward products as one strided cuBLASLt call with the bias and ReLU in its epilogue, instead of a pointer-array
+ * product and a pass over its output. On an H200 the pass was a third of such a layer (bench_seed_layer_ceiling: 16
+ * seeds of a 256 x 256 layer at batch 256, TF32, 11.2 us as product and pass, 7.5 us fused). A layer without a bias
+ * or with another activation than ReLU (tanh) keeps the caller's route. Only fp32 layers batch.
+ * The library forms agent z's offset, z times the stride in elements, in 32 bits: past 2^31 elements it faulted (an
+ * H200, CUDA 13: 128 agents of bench_td3_update's 256-256 critic, whose arenas lie about 70 MiB apart; a 128-seed
+ * td3_pendulum group at 58 MiB, 1.95e9 elements, did not). Under TF32 (other algorithms) 96 of those agents faulted
+ * and 64 did not, short of 2^31 elements, so there a run spans at most 2^31 bytes (under 64 agents there). So the
+ * seeds go in runs of at most that span / stride agents, a strided call each, every run's pointers the lead's moved
+ * by its first agent's offset. */
 #define LT_SEEDS_SPAN(tf32) ((tf32) ? (int64_t)INT32_MAX / (int64_t)sizeof(float) : (int64_t)INT32_MAX)
 int cuda_lt_linear_forward_seeds(rlt_backend *bk, const rlt_linear_fwd *d, int *done) {
     cuda_impl *c = cuda_get(bk);

@@ -734,7 +734,8 @@ static int lin_launch_problems(rlt_backend *bk, lin_launch *L) {
 static int lin_fwd_on_library(rlt_backend *bk, int32_t rows, int32_t fi, int32_t fo) {
     const cuda_impl *c = cuda_get(bk);
     return fi > LIN_MAX_K || lin_big(rows, fo, fi) || lin_wide(rows, fi, fo, 0, c->tf32) ||
-           (c->seeds.n > 1 && c->seeds_blas && cuda_rule_seeds_blas_as(c->seeds_rule, c->tf32, c->seeds.n, rows, fo, fi));
+           (c->seeds.n > 1 && c->seeds_blas &&
+            cuda_rule_seeds_blas_as(c->seeds_rule, c->tf32, c->seeds.n, rows, fo, fi));
 }
 
 extern "C" int cuda_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d) {
@@ -792,7 +793,8 @@ extern "C" int cuda_linear_backward(rlt_backend *bk, const rlt_linear_bwd *d) {
     const int seeds = c->seeds.n > 1, seeds_lib = seeds && c->seeds_blas;
     int fuse_w = (dW || db) && rows <= LIN_MAX_K && fi <= LIN_MAX_K && !lin_big(fo, fi, rows) &&
                  !(seeds_lib && cuda_rule_seeds_blas_as(c->seeds_rule, c->tf32, c->seeds.n, fo, fi, rows));
-    int fuse_x = dx && fo <= LIN_MAX_K && fi <= LIN_MAX_K && !lin_big(rows, fi, fo) && !lin_wide(rows, fi, fo, 1, c->tf32) &&
+    int fuse_x = dx && fo <= LIN_MAX_K && fi <= LIN_MAX_K && !lin_big(rows, fi, fo) &&
+                 !lin_wide(rows, fi, fo, 1, c->tf32) &&
                  !(seeds_lib && cuda_rule_seeds_blas_as(c->seeds_rule, c->tf32, c->seeds.n, rows, fi, fo));
     if (seeds) {
         /* Batched seeds: the parts left to the library as one batched product each. The weight and bias gradients,
