@@ -30,13 +30,28 @@ int plan_add(rlt_plan *p, rlt_err *e, const char *name, const char *region, rlt_
     return RLT_OK;
 }
 
+/* Where an entry goes in its arena: everything else first, then the replay, then the workspaces. The part before
+ * the replay (parameters, gradients, optimizer state, activations: what every update reads) is then one block at
+ * the arena's start whose end is arena_hot, and a seed group's backend can map that block a second time, packed
+ * closer than whole arenas (rlt_backend.arena_hot). The workspaces come last because a group's leading seed plans a
+ * larger one than the others: the plans must agree on everything before it (train/seed_batch.c). */
+static int plan_rank(const rlt_plan_entry *en) {
+    if (!strcmp(en->region, "workspace")) return 2;
+    return !strcmp(en->region, "replay");
+}
+
 void plan_layout(rlt_plan *p) {
     uint64_t off[2] = {0, 0};
-    for (int32_t i = 0; i < p->n; i++) {
-        rlt_plan_entry *en = &p->entries[i];
-        en->offset = off[en->location];
-        uint64_t padded = plan_add_sat(en->bytes, RLT_PLAN_ALIGN - 1);
-        off[en->location] = plan_add_sat(off[en->location], padded == UINT64_MAX ? padded : padded / RLT_PLAN_ALIGN * RLT_PLAN_ALIGN);
+    for (int rank = 0; rank < 3; rank++) {
+        if (rank == 1) p->arena_hot[0] = off[0], p->arena_hot[1] = off[1];
+        for (int32_t i = 0; i < p->n; i++) {
+            rlt_plan_entry *en = &p->entries[i];
+            if (plan_rank(en) != rank) continue;
+            en->offset = off[en->location];
+            uint64_t padded = plan_add_sat(en->bytes, RLT_PLAN_ALIGN - 1);
+            off[en->location] = plan_add_sat(off[en->location],
+                                             padded == UINT64_MAX ? padded : padded / RLT_PLAN_ALIGN * RLT_PLAN_ALIGN);
+        }
     }
     p->arena_bytes[0] = off[0];
     p->arena_bytes[1] = off[1];
@@ -69,6 +84,7 @@ int plan_commit(rlt_plan *p, rlt_err *e, rlt_backend *bk, uint64_t budget_bytes)
     if (budget_bytes > 0 && need > budget_bytes)
         RLT_FAIL(e, RLT_ENOFIT, "memory plan needs %.2f MiB on %s but memory.budget_mb allows %.2f MiB (%.2f MiB over)",
                  mib(need), bk->device_name, mib(budget_bytes), mib(need - budget_bytes));
+    bk->arena_hot = p->arena_hot[RLT_LOC_DEVICE]; /* before the reservation, which may map that part twice */
     if (p->arena_bytes[RLT_LOC_DEVICE] > 0) {
         int rc = bk->ops->reserve(bk, RLT_LOC_DEVICE, p->arena_bytes[RLT_LOC_DEVICE], &p->base[RLT_LOC_DEVICE]);
         if (rc != RLT_OK) return rc;

@@ -33,6 +33,9 @@ typedef struct rlt_plan {
     int32_t sealed;
     int32_t device_is_host; /* CPU backend: DEVICE entries live in the host arena */
     uint64_t arena_bytes[2]; /* per rlt_location, after alignment */
+    /* Per rlt_location, the end of what precedes the replay and the workspaces in the arena (plan_layout lays those
+     * out last): the part every update reads, which a seed group maps a second time (rlt_backend.arena_hot). */
+    uint64_t arena_hot[2];
     void *base[2];
     char notes[384]; /* lines the table prints under the entries ("replay: obs stored as fp16 ..."); plan_note */
     rlt_op_use use;  /* the planned dense layers' largest shapes (plan_use_dense), for the backend's workspaces */
@@ -62,7 +65,8 @@ void plan_use_dense(rlt_plan *p, int32_t rows, int32_t in, int32_t out, int32_t 
 void plan_note(rlt_plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "1.50 MiB", "12.0 KiB", "300 B": bytes as the table prints them. */
 void plan_bytes_text(char *out, size_t cap, uint64_t bytes);
-/* Offsets and arena sizes from the entries; pure arithmetic, callable any number of times. */
+/* Offsets and arena sizes from the entries; pure arithmetic, callable any number of times. Entries are laid out in
+ * the order added, except that the replay's and then the workspaces' come after all others (arena_hot). */
 void plan_layout(rlt_plan *p);
 /* Sum of entry bytes whose region matches (NULL: all) at a location (-1: both). */
 uint64_t plan_region_bytes(const rlt_plan *p, const char *region, int loc);

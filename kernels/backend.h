@@ -610,7 +610,7 @@ typedef struct rlt_backend_ops {
 
 /* The version of this interface, bumped whenever this table or a struct it uses changes: librltrain and
  * librltrain_cuda.so are built together, and the registry refuses a module built against another. */
-#define RLT_BACKEND_ABI 18
+#define RLT_BACKEND_ABI 19
 
 
 /* The seed group's arena span (rlt_backend.span): owned by the caller, zeroed but for n, shared by the n backends of
@@ -620,6 +620,11 @@ typedef struct rlt_arena_span {
     int32_t users;     /* slots mapped now (the backends', atomically) */
     uint64_t va;       /* the reserved address range of n slots (0: none yet) */
     uint64_t stride;   /* bytes between slots: agent 0's arena rounded up to the mapping granularity */
+    /* The arenas' first parts (rlt_backend.arena_hot, rounded up to the granularity) mapped a second time, packed:
+     * agent z's at hot_va + z * hot_stride. hot_users: the slots mapped there now; the batched products read their
+     * operands there only while every slot mapped is (cuda_seed_batch). 0 when not mapped. */
+    uint64_t hot_va, hot_stride;
+    int32_t hot_users, reserved_;
     char why[120];     /* why an arena was not mapped at its slot (the first reason), "" otherwise */
 } rlt_arena_span;
 
@@ -652,6 +657,10 @@ struct rlt_backend {
      * management, is reserved as usual (the seeds are then batched over pointer arrays). Others ignore it. */
     rlt_arena_span *span;
     int32_t span_slot;
+    int32_t reserved_slot_;
+    /* Set by plan_commit before the device reservation: the bytes at the device arena's start that precede the replay
+     * and the workspaces (rlt_plan.arena_hot). A backend in a span maps them a second time at the span's hot slot. */
+    uint64_t arena_hot;
     void *module;   /* the dlopen handle of the backend's module (NULL for the built-in CPU backend); owned
                      * by the registry, which closes it in rlt_backend_close */
 };

@@ -21,7 +21,12 @@
  *   workspace for them; it once missed them, and such a group ran a graph each).
  * - Seeds whose arenas span more than 2^31 floats together (40 seeds of a 256-256 TD3, each with a replay of 7M
  *   transitions on the device, in fp32 and in tf32) run batched to the end: cuBLASLt's strided products faulted past
- *   that span (gemm_lt.c runs them in spans it takes), which a 128-seed benchmark hit and no test did.
+ *   that span (gemm_lt.c runs them in spans it takes), which a 128-seed benchmark hit and no test did. Those run
+ *   with RLT_CUDA_SPAN_HOT=0; by default (tf32) the part of each arena before its replay is mapped a second time,
+ *   packed, and the log's second spacing proves one strided call covers all 40 there.
+ * - Reading through that second mapping changes no bit: 32 seeds of a 64-64 TD3 (every product on the library, its
+ *   forward one strided call either way) end with the same final.ckpt and metrics.csv per seed with the second
+ *   mapping and without (RLT_CUDA_SPAN_HOT=0). An agent read at the wrong place would not.
  * - With two GPUs (when cuda:1 opens): 4 seeds spread over devices: [cuda:0, cuda:1] batch per GPU (seeds 1 and 3 on
  *   cuda:0, 2 and 4 on cuda:1, each pair one batched graph, which the log states), and each member ends
  *   with the final.ckpt and metrics.csv of its single run on its GPU. With one GPU the case says it was not run.
@@ -88,17 +93,53 @@ static const char *const k_td3_far =
     "td3: {actor_hidden: [256, 256], critic_hidden: [256, 256]}\nreplay: {capacity: 7000000, location: device}\n"
     "memory: {budget_mb: 16000}\n";
 
-static void seeds_far_apart(const char *precision) {
+static void seeds_far_apart(const char *precision, int hot) {
     char what[80], set[40];
-    snprintf(what, sizeof what, "tmp_gpu_batch_far_%s", precision);
+    setenv("RLT_CUDA_SPAN_HOT", hot ? "1" : "0", 1);
+    snprintf(what, sizeof what, "tmp_gpu_batch_far_%s_%d", precision, hot);
     snprintf(set, sizeof set, "precision=%s", precision);
     rlt_config *cfg = config(k_td3_far, test_tmpdir(what), set, NULL);
-    snprintf(what, sizeof what, "40 seeds far apart, %s", precision);
+    snprintf(what, sizeof what, "40 seeds far apart, %s%s", precision, hot ? ", hot parts packed" : "");
     const char *log = test_group_logged(cfg, what, "the 40 seeds' updates run as one batched graph");
+    unsetenv("RLT_CUDA_SPAN_HOT");
     const char *at = strstr(log, "lie ");
     double mib = at ? atof(at + 4) : 0;
     CHECK(40.0 * mib * 1048576.0 / 4.0 > 2147483648.0, "%s: the arenas lie %.2f MiB apart, so 40 of them span more "
           "than 2^31 floats (the case this checks):\n%s", what, mib, log);
+    const char *packed = strstr(log, "(and read ");
+    if (!hot) {
+        CHECK(!packed, "%s: RLT_CUDA_SPAN_HOT=0 still packed:\n%s", what, log);
+        return;
+    }
+    double hot_mib = packed ? atof(packed + 10) : 0;
+    /* Under 2^31 bytes for all 40: one strided call of the tf32 span reads them all (gemm_lt.c). */
+    CHECK(hot_mib > 0 && 40.0 * hot_mib * 1048576.0 < 2147483648.0, "%s: the hot parts lie %.2f MiB apart (want 40 "
+          "of them within 2^31 bytes):\n%s", what, hot_mib, log);
+}
+
+/* 32 seeds (every product on the library, the forward one strided cuBLASLt call) read through the packed second
+ * mapping and through the arenas: each seed's run must be the same bits. */
+static void hot_same_bits(void) {
+    char dir[2][600], a[640], b[640], what[80];
+    for (int hot = 0; hot < 2; hot++) {
+        setenv("RLT_CUDA_SPAN_HOT", hot ? "1" : "0", 1);
+        snprintf(what, sizeof what, "tmp_gpu_batch_hot%d", hot);
+        snprintf(dir[hot], sizeof dir[hot], "%s", test_tmpdir(what));
+        rlt_config *cfg = config(k_td3, dir[hot], "train.num_seeds=32", "replay.capacity=100000");
+        CHECK(rlt_config_set(cfg, "train.total_steps=1500") == RLT_OK, "%s", rlt_config_errmsg(cfg));
+        CHECK(rlt_config_set(cfg, "train.eval_every=750") == RLT_OK, "%s", rlt_config_errmsg(cfg));
+        snprintf(what, sizeof what, "32 seeds, hot parts %s", hot ? "packed" : "not mapped");
+        const char *log = test_group_logged(cfg, what, "the 32 seeds' updates run as one batched graph");
+        CHECK(!strstr(log, "(and read ") == !hot, "%s: the log %s the second mapping:\n%s", what,
+              hot ? "does not state" : "states", log);
+    }
+    unsetenv("RLT_CUDA_SPAN_HOT");
+    for (int s = 1; s <= 32; s++) {
+        snprintf(a, sizeof a, "%s/seed_%d", dir[0], s);
+        snprintf(b, sizeof b, "%s/seed_%d", dir[1], s);
+        snprintf(what, sizeof what, "seed %d, packed against not", s);
+        test_same_run(a, b, what);
+    }
 }
 
 /* Seeds spread over two GPUs batch per GPU: seed s (member s - 1) on cuda:((s - 1) mod 2), against its single run
@@ -201,8 +242,10 @@ int main(void) {
     group_vs_single(k_td3, "td3_bf16", 3, "precision=bf16",
                     "each seed runs its own update graph: the plan computes in bf16");
     dqn_wide_batches();
-    seeds_far_apart("fp32");
-    seeds_far_apart("tf32");
+    hot_same_bits();
+    seeds_far_apart("fp32", 0);
+    seeds_far_apart("tf32", 0);
+    seeds_far_apart("tf32", 1);
     two_gpus();
     return test_summary("gpu_seed_batch");
 }

@@ -1,5 +1,7 @@
 /* test_plan.c: memory plan arithmetic: alignment, offsets, zero-size entries, region sums, the budget
- * refusal (nothing reserved), sealing, and that an agent's printed plan equals what it reserved. */
+ * refusal (nothing reserved), sealing, and that an agent's printed plan equals what it reserved. The layout's
+ * order: the replay after everything else but the workspaces, arena_hot where the replay starts, in a plan and in a
+ * TD3 agent's (a seed group maps that first part a second time: kernels/cuda/cuda_backend.c). */
 #include <string.h>
 
 #include "agent.h"
@@ -36,6 +38,61 @@ static void check_arithmetic(void) {
     CHECK(plan_add(&p, &e, "late", "params", RLT_LOC_HOST, 8, NULL) == RLT_ESTATE, "sealed plan refuses entries");
     plan_release(&p, &bk);
     rlt_backend_close(&bk);
+}
+
+/* Entries added in any order: the replay's go after all others, the workspaces' last; arena_hot ends the first part. */
+static void check_layout_order(void) {
+    rlt_err e;
+    rlt_plan p;
+    plan_init(&p, 0);
+    CHECK(plan_add(&p, &e, "params", "params", RLT_LOC_DEVICE, 1000, NULL) == RLT_OK, "add");
+    CHECK(plan_add(&p, &e, "replay.obs", "replay", RLT_LOC_DEVICE, 5000, NULL) == RLT_OK, "add");
+    CHECK(plan_add(&p, &e, "ws.conv", "workspace", RLT_LOC_DEVICE, 300, NULL) == RLT_OK, "add");
+    CHECK(plan_add(&p, &e, "grads", "grads", RLT_LOC_DEVICE, 1000, NULL) == RLT_OK, "add");
+    CHECK(plan_add(&p, &e, "replay.act", "replay", RLT_LOC_DEVICE, 100, NULL) == RLT_OK, "add");
+    CHECK(plan_add(&p, &e, "stage", "staging", RLT_LOC_HOST, 10, NULL) == RLT_OK, "add");
+    CHECK(plan_add(&p, &e, "backend.workspace", "workspace", RLT_LOC_DEVICE, 700, NULL) == RLT_OK, "add");
+    plan_layout(&p);
+    /* params 0, grads 1024, replay.obs 2048, replay.act 7168, ws.conv 7424, backend.workspace 7936 */
+    const uint64_t want[7] = {0, 2048, 7424, 1024, 7168, 0, 7936};
+    for (int i = 0; i < 7; i++)
+        CHECK(p.entries[i].offset == want[i], "entry %s at %llu, want %llu", p.entries[i].name,
+              (unsigned long long)p.entries[i].offset, (unsigned long long)want[i]);
+    CHECK(p.arena_hot[RLT_LOC_DEVICE] == 2048, "device arena_hot %llu", (unsigned long long)p.arena_hot[RLT_LOC_DEVICE]);
+    CHECK(p.arena_hot[RLT_LOC_HOST] == 256, "host arena_hot %llu", (unsigned long long)p.arena_hot[RLT_LOC_HOST]);
+    CHECK(p.arena_bytes[RLT_LOC_DEVICE] == 8704, "device arena %llu", (unsigned long long)p.arena_bytes[RLT_LOC_DEVICE]);
+}
+
+/* A TD3 agent's device plan (the CPU backend plans it as a GPU's would, in the host arena): no entry of the replay
+ * or a workspace starts before arena_hot, and every other one ends by it. */
+static void check_agent_hot_part(void) {
+    rlt_config *cfg;
+    CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
+    CHECK(rlt_config_set(cfg, "replay.capacity=5000") == RLT_OK, "set");
+    float low = -2, high = 2;
+    rlt_space obs = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {3, 0, 0, 0}, 0, NULL, NULL};
+    rlt_space act = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {1, 0, 0, 0}, 0, &low, &high};
+    rlt_agent *ag = NULL;
+    CHECK(rlt_agent_init(cfg, &obs, &act, &ag) == RLT_OK, "agent: %s", rlt_agent_errmsg(ag));
+    const rlt_plan *p = &ag->plan;
+    const uint64_t hot = p->arena_hot[RLT_LOC_HOST];
+    int replay = 0, others = 0;
+    for (int32_t i = 0; i < p->n; i++) {
+        const rlt_plan_entry *en = &p->entries[i];
+        if (!en->bytes || en->location != RLT_LOC_HOST) continue;
+        int cold = !strcmp(en->region, "replay") || !strcmp(en->region, "workspace");
+        replay += !strcmp(en->region, "replay");
+        others += !cold;
+        if (cold) CHECK(en->offset >= hot, "%s (%s) at %llu, before arena_hot %llu", en->name, en->region,
+                        (unsigned long long)en->offset, (unsigned long long)hot);
+        else CHECK(en->offset + en->bytes <= hot, "%s (%s) ends at %llu, past arena_hot %llu", en->name, en->region,
+                   (unsigned long long)(en->offset + en->bytes), (unsigned long long)hot);
+    }
+    CHECK(replay > 0 && others > 0 && hot > 0 && hot < p->arena_bytes[RLT_LOC_HOST],
+          "the plan has both parts: %d replay entries, %d others, arena_hot %llu of %llu", replay, others,
+          (unsigned long long)hot, (unsigned long long)p->arena_bytes[RLT_LOC_HOST]);
+    rlt_agent_free(ag);
+    rlt_config_free(cfg);
 }
 
 static void check_agent_plan_is_reservation(void) {
@@ -100,6 +157,8 @@ static void check_precision_fallback(void) {
 int main(void) {
     check_precision_fallback();
     check_arithmetic();
+    check_layout_order();
+    check_agent_hot_part();
     check_agent_plan_is_reservation();
     return test_summary("test_plan");
 }

@@ -605,11 +605,15 @@ static void group_batch_capture(rlt_group *g, int32_t b) {
         rlt_log(RLT_LOG_INFO, "seed group: each seed%s runs its own update graph: %s", on, g->batch_why[b]);
         return;
     }
+    char hot[160] = "";
+    if (span->hot_va && span->hot_users == n)
+        snprintf(hot, sizeof hot, " (and read %.2f MiB apart: the part of each arena before its replay is mapped a "
+                 "second time, packed)", (double)span->hot_stride / (1024.0 * 1024.0));
     if (span->va && !span->why[0])
         rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates%s run as one batched graph (one launch for all); "
-                "their device arenas lie %.2f MiB apart (each rounded up to the GPU's mapping granularity), so "
+                "their device arenas lie %.2f MiB apart (each rounded up to the GPU's mapping granularity)%s, so "
                 "the batched library products are strided, with the bias in their epilogue", (int)n, on,
-                (double)span->stride / (1024.0 * 1024.0));
+                (double)span->stride / (1024.0 * 1024.0), hot);
     else
         rlt_log(RLT_LOG_INFO, "seed group: the %d seeds' updates%s run as one batched graph (one launch for all)%s%s%s",
                 (int)n, on, span->why[0] ? "; their device arenas are not at one stride (" : "", span->why,

@@ -303,6 +303,8 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
     c->seeds_rule = cuda_rule_seeds_env(getenv("RLT_CUDA_SEEDS_RULE"));
     const char *srows = getenv("RLT_CUDA_SEEDS_ROWS");
     c->seeds_rows = !(srows && strcmp(srows, "1") == 0);
+    const char *shot = getenv("RLT_CUDA_SPAN_HOT");
+    c->span_hot = !(shot && strcmp(shot, "0") == 0);
     bk->impl = c;
     bk->device_is_host = 0;
     bk->device_index = index;
@@ -422,14 +424,80 @@ static CUmemAllocationProp span_prop(int device) {
     return p;
 }
 
-/* Maps a `bytes` arena at this backend's slot of its span: RLT_OK with *base set; RLT_OK with *base NULL when the span
- * cannot take it (the caller then uses cudaMalloc); RLT_ENOFIT when the device is out of memory. */
 /* Records the first reason a slot was not mapped (the group logs it); returns RLT_OK: the caller uses cudaMalloc. */
 static int span_skip(rlt_arena_span *sp, int32_t slot, const char *what, int code) {
     if (!sp->why[0]) snprintf(sp->why, sizeof sp->why, "slot %d: %s (%d)", (int)slot, what, code);
     return RLT_OK;
 }
 
+/* Creates a physical allocation of `bytes` (a multiple of the granularity) and maps it read-write at `at`: RLT_OK with
+ * *h set; RLT_OK with *h 0 when it could not be mapped (span_skip says why); RLT_ENOFIT when out of memory. */
+static int span_map_new(rlt_backend *bk, const span_api *a, const CUmemAllocationProp *prop, CUdeviceptr at,
+                        uint64_t bytes, uint64_t arena, CUmemGenericAllocationHandle *h) {
+    rlt_arena_span *sp = bk->span;
+    *h = 0;
+    CUresult r = a->create(h, (size_t)bytes, prop, 0);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        size_t free_b = 0, total_b = 0;
+        *h = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        return rlt_err_set(bk->err, RLT_ENOFIT, __FILE__, __LINE__,
+                           "the device arena (%.1f MiB, %.1f MiB mapped) does not fit on %s: %.1f MiB free of %.1f "
+                           "MiB now; lower memory.budget_mb or replay.capacity, or free the GPU",
+                           arena / MIB, bytes / MIB, bk->device_name, free_b / MIB, total_b / MIB);
+    }
+    if (r != CUDA_SUCCESS) {
+        *h = 0;
+        return span_skip(sp, bk->span_slot, "cuMemCreate failed", (int)r);
+    }
+    CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof acc);
+    acc.location = prop->location;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    r = a->map(at, (size_t)bytes, 0, *h, 0);
+    if (r == CUDA_SUCCESS) {
+        r = a->access(at, (size_t)bytes, &acc, 1);
+        if (r == CUDA_SUCCESS) return RLT_OK;
+        a->unmap(at, (size_t)bytes);
+    }
+    a->release(*h);
+    *h = 0;
+    return span_skip(sp, bk->span_slot, "cuMemMap or cuMemSetAccess failed", (int)r);
+}
+
+/* Maps the physical allocation h (hot bytes, the arena's first part) a second time, at this slot of the span's hot
+ * range; agent 0 reserves that range and fixes its stride. Returns the address, or 0 when it is not mapped there (the
+ * batched products then read the arenas themselves, in shorter runs). */
+static uint64_t span_alias(rlt_backend *bk, const span_api *a, const CUmemAllocationProp *prop,
+                           CUmemGenericAllocationHandle h, uint64_t hot, size_t gran) {
+    rlt_arena_span *sp = bk->span;
+    const int32_t slot = bk->span_slot;
+    if (slot == 0 && sp->hot_va == 0) {
+        CUdeviceptr va = 0;
+        if (a->reserve(&va, (size_t)(hot * (uint64_t)sp->n), gran, 0, 0) != CUDA_SUCCESS || !va) return 0;
+        sp->hot_va = (uint64_t)va;
+        sp->hot_stride = hot;
+    }
+    if (sp->hot_va == 0 || hot != sp->hot_stride) return 0;
+    CUdeviceptr at = (CUdeviceptr)(sp->hot_va + (uint64_t)slot * sp->hot_stride);
+    CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof acc);
+    acc.location = prop->location;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (a->map(at, (size_t)hot, 0, h, 0) != CUDA_SUCCESS) return 0;
+    if (a->access(at, (size_t)hot, &acc, 1) != CUDA_SUCCESS) {
+        a->unmap(at, (size_t)hot);
+        return 0;
+    }
+    __atomic_add_fetch(&sp->hot_users, 1, __ATOMIC_ACQ_REL);
+    return (uint64_t)at;
+}
+
+/* Maps a `bytes` arena at this backend's slot of its span: RLT_OK with *base set; RLT_OK with *base NULL when the span
+ * cannot take it (the caller then uses cudaMalloc); RLT_ENOFIT when the device is out of memory.
+ * When the plan says where the replay starts (bk->arena_hot) and the part before it rounds to less than the arena,
+ * the arena is two physical allocations mapped back to back at the slot, the first also at the span's hot slot
+ * (span_alias): the same memory, no more of it, at two addresses. */
 static int span_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
     cuda_impl *c = cuda_get(bk);
     rlt_arena_span *sp = bk->span;
@@ -454,56 +522,56 @@ static int span_reserve(rlt_backend *bk, uint64_t bytes, void **base) {
     }
     if (sp->va == 0) return span_skip(sp, slot, "agent 0 has not reserved the span", 0);
     if (mapped > sp->stride) return span_skip(sp, slot, "its arena is larger than agent 0's", (int)(mapped >> 20));
-    CUdeviceptr at = (CUdeviceptr)(sp->va + (uint64_t)slot * sp->stride);
-    CUmemGenericAllocationHandle h = 0;
-    r = a.create(&h, (size_t)mapped, &prop, 0);
-    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-        size_t free_b = 0, total_b = 0;
-        cudaMemGetInfo(&free_b, &total_b);
-        return rlt_err_set(bk->err, RLT_ENOFIT, __FILE__, __LINE__,
-                           "the device arena (%.1f MiB, %.1f MiB mapped) does not fit on %s: %.1f MiB free of %.1f "
-                           "MiB now; lower memory.budget_mb or replay.capacity, or free the GPU",
-                           bytes / MIB, mapped / MIB, bk->device_name, free_b / MIB, total_b / MIB);
-    }
-    if (r != CUDA_SUCCESS) return span_skip(sp, slot, "cuMemCreate failed", (int)r);
-    CUmemAccessDesc acc;
-    memset(&acc, 0, sizeof acc);
-    acc.location = prop.location;
-    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    r = a.map(at, (size_t)mapped, 0, h, 0);
-    if (r != CUDA_SUCCESS) {
-        a.release(h);
-        return span_skip(sp, slot, "cuMemMap failed", (int)r);
-    }
-    r = a.access(at, (size_t)mapped, &acc, 1);
-    if (r != CUDA_SUCCESS) {
-        a.unmap(at, (size_t)mapped);
-        a.release(h);
-        return span_skip(sp, slot, "cuMemSetAccess failed", (int)r);
+    const CUdeviceptr at = (CUdeviceptr)(sp->va + (uint64_t)slot * sp->stride);
+    uint64_t hot = (bk->arena_hot + gran - 1) / gran * gran;
+    if (!c->span_hot || bk->arena_hot == 0 || hot >= mapped) hot = mapped; /* one allocation, no hot slot */
+    CUmemGenericAllocationHandle h = 0, h2 = 0;
+    RLT_TRY(span_map_new(bk, &a, &prop, at, hot, bytes, &h));
+    if (!h) return RLT_OK;
+    if (hot < mapped) {
+        int rc = span_map_new(bk, &a, &prop, at + hot, mapped - hot, bytes, &h2);
+        if (rc != RLT_OK || !h2) {
+            a.unmap(at, (size_t)hot);
+            a.release(h);
+            return rc;
+        }
+        c->span_alias = span_alias(bk, &a, &prop, h, hot, gran);
     }
     __atomic_add_fetch(&sp->users, 1, __ATOMIC_ACQ_REL);
     c->span_handle = (unsigned long long)h;
+    c->span_handle2 = (unsigned long long)h2;
+    c->span_hot_bytes = hot;
     c->span_bytes = mapped;
     *base = (void *)(uintptr_t)at;
     return RLT_OK;
 }
 
-/* Unmaps this backend's slot; the last slot out frees the address range. */
+/* Unmaps this backend's slot (and its hot slot); the last slot out frees the address ranges. */
 static void span_release(rlt_backend *bk, void *base) {
     cuda_impl *c = cuda_get(bk);
     span_api a;
     if (!span_api_get(&a)) return;
     cudaSetDevice(c->device);
     cudaDeviceSynchronize(); /* as cudaFree would: nothing still running may touch the arena afterwards */
-    a.unmap((CUdeviceptr)(uintptr_t)base, (size_t)c->span_bytes);
-    a.release((CUmemGenericAllocationHandle)c->span_handle);
-    c->span_handle = 0;
-    c->span_bytes = 0;
     rlt_arena_span *sp = bk->span;
+    const uint64_t hot = c->span_hot_bytes;
+    if (c->span_alias) {
+        a.unmap((CUdeviceptr)c->span_alias, (size_t)hot);
+        if (sp) __atomic_sub_fetch(&sp->hot_users, 1, __ATOMIC_ACQ_REL);
+    }
+    a.unmap((CUdeviceptr)(uintptr_t)base, (size_t)hot);
+    a.release((CUmemGenericAllocationHandle)c->span_handle);
+    if (c->span_handle2) {
+        a.unmap((CUdeviceptr)(uintptr_t)base + hot, (size_t)(c->span_bytes - hot));
+        a.release((CUmemGenericAllocationHandle)c->span_handle2);
+    }
+    c->span_handle = c->span_handle2 = 0;
+    c->span_bytes = c->span_hot_bytes = c->span_alias = 0;
     if (sp && __atomic_sub_fetch(&sp->users, 1, __ATOMIC_ACQ_REL) == 0) {
         a.free((CUdeviceptr)sp->va, (size_t)(sp->stride * (uint64_t)sp->n));
-        sp->va = 0;
-        sp->stride = 0;
+        if (sp->hot_va) a.free((CUdeviceptr)sp->hot_va, (size_t)(sp->hot_stride * (uint64_t)sp->n));
+        sp->va = sp->stride = 0;
+        sp->hot_va = sp->hot_stride = 0;
     }
 }
 
@@ -814,6 +882,8 @@ static int cuda_seed_batch(rlt_backend *bk, const rlt_seeds_desc *d) {
         if (was_exact) c->seeds_blas = c->seeds_blas_saved;
         c->seeds = (cuda_seeds){NULL, NULL, 0};
         c->seeds_stride = 0;
+        c->seeds_hot_delta = c->seeds_hot_stride = 0;
+        c->seeds_hot_hi = 0;
         c->seeds_host_delta = NULL;
         c->seeds_exact = 0;
         if (was_exact && gemm)
@@ -848,6 +918,18 @@ static int cuda_seed_batch(rlt_backend *bk, const rlt_seeds_desc *d) {
         if (dh[z] != (int64_t)z * c->seeds_stride) c->seeds_stride = 0;
     c->seeds_lo = (uint64_t)(uintptr_t)c->reserved_last;
     c->seeds_hi = c->seeds_lo + c->reserved_last_bytes;
+    /* Every agent's hot part mapped at the span's hot slots (span_alias), the batch being the span's agents at its
+     * stride: operands there can be read at the shorter stride. */
+    const rlt_arena_span *sp = bk->span;
+    c->seeds_hot_delta = c->seeds_hot_stride = 0;
+    c->seeds_hot_hi = 0;
+    if (c->seeds_stride && sp && c->span_alias && (uint64_t)c->seeds_stride == sp->stride && n <= sp->n &&
+        __atomic_load_n(&sp->hot_users, __ATOMIC_ACQUIRE) == __atomic_load_n(&sp->users, __ATOMIC_ACQUIRE) &&
+        bk->arena_hot <= c->span_hot_bytes && c->span_hot_bytes % 256 == 0) {
+        c->seeds_hot_delta = (int64_t)(c->span_alias - c->seeds_lo);
+        c->seeds_hot_stride = (int64_t)sp->hot_stride;
+        c->seeds_hot_hi = c->seeds_lo + bk->arena_hot;
+    }
     c->seeds_host_delta = d->host_delta;
     c->seeds_host_lo = (uint64_t)(uintptr_t)d->host_base;
     c->seeds_host_hi = c->seeds_host_lo + d->host_bytes;

@@ -95,6 +95,12 @@ typedef struct cuda_impl {
      * physical allocation's handle and mapped bytes (a multiple of the granularity); 0 when it is a cudaMalloc block. */
     unsigned long long span_handle;
     uint64_t span_bytes;
+    /* When the arena's first part is also mapped at the span's hot slot (rlt_arena_span.hot_va): the arena is two
+     * physical allocations, the first of span_hot_bytes (span_handle), the rest (span_handle2), and span_alias is
+     * the hot slot's address; 0 otherwise. span_hot: 0 with RLT_CUDA_SPAN_HOT=0 (one allocation, no hot slot). */
+    unsigned long long span_handle2;
+    uint64_t span_hot_bytes, span_alias;
+    int32_t span_hot, reserved3_;
     uint64_t handle_bytes, blas_bytes; /* all library handles; the cuBLAS handle's part */
     int32_t capturing;       /* the slot being captured, or -1 */
     int32_t reserved_;
@@ -150,6 +156,11 @@ typedef struct cuda_impl {
      * its epilogue (cuda_lt_linear_forward_seeds). seeds_lt: 0 with RLT_CUDA_SEEDS_LT=0 (pointer arrays and a bias
      * pass, for A/B runs). */
     int64_t seeds_stride;
+    /* While the batched seeds' hot parts are all mapped (rlt_arena_span.hot_va): an operand of the lead's below
+     * seeds_hot_hi is read at its address plus seeds_hot_delta, agent z's seeds_hot_stride bytes further each (a
+     * shorter stride than the arenas', so one strided library product spans more agents); 0 otherwise. */
+    int64_t seeds_hot_delta, seeds_hot_stride;
+    uint64_t seeds_hot_hi;
     int32_t seeds_lt;
     int32_t seeds_rule; /* which rule sends seed-batched products to the library (cuda_rule_seeds_env) */
     int32_t seeds_rows; /* 0 with RLT_CUDA_SEEDS_ROWS=1: batched narrow layers keep one agent's rows per thread (A/B) */

@@ -374,6 +374,17 @@ static lt_op lt_seeds_run(const lt_op *op, int32_t z0, int32_t run, int32_t n, i
  * seeds go in runs of at most that span / stride agents, a strided call each, every run's pointers the lead's moved
  * by its first agent's offset. */
 #define LT_SEEDS_SPAN(tf32) ((tf32) ? (int64_t)INT32_MAX / (int64_t)sizeof(float) : (int64_t)INT32_MAX)
+
+/* 1 when every operand lies in the lead's hot part (cuda_impl.seeds_hot_hi: mapped a second time at a shorter
+ * stride, cuda_backend.c's span_alias), so the product may read all agents there. */
+static int lt_seeds_hot(const cuda_impl *c, const void *x, const void *W, const void *b, const void *y) {
+    const void *p[4] = {x, W, b, y};
+    if (!c->seeds_hot_stride) return 0;
+    for (int i = 0; i < 4; i++)
+        if ((uint64_t)(uintptr_t)p[i] < c->seeds_lo || (uint64_t)(uintptr_t)p[i] >= c->seeds_hot_hi) return 0;
+    return 1;
+}
+
 int cuda_lt_linear_forward_seeds(rlt_backend *bk, const rlt_linear_fwd *d, int *done) {
     cuda_impl *c = cuda_get(bk);
     *done = 0;
@@ -381,26 +392,30 @@ int cuda_lt_linear_forward_seeds(rlt_backend *bk, const rlt_linear_fwd *d, int *
         d->y_dtype != RLT_LP_F32 || (d->act != RLT_ACT_RELU && d->act != RLT_ACT_NONE) ||
         c->seeds_stride % (int64_t)sizeof(float) != 0)
         return RLT_OK;
-    const int64_t stride = c->seeds_stride / (int64_t)sizeof(float);
+    RLT_TRY(cuda_seeds_check(bk, "linear_forward (cuBLASLt, seeds)", 4, d->x, d->W, d->b, d->y));
+    /* Read at the hot slots when all four operands are there: the same memory at a stride of the hot part only. */
+    const int hot = lt_seeds_hot(c, d->x, d->W, d->b, d->y);
+    const int64_t stride_bytes = hot ? c->seeds_hot_stride : c->seeds_stride, moved = hot ? c->seeds_hot_delta : 0;
+    const int64_t stride = stride_bytes / (int64_t)sizeof(float);
     const int32_t n = c->seeds.n;
     const int64_t span = LT_SEEDS_SPAN(c->tf32);
     const int32_t run = stride >= span ? 1 : (int32_t)(span / stride);
     if (run < 2) return RLT_OK; /* a call per agent: the pointer arrays do better */
-    RLT_TRY(cuda_seeds_check(bk, "linear_forward (cuBLASLt, seeds)", 4, d->x, d->W, d->b, d->y));
-    lt_op op = {.ta = 0, .tb = 1, .m = d->rows, .n = d->fo, .k = d->fi, .A = d->x, .lda = d->ldx, .B = d->W,
-                .ldb = d->fi, .ab_dtype = RLT_LP_F32, .beta = 0.0f, .C = d->y, .ldc = d->ldy, .c_dtype = RLT_LP_F32,
-                .bias = d->b, .batch = n < run ? n : run, .stride = stride};
+    lt_op op = {.ta = 0, .tb = 1, .m = d->rows, .n = d->fo, .k = d->fi, .A = (const char *)d->x + moved,
+                .lda = d->ldx, .B = (const char *)d->W + moved, .ldb = d->fi, .ab_dtype = RLT_LP_F32, .beta = 0.0f,
+                .C = (char *)d->y + moved, .ldc = d->ldy, .c_dtype = RLT_LP_F32, .bias = (const char *)d->b + moved,
+                .batch = n < run ? n : run, .stride = stride};
     if (!lt_ready(bk, &op)) return RLT_OK;
     int32_t epi = d->act == RLT_ACT_RELU ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
     /* Every run's algorithm first (the full runs' and the last one's), so that nothing is issued unless all run. */
     for (int32_t z0 = 0; z0 < n; z0 += run) {
-        lt_op part = lt_seeds_run(&op, z0, run, n, c->seeds_stride);
+        lt_op part = lt_seeds_run(&op, z0, run, n, stride_bytes);
         lt_entry *e = NULL;
         RLT_TRY(lt_entry_get(bk, &part, epi, 0, &e));
         if (!e || !e->usable) return RLT_OK;
     }
     for (int32_t z0 = 0; z0 < n; z0 += run) {
-        lt_op part = lt_seeds_run(&op, z0, run, n, c->seeds_stride);
+        lt_op part = lt_seeds_run(&op, z0, run, n, stride_bytes);
         int ran = 0;
         RLT_TRY(lt_try(bk, &part, epi, 0, &ran));
         if (!ran)
