@@ -340,6 +340,66 @@ static void test_replay(void) {
         free(hs), free(hd), free(oc), free(og), free(hi);
         reset();
     }
+
+    /* A TD3 batch: indices drawn, four fields at once (a 17-float observation, a 6-float action, a reward, and the
+     * next observation through a via list), over batch sizes that leave a block of rows short; every row's index
+     * and every byte exact. The CUDA twin draws each row's index once per block of rows (gather_rows_kernel). */
+    static const int32_t bn[] = {1, 33, 256, 1000};
+    static const uint64_t rbs[4] = {68, 24, 4, 68};
+    const int32_t src_rows = 700;
+    for (size_t t = 0; t < sizeof bn / sizeof bn[0]; t++) {
+        const int32_t n = bn[t];
+        void *cs[4], *gs[4], *cd[4], *gd[4], *cv, *gv, *cx, *gx;
+        rlt_gather_field fc[4], fg[4];
+        int32_t *via = malloc((size_t)src_rows * 4);
+        for (int32_t i = 0; i < src_rows; i++) via[i] = (int32_t)(rnd_u64() % (uint64_t)src_rows);
+        take((size_t)src_rows * 4, &cv, &gv);
+        put(cv, gv, via, (size_t)src_rows * 4);
+        for (int f = 0; f < 4; f++) {
+            uint64_t sb = rbs[f] * (uint64_t)src_rows, db = rbs[f] * (uint64_t)n;
+            unsigned char *h = malloc(sb > db ? sb : db);
+            take(sb, &cs[f], &gs[f]);
+            take(db, &cd[f], &gd[f]);
+            for (uint64_t i = 0; i < sb; i++) h[i] = (unsigned char)rnd_u64();
+            put(cs[f], gs[f], h, sb);
+            for (uint64_t i = 0; i < db; i++) h[i] = (unsigned char)rnd_u64();
+            put(cd[f], gd[f], h, db);
+            free(h);
+            fc[f] = (rlt_gather_field){.dst = cd[f], .dst_stride = rbs[f], .src = cs[f], .row_bytes = rbs[f],
+                                       .via = f == 3 ? cv : NULL};
+            fg[f] = (rlt_gather_field){.dst = gd[f], .dst_stride = rbs[f], .src = gs[f], .row_bytes = rbs[f],
+                                       .via = f == 3 ? gv : NULL};
+        }
+        take((size_t)n * 4, &cx, &gx);
+        void *cz, *gz, *cc, *gc;
+        take(8, &cz, &gz);
+        take(8, &cc, &gc);
+        const int64_t size = src_rows - 13, ctr = 777;
+        put(cz, gz, &size, 8);
+        put(cc, gc, &ctr, 8);
+        rlt_sample_spec sc = {.size = cz, .seed = rnd_u64(), .stream = RLT_STREAM_SAMPLE, .batch = n, .counter = cc};
+        rlt_sample_spec sg = sc;
+        sg.size = gz, sg.counter = gc;
+        int r1 = P.cpu.ops->gather_fields(&P.cpu, cx, n, &sc, 4, fc);
+        int r2 = P.gpu.ops->gather_fields(&P.gpu, gx, n, &sg, 4, fg);
+        CHECK(r1 == RLT_OK && r2 == RLT_OK, "gather_fields (four fields, drawn): cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
+        char what[96];
+        int32_t *ic = malloc((size_t)n * 4), *ig = malloc((size_t)n * 4);
+        fetch(ic, ig, cx, gx, (size_t)n * 4);
+        snprintf(what, sizeof what, "gather_fields four fields drawn n=%d: indices", n);
+        expect_exact(what, ig, ic, (size_t)n, 4);
+        for (int f = 0; f < 4; f++) {
+            uint64_t db = rbs[f] * (uint64_t)n;
+            unsigned char *oc = malloc(db), *og = malloc(db);
+            fetch(oc, og, cd[f], gd[f], db);
+            snprintf(what, sizeof what, "gather_fields four fields drawn n=%d: field %d", n, f);
+            expect_exact(what, og, oc, db, 1);
+            free(oc), free(og);
+        }
+        printf("  gather_fields four fields drawn n=%-4d        exact\n", n);
+        free(ic), free(ig), free(via);
+        reset();
+    }
 }
 
 static void test_sum(void) {

@@ -100,7 +100,8 @@ typedef struct cuda_impl {
      * the hot slot's address; 0 otherwise. span_hot: 0 with RLT_CUDA_SPAN_HOT=0 (one allocation, no hot slot). */
     unsigned long long span_handle2;
     uint64_t span_hot_bytes, span_alias;
-    int32_t span_hot, reserved3_;
+    int32_t span_hot;
+    int32_t gather_rows; /* 0 with RLT_CUDA_GATHER_ROWS=0: every batch gathers as wide rows do (replay.cu; A/B) */
     uint64_t handle_bytes, blas_bytes; /* all library handles; the cuBLAS handle's part */
     int32_t capturing;       /* the slot being captured, or -1 */
     int32_t reserved_;
