@@ -266,6 +266,8 @@ static void test_adam(void) {
     }
 }
 
+static void seeds_batch_n(int n, void *const *gs, void *cd, void *gd, void *ck, void *gk, int64_t *delta);
+
 static void test_replay(void) {
     printf("the draw alone (gather_fields with no field) / one-field gather_fields vs gather_rows\n");
     static const int32_t ns[] = {1, 256, 1000};
@@ -342,63 +344,91 @@ static void test_replay(void) {
     }
 
     /* A TD3 batch: indices drawn, four fields at once (a 17-float observation, a 6-float action, a reward, and the
-     * next observation through a via list), over batch sizes that leave a block of rows short; every row's index
-     * and every byte exact. The CUDA twin draws each row's index once per block of rows (gather_rows_kernel). */
+     * next observation through a via list), over batch sizes that leave a block of rows short, for one agent and
+     * for 8 batched over seeds (seed z's buffers a fixed distance from seed 0's, its key z + 1): every row's index
+     * and every byte as the CPU draws and copies them for that seed. Batched, the CUDA twin draws each row's index
+     * once per block of rows (gather_rows_kernel); alone, once per word (gather_fields_kernel). */
+    enum { GZ = 8, SRC_ROWS = 700 };
     static const int32_t bn[] = {1, 33, 256, 1000};
     static const uint64_t rbs[4] = {68, 24, 4, 68};
-    const int32_t src_rows = 700;
-    for (size_t t = 0; t < sizeof bn / sizeof bn[0]; t++) {
-        const int32_t n = bn[t];
-        void *cs[4], *gs[4], *cd[4], *gd[4], *cv, *gv, *cx, *gx;
-        rlt_gather_field fc[4], fg[4];
-        int32_t *via = malloc((size_t)src_rows * 4);
-        for (int32_t i = 0; i < src_rows; i++) via[i] = (int32_t)(rnd_u64() % (uint64_t)src_rows);
-        take((size_t)src_rows * 4, &cv, &gv);
-        put(cv, gv, via, (size_t)src_rows * 4);
-        for (int f = 0; f < 4; f++) {
-            uint64_t sb = rbs[f] * (uint64_t)src_rows, db = rbs[f] * (uint64_t)n;
-            unsigned char *h = malloc(sb > db ? sb : db);
-            take(sb, &cs[f], &gs[f]);
-            take(db, &cd[f], &gd[f]);
-            for (uint64_t i = 0; i < sb; i++) h[i] = (unsigned char)rnd_u64();
-            put(cs[f], gs[f], h, sb);
-            for (uint64_t i = 0; i < db; i++) h[i] = (unsigned char)rnd_u64();
-            put(cd[f], gd[f], h, db);
-            free(h);
-            fc[f] = (rlt_gather_field){.dst = cd[f], .dst_stride = rbs[f], .src = cs[f], .row_bytes = rbs[f],
-                                       .via = f == 3 ? cv : NULL};
-            fg[f] = (rlt_gather_field){.dst = gd[f], .dst_stride = rbs[f], .src = gs[f], .row_bytes = rbs[f],
-                                       .via = f == 3 ? gv : NULL};
+    for (int zn = 1; zn <= GZ; zn += GZ - 1) {
+        for (size_t t = 0; t < sizeof bn / sizeof bn[0]; t++) {
+            const int32_t n = bn[t];
+            void *cs[GZ][4], *gs[GZ][4], *cd[GZ][4], *gd[GZ][4], *cv[GZ], *gv[GZ], *cx[GZ], *gx[GZ];
+            void *cz[GZ], *gz[GZ], *cc[GZ], *gc[GZ];
+            const int64_t size = SRC_ROWS - 13, ctr = 777;
+            for (int z = 0; z < zn; z++) { /* seed z's buffers, taken in the same order and sizes as seed 0's */
+                int32_t via[SRC_ROWS];
+                for (int32_t i = 0; i < SRC_ROWS; i++) via[i] = (int32_t)(rnd_u64() % (uint64_t)SRC_ROWS);
+                take((size_t)SRC_ROWS * 4, &cv[z], &gv[z]);
+                put(cv[z], gv[z], via, (size_t)SRC_ROWS * 4);
+                for (int f = 0; f < 4; f++) {
+                    uint64_t sb = rbs[f] * SRC_ROWS, db = rbs[f] * (uint64_t)n;
+                    unsigned char *h = malloc(sb > db ? sb : db);
+                    take(sb, &cs[z][f], &gs[z][f]);
+                    take(db, &cd[z][f], &gd[z][f]);
+                    for (uint64_t i = 0; i < sb; i++) h[i] = (unsigned char)rnd_u64();
+                    put(cs[z][f], gs[z][f], h, sb);
+                    for (uint64_t i = 0; i < db; i++) h[i] = (unsigned char)rnd_u64();
+                    put(cd[z][f], gd[z][f], h, db);
+                    free(h);
+                }
+                take((size_t)n * 4, &cx[z], &gx[z]);
+                take(8, &cz[z], &gz[z]);
+                take(8, &cc[z], &gc[z]);
+                put(cz[z], gz[z], &size, 8);
+                put(cc[z], gc[z], &ctr, 8);
+            }
+            const uint64_t key = rnd_u64();
+            rlt_gather_field fc[4], fg[4];
+            int rc = RLT_OK;
+            for (int z = 0; z < zn && rc == RLT_OK; z++) { /* the CPU, one seed at a time */
+                for (int f = 0; f < 4; f++)
+                    fc[f] = (rlt_gather_field){.dst = cd[z][f], .dst_stride = rbs[f], .src = cs[z][f],
+                                               .row_bytes = rbs[f], .via = f == 3 ? cv[z] : NULL};
+                rlt_sample_spec sc = {.size = cz[z], .seed = zn > 1 ? (uint64_t)z + 1 : key,
+                                      .stream = RLT_STREAM_SAMPLE, .batch = n, .counter = cc[z]};
+                rc = P.cpu.ops->gather_fields(&P.cpu, cx[z], n, &sc, 4, fc);
+            }
+            for (int f = 0; f < 4; f++)
+                fg[f] = (rlt_gather_field){.dst = gd[0][f], .dst_stride = rbs[f], .src = gs[0][f], .row_bytes = rbs[f],
+                                           .via = f == 3 ? gv[0] : NULL};
+            rlt_sample_spec sg = {.size = gz[0], .seed = key, .stream = RLT_STREAM_SAMPLE, .batch = n, .counter = gc[0]};
+            int r0 = RLT_OK, r2 = RLT_OK;
+            if (zn > 1) {
+                void *cdl, *gdl, *ck, *gk, *lead[GZ];
+                int64_t delta[GZ];
+                take(GZ * sizeof(int64_t), &cdl, &gdl);
+                take(GZ * sizeof(uint64_t), &ck, &gk);
+                for (int z = 0; z < zn; z++) lead[z] = gv[z];
+                seeds_batch_n(zn, lead, cdl, gdl, ck, gk, delta);
+                r0 = P.gpu.ops->seed_batch(&P.gpu, &(rlt_seeds_desc){.n = zn, .delta = gdl, .seed = gk,
+                                                                     .delta_host = delta});
+            }
+            int r1 = r0 == RLT_OK ? P.gpu.ops->gather_fields(&P.gpu, gx[0], n, &sg, 4, fg) : r0;
+            if (zn > 1) r2 = P.gpu.ops->seed_batch(&P.gpu, NULL);
+            CHECK(rc == RLT_OK && r1 == RLT_OK && r2 == RLT_OK, "gather_fields (four fields, drawn, %d seeds): cpu %d "
+                  "gpu %d %d (%s)", zn, rc, r1, r2, P.egpu.msg);
+            char what[96];
+            for (int z = 0; z < zn; z++) {
+                int32_t *ic = malloc((size_t)n * 4), *ig = malloc((size_t)n * 4);
+                fetch(ic, ig, cx[z], gx[z], (size_t)n * 4);
+                snprintf(what, sizeof what, "gather_fields four fields drawn n=%d seeds=%d: seed %d's indices", n, zn, z);
+                expect_exact(what, ig, ic, (size_t)n, 4);
+                for (int f = 0; f < 4; f++) {
+                    uint64_t db = rbs[f] * (uint64_t)n;
+                    unsigned char *oc = malloc(db), *og = malloc(db);
+                    fetch(oc, og, cd[z][f], gd[z][f], db);
+                    snprintf(what, sizeof what, "gather_fields four fields drawn n=%d seeds=%d: seed %d field %d", n,
+                             zn, z, f);
+                    expect_exact(what, og, oc, db, 1);
+                    free(oc), free(og);
+                }
+                free(ic), free(ig);
+            }
+            printf("  gather_fields four fields drawn n=%-4d seeds=%d exact\n", n, zn);
+            reset();
         }
-        take((size_t)n * 4, &cx, &gx);
-        void *cz, *gz, *cc, *gc;
-        take(8, &cz, &gz);
-        take(8, &cc, &gc);
-        const int64_t size = src_rows - 13, ctr = 777;
-        put(cz, gz, &size, 8);
-        put(cc, gc, &ctr, 8);
-        rlt_sample_spec sc = {.size = cz, .seed = rnd_u64(), .stream = RLT_STREAM_SAMPLE, .batch = n, .counter = cc};
-        rlt_sample_spec sg = sc;
-        sg.size = gz, sg.counter = gc;
-        int r1 = P.cpu.ops->gather_fields(&P.cpu, cx, n, &sc, 4, fc);
-        int r2 = P.gpu.ops->gather_fields(&P.gpu, gx, n, &sg, 4, fg);
-        CHECK(r1 == RLT_OK && r2 == RLT_OK, "gather_fields (four fields, drawn): cpu %d gpu %d (%s)", r1, r2, P.egpu.msg);
-        char what[96];
-        int32_t *ic = malloc((size_t)n * 4), *ig = malloc((size_t)n * 4);
-        fetch(ic, ig, cx, gx, (size_t)n * 4);
-        snprintf(what, sizeof what, "gather_fields four fields drawn n=%d: indices", n);
-        expect_exact(what, ig, ic, (size_t)n, 4);
-        for (int f = 0; f < 4; f++) {
-            uint64_t db = rbs[f] * (uint64_t)n;
-            unsigned char *oc = malloc(db), *og = malloc(db);
-            fetch(oc, og, cd[f], gd[f], db);
-            snprintf(what, sizeof what, "gather_fields four fields drawn n=%d: field %d", n, f);
-            expect_exact(what, og, oc, db, 1);
-            free(oc), free(og);
-        }
-        printf("  gather_fields four fields drawn n=%-4d        exact\n", n);
-        free(ic), free(ig), free(via);
-        reset();
     }
 }
 

@@ -10,7 +10,7 @@
 #include "philox.h"
 #include "cuda_ops.h"
 
-/* gather_fields: every field of one batch in one launch. Narrow rows (gather_rows_kernel): a block per run of rows,
+/* gather_fields: every field of one batch in one launch. Narrow rows of many seeds (gather_rows_kernel): a block per run of rows,
  * each row's index drawn once into shared memory, then every field's words of those rows. Wide rows
  * (gather_fields_kernel): blockIdx.y picks the field; within it, one thread per
  * word over the flattened (row, word) space (every thread busy whatever the row width, an observation row
@@ -135,12 +135,14 @@ __global__ void gather_fields_kernel(const __grid_constant__ gather_args g, int3
     gather_dispatch<gather_flat>(g, fi, idx, fi == 0 ? 1 : 0);
 }
 
-/* Narrow rows (every field of a row together at most GATHER_ROW_WORDS words): block x holds rows
+/* Narrow rows, batched over seeds (every field of a row together GATHER_ROW_WORDS_MIN to GATHER_ROW_WORDS words; the
+ * rule is cuda_gather_fields'): block x holds rows
  * x * g.rows .. (x + 1) * g.rows - 1 of every field. Each row's index is drawn (or read) once, by one thread, into
  * shared memory, and the block's threads then copy all its fields' words; gather_fields_kernel draws a row's index
  * again for every word of every field (42 Philox draws and 64-bit divisions a row of TD3 at HalfCheetah sizes, which
  * ncu found compute-bound: 80% SM throughput, 85-105 us of a 256-agent TD3 64-64 update on an H200). */
 #define GATHER_ROW_WORDS 256
+#define GATHER_ROW_WORDS_MIN 32
 #define GATHER_BLOCK_ROWS 32
 __global__ void gather_rows_kernel(const __grid_constant__ gather_args g, int32_t *idx) {
     cuda_pdl_wait(); /* launched with cuda_launch_pdl */
@@ -243,7 +245,11 @@ extern "C" int cuda_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, cons
     }
     uint64_t row_words = 0;
     for (int32_t i = 0; i < used; i++) row_words += g.words[i];
-    if (row_words <= GATHER_ROW_WORDS && cuda_get(bk)->gather_rows) {
+    /* By blocks of rows when batched over seeds and a row has enough words for its redrawn indices to cost more than a
+     * second step: 256 agents of TD3 64-64 at HalfCheetah sizes (42 words a row) gained 3% (an H200, both precisions),
+     * while a single agent lost 1.4% (TD3) and 7% (the DQN MLP, 11 words), and 64 DQN MLP agents 2.4%. */
+    if (cuda_seeds_z(bk) > 1 && row_words >= GATHER_ROW_WORDS_MIN && row_words <= GATHER_ROW_WORDS &&
+        cuda_get(bk)->gather_rows) {
         /* Rows by the block: up to 4 words a thread, and enough blocks to fill the device twice over. */
         const uint64_t z = cuda_seeds_z(bk), want = 2u * (uint64_t)cuda_get(bk)->sm_count;
         int32_t rows = GATHER_BLOCK_ROWS;
