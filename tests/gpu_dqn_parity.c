@@ -424,6 +424,110 @@ static void test_conv(void) {
     test_conv_case(8, (rlt_conv_shape){3, 3, 17, 23, 5, 5, 9, 3, 3, 0}, "wide filter, padded");
 }
 
+/* Seed batching (seed_batch): Z agents, agent z's buffers CONV_SEED_STRIDE bytes apart from agent z - 1's, run one
+ * batched forward and backward of the slot's convolution; each agent's output, dy through relu', dw and db must equal
+ * that agent's own forward and backward run alone on the GPU bit for bit (the same kernels and block sums, grid z the
+ * agent), and its dx must agree within the fp32 bound of its dcol product (a batched library product, summed in the
+ * library's order). */
+static void test_conv_seeds_case(int32_t slot, rlt_conv_shape s, const char *label) {
+    enum { Z = 8 };
+    conv_dims d = dims_of(s);
+    uint64_t ws = 0;
+    CHECK(P.gpu.ops->conv_prepare(&P.gpu, slot, &s, &ws) == RLT_OK, "%s: conv_prepare: %s", label, P.egpu.msg);
+    const uint64_t sz[9] = {d.nx * 4, d.nw * 4, (uint64_t)s.k * 4, d.ny * 4, d.ny * 4, d.nx * 4, d.nw * 4,
+                            (uint64_t)s.k * 4, ws ? ws : 256};
+    uint64_t off[9], per = 0;
+    for (int i = 0; i < 9; i++) off[i] = per, per += (sz[i] + 255) & ~255ull;
+    /* two sets of Z agents: [0] run batched, [1] each alone; same inputs */
+    void *cb[2], *gb[2];
+    take(per * Z, &cb[0], &gb[0]);
+    take(per * Z, &cb[1], &gb[1]);
+    float *x = malloc(d.nx * 4), *w = malloc(d.nw * 4), *b = malloc((size_t)s.k * 4), *dy = malloc(d.ny * 4);
+    float *dw0 = malloc(d.nw * 4), *db0 = malloc((size_t)s.k * 4), *ha = malloc(d.nx * 4 + d.ny * 4 + d.nw * 4),
+          *hb = malloc(d.nx * 4 + d.ny * 4 + d.nw * 4);
+    double *bx = malloc(d.nx * sizeof(double));
+    const float bound = 1.0f / sqrtf((float)(s.c * s.kh * s.kw));
+    for (int z = 0; z < Z; z++) {
+        rnd_fill(x, d.nx, 0, 1);
+        rnd_fill(w, d.nw, -bound, bound);
+        rnd_fill(b, (size_t)s.k, -bound, bound);
+        rnd_fill(dy, d.ny, -1, 1);
+        rnd_fill(dw0, d.nw, -1, 1);
+        rnd_fill(db0, (size_t)s.k, -1, 1);
+        const float *src[8] = {x, w, b, NULL, dy, NULL, dw0, db0};
+        for (int set = 0; set < 2; set++)
+            for (int i = 0; i < 8; i++)
+                if (src[i]) put((char *)cb[set] + z * per + off[i], (char *)gb[set] + z * per + off[i], src[i], sz[i]);
+    }
+    /* each alone */
+    int rc = RLT_OK;
+    for (int z = 0; z < Z && rc == RLT_OK; z++) {
+        char *g = (char *)gb[1] + z * per;
+        rc = conv_fwd(&P.gpu, slot, g + off[3], g + off[0], g + off[1], (const float *)(g + off[2]), RLT_ACT_RELU,
+                      g + off[8], ws);
+        if (rc == RLT_OK)
+            rc = conv_bwd(&P.gpu, slot, g + off[5], (float *)(g + off[6]), (float *)(g + off[7]), g + off[4], g + off[3],
+                          g + off[0], g + off[1], RLT_ACT_RELU, g + off[8], ws);
+    }
+    CHECK(rc == RLT_OK, "%s: each agent alone: %s", label, P.egpu.msg);
+    /* batched */
+    void *cdl, *gdl, *ck, *gk;
+    take(Z * sizeof(int64_t), &cdl, &gdl);
+    take(Z * sizeof(uint64_t), &ck, &gk);
+    int64_t delta[Z];
+    uint64_t seed[Z];
+    for (int z = 0; z < Z; z++) delta[z] = (int64_t)(z * per), seed[z] = (uint64_t)z + 1;
+    put(cdl, gdl, delta, sizeof delta);
+    put(ck, gk, seed, sizeof seed);
+    char *g = gb[0];
+    int r0 = P.gpu.ops->seed_batch(&P.gpu, &(rlt_seeds_desc){.n = Z, .delta = gdl, .seed = gk, .delta_host = delta});
+    int r1 = r0 == RLT_OK ? conv_fwd(&P.gpu, slot, g + off[3], g + off[0], g + off[1], (const float *)(g + off[2]),
+                                     RLT_ACT_RELU, g + off[8], ws) : r0;
+    int r2 = r1 == RLT_OK ? conv_bwd(&P.gpu, slot, g + off[5], (float *)(g + off[6]), (float *)(g + off[7]), g + off[4],
+                                     g + off[3], g + off[0], g + off[1], RLT_ACT_RELU, g + off[8], ws) : r1;
+    int r3 = P.gpu.ops->seed_batch(&P.gpu, NULL);
+    CHECK(r2 == RLT_OK && r3 == RLT_OK, "%s: %d agents batched: forward %d, backward %d, end %d (%s)", label, Z, r1, r2,
+          r3, P.egpu.msg);
+    char what[128];
+    for (int z = 0; z < Z; z++) {
+        const char *names[5] = {"y", "dy through relu'", "dw (accumulated)", "db (accumulated)", "dx"};
+        const int idx[5] = {3, 4, 6, 7, 5};
+        for (int i = 0; i < 5; i++) {
+            const uint64_t n = sz[idx[i]];
+            fetch(hb, ha, (char *)cb[1] + z * per + off[idx[i]], (char *)gb[0] + z * per + off[idx[i]], n);
+            float *alone = malloc(n);
+            fetch(hb, alone, (char *)cb[1] + z * per + off[idx[i]], (char *)gb[1] + z * per + off[idx[i]], n);
+            snprintf(what, sizeof what, "%s, %d agents batched: agent %d's %s", label, Z, z, names[i]);
+            if (i < 4) {
+                expect_exact(what, ha, alone, n / 4, 4);
+            } else {
+                /* dx: 2 gamma(k kh kw + 2) times the sum of |dy' w| over the taps that reach the pixel, as in
+                 * test_conv_case; dy' and w read back from this agent's buffers */
+                float *dyp = malloc(d.ny * 4), *wz = malloc(d.nw * 4);
+                fetch(hb, dyp, (char *)cb[1] + z * per + off[4], (char *)gb[1] + z * per + off[4], d.ny * 4);
+                fetch(hb, wz, (char *)cb[1] + z * per + off[1], (char *)gb[1] + z * per + off[1], d.nw * 4);
+                for (size_t e = 0; e < d.nx; e++) bx[e] = 0;
+                FOR_EACH_TAP(&d, bx[xi_] += fabs((double)dyp[yi_]) * fabs((double)wz[wi_]));
+                for (size_t e = 0; e < d.nx; e++) bx[e] = 2.0 * gamma_n((double)s.k * s.kh * s.kw + 2) * bx[e] + 1e-37;
+                expect_close(what, ha, alone, d.nx, bx, 0, 0);
+                free(dyp), free(wz);
+            }
+            free(alone);
+        }
+    }
+    printf("%s: %d agents batched, each as alone (y, dy, dw, db exact; dx within its bound)\n", label, Z);
+    free(x), free(w), free(b), free(dy), free(dw0), free(db0), free(ha), free(hb), free(bx);
+    reset();
+}
+
+static void test_conv_seeds(void) {
+    /* Nature conv1 at batch 4 (the forward's taps split in chunks, summed by a second kernel), conv2 and the MinAtar
+     * layer at batch 8. */
+    test_conv_seeds_case(9, (rlt_conv_shape){4, 4, 84, 84, 32, 8, 8, 4, 0, 0}, "nature conv1, batch 4");
+    test_conv_seeds_case(10, (rlt_conv_shape){8, 32, 20, 20, 64, 4, 4, 2, 0, 0}, "nature conv2, batch 8");
+    test_conv_seeds_case(11, (rlt_conv_shape){8, 4, 10, 10, 16, 3, 3, 1, 0, 0}, "minatar conv, batch 8");
+}
+
 static void test_errors(void) {
     printf("errors\n");
     void *ca, *ga;
@@ -465,6 +569,7 @@ int main(void) {
     test_gather_u8();
     test_clip();
     test_conv();
+    test_conv_seeds();
     test_errors();
     pair_close();
     return test_summary("gpu_dqn_parity");

@@ -26,8 +26,10 @@ __global__ void conv_bias_act_kernel(void *y, int32_t dt, const float *b, int32_
  * added in order (a division and a dependent load per element made this the slowest kernel of a Nature
  * DQN backward). */
 #define CONV_BIAS_BATCH 8
-__global__ void conv_bias_grad_kernel(float *db, const void *dy, int32_t dt, int32_t n, int32_t k, int32_t hw) {
+__global__ void conv_bias_grad_kernel(float *db, const void *dy, int32_t dt, int32_t n, int32_t k, int32_t hw,
+                                      cuda_seeds sd) {
     __shared__ float shared[CONV_BIAS_THREADS];
+    db = cuda_seed_ptr(sd, db), dy = cuda_seed_ptr(sd, dy); /* grid z: the agent */
     int32_t ch = blockIdx.x;
     float acc = 0.0f;
     int32_t img = 0, p = (int32_t)threadIdx.x;
@@ -76,9 +78,10 @@ extern "C" int cuda_conv_bias_act(rlt_backend *bk, void *y, int32_t dt, const fl
 
 extern "C" int cuda_conv_bias_grad(rlt_backend *bk, float *db, const void *dy, int32_t dt, int32_t n, int32_t k,
                                    int32_t hw) {
-    RLT_TRY(cuda_seeds_refuse(bk, "conv_bias_grad"));
     CUDA_REQUIRE(bk, n >= 0 && k >= 1 && hw >= 1, "conv_bias_grad");
-    conv_bias_grad_kernel<<<(unsigned)k, CONV_BIAS_THREADS, 0, cuda_stream(bk)>>>(db, dy, dt, n, k, hw);
+    RLT_TRY(cuda_seeds_check(bk, "conv_bias_grad", 2, db, dy));
+    conv_bias_grad_kernel<<<dim3((unsigned)k, 1, cuda_seeds_z(bk)), CONV_BIAS_THREADS, 0, cuda_stream(bk)>>>(
+        db, dy, dt, n, k, hw, cuda_seeds_of(bk));
     CUDA_CHECK_LAUNCH(bk, "conv_bias_grad_kernel");
     return RLT_OK;
 }

@@ -56,9 +56,11 @@ __global__ void conv_im2col_kernel(float *__restrict__ col, const float *__restr
 
 /* dy (NCHW, in place) *= act'(y), as act_grad_kernel computes it, and dyr[(img, p), o] = the same value. */
 template <int ACT>
-__global__ void conv_dy_rows_kernel(float *__restrict__ dyr, float *__restrict__ dy, const float *__restrict__ y, int32_t k, int32_t P, int64_t total) {
+__global__ void conv_dy_rows_kernel(float *__restrict__ dyr, float *__restrict__ dy, const float *__restrict__ y, int32_t k, int32_t P, int64_t total,
+                                    cuda_seeds sd) {
     cuda_pdl_wait();
     cuda_pdl_trigger();
+    dyr = cuda_seed_ptr(sd, dyr), dy = cuda_seed_ptr(sd, dy), y = cuda_seed_ptr(sd, y); /* grid z: the agent */
     /* 32-bit indices: the launcher checks n*k*P fits. */
     for (int32_t e = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); e < (int32_t)total;
          e += (int32_t)(gridDim.x * blockDim.x)) {
@@ -86,9 +88,11 @@ __global__ void conv_rows_bias_act_kernel(float *y, const float *yr, const float
 
 /* dx[img, ci, iy, ix] = the sum of the dcol entries im2col copied this pixel to: output rows oy (then ox)
  * ascending, each with its one tap ky = iy + pad - oy stride (likewise kx). A fixed order, no atomics. */
-__global__ void conv_col2im_kernel(float *__restrict__ dx, const float *__restrict__ dcol, conv_geom g, int32_t total) {
+__global__ void conv_col2im_kernel(float *__restrict__ dx, const float *__restrict__ dcol, conv_geom g, int32_t total,
+                                   cuda_seeds sd) {
     cuda_pdl_wait();
     cuda_pdl_trigger();
+    dx = cuda_seed_ptr(sd, dx), dcol = cuda_seed_ptr(sd, dcol); /* grid z: the agent */
     const int32_t K = g.c * g.kh * g.kw, P = g.oh * g.ow;
     for (int32_t e = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); e < total; e += (int32_t)(gridDim.x * blockDim.x)) {
         const int32_t q = e / g.w, ix = e - q * g.w, q2 = q / g.h, iy = q - q2 * g.h, img = q2 / g.c, ci = q2 - img * g.c;
@@ -140,9 +144,14 @@ static int conv_im2col(rlt_backend *bk, float *col, const float *x, const conv_g
 
 extern "C" int cuda_conv_gemm_forward(rlt_backend *bk, const rlt_conv_shape *s, float *y, const float *x,
                                       const float *w, const float *b, int32_t act, void *ws) {
-    RLT_TRY(cuda_seeds_refuse(bk, "conv_forward"));
     conv_geom g = conv_geom_of(s);
-    if (conv_igemm_fits(g)) return conv_igemm_forward(bk, g, y, x, w, b, act, (float *)ws);
+    /* Batched over seeds (grid z, each agent's pointers moved by its delta): the implicit GEMMs; the explicit path's
+     * library product is never batched here. */
+    if (conv_igemm_fits(g)) {
+        RLT_TRY(cuda_seeds_check(bk, "conv_forward", 5, y, x, w, b, ws));
+        return conv_igemm_forward(bk, g, y, x, w, b, act, (float *)ws);
+    }
+    RLT_TRY(cuda_seeds_refuse(bk, "conv_forward (a layer past the implicit GEMM's taps)"));
     float *col = (float *)ws;
     RLT_TRY(conv_im2col(bk, col, x, g));
     const int32_t P = g.oh * g.ow, R = g.n * P, K = g.c * g.kh * g.kw;
@@ -163,19 +172,21 @@ static int conv_dx(rlt_backend *bk, const conv_geom &g, float *dx, const float *
 
 extern "C" int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s, float *dx, float *dw, float *db,
                                        float *dy, const float *y, const float *x, const float *w, int32_t act, void *ws) {
-    RLT_TRY(cuda_seeds_refuse(bk, "conv_backward"));
     conv_geom g = conv_geom_of(s);
+    if (!conv_igemm_fits(g)) RLT_TRY(cuda_seeds_refuse(bk, "conv_backward (a layer past the implicit GEMM's taps)"));
+    RLT_TRY(cuda_seeds_check(bk, "conv_backward", 8, dx, dw, db, dy, y, x, w, ws));
     const int32_t P = g.oh * g.ow, R = g.n * P, K = g.c * g.kh * g.kw;
     float *col = (float *)ws;
     float *part = (float *)((unsigned char *)ws + conv_gemm_part_off(g));
     float *dyr = (float *)((unsigned char *)ws + conv_gemm_dyr_off(g));
     int64_t ny = (int64_t)R * g.k;
-    dim3 grid(cuda_blocks(bk, (uint64_t)ny, CONV_GEMM_THREADS)), block(CONV_GEMM_THREADS);
+    const cuda_seeds sd = cuda_seeds_of(bk);
+    dim3 grid(cuda_blocks(bk, (uint64_t)ny, CONV_GEMM_THREADS), 1, cuda_seeds_z(bk)), block(CONV_GEMM_THREADS);
     if (act == RLT_ACT_RELU)
-        CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_dy_rows_kernel<RLT_ACT_RELU>, grid, block, dyr, dy, y, g.k, P, ny));
+        CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_dy_rows_kernel<RLT_ACT_RELU>, grid, block, dyr, dy, y, g.k, P, ny, sd));
     else if (act == RLT_ACT_TANH)
-        CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_dy_rows_kernel<RLT_ACT_TANH>, grid, block, dyr, dy, y, g.k, P, ny));
-    else CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_dy_rows_kernel<RLT_ACT_NONE>, grid, block, dyr, dy, y, g.k, P, ny));
+        CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_dy_rows_kernel<RLT_ACT_TANH>, grid, block, dyr, dy, y, g.k, P, ny, sd));
+    else CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_dy_rows_kernel<RLT_ACT_NONE>, grid, block, dyr, dy, y, g.k, P, ny, sd));
     CUDA_CHECK_LAUNCH(bk, "conv_dy_rows_kernel");
     if (!conv_igemm_fits(g)) {
         /* Explicit (a layer too wide for the implicit GEMMs): everything in order on this lane; col is im2col(x)
@@ -206,11 +217,14 @@ extern "C" int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s,
 /* dx = col2im(dyr w), with dcol = dyr w in col's place. */
 static int conv_dx(rlt_backend *bk, const conv_geom &g, float *dx, const float *dyr, const float *w, float *col) {
     const int32_t R = g.n * g.oh * g.ow, K = g.c * g.kh * g.kw;
-    /* dcol = dyr w into col's place (no activation: the previous layer applies its own derivative). */
-    RLT_TRY(cuda_gemm(bk, 0, 0, R, K, g.k, 1.0f, dyr, g.k, w, K, 0.0f, col, K));
+    /* dcol = dyr w into col's place (no activation: the previous layer applies its own derivative); batched over
+     * seeds, one library product over the agents' pointer arrays (summed in its order, not the single product's). */
+    if (cuda_get(bk)->seeds.n > 1) RLT_TRY(cuda_gemm_seeds(bk, 0, 0, R, K, g.k, 1.0f, dyr, g.k, w, K, 0.0f, col, K));
+    else RLT_TRY(cuda_gemm(bk, 0, 0, R, K, g.k, 1.0f, dyr, g.k, w, K, 0.0f, col, K));
     int64_t nx = (int64_t)g.n * g.c * g.h * g.w;
-    CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_col2im_kernel, dim3(cuda_blocks(bk, (uint64_t)nx, CONV_GEMM_THREADS)),
-                                   dim3(CONV_GEMM_THREADS), dx, (const float *)col, g, (int32_t)nx));
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_col2im_kernel,
+                                   dim3(cuda_blocks(bk, (uint64_t)nx, CONV_GEMM_THREADS), 1, cuda_seeds_z(bk)),
+                                   dim3(CONV_GEMM_THREADS), dx, (const float *)col, g, (int32_t)nx, cuda_seeds_of(bk)));
     CUDA_CHECK_LAUNCH(bk, "conv_col2im_kernel");
     return RLT_OK;
 }

@@ -125,8 +125,16 @@ struct igemm_fwd_smem {
 template <int ACT, int TM, int TN>
 __global__ void __launch_bounds__(IGEMM_THREADS)
     conv_igemm_fwd_kernel(float *__restrict__ y, float *__restrict__ part, const float *__restrict__ x,
-                          const float *__restrict__ w, const float *__restrict__ b, conv_geom g, int32_t kchunk) {
+                          const float *__restrict__ w, const float *__restrict__ b, conv_geom g, int32_t kchunk,
+                          cuda_seeds sd, int32_t S) {
     constexpr int BM = 16 * TM, BN = 16 * TN;
+    /* blockIdx.z = agent * S + chunk: batched over seeds, the agent's buffers lie its delta from the lead's. */
+    const int32_t zc = (int32_t)blockIdx.z % S;
+    if (sd.delta) {
+        const int64_t dz = sd.delta[blockIdx.z / S];
+        y = cuda_at(y, dz), part = cuda_at(part, dz), x = cuda_at(x, dz), w = cuda_at(w, dz);
+        if (b) b = cuda_at(b, dz);
+    }
     typedef igemm_fwd_smem<BM, BN> SM;
     constexpr int LDA = SM::LDA, LDB = SM::LDB;
     constexpr int ASTEP = IGEMM_THREADS / BM, AQ = IGEMM_BK / ASTEP;        /* A copies per thread per tile */
@@ -137,7 +145,7 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
      * they read as 0. */
     int2 *taps = reinterpret_cast<int2 *>(sm + IGEMM_STAGES * SM::STAGE);
     const int32_t K = g.c * g.kh * g.kw, P = g.oh * g.ow, R = g.n * P;
-    const int32_t kb = (int32_t)blockIdx.z * kchunk, ke = min(K, kb + kchunk);
+    const int32_t kb = zc * kchunk, ke = min(K, kb + kchunk);
     const int32_t T = (ke - kb + IGEMM_BK - 1) / IGEMM_BK; /* tiles of this chunk */
     const int32_t tid = (int32_t)threadIdx.x, tx = tid & 15, ty = tid >> 4;
     const int32_t m0 = (int32_t)blockIdx.x * BM, n0 = (int32_t)blockIdx.y * BN;
@@ -179,7 +187,7 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
     });
     auto store = [&](int32_t r, int32_t o, float v) { /* output pixel r, channel o */
         if (ACT == IGEMM_PARTIAL) {
-            part[((int64_t)blockIdx.z * g.k + o) * R + r] = v;
+            part[((int64_t)zc * g.k + o) * R + r] = v;
             return;
         }
         const int32_t img = r / P, p = r - img * P;
@@ -200,9 +208,11 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
 /* y[img, o, p] = act(part[0, o, r] + ... + part[S-1, o, r] + b[o]) with r = img P + p, chunks in order. */
 template <int ACT>
 __global__ void conv_igemm_fwd_sum_kernel(float *__restrict__ y, const float *__restrict__ part,
-                                          const float *__restrict__ b, int32_t k, int32_t P, int32_t R, int32_t S) {
+                                          const float *__restrict__ b, int32_t k, int32_t P, int32_t R, int32_t S,
+                                          cuda_seeds sd) {
     cuda_pdl_wait();
     cuda_pdl_trigger();
+    y = cuda_seed_ptr(sd, y), part = cuda_seed_ptr(sd, part), b = cuda_seed_ptr(sd, b); /* grid z: the agent */
     const int32_t total = R * k;
     for (int32_t e = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); e < total; e += (int32_t)(gridDim.x * blockDim.x)) {
         const int32_t q = e / P, p = e - q * P, img = q / k, o = q - img * k, r = img * P + p;
@@ -221,7 +231,7 @@ __global__ void conv_igemm_fwd_sum_kernel(float *__restrict__ y, const float *__
 template <int TM>
 __global__ void __launch_bounds__(IGEMM_THREADS)
     conv_igemm_dw_kernel(float *__restrict__ part, const float *__restrict__ dyr, const float *__restrict__ x,
-                         conv_geom g, int32_t chunk) {
+                         conv_geom g, int32_t chunk, cuda_seeds sd, int32_t S) {
     constexpr int BM = 16 * TM, BN = 64, TN = 4;
     constexpr int ASTEP = IGEMM_THREADS / BM, AQ = IGEMM_BK / ASTEP;
     constexpr int BSTEP = IGEMM_THREADS / BN, BQ = IGEMM_BK / BSTEP;
@@ -230,7 +240,12 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
     __shared__ igemm_pix pixs[IGEMM_CHUNK_MAX];
     const int32_t K = g.c * g.kh * g.kw, R = g.n * g.oh * g.ow;
     const int32_t tid = (int32_t)threadIdx.x, tx = tid & 15, ty = tid >> 4;
-    const int32_t t0 = (int32_t)blockIdx.x * BN, o0 = (int32_t)blockIdx.y * BM, s = (int32_t)blockIdx.z;
+    /* blockIdx.z = agent * S + chunk, as in the forward. */
+    const int32_t t0 = (int32_t)blockIdx.x * BN, o0 = (int32_t)blockIdx.y * BM, s = (int32_t)blockIdx.z % S;
+    if (sd.delta) {
+        const int64_t dz = sd.delta[blockIdx.z / S];
+        part = cuda_at(part, dz), dyr = cuda_at(dyr, dz), x = cuda_at(x, dz);
+    }
     const int32_t r0 = s * chunk, rn = min(chunk, R - r0);
     const int32_t am = tid % BM, ar = tid / BM, bt = tid % BN, br = tid / BN;
     for (int32_t i = tid; i < rn; i += IGEMM_THREADS) pixs[i] = igemm_pixel(g, r0 + i);
@@ -277,9 +292,11 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
 }
 
 /* dw[e] += part[0, e] + part[1, e] + ... + part[S-1, e], left to right. */
-__global__ void conv_igemm_dw_sum_kernel(float *__restrict__ dw, const float *__restrict__ part, int32_t n, int32_t S) {
+__global__ void conv_igemm_dw_sum_kernel(float *__restrict__ dw, const float *__restrict__ part, int32_t n, int32_t S,
+                                         cuda_seeds sd) {
     cuda_pdl_wait();
     cuda_pdl_trigger();
+    dw = cuda_seed_ptr(sd, dw), part = cuda_seed_ptr(sd, part); /* grid z: the agent */
     for (int32_t e = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); e < n; e += (int32_t)(gridDim.x * blockDim.x)) {
         float acc = 0.0f;
 #pragma unroll 8
@@ -339,13 +356,15 @@ static int32_t igemm_fwd_kchunk(const conv_geom &g, int32_t tm) {
 
 template <int ACT>
 static cudaError_t igemm_fwd_act(rlt_backend *bk, int32_t tm, int32_t tn, dim3 grid, float *y, float *part,
-                                 const float *x, const float *w, const float *b, const conv_geom &g, int32_t kchunk) {
+                                 const float *x, const float *w, const float *b, const conv_geom &g, int32_t kchunk,
+                                 int32_t S) {
+    const cuda_seeds sd = cuda_seeds_of(bk);
     const dim3 block(IGEMM_THREADS);
     const int32_t kt = (kchunk + IGEMM_BK - 1) / IGEMM_BK;
 #define IGEMM_FWD(TM_, TN_) \
     if (tm == TM_ && tn == TN_) \
         return cuda_launch_pdl_smem(bk, conv_igemm_fwd_kernel<ACT, TM_, TN_>, grid, block, \
-                                    igemm_fwd_smem<16 * TM_, 16 * TN_>::bytes(kt), y, part, x, w, b, g, kchunk)
+                                    igemm_fwd_smem<16 * TM_, 16 * TN_>::bytes(kt), y, part, x, w, b, g, kchunk, sd, S)
     IGEMM_FWD(4, 2); IGEMM_FWD(2, 2); IGEMM_FWD(1, 2); IGEMM_FWD(4, 4); IGEMM_FWD(2, 4); IGEMM_FWD(1, 4);
 #undef IGEMM_FWD
     return cudaErrorInvalidValue;
@@ -356,19 +375,23 @@ int conv_igemm_forward(rlt_backend *bk, const conv_geom &g, float *y, const floa
     CUDA_REQUIRE(bk, act >= RLT_ACT_NONE && act <= RLT_ACT_TANH, "conv_forward");
     const int32_t tm = igemm_fwd_tm(g), tn = g.k <= 32 ? 2 : 4, kchunk = igemm_fwd_kchunk(g, tm);
     const int32_t R = g.n * g.oh * g.ow, K = g.c * g.kh * g.kw, S = (K + kchunk - 1) / kchunk;
-    dim3 grid((unsigned)((R + 16 * tm - 1) / (16 * tm)), (unsigned)((g.k + 16 * tn - 1) / (16 * tn)), (unsigned)S);
-    cudaError_t rc = S > 1                  ? igemm_fwd_act<IGEMM_PARTIAL>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk)
-                     : act == RLT_ACT_RELU ? igemm_fwd_act<RLT_ACT_RELU>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk)
-                     : act == RLT_ACT_TANH ? igemm_fwd_act<RLT_ACT_TANH>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk)
-                                           : igemm_fwd_act<RLT_ACT_NONE>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk);
+    /* Batched over seeds, grid z runs over the agents' chunks: agent a's chunk c is z = a S + c. */
+    const unsigned zn = cuda_seeds_z(bk);
+    CUDA_REQUIRE(bk, (uint64_t)S * zn <= 65535u, "conv_forward (seeds x chunks past the grid's z)");
+    dim3 grid((unsigned)((R + 16 * tm - 1) / (16 * tm)), (unsigned)((g.k + 16 * tn - 1) / (16 * tn)), (unsigned)S * zn);
+    cudaError_t rc = S > 1                  ? igemm_fwd_act<IGEMM_PARTIAL>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
+                     : act == RLT_ACT_RELU ? igemm_fwd_act<RLT_ACT_RELU>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
+                     : act == RLT_ACT_TANH ? igemm_fwd_act<RLT_ACT_TANH>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
+                                           : igemm_fwd_act<RLT_ACT_NONE>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S);
     CUDA_CHECK(bk, rc);
     CUDA_CHECK_LAUNCH(bk, "conv_igemm_fwd_kernel");
     if (S == 1) return RLT_OK;
     const int32_t P = g.oh * g.ow;
-    const dim3 sg(cuda_blocks(bk, (uint64_t)R * g.k, IGEMM_THREADS)), sb(IGEMM_THREADS);
-    rc = act == RLT_ACT_RELU   ? cuda_launch_pdl(bk, conv_igemm_fwd_sum_kernel<RLT_ACT_RELU>, sg, sb, y, (const float *)part, b, g.k, P, R, S)
-         : act == RLT_ACT_TANH ? cuda_launch_pdl(bk, conv_igemm_fwd_sum_kernel<RLT_ACT_TANH>, sg, sb, y, (const float *)part, b, g.k, P, R, S)
-                               : cuda_launch_pdl(bk, conv_igemm_fwd_sum_kernel<RLT_ACT_NONE>, sg, sb, y, (const float *)part, b, g.k, P, R, S);
+    const dim3 sg(cuda_blocks(bk, (uint64_t)R * g.k, IGEMM_THREADS), 1, zn), sb(IGEMM_THREADS);
+    const cuda_seeds sd = cuda_seeds_of(bk);
+    rc = act == RLT_ACT_RELU   ? cuda_launch_pdl(bk, conv_igemm_fwd_sum_kernel<RLT_ACT_RELU>, sg, sb, y, (const float *)part, b, g.k, P, R, S, sd)
+         : act == RLT_ACT_TANH ? cuda_launch_pdl(bk, conv_igemm_fwd_sum_kernel<RLT_ACT_TANH>, sg, sb, y, (const float *)part, b, g.k, P, R, S, sd)
+                               : cuda_launch_pdl(bk, conv_igemm_fwd_sum_kernel<RLT_ACT_NONE>, sg, sb, y, (const float *)part, b, g.k, P, R, S, sd);
     CUDA_CHECK(bk, rc);
     CUDA_CHECK_LAUNCH(bk, "conv_igemm_fwd_sum_kernel");
     return RLT_OK;
@@ -377,13 +400,16 @@ int conv_igemm_forward(rlt_backend *bk, const conv_geom &g, float *y, const floa
 int conv_igemm_weight_grad(rlt_backend *bk, const conv_geom &g, float *dw, const float *dyr, const float *x, float *part) {
     const int32_t R = g.n * g.oh * g.ow, K = g.c * g.kh * g.kw, tm = igemm_dw_tm(g), chunk = igemm_dw_chunk(g);
     const int32_t S = (R + chunk - 1) / chunk;
-    dim3 grid((unsigned)((K + 63) / 64), (unsigned)((g.k + 16 * tm - 1) / (16 * tm)), (unsigned)S);
-    if (tm == 2) CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_kernel<2>, grid, dim3(IGEMM_THREADS), part, dyr, x, g, chunk));
-    else CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_kernel<4>, grid, dim3(IGEMM_THREADS), part, dyr, x, g, chunk));
+    const unsigned zn = cuda_seeds_z(bk);
+    const cuda_seeds sd = cuda_seeds_of(bk);
+    CUDA_REQUIRE(bk, (uint64_t)S * zn <= 65535u, "conv_backward (seeds x chunks past the grid's z)");
+    dim3 grid((unsigned)((K + 63) / 64), (unsigned)((g.k + 16 * tm - 1) / (16 * tm)), (unsigned)S * zn);
+    if (tm == 2) CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_kernel<2>, grid, dim3(IGEMM_THREADS), part, dyr, x, g, chunk, sd, S));
+    else CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_kernel<4>, grid, dim3(IGEMM_THREADS), part, dyr, x, g, chunk, sd, S));
     CUDA_CHECK_LAUNCH(bk, "conv_igemm_dw_kernel");
     const int32_t n = g.k * K;
-    CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_sum_kernel, dim3(cuda_blocks(bk, (uint64_t)n, IGEMM_THREADS)),
-                                   dim3(IGEMM_THREADS), dw, (const float *)part, n, S));
+    CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_sum_kernel, dim3(cuda_blocks(bk, (uint64_t)n, IGEMM_THREADS), 1, zn),
+                                   dim3(IGEMM_THREADS), dw, (const float *)part, n, S, sd));
     CUDA_CHECK_LAUNCH(bk, "conv_igemm_dw_sum_kernel");
     return RLT_OK;
 }
