@@ -563,6 +563,7 @@ static void test_errors(void) {
 }
 
 int main(void) {
+    setenv("RLT_CUDA_SEEDS_CONV", "1", 1); /* test_conv_seeds: convolutions batched over seeds, an opt-in */
     pair_open(ARENA_BYTES);
     printf("device %s: context_bytes %.1f MiB\n", P.gpu.device_name, P.gpu.context_bytes / 1048576.0);
 

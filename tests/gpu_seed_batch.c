@@ -17,7 +17,8 @@
  *   (each seed once planned the lead's workspace: 897 MiB), every other seed's arena is the same size and smaller
  *   than the lead's, and the group's plan table states the sum of what the members reserved; rlt_plan_group
  *   (`rltrain plan`) planned those two sizes before.
- * - A MinAtar DQN (a convolution) batches too: its fp32 convolutions run for all seeds in one launch each.
+ * - A MinAtar DQN (a convolution) batches with RLT_CUDA_SEEDS_CONV=1: its fp32 convolutions run for all seeds in one
+ *   launch each; by default it keeps a graph per seed and the log says why.
  * - A 256-256 DQN at batch 64 batches too: its weight gradients are batched library products (the plan reserves the
  *   workspace for them; it once missed them, and such a group ran a graph each).
  * - Seeds whose arenas span more than 2^31 floats together (40 seeds of a 256-256 TD3, each with a replay of 7M
@@ -78,8 +79,8 @@ static void group_vs_single(const char *yaml, const char *tag, int n, const char
     }
 }
 
-/* 3 seeds of a MinAtar DQN (a 16@3x3 convolution, then 128): one batched graph, the convolutions' kernels run for all
- * three (grid z the agent; gpu_dqn_parity checks each agent's values against its own run), and the group trains to
+/* 3 seeds of a MinAtar DQN (a 16@3x3 convolution, then 128) with RLT_CUDA_SEEDS_CONV=1: one batched graph, the
+ * convolutions' kernels run for all three (grid z the agent; gpu_dqn_parity checks each agent's values against its own run), and the group trains to
  * its end. */
 static void dqn_conv_batches(void) {
     static const char *const k_minatar =
@@ -87,8 +88,13 @@ static void dqn_conv_batches(void) {
         "train: {total_steps: 1500, batch_size: 32, eval_every: 1500, eval_episodes: 1, progress_every_s: 0, "
         "num_seeds: 3, seed_batching: true}\nreplay: {capacity: 2000, location: device}\n"
         "network: {conv: minatar}\ndqn: {learning_starts: 500, train_freq: 1, target_update_every: 200}\n";
+    setenv("RLT_CUDA_SEEDS_CONV", "1", 1); /* an opt-in (kernels/cuda/cuda_ops.h) */
     rlt_config *cfg = config(k_minatar, test_tmpdir("tmp_gpu_batch_minatar"), NULL, NULL);
     (void)test_group_logged(cfg, "minatar conv", "the 3 seeds' updates run as one batched graph");
+    unsetenv("RLT_CUDA_SEEDS_CONV");
+    /* By default such a group keeps a graph per seed, and says why. */
+    cfg = config(k_minatar, test_tmpdir("tmp_gpu_batch_minatar_off"), NULL, NULL);
+    (void)test_group_logged(cfg, "minatar conv, default", "cannot run for several seeds at once");
 }
 
 /* 3 seeds of a 256-256 DQN at batch 64 (configs/dqn_cartpole.yaml's network): one batched graph. */

@@ -40,8 +40,9 @@ static int conv_check_call(rlt_backend *bk, const cuda_conv_slot *sl, int32_t ac
 int cuda_conv_forward(rlt_backend *bk, const rlt_conv_fwd *d) {
     cuda_conv_slot *sl = NULL;
     RLT_TRY(conv_find_slot(bk, d->slot, "conv_forward", &sl));
-    /* Batched over seeds: the fp32 slots (our implicit GEMMs, conv_gemm.cu); cuDNN's never. */
-    if (!sl->gemm) RLT_TRY(cuda_seeds_refuse(bk, "conv_forward (cuDNN)"));
+    /* Batched over seeds: the fp32 slots (our implicit GEMMs, conv_gemm.cu) when RLT_CUDA_SEEDS_CONV=1 (cuda_impl's
+     * seeds_conv); cuDNN's never. */
+    if (!sl->gemm || !cuda_get(bk)->seeds_conv) RLT_TRY(cuda_seeds_refuse(bk, "conv_forward"));
     RLT_TRY(conv_check_call(bk, sl, d->act, d->ws, d->ws_bytes, "conv_forward"));
     if (sl->gemm) return cuda_conv_gemm_forward(bk, &sl->s, d->y, d->x, d->w, d->b, d->act, d->ws);
     return cuda_dnn_conv_forward(bk, d->slot, d->y, d->x, d->w, d->b, d->act, d->ws);
@@ -50,7 +51,7 @@ int cuda_conv_forward(rlt_backend *bk, const rlt_conv_fwd *d) {
 int cuda_conv_backward(rlt_backend *bk, const rlt_conv_bwd *d) {
     cuda_conv_slot *sl = NULL;
     RLT_TRY(conv_find_slot(bk, d->slot, "conv_backward", &sl));
-    if (!sl->gemm) RLT_TRY(cuda_seeds_refuse(bk, "conv_backward (cuDNN)"));
+    if (!sl->gemm || !cuda_get(bk)->seeds_conv) RLT_TRY(cuda_seeds_refuse(bk, "conv_backward"));
     RLT_TRY(conv_check_call(bk, sl, d->act, d->ws, d->ws_bytes, "conv_backward"));
     if (sl->gemm)
         return cuda_conv_gemm_backward(bk, &sl->s, d->dx, d->dw, d->db, d->dy, d->y, d->x, d->w, d->act, d->ws);

@@ -307,6 +307,8 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
     c->span_hot = !(shot && strcmp(shot, "0") == 0);
     const char *grows = getenv("RLT_CUDA_GATHER_ROWS");
     c->gather_rows = !(grows && strcmp(grows, "0") == 0);
+    const char *sconv = getenv("RLT_CUDA_SEEDS_CONV");
+    c->seeds_conv = sconv && strcmp(sconv, "1") == 0;
     bk->impl = c;
     bk->device_is_host = 0;
     bk->device_index = index;

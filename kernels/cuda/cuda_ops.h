@@ -102,6 +102,10 @@ typedef struct cuda_impl {
     uint64_t span_hot_bytes, span_alias;
     int32_t span_hot;
     int32_t gather_rows; /* 0 with RLT_CUDA_GATHER_ROWS=0: every batch gathers as wide rows do (replay.cu; A/B) */
+    /* 1 with RLT_CUDA_SEEDS_CONV=1: fp32 convolutions run batched over seeds (conv_ops.c). Off by default: 16 Nature
+     * DQN agents ran no faster batched than with a graph each (bench/RESULTS.md), and their groups' end-to-end time
+     * batched was not measured, so groups with convolutions keep a graph per seed unless asked. */
+    int32_t seeds_conv, reserved4_;
     uint64_t handle_bytes, blas_bytes; /* all library handles; the cuBLAS handle's part */
     int32_t capturing;       /* the slot being captured, or -1 */
     int32_t reserved_;
