@@ -63,17 +63,24 @@ static void check_layout_order(void) {
     CHECK(p.arena_bytes[RLT_LOC_DEVICE] == 8704, "device arena %llu", (unsigned long long)p.arena_bytes[RLT_LOC_DEVICE]);
 }
 
-/* A TD3 agent's device plan (the CPU backend plans it as a GPU's would, in the host arena): no entry of the replay
- * or a workspace starts before arena_hot, and every other one ends by it. */
-static void check_agent_hot_part(void) {
-    rlt_config *cfg;
-    CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
-    CHECK(rlt_config_set(cfg, "replay.capacity=5000") == RLT_OK, "set");
+/* A TD3 agent for a 3-dim observation and a 1-dim action with a 5,000-transition replay, on the CPU; *cfg is its
+ * config, for the caller to free. */
+static rlt_agent *plan_test_agent(rlt_config **cfg) {
+    CHECK(rlt_config_init(cfg) == RLT_OK, "config");
+    CHECK(rlt_config_set(*cfg, "replay.capacity=5000") == RLT_OK, "set");
     float low = -2, high = 2;
     rlt_space obs = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {3, 0, 0, 0}, 0, NULL, NULL};
     rlt_space act = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {1, 0, 0, 0}, 0, &low, &high};
     rlt_agent *ag = NULL;
-    CHECK(rlt_agent_init(cfg, &obs, &act, &ag) == RLT_OK, "agent: %s", rlt_agent_errmsg(ag));
+    CHECK(rlt_agent_init(*cfg, &obs, &act, &ag) == RLT_OK, "agent: %s", rlt_agent_errmsg(ag));
+    return ag;
+}
+
+/* A TD3 agent's device plan (the CPU backend plans it as a GPU's would, in the host arena): no entry of the replay
+ * or a workspace starts before arena_hot, and every other one ends by it. */
+static void check_agent_hot_part(void) {
+    rlt_config *cfg;
+    rlt_agent *ag = plan_test_agent(&cfg);
     const rlt_plan *p = &ag->plan;
     const uint64_t hot = p->arena_hot[RLT_LOC_HOST];
     int replay = 0, others = 0;
@@ -97,13 +104,7 @@ static void check_agent_hot_part(void) {
 
 static void check_agent_plan_is_reservation(void) {
     rlt_config *cfg;
-    CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
-    CHECK(rlt_config_set(cfg, "replay.capacity=5000") == RLT_OK, "set");
-    float low = -2, high = 2;
-    rlt_space obs = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {3, 0, 0, 0}, 0, NULL, NULL};
-    rlt_space act = {RLT_SPACE_BOX, RLT_DTYPE_F32, 1, {1, 0, 0, 0}, 0, &low, &high};
-    rlt_agent *ag;
-    CHECK(rlt_agent_init(cfg, &obs, &act, &ag) == RLT_OK, "agent: %s", rlt_agent_errmsg(ag));
+    rlt_agent *ag = plan_test_agent(&cfg);
     rlt_plan_summary s;
     const rlt_plan_entry *en;
     rlt_agent_memory_plan(ag, &s, &en);
