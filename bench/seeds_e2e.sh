@@ -7,8 +7,9 @@
 # what one does) and the group's own count of batched acting and update rounds.
 # Usage: bash bench/seeds_e2e.sh [BUILD_DIR] [DEVICE] [N...]    (defaults: build cuda:0 "16 64"; builds nothing)
 #   env: MODES (default "batched act_own graph_each"; also store_own, RLT_SEEDS_STORE=0: each seed issues its own
-#   transition stores; two_gpus: the seeds spread over devices [cuda:0, cuda:1], batched per GPU, on a machine with
-#   two; gpus<K> (gpus2, gpus4, ...): over cuda:0 .. cuda:K-1: which group lines to run), CONFIGS (default "td3_pendulum
+#   transition stores; conv, RLT_CUDA_SEEDS_CONV=1: a CNN config's convolutions batched too, with
+#   CONFIGS=dqn_minatar_breakout; two_gpus: the seeds spread over devices [cuda:0, cuda:1], batched per GPU, on a
+#   machine with two; gpus<K> (gpus2, gpus4, ...): over cuda:0 .. cuda:K-1: which group lines to run), CONFIGS (default "td3_pendulum
 #   dqn_cartpole"). Groups get memory.budget_mb 4096: the configs' budgets are one run's (64 TD3 seeds need 816 MiB).
 set -uo pipefail
 build=${1:-build}
@@ -42,6 +43,7 @@ for config in ${CONFIGS:-td3_pendulum dqn_cartpole}; do
         batched)    label="$n seeds, batched updates and acting";   env=""; batching=true ;;
         act_own)    label="$n seeds, batched updates, own acting";  env="RLT_SEEDS_ACT=0"; batching=true ;;
         store_own)  label="$n seeds, batched, own transition stores"; env="RLT_SEEDS_STORE=0"; batching=true ;;
+        conv)       label="$n seeds, batched with convolutions";    env="RLT_CUDA_SEEDS_CONV=1"; batching=true ;;
         graph_each) label="$n seeds, a graph each";                 env=""; batching=false ;;
         two_gpus)   label="$n seeds over cuda:0 and cuda:1, batched"; env=""; batching=true ;;
         gpus*)      label="$n seeds over ${mode#gpus} GPUs, batched"; env=""; batching=true ;;
