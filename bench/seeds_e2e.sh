@@ -10,7 +10,8 @@
 #   transition stores; conv, RLT_CUDA_SEEDS_CONV=1: a CNN config's convolutions batched too, with
 #   CONFIGS=dqn_minatar_breakout; two_gpus: the seeds spread over devices [cuda:0, cuda:1], batched per GPU, on a
 #   machine with two; gpus<K> (gpus2, gpus4, ...): over cuda:0 .. cuda:K-1: which group lines to run), CONFIGS (default "td3_pendulum
-#   dqn_cartpole"). Groups get memory.budget_mb 4096: the configs' budgets are one run's (64 TD3 seeds need 816 MiB).
+#   dqn_cartpole"), SETS (space-separated KEY=VALUE overrides for every run, e.g. SETS="train.total_steps=20000").
+#   Groups get memory.budget_mb 4096: the configs' budgets are one run's (64 TD3 seeds need 816 MiB).
 set -uo pipefail
 build=${1:-build}
 device=${2:-cuda:0}
@@ -24,7 +25,10 @@ run() {
   local log=$out/log.txt t0 t1 rc
   mkdir -p "$out"
   t0=$(date +%s.%N)
-  "$build/rltrain" "$@" --set device="$device" --set out_dir="$out/run" --set train.overwrite=true -q > "$log" 2>&1
+  local extra=()
+  for kv in ${SETS:-}; do extra+=(--set "$kv"); done
+  "$build/rltrain" "$@" ${extra[@]+"${extra[@]}"} --set device="$device" --set out_dir="$out/run" --set train.overwrite=true -q \
+    > "$log" 2>&1
   rc=$?
   t1=$(date +%s.%N)
   wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
