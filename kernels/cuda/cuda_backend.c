@@ -928,8 +928,7 @@ static int cuda_seed_batch(rlt_backend *bk, const rlt_seeds_desc *d) {
     c->seeds_hot_delta = c->seeds_hot_stride = 0;
     c->seeds_hot_hi = 0;
     if (c->seeds_stride && sp && c->span_alias && (uint64_t)c->seeds_stride == sp->stride && n <= sp->n &&
-        __atomic_load_n(&sp->hot_users, __ATOMIC_ACQUIRE) == __atomic_load_n(&sp->users, __ATOMIC_ACQUIRE) &&
-        bk->arena_hot <= c->span_hot_bytes && c->span_hot_bytes % 256 == 0) {
+        __atomic_load_n(&sp->hot_users, __ATOMIC_ACQUIRE) == __atomic_load_n(&sp->users, __ATOMIC_ACQUIRE)) {
         c->seeds_hot_delta = (int64_t)(c->span_alias - c->seeds_lo);
         c->seeds_hot_stride = (int64_t)sp->hot_stride;
         c->seeds_hot_hi = c->seeds_lo + bk->arena_hot;

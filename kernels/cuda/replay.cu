@@ -10,8 +10,8 @@
 #include "philox.h"
 #include "cuda_ops.h"
 
-/* gather_fields: every field of one batch in one launch. Narrow rows of many seeds (gather_rows_kernel): a block per run of rows,
- * each row's index drawn once into shared memory, then every field's words of those rows. Wide rows
+/* gather_fields: every field of one batch in one launch. Narrow rows of many seeds (gather_rows_kernel): a block per
+ * run of rows, each row's index drawn once into shared memory, then every field's words of those rows. Otherwise
  * (gather_fields_kernel): blockIdx.y picks the field; within it, one thread per
  * word over the flattened (row, word) space (every thread busy whatever the row width, an observation row
  * often being a few dozen bytes, and consecutive threads on consecutive words of a row), with the widest word
@@ -127,7 +127,8 @@ __device__ __forceinline__ void gather_dispatch(const gather_args &g, int32_t fi
     }
 }
 
-/* Wide rows (an image): blockIdx.y is the field, and each thread draws its own row's index. */
+/* Every other batch (a single agent's, wide rows such as an image's): blockIdx.y is the field, and each thread draws
+ * its own row's index. */
 __global__ void gather_fields_kernel(const __grid_constant__ gather_args g, int32_t *idx) {
     cuda_pdl_wait(); /* launched with cuda_launch_pdl */
     cuda_pdl_trigger();
@@ -136,8 +137,7 @@ __global__ void gather_fields_kernel(const __grid_constant__ gather_args g, int3
 }
 
 /* Narrow rows, batched over seeds (every field of a row together GATHER_ROW_WORDS_MIN to GATHER_ROW_WORDS words; the
- * rule is cuda_gather_fields'): block x holds rows
- * x * g.rows .. (x + 1) * g.rows - 1 of every field. Each row's index is drawn (or read) once, by one thread, into
+ * rule is cuda_gather_fields'): block x holds rows x * g.rows .. (x + 1) * g.rows - 1 of every field. Each row's index is drawn (or read) once, by one thread, into
  * shared memory, and the block's threads then copy all its fields' words; gather_fields_kernel draws a row's index
  * again for every word of every field (42 Philox draws and 64-bit divisions a row of TD3 at HalfCheetah sizes, which
  * ncu found compute-bound: 80% SM throughput, 85-105 us of a 256-agent TD3 64-64 update on an H200). */
