@@ -24,6 +24,12 @@ void pair_rnd_fill(float *x, size_t n, float lo, float hi) {
     for (size_t i = 0; i < n; i++) x[i] = pair_rnd_f(lo, hi);
 }
 
+void pair_set_tf32(int on) {
+    rlt_op_use u = {.dense_rows = 1024, .dense_in = 1024, .dense_out = 1024, .dense_tf32 = on};
+    uint64_t ws = 0;
+    pair_die_on(P.gpu.ops->plan_workspace(&P.gpu, &u, &ws), &P.egpu, "plan_workspace (dense_tf32)");
+}
+
 void pair_die_on(int rc, rlt_err *e, const char *what) {
     if (rc == RLT_OK) return;
     fprintf(stderr, "FATAL: %s failed: %s\n", what, e->msg);

@@ -30,6 +30,9 @@ void pair_reset(void);
 /* The same host data into both; both results back (c from the CPU arena, g from the GPU). */
 void pair_put(void *c, void *g, const void *host, uint64_t bytes);
 void pair_fetch(void *host_c, void *host_g, const void *c, const void *g, uint64_t bytes);
+/* precision: tf32 on the GPU backend or off again (its plan_workspace with rlt_op_use.dense_tf32, for a plan whose
+ * dense products go to the library): the products it routes to the tensor cores then round their inputs to TF32. */
+void pair_set_tf32(int on);
 /* Input data. */
 uint64_t pair_rnd_u64(void);
 float pair_rnd_f(float lo, float hi);

@@ -24,7 +24,10 @@
  *     dx: m <= k*kh*kw products (the taps that reach the pixel).
  *   The normalised error |gpu - cpu|_2 / |cpu|_2 is printed (typically ~1e-7, far inside the ~1e-6 that
  *   a different summation order can cost); a wrong index or a TF32 path would show as 1e-3 or worse.
- * - Determinism and graph replay of the GPU convolution: bit for bit (same algorithms, same inputs). */
+ * - Determinism and graph replay of the GPU convolution: bit for bit (same algorithms, same inputs).
+ * - Every convolution case again under precision: tf32 (the products on TF32 tensor cores): the bounds above plus
+ *   TF32_REL times the sum of the magnitudes, bit-for-bit determinism and graph replay again, and TF32 engaged (the
+ *   fp32 run's outputs differ). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +50,11 @@
 #define reset pair_reset
 #define put pair_put
 #define fetch pair_fetch
+#define set_tf32 pair_set_tf32
+/* TF32's part of a product's bound: each input rounded to 10 mantissa bits (2^-11 relative when rounded to nearest,
+ * 2^-10 when truncated), so a product is off by at most 2^-9 + 2^-20 relative; 2^-8 of the sum of the magnitudes
+ * covers it with room (the bound of gpu_ops_parity's routed products). */
+#define TF32_REL (1.0 / 256.0)
 static double gamma_n(double m) { return m * U / (1.0 - m * U); }
 static void fetch_gpu(void *host, const void *g, uint64_t bytes) {
     die_on(P.gpu.ops->sync(&P.gpu), &P.egpu, "gpu sync before fetch");
@@ -257,7 +265,9 @@ static conv_dims dims_of(rlt_conv_shape s) {
                         }                                                                                     \
                 }
 
-static void test_conv_case(int32_t slot, rlt_conv_shape s, const char *label) {
+/* One slot's forward and backward on both backends against the bounds above; tf32: the GPU under precision: tf32
+ * (its products on TF32 tensor cores), against the TF32 bounds, and then checked to differ from its fp32 run. */
+static void test_conv_case(int32_t slot, rlt_conv_shape s, const char *label, int tf32) {
     conv_dims d = dims_of(s);
     uint64_t wsc = 0, wsg = 0;
     int r1 = P.cpu.ops->conv_prepare(&P.cpu, slot, &s, &wsc);
@@ -295,12 +305,14 @@ static void test_conv_case(int32_t slot, rlt_conv_shape s, const char *label) {
     char what[128];
     int K = s.c * s.kh * s.kw;
 
-    /* Forward, without and with ReLU. Bound: 2 gamma(K + 2) (|b| + sum |w x|). */
+    if (tf32) set_tf32(1);
+    const double rel_tf32 = tf32 ? TF32_REL : 0.0;
+    /* Forward, without and with ReLU. Bound: 2 gamma(K + 2) (|b| + sum |w x|), plus TF32_REL sum |w x| under tf32. */
     for (size_t i = 0; i < d.ny; i++) by[i] = 0;
     FOR_EACH_TAP(&d, by[yi_] += fabs((double)w[wi_] * x[xi_]));
     for (size_t i = 0; i < d.ny; i++) {
         int ko = (int)((i / ((size_t)d.oh * d.ow)) % (size_t)s.k);
-        by[i] = 2.0 * gamma_n(K + 2) * (by[i] + fabs(b[ko])) + 1e-37;
+        by[i] = (2.0 * gamma_n(K + 2) + rel_tf32) * (by[i] + fabs(b[ko])) + 1e-37;
     }
     static const int acts[2] = {RLT_ACT_NONE, RLT_ACT_RELU};
     for (int a = 0; a < 2; a++) {
@@ -308,7 +320,7 @@ static void test_conv_case(int32_t slot, rlt_conv_shape s, const char *label) {
         r2 = conv_fwd(&P.gpu, slot, gy, gx, gw, gb, acts[a], gws, wsb);
         CHECK(r1 == RLT_OK && r2 == RLT_OK, "%s forward: cpu %d gpu %d (%s)", label, r1, r2, P.egpu.msg);
         fetch(yc, yg, cy, gy, d.ny * 4);
-        snprintf(what, sizeof what, "%s forward act=%s", label, acts[a] ? "relu" : "none");
+        snprintf(what, sizeof what, "%s%s forward act=%s", label, tf32 ? " (tf32)" : "", acts[a] ? "relu" : "none");
         expect_close(what, yg, yc, d.ny, by, 0, 0);
     }
     /* The ReLU forward's CPU output now sits in yc: both backwards run through the same y. */
@@ -333,8 +345,8 @@ static void test_conv_case(int32_t slot, rlt_conv_shape s, const char *label) {
         bx[xi_] += dyv * fabs((double)w[wi_]);
     });
     double m_w = (double)s.n * d.oh * d.ow + 2;
-    for (size_t i = 0; i < d.nw; i++) bw[i] = 2.0 * gamma_n(m_w + 1) * (bw[i] + fabs(dw0[i])) + 1e-37;
-    for (size_t i = 0; i < d.nx; i++) bx[i] = 2.0 * gamma_n((double)s.k * s.kh * s.kw + 2) * bx[i] + 1e-37;
+    for (size_t i = 0; i < d.nw; i++) bw[i] = (2.0 * gamma_n(m_w + 1) + rel_tf32) * (bw[i] + fabs(dw0[i])) + 1e-37;
+    for (size_t i = 0; i < d.nx; i++) bx[i] = (2.0 * gamma_n((double)s.k * s.kh * s.kw + 2) + rel_tf32) * bx[i] + 1e-37;
     for (int ko = 0; ko < s.k; ko++) {
         double acc = fabs(db0[ko]);
         for (int n = 0; n < s.n; n++)
@@ -343,16 +355,16 @@ static void test_conv_case(int32_t slot, rlt_conv_shape s, const char *label) {
     }
     float *dyc = malloc(d.ny * 4), *dyg = malloc(d.ny * 4);
     fetch(dyc, dyg, cdy, gdy, d.ny * 4);
-    snprintf(what, sizeof what, "%s backward: dy through relu'", label);
+    snprintf(what, sizeof what, "%s%s backward: dy through relu'", label, tf32 ? " (tf32)" : "");
     expect_exact(what, dyg, dyc, d.ny, 4);
     fetch(dwc, dwg, cdw, gdw, d.nw * 4);
-    snprintf(what, sizeof what, "%s backward: dw (accumulated)", label);
+    snprintf(what, sizeof what, "%s%s backward: dw (accumulated)", label, tf32 ? " (tf32)" : "");
     expect_close(what, dwg, dwc, d.nw, bw, 0, 0);
     fetch(dbc, dbg, cdb, gdb, (size_t)s.k * 4);
-    snprintf(what, sizeof what, "%s backward: db (accumulated)", label);
+    snprintf(what, sizeof what, "%s%s backward: db (accumulated)", label, tf32 ? " (tf32)" : "");
     expect_close(what, dbg, dbc, (size_t)s.k, bb, 0, 0);
     fetch(dxc, dxg, cdx, gdx, d.nx * 4);
-    snprintf(what, sizeof what, "%s backward: dx", label);
+    snprintf(what, sizeof what, "%s%s backward: dx", label, tf32 ? " (tf32)" : "");
     expect_close(what, dxg, dxc, d.nx, bx, 0, 0);
 
     /* Determinism: a GPU forward + backward (through the GPU's own y), run twice from the same inputs, gives
@@ -389,7 +401,8 @@ static void test_conv_case(int32_t slot, rlt_conv_shape s, const char *label) {
         fetch_gpu(dxo, gdx, d.nx * 4);
         fetch_gpu(dbo, gdb, (size_t)s.k * 4);
         if (run == 0) continue;
-        const char *how = run == 1 ? "GPU run twice" : "graph replay vs eager";
+        const char *how = run == 1 ? (tf32 ? "GPU run twice (tf32)" : "GPU run twice")
+                                   : (tf32 ? "graph replay vs eager (tf32)" : "graph replay vs eager");
         snprintf(what, sizeof what, "%s %s: y", label, how);
         expect_exact(what, y2, ya, d.ny, 4);
         snprintf(what, sizeof what, "%s %s: dw", label, how);
@@ -400,28 +413,59 @@ static void test_conv_case(int32_t slot, rlt_conv_shape s, const char *label) {
         expect_exact(what, dx2, dxa, d.nx, 4);
     }
 
+    if (tf32) {
+        /* TF32 engaged: the same forward and backward in fp32 (ya, dwa, dxa hold the tf32 run's) differ in at least
+         * 90% of the forward's nonzero outputs and half of dw (a few land on the same float by chance) where those
+         * are our implicit GEMMs' (K <= 2048). The library's products (dx's; y and dw past 2,048 taps) may stay on
+         * fp32 kernels when they are tiny: printed only. */
+        set_tf32(0);
+        put(cdy, gdy, dy, d.ny * 4);
+        put(cdw, gdw, dw0, d.nw * 4);
+        die_on(conv_fwd(&P.gpu, slot, gy, gx, gw, gb, RLT_ACT_RELU, gws, wsb), &P.egpu, "forward (fp32)");
+        die_on(conv_bwd(&P.gpu, slot, gdx, gdw, gdb, gdy, gy, gx, gw, RLT_ACT_RELU, gws, wsb), &P.egpu, "backward (fp32)");
+        fetch_gpu(y2, gy, d.ny * 4);
+        fetch_gpu(dw2, gdw, d.nw * 4);
+        fetch_gpu(dx2, gdx, d.nx * 4);
+        size_t ny_on = 0, ny_diff = 0, nw_diff = 0, nx_diff = 0;
+        for (size_t i = 0; i < d.ny; i++)
+            if (y2[i] != 0.0f) ny_on++, ny_diff += memcmp(&y2[i], &ya[i], 4) != 0;
+        for (size_t i = 0; i < d.nw; i++) nw_diff += memcmp(&dw2[i], &dwa[i], 4) != 0;
+        for (size_t i = 0; i < d.nx; i++) nx_diff += memcmp(&dx2[i], &dxa[i], 4) != 0;
+        printf("  %s: tf32 against fp32 on the GPU: y %zu of %zu nonzero outputs differ, dw %zu of %zu, dx %zu of %zu\n",
+               label, ny_diff, ny_on, nw_diff, d.nw, nx_diff, d.nx);
+        CHECK(K > 2048 || (ny_diff * 10 >= ny_on * 9 && ny_on > 0 && nw_diff * 2 >= d.nw),
+              "%s: tf32 engaged: y %zu of %zu, dw %zu of %zu differ from fp32", label, ny_diff, ny_on, nw_diff, d.nw);
+    }
+
     free(x), free(w), free(b), free(yc), free(yg), free(dy), free(dy_pre), free(dw0), free(db0);
     free(dxc), free(dxg), free(dwc), free(dwg), free(dbc), free(dbg), free(by), free(bw), free(bx), free(bb);
     free(dyc), free(dyg), free(y2), free(dw2), free(dx2), free(db2), free(ya), free(dwa), free(dxa), free(dba);
     reset();
 }
 
+/* The shapes, each in fp32 and then under precision: tf32 (tf32 = 1; every implicit-GEMM tile shape and the
+ * explicit path have a tf32 case). */
 static void test_conv(void) {
-    /* Nature DQN (Mnih et al. 2015), batch 32: 4x84x84 -> 32@8x8/4 -> 64@4x4/2 -> 64@3x3/1. */
-    test_conv_case(0, (rlt_conv_shape){32, 4, 84, 84, 32, 8, 8, 4, 0, 0}, "nature conv1");
-    test_conv_case(1, (rlt_conv_shape){32, 32, 20, 20, 64, 4, 4, 2, 0, 0}, "nature conv2");
-    test_conv_case(2, (rlt_conv_shape){32, 64, 9, 9, 64, 3, 3, 1, 0, 0}, "nature conv3");
-    /* MinAtar (Young and Tian 2019): 4x10x10 -> 16@3x3/1. */
-    test_conv_case(3, (rlt_conv_shape){32, 4, 10, 10, 16, 3, 3, 1, 0, 0}, "minatar conv");
-    /* Padding, odd sizes, a rectangular kernel and stride 2. */
-    test_conv_case(4, (rlt_conv_shape){3, 3, 7, 9, 5, 3, 2, 2, 1, 0}, "odd padded conv");
-    /* More channels than one tile of the implicit GEMMs (80 outputs, 630 taps), padding 1. */
-    test_conv_case(5, (rlt_conv_shape){2, 70, 6, 6, 80, 3, 3, 1, 1, 0}, "wide padded conv");
-    /* Nature conv1 at batch 128: the weight gradient's pixel chunks reach their cap (conv_igemm.cu). */
-    test_conv_case(7, (rlt_conv_shape){128, 4, 84, 84, 32, 8, 8, 4, 0, 0}, "nature conv1, batch 128");
-    /* A filter 9 wide with padding 3 at stride 3, 5 outputs: taps in the padding on every side, a ragged last
-     * tile of taps and of pixels. */
-    test_conv_case(8, (rlt_conv_shape){3, 3, 17, 23, 5, 5, 9, 3, 3, 0}, "wide filter, padded");
+    for (int tf32 = 0; tf32 < 2; tf32++) {
+        /* Nature DQN (Mnih et al. 2015), batch 32: 4x84x84 -> 32@8x8/4 -> 64@4x4/2 -> 64@3x3/1. */
+        test_conv_case(0, (rlt_conv_shape){32, 4, 84, 84, 32, 8, 8, 4, 0, 0}, "nature conv1", tf32);
+        test_conv_case(1, (rlt_conv_shape){32, 32, 20, 20, 64, 4, 4, 2, 0, 0}, "nature conv2", tf32);
+        test_conv_case(2, (rlt_conv_shape){32, 64, 9, 9, 64, 3, 3, 1, 0, 0}, "nature conv3", tf32);
+        /* MinAtar (Young and Tian 2019): 4x10x10 -> 16@3x3/1. */
+        test_conv_case(3, (rlt_conv_shape){32, 4, 10, 10, 16, 3, 3, 1, 0, 0}, "minatar conv", tf32);
+        /* Padding, odd sizes, a rectangular kernel and stride 2. */
+        test_conv_case(4, (rlt_conv_shape){3, 3, 7, 9, 5, 3, 2, 2, 1, 0}, "odd padded conv", tf32);
+        /* More channels than one tile of the implicit GEMMs (80 outputs, 630 taps), padding 1. */
+        test_conv_case(5, (rlt_conv_shape){2, 70, 6, 6, 80, 3, 3, 1, 1, 0}, "wide padded conv", tf32);
+        /* Nature conv1 at batch 128: the weight gradient's pixel chunks reach their cap (conv_igemm.cu); 4 x 4
+         * forward tiles. */
+        test_conv_case(7, (rlt_conv_shape){128, 4, 84, 84, 32, 8, 8, 4, 0, 0}, "nature conv1, batch 128", tf32);
+        /* A filter 9 wide with padding 3 at stride 3, 5 outputs: taps in the padding on every side, a ragged last
+         * tile of taps and of pixels. */
+        test_conv_case(8, (rlt_conv_shape){3, 3, 17, 23, 5, 5, 9, 3, 3, 0}, "wide filter, padded", tf32);
+        /* 2,160 taps, past the implicit GEMMs' tap table: the explicit path (im2col and library products). */
+        test_conv_case(12, (rlt_conv_shape){2, 240, 5, 5, 8, 3, 3, 1, 1, 0}, "explicit path (2160 taps)", tf32);
+    }
 }
 
 /* Seed batching (seed_batch): Z agents, agent z's buffers CONV_SEED_STRIDE bytes apart from agent z - 1's, run one

@@ -829,11 +829,7 @@ static void test_linear_backward(void) {
 #define S_SLACK (1.0 + 1.0 / 1024.0)
 #define TF32_REL (1.0 / 256.0)
 
-static void set_tf32(int on) {
-    rlt_op_use u = {.dense_rows = 1024, .dense_in = 1024, .dense_out = 1024, .dense_tf32 = on};
-    uint64_t ws = 0;
-    die_on(P.gpu.ops->plan_workspace(&P.gpu, &u, &ws), &P.egpu, "plan_workspace (dense_tf32)");
-}
+#define set_tf32 pair_set_tf32
 
 static void fabs_fill(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = fabsf(x[i]);

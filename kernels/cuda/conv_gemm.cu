@@ -19,7 +19,8 @@
  * A layer with more taps than conv_igemm.cu's tap table holds (conv_igemm_fits) takes the explicit path instead:
  * im2col into col, then cuBLAS for the forward product and for the weight gradient, all on this lane.
  * Every sum is a sum of products in an order fixed by the shapes, so results are the same bits run to run
- * and within the GEMM bound of the CPU's (tests/gpu_dqn_parity.c). */
+ * and within the GEMM bound of the CPU's (tests/gpu_dqn_parity.c). Under precision: tf32 every product of a layer,
+ * ours and the library's, runs on TF32 tensor cores (cuda_conv_tc), within the TF32 bound. */
 #include "conv_geom.cuh"
 
 #define CONV_GEMM_THREADS 256
@@ -134,6 +135,15 @@ extern "C" int cuda_conv_gemm_prepare(rlt_backend *bk, const rlt_conv_shape *s, 
     return RLT_OK;
 }
 
+/* A layer's library product (cuda_gemm's arguments): on TF32 tensor cores under precision: tf32 (cuda_conv_tc), as the
+ * implicit GEMMs then are; uniform: the side lanes' workspace size on every lane (cuda_gemm_uniform). */
+static int conv_gemm(rlt_backend *bk, int32_t uniform, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k,
+                     const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc) {
+    if (cuda_conv_tc(bk)) return cuda_gemm_tf32(bk, uniform, ta, tb, m, n, k, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    if (uniform) return cuda_gemm_uniform(bk, ta, tb, m, n, k, 1.0f, A, lda, B, ldb, beta, C, ldc);
+    return cuda_gemm(bk, ta, tb, m, n, k, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+
 static int conv_im2col(rlt_backend *bk, float *col, const float *x, const conv_geom &g) {
     const int32_t R = g.n * g.oh * g.ow;
     CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_im2col_kernel, dim3((unsigned)((R + IM2COL_ROWS - 1) / IM2COL_ROWS)),
@@ -156,7 +166,7 @@ extern "C" int cuda_conv_gemm_forward(rlt_backend *bk, const rlt_conv_shape *s, 
     RLT_TRY(conv_im2col(bk, col, x, g));
     const int32_t P = g.oh * g.ow, R = g.n * P, K = g.c * g.kh * g.kw;
     float *yr = (float *)((unsigned char *)ws + conv_gemm_dyr_off(g));
-    RLT_TRY(cuda_gemm_uniform(bk, 0, 1, R, g.k, K, 1.0f, col, K, w, K, 0.0f, yr, g.k));
+    RLT_TRY(conv_gemm(bk, 1, 0, 1, R, g.k, K, col, K, w, K, 0.0f, yr, g.k));
     int64_t ny = (int64_t)R * g.k;
     dim3 grid(cuda_blocks(bk, (uint64_t)ny, CONV_GEMM_THREADS)), block(CONV_GEMM_THREADS);
     if (act == RLT_ACT_RELU)
@@ -193,7 +203,7 @@ extern "C" int cuda_conv_gemm_backward(rlt_backend *bk, const rlt_conv_shape *s,
          * until dcol overwrites it. */
         if (db) RLT_TRY(cuda_conv_bias_grad(bk, db, dy, RLT_LP_F32, g.n, g.k, P));
         RLT_TRY(conv_im2col(bk, col, x, g));
-        RLT_TRY(cuda_gemm(bk, 1, 0, g.k, K, R, 1.0f, dyr, g.k, col, K, 1.0f, dw, K));
+        RLT_TRY(conv_gemm(bk, 0, 1, 0, g.k, K, R, dyr, g.k, col, K, 1.0f, dw, K));
     } else {
         /* Three independent chains follow dyr: the weight gradient and the bias gradient on two side lanes,
          * dcol and col2im (which the layer below waits for) on this one (cuda_fork_side). */
@@ -220,7 +230,7 @@ static int conv_dx(rlt_backend *bk, const conv_geom &g, float *dx, const float *
     /* dcol = dyr w into col's place (no activation: the previous layer applies its own derivative); batched over
      * seeds, one library product over the agents' pointer arrays (summed in its order, not the single product's). */
     if (cuda_get(bk)->seeds.n > 1) RLT_TRY(cuda_gemm_seeds(bk, 0, 0, R, K, g.k, 1.0f, dyr, g.k, w, K, 0.0f, col, K));
-    else RLT_TRY(cuda_gemm(bk, 0, 0, R, K, g.k, 1.0f, dyr, g.k, w, K, 0.0f, col, K));
+    else RLT_TRY(conv_gemm(bk, 0, 0, 0, R, K, g.k, dyr, g.k, w, K, 0.0f, col, K));
     int64_t nx = (int64_t)g.n * g.c * g.h * g.w;
     CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_col2im_kernel,
                                    dim3(cuda_blocks(bk, (uint64_t)nx, CONV_GEMM_THREADS), 1, cuda_seeds_z(bk)),

@@ -17,7 +17,15 @@
  * with vector loads. IGEMM_BK reduction steps per shared-memory tile. The forward's tiles arrive through a
  * cp.async ring of IGEMM_STAGES stages; the weight gradient's next tile is loaded into registers while the current
  * one is used. What bounds these tiles now is the latency of their shared-memory loads (ncu: short-scoreboard
- * stalls, 35% of the samples of the conv1 forward), not the FMAs, L1 or L2 (docs/gpu_kernels.md). */
+ * stalls, 35% of the samples of the conv1 forward), not the FMAs, L1 or L2 (docs/gpu_kernels.md).
+ *
+ * Under precision: tf32 (cuda_conv_tc) both kernels keep their tiles, loaders, splits and epilogues and run the
+ * tile's products on the TF32 tensor cores instead (igemm_tile_tc: WMMA m16n16k8, each input rounded to TF32, fp32
+ * sums): the warps' 16 x 16 accumulators go through shared memory to the threads that own those outputs, so the
+ * stores, bias, activation and split-K sums are the fp32 kernels' own. The sum order is fixed by the shape, so the
+ * bits repeat run to run. */
+#include <mma.h>
+
 #include "conv_geom.cuh"
 #include "cp_async.cuh"
 
@@ -99,6 +107,109 @@ __device__ __forceinline__ void igemm_tile(float (&acc)[TM][TN], const float (*A
     }
 }
 
+/* ---- the tile's products on TF32 tensor cores (precision: tf32) ----
+ * The block's BM x BN outputs are MT x NT tiles of 16 x 16, spread over its 8 warps: with 8 or more tiles each warp
+ * owns TILES / 8 of them over the whole tile of taps; with fewer, KS = 8 / TILES warps share a tile, warp group s
+ * taking the tile's k-steps of 8 taps kq with kq mod KS = s, and the KS partial sums are added in s order when the
+ * accumulators are read back (igemm_tc_read). A and B are read from the same shared tiles as igemm_tile's: A as
+ * As[k][m] (column-major, leading dimension LDA), B as Bs[k][n] (row-major, LDB); both multiples of 4 floats and
+ * every fragment's start 32-byte aligned, as WMMA asks. */
+namespace wm = nvcuda::wmma;
+
+/* The device passes for GPUs before sm_80 have no TF32 fragments: there the TC kernels are stand-ins that trap, never
+ * launched (cuda_conv_tc asks for compute capability 8.0). */
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800 /* mma.h's own test, whose macro it undefines at its end */
+#define IGEMM_TF32 1
+typedef wm::fragment<wm::accumulator, 16, 16, 8, float> igemm_acc_t;
+#else
+struct igemm_acc_t {
+    float x[1];
+};
+#endif
+
+template <int MT, int NT>
+struct igemm_tc {
+    static constexpr int W = IGEMM_THREADS / 32, TILES = MT * NT;
+    static constexpr int TPW = TILES >= W ? TILES / W : 1, KS = TILES >= W ? 1 : W / TILES;
+    static_assert(TILES % W == 0 || W % TILES == 0, "tiles and warps");
+    typedef igemm_acc_t acc_t;
+    /* The q-th tile of this warp and its k-step group. */
+    static __device__ __forceinline__ int tile(int warp, int q) { return TILES >= W ? warp + q * W : warp % TILES; }
+    static __device__ __forceinline__ int group(int warp) { return TILES >= W ? 0 : warp / TILES; }
+};
+
+template <int MT, int NT, int LDA, int LDB>
+__device__ __forceinline__ void igemm_tile_tc(typename igemm_tc<MT, NT>::acc_t (&acc)[igemm_tc<MT, NT>::TPW],
+                                              const float *As, const float *Bs) {
+#ifndef IGEMM_TF32
+    __trap();
+#else
+    typedef igemm_tc<MT, NT> T;
+    const int warp = (int)(threadIdx.x >> 5), ks = T::group(warp);
+#pragma unroll
+    for (int kq = 0; kq < IGEMM_BK / 8; kq++) {
+        if (kq % T::KS != ks) continue;
+#pragma unroll
+        for (int q = 0; q < T::TPW; q++) {
+            const int t = T::tile(warp, q), mt = t % MT, nt = t / MT;
+            wm::fragment<wm::matrix_a, 16, 16, 8, wm::precision::tf32, wm::col_major> a;
+            wm::fragment<wm::matrix_b, 16, 16, 8, wm::precision::tf32, wm::row_major> bf;
+            wm::load_matrix_sync(a, As + kq * 8 * LDA + mt * 16, LDA);
+            wm::load_matrix_sync(bf, Bs + kq * 8 * LDB + nt * 16, LDB);
+#pragma unroll
+            for (int i = 0; i < a.num_elements; i++) a.x[i] = wm::__float_to_tf32(a.x[i]);
+#pragma unroll
+            for (int i = 0; i < bf.num_elements; i++) bf.x[i] = wm::__float_to_tf32(bf.x[i]);
+            wm::mma_sync(acc[q], a, bf, acc[q]);
+        }
+    }
+#endif
+}
+
+__device__ __forceinline__ void igemm_tc_zero(igemm_acc_t &acc) {
+#ifdef IGEMM_TF32
+    wm::fill_fragment(acc, 0.0f);
+#else
+    acc.x[0] = 0.0f;
+#endif
+}
+
+/* The floats of shared memory igemm_tc_read needs for a BM x BN block: KS row-major copies, rows padded by 4. */
+template <int MT, int NT>
+__host__ __device__ constexpr int igemm_tc_floats() {
+    return igemm_tc<MT, NT>::KS * 16 * MT * (16 * NT + 4);
+}
+
+/* Every warp stores its accumulators to csm (after a barrier: the tiles may share that memory), then each thread
+ * reads back its own TM x TN outputs, rows m0 + i, columns n0 + j, adding the k-step groups in order. */
+template <int MT, int NT, int TM, int TN>
+__device__ __forceinline__ void igemm_tc_read(float (&out)[TM][TN], typename igemm_tc<MT, NT>::acc_t (&acc)[igemm_tc<MT, NT>::TPW],
+                                              float *csm, int32_t m0, int32_t n0) {
+    typedef igemm_tc<MT, NT> T;
+    constexpr int LDC = 16 * NT + 4, PART = 16 * MT * LDC;
+    const int warp = (int)(threadIdx.x >> 5);
+    __syncthreads();
+#ifdef IGEMM_TF32
+#pragma unroll
+    for (int q = 0; q < T::TPW; q++) {
+        const int t = T::tile(warp, q), mt = t % MT, nt = t / MT;
+        wm::store_matrix_sync(csm + T::group(warp) * PART + mt * 16 * LDC + nt * 16, acc[q], LDC, wm::mem_row_major);
+    }
+#else
+    (void)warp, (void)acc;
+#endif
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < TN; j++) {
+            float v = csm[(m0 + i) * LDC + n0 + j];
+#pragma unroll
+            for (int s = 1; s < T::KS; s++) v += csm[s * PART + (m0 + i) * LDC + n0 + j];
+            out[i][j] = v;
+        }
+}
+
 /* Forward: a block computes BM = 16 TM output pixels x BN = 16 TN output channels over the taps of chunk
  * blockIdx.z ([kb, kb + kchunk), all K when there is one chunk). Thread (tx, ty) owns pixels m0 + TM tx + i and
  * channels n0 + TN ty + j. A tile: As[tap][pixel]; B tile: Bs[tap][channel] = w[channel, tap] (rows padded by 4
@@ -122,7 +233,7 @@ struct igemm_fwd_smem {
     }
 };
 
-template <int ACT, int TM, int TN>
+template <int ACT, int TM, int TN, bool TC>
 __global__ void __launch_bounds__(IGEMM_THREADS)
     conv_igemm_fwd_kernel(float *__restrict__ y, float *__restrict__ part, const float *__restrict__ x,
                           const float *__restrict__ w, const float *__restrict__ b, conv_geom g, int32_t kchunk,
@@ -139,7 +250,7 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
     constexpr int LDA = SM::LDA, LDB = SM::LDB;
     constexpr int ASTEP = IGEMM_THREADS / BM, AQ = IGEMM_BK / ASTEP;        /* A copies per thread per tile */
     constexpr int BSTEP = IGEMM_THREADS / IGEMM_BK, BQ = BN / BSTEP;        /* B copies per thread per tile */
-    extern __shared__ __align__(16) float sm[];
+    extern __shared__ __align__(128) float sm[];
     /* The chunk's taps as (offset, ky << 16 | kx), decomposed once per block: the per-element divisions would
      * otherwise cost more instructions than the FMAs they feed. Taps past the chunk get ky out of range, so
      * they read as 0. */
@@ -160,6 +271,10 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
     igemm_pix pix = igemm_pixel(g, m0 + am < R ? m0 + am : 0);
     if (m0 + am >= R) pix.y0 = -0x40000;
     float acc[TM][TN] = {};
+    typename igemm_tc<TM, TN>::acc_t tacc[igemm_tc<TM, TN>::TPW];
+    if (TC)
+#pragma unroll
+        for (int q = 0; q < igemm_tc<TM, TN>::TPW; q++) igemm_tc_zero(tacc[q]);
     __syncthreads();
     cuda_pdl_wait();
     cuda_pdl_trigger();
@@ -182,9 +297,12 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
     };
     cp_async_ring<IGEMM_STAGES>(T, load, [&](int32_t i) {
         const float *As = sm + (i % IGEMM_STAGES) * SM::STAGE, *Bs = As + IGEMM_BK * LDA;
-        igemm_tile<TM, TN, LDA, LDB>(acc, reinterpret_cast<const float(*)[LDA]>(As),
-                                     reinterpret_cast<const float(*)[LDB]>(Bs), TM * tx, TN * ty);
+        if (TC) igemm_tile_tc<TM, TN, LDA, LDB>(tacc, As, Bs);
+        else igemm_tile<TM, TN, LDA, LDB>(acc, reinterpret_cast<const float(*)[LDA]>(As),
+                                          reinterpret_cast<const float(*)[LDB]>(Bs), TM * tx, TN * ty);
     });
+    /* The ring is free now: the tensor cores' sums come back through it (IGEMM_FWD checks that they fit). */
+    if (TC) igemm_tc_read<TM, TN, TM, TN>(acc, tacc, sm, TM * tx, TN * ty);
     auto store = [&](int32_t r, int32_t o, float v) { /* output pixel r, channel o */
         if (ACT == IGEMM_PARTIAL) {
             part[((int64_t)zc * g.k + o) * R + r] = v;
@@ -228,15 +346,18 @@ __global__ void conv_igemm_fwd_sum_kernel(float *__restrict__ y, const float *__
  * dyr[r, o] col(x)[r, t]. A block computes BM = 16 TM channels x 64 taps; thread (tx, ty) owns channels
  * o0 + TM ty + i and taps t0 + 4 tx + j (a warp's stores cover 64 consecutive taps).
  * A tile: As[pixel][channel] = dyr rows; B tile: Bs[pixel][tap] gathered from x. */
-template <int TM>
+template <int TM, bool TC>
 __global__ void __launch_bounds__(IGEMM_THREADS)
     conv_igemm_dw_kernel(float *__restrict__ part, const float *__restrict__ dyr, const float *__restrict__ x,
                          conv_geom g, int32_t chunk, cuda_seeds sd, int32_t S) {
     constexpr int BM = 16 * TM, BN = 64, TN = 4;
     constexpr int ASTEP = IGEMM_THREADS / BM, AQ = IGEMM_BK / ASTEP;
     constexpr int BSTEP = IGEMM_THREADS / BN, BQ = IGEMM_BK / BSTEP;
-    __shared__ __align__(16) float As[IGEMM_BK][BM];
-    __shared__ __align__(16) float Bs[IGEMM_BK][BN];
+    /* The A and B tiles, and under TC the accumulators' way back (igemm_tc_read) in the same memory. */
+    constexpr int TILES = IGEMM_BK * (BM + BN), READ = TC ? igemm_tc_floats<TM, BN / 16>() : 0;
+    __shared__ __align__(128) float smem[TILES > READ ? TILES : READ];
+    float(*As)[BM] = reinterpret_cast<float(*)[BM]>(smem);
+    float(*Bs)[BN] = reinterpret_cast<float(*)[BN]>(smem + IGEMM_BK * BM);
     __shared__ igemm_pix pixs[IGEMM_CHUNK_MAX];
     const int32_t K = g.c * g.kh * g.kw, R = g.n * g.oh * g.ow;
     const int32_t tid = (int32_t)threadIdx.x, tx = tid & 15, ty = tid >> 4;
@@ -252,6 +373,10 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
     const bool tcol = t0 + bt < K;
     const igemm_tap tap = igemm_tap_of(g, tcol ? t0 + bt : 0);
     float ra[AQ], rb[BQ], acc[TM][TN] = {};
+    typename igemm_tc<TM, BN / 16>::acc_t tacc[igemm_tc<TM, BN / 16>::TPW];
+    if (TC)
+#pragma unroll
+        for (int q = 0; q < igemm_tc<TM, BN / 16>::TPW; q++) igemm_tc_zero(tacc[q]);
     __syncthreads();
     cuda_pdl_wait();
     cuda_pdl_trigger();
@@ -275,9 +400,11 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
         for (int q = 0; q < BQ; q++) Bs[br + q * BSTEP][bt] = rb[q];
         __syncthreads();
         if (k0 + IGEMM_BK < rn) load(k0 + IGEMM_BK);
-        igemm_tile<TM, TN, BM, BN>(acc, As, Bs, TM * ty, TN * tx);
+        if (TC) igemm_tile_tc<TM, BN / 16, BM, BN>(tacc, &As[0][0], &Bs[0][0]);
+        else igemm_tile<TM, TN, BM, BN>(acc, As, Bs, TM * ty, TN * tx);
         __syncthreads();
     }
+    if (TC) igemm_tc_read<TM, BN / 16, TM, TN>(acc, tacc, smem, TM * ty, TN * tx);
     float *dst = part + (int64_t)s * g.k * K;
 #pragma unroll
     for (int i = 0; i < TM; i++) {
@@ -354,7 +481,7 @@ static int32_t igemm_fwd_kchunk(const conv_geom &g, int32_t tm) {
     return (int32_t)(kchunk > IGEMM_TAPS_MAX ? IGEMM_TAPS_MAX : kchunk);
 }
 
-template <int ACT>
+template <int ACT, bool TC>
 static cudaError_t igemm_fwd_act(rlt_backend *bk, int32_t tm, int32_t tn, dim3 grid, float *y, float *part,
                                  const float *x, const float *w, const float *b, const conv_geom &g, int32_t kchunk,
                                  int32_t S) {
@@ -362,12 +489,24 @@ static cudaError_t igemm_fwd_act(rlt_backend *bk, int32_t tm, int32_t tn, dim3 g
     const dim3 block(IGEMM_THREADS);
     const int32_t kt = (kchunk + IGEMM_BK - 1) / IGEMM_BK;
 #define IGEMM_FWD(TM_, TN_) \
+    static_assert(igemm_tc_floats<TM_, TN_>() <= igemm_fwd_smem<16 * TM_, 16 * TN_>::STAGE * IGEMM_STAGES, "read"); \
     if (tm == TM_ && tn == TN_) \
-        return cuda_launch_pdl_smem(bk, conv_igemm_fwd_kernel<ACT, TM_, TN_>, grid, block, \
+        return cuda_launch_pdl_smem(bk, conv_igemm_fwd_kernel<ACT, TM_, TN_, TC>, grid, block, \
                                     igemm_fwd_smem<16 * TM_, 16 * TN_>::bytes(kt), y, part, x, w, b, g, kchunk, sd, S)
     IGEMM_FWD(4, 2); IGEMM_FWD(2, 2); IGEMM_FWD(1, 2); IGEMM_FWD(4, 4); IGEMM_FWD(2, 4); IGEMM_FWD(1, 4);
 #undef IGEMM_FWD
     return cudaErrorInvalidValue;
+}
+
+/* kind: IGEMM_PARTIAL (split-K partial sums) or the activation of a one-chunk forward. */
+template <bool TC>
+static cudaError_t igemm_fwd_kind(rlt_backend *bk, int kind, int32_t tm, int32_t tn, dim3 grid, float *y, float *part,
+                                  const float *x, const float *w, const float *b, const conv_geom &g, int32_t kchunk,
+                                  int32_t S) {
+    return kind == IGEMM_PARTIAL  ? igemm_fwd_act<IGEMM_PARTIAL, TC>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
+           : kind == RLT_ACT_RELU ? igemm_fwd_act<RLT_ACT_RELU, TC>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
+           : kind == RLT_ACT_TANH ? igemm_fwd_act<RLT_ACT_TANH, TC>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
+                                  : igemm_fwd_act<RLT_ACT_NONE, TC>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S);
 }
 
 int conv_igemm_forward(rlt_backend *bk, const conv_geom &g, float *y, const float *x, const float *w, const float *b,
@@ -379,10 +518,9 @@ int conv_igemm_forward(rlt_backend *bk, const conv_geom &g, float *y, const floa
     const unsigned zn = cuda_seeds_z(bk);
     CUDA_REQUIRE(bk, (uint64_t)S * zn <= 65535u, "conv_forward (seeds x chunks past the grid's z)");
     dim3 grid((unsigned)((R + 16 * tm - 1) / (16 * tm)), (unsigned)((g.k + 16 * tn - 1) / (16 * tn)), (unsigned)S * zn);
-    cudaError_t rc = S > 1                  ? igemm_fwd_act<IGEMM_PARTIAL>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
-                     : act == RLT_ACT_RELU ? igemm_fwd_act<RLT_ACT_RELU>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
-                     : act == RLT_ACT_TANH ? igemm_fwd_act<RLT_ACT_TANH>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
-                                           : igemm_fwd_act<RLT_ACT_NONE>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S);
+    const int kind = S > 1 ? IGEMM_PARTIAL : act;
+    cudaError_t rc = cuda_conv_tc(bk) ? igemm_fwd_kind<true>(bk, kind, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
+                                      : igemm_fwd_kind<false>(bk, kind, tm, tn, grid, y, part, x, w, b, g, kchunk, S);
     CUDA_CHECK(bk, rc);
     CUDA_CHECK_LAUNCH(bk, "conv_igemm_fwd_kernel");
     if (S == 1) return RLT_OK;
@@ -404,8 +542,12 @@ int conv_igemm_weight_grad(rlt_backend *bk, const conv_geom &g, float *dw, const
     const cuda_seeds sd = cuda_seeds_of(bk);
     CUDA_REQUIRE(bk, (uint64_t)S * zn <= 65535u, "conv_backward (seeds x chunks past the grid's z)");
     dim3 grid((unsigned)((K + 63) / 64), (unsigned)((g.k + 16 * tm - 1) / (16 * tm)), (unsigned)S * zn);
-    if (tm == 2) CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_kernel<2>, grid, dim3(IGEMM_THREADS), part, dyr, x, g, chunk, sd, S));
-    else CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_kernel<4>, grid, dim3(IGEMM_THREADS), part, dyr, x, g, chunk, sd, S));
+    const dim3 block(IGEMM_THREADS);
+    if (cuda_conv_tc(bk)) {
+        if (tm == 2) CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_kernel<2, true>, grid, block, part, dyr, x, g, chunk, sd, S));
+        else CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_kernel<4, true>, grid, block, part, dyr, x, g, chunk, sd, S));
+    } else if (tm == 2) CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_kernel<2, false>, grid, block, part, dyr, x, g, chunk, sd, S));
+    else CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_kernel<4, false>, grid, block, part, dyr, x, g, chunk, sd, S));
     CUDA_CHECK_LAUNCH(bk, "conv_igemm_dw_kernel");
     const int32_t n = g.k * K;
     CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_igemm_dw_sum_kernel, dim3(cuda_blocks(bk, (uint64_t)n, IGEMM_THREADS), 1, zn),
@@ -417,9 +559,12 @@ int conv_igemm_weight_grad(rlt_backend *bk, const conv_geom &g, float *dw, const
 /* Loads a forward kernel and allows it the dynamic shared memory of the largest tap chunk. */
 template <int ACT, int TM, int TN>
 static cudaError_t igemm_fwd_allow(cudaError_t rc) {
-    if (rc != cudaSuccess) return rc;
-    return cudaFuncSetAttribute(conv_igemm_fwd_kernel<ACT, TM, TN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)igemm_fwd_smem<16 * TM, 16 * TN>::bytes(IGEMM_TAPS_MAX / IGEMM_BK));
+    const int bytes = (int)igemm_fwd_smem<16 * TM, 16 * TN>::bytes(IGEMM_TAPS_MAX / IGEMM_BK);
+    if (rc == cudaSuccess)
+        rc = cudaFuncSetAttribute(conv_igemm_fwd_kernel<ACT, TM, TN, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (rc == cudaSuccess)
+        rc = cudaFuncSetAttribute(conv_igemm_fwd_kernel<ACT, TM, TN, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    return rc;
 }
 
 template <int ACT>
@@ -441,8 +586,10 @@ cudaError_t conv_igemm_preload(void) {
     if (rc == cudaSuccess) rc = igemm_preload_act<RLT_ACT_NONE>();
     if (rc == cudaSuccess) rc = igemm_preload_act<RLT_ACT_RELU>();
     if (rc == cudaSuccess) rc = igemm_preload_act<RLT_ACT_TANH>();
-    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_dw_kernel<2>);
-    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_dw_kernel<4>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_dw_kernel<2, false>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_dw_kernel<4, false>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_dw_kernel<2, true>);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_dw_kernel<4, true>);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_dw_sum_kernel);
     return rc;
 }

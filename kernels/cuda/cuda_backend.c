@@ -309,6 +309,8 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
     c->gather_rows = !(grows && strcmp(grows, "0") == 0);
     const char *sconv = getenv("RLT_CUDA_SEEDS_CONV");
     c->seeds_conv = sconv && strcmp(sconv, "1") == 0;
+    const char *ctf32 = getenv("RLT_CUDA_CONV_TF32");
+    c->conv_tf32 = !(ctf32 && strcmp(ctf32, "0") == 0);
     bk->impl = c;
     bk->device_is_host = 0;
     bk->device_index = index;

@@ -105,7 +105,9 @@ typedef struct cuda_impl {
     /* 1 with RLT_CUDA_SEEDS_CONV=1: fp32 convolutions run batched over seeds (conv_ops.c). Off by default: 16 Nature
      * DQN agents ran no faster batched than with a graph each (bench/RESULTS.md), and their groups' end-to-end time
      * batched was not measured, so groups with convolutions keep a graph per seed unless asked. */
-    int32_t seeds_conv, reserved4_;
+    int32_t seeds_conv;
+    /* 0 with RLT_CUDA_CONV_TF32=0: under precision: tf32 the convolutions stay on fp32 arithmetic (A/B; cuda_conv_tc). */
+    int32_t conv_tf32;
     uint64_t handle_bytes, blas_bytes; /* all library handles; the cuBLAS handle's part */
     int32_t capturing;       /* the slot being captured, or -1 */
     int32_t reserved_;
@@ -184,6 +186,12 @@ typedef struct cuda_impl {
 #define CUDA_SCRATCH_FLOATS 1024
 
 static inline cuda_impl *cuda_get(rlt_backend *bk) { return (cuda_impl *)bk->impl; }
+/* 1: the fp32 convolutions' products run on TF32 tensor cores (precision: tf32, unless RLT_CUDA_CONV_TF32=0, on a GPU
+ * that has them: compute capability 8.0 on). */
+static inline int cuda_conv_tc(rlt_backend *bk) {
+    const cuda_impl *c = cuda_get(bk);
+    return c->tf32 && c->conv_tf32 && c->cc_major >= 8;
+}
 /* The stream of the lane ops run on now: every op launches here. */
 static inline cudaStream_t cuda_stream(rlt_backend *bk) {
     cuda_impl *c = (cuda_impl *)bk->impl;
