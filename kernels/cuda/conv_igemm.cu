@@ -26,6 +26,8 @@
  * bits repeat run to run. */
 #include <mma.h>
 
+#include <type_traits>
+
 #include "conv_geom.cuh"
 #include "cp_async.cuh"
 
@@ -111,9 +113,9 @@ __device__ __forceinline__ void igemm_tile(float (&acc)[TM][TN], const float (*A
  * The block's BM x BN outputs are MT x NT tiles of 16 x 16, spread over its 8 warps: with 8 or more tiles each warp
  * owns TILES / 8 of them over the whole tile of taps; with fewer, KS = 8 / TILES warps share a tile, warp group s
  * taking the tile's k-steps of 8 taps kq with kq mod KS = s, and the KS partial sums are added in s order when the
- * accumulators are read back (igemm_tc_read). A and B are read from the same shared tiles as igemm_tile's: A as
- * As[k][m] (column-major, leading dimension LDA), B as Bs[k][n] (row-major, LDB); both multiples of 4 floats and
- * every fragment's start 32-byte aligned, as WMMA asks. */
+ * accumulators are read back (igemm_tc_read). A is As[k][m] (AROW false) or As[m][k] (AROW), B Bs[k][n] (BCOL false)
+ * or Bs[n][k] (BCOL), with leading dimensions LDA and LDB: multiples of 4 floats, and every fragment's start 32-byte
+ * aligned, as WMMA asks. */
 namespace wm = nvcuda::wmma;
 
 /* The device passes for GPUs before sm_80 have no TF32 fragments: there the TC kernels are stand-ins that trap, never
@@ -138,7 +140,7 @@ struct igemm_tc {
     static __device__ __forceinline__ int group(int warp) { return TILES >= W ? 0 : warp / TILES; }
 };
 
-template <int MT, int NT, int LDA, int LDB>
+template <int MT, int NT, bool AROW, int LDA, bool BCOL, int LDB>
 __device__ __forceinline__ void igemm_tile_tc(typename igemm_tc<MT, NT>::acc_t (&acc)[igemm_tc<MT, NT>::TPW],
                                               const float *As, const float *Bs) {
 #ifndef IGEMM_TF32
@@ -152,10 +154,12 @@ __device__ __forceinline__ void igemm_tile_tc(typename igemm_tc<MT, NT>::acc_t (
 #pragma unroll
         for (int q = 0; q < T::TPW; q++) {
             const int t = T::tile(warp, q), mt = t % MT, nt = t / MT;
-            wm::fragment<wm::matrix_a, 16, 16, 8, wm::precision::tf32, wm::col_major> a;
-            wm::fragment<wm::matrix_b, 16, 16, 8, wm::precision::tf32, wm::row_major> bf;
-            wm::load_matrix_sync(a, As + kq * 8 * LDA + mt * 16, LDA);
-            wm::load_matrix_sync(bf, Bs + kq * 8 * LDB + nt * 16, LDB);
+            wm::fragment<wm::matrix_a, 16, 16, 8, wm::precision::tf32,
+                         typename std::conditional<AROW, wm::row_major, wm::col_major>::type> a;
+            wm::fragment<wm::matrix_b, 16, 16, 8, wm::precision::tf32,
+                         typename std::conditional<BCOL, wm::col_major, wm::row_major>::type> bf;
+            wm::load_matrix_sync(a, As + (AROW ? mt * 16 * LDA + kq * 8 : kq * 8 * LDA + mt * 16), LDA);
+            wm::load_matrix_sync(bf, Bs + (BCOL ? nt * 16 * LDB + kq * 8 : kq * 8 * LDB + nt * 16), LDB);
 #pragma unroll
             for (int i = 0; i < a.num_elements; i++) a.x[i] = wm::__float_to_tf32(a.x[i]);
 #pragma unroll
@@ -223,17 +227,30 @@ __device__ __forceinline__ void igemm_tc_read(float (&out)[TM][TN], typename ige
 #define IGEMM_PARTIAL (-1)
 #define IGEMM_STAGES 4
 
-/* The forward's dynamic shared memory: IGEMM_STAGES tiles, then the chunk's tap table. */
-template <int BM, int BN>
+/* How a forward runs its tiles: IGEMM_SIMT, fp32 FMAs (As[tap][pixel], Bs[tap][channel]); IGEMM_TC, TF32 tensor cores
+ * with A gathered as in IGEMM_SIMT and B as Bs[channel][tap], copied 16 bytes at a time where K is a multiple of 4;
+ * IGEMM_TC_AV, the same with A as As[pixel][tap] in 16-byte copies too, for layers whose taps come in aligned
+ * fours (igemm_fwd_avec: a filter width, stride, padding and input width that are multiples of 4, as the Nature
+ * torso's first layer's). ncu on that layer's forward for 16 agents (tf32, batched): L1 85% busy with the 4-byte
+ * copies, SM issue 63%; the tensor cores alone did not make it faster. */
+#define IGEMM_SIMT 0
+#define IGEMM_TC 1
+#define IGEMM_TC_AV 2
+
+/* The forward's dynamic shared memory: IGEMM_STAGES tiles (A, then B at B_AT), then the chunk's tap table. A row of
+ * taps is LDK = IGEMM_BK + 4 floats (16-byte aligned rows, stores spread over the banks). */
+template <int BM, int BN, int MODE>
 struct igemm_fwd_smem {
-    static constexpr int LDA = BM, LDB = BN + 4;
-    static constexpr int STAGE = IGEMM_BK * (LDA + LDB);
+    static constexpr int LDK = IGEMM_BK + 4;
+    static constexpr int LDA = MODE == IGEMM_TC_AV ? LDK : BM, LDB = MODE == IGEMM_SIMT ? BN + 4 : LDK;
+    static constexpr int B_AT = MODE == IGEMM_TC_AV ? BM * LDK : IGEMM_BK * BM;
+    static constexpr int STAGE = B_AT + (MODE == IGEMM_SIMT ? IGEMM_BK * LDB : BN * LDK);
     static size_t bytes(int32_t kchunk_tiles) {
         return (size_t)IGEMM_STAGES * STAGE * 4 + (size_t)kchunk_tiles * IGEMM_BK * sizeof(int2);
     }
 };
 
-template <int ACT, int TM, int TN, bool TC>
+template <int ACT, int TM, int TN, int MODE>
 __global__ void __launch_bounds__(IGEMM_THREADS)
     conv_igemm_fwd_kernel(float *__restrict__ y, float *__restrict__ part, const float *__restrict__ x,
                           const float *__restrict__ w, const float *__restrict__ b, conv_geom g, int32_t kchunk,
@@ -246,10 +263,13 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
         y = cuda_at(y, dz), part = cuda_at(part, dz), x = cuda_at(x, dz), w = cuda_at(w, dz);
         if (b) b = cuda_at(b, dz);
     }
-    typedef igemm_fwd_smem<BM, BN> SM;
-    constexpr int LDA = SM::LDA, LDB = SM::LDB;
+    constexpr bool TC = MODE != IGEMM_SIMT;
+    typedef igemm_fwd_smem<BM, BN, MODE> SM;
+    constexpr int LDA = SM::LDA, LDB = SM::LDB, LDK = SM::LDK;
     constexpr int ASTEP = IGEMM_THREADS / BM, AQ = IGEMM_BK / ASTEP;        /* A copies per thread per tile */
     constexpr int BSTEP = IGEMM_THREADS / IGEMM_BK, BQ = BN / BSTEP;        /* B copies per thread per tile */
+    /* 16-byte copies: a tile row of taps is 8 of them; thread tid takes rows (tid + 256 q) / 8. */
+    constexpr int AVQ = (BM * 8 + IGEMM_THREADS - 1) / IGEMM_THREADS, BVQ = (BN * 8 + IGEMM_THREADS - 1) / IGEMM_THREADS;
     extern __shared__ __align__(128) float sm[];
     /* The chunk's taps as (offset, ky << 16 | kx), decomposed once per block: the per-element divisions would
      * otherwise cost more instructions than the FMAs they feed. Taps past the chunk get ky out of range, so
@@ -270,6 +290,15 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
     const int32_t am = tid % BM, at = tid / BM, bt = tid % IGEMM_BK, bn = tid / IGEMM_BK;
     igemm_pix pix = igemm_pixel(g, m0 + am < R ? m0 + am : 0);
     if (m0 + am >= R) pix.y0 = -0x40000;
+    igemm_pix pv[AVQ]; /* IGEMM_TC_AV: the pixels of this thread's 16-byte rows */
+    if (MODE == IGEMM_TC_AV)
+#pragma unroll
+        for (int q = 0; q < AVQ; q++) {
+            const int32_t r = m0 + ((tid + q * IGEMM_THREADS) >> 3);
+            pv[q] = igemm_pixel(g, r < R ? r : 0);
+            if (r >= R) pv[q].y0 = -0x40000;
+        }
+    const bool bvec = TC && ((K & 3) | ((uintptr_t)w & 15)) == 0; /* B's rows start 16-byte aligned */
     float acc[TM][TN] = {};
     typename igemm_tc<TM, TN>::acc_t tacc[igemm_tc<TM, TN>::TPW];
     if (TC)
@@ -279,25 +308,56 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
     cuda_pdl_wait();
     cuda_pdl_trigger();
     auto load = [&](int32_t i) { /* tile i (chunk taps i BK ..) into stage i mod IGEMM_STAGES */
-        float *As = sm + (i % IGEMM_STAGES) * SM::STAGE, *Bs = As + IGEMM_BK * LDA;
+        float *As = sm + (i % IGEMM_STAGES) * SM::STAGE, *Bs = As + SM::B_AT;
         const int32_t i0 = i * IGEMM_BK;
+        if (MODE == IGEMM_TC_AV) {
+            /* Four taps (ci, ky, kx..kx+3) are four floats of x, 16-byte aligned, all inside a row or all outside
+             * (igemm_fwd_avec). */
 #pragma unroll
-        for (int q = 0; q < AQ; q++) {
-            const int2 tp = taps[i0 + at + q * ASTEP];
-            const int32_t iy = pix.y0 + (tp.y >> 16), ix = pix.x0 + (tp.y & 0xffff);
-            const bool ok = (unsigned)iy < (unsigned)g.h && (unsigned)ix < (unsigned)g.w;
-            cp_async4(&As[(at + q * ASTEP) * LDA + am], ok ? x + pix.base + tp.x : x, ok);
+            for (int q = 0; q < AVQ; q++) {
+                const int32_t e = tid + q * IGEMM_THREADS, m = e >> 3, kg = (e & 7) * 4;
+                if (BM * 8 % IGEMM_THREADS != 0 && m >= BM) break;
+                const int2 tp = taps[i0 + kg];
+                const int32_t iy = pv[q].y0 + (tp.y >> 16), ix = pv[q].x0 + (tp.y & 0xffff);
+                const bool ok = (unsigned)iy < (unsigned)g.h && (unsigned)ix < (unsigned)g.w;
+                cp_async16_ca(&As[m * LDK + kg], ok ? x + pv[q].base + tp.x : x, ok ? 16 : 0);
+            }
+        } else {
+#pragma unroll
+            for (int q = 0; q < AQ; q++) {
+                const int2 tp = taps[i0 + at + q * ASTEP];
+                const int32_t iy = pix.y0 + (tp.y >> 16), ix = pix.x0 + (tp.y & 0xffff);
+                const bool ok = (unsigned)iy < (unsigned)g.h && (unsigned)ix < (unsigned)g.w;
+                cp_async4(&As[(at + q * ASTEP) * LDA + am], ok ? x + pix.base + tp.x : x, ok);
+            }
         }
+        if (MODE == IGEMM_SIMT) {
 #pragma unroll
-        for (int q = 0; q < BQ; q++) {
-            const int32_t n = n0 + bn + q * BSTEP, t = kb + i0 + bt;
-            const bool ok = n < g.k && t < ke;
-            cp_async4(&Bs[bt * LDB + bn + q * BSTEP], ok ? w + (int64_t)n * K + t : w, ok);
+            for (int q = 0; q < BQ; q++) {
+                const int32_t n = n0 + bn + q * BSTEP, t = kb + i0 + bt;
+                const bool ok = n < g.k && t < ke;
+                cp_async4(&Bs[bt * LDB + bn + q * BSTEP], ok ? w + (int64_t)n * K + t : w, ok);
+            }
+        } else if (bvec) { /* Bs[channel][tap], four taps a copy (the chunk ends on a multiple of 4 taps too) */
+#pragma unroll
+            for (int q = 0; q < BVQ; q++) {
+                const int32_t e = tid + q * IGEMM_THREADS, nl = e >> 3, kg = (e & 7) * 4, t = kb + i0 + kg;
+                if (BN * 8 % IGEMM_THREADS != 0 && nl >= BN) break;
+                const bool ok = n0 + nl < g.k && t < ke;
+                cp_async16_ca(&Bs[nl * LDK + kg], ok ? w + (int64_t)(n0 + nl) * K + t : w, ok ? 16 : 0);
+            }
+        } else {
+#pragma unroll
+            for (int q = 0; q < BQ; q++) {
+                const int32_t nl = bn + q * BSTEP, t = kb + i0 + bt;
+                const bool ok = n0 + nl < g.k && t < ke;
+                cp_async4(&Bs[nl * LDK + bt], ok ? w + (int64_t)(n0 + nl) * K + t : w, ok);
+            }
         }
     };
     cp_async_ring<IGEMM_STAGES>(T, load, [&](int32_t i) {
-        const float *As = sm + (i % IGEMM_STAGES) * SM::STAGE, *Bs = As + IGEMM_BK * LDA;
-        if (TC) igemm_tile_tc<TM, TN, LDA, LDB>(tacc, As, Bs);
+        const float *As = sm + (i % IGEMM_STAGES) * SM::STAGE, *Bs = As + SM::B_AT;
+        if (TC) igemm_tile_tc<TM, TN, MODE == IGEMM_TC_AV, LDA, true, LDB>(tacc, As, Bs);
         else igemm_tile<TM, TN, LDA, LDB>(acc, reinterpret_cast<const float(*)[LDA]>(As),
                                           reinterpret_cast<const float(*)[LDB]>(Bs), TM * tx, TN * ty);
     });
@@ -400,7 +460,7 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
         for (int q = 0; q < BQ; q++) Bs[br + q * BSTEP][bt] = rb[q];
         __syncthreads();
         if (k0 + IGEMM_BK < rn) load(k0 + IGEMM_BK);
-        if (TC) igemm_tile_tc<TM, BN / 16, BM, BN>(tacc, &As[0][0], &Bs[0][0]);
+        if (TC) igemm_tile_tc<TM, BN / 16, false, BM, false, BN>(tacc, &As[0][0], &Bs[0][0]);
         else igemm_tile<TM, TN, BM, BN>(acc, As, Bs, TM * ty, TN * tx);
         __syncthreads();
     }
@@ -481,7 +541,7 @@ static int32_t igemm_fwd_kchunk(const conv_geom &g, int32_t tm) {
     return (int32_t)(kchunk > IGEMM_TAPS_MAX ? IGEMM_TAPS_MAX : kchunk);
 }
 
-template <int ACT, bool TC>
+template <int ACT, int MODE>
 static cudaError_t igemm_fwd_act(rlt_backend *bk, int32_t tm, int32_t tn, dim3 grid, float *y, float *part,
                                  const float *x, const float *w, const float *b, const conv_geom &g, int32_t kchunk,
                                  int32_t S) {
@@ -489,24 +549,30 @@ static cudaError_t igemm_fwd_act(rlt_backend *bk, int32_t tm, int32_t tn, dim3 g
     const dim3 block(IGEMM_THREADS);
     const int32_t kt = (kchunk + IGEMM_BK - 1) / IGEMM_BK;
 #define IGEMM_FWD(TM_, TN_) \
-    static_assert(igemm_tc_floats<TM_, TN_>() <= igemm_fwd_smem<16 * TM_, 16 * TN_>::STAGE * IGEMM_STAGES, "read"); \
+    static_assert(igemm_tc_floats<TM_, TN_>() <= igemm_fwd_smem<16 * TM_, 16 * TN_, MODE>::STAGE * IGEMM_STAGES, "read"); \
     if (tm == TM_ && tn == TN_) \
-        return cuda_launch_pdl_smem(bk, conv_igemm_fwd_kernel<ACT, TM_, TN_, TC>, grid, block, \
-                                    igemm_fwd_smem<16 * TM_, 16 * TN_>::bytes(kt), y, part, x, w, b, g, kchunk, sd, S)
+        return cuda_launch_pdl_smem(bk, conv_igemm_fwd_kernel<ACT, TM_, TN_, MODE>, grid, block, \
+                                    igemm_fwd_smem<16 * TM_, 16 * TN_, MODE>::bytes(kt), y, part, x, w, b, g, kchunk, sd, S)
     IGEMM_FWD(4, 2); IGEMM_FWD(2, 2); IGEMM_FWD(1, 2); IGEMM_FWD(4, 4); IGEMM_FWD(2, 4); IGEMM_FWD(1, 4);
 #undef IGEMM_FWD
     return cudaErrorInvalidValue;
 }
 
 /* kind: IGEMM_PARTIAL (split-K partial sums) or the activation of a one-chunk forward. */
-template <bool TC>
+template <int MODE>
 static cudaError_t igemm_fwd_kind(rlt_backend *bk, int kind, int32_t tm, int32_t tn, dim3 grid, float *y, float *part,
                                   const float *x, const float *w, const float *b, const conv_geom &g, int32_t kchunk,
                                   int32_t S) {
-    return kind == IGEMM_PARTIAL  ? igemm_fwd_act<IGEMM_PARTIAL, TC>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
-           : kind == RLT_ACT_RELU ? igemm_fwd_act<RLT_ACT_RELU, TC>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
-           : kind == RLT_ACT_TANH ? igemm_fwd_act<RLT_ACT_TANH, TC>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
-                                  : igemm_fwd_act<RLT_ACT_NONE, TC>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S);
+    return kind == IGEMM_PARTIAL  ? igemm_fwd_act<IGEMM_PARTIAL, MODE>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
+           : kind == RLT_ACT_RELU ? igemm_fwd_act<RLT_ACT_RELU, MODE>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
+           : kind == RLT_ACT_TANH ? igemm_fwd_act<RLT_ACT_TANH, MODE>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
+                                  : igemm_fwd_act<RLT_ACT_NONE, MODE>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S);
+}
+
+/* Whether a layer's taps come in aligned fours (IGEMM_TC_AV): four consecutive taps (ci, ky, kx..kx+3), kx a multiple
+ * of 4, are four consecutive floats of x starting 16-byte aligned, all inside the input row or all in the padding. */
+static int igemm_fwd_avec(const conv_geom &g, const float *x) {
+    return g.kw % 4 == 0 && g.stride % 4 == 0 && g.pad % 4 == 0 && g.w % 4 == 0 && ((uintptr_t)x & 15) == 0;
 }
 
 int conv_igemm_forward(rlt_backend *bk, const conv_geom &g, float *y, const float *x, const float *w, const float *b,
@@ -519,8 +585,9 @@ int conv_igemm_forward(rlt_backend *bk, const conv_geom &g, float *y, const floa
     CUDA_REQUIRE(bk, (uint64_t)S * zn <= 65535u, "conv_forward (seeds x chunks past the grid's z)");
     dim3 grid((unsigned)((R + 16 * tm - 1) / (16 * tm)), (unsigned)((g.k + 16 * tn - 1) / (16 * tn)), (unsigned)S * zn);
     const int kind = S > 1 ? IGEMM_PARTIAL : act;
-    cudaError_t rc = cuda_conv_tc(bk) ? igemm_fwd_kind<true>(bk, kind, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
-                                      : igemm_fwd_kind<false>(bk, kind, tm, tn, grid, y, part, x, w, b, g, kchunk, S);
+    cudaError_t rc = !cuda_conv_tc(bk) ? igemm_fwd_kind<IGEMM_SIMT>(bk, kind, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
+                     : igemm_fwd_avec(g, x) ? igemm_fwd_kind<IGEMM_TC_AV>(bk, kind, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
+                                            : igemm_fwd_kind<IGEMM_TC>(bk, kind, tm, tn, grid, y, part, x, w, b, g, kchunk, S);
     CUDA_CHECK(bk, rc);
     CUDA_CHECK_LAUNCH(bk, "conv_igemm_fwd_kernel");
     if (S == 1) return RLT_OK;
@@ -557,14 +624,18 @@ int conv_igemm_weight_grad(rlt_backend *bk, const conv_geom &g, float *dw, const
 }
 
 /* Loads a forward kernel and allows it the dynamic shared memory of the largest tap chunk. */
+template <int ACT, int TM, int TN, int MODE>
+static cudaError_t igemm_fwd_allow_mode(cudaError_t rc) {
+    if (rc != cudaSuccess) return rc;
+    return cudaFuncSetAttribute(conv_igemm_fwd_kernel<ACT, TM, TN, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)igemm_fwd_smem<16 * TM, 16 * TN, MODE>::bytes(IGEMM_TAPS_MAX / IGEMM_BK));
+}
+
 template <int ACT, int TM, int TN>
 static cudaError_t igemm_fwd_allow(cudaError_t rc) {
-    const int bytes = (int)igemm_fwd_smem<16 * TM, 16 * TN>::bytes(IGEMM_TAPS_MAX / IGEMM_BK);
-    if (rc == cudaSuccess)
-        rc = cudaFuncSetAttribute(conv_igemm_fwd_kernel<ACT, TM, TN, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    if (rc == cudaSuccess)
-        rc = cudaFuncSetAttribute(conv_igemm_fwd_kernel<ACT, TM, TN, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    return rc;
+    rc = igemm_fwd_allow_mode<ACT, TM, TN, IGEMM_SIMT>(rc);
+    rc = igemm_fwd_allow_mode<ACT, TM, TN, IGEMM_TC>(rc);
+    return igemm_fwd_allow_mode<ACT, TM, TN, IGEMM_TC_AV>(rc);
 }
 
 template <int ACT>

@@ -31,6 +31,18 @@ __device__ __forceinline__ void cp_async16(float *dst, const float *src, int byt
 #endif
 }
 
+/* cp_async16 through L1 as well (.ca), for tiles whose entries neighbouring blocks or rows read again (a
+ * convolution's overlapping receptive fields). */
+__device__ __forceinline__ void cp_async16_ca(float *dst, const float *src, int bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(bytes) : "memory");
+#else
+#pragma unroll
+    for (int i = 0; i < 4; i++) dst[i] = 4 * i < bytes ? src[i] : 0.0f;
+#endif
+}
+
 __device__ __forceinline__ void cp_async_commit(void) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;\n" ::: "memory");
