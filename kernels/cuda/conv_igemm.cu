@@ -320,7 +320,7 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
                 const int2 tp = taps[i0 + kg];
                 const int32_t iy = pv[q].y0 + (tp.y >> 16), ix = pv[q].x0 + (tp.y & 0xffff);
                 const bool ok = (unsigned)iy < (unsigned)g.h && (unsigned)ix < (unsigned)g.w;
-                cp_async16_ca(&As[m * LDK + kg], ok ? x + pv[q].base + tp.x : x, ok ? 16 : 0);
+                cp_async16<true>(&As[m * LDK + kg], ok ? x + pv[q].base + tp.x : x, ok ? 16 : 0);
             }
         } else {
 #pragma unroll
@@ -344,7 +344,7 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
                 const int32_t e = tid + q * IGEMM_THREADS, nl = e >> 3, kg = (e & 7) * 4, t = kb + i0 + kg;
                 if (BN * 8 % IGEMM_THREADS != 0 && nl >= BN) break;
                 const bool ok = n0 + nl < g.k && t < ke;
-                cp_async16_ca(&Bs[nl * LDK + kg], ok ? w + (int64_t)(n0 + nl) * K + t : w, ok ? 16 : 0);
+                cp_async16<true>(&Bs[nl * LDK + kg], ok ? w + (int64_t)(n0 + nl) * K + t : w, ok ? 16 : 0);
             }
         } else {
 #pragma unroll

@@ -20,23 +20,14 @@ __device__ __forceinline__ void cp_async4(float *dst, const float *src, bool ok)
 
 /* The 4 floats at dst = the first bytes / 4 floats at src, the rest zero (written by the copy itself; bytes 0
  * reads nothing, but src must be a valid address all the same). dst and src 16-byte aligned. Through L2 only
- * (.cg): the tiles are read once per block. */
+ * (.cg, the default: the tiles are read once per block), or with CA through L1 as well (.ca, for tiles whose
+ * entries neighbouring rows or blocks read again: a convolution's overlapping receptive fields). */
+template <bool CA = false>
 __device__ __forceinline__ void cp_async16(float *dst, const float *src, int bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(bytes) : "memory");
-#else
-#pragma unroll
-    for (int i = 0; i < 4; i++) dst[i] = 4 * i < bytes ? src[i] : 0.0f;
-#endif
-}
-
-/* cp_async16 through L1 as well (.ca), for tiles whose entries neighbouring blocks or rows read again (a
- * convolution's overlapping receptive fields). */
-__device__ __forceinline__ void cp_async16_ca(float *dst, const float *src, int bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(bytes) : "memory");
+    if (CA) asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(bytes) : "memory");
+    else asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(bytes) : "memory");
 #else
 #pragma unroll
     for (int i = 0; i < 4; i++) dst[i] = 4 * i < bytes ? src[i] : 0.0f;
