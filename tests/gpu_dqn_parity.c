@@ -477,10 +477,11 @@ static void test_conv(void) {
  * that agent's own forward and backward run alone on the GPU bit for bit (the same kernels and block sums, grid z the
  * agent), and its dx must agree within the fp32 bound of its dcol product (a batched library product, summed in the
  * library's order). */
-static void test_conv_seeds_case(int32_t slot, rlt_conv_shape s, const char *label) {
+static void test_conv_seeds_case(int32_t slot, rlt_conv_shape s, const char *label, int tf32) {
     enum { Z = 8 };
     conv_dims d = dims_of(s);
     uint64_t ws = 0;
+    if (tf32) set_tf32(1); /* both runs on TF32 tensor cores: the same kernels, so the same bits again */
     CHECK(P.gpu.ops->conv_prepare(&P.gpu, slot, &s, &ws) == RLT_OK, "%s: conv_prepare: %s", label, P.egpu.msg);
     const uint64_t sz[9] = {d.nx * 4, d.nw * 4, (uint64_t)s.k * 4, d.ny * 4, d.ny * 4, d.nx * 4, d.nw * 4,
                             (uint64_t)s.k * 4, ws ? ws : 256};
@@ -545,25 +546,30 @@ static void test_conv_seeds_case(int32_t slot, rlt_conv_shape s, const char *lab
             fetch(hb, ha, (char *)cb[1] + z * per + off[idx[i]], (char *)gb[0] + z * per + off[idx[i]], n);
             float *alone = malloc(n);
             fetch(hb, alone, (char *)cb[1] + z * per + off[idx[i]], (char *)gb[1] + z * per + off[idx[i]], n);
-            snprintf(what, sizeof what, "%s, %d agents batched: agent %d's %s", label, Z, z, names[i]);
+            snprintf(what, sizeof what, "%s%s, %d agents batched: agent %d's %s", label, tf32 ? " (tf32)" : "", Z, z,
+                     names[i]);
             if (i < 4) {
                 expect_exact(what, ha, alone, n / 4, 4);
             } else {
-                /* dx: 2 gamma(k kh kw + 2) times the sum of |dy' w| over the taps that reach the pixel, as in
-                 * test_conv_case; dy' and w read back from this agent's buffers */
+                /* dx: 2 gamma(k kh kw + 2) (plus TF32_REL under tf32: dcol is a library product, batched or not)
+                 * times the sum of |dy' w| over the taps that reach the pixel, as in test_conv_case; dy' and w read
+                 * back from this agent's buffers */
                 float *dyp = malloc(d.ny * 4), *wz = malloc(d.nw * 4);
                 fetch(hb, dyp, (char *)cb[1] + z * per + off[4], (char *)gb[1] + z * per + off[4], d.ny * 4);
                 fetch(hb, wz, (char *)cb[1] + z * per + off[1], (char *)gb[1] + z * per + off[1], d.nw * 4);
                 for (size_t e = 0; e < d.nx; e++) bx[e] = 0;
                 FOR_EACH_TAP(&d, bx[xi_] += fabs((double)dyp[yi_]) * fabs((double)wz[wi_]));
-                for (size_t e = 0; e < d.nx; e++) bx[e] = 2.0 * gamma_n((double)s.k * s.kh * s.kw + 2) * bx[e] + 1e-37;
+                const double rel = 2.0 * gamma_n((double)s.k * s.kh * s.kw + 2) + (tf32 ? TF32_REL : 0.0);
+                for (size_t e = 0; e < d.nx; e++) bx[e] = rel * bx[e] + 1e-37;
                 expect_close(what, ha, alone, d.nx, bx, 0, 0);
                 free(dyp), free(wz);
             }
             free(alone);
         }
     }
-    printf("%s: %d agents batched, each as alone (y, dy, dw, db exact; dx within its bound)\n", label, Z);
+    printf("%s%s: %d agents batched, each as alone (y, dy, dw, db exact; dx within its bound)\n", label,
+           tf32 ? " (tf32)" : "", Z);
+    if (tf32) set_tf32(0);
     free(x), free(w), free(b), free(dy), free(dw0), free(db0), free(ha), free(hb), free(bx);
     reset();
 }
@@ -571,9 +577,11 @@ static void test_conv_seeds_case(int32_t slot, rlt_conv_shape s, const char *lab
 static void test_conv_seeds(void) {
     /* Nature conv1 at batch 4 (the forward's taps split in chunks, summed by a second kernel), conv2 and the MinAtar
      * layer at batch 8. */
-    test_conv_seeds_case(9, (rlt_conv_shape){4, 4, 84, 84, 32, 8, 8, 4, 0, 0}, "nature conv1, batch 4");
-    test_conv_seeds_case(10, (rlt_conv_shape){8, 32, 20, 20, 64, 4, 4, 2, 0, 0}, "nature conv2, batch 8");
-    test_conv_seeds_case(11, (rlt_conv_shape){8, 4, 10, 10, 16, 3, 3, 1, 0, 0}, "minatar conv, batch 8");
+    for (int tf32 = 0; tf32 < 2; tf32++) { /* fp32, then on TF32 tensor cores (conv1 with its 16-byte input tiles) */
+        test_conv_seeds_case(9, (rlt_conv_shape){4, 4, 84, 84, 32, 8, 8, 4, 0, 0}, "nature conv1, batch 4", tf32);
+        test_conv_seeds_case(10, (rlt_conv_shape){8, 32, 20, 20, 64, 4, 4, 2, 0, 0}, "nature conv2, batch 8", tf32);
+        test_conv_seeds_case(11, (rlt_conv_shape){8, 4, 10, 10, 16, 3, 3, 1, 0, 0}, "minatar conv, batch 8", tf32);
+    }
 }
 
 static void test_errors(void) {
