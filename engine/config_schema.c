@@ -94,7 +94,7 @@ static const cfg_key schema[] = {
                 "with its own arena, replay shard and 1/N of every batch; gradients averaged with NCCL); with several "
                 "seeds, the seeds spread over them; [] uses device"),
     ROW_ENUM("precision", precision, rlt_precision, precision_names, "fp32",
-             "compute precision of the dense layers: fp32 (exact), tf32 on the GPU (fp32 storage; the large products that go to cuBLASLt sum on TF32 tensor cores, the rest stays fp32), or bf16 / fp16 on the GPU (16-bit copies, fp32 masters; fp16 adds dynamic loss scaling); the CPU computes fp32"),
+             "compute precision of the dense layers: fp32 (exact), tf32 on the GPU (fp32 storage; the large products that go to cuBLASLt and the convolutions sum on TF32 tensor cores, the rest stays fp32), or bf16 / fp16 on the GPU (16-bit copies, fp32 masters; fp16 adds dynamic loss scaling); the CPU computes fp32"),
 
     ROW_I64("train.total_steps", train.total_steps, 1, BIG_STEPS, "20000", "environment steps to train for"),
     ROW_I64("train.start_steps", train.start_steps, 0, BIG_STEPS, "1000",
