@@ -323,8 +323,8 @@ int agent_prepare(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
         /* Reduced precision is a GPU feature (tensor cores); the same config keeps working where `auto`
          * lands on the CPU, which computes in fp32 and says so. */
         if (!ag->bk.device_is_host) {
-            /* tf32 keeps fp32 storage (no 16-bit copies): only the backend's library products change
-             * (rlt_op_use.dense_tf32, agent_build_plan). */
+            /* tf32 keeps fp32 storage (no 16-bit copies): only the backend's library products and its
+             * convolutions change (rlt_op_use.dense_tf32, agent_build_plan). */
             if (ag->cfg.precision == RLT_PRECISION_BF16) ag->lp = RLT_LP_BF16;
             else if (ag->cfg.precision == RLT_PRECISION_FP16) ag->lp = RLT_LP_F16;
         } else {
