@@ -33,6 +33,10 @@ void pair_fetch(void *host_c, void *host_g, const void *c, const void *g, uint64
 /* precision: tf32 on the GPU backend or off again (its plan_workspace with rlt_op_use.dense_tf32, for a plan whose
  * dense products go to the library): the products it routes to the tensor cores then round their inputs to TF32. */
 void pair_set_tf32(int on);
+/* TF32's part of a product's error bound, relative to the sum of the products' magnitudes: each input rounded to 10
+ * mantissa bits (2^-11 relative when rounded to nearest, 2^-10 when truncated), so a product is off by at most
+ * 2^-9 + 2^-20 relative; 2^-8 covers it with room. */
+#define PAIR_TF32_REL (1.0 / 256.0)
 /* Input data. */
 uint64_t pair_rnd_u64(void);
 float pair_rnd_f(float lo, float hi);

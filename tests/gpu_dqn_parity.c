@@ -51,10 +51,7 @@
 #define put pair_put
 #define fetch pair_fetch
 #define set_tf32 pair_set_tf32
-/* TF32's part of a product's bound: each input rounded to 10 mantissa bits (2^-11 relative when rounded to nearest,
- * 2^-10 when truncated), so a product is off by at most 2^-9 + 2^-20 relative; 2^-8 of the sum of the magnitudes
- * covers it with room (the bound of gpu_ops_parity's routed products). */
-#define TF32_REL (1.0 / 256.0)
+#define TF32_REL PAIR_TF32_REL
 static double gamma_n(double m) { return m * U / (1.0 - m * U); }
 static void fetch_gpu(void *host, const void *g, uint64_t bytes) {
     die_on(P.gpu.ops->sync(&P.gpu), &P.egpu, "gpu sync before fetch");

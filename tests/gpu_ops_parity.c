@@ -827,7 +827,7 @@ static void test_linear_backward(void) {
  * truncated), so each product is off by at most 2^-9 + 2^-20 relative; with the fp32 summation bounds of both
  * sides, 2^-8 S + 2 gamma(k+2) S covers it with room. */
 #define S_SLACK (1.0 + 1.0 / 1024.0)
-#define TF32_REL (1.0 / 256.0)
+#define TF32_REL PAIR_TF32_REL
 
 #define set_tf32 pair_set_tf32
 

@@ -80,8 +80,8 @@ static void group_vs_single(const char *yaml, const char *tag, int n, const char
 }
 
 /* 3 seeds of a MinAtar DQN (a 16@3x3 convolution, then 128) with RLT_CUDA_SEEDS_CONV=1: one batched graph, the
- * convolutions' kernels run for all three (grid z the agent; gpu_dqn_parity checks each agent's values against its own run), and the group trains to
- * its end. */
+ * convolutions' kernels run for all three (grid z the agent; gpu_dqn_parity checks each agent's values against its
+ * own run), and the group trains to its end. */
 static void dqn_conv_batches(void) {
     static const char *const k_minatar =
         "algo: dqn\ndevice: cuda:0\nenv: {name: minatar_breakout}\n"

@@ -103,8 +103,8 @@ typedef struct cuda_impl {
     int32_t span_hot;
     int32_t gather_rows; /* 0 with RLT_CUDA_GATHER_ROWS=0: every batch gathers as wide rows do (replay.cu; A/B) */
     /* 1 with RLT_CUDA_SEEDS_CONV=1: fp32 convolutions run batched over seeds (conv_ops.c). Off by default: 16 Nature
-     * DQN agents ran no faster batched than with a graph each (bench/RESULTS.md), and their groups' end-to-end time
-     * batched was not measured, so groups with convolutions keep a graph per seed unless asked. */
+     * DQN agents ran no faster batched than with a graph each, and a 16-seed MinAtar group ran slower end to end
+     * (bench/RESULTS.md), so groups with convolutions keep a graph per seed unless asked. */
     int32_t seeds_conv;
     /* 0 with RLT_CUDA_CONV_TF32=0: under precision: tf32 the convolutions stay on fp32 arithmetic (A/B; cuda_conv_tc). */
     int32_t conv_tf32;

@@ -137,8 +137,9 @@ __global__ void gather_fields_kernel(const __grid_constant__ gather_args g, int3
 }
 
 /* Narrow rows, batched over seeds (every field of a row together GATHER_ROW_WORDS_MIN to GATHER_ROW_WORDS words; the
- * rule is cuda_gather_fields'): block x holds rows x * g.rows .. (x + 1) * g.rows - 1 of every field. Each row's index is drawn (or read) once, by one thread, into
- * shared memory, and the block's threads then copy all its fields' words; gather_fields_kernel draws a row's index
+ * rule is cuda_gather_fields'): block x holds rows x * g.rows .. (x + 1) * g.rows - 1 of every field. Each row's
+ * index is drawn (or read) once, by one thread, into shared memory, and the block's threads then copy all its
+ * fields' words; gather_fields_kernel draws a row's index
  * again for every word of every field (42 Philox draws and 64-bit divisions a row of TD3 at HalfCheetah sizes, which
  * ncu found compute-bound: 80% SM throughput, 85-105 us of a 256-agent TD3 64-64 update on an H200). */
 #define GATHER_ROW_WORDS 256
