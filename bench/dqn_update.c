@@ -16,6 +16,7 @@
 
 #include "agent.h"
 #include "op_profile.h"
+#include "rng.h"
 #include "rltrain.h"
 #include "seed_bench.h"
 
@@ -25,20 +26,12 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The next value of a SplitMix64 stream: each caller's own state, where rand()'s one lock made 16 agents filling
- * their image replays at once take minutes. */
-static uint64_t fill_next(uint64_t *st) {
-    uint64_t z = (*st += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* n random bytes, each masked (255: any byte; 63: the MLP's small values). */
-static void fill_bytes(uint64_t *st, unsigned char *p, int64_t n, unsigned mask) {
-    for (int64_t j = 0; j < n; j += 8) {
-        uint64_t v = fill_next(st);
-        for (int64_t b = 0; b < 8 && j + b < n; b++) p[j + b] = (unsigned char)((v >> (8 * b)) & mask);
+/* n random bytes from r's Philox stream (base/rng.h: each caller's own state, where rand()'s one lock made 16 agents
+ * filling their image replays at once take minutes), each masked (255: any byte; 63: the MLP's small values). */
+static void fill_bytes(rlt_rng *r, unsigned char *p, int64_t n, unsigned mask) {
+    for (int64_t j = 0; j < n; j += 16) {
+        const rlt_u32x4 v = rlt_philox4x32(r->seed, r->stream, r->ctr++, 0);
+        for (int64_t b = 0; b < 16 && j + b < n; b++) p[j + b] = (unsigned char)((v.v[b / 4] >> (8 * (b % 4))) & mask);
     }
 }
 
@@ -47,14 +40,15 @@ static void fill_bytes(uint64_t *st, unsigned char *p, int64_t n, unsigned mask)
 static int fill_replay(rlt_agent *ag, int nature, int n_act) {
     int64_t ob = nature ? 4 * 84 * 84 : 4 * 4;
     unsigned char *o = malloc((size_t)ob), *o2 = malloc((size_t)ob);
-    uint64_t st = 1;
+    rlt_rng st;
+    rlt_rng_init(&st, 1, 0);
     const unsigned mask = nature ? 255u : 63u;
     int fill = nature ? 5000 : 20000, rc = 0;
     for (int i = 0; i < fill && !rc; i++) {
         fill_bytes(&st, o, ob, mask);
         fill_bytes(&st, o2, ob, mask);
-        int32_t a = (int32_t)(fill_next(&st) % (uint64_t)n_act);
-        float r = (float)(fill_next(&st) % 3) - 1.0f;
+        int32_t a = (int32_t)rlt_rng_below(&st, (uint32_t)n_act);
+        float r = (float)rlt_rng_below(&st, 3) - 1.0f;
         uint8_t term = i % 500 == 499, trunc = 0;
         if (rlt_agent_observe(ag, o, &a, &r, o2, &term, &trunc, 1) != RLT_OK) {
             fprintf(stderr, "observe: %s\n", rlt_agent_errmsg(ag));
