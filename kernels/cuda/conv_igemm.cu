@@ -217,8 +217,11 @@ __device__ __forceinline__ void igemm_tc_read(float (&out)[TM][TN], typename ige
 /* Forward: a block computes BM = 16 TM output pixels x BN = 16 TN output channels over the taps of chunk
  * blockIdx.z ([kb, kb + kchunk), all K when there is one chunk). Thread (tx, ty) owns pixels m0 + TM tx + i and
  * channels n0 + TN ty + j. A tile: As[tap][pixel]; B tile: Bs[tap][channel] = w[channel, tap] (rows padded by 4
- * floats: vector-aligned, and the column-wise stores spread over 8 banks). ACT = IGEMM_PARTIAL: the chunk's
- * sums go to part[chunk, channel, pixel] for conv_igemm_fwd_sum_kernel; otherwise bias, activation, NCHW store.
+ * floats: vector-aligned, and the column-wise stores spread over 8 banks). kind = IGEMM_PARTIAL: the chunk's
+ * sums go to part[chunk, channel, pixel] for conv_igemm_fwd_sum_kernel; otherwise kind is the activation: bias,
+ * activation, NCHW store. kind is an argument, not a template parameter: the epilogue's branch is uniform and costs
+ * nothing measurable, while four epilogues per tile shape and mode made this file's build four times longer (72
+ * forward kernels for each of five architectures, most of the CUDA module's build time).
  * Chunks exist because one pass over all taps is a chain of K dependent steps per thread: with few blocks (a
  * layer of 1,568 pixels makes 25) the SMs wait on latency, not arithmetic (ncu: 0.36 instructions per cycle).
  * The tiles stream through a ring of IGEMM_STAGES shared-memory stages filled by cp.async, so a block waits on
@@ -250,11 +253,11 @@ struct igemm_fwd_smem {
     }
 };
 
-template <int ACT, int TM, int TN, int MODE>
+template <int TM, int TN, int MODE>
 __global__ void __launch_bounds__(IGEMM_THREADS)
     conv_igemm_fwd_kernel(float *__restrict__ y, float *__restrict__ part, const float *__restrict__ x,
                           const float *__restrict__ w, const float *__restrict__ b, conv_geom g, int32_t kchunk,
-                          cuda_seeds sd, int32_t S) {
+                          cuda_seeds sd, int32_t S, int32_t kind) {
     constexpr int BM = 16 * TM, BN = 16 * TN;
     /* blockIdx.z = agent * S + chunk: batched over seeds, the agent's buffers lie its delta from the lead's. */
     const int32_t zc = (int32_t)blockIdx.z % S;
@@ -364,12 +367,12 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
     /* The ring is free now: the tensor cores' sums come back through it (IGEMM_FWD checks that they fit). */
     if (TC) igemm_tc_read<TM, TN, TM, TN>(acc, tacc, sm, TM * tx, TN * ty);
     auto store = [&](int32_t r, int32_t o, float v) { /* output pixel r, channel o */
-        if (ACT == IGEMM_PARTIAL) {
+        if (kind == IGEMM_PARTIAL) {
             part[((int64_t)zc * g.k + o) * R + r] = v;
             return;
         }
         const int32_t img = r / P, p = r - img * P;
-        y[((int64_t)img * g.k + o) * P + p] = cuda_act(v + (b ? b[o] : 0.0f), ACT);
+        y[((int64_t)img * g.k + o) * P + p] = cuda_act(v + (b ? b[o] : 0.0f), kind);
     };
 #pragma unroll
     for (int i = 0; i < TM; i++) {
@@ -384,10 +387,9 @@ __global__ void __launch_bounds__(IGEMM_THREADS)
 }
 
 /* y[img, o, p] = act(part[0, o, r] + ... + part[S-1, o, r] + b[o]) with r = img P + p, chunks in order. */
-template <int ACT>
 __global__ void conv_igemm_fwd_sum_kernel(float *__restrict__ y, const float *__restrict__ part,
                                           const float *__restrict__ b, int32_t k, int32_t P, int32_t R, int32_t S,
-                                          cuda_seeds sd) {
+                                          cuda_seeds sd, int32_t act) {
     cuda_pdl_wait();
     cuda_pdl_trigger();
     y = cuda_seed_ptr(sd, y), part = cuda_seed_ptr(sd, part), b = cuda_seed_ptr(sd, b); /* grid z: the agent */
@@ -398,7 +400,7 @@ __global__ void conv_igemm_fwd_sum_kernel(float *__restrict__ y, const float *__
 #pragma unroll 4
         for (int32_t s = 0; s < S; s++) z += part[((int64_t)s * k + o) * R + r];
         z += b ? b[o] : 0.0f;
-        y[e] = cuda_act(z, ACT);
+        y[e] = cuda_act(z, act);
     }
 }
 
@@ -541,32 +543,23 @@ static int32_t igemm_fwd_kchunk(const conv_geom &g, int32_t tm) {
     return (int32_t)(kchunk > IGEMM_TAPS_MAX ? IGEMM_TAPS_MAX : kchunk);
 }
 
-template <int ACT, int MODE>
-static cudaError_t igemm_fwd_act(rlt_backend *bk, int32_t tm, int32_t tn, dim3 grid, float *y, float *part,
-                                 const float *x, const float *w, const float *b, const conv_geom &g, int32_t kchunk,
-                                 int32_t S) {
+/* kind: IGEMM_PARTIAL (split-K partial sums) or the activation of a one-chunk forward. */
+template <int MODE>
+static cudaError_t igemm_fwd_mode(rlt_backend *bk, int kind, int32_t tm, int32_t tn, dim3 grid, float *y, float *part,
+                                  const float *x, const float *w, const float *b, const conv_geom &g, int32_t kchunk,
+                                  int32_t S) {
     const cuda_seeds sd = cuda_seeds_of(bk);
     const dim3 block(IGEMM_THREADS);
     const int32_t kt = (kchunk + IGEMM_BK - 1) / IGEMM_BK;
 #define IGEMM_FWD(TM_, TN_) \
     static_assert(igemm_tc_floats<TM_, TN_>() <= igemm_fwd_smem<16 * TM_, 16 * TN_, MODE>::STAGE * IGEMM_STAGES, "read"); \
     if (tm == TM_ && tn == TN_) \
-        return cuda_launch_pdl_smem(bk, conv_igemm_fwd_kernel<ACT, TM_, TN_, MODE>, grid, block, \
-                                    igemm_fwd_smem<16 * TM_, 16 * TN_, MODE>::bytes(kt), y, part, x, w, b, g, kchunk, sd, S)
+        return cuda_launch_pdl_smem(bk, conv_igemm_fwd_kernel<TM_, TN_, MODE>, grid, block, \
+                                    igemm_fwd_smem<16 * TM_, 16 * TN_, MODE>::bytes(kt), y, part, x, w, b, g, kchunk, sd, S, \
+                                    (int32_t)kind)
     IGEMM_FWD(4, 2); IGEMM_FWD(2, 2); IGEMM_FWD(1, 2); IGEMM_FWD(4, 4); IGEMM_FWD(2, 4); IGEMM_FWD(1, 4);
 #undef IGEMM_FWD
     return cudaErrorInvalidValue;
-}
-
-/* kind: IGEMM_PARTIAL (split-K partial sums) or the activation of a one-chunk forward. */
-template <int MODE>
-static cudaError_t igemm_fwd_kind(rlt_backend *bk, int kind, int32_t tm, int32_t tn, dim3 grid, float *y, float *part,
-                                  const float *x, const float *w, const float *b, const conv_geom &g, int32_t kchunk,
-                                  int32_t S) {
-    return kind == IGEMM_PARTIAL  ? igemm_fwd_act<IGEMM_PARTIAL, MODE>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
-           : kind == RLT_ACT_RELU ? igemm_fwd_act<RLT_ACT_RELU, MODE>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
-           : kind == RLT_ACT_TANH ? igemm_fwd_act<RLT_ACT_TANH, MODE>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
-                                  : igemm_fwd_act<RLT_ACT_NONE, MODE>(bk, tm, tn, grid, y, part, x, w, b, g, kchunk, S);
 }
 
 /* Whether a layer's taps come in aligned fours (IGEMM_TC_AV): four consecutive taps (ci, ky, kx..kx+3), kx a multiple
@@ -585,18 +578,16 @@ int conv_igemm_forward(rlt_backend *bk, const conv_geom &g, float *y, const floa
     CUDA_REQUIRE(bk, (uint64_t)S * zn <= 65535u, "conv_forward (seeds x chunks past the grid's z)");
     dim3 grid((unsigned)((R + 16 * tm - 1) / (16 * tm)), (unsigned)((g.k + 16 * tn - 1) / (16 * tn)), (unsigned)S * zn);
     const int kind = S > 1 ? IGEMM_PARTIAL : act;
-    cudaError_t rc = !cuda_conv_tc(bk) ? igemm_fwd_kind<IGEMM_SIMT>(bk, kind, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
-                     : igemm_fwd_avec(g, x) ? igemm_fwd_kind<IGEMM_TC_AV>(bk, kind, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
-                                            : igemm_fwd_kind<IGEMM_TC>(bk, kind, tm, tn, grid, y, part, x, w, b, g, kchunk, S);
+    cudaError_t rc = !cuda_conv_tc(bk) ? igemm_fwd_mode<IGEMM_SIMT>(bk, kind, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
+                     : igemm_fwd_avec(g, x) ? igemm_fwd_mode<IGEMM_TC_AV>(bk, kind, tm, tn, grid, y, part, x, w, b, g, kchunk, S)
+                                            : igemm_fwd_mode<IGEMM_TC>(bk, kind, tm, tn, grid, y, part, x, w, b, g, kchunk, S);
     CUDA_CHECK(bk, rc);
     CUDA_CHECK_LAUNCH(bk, "conv_igemm_fwd_kernel");
     if (S == 1) return RLT_OK;
     const int32_t P = g.oh * g.ow;
     const dim3 sg(cuda_blocks(bk, (uint64_t)R * g.k, IGEMM_THREADS), 1, zn), sb(IGEMM_THREADS);
     const cuda_seeds sd = cuda_seeds_of(bk);
-    rc = act == RLT_ACT_RELU   ? cuda_launch_pdl(bk, conv_igemm_fwd_sum_kernel<RLT_ACT_RELU>, sg, sb, y, (const float *)part, b, g.k, P, R, S, sd)
-         : act == RLT_ACT_TANH ? cuda_launch_pdl(bk, conv_igemm_fwd_sum_kernel<RLT_ACT_TANH>, sg, sb, y, (const float *)part, b, g.k, P, R, S, sd)
-                               : cuda_launch_pdl(bk, conv_igemm_fwd_sum_kernel<RLT_ACT_NONE>, sg, sb, y, (const float *)part, b, g.k, P, R, S, sd);
+    rc = cuda_launch_pdl(bk, conv_igemm_fwd_sum_kernel, sg, sb, y, (const float *)part, b, g.k, P, R, S, sd, act);
     CUDA_CHECK(bk, rc);
     CUDA_CHECK_LAUNCH(bk, "conv_igemm_fwd_sum_kernel");
     return RLT_OK;
@@ -624,39 +615,29 @@ int conv_igemm_weight_grad(rlt_backend *bk, const conv_geom &g, float *dw, const
 }
 
 /* Loads a forward kernel and allows it the dynamic shared memory of the largest tap chunk. */
-template <int ACT, int TM, int TN, int MODE>
+template <int TM, int TN, int MODE>
 static cudaError_t igemm_fwd_allow_mode(cudaError_t rc) {
     if (rc != cudaSuccess) return rc;
-    return cudaFuncSetAttribute(conv_igemm_fwd_kernel<ACT, TM, TN, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    return cudaFuncSetAttribute(conv_igemm_fwd_kernel<TM, TN, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 (int)igemm_fwd_smem<16 * TM, 16 * TN, MODE>::bytes(IGEMM_TAPS_MAX / IGEMM_BK));
 }
 
-template <int ACT, int TM, int TN>
+template <int TM, int TN>
 static cudaError_t igemm_fwd_allow(cudaError_t rc) {
-    rc = igemm_fwd_allow_mode<ACT, TM, TN, IGEMM_SIMT>(rc);
-    rc = igemm_fwd_allow_mode<ACT, TM, TN, IGEMM_TC>(rc);
-    return igemm_fwd_allow_mode<ACT, TM, TN, IGEMM_TC_AV>(rc);
-}
-
-template <int ACT>
-static cudaError_t igemm_preload_act(void) {
-    cudaFuncAttributes a;
-    cudaError_t rc = igemm_fwd_allow<ACT, 1, 2>(cudaSuccess);
-    rc = igemm_fwd_allow<ACT, 2, 2>(rc);
-    rc = igemm_fwd_allow<ACT, 4, 2>(rc);
-    rc = igemm_fwd_allow<ACT, 1, 4>(rc);
-    rc = igemm_fwd_allow<ACT, 2, 4>(rc);
-    rc = igemm_fwd_allow<ACT, 4, 4>(rc);
-    if (rc == cudaSuccess && ACT != IGEMM_PARTIAL) rc = cudaFuncGetAttributes(&a, conv_igemm_fwd_sum_kernel<ACT < 0 ? 0 : ACT>);
-    return rc;
+    rc = igemm_fwd_allow_mode<TM, TN, IGEMM_SIMT>(rc);
+    rc = igemm_fwd_allow_mode<TM, TN, IGEMM_TC>(rc);
+    return igemm_fwd_allow_mode<TM, TN, IGEMM_TC_AV>(rc);
 }
 
 cudaError_t conv_igemm_preload(void) {
     cudaFuncAttributes a;
-    cudaError_t rc = igemm_preload_act<IGEMM_PARTIAL>();
-    if (rc == cudaSuccess) rc = igemm_preload_act<RLT_ACT_NONE>();
-    if (rc == cudaSuccess) rc = igemm_preload_act<RLT_ACT_RELU>();
-    if (rc == cudaSuccess) rc = igemm_preload_act<RLT_ACT_TANH>();
+    cudaError_t rc = igemm_fwd_allow<1, 2>(cudaSuccess);
+    rc = igemm_fwd_allow<2, 2>(rc);
+    rc = igemm_fwd_allow<4, 2>(rc);
+    rc = igemm_fwd_allow<1, 4>(rc);
+    rc = igemm_fwd_allow<2, 4>(rc);
+    rc = igemm_fwd_allow<4, 4>(rc);
+    if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_fwd_sum_kernel);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_dw_kernel<2, false>);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_dw_kernel<4, false>);
     if (rc == cudaSuccess) rc = cudaFuncGetAttributes(&a, conv_igemm_dw_kernel<2, true>);
