@@ -229,7 +229,8 @@ static int conv_dx(rlt_backend *bk, const conv_geom &g, float *dx, const float *
     const int32_t R = g.n * g.oh * g.ow, K = g.c * g.kh * g.kw;
     /* dcol = dyr w into col's place (no activation: the previous layer applies its own derivative); batched over
      * seeds, one library product over the agents' pointer arrays (summed in its order, not the single product's). */
-    if (cuda_get(bk)->seeds.n > 1) RLT_TRY(cuda_gemm_seeds(bk, 0, 0, R, K, g.k, 1.0f, dyr, g.k, w, K, 0.0f, col, K));
+    if (cuda_get(bk)->seeds.n > 1)
+        RLT_TRY(cuda_gemm_seeds_as(bk, cuda_conv_tc(bk), 0, 0, R, K, g.k, 1.0f, dyr, g.k, w, K, 0.0f, col, K));
     else RLT_TRY(conv_gemm(bk, 0, 0, 0, R, K, g.k, dyr, g.k, w, K, 0.0f, col, K));
     int64_t nx = (int64_t)g.n * g.c * g.h * g.w;
     CUDA_CHECK(bk, cuda_launch_pdl(bk, conv_col2im_kernel,

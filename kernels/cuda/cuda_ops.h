@@ -393,6 +393,11 @@ int cuda_gemm_tf32(rlt_backend *bk, int32_t uniform, int32_t ta, int32_t tb, int
  * lane, as cuda_gemm_uniform; at most CUDA_SEED_GEMMS distinct products per backend (gemm.c). */
 int cuda_gemm_seeds(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha,
                     const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc);
+/* The same, on TF32 tensor cores when tf32 is set, fp32 otherwise (a convolution's products follow cuda_conv_tc, which
+ * the RLT_CUDA_CONV_TF32=0 switch turns off, rather than the plan's precision alone). */
+int cuda_gemm_seeds_as(rlt_backend *bk, int32_t tf32, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k,
+                       float alpha, const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C,
+                       int32_t ldc);
 /* Uploads the batched products' pointer arrays when a capture added some (graph END, and eager batched calls). */
 int cuda_seed_ptrs_upload(rlt_backend *bk);
 int cuda_gemm_lp(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha, const void *A,

@@ -112,6 +112,12 @@ int cuda_seed_ptrs_upload(rlt_backend *bk) {
 
 int cuda_gemm_seeds(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k, float alpha,
                     const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C, int32_t ldc) {
+    return cuda_gemm_seeds_as(bk, cuda_get(bk)->tf32, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+int cuda_gemm_seeds_as(rlt_backend *bk, int32_t tf32, int32_t ta, int32_t tb, int32_t m, int32_t n, int32_t k,
+                       float alpha, const float *A, int32_t lda, const float *B, int32_t ldb, float beta, float *C,
+                       int32_t ldc) {
     cuda_impl *c = cuda_get(bk);
     CUDA_REQUIRE(bk, c->seeds.n > 1 && c->seed_ptrs && m >= 0 && n >= 0 && k >= 0, "gemm_seeds");
     CUDA_REQUIRE(bk, lda >= (ta ? m : k) && lda >= 1 && ldb >= (tb ? k : n) && ldb >= 1 && ldc >= n, "gemm_seeds");
@@ -132,7 +138,7 @@ int cuda_gemm_seeds(rlt_backend *bk, int32_t ta, int32_t tb, int32_t m, int32_t 
     cublasStatus_t st = cublasGemmBatchedEx(
         c->blas, op_b, op_a, n, m, k, &alpha, (const void *const *)arr, CUDA_R_32F, ldb,
         (const void *const *)(arr + c->max_seeds), CUDA_R_32F, lda, &beta, arr + 2 * c->max_seeds, CUDA_R_32F, ldc,
-        c->seeds.n, c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        c->seeds.n, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     CUBLAS_CHECK(bk, cublasSetWorkspace(c->blas, c->lane_ws[c->lane], (size_t)c->lane_ws_bytes[c->lane]));
     CUBLAS_CHECK(bk, st);
     return RLT_OK;
