@@ -256,6 +256,12 @@ static int cuda_measure_memory(rlt_backend *bk) {
     return RLT_OK;
 }
 
+/* Whether the developer switch `name` (cuda_ops.h) is set to exactly `value`. */
+static int cuda_env_is(const char *name, const char *value) {
+    const char *v = getenv(name);
+    return v && strcmp(v, value) == 0;
+}
+
 static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads) {
     (void)cpu_threads; /* host threads are the CPU backend's concern */
     int count = 0;
@@ -296,21 +302,14 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
     /* The one developer switch, read once here (see cuda_ops.h), and the caller's limit (bk->lanes, a seed group's
      * members sharing the GPU): they change the schedule, never the results. */
     c->n_lanes = cuda_rule_lanes(getenv("RLT_CUDA_LANES"), bk->lanes);
-    const char *sblas = getenv("RLT_CUDA_SEEDS_BLAS");
-    c->seeds_blas = !(sblas && strcmp(sblas, "0") == 0);
-    const char *slt = getenv("RLT_CUDA_SEEDS_LT");
-    c->seeds_lt = !(slt && strcmp(slt, "0") == 0);
+    c->seeds_blas = !cuda_env_is("RLT_CUDA_SEEDS_BLAS", "0");
+    c->seeds_lt = !cuda_env_is("RLT_CUDA_SEEDS_LT", "0");
     c->seeds_rule = cuda_rule_seeds_env(getenv("RLT_CUDA_SEEDS_RULE"));
-    const char *srows = getenv("RLT_CUDA_SEEDS_ROWS");
-    c->seeds_rows = !(srows && strcmp(srows, "1") == 0);
-    const char *shot = getenv("RLT_CUDA_SPAN_HOT");
-    c->span_hot = !(shot && strcmp(shot, "0") == 0);
-    const char *grows = getenv("RLT_CUDA_GATHER_ROWS");
-    c->gather_rows = !(grows && strcmp(grows, "0") == 0);
-    const char *sconv = getenv("RLT_CUDA_SEEDS_CONV");
-    c->seeds_conv = sconv && strcmp(sconv, "1") == 0;
-    const char *ctf32 = getenv("RLT_CUDA_CONV_TF32");
-    c->conv_tf32 = !(ctf32 && strcmp(ctf32, "0") == 0);
+    c->seeds_rows = !cuda_env_is("RLT_CUDA_SEEDS_ROWS", "1");
+    c->span_hot = !cuda_env_is("RLT_CUDA_SPAN_HOT", "0");
+    c->gather_rows = !cuda_env_is("RLT_CUDA_GATHER_ROWS", "0");
+    c->seeds_conv = cuda_env_is("RLT_CUDA_SEEDS_CONV", "1");
+    c->conv_tf32 = !cuda_env_is("RLT_CUDA_CONV_TF32", "0");
     bk->impl = c;
     bk->device_is_host = 0;
     bk->device_index = index;

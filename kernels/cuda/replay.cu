@@ -54,6 +54,29 @@ __device__ __forceinline__ void gather_word(unsigned char *dst, const unsigned c
     }
 }
 
+/* An agent's draw of replay slots (sample spec g.s, the agent of grid z): the replay size, read from the device once and
+ * clamped at 0 (a negative size makes every index 0, never a wild one; the CPU twin refuses size < 1, which here would
+ * need a host sync), and the update counter. The three gather kernels draw through it. */
+struct gather_draw {
+    uint64_t seed, n_rows, ctr;
+    const uint8_t *valid;
+    __device__ __forceinline__ gather_draw() : seed(0), n_rows(0), ctr(0), valid(nullptr) {} /* no sample spec */
+    __device__ __forceinline__ explicit gather_draw(const gather_args &g) {
+        const cuda_seeds &sd = g.sd;
+        const int64_t sz = *cuda_seed_ptr(sd, g.s.size);
+        seed = cuda_seed_key(sd, g.s.seed);
+        n_rows = sz > 0 ? (uint64_t)sz : 0u;
+        ctr = (uint64_t)*cuda_seed_ptr(sd, g.s.counter);
+        valid = cuda_seed_ptr(sd, g.s.valid);
+    }
+    /* The slot of batch row `row` (the micro-batch's rows start at g.s.row0). */
+    __device__ __forceinline__ int32_t at(const gather_args &g, uint64_t row) const {
+        return n_rows ? (int32_t)rlt_replay_slot(seed, g.s.stream, ctr, (uint64_t)g.s.row0 + row, (uint64_t)g.s.batch,
+                                                 n_rows, valid)
+                      : 0;
+    }
+};
+
 /* One field's words over the flattened (row, word) space of the whole batch (gather_fields_kernel, wide rows). */
 template <typename W, int D, int K> struct gather_flat {
     static __device__ __forceinline__ void run(const gather_args &g, const rlt_gather_field &f, uint64_t words,
@@ -62,24 +85,15 @@ template <typename W, int D, int K> struct gather_flat {
         unsigned char *dst = (unsigned char *)cuda_seed_ptr(sd, f.dst);
         const unsigned char *src = (const unsigned char *)cuda_seed_ptr(sd, f.src);
         const int32_t *via = cuda_seed_ptr(sd, f.via);
-        const uint8_t *valid = cuda_seed_ptr(sd, g.s.valid);
-        const uint64_t seed = cuda_seed_key(sd, g.s.seed);
         idx = cuda_seed_ptr(sd, idx);
         uint64_t total = (uint64_t)g.n * words;
         uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-        uint64_t ctr = 0, n_rows = 0;
-        if (g.sample) {
-            int64_t sz = *cuda_seed_ptr(sd, g.s.size); /* clamped as in gather_sample_only_kernel: never a wild index */
-            n_rows = sz > 0 ? (uint64_t)sz : 0u;
-            ctr = (uint64_t)*cuda_seed_ptr(sd, g.s.counter);
-        }
+        const gather_draw dr = g.sample ? gather_draw(g) : gather_draw();
         for (uint64_t t = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += stride) {
             uint64_t row = t / words, w = t - row * words;
             int32_t j;
             if (g.sample) {
-                j = n_rows ? (int32_t)rlt_replay_slot(seed, g.s.stream, ctr, (uint64_t)g.s.row0 + row,
-                                                      (uint64_t)g.s.batch, n_rows, valid)
-                           : 0;
+                j = dr.at(g, row);
                 if (first_field && w == 0) idx[row] = j;
             } else {
                 j = idx[row];
@@ -157,13 +171,7 @@ __global__ void gather_rows_kernel(const __grid_constant__ gather_args g, int32_
         int32_t *ix = cuda_seed_ptr(sd, idx);
         int32_t j;
         if (g.sample) {
-            int64_t sz = *cuda_seed_ptr(sd, g.s.size); /* clamped as in gather_sample_only_kernel */
-            const uint64_t n_rows = sz > 0 ? (uint64_t)sz : 0u;
-            j = n_rows ? (int32_t)rlt_replay_slot(cuda_seed_key(sd, g.s.seed), g.s.stream,
-                                                  (uint64_t)*cuda_seed_ptr(sd, g.s.counter),
-                                                  (uint64_t)g.s.row0 + (uint64_t)row, (uint64_t)g.s.batch, n_rows,
-                                                  cuda_seed_ptr(sd, g.s.valid))
-                       : 0;
+            j = gather_draw(g).at(g, (uint64_t)row);
             ix[row] = j;
         } else {
             j = ix[row];
@@ -174,22 +182,13 @@ __global__ void gather_rows_kernel(const __grid_constant__ gather_args g, int32_
     for (int32_t fi = 0; fi < g.nf; fi++) gather_dispatch<gather_block>(g, fi, (const int32_t *)s_j, r0, nr);
 }
 
-/* Draws idx alone when there is no field to gather (gather_fields with n_fields 0). The CPU twin rejects size < 1; checking
- * it here would need a host sync. A negative size is clamped to 0, which makes every index 0 instead of a wild
- * one. */
+/* Draws idx alone when there is no field to gather (gather_fields with n_fields 0). */
 __global__ void gather_sample_only_kernel(const __grid_constant__ gather_args g, int32_t *idx) {
     cuda_pdl_wait(); /* launched with cuda_launch_pdl */
     cuda_pdl_trigger();
-    const cuda_seeds &sd = g.sd;
-    idx = cuda_seed_ptr(sd, idx);
-    const uint8_t *valid = cuda_seed_ptr(sd, g.s.valid);
-    const uint64_t seed = cuda_seed_key(sd, g.s.seed);
-    int64_t sz = *cuda_seed_ptr(sd, g.s.size);
-    uint64_t n_rows = sz > 0 ? (uint64_t)sz : 0u, ctr = (uint64_t)*cuda_seed_ptr(sd, g.s.counter);
-    for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < g.n; i += gridDim.x * blockDim.x)
-        idx[i] = n_rows ? (int32_t)rlt_replay_slot(seed, g.s.stream, ctr, (uint64_t)(g.s.row0 + i), (uint64_t)g.s.batch,
-                                                   n_rows, valid)
-                        : 0;
+    idx = cuda_seed_ptr(g.sd, idx);
+    const gather_draw dr(g);
+    for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < g.n; i += gridDim.x * blockDim.x) idx[i] = dr.at(g, (uint64_t)i);
 }
 
 extern "C" int cuda_gather_fields(rlt_backend *bk, int32_t *idx, int32_t n, const rlt_sample_spec *sample,
