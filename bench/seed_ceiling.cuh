@@ -42,14 +42,24 @@ typedef struct lt_plan {
     int ok;
 } lt_plan;
 
-static cublasLtMatrixLayout_t lt_layout(bench *B, uint64_t rows, uint64_t cols, int64_t ld) {
+/* A batch of B->n matrices at B->stride floats apart, or (ptr) named by a device array of pointers
+ * (CUBLASLT_BATCH_MODE_POINTER_ARRAY: any layout, such as the twin critics' regions of every agent). */
+static cublasLtMatrixLayout_t lt_layout_as(bench *B, uint64_t rows, uint64_t cols, int64_t ld, int ptr) {
     cublasLtMatrixLayout_t l;
     CK(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, rows, cols, ld));
     int32_t n = B->n;
     int64_t st = B->stride;
     CK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof n));
-    CK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof st));
+    if (ptr) {
+        uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+        CK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode, sizeof mode));
+    } else {
+        CK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof st));
+    }
     return l;
+}
+static cublasLtMatrixLayout_t lt_layout(bench *B, uint64_t rows, uint64_t cols, int64_t ld) {
+    return lt_layout_as(B, rows, cols, ld, 0);
 }
 
 /* What an lt_plan computes (column-major views of the row-major layers, as gemm_lt.c maps them):
@@ -57,6 +67,48 @@ static cublasLtMatrixLayout_t lt_layout(bench *B, uint64_t rows, uint64_t cols, 
  *   LT_WGRAD  dW = dy^T x, db: D[fi x fo] = A = x (fi x rows, N) times B = dy (fo x rows, T), BGRADB
  *   LT_DGRAD  dx = dy W: D[fi x rows] = A = W (fi x fo, N) times B = dy (fo x rows, N), no epilogue */
 enum { LT_FWD = 0, LT_WGRAD = 1, LT_DGRAD = 2 };
+/* LT_FWD only, through pointer arrays (ptr 1: with the RELU_BIAS epilogue, the bias at the regions' stride; ptr 2:
+ * the product alone). P.ok is 0 when the heuristic offers no algorithm. */
+static lt_plan lt_make_ptr(bench *B, int ptr) {
+    lt_plan P;
+    memset(&P, 0, sizeof P);
+    CK(cublasLtMatmulDescCreate(&P.d, B->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    if (ptr == 1) {
+        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_RELU_BIAS;
+        CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        const float *bias = B->base + B->ob;
+        CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        int64_t bst = B->stride;
+        CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bst, sizeof bst));
+    }
+    P.la = lt_layout_as(B, B->fi, B->fo, B->fi, 1);   /* W, transposed */
+    P.lb = lt_layout_as(B, B->fi, B->rows, B->fi, 1); /* x */
+    P.lc = lt_layout_as(B, B->fo, B->rows, B->fo, 1); /* y */
+    cublasLtMatmulPreference_t pref;
+    CK(cublasLtMatmulPreferenceCreate(&pref));
+    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &B->ws_bytes,
+                                            sizeof B->ws_bytes));
+    cublasLtMatmulHeuristicResult_t r;
+    int found = 0;
+    if (cublasLtMatmulAlgoGetHeuristic(B->lt, P.d, P.la, P.lb, P.lc, P.lc, pref, 1, &r, &found) == CUBLAS_STATUS_SUCCESS &&
+        found > 0) {
+        P.algo = r.algo;
+        P.ok = 1;
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    return P;
+}
+
+/* The forward through pointer arrays p (A = W, B = x, C = D = y, B->n entries each, on the device). */
+static void lt_run_ptr(bench *B, lt_plan *P, void **p) {
+    const float one = 1.0f, zero = 0.0f;
+    CK(cublasLtMatmul(B->lt, P->d, &one, p, P->la, p + B->n, P->lb, &zero, p + 2 * B->n, P->lc, p + 2 * B->n, P->lc,
+                      &P->algo, B->ws, B->ws_bytes, B->s));
+}
+
 static lt_plan lt_make(bench *B, int kind) {
     lt_plan P;
     memset(&P, 0, sizeof P);

@@ -7,6 +7,9 @@
  *     ptr+pass    cublasGemmBatchedEx over pointer arrays, then a bias+ReLU pass (today's route, kernels/cuda/gemm.c)
  *     strided+pass cublasGemmStridedBatchedEx, then the same pass
  *     lt-fused    cuBLASLt strided batch with CUBLASLT_EPILOGUE_RELU_BIAS and the bias at the same stride
+ *     lt-ptr      cuBLASLt over pointer arrays (CUBLASLT_BATCH_MODE_POINTER_ARRAY), the product alone and with the
+ *                 RELU_BIAS epilogue ("-" where the heuristic offers no algorithm): whether the twin critics of every
+ *                 agent, which no one stride reaches, could run as one fused batched call
  *   weight gradient dW = dy^T x, db = column sums of dy:
  *     ptr+pass    pointer-array product, then a column-sum pass for db (today's route)
  *     lt-fused    cuBLASLt strided batch with CUBLASLT_EPILOGUE_BGRADB (db from the same call)
@@ -85,7 +88,7 @@ static void wgrad_ptr(bench *B) {
 }
 
 /* Microseconds per op of route `which`, as a graph of reps ops replayed `replays` times. */
-static double time_route(bench *B, int which, lt_plan *fwd, lt_plan *wg, int reps, int replays) {
+static double time_route(bench *B, int which, lt_plan *fwd, lt_plan *wg, lt_plan *ptr, int reps, int replays) {
     cudaGraph_t g;
     CK(cudaStreamBeginCapture(B->s, cudaStreamCaptureModeThreadLocal));
     for (int i = 0; i < reps; i++) {
@@ -96,6 +99,8 @@ static double time_route(bench *B, int which, lt_plan *fwd, lt_plan *wg, int rep
         case 3: wgrad_ptr(B); break;
         case 4: lt_run(B, wg, LT_WGRAD); break;
         case 5: fwd_ptr(B, 0); break;
+        case 6: lt_run_ptr(B, &ptr[0], B->ptrs); break;
+        case 7: lt_run_ptr(B, &ptr[1], B->ptrs); break;
         }
     }
     CK(cudaStreamEndCapture(B->s, &g));
@@ -124,18 +129,18 @@ static void bench_case(int n, int fi, int tf32, int reps, int replays) {
     CK(cudaMemcpy(B.ptrs, host, sizeof(void *) * 6 * n, cudaMemcpyHostToDevice));
     free(host);
     lt_plan fwd = lt_make(&B, LT_FWD), wg = lt_make(&B, LT_WGRAD);
-    double t[6];
-    for (int w = 0; w < 6; w++) {
-        int lt_route = w == 2 || w == 4;
-        lt_plan *p = w == 2 ? &fwd : &wg;
-        t[w] = lt_route && !p->ok ? -1.0 : time_route(&B, w, &fwd, &wg, reps, replays);
+    lt_plan ptr[2] = {lt_make_ptr(&B, 1), lt_make_ptr(&B, 2)};
+    double t[8];
+    for (int w = 0; w < 8; w++) {
+        const lt_plan *p = w == 2 ? &fwd : w == 4 ? &wg : w == 6 ? &ptr[0] : w == 7 ? &ptr[1] : NULL;
+        t[w] = p && !p->ok ? -1.0 : time_route(&B, w, &fwd, &wg, ptr, reps, replays);
     }
-    char a[32], b[32];
-    snprintf(a, sizeof a, t[2] < 0 ? "-" : "%.2f", t[2]);
-    snprintf(b, sizeof b, t[4] < 0 ? "-" : "%.2f", t[4]);
-    printf("%6d  %4s  256x%3dx256  fwd: ptr-only %6.2f  ptr+pass %6.2f  strided+pass %6.2f  lt-fused %6s   "
-           "wgrad: ptr+pass %6.2f  lt-fused %6s  (us per layer op, all agents)\n",
-           n, tf32 ? "tf32" : "fp32", fi, t[5], t[0], t[1], a, t[3], b);
+    char s[4][32];
+    const int shown[4] = {2, 4, 6, 7};
+    for (int i = 0; i < 4; i++) snprintf(s[i], sizeof s[i], t[shown[i]] < 0 ? "-" : "%.2f", t[shown[i]]);
+    printf("%6d  %4s  256x%3dx256  fwd: ptr-only %6.2f  ptr+pass %6.2f  strided+pass %6.2f  lt-fused %6s  "
+           "lt-ptr-only %6s  lt-ptr-fused %6s   wgrad: ptr+pass %6.2f  lt-fused %6s  (us per layer op, all agents)\n",
+           n, tf32 ? "tf32" : "fp32", fi, t[5], t[0], t[1], s[0], s[3], s[2], t[3], s[1]);
     fflush(stdout);
     cublasLtDestroy(B.lt);
     cublasDestroy(B.h);
