@@ -22,7 +22,7 @@ if [ -n "$missing" ]; then
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
 fi
 # nvcc is optional: the CUDA backend module is built when it is found. It is most of the build's time (about
-# 5.5 minutes on 2 cores for the five default architectures, against 75 s for the rest), so it is built only for
+# 2.5 minutes on 2 cores for the five default architectures, against 75 s for the rest), so it is built only for
 # the GPU that is here (nvidia-smi's compute capability); with no GPU it is built for every default architecture
 # (CI does so, to compile the CUDA code), and RLT_CUDA=OFF skips it. RLT_CUDA_ARCHS (e.g. "86;90") picks them.
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH=/usr/local/cuda/bin:$PATH; fi
@@ -42,7 +42,7 @@ elif command -v nvcc >/dev/null 2>&1; then
     echo "setup: building the CUDA backend module for this machine's GPU (sm_${archs//;/, sm_}): a minute or two"
   else
     echo "setup: no GPU found (nvidia-smi), but nvcc is here: building the CUDA backend module for the default"
-    echo "setup: architectures (sm_75 .. sm_90), which takes about 5-6 minutes on 2 cores (the rest about 75 s);"
+    echo "setup: architectures (sm_75 .. sm_90), which takes about 2-3 minutes on 2 cores (the rest about 75 s);"
     echo "setup: RLT_CUDA=OFF bash tools/setup.sh builds without it, RLT_CUDA_ARCHS=86 for one architecture"
   fi
 fi

@@ -299,8 +299,8 @@ static int cuda_open(rlt_backend *bk, int32_t device_index, int32_t cpu_threads)
     if (!c) return rlt_err_set(bk->err, RLT_ENOMEM, __FILE__, __LINE__, "out of host memory for the CUDA backend");
     c->device = index;
     c->capturing = -1;
-    /* The one developer switch, read once here (see cuda_ops.h), and the caller's limit (bk->lanes, a seed group's
-     * members sharing the GPU): they change the schedule, never the results. */
+    /* The developer switches, read once here (see cuda_ops.h), and the caller's limit (bk->lanes, a seed group's
+     * members sharing the GPU). */
     c->n_lanes = cuda_rule_lanes(getenv("RLT_CUDA_LANES"), bk->lanes);
     c->seeds_blas = !cuda_env_is("RLT_CUDA_SEEDS_BLAS", "0");
     c->seeds_lt = !cuda_env_is("RLT_CUDA_SEEDS_LT", "0");
