@@ -62,6 +62,23 @@ static cublasLtMatrixLayout_t lt_layout(bench *B, uint64_t rows, uint64_t cols, 
     return lt_layout_as(B, rows, cols, ld, 0);
 }
 
+/* The heuristic's first algorithm for P within the workspace (P->ok 0 when it offers none). */
+static void lt_pick(bench *B, lt_plan *P) {
+    cublasLtMatmulPreference_t pref;
+    CK(cublasLtMatmulPreferenceCreate(&pref));
+    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &B->ws_bytes,
+                                            sizeof B->ws_bytes));
+    cublasLtMatmulHeuristicResult_t r;
+    int found = 0;
+    if (cublasLtMatmulAlgoGetHeuristic(B->lt, P->d, P->la, P->lb, P->lc, P->lc, pref, 1, &r, &found) ==
+            CUBLAS_STATUS_SUCCESS &&
+        found > 0) {
+        P->algo = r.algo;
+        P->ok = 1;
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+}
+
 /* What an lt_plan computes (column-major views of the row-major layers, as gemm_lt.c maps them):
  *   LT_FWD    y = relu(x W^T + b): D[fo x rows] = A = W (fi x fo, T) times B = x (fi x rows, N), RELU_BIAS
  *   LT_WGRAD  dW = dy^T x, db: D[fi x fo] = A = x (fi x rows, N) times B = dy (fo x rows, T), BGRADB
@@ -87,18 +104,7 @@ static lt_plan lt_make_ptr(bench *B, int ptr) {
     P.la = lt_layout_as(B, B->fi, B->fo, B->fi, 1);   /* W, transposed */
     P.lb = lt_layout_as(B, B->fi, B->rows, B->fi, 1); /* x */
     P.lc = lt_layout_as(B, B->fo, B->rows, B->fo, 1); /* y */
-    cublasLtMatmulPreference_t pref;
-    CK(cublasLtMatmulPreferenceCreate(&pref));
-    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &B->ws_bytes,
-                                            sizeof B->ws_bytes));
-    cublasLtMatmulHeuristicResult_t r;
-    int found = 0;
-    if (cublasLtMatmulAlgoGetHeuristic(B->lt, P.d, P.la, P.lb, P.lc, P.lc, pref, 1, &r, &found) == CUBLAS_STATUS_SUCCESS &&
-        found > 0) {
-        P.algo = r.algo;
-        P.ok = 1;
-    }
-    cublasLtMatmulPreferenceDestroy(pref);
+    lt_pick(B, &P);
     return P;
 }
 
@@ -137,18 +143,7 @@ static lt_plan lt_make(bench *B, int kind) {
         P.lb = lt_layout(B, B->fi, B->rows, B->fi); /* x */
         P.lc = lt_layout(B, B->fo, B->rows, B->fo); /* y */
     }
-    cublasLtMatmulPreference_t pref;
-    CK(cublasLtMatmulPreferenceCreate(&pref));
-    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &B->ws_bytes,
-                                            sizeof B->ws_bytes));
-    cublasLtMatmulHeuristicResult_t r;
-    int found = 0;
-    if (cublasLtMatmulAlgoGetHeuristic(B->lt, P.d, P.la, P.lb, P.lc, P.lc, pref, 1, &r, &found) == CUBLAS_STATUS_SUCCESS &&
-        found > 0) {
-        P.algo = r.algo;
-        P.ok = 1;
-    }
-    cublasLtMatmulPreferenceDestroy(pref);
+    lt_pick(B, &P);
     return P;
 }
 
