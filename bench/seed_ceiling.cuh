@@ -44,7 +44,7 @@ typedef struct lt_plan {
 
 /* A batch of B->n matrices at B->stride floats apart, or (ptr) named by a device array of pointers
  * (CUBLASLT_BATCH_MODE_POINTER_ARRAY: any layout, such as the twin critics' regions of every agent). */
-static cublasLtMatrixLayout_t lt_layout_as(bench *B, uint64_t rows, uint64_t cols, int64_t ld, int ptr) {
+static cublasLtMatrixLayout_t lt_layout(bench *B, uint64_t rows, uint64_t cols, int64_t ld, int ptr) {
     cublasLtMatrixLayout_t l;
     CK(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, rows, cols, ld));
     int32_t n = B->n;
@@ -57,9 +57,6 @@ static cublasLtMatrixLayout_t lt_layout_as(bench *B, uint64_t rows, uint64_t col
         CK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof st));
     }
     return l;
-}
-static cublasLtMatrixLayout_t lt_layout(bench *B, uint64_t rows, uint64_t cols, int64_t ld) {
-    return lt_layout_as(B, rows, cols, ld, 0);
 }
 
 /* The heuristic's first algorithm for P within the workspace (P->ok 0 when it offers none). */
@@ -84,30 +81,6 @@ static void lt_pick(bench *B, lt_plan *P) {
  *   LT_WGRAD  dW = dy^T x, db: D[fi x fo] = A = x (fi x rows, N) times B = dy (fo x rows, T), BGRADB
  *   LT_DGRAD  dx = dy W: D[fi x rows] = A = W (fi x fo, N) times B = dy (fo x rows, N), no epilogue */
 enum { LT_FWD = 0, LT_WGRAD = 1, LT_DGRAD = 2 };
-/* LT_FWD only, through pointer arrays (ptr 1: with the RELU_BIAS epilogue, the bias at the regions' stride; ptr 2:
- * the product alone). P.ok is 0 when the heuristic offers no algorithm. */
-static lt_plan lt_make_ptr(bench *B, int ptr) {
-    lt_plan P;
-    memset(&P, 0, sizeof P);
-    CK(cublasLtMatmulDescCreate(&P.d, B->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    if (ptr == 1) {
-        cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_RELU_BIAS;
-        CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-        const float *bias = B->base + B->ob;
-        CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-        int64_t bst = B->stride;
-        CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bst, sizeof bst));
-    }
-    P.la = lt_layout_as(B, B->fi, B->fo, B->fi, 1);   /* W, transposed */
-    P.lb = lt_layout_as(B, B->fi, B->rows, B->fi, 1); /* x */
-    P.lc = lt_layout_as(B, B->fo, B->rows, B->fo, 1); /* y */
-    lt_pick(B, &P);
-    return P;
-}
-
 /* The forward through pointer arrays p (A = W, B = x, C = D = y, B->n entries each, on the device). */
 static void lt_run_ptr(bench *B, lt_plan *P, void **p) {
     const float one = 1.0f, zero = 0.0f;
@@ -115,14 +88,16 @@ static void lt_run_ptr(bench *B, lt_plan *P, void **p) {
                       &P->algo, B->ws, B->ws_bytes, B->s));
 }
 
-static lt_plan lt_make(bench *B, int kind) {
+/* ptr 0: strided (lt_make); 1: through pointer arrays (lt_run_ptr), with the kind's epilogue; 2: through pointer
+ * arrays, the product alone. P.ok is 0 when the heuristic offers no algorithm. */
+static lt_plan lt_make_as(bench *B, int kind, int ptr) {
     lt_plan P;
     memset(&P, 0, sizeof P);
     CK(cublasLtMatmulDescCreate(&P.d, B->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t ta = kind == LT_FWD ? CUBLAS_OP_T : CUBLAS_OP_N, tb = kind == LT_WGRAD ? CUBLAS_OP_T : CUBLAS_OP_N;
     CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    if (kind != LT_DGRAD) {
+    if (kind != LT_DGRAD && ptr != 2) {
         cublasLtEpilogue_t epi = kind == LT_WGRAD ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_RELU_BIAS;
         CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
         const float *bias = B->base + (kind == LT_WGRAD ? B->odb : B->ob);
@@ -131,21 +106,23 @@ static lt_plan lt_make(bench *B, int kind) {
         CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bst, sizeof bst));
     }
     if (kind == LT_WGRAD) {
-        P.la = lt_layout(B, B->fi, B->rows, B->fi); /* x */
-        P.lb = lt_layout(B, B->fo, B->rows, B->fo); /* dy, transposed */
-        P.lc = lt_layout(B, B->fi, B->fo, B->fi);   /* dW */
+        P.la = lt_layout(B, B->fi, B->rows, B->fi, ptr != 0); /* x */
+        P.lb = lt_layout(B, B->fo, B->rows, B->fo, ptr != 0); /* dy, transposed */
+        P.lc = lt_layout(B, B->fi, B->fo, B->fi, ptr != 0);   /* dW */
     } else if (kind == LT_DGRAD) {
-        P.la = lt_layout(B, B->fi, B->fo, B->fi);   /* W */
-        P.lb = lt_layout(B, B->fo, B->rows, B->fo); /* dy */
-        P.lc = lt_layout(B, B->fi, B->rows, B->fi); /* dx */
+        P.la = lt_layout(B, B->fi, B->fo, B->fi, ptr != 0);   /* W */
+        P.lb = lt_layout(B, B->fo, B->rows, B->fo, ptr != 0); /* dy */
+        P.lc = lt_layout(B, B->fi, B->rows, B->fi, ptr != 0); /* dx */
     } else {
-        P.la = lt_layout(B, B->fi, B->fo, B->fi);   /* W, transposed */
-        P.lb = lt_layout(B, B->fi, B->rows, B->fi); /* x */
-        P.lc = lt_layout(B, B->fo, B->rows, B->fo); /* y */
+        P.la = lt_layout(B, B->fi, B->fo, B->fi, ptr != 0);   /* W, transposed */
+        P.lb = lt_layout(B, B->fi, B->rows, B->fi, ptr != 0); /* x */
+        P.lc = lt_layout(B, B->fo, B->rows, B->fo, ptr != 0); /* y */
     }
     lt_pick(B, &P);
     return P;
 }
+static lt_plan lt_make(bench *B, int kind) { return lt_make_as(B, kind, 0); }
+
 
 static void lt_run(bench *B, lt_plan *P, int kind) {
     const float one = 1.0f, zero = 0.0f;

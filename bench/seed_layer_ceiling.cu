@@ -129,7 +129,7 @@ static void bench_case(int n, int fi, int tf32, int reps, int replays) {
     CK(cudaMemcpy(B.ptrs, host, sizeof(void *) * 6 * n, cudaMemcpyHostToDevice));
     free(host);
     lt_plan fwd = lt_make(&B, LT_FWD), wg = lt_make(&B, LT_WGRAD);
-    lt_plan ptr[2] = {lt_make_ptr(&B, 1), lt_make_ptr(&B, 2)};
+    lt_plan ptr[2] = {lt_make_as(&B, LT_FWD, 1), lt_make_as(&B, LT_FWD, 2)};
     double t[8];
     for (int w = 0; w < 8; w++) {
         const lt_plan *p = w == 2 ? &fwd : w == 4 ? &wg : w == 6 ? &ptr[0] : w == 7 ? &ptr[1] : NULL;

@@ -26,8 +26,8 @@
  *   a different summation order can cost); a wrong index or a TF32 path would show as 1e-3 or worse.
  * - Determinism and graph replay of the GPU convolution: bit for bit (same algorithms, same inputs).
  * - Every convolution case again under precision: tf32 (the products on TF32 tensor cores): the bounds above plus
- *   TF32_REL times the sum of the magnitudes, bit-for-bit determinism and graph replay again, and TF32 engaged (the
- *   fp32 run's outputs differ). */
+ *   PAIR_TF32_REL times the sum of the magnitudes, bit-for-bit determinism and graph replay again, and TF32 engaged
+ *   (the fp32 run's outputs differ). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +51,6 @@
 #define put pair_put
 #define fetch pair_fetch
 #define set_tf32 pair_set_tf32
-#define TF32_REL PAIR_TF32_REL
 static double gamma_n(double m) { return m * U / (1.0 - m * U); }
 static void fetch_gpu(void *host, const void *g, uint64_t bytes) {
     die_on(P.gpu.ops->sync(&P.gpu), &P.egpu, "gpu sync before fetch");
@@ -303,8 +302,9 @@ static void test_conv_case(int32_t slot, rlt_conv_shape s, const char *label, in
     int K = s.c * s.kh * s.kw;
 
     if (tf32) set_tf32(1);
-    const double rel_tf32 = tf32 ? TF32_REL : 0.0;
-    /* Forward, without and with ReLU. Bound: 2 gamma(K + 2) (|b| + sum |w x|), plus TF32_REL sum |w x| under tf32. */
+    const double rel_tf32 = tf32 ? PAIR_TF32_REL : 0.0;
+    /* Forward, without and with ReLU. Bound: 2 gamma(K + 2) (|b| + sum |w x|), plus PAIR_TF32_REL sum |w x| under
+     * tf32. */
     for (size_t i = 0; i < d.ny; i++) by[i] = 0;
     FOR_EACH_TAP(&d, by[yi_] += fabs((double)w[wi_] * x[xi_]));
     for (size_t i = 0; i < d.ny; i++) {
@@ -548,7 +548,7 @@ static void test_conv_seeds_case(int32_t slot, rlt_conv_shape s, const char *lab
             if (i < 4) {
                 expect_exact(what, ha, alone, n / 4, 4);
             } else {
-                /* dx: 2 gamma(k kh kw + 2) (plus TF32_REL under tf32: dcol is a library product, batched or not)
+                /* dx: 2 gamma(k kh kw + 2) (plus PAIR_TF32_REL under tf32: dcol is a library product, batched or not)
                  * times the sum of |dy' w| over the taps that reach the pixel, as in test_conv_case; dy' and w read
                  * back from this agent's buffers */
                 float *dyp = malloc(d.ny * 4), *wz = malloc(d.nw * 4);
@@ -556,7 +556,7 @@ static void test_conv_seeds_case(int32_t slot, rlt_conv_shape s, const char *lab
                 fetch(hb, wz, (char *)cb[1] + z * per + off[1], (char *)gb[1] + z * per + off[1], d.nw * 4);
                 for (size_t e = 0; e < d.nx; e++) bx[e] = 0;
                 FOR_EACH_TAP(&d, bx[xi_] += fabs((double)dyp[yi_]) * fabs((double)wz[wi_]));
-                const double rel = 2.0 * gamma_n((double)s.k * s.kh * s.kw + 2) + (tf32 ? TF32_REL : 0.0);
+                const double rel = 2.0 * gamma_n((double)s.k * s.kh * s.kw + 2) + (tf32 ? PAIR_TF32_REL : 0.0);
                 for (size_t e = 0; e < d.nx; e++) bx[e] = rel * bx[e] + 1e-37;
                 expect_close(what, ha, alone, d.nx, bx, 0, 0);
                 free(dyp), free(wz);

@@ -827,7 +827,6 @@ static void test_linear_backward(void) {
  * truncated), so each product is off by at most 2^-9 + 2^-20 relative; with the fp32 summation bounds of both
  * sides, 2^-8 S + 2 gamma(k+2) S covers it with room. */
 #define S_SLACK (1.0 + 1.0 / 1024.0)
-#define TF32_REL PAIR_TF32_REL
 
 #define set_tf32 pair_set_tf32
 
@@ -910,7 +909,7 @@ static void routed_forward_case(routed_fwd t, int twin) {
     die_on(P.cpu.ops->linear_forward(&P.cpu, &fs), &P.ecpu, "S for the bound");
     memcpy(hs, cs, ny * 4);
     for (int pass = 0; pass < (twin == TWIN_TF32 ? 2 : 1); pass++) {
-        double rel = 2.0 * gamma_n(fi + 2) + (pass ? TF32_REL : 0.0);
+        double rel = 2.0 * gamma_n(fi + 2) + (pass ? PAIR_TF32_REL : 0.0);
         for (size_t r = 0; r < (size_t)rows; r++)
             for (size_t o = 0; o < (size_t)ldy; o++) {
                 size_t at = r * ldy + o;
@@ -1006,7 +1005,7 @@ static void routed_backward_case(routed_bwd t, int tf32) {
     rlt_linear_bwd bs = bc;
     bs.act_x = RLT_ACT_NONE, bs.beta = 1.0f;
     die_on(P.cpu.ops->linear_backward(&P.cpu, &bs), &P.ecpu, "S for the bounds");
-    double extra = tf32 ? TF32_REL : 0.0;
+    double extra = tf32 ? PAIR_TF32_REL : 0.0;
     char what[128];
     /* dW */
     memcpy(hs, cdw, nw * 4);
@@ -1201,7 +1200,8 @@ static void test_seeds_narrow_backward(void) {
  * product): Z seeds, each with its own x, W, b and dy at its own place in the arena, run
  * as one captured forward and backward (dW, db, dx) of the lead's descriptors; every seed's outputs must be its own
  * CPU forward and backward within the bounds of routed_forward_case (fp32: 2 gamma(K + 2) S for a length-K sum, S
- * the same sum over absolute values; tf32: plus TF32_REL S), so each batched agent read and wrote its own buffers. */
+ * the same sum over absolute values; tf32: plus PAIR_TF32_REL S), so each batched agent read and wrote its own
+ * buffers. */
 static void seeds_library_case(int Z, int rows, int fi, int fo, int act, int tf32) {
     size_t nx = (size_t)rows * fi, nw = (size_t)fo * fi, ny = (size_t)rows * fo;
     /* a seed's block: x | W | b | y | dy | dW | db | dx */
@@ -1261,7 +1261,7 @@ static void seeds_library_case(int Z, int rows, int fi, int fo, int act, int tf3
         const struct { size_t off, n; int k; const char *name; } part[] = {
             {oy, ny, fi, "y"}, {odw, nw, rows, "dW"}, {odb, (size_t)fo, rows, "db"}, {odx, nx, fo, "dx"}};
         for (int p = 0; p < 4; p++) {
-            double rel = 2.0 * gamma_n(part[p].k + 2) + (tf32 ? TF32_REL : 0.0);
+            double rel = 2.0 * gamma_n(part[p].k + 2) + (tf32 ? PAIR_TF32_REL : 0.0);
             for (size_t i = 0; i < part[p].n; i++)
                 bound[i] = rel * sa[part[p].off + i] * S_SLACK +
                            (p == 0 && act == RLT_ACT_TANH ? 8.0 * U * fabs(rc[part[p].off + i]) : 0.0) + 1e-37;
