@@ -532,6 +532,13 @@ static int td3_observe(rlt_agent *ag, const void *obs, const void *actions, cons
     return RLT_OK;
 }
 
+/* See rlt_algo.act_beside: a critic-only update writes nothing of the actor, and the actor's acting forward runs on
+ * our own kernels (fp32 masters, few rows), but not a dict actor's convolutions. */
+static int td3_act_beside(const rlt_agent *ag, int32_t variant) {
+    const rlt_td3 *t = td3_state(ag);
+    return variant == TD3_GRAPH_CRITIC && !(t->dict && t->actor_m_act.n_conv > 0);
+}
+
 static int td3_update(rlt_agent *ag, int32_t *done) {
     /* TD3's schedule: train once the first start_steps transitions (random actions) are in. The observe
      * call for this step has already counted its transition. */
@@ -602,6 +609,7 @@ const rlt_algo rlt_algo_td3 = {
     .update_ops = td3_update_variant,
     .act = td3_act,
     .act_ops = td3_act_ops,
+    .act_beside = td3_act_beside,
     .observe = td3_observe,
     .update = td3_update,
     .param_count = td3_param_count,

@@ -10,6 +10,9 @@
  *   side, train/trainer_eval.c); CartPole's evaluation episodes end at different steps for different seeds, so seeds
  *   evaluating and seeds training (acting on the other row count, or waiting to update) meet in one lock-step, and
  *   the results are still the single runs'.
+ * - Acting beside the updates: the TD3 groups' acting rounds after a critic-only batched update run beside it (the
+ *   log counts them, and they are more than 30% of the acting rounds), still giving each seed its single run, which
+ *   acts beside its own critic-only updates; DQN's updates all change the policy, and none of its rounds runs beside.
  * Skipped (77) without a GPU. */
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +39,7 @@ static rlt_config *config(const char *yaml, const char *out_dir, const char *set
 
 /* A batched group of seeds 1..n of yaml (plus extra), whose log must say `expect` and count batched acting rounds;
  * then each seed against its single run. */
-static void group_vs_single(const char *yaml, const char *tag, int n, const char *extra, const char *expect) {
+static void group_vs_single(const char *yaml, const char *tag, int n, const char *extra, const char *expect, int beside) {
     char gdir[600], sdir[600], what[160];
     snprintf(what, sizeof what, "tmp_gpu_act_%s", tag);
     snprintf(gdir, sizeof gdir, "%s", test_tmpdir(what));
@@ -53,6 +56,18 @@ static void group_vs_single(const char *yaml, const char *tag, int n, const char
             break;
     CHECK(act_rounds > 0 && update_rounds > 0, "%s: batched acting rounds %llu and update rounds %llu (both > 0); log:\n%s",
           tag, act_rounds, update_rounds, g_log);
+    unsigned long long aside = 0;
+    const char *b = strstr(g_log, " acting rounds ran beside");
+    if (b) {
+        while (b > g_log && b[-1] >= '0' && b[-1] <= '9') b--;
+        aside = strtoull(b, NULL, 10);
+    }
+    printf("%s: %llu of %llu batched acting rounds ran beside an update\n", tag, aside, act_rounds);
+    if (beside)
+        CHECK(aside * 10 > act_rounds * 3 && aside < act_rounds, "%s: %llu of %llu acting rounds beside an update",
+              tag, aside, act_rounds);
+    else
+        CHECK(aside == 0, "%s: %llu acting rounds beside an update", tag, aside);
     for (int s = 1; s <= n; s++) {
         snprintf(what, sizeof what, "tmp_gpu_act_%s_single%d", tag, s);
         snprintf(sdir, sizeof sdir, "%s", test_tmpdir(what));
@@ -73,10 +88,10 @@ int main(void) {
     rlt_trainer_free(tr);
     rlt_config_free(probe);
     if (rc == RLT_EDEVICE) test_skip("no GPU: cuda:0 does not open");
-    group_vs_single(k_td3, "td3", 4, NULL, "the 4 seeds act as one batched graph (one launch and one sync per step for all) on 1 row");
-    group_vs_single(k_dqn, "dqn", 4, NULL, "the 4 seeds act as one batched graph (one launch and one sync per step for all) on 1 row");
-    group_vs_single(k_td3, "td3_8", 8, NULL, "the 8 seeds act as one batched graph (one launch and one sync per step for all) on 1 row");
+    group_vs_single(k_td3, "td3", 4, NULL, "the 4 seeds act as one batched graph (one launch and one sync per step for all) on 1 row", 1);
+    group_vs_single(k_dqn, "dqn", 4, NULL, "the 4 seeds act as one batched graph (one launch and one sync per step for all) on 1 row", 0);
+    group_vs_single(k_td3, "td3_8", 8, NULL, "the 8 seeds act as one batched graph (one launch and one sync per step for all) on 1 row", 1);
     group_vs_single(k_dqn, "dqn_envs2", 4, "env.num_envs=2",
-                    "on 2 rows (training) and 3 rows (evaluation)");
+                    "on 2 rows (training) and 3 rows (evaluation)", 0);
     return test_summary("gpu_seed_act");
 }

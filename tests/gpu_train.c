@@ -13,6 +13,11 @@
  * - Convolutions on parallel lanes: DQN on MinAtar Breakout (a conv torso) runs its three forwards on three lanes,
  *   each convolution's kernels on its lane's stream and each set with its own workspace; 2,000 updates give a final
  *   checkpoint byte-identical to the run with every op on one lane (RLT_CUDA_LANES=1).
+ * - Acting beside the updates (train/agent.c): a TD3 Pendulum run acts beside its critic-only updates (half of its
+ *   actions after the first update come back while an update still runs) and ends with the final.ckpt and the
+ *   metrics.csv (but wall_s) of the same run with acting waiting for every update (RLT_ACT_ASIDE=0), which acts
+ *   beside none; TD3 with an actor whose forward calls the library (hidden 2048: K beyond linear.cu's kernels) falls
+ *   back to waiting at its first aside action and still gives the waiting run's checkpoint.
  * - Learning: TD3 on the built-in Pendulum reaches -250 within 20,000 steps and DQN on CartPole 475
  *   within 50,000 steps on the GPU, the CPU tests' thresholds.
  * Skipped without a usable GPU. */
@@ -122,6 +127,43 @@ static void conv_lanes(void) {
     CHECK(d == 0, "conv forwards on parallel lanes change the result (%ld bytes differ)", d);
 }
 
+/* Acting beside the critic-only updates against acting after every update (RLT_ACT_ASIDE=0). */
+static void count_acts(rlt_trainer *tr, void *user) {
+    const rlt_agent *ag = rlt_trainer_agent(tr);
+    uint64_t *n = user;
+    n[0] = ag->acts;
+    n[1] = ag->aside_acts;
+}
+
+static void act_aside_pair(const char *tag, const char *extra, int library) {
+    const char *sets[] = {"device=cuda:0", "train.total_steps=3000", "train.start_steps=1000", "train.eval_every=1000",
+                          extra, NULL};
+    rlt_progress p[2];
+    uint64_t n[2][2] = {{0, 0}, {0, 0}};
+    char dir[2][96], what[96];
+    for (int k = 0; k < 2; k++) {
+        if (k == 0) setenv("RLT_ACT_ASIDE", "0", 1);
+        else unsetenv("RLT_ACT_ASIDE");
+        snprintf(dir[k], sizeof dir[k], "%s_aside%d", tag, k);
+        test_train_config_then("td3_pendulum.yaml", sets, dir[k], &p[k], count_acts, n[k]);
+    }
+    printf("%s: %llu acting launches, %llu of them beside an update (waiting: %llu, %llu)\n", tag,
+           (unsigned long long)n[1][0], (unsigned long long)n[1][1], (unsigned long long)n[0][0],
+           (unsigned long long)n[0][1]);
+    CHECK(n[0][0] > 2000 && n[0][0] == n[1][0] && n[0][1] == 0, "%s: the waiting run made %llu acting launches, %llu "
+          "aside; the other %llu", tag, (unsigned long long)n[0][0], (unsigned long long)n[0][1], (unsigned long long)n[1][0]);
+    if (library)
+        CHECK(n[1][1] == 0, "%s: an actor on the library acted aside %llu times", tag, (unsigned long long)n[1][1]);
+    else /* 2,000 training steps after the first update, every second one after a critic-only update (and evaluations) */
+        CHECK(n[1][1] >= 900 && n[1][1] < n[1][0], "%s: %llu of %llu acting launches beside an update", tag,
+              (unsigned long long)n[1][1], (unsigned long long)n[1][0]);
+    char a[160], b[160];
+    snprintf(a, sizeof a, "tmp_%s/run", dir[0]);
+    snprintf(b, sizeof b, "tmp_%s/run", dir[1]);
+    snprintf(what, sizeof what, "%s: acting beside updates against waiting", tag);
+    test_same_run(b, a, what);
+}
+
 int main(void) {
     setenv("RLT_CUDA_MODULE", RLT_BINARY_DIR "/librltrain_cuda.so", 0);
     rlt_agent *gpu = td3_agent("cuda:0");
@@ -157,6 +199,8 @@ int main(void) {
     rlt_agent_free(cpu);
 
     conv_lanes();
+    act_aside_pair("td3", NULL, 0);
+    act_aside_pair("td3_wide", "td3.actor_hidden=[2048, 2048]", 1);
     compact_parity("fp16");
     compact_parity("bf16");
     learn("td3_pendulum.yaml", -250.0, 20000);

@@ -55,6 +55,11 @@ static rlt_config *load_config(const char *config, const char *const *sets, cons
 }
 
 int test_train_config_sets(const char *config, const char *const *sets, const char *tag, rlt_progress *out) {
+    return test_train_config_then(config, sets, tag, out, NULL, NULL);
+}
+
+int test_train_config_then(const char *config, const char *const *sets, const char *tag, rlt_progress *out,
+                           void (*after)(rlt_trainer *tr, void *user), void *user) {
     memset(out, 0, sizeof *out);
     rlt_config *cfg = load_config(config, sets, tag);
     rlt_trainer *tr;
@@ -69,6 +74,7 @@ int test_train_config_sets(const char *config, const char *const *sets, const ch
         for (int i = 0; sets && sets[i]; i++) printf(" %s", sets[i]);
         printf(": final eval %.1f, best %.1f after %lld steps (%.1f s, %.0f updates/s)\n", out->last_eval_return,
                out->best_eval_return, (long long)out->env_steps, out->elapsed_s, out->updates_per_s);
+        if (rc == RLT_OK && after) after(tr, user);
     }
     rlt_trainer_free(tr);
     rlt_config_free(cfg);

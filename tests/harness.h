@@ -67,6 +67,10 @@ void test_same_run(const char *dir_a, const char *dir_b, const char *what);
 int test_train_config(const char *config, const char *device, const char *tag, struct rlt_progress *out);
 /* The same with any --set overrides (a NULL-terminated list, e.g. {"device=cuda:0", "precision=bf16", NULL}). */
 int test_train_config_sets(const char *config, const char *const *sets, const char *tag, struct rlt_progress *out);
+/* The same, calling after(trainer, user) once the run succeeded, before the trainer is freed. */
+struct rlt_trainer;
+int test_train_config_then(const char *config, const char *const *sets, const char *tag, struct rlt_progress *out,
+                           void (*after)(struct rlt_trainer *tr, void *user), void *user);
 /* Trains seeds seed .. seed + n - 1 of configs/<config> as one seed group (train.num_seeds = n, cpu.threads 1:
  * the members share the cores; on the CPU each is bit for bit its single run, whatever the thread count) into a
  * fresh tmp_<tag>, printing the group's evaluations; fills out[0 .. n-1] with each member's final progress.

@@ -1,6 +1,7 @@
 /* agent.c: the agent API: plan and reserve everything at init (or fail with a table and hints), then act,
  * observe and update without allocating. Algorithm specifics live in agents/. */
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -438,6 +439,32 @@ uint64_t agent_plan_workspace(const rlt_agent *ag, void **at) {
     return bytes;
 }
 
+/* Acting beside the updates (the backend's aside op, kernels/backend.h). Where the algorithm says an update variant
+ * writes nothing acting reads (act_beside: TD3's critic-only updates), the agent marks lane 0 before the first such
+ * update after one that did, and acting until the next such update runs on the aside stream after that mark: the
+ * action is back while the update still runs, with the same bits, and the environment steps meanwhile. 1 when this
+ * agent may: the backend has the op and an aside stream (not in a data-parallel rank), the algorithm has act_beside,
+ * and RLT_ACT_ASIDE is not 0 (for A/B). */
+static int agent_aside_probe(rlt_agent *ag) {
+    const char *env = getenv("RLT_ACT_ASIDE");
+    if (!ag->bk.ops->aside || !ag->algo->act_beside || (env && strcmp(env, "0") == 0)) return 0;
+    if (ag->bk.ops->aside(&ag->bk, RLT_ASIDE_MARK, 0) == RLT_OK) return 1;
+    rlt_err_clear(&ag->err);
+    return 0;
+}
+
+/* Before this agent's own update of `variant`: marks lane 0 at the first update that leaves acting's inputs as they
+ * were, and ends the aside acting at one that does not. */
+static int agent_aside_before(rlt_agent *ag, int32_t variant) {
+    if (!ag->aside_ok || !ag->algo->act_beside(ag, variant)) {
+        ag->aside_marked = 0;
+        return RLT_OK;
+    }
+    if (!ag->aside_marked) RLT_TRY(ag->bk.ops->aside(&ag->bk, RLT_ASIDE_MARK, 0));
+    ag->aside_marked = 1;
+    return RLT_OK;
+}
+
 static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act) {
     rlt_err *e = &ag->err;
     RLT_TRY(agent_prepare(ag, obs, act));
@@ -471,6 +498,7 @@ static int agent_setup(rlt_agent *ag, const rlt_space *obs, const rlt_space *act
         ag->graphs = 1;
     }
     RLT_TRY(ag->bk.ops->sync(&ag->bk));
+    ag->aside_ok = agent_aside_probe(ag);
     /* What the process holds now that everything exists (kernels a library loaded at capture, the graphs'
      * resources): the figure the table prints, held to the process budget once more. */
     if (ag->bk.ops->measure_memory) {
@@ -536,6 +564,7 @@ void rlt_agent_free(rlt_agent *ag) {
  * lock-step, else its own graph, else the algorithm's ops run eagerly. */
 static int agent_dispatch_update(rlt_agent *ag, int32_t variant) {
     if (ag->lockstep) return lockstep_update(ag->lockstep, ag, variant);
+    RLT_TRY(agent_aside_before(ag, variant));
     if (ag->graphs) return ag->bk.ops->graph(&ag->bk, RLT_GRAPH_LAUNCH, variant);
     return ag->algo->update_ops(ag, variant);
 }
@@ -551,6 +580,25 @@ static int agent_dispatch_act(rlt_agent *ag, int32_t rows) {
     }
     if (!ag->algo->act_ops)
         RLT_FAIL(&ag->err, RLT_ESTATE, "algorithm %s acts through agent_run_act but has no act_ops", ag->algo->name);
+    ag->acts++;
+    if (ag->aside_marked && !ag->lockstep) {
+        /* Every update since the mark left what acting reads as it was: act beside them. */
+        rlt_backend *bk = &ag->bk;
+        int rc = bk->ops->aside(bk, RLT_ASIDE_BEGIN, 0);
+        if (rc == RLT_OK) rc = ag->algo->act_ops(ag, rows);
+        int erc = bk->ops->aside(bk, RLT_ASIDE_END, 0);
+        if (rc == RLT_OK && erc == RLT_OK) {
+            ag->aside_acts++;
+            return RLT_OK;
+        }
+        if (rc != RLT_ESTATE || erc != RLT_OK) return rc != RLT_OK ? rc : erc;
+        /* An op of acting shares lane 0's state (a library product, a convolution): it waits from now on, and
+         * this chunk runs again on lane 0 (nothing it issued aside is left running, and it wrote only its own
+         * buffers). */
+        rlt_log(RLT_LOG_INFO, "acting waits for every update from now on: %s", ag->err.msg);
+        rlt_err_clear(&ag->err);
+        ag->aside_ok = ag->aside_marked = 0;
+    }
     RLT_TRY(ag->algo->act_ops(ag, rows));
     return ag->bk.ops->sync(&ag->bk);
 }

@@ -477,6 +477,8 @@ int agent_read_state(rlt_agent *ag, ckpt_reader *r, const char *path) {
     }
     /* What is not saved (the 16-bit compute copies) follows from the tensors just loaded. */
     RLT_TRY(ag->algo->after_load(ag));
+    /* The next action waits for everything the load issued (acting beside updates starts again at the next mark). */
+    ag->aside_marked = 0;
     ag->env_steps = h.env_steps;
     ag->updates = h.updates;
     ag->explore_rng.seed = h.explore_seed;

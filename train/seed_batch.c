@@ -48,6 +48,11 @@ struct rlt_lockstep {
      * the device, or NULL when each agent issues its own copies; store_rounds: the rounds that ran them (under mu). */
     const int64_t *store_hdelta;
     uint64_t store_rounds;
+    /* Acting rounds beside the batched updates (the lead's aside op; train/agent.c says how for one agent): aside 1
+     * when the group may (the lead may, and acting is captured); aside_marked 1 while every batched update since the
+     * lead's mark left what acting reads as it was; aside_rounds the acting rounds that ran beside (under mu). */
+    int32_t aside, aside_marked;
+    uint64_t aside_rounds;
     /* Where a round's time goes (under mu; lockstep_times): t_end the end of the last round, t_first and t_last the
      * first and last arrivals of this one; first_s and gap_s the sums of t_first - t_end (what every seed pays
      * before it is back: waking, the launching seed's return) and of t_last - t_end (the slowest seed's host work
@@ -271,6 +276,7 @@ int seed_batch_capture(rlt_agent *const *agents, int32_t n, int32_t eval_rows, r
     *ls = lockstep_new(agents, n);
     if (!*ls) RLT_FAIL(&lead->err, RLT_ENOMEM, "out of host memory for the seeds' lock-step");
     seed_batch_capture_acts(lead, *ls, d_hdelta, eval_rows);
+    (*ls)->aside = lead->aside_ok && (*ls)->n_act > 0;
     /* The transition stores in one launch a round, unless RLT_SEEDS_STORE=0 (each agent issues its own, for A/B). */
     const char *store = getenv("RLT_SEEDS_STORE");
     int can = bk->ops->copy_lists && !(store && strcmp(store, "0") == 0);
@@ -354,6 +360,13 @@ void lockstep_rounds(rlt_lockstep *ls, uint64_t *act_rounds, uint64_t *update_ro
     *update_rounds = ls->update_rounds;
     if (store_rounds) *store_rounds = ls->store_hdelta ? ls->store_rounds : UINT64_MAX;
     pthread_mutex_unlock(&ls->mu);
+}
+
+uint64_t lockstep_aside_rounds(rlt_lockstep *ls) {
+    pthread_mutex_lock(&ls->mu);
+    uint64_t n = ls->aside_rounds;
+    pthread_mutex_unlock(&ls->mu);
+    return n;
 }
 
 void lockstep_times(rlt_lockstep *ls, double first_s[2], double gap_s[2], double run_s[2]) {
@@ -456,6 +469,20 @@ static void lockstep_store_done(rlt_lockstep *ls) {
     for (int32_t k = 0; k < ls->n; k++) ls->agents[k]->copy_list->n = 0;
 }
 
+/* Under mu, before an update round's launch of `variant`: marks the lead's lane 0 at the first batched update that
+ * leaves what acting reads as it was (rlt_algo.act_beside), so that the acting rounds until the next other update
+ * run beside it; ends that at one that does not. */
+static int lockstep_aside_before(rlt_lockstep *ls, int32_t variant) {
+    rlt_agent *lead = ls->agents[0];
+    if (!ls->aside || !lead->algo->act_beside(lead, variant)) {
+        ls->aside_marked = 0;
+        return RLT_OK;
+    }
+    if (!ls->aside_marked) RLT_TRY(lead->bk.ops->aside(&lead->bk, RLT_ASIDE_MARK, 0));
+    ls->aside_marked = 1;
+    return RLT_OK;
+}
+
 /* Under mu, once every active agent waits: runs one round and lets the agents it served go. Acting first (the
  * agents waiting to update cannot go on before the others reach their update), one acting graph per round: the graph
  * computes every agent, and a later one would write over the outputs of an agent the earlier one served. */
@@ -477,9 +504,13 @@ static void lockstep_launch(rlt_lockstep *ls) {
     const int stored = atomic_load(&ls->failed) ? 0 : lockstep_store(ls);
     if (stored < 0) return;
     if (act_slot >= 0) {
-        /* One launch for every agent's chunk, then one sync for the group: the outputs are in the staging. */
-        int rc = lead->bk.ops->graph(&lead->bk, RLT_GRAPH_LAUNCH, act_slot);
-        if (rc == RLT_OK) rc = lead->bk.ops->sync(&lead->bk);
+        /* One launch for every agent's chunk, then one sync for the group: the outputs are in the staging. Beside the
+         * batched update in flight when every update since the mark left the policies as they were, unless the
+         * round ran stores (whose staging must be read before anyone stages again: the sync on lane 0). */
+        const int aside = ls->aside_marked && !stored;
+        int rc = aside ? lead->bk.ops->aside(&lead->bk, RLT_ASIDE_LAUNCH, act_slot)
+                       : lead->bk.ops->graph(&lead->bk, RLT_GRAPH_LAUNCH, act_slot);
+        if (rc == RLT_OK && !aside) rc = lead->bk.ops->sync(&lead->bk);
         if (rc != RLT_OK) {
             snprintf(ls->why, sizeof ls->why, "the seeds' batched acting failed: %s", lead->err.msg);
             lockstep_set_failed(ls);
@@ -487,6 +518,7 @@ static void lockstep_launch(rlt_lockstep *ls) {
         }
         if (stored) lockstep_store_done(ls);
         ls->act_rounds++;
+        ls->aside_rounds += (uint64_t)aside;
         lockstep_timed(ls, 0);
         for (int32_t k = 0; k < ls->n; k++)
             if (ls->kind[k] == LS_ACT && ls->slot[k] == act_slot) {
@@ -508,6 +540,7 @@ static void lockstep_launch(rlt_lockstep *ls) {
      * batched update (which their next acting round, on the same stream, waits for; each member's own stream follows
      * it through seed_follow). */
     int rc = stored ? lead->bk.ops->sync(&lead->bk) : RLT_OK;
+    if (rc == RLT_OK) rc = lockstep_aside_before(ls, upd_slot - SEED_BATCH_SLOT0);
     if (rc == RLT_OK) rc = lead->bk.ops->graph_launch_seeds(&lead->bk, upd_slot, ls->bks, ls->n);
     if (rc != RLT_OK) {
         snprintf(ls->why, sizeof ls->why, "the seeds' batched update failed: %s", lead->err.msg);

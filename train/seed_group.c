@@ -1148,13 +1148,17 @@ int rlt_group_run(rlt_group *g, rlt_group_progress_fn fn, void *user) {
         lockstep_detach(g->ls[b]);
         uint64_t act_rounds = 0, update_rounds = 0, store_rounds = 0;
         lockstep_rounds(g->ls[b], &act_rounds, &update_rounds, &store_rounds);
-        char stores[96] = "", on[96] = "";
+        char stores[96] = "", on[96] = "", beside[96] = "";
         if (store_rounds != UINT64_MAX)
             snprintf(stores, sizeof stores, "; %llu of them ran the seeds' transition stores in one launch",
                      (unsigned long long)store_rounds);
+        const uint64_t aside_rounds = lockstep_aside_rounds(g->ls[b]);
+        if (aside_rounds)
+            snprintf(beside, sizeof beside, "; %llu acting rounds ran beside an update that left the policies as they "
+                     "were", (unsigned long long)aside_rounds);
         if (g->batches > 1) snprintf(on, sizeof on, " on %s", g->m[b].tr->agent->bk.device_name);
-        rlt_log(RLT_LOG_INFO, "seed group%s: %llu batched acting rounds and %llu batched update rounds%s", on,
-                (unsigned long long)act_rounds, (unsigned long long)update_rounds, stores);
+        rlt_log(RLT_LOG_INFO, "seed group%s: %llu batched acting rounds and %llu batched update rounds%s%s", on,
+                (unsigned long long)act_rounds, (unsigned long long)update_rounds, stores, beside);
         double first[2], gap[2], run[2];
         lockstep_times(g->ls[b], first, gap, run);
         const double na = act_rounds ? (double)act_rounds : 1.0, nu = update_rounds ? (double)update_rounds : 1.0;

@@ -39,6 +39,7 @@ static int conv_check_call(rlt_backend *bk, const cuda_conv_slot *sl, int32_t ac
 
 int cuda_conv_forward(rlt_backend *bk, const rlt_conv_fwd *d) {
     cuda_conv_slot *sl = NULL;
+    RLT_TRY(cuda_aside_refuse(bk, "conv_forward"));
     RLT_TRY(conv_find_slot(bk, d->slot, "conv_forward", &sl));
     /* Batched over seeds: the fp32 slots (our implicit GEMMs, conv_gemm.cu) when RLT_CUDA_SEEDS_CONV=1 (cuda_impl's
      * seeds_conv); cuDNN's never. */

@@ -55,8 +55,8 @@ static void cuda_close(rlt_backend *bk) {
      * runs, the device objects are left to the process's end rather than freed (cudaFree would wait forever). */
     int stuck = 0;
     const int released = cuda_comm_released(bk);
-    for (int32_t k = 0; k <= RLT_BACKEND_MAX_LANES; k++) {
-        cudaStream_t s = k < RLT_BACKEND_MAX_LANES ? c->streams[k] : c->comm_stream;
+    for (int32_t k = 0; k <= RLT_BACKEND_MAX_LANES + 1; k++) {
+        cudaStream_t s = k < RLT_BACKEND_MAX_LANES ? c->streams[k] : k == RLT_BACKEND_MAX_LANES ? c->comm_stream : c->aside_stream;
         if (!s) continue;
         if (!released) {
             cudaStreamSynchronize(s);
@@ -86,6 +86,8 @@ static void cuda_close(rlt_backend *bk) {
         if (c->streams[k]) cudaStreamDestroy(c->streams[k]);
     }
     if (c->fork_event) cudaEventDestroy(c->fork_event);
+    if (c->aside_event) cudaEventDestroy(c->aside_event);
+    if (c->aside_stream) cudaStreamDestroy(c->aside_stream);
     if (c->comm_fork) cudaEventDestroy(c->comm_fork);
     if (c->comm_join) cudaEventDestroy(c->comm_join);
     if (c->comm_stream) cudaStreamDestroy(c->comm_stream);
@@ -139,6 +141,13 @@ static int cuda_open_device(rlt_backend *bk, cuda_impl *c) {
     }
     CUDA_CHECK(bk, cudaEventCreateWithFlags(&c->fork_event, cudaEventDisableTiming));
     CUDA_CHECK(bk, cudaEventCreateWithFlags(&c->seed_event, cudaEventDisableTiming));
+    /* The aside stream (acting beside an update; the aside op), at the highest priority: the host waits for what
+     * runs there. Not where the caller asked for one lane (a seed group's members but its lead): streams cost the
+     * device hardware queues, and those members never act aside. */
+    if (bk->lanes != 1) {
+        CUDA_CHECK(bk, cudaStreamCreateWithPriority(&c->aside_stream, cudaStreamNonBlocking, prio_hi));
+        CUDA_CHECK(bk, cudaEventCreateWithFlags(&c->aside_event, cudaEventDisableTiming));
+    }
     /* No cuBLAS handle yet: it costs tens of MiB of device memory (64 MiB on an H100), and a plan whose ops
      * never call cuBLAS (every dense layer within linear.cu's kernels) never creates one (cuda_blas_ensure). */
     /* Reduction scratch now, before the seal (and before the memory measurement below, so it counts as
@@ -719,13 +728,17 @@ static int cuda_join(rlt_backend *bk) {
 }
 
 /* The table's lane op: a join for RLT_LANE_JOIN, a branch otherwise. */
-static int cuda_lane(rlt_backend *bk, int32_t lane) { return lane == RLT_LANE_JOIN ? cuda_join(bk) : cuda_branch(bk, lane); }
+static int cuda_lane(rlt_backend *bk, int32_t lane) {
+    RLT_TRY(cuda_aside_refuse(bk, "lane"));
+    return lane == RLT_LANE_JOIN ? cuda_join(bk) : cuda_branch(bk, lane);
+}
 
 /* A fork and a join inside one op (cuda_ops.h). */
 int cuda_fork_side(rlt_backend *bk, int32_t side[2]) {
     cuda_impl *c = cuda_get(bk);
     side[0] = side[1] = c->lane;
-    if (c->n_lanes < 3) return RLT_OK;
+    /* On the aside stream an op's parts run in order there (the side lanes are lane 0's). */
+    if (c->n_lanes < 3 || c->aside) return RLT_OK;
     for (int32_t i = 0, k = 1; i < 2; k++)
         if (k != c->lane) side[i++] = k;
     CUDA_CHECK(bk, cudaEventRecord(c->fork_event, c->streams[c->lane]));
@@ -741,7 +754,7 @@ int cuda_fork_side(rlt_backend *bk, int32_t side[2]) {
 int32_t cuda_fork_seeds(rlt_backend *bk) {
     cuda_impl *c = cuda_get(bk);
     const int32_t side = c->n_lanes - 1 - c->lane;
-    if (c->n_lanes < 2 || side < 0 || side == c->lane) return c->lane;
+    if (c->n_lanes < 2 || side < 0 || side == c->lane || c->aside) return c->lane;
     cudaError_t rc = cudaEventRecord(c->fork_event, c->streams[c->lane]);
     if (rc == cudaSuccess) rc = cudaStreamWaitEvent(c->streams[side], c->fork_event, 0);
     if (rc != cudaSuccess) {
@@ -840,7 +853,7 @@ static int cuda_graph_launch(rlt_backend *bk, int32_t slot) {
     if (!c->graphs[slot])
         return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "graph LAUNCH of slot %d: nothing was captured there",
                            (int)slot);
-    CUDA_CHECK(bk, cudaGraphLaunch(c->graphs[slot], c->streams[0]));
+    CUDA_CHECK(bk, cudaGraphLaunch(c->graphs[slot], c->aside ? c->aside_stream : c->streams[0]));
     return RLT_OK;
 }
 
@@ -853,6 +866,62 @@ static int cuda_graph(rlt_backend *bk, rlt_graph_mode mode, int32_t slot) {
     case RLT_GRAPH_LAUNCH: return cuda_graph_launch(bk, slot);
     }
     return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "graph: unknown mode %d", (int)mode);
+}
+
+/* ---- acting beside an update (the aside op, kernels/backend.h) ---- */
+
+int cuda_aside_refuse(rlt_backend *bk, const char *op) {
+    if (!cuda_get(bk)->aside) return RLT_OK;
+    return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__,
+                       "%s cannot run on the aside stream: it uses what lane 0's work shares", op);
+}
+
+/* Waits for the aside stream's work, naming what failed there. */
+static int cuda_aside_wait(rlt_backend *bk) {
+    cudaError_t rc = cudaStreamSynchronize(cuda_get(bk)->aside_stream);
+    if (rc != cudaSuccess)
+        return rlt_err_set(bk->err, RLT_ERUNTIME, __FILE__, __LINE__, "acting beside an update on %s failed: %s (%s)",
+                           bk->device_name, cudaGetErrorString(rc), cudaGetErrorName(rc));
+    return RLT_OK;
+}
+
+static int cuda_aside(rlt_backend *bk, rlt_aside_mode mode, int32_t slot) {
+    cuda_impl *c = cuda_get(bk);
+    if (mode == RLT_ASIDE_END) {
+        int was = c->aside;
+        c->aside = 0; /* ops issue on lane 0 again whatever the wait finds */
+        return was ? cuda_aside_wait(bk) : RLT_OK;
+    }
+    if (!c->aside_stream || c->capturing >= 0 || c->nranks > 1 || c->aside)
+        return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__,
+                           "aside %d: %s", (int)mode, !c->aside_stream ? "this backend has no aside stream (one lane)" :
+                           c->capturing >= 0 ? "during a capture" : c->nranks > 1 ? "in a data-parallel rank" :
+                           "already on the aside stream");
+    switch (mode) {
+    case RLT_ASIDE_MARK:
+        CUDA_CHECK(bk, cudaEventRecord(c->aside_event, c->streams[0]));
+        c->aside_marked = 1;
+        return RLT_OK;
+    case RLT_ASIDE_BEGIN:
+    case RLT_ASIDE_LAUNCH:
+        if (!c->aside_marked)
+            return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "aside %d before any mark", (int)mode);
+        if (mode == RLT_ASIDE_LAUNCH) {
+            RLT_TRY(cuda_check_slot(bk, slot, "aside LAUNCH"));
+            if (!c->graphs[slot])
+                return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "aside LAUNCH of slot %d: nothing was "
+                                   "captured there", (int)slot);
+        }
+        CUDA_CHECK(bk, cudaStreamWaitEvent(c->aside_stream, c->aside_event, 0));
+        if (mode == RLT_ASIDE_BEGIN) {
+            c->aside = 1;
+            return RLT_OK;
+        }
+        CUDA_CHECK(bk, cudaGraphLaunch(c->graphs[slot], c->aside_stream));
+        return cuda_aside_wait(bk);
+    default:
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "aside: unknown mode %d", (int)mode);
+    }
 }
 
 /* ---- seed batching ---- */
@@ -991,6 +1060,7 @@ static const rlt_backend_ops cuda_ops = {
     .graph_launch_seeds = cuda_graph_launch_seeds,
     .seed_follow = cuda_seed_follow,
     .copy_lists = cuda_copy_lists,
+    .aside = cuda_aside,
     .flat = cuda_flat,
     .counter_add = cuda_counter_add,
     .adam = cuda_adam,

@@ -78,6 +78,12 @@ typedef struct cuda_impl {
     void *lane_ws[RLT_BACKEND_MAX_LANES];
     uint64_t lane_ws_bytes[RLT_BACKEND_MAX_LANES];
     int32_t lane;            /* the lane ops run on now */
+    /* The aside stream (the aside op; kernels/backend.h): acting beside an update, after aside_event (recorded on lane
+     * 0 by MARK). aside 1 between BEGIN and END: every op issues there, and ops that would share lane 0's state
+     * refuse (cuda_aside_refuse). NULL stream where the caller asked for one lane (a seed group's other members). */
+    cudaStream_t aside_stream;
+    cudaEvent_t aside_event;
+    int32_t aside, aside_marked;
     int32_t pending;         /* bit k: side lane k has work that lane 0 has not joined yet */
     int32_t n_lanes;         /* lanes in use: RLT_BACKEND_MAX_LANES, or 1 with RLT_CUDA_LANES=1 (branch is a no-op) */
     cudaEvent_t fork_event;  /* recorded on lane 0, waited for by a side lane at branch */
@@ -195,7 +201,7 @@ static inline int cuda_conv_tc(rlt_backend *bk) {
 /* The stream of the lane ops run on now: every op launches here. */
 static inline cudaStream_t cuda_stream(rlt_backend *bk) {
     cuda_impl *c = (cuda_impl *)bk->impl;
-    return c->streams[c->lane];
+    return c->aside ? c->aside_stream : c->streams[c->lane];
 }
 
 /* Blocks for a grid-stride loop over n items: enough to fill the device several times over, never more
@@ -221,6 +227,10 @@ int cuda_seeds_check(rlt_backend *bk, const char *op, int32_t n, ...);
 /* For ops that cannot run batched (library products, convolutions, 16-bit casts, copies): RLT_ESTATE naming op
  * while batching, RLT_OK otherwise. */
 int cuda_seeds_refuse(rlt_backend *bk, const char *op);
+/* For ops that use state lane 0's work shares (the library handle and workspaces, the reduction scratch, the
+ * convolution slots, the side lanes): RLT_ESTATE naming op on the aside stream (between aside BEGIN and END), RLT_OK
+ * otherwise. */
+int cuda_aside_refuse(rlt_backend *bk, const char *op);
 /* A copy of bytes between the leading agent's host arena and its device arena, for every batched agent at once
  * (seed_copy.cu): block z moves the device side by seeds.delta[z] and the host side by seeds_host_delta[z]; the host
  * side is pinned memory the kernel reaches through unified addressing. */

@@ -133,6 +133,7 @@ extern "C" int cuda_dqn_loss(rlt_backend *bk, const rlt_q_loss *d) {
 extern "C" int cuda_sumsq_partial(rlt_backend *bk, const float *g, uint64_t n) {
     cuda_impl *c = cuda_get(bk);
     static_assert(CLIP_BLOCKS <= CUDA_SCRATCH_FLOATS, "the partial sums must fit the scratch");
+    RLT_TRY(cuda_aside_refuse(bk, "adam (clipping)"));
     RLT_TRY(cuda_seeds_check(bk, "adam (clipping)", 1, g));
     CUDA_CHECK(bk, cuda_launch_pdl(bk, sumsq_partial_kernel, dim3(cuda_clip_parts(n), 1, cuda_seeds_z(bk)),
                                    dim3(DQN_REDUCE_THREADS), c->scratch, g, n, cuda_seeds_of(bk)));

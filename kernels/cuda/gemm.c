@@ -12,6 +12,7 @@
 /* The one handle follows the lane: its stream, then (cublasSetStream resets it) that lane's workspace. */
 static int cuda_blas_bind(rlt_backend *bk) {
     cuda_impl *c = cuda_get(bk);
+    RLT_TRY(cuda_aside_refuse(bk, "a cuBLAS product"));
     /* The handle exists when the plan said some op calls cuBLAS (cuda_blas_ensure); creating it here, inside
      * the sealed arena's lifetime or a capture, would allocate behind the plan's back. */
     if (!c->blas)
