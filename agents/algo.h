@@ -52,7 +52,7 @@ typedef struct rlt_algo {
     int (*act_ops)(struct rlt_agent *ag, int32_t rows);
     /* Optional: 1 when act_ops may run beside update variant `variant` because that variant writes nothing act_ops
      * reads (TD3's critic-only update leaves the actor as it was) and act_ops calls no library and no convolution
-     * (the backend's aside op refuses those): the next action then need not wait for that update (train/agent.c).
+     * (the graph op's ASIDE modes refuse those): the next action then need not wait for that update (train/agent.c).
      * NULL: acting always waits for the updates before it. */
     int (*act_beside)(const struct rlt_agent *ag, int32_t variant);
     int (*observe)(struct rlt_agent *ag, const void *obs, const void *actions, const float *rewards,

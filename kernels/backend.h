@@ -45,15 +45,12 @@ typedef enum rlt_graph_mode {
     RLT_GRAPH_SUPPORTED = 0,
     RLT_GRAPH_BEGIN = 1,
     RLT_GRAPH_END = 2,
-    RLT_GRAPH_LAUNCH = 3
+    RLT_GRAPH_LAUNCH = 3,
+    RLT_GRAPH_ASIDE_MARK = 4,
+    RLT_GRAPH_ASIDE_BEGIN = 5,
+    RLT_GRAPH_ASIDE_END = 6,
+    RLT_GRAPH_ASIDE_LAUNCH = 7
 } rlt_graph_mode;
-/* What one call of the aside op does (see rlt_backend_ops.aside). */
-typedef enum rlt_aside_mode {
-    RLT_ASIDE_MARK = 0,
-    RLT_ASIDE_BEGIN = 1,
-    RLT_ASIDE_END = 2,
-    RLT_ASIDE_LAUNCH = 3
-} rlt_aside_mode;
 /* What one call of the flat op computes (see rlt_backend_ops.flat). */
 typedef enum rlt_flat_mode { RLT_FLAT_FILL = 0, RLT_FLAT_COPY = 1, RLT_FLAT_POLYAK = 2 } rlt_flat_mode;
 /* Convolution layers a backend can hold prepared at once (conv_prepare's slots): DQN's training and acting
@@ -450,7 +447,19 @@ typedef struct rlt_backend_ops {
      * ignored); BEGIN starts capturing the ops issued from now on into slot (joining the side lanes first);
      * END ends that capture (joining first) and instantiates it, replacing what slot held; LAUNCH replays slot on
      * lane 0. BEGIN, END and LAUNCH return RLT_OK or a negative status. On CPU, capture is not supported
-     * (SUPPORTED returns 0, the other modes fail with RLT_ESTATE) and callers run ops directly. */
+     * (SUPPORTED returns 0, the other modes fail with RLT_ESTATE) and callers run ops directly.
+     * The ASIDE modes run acting beside an update (the aside stream). A policy forward that reads nothing an update
+     * in flight writes (TD3's actor while a critic-only update runs) may run beside that update instead of after
+     * it, with the same bits. ASIDE_MARK remembers the point reached on lane 0 now (everything issued there so
+     * far). ASIDE_BEGIN: the ops issued from now on run on the aside stream, after that point and nothing issued on
+     * lane 0 since; an op that would use state lane 0's work shares (a library handle or workspace, the reduction
+     * scratch, a convolution slot, a side lane) refuses with RLT_ESTATE and issues nothing. ASIDE_END: waits for
+     * the aside stream's work (not lane 0's), and ops issue on lane 0 again (always call it after ASIDE_BEGIN, even
+     * after a failed op). ASIDE_LAUNCH: replays graph slot on the aside stream after the mark and waits for it,
+     * without changing where ops issue (a seed group's acting graph, launched by whichever member's thread ends the
+     * round). The caller's promise: what the aside work reads, nothing issued on lane 0 after the mark writes, and
+     * what it writes, nothing there reads or writes. RLT_ESTATE where the backend has no aside stream (the CPU, one
+     * lane), during a capture and in a data-parallel rank. */
     int (*graph)(rlt_backend *bk, rlt_graph_mode mode, int32_t slot);
 
     /* ---- flat ops over contiguous blocks (zero-grad, target copy, Polyak: one launch each) ---- */
@@ -614,19 +623,6 @@ typedef struct rlt_backend_ops {
      * keeps them unchanged until bk's stream has passed it. */
     int (*copy_lists)(rlt_backend *bk, const rlt_copy_list *lead_list, const int64_t *host_delta, int32_t n);
 
-    /* ---- acting beside an update (the aside stream); NULL where ops run in call order (the CPU) ----
-     * A policy forward that reads nothing an update in flight writes (TD3's actor while a critic-only update runs)
-     * may run beside that update instead of after it, with the same bits. By mode (rlt_aside_mode): MARK remembers
-     * the point reached on lane 0 now (everything issued there so far). BEGIN: the ops issued from now on run on the
-     * aside stream, after that point and nothing issued on lane 0 since; an op that would use state lane 0's work
-     * shares (a library handle or workspace, the reduction scratch, a convolution slot, a side lane) refuses with
-     * RLT_ESTATE and issues nothing. END: waits for the aside stream's work (not lane 0's), and ops issue on lane 0
-     * again (always call it after BEGIN, even after a failed op). LAUNCH: replays graph slot on the aside stream after
-     * the mark and waits for it, without changing where ops issue (a seed group's acting graph, launched by whichever
-     * member's thread ends the round). slot is read by LAUNCH only. The caller's promise: what the aside work reads,
-     * nothing issued on lane 0 after the mark writes, and what it writes, nothing there reads or writes. Refused
-     * (RLT_ESTATE) during a capture and in a data-parallel rank. */
-    int (*aside)(rlt_backend *bk, rlt_aside_mode mode, int32_t slot);
 } rlt_backend_ops;
 
 /* The version of this interface, bumped whenever this table or a struct it uses changes: librltrain and

@@ -28,7 +28,9 @@ static void test_graph(void) {
     CHECK(strstr(err.msg, "does not capture graphs") != NULL, "BEGIN's message: %s", err.msg);
     CHECK(bk.ops->graph(&bk, RLT_GRAPH_END, 0) == RLT_ESTATE, "END on the CPU");
     CHECK(bk.ops->graph(&bk, RLT_GRAPH_LAUNCH, 0) == RLT_ESTATE, "LAUNCH on the CPU");
-    CHECK(bk.ops->graph(&bk, (rlt_graph_mode)7, 0) == RLT_EINVAL, "an unknown mode is refused");
+    CHECK(bk.ops->graph(&bk, RLT_GRAPH_ASIDE_MARK, 0) == RLT_ESTATE, "ASIDE_MARK on the CPU (no aside stream: acting waits)");
+    CHECK(bk.ops->graph(&bk, RLT_GRAPH_ASIDE_LAUNCH, 0) == RLT_ESTATE, "ASIDE_LAUNCH on the CPU");
+    CHECK(bk.ops->graph(&bk, (rlt_graph_mode)(RLT_GRAPH_ASIDE_LAUNCH + 1), 0) == RLT_EINVAL, "an unknown mode is refused");
 }
 
 static int same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }

@@ -439,16 +439,16 @@ uint64_t agent_plan_workspace(const rlt_agent *ag, void **at) {
     return bytes;
 }
 
-/* Acting beside the updates (the backend's aside op, kernels/backend.h). Where the algorithm says an update variant
+/* Acting beside the updates (the graph op's ASIDE modes, kernels/backend.h). Where the algorithm says an update variant
  * writes nothing acting reads (act_beside: TD3's critic-only updates), the agent marks lane 0 before the first such
  * update after one that did, and acting until the next such update runs on the aside stream after that mark: the
  * action is back while the update still runs, with the same bits, and the environment steps meanwhile. 1 when this
- * agent may: the backend has the op and an aside stream (not in a data-parallel rank), the algorithm has act_beside,
+ * agent may: the backend has an aside stream (not the CPU, not a data-parallel rank), the algorithm has act_beside,
  * and RLT_ACT_ASIDE is not 0 (for A/B). */
 static int agent_aside_probe(rlt_agent *ag) {
     const char *env = getenv("RLT_ACT_ASIDE");
-    if (!ag->bk.ops->aside || !ag->algo->act_beside || (env && strcmp(env, "0") == 0)) return 0;
-    if (ag->bk.ops->aside(&ag->bk, RLT_ASIDE_MARK, 0) == RLT_OK) return 1;
+    if (!ag->algo->act_beside || (env && strcmp(env, "0") == 0)) return 0;
+    if (ag->bk.ops->graph(&ag->bk, RLT_GRAPH_ASIDE_MARK, 0) == RLT_OK) return 1;
     rlt_err_clear(&ag->err);
     return 0;
 }
@@ -460,7 +460,7 @@ static int agent_aside_before(rlt_agent *ag, int32_t variant) {
         ag->aside_marked = 0;
         return RLT_OK;
     }
-    if (!ag->aside_marked) RLT_TRY(ag->bk.ops->aside(&ag->bk, RLT_ASIDE_MARK, 0));
+    if (!ag->aside_marked) RLT_TRY(ag->bk.ops->graph(&ag->bk, RLT_GRAPH_ASIDE_MARK, 0));
     ag->aside_marked = 1;
     return RLT_OK;
 }
@@ -584,9 +584,9 @@ static int agent_dispatch_act(rlt_agent *ag, int32_t rows) {
     if (ag->aside_marked && !ag->lockstep) {
         /* Every update since the mark left what acting reads as it was: act beside them. */
         rlt_backend *bk = &ag->bk;
-        int rc = bk->ops->aside(bk, RLT_ASIDE_BEGIN, 0);
+        int rc = bk->ops->graph(bk, RLT_GRAPH_ASIDE_BEGIN, 0);
         if (rc == RLT_OK) rc = ag->algo->act_ops(ag, rows);
-        int erc = bk->ops->aside(bk, RLT_ASIDE_END, 0);
+        int erc = bk->ops->graph(bk, RLT_GRAPH_ASIDE_END, 0);
         if (rc == RLT_OK && erc == RLT_OK) {
             ag->aside_acts++;
             return RLT_OK;

@@ -48,7 +48,7 @@ struct rlt_lockstep {
      * the device, or NULL when each agent issues its own copies; store_rounds: the rounds that ran them (under mu). */
     const int64_t *store_hdelta;
     uint64_t store_rounds;
-    /* Acting rounds beside the batched updates (the lead's aside op; train/agent.c says how for one agent): aside 1
+    /* Acting rounds beside the batched updates (the lead's graph op, ASIDE modes; train/agent.c says how for one agent): aside 1
      * when the group may (the lead may, and acting is captured); aside_marked 1 while every batched update since the
      * lead's mark left what acting reads as it was; aside_rounds the acting rounds that ran beside (under mu). */
     int32_t aside, aside_marked;
@@ -478,7 +478,7 @@ static int lockstep_aside_before(rlt_lockstep *ls, int32_t variant) {
         ls->aside_marked = 0;
         return RLT_OK;
     }
-    if (!ls->aside_marked) RLT_TRY(lead->bk.ops->aside(&lead->bk, RLT_ASIDE_MARK, 0));
+    if (!ls->aside_marked) RLT_TRY(lead->bk.ops->graph(&lead->bk, RLT_GRAPH_ASIDE_MARK, 0));
     ls->aside_marked = 1;
     return RLT_OK;
 }
@@ -508,7 +508,7 @@ static void lockstep_launch(rlt_lockstep *ls) {
          * batched update in flight when every update since the mark left the policies as they were, unless the
          * round ran stores (whose staging must be read before anyone stages again: the sync on lane 0). */
         const int aside = ls->aside_marked && !stored;
-        int rc = aside ? lead->bk.ops->aside(&lead->bk, RLT_ASIDE_LAUNCH, act_slot)
+        int rc = aside ? lead->bk.ops->graph(&lead->bk, RLT_GRAPH_ASIDE_LAUNCH, act_slot)
                        : lead->bk.ops->graph(&lead->bk, RLT_GRAPH_LAUNCH, act_slot);
         if (rc == RLT_OK && !aside) rc = lead->bk.ops->sync(&lead->bk);
         if (rc != RLT_OK) {

@@ -109,7 +109,7 @@ void lockstep_leave(rlt_lockstep *ls);
 int32_t lockstep_acts(const rlt_lockstep *ls, int32_t *rows);
 const char *lockstep_act_why(const rlt_lockstep *ls);
 void lockstep_rounds(rlt_lockstep *ls, uint64_t *act_rounds, uint64_t *update_rounds, uint64_t *store_rounds);
-/* The acting rounds that ran beside a batched update (the lead's aside op: every update since the last one that
+/* The acting rounds that ran beside a batched update (the lead's graph op, ASIDE modes: every update since the last one that
  * changed the policies left them as they were, TD3's critic-only updates). */
 uint64_t lockstep_aside_rounds(rlt_lockstep *ls);
 /* Where the rounds' time went, in seconds summed over the rounds, for acting [0] and update [1] rounds: first_s from

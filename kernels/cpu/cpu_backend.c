@@ -164,7 +164,7 @@ static int cpu_sync(rlt_backend *bk) { return cpu_join(bk); }
 static int cpu_graph(rlt_backend *bk, rlt_graph_mode mode, int32_t slot) {
     (void)slot;
     if (mode == RLT_GRAPH_SUPPORTED) return 0;
-    if (mode < RLT_GRAPH_SUPPORTED || mode > RLT_GRAPH_LAUNCH)
+    if (mode < RLT_GRAPH_SUPPORTED || mode > RLT_GRAPH_ASIDE_LAUNCH)
         return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "graph: unknown mode %d", (int)mode);
     return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "the CPU backend does not capture graphs");
 }

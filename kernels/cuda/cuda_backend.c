@@ -141,7 +141,7 @@ static int cuda_open_device(rlt_backend *bk, cuda_impl *c) {
     }
     CUDA_CHECK(bk, cudaEventCreateWithFlags(&c->fork_event, cudaEventDisableTiming));
     CUDA_CHECK(bk, cudaEventCreateWithFlags(&c->seed_event, cudaEventDisableTiming));
-    /* The aside stream (acting beside an update; the aside op), at the highest priority: the host waits for what
+    /* The aside stream (acting beside an update; the graph op's ASIDE modes), at the highest priority: the host waits for what
      * runs there. Not where the caller asked for one lane (a seed group's members but its lead): streams cost the
      * device hardware queues, and those members never act aside. */
     if (bk->lanes != 1) {
@@ -857,9 +857,15 @@ static int cuda_graph_launch(rlt_backend *bk, int32_t slot) {
     return RLT_OK;
 }
 
-/* The graph op: one entry point for the four modes (see kernels/backend.h). */
+static int cuda_aside(rlt_backend *bk, rlt_graph_mode mode, int32_t slot);
+
+/* The graph op: one entry point for its modes (see kernels/backend.h). */
 static int cuda_graph(rlt_backend *bk, rlt_graph_mode mode, int32_t slot) {
     switch (mode) {
+    case RLT_GRAPH_ASIDE_MARK:
+    case RLT_GRAPH_ASIDE_BEGIN:
+    case RLT_GRAPH_ASIDE_END:
+    case RLT_GRAPH_ASIDE_LAUNCH: return cuda_aside(bk, mode, slot);
     case RLT_GRAPH_SUPPORTED: return 1;
     case RLT_GRAPH_BEGIN: return cuda_graph_begin(bk, slot);
     case RLT_GRAPH_END: return cuda_graph_end(bk, slot);
@@ -868,7 +874,7 @@ static int cuda_graph(rlt_backend *bk, rlt_graph_mode mode, int32_t slot) {
     return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "graph: unknown mode %d", (int)mode);
 }
 
-/* ---- acting beside an update (the aside op, kernels/backend.h) ---- */
+/* ---- acting beside an update (the graph op's ASIDE modes, kernels/backend.h) ---- */
 
 int cuda_aside_refuse(rlt_backend *bk, const char *op) {
     if (!cuda_get(bk)->aside) return RLT_OK;
@@ -885,9 +891,9 @@ static int cuda_aside_wait(rlt_backend *bk) {
     return RLT_OK;
 }
 
-static int cuda_aside(rlt_backend *bk, rlt_aside_mode mode, int32_t slot) {
+static int cuda_aside(rlt_backend *bk, rlt_graph_mode mode, int32_t slot) {
     cuda_impl *c = cuda_get(bk);
-    if (mode == RLT_ASIDE_END) {
+    if (mode == RLT_GRAPH_ASIDE_END) {
         int was = c->aside;
         c->aside = 0; /* ops issue on lane 0 again whatever the wait finds */
         return was ? cuda_aside_wait(bk) : RLT_OK;
@@ -898,22 +904,22 @@ static int cuda_aside(rlt_backend *bk, rlt_aside_mode mode, int32_t slot) {
                            c->capturing >= 0 ? "during a capture" : c->nranks > 1 ? "in a data-parallel rank" :
                            "already on the aside stream");
     switch (mode) {
-    case RLT_ASIDE_MARK:
+    case RLT_GRAPH_ASIDE_MARK:
         CUDA_CHECK(bk, cudaEventRecord(c->aside_event, c->streams[0]));
         c->aside_marked = 1;
         return RLT_OK;
-    case RLT_ASIDE_BEGIN:
-    case RLT_ASIDE_LAUNCH:
+    case RLT_GRAPH_ASIDE_BEGIN:
+    case RLT_GRAPH_ASIDE_LAUNCH:
         if (!c->aside_marked)
             return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "aside %d before any mark", (int)mode);
-        if (mode == RLT_ASIDE_LAUNCH) {
+        if (mode == RLT_GRAPH_ASIDE_LAUNCH) {
             RLT_TRY(cuda_check_slot(bk, slot, "aside LAUNCH"));
             if (!c->graphs[slot])
                 return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__, "aside LAUNCH of slot %d: nothing was "
                                    "captured there", (int)slot);
         }
         CUDA_CHECK(bk, cudaStreamWaitEvent(c->aside_stream, c->aside_event, 0));
-        if (mode == RLT_ASIDE_BEGIN) {
+        if (mode == RLT_GRAPH_ASIDE_BEGIN) {
             c->aside = 1;
             return RLT_OK;
         }
@@ -1060,7 +1066,6 @@ static const rlt_backend_ops cuda_ops = {
     .graph_launch_seeds = cuda_graph_launch_seeds,
     .seed_follow = cuda_seed_follow,
     .copy_lists = cuda_copy_lists,
-    .aside = cuda_aside,
     .flat = cuda_flat,
     .counter_add = cuda_counter_add,
     .adam = cuda_adam,
