@@ -13,6 +13,8 @@
  * - Acting beside the updates: the TD3 groups' acting rounds after a critic-only batched update run beside it (the
  *   log counts them, and they are more than 30% of the acting rounds), still giving each seed its single run, which
  *   acts beside its own critic-only updates; DQN's updates all change the policy, and none of its rounds runs beside.
+ * - Several batches on one GPU (train.seed_batches 2): 8 DQN and 6 TD3 seeds in two batched graphs and lock-steps
+ *   each, every seed still its single run.
  * Skipped (77) without a GPU. */
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +39,14 @@ static rlt_config *config(const char *yaml, const char *out_dir, const char *set
     return test_config_text(yaml, "act.yaml", out_dir, set1, set2);
 }
 
+/* The number written just before the first `phrase` in text; 0 when there is none. */
+static unsigned long long number_before(const char *text, const char *phrase) {
+    const char *b = strstr(text, phrase);
+    if (!b) return 0;
+    while (b > text && b[-1] >= '0' && b[-1] <= '9') b--;
+    return strtoull(b, NULL, 10);
+}
+
 /* A batched group of seeds 1..n of yaml (plus extra), whose log must say `expect` and count batched acting rounds;
  * then each seed against its single run. */
 static void group_vs_single(const char *yaml, const char *tag, int n, const char *extra, const char *expect, int beside) {
@@ -48,20 +58,13 @@ static void group_vs_single(const char *yaml, const char *tag, int n, const char
     rlt_config *cfg = config(yaml, gdir, num, extra);
     CHECK(rlt_config_set(cfg, "train.seed_batching=true") == RLT_OK, "%s", rlt_config_errmsg(cfg));
     const char *g_log = test_group_logged(cfg, tag, expect);
-    const char *r = strstr(g_log, "seed group: ");
-    unsigned long long act_rounds = 0, update_rounds = 0;
-    for (; r; r = strstr(r + 1, "seed group: "))
-        if (sscanf(r, "seed group: %llu batched acting rounds and %llu batched update rounds", &act_rounds,
-                   &update_rounds) == 2)
-            break;
+    /* The first batch's counts ("seed group: N batched acting rounds and M batched update rounds ...; K acting rounds
+     * ran beside ...", with " on <device>" before the colon when the group has several batches). */
+    unsigned long long act_rounds = number_before(g_log, " batched acting rounds and ");
+    unsigned long long update_rounds = number_before(g_log, " batched update rounds");
     CHECK(act_rounds > 0 && update_rounds > 0, "%s: batched acting rounds %llu and update rounds %llu (both > 0); log:\n%s",
           tag, act_rounds, update_rounds, g_log);
-    unsigned long long aside = 0;
-    const char *b = strstr(g_log, " acting rounds ran beside");
-    if (b) {
-        while (b > g_log && b[-1] >= '0' && b[-1] <= '9') b--;
-        aside = strtoull(b, NULL, 10);
-    }
+    unsigned long long aside = number_before(g_log, " acting rounds ran beside");
     printf("%s: %llu of %llu batched acting rounds ran beside an update\n", tag, aside, act_rounds);
     if (beside)
         CHECK(aside * 10 > act_rounds * 3 && aside < act_rounds, "%s: %llu of %llu acting rounds beside an update",
@@ -93,5 +96,7 @@ int main(void) {
     group_vs_single(k_td3, "td3_8", 8, NULL, "the 8 seeds act as one batched graph (one launch and one sync per step for all) on 1 row", 1);
     group_vs_single(k_dqn, "dqn_envs2", 4, "env.num_envs=2",
                     "on 2 rows (training) and 3 rows (evaluation)", 0);
+    group_vs_single(k_dqn, "dqn_batches2", 8, "train.seed_batches=2", "the 4 seeds on cuda:0", 0);
+    group_vs_single(k_td3, "td3_batches2", 6, "train.seed_batches=2", "the 3 seeds on cuda:0", 1);
     return test_summary("gpu_seed_act");
 }

@@ -185,7 +185,7 @@ static void test_group(void) {
     snprintf(args, sizeof args, "plan --config %s --device cuda --arch sm_90 --gpu-memory 80GiB --set "
              "replay.location=device --set train.num_seeds=40 --set train.seed_batching=true --set "
              "'devices=[cuda:0, cuda:1]'", file);
-    CHECK(run_cli(args, out, sizeof out) == 3 && strstr(out, "2 x 56.07 MiB for each device's leading seed") &&
+    CHECK(run_cli(args, out, sizeof out) == 3 && strstr(out, "2 x 56.07 MiB for each batch's leading seed") &&
               strstr(out, "38 x 12.07 MiB") && strstr(out, "train.num_seeds          35 fit"),
           "rltrain plan, 40 batched seeds over two GPUs: %s", out);
 }

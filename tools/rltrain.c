@@ -455,7 +455,7 @@ static int plan_command(rlt_config *cfg, char *text, size_t cap) {
                "workspace, + %d x %.2f MiB) -> %s\n", seeds, group_mib, mib(first), seeds - 1, mib(each),
                group_fits ? "fits" : "DOES NOT FIT");
     else if (seeds > 0)
-        printf("  %d seeds (a seed group)  %.2f MiB (%d x %.2f MiB for each device's leading seed, which holds its "
+        printf("  %d seeds (a seed group)  %.2f MiB (%d x %.2f MiB for each batch's leading seed, which holds its "
                "batch's library workspace, + %d x %.2f MiB) -> %s\n", seeds, group_mib, (int)leads, mib(first),
                seeds - leads, mib(each), group_fits ? "fits" : "DOES NOT FIT");
     /* The seed count that fits, as --dry-run's refusal says it (the other leads counted as taken); the answers below

@@ -213,7 +213,8 @@ int rlt_plan_group(const rlt_config *cfg, uint64_t *first, uint64_t *each, char 
     const int32_t n = rlt_group_count(cfg);
     rlt_config *c = rlt_mem_alloc(sizeof *c, 64);
     if (!c) return RLT_ENOMEM;
-    const int32_t other = !config_is_data_parallel(cfg) && cfg->devices.n > 1 && n > cfg->devices.n ? cfg->devices.n : 1;
+    const int32_t nb = seed_batch_count(cfg, n, config_is_data_parallel(cfg));
+    const int32_t other = nb > 1 && n > nb ? nb : 1;
     plan_member(cfg, n, other, c);
     int rc = plan_need(c, each, err, err_cap);
     *first = *each;
@@ -224,7 +225,7 @@ int rlt_plan_group(const rlt_config *cfg, uint64_t *first, uint64_t *each, char 
 
 int32_t rlt_plan_group_leads(const rlt_config *cfg) {
     if (!cfg) return 1;
-    const int32_t n = rlt_group_count(cfg), d = cfg->devices.n > 1 ? cfg->devices.n : 1;
+    const int32_t n = rlt_group_count(cfg), d = seed_batch_count(cfg, n, config_is_data_parallel(cfg));
     rlt_config *c = rlt_mem_alloc(sizeof *c, 64);
     if (!c) return 1;
     int32_t leads = 0;

@@ -87,18 +87,30 @@ static uint64_t seed_batch_arena_core(const rlt_plan *p) {
     return p->arena_bytes[RLT_LOC_DEVICE];
 }
 
+int32_t seed_batch_count(const rlt_config *group, int32_t n, int dp) {
+    if (dp) return 1;
+    const int32_t d = group->devices.n > 1 ? group->devices.n : 1;
+    int32_t per = group->train.seed_batching && group->train.seed_batches > 1 ? group->train.seed_batches : 1;
+    /* At least two seeds a batch, and no more batches than a group has lock-steps. */
+    while (per > 1 && (n / (d * per) < 2 || d * per > RLT_CFG_MAX_DEVICES)) per--;
+    return d * per;
+}
+
 int seed_batch_member(const rlt_config *group, int32_t n, int32_t k, int dp, int batchable, rlt_config *m) {
     /* Seeds sharing a GPU overlap each other's updates: each then runs its update on one stream (bench/seeds.sh). */
-    const int32_t d = group->devices.n;
-    int32_t sharing = 0;
-    for (int32_t j = 0; j < n; j++) sharing += d == 0 || j % d == k % d;
+    const int32_t d = group->devices.n, nb = seed_batch_count(group, n, dp);
+    int32_t sharing = 0, batch = 0;
+    for (int32_t j = 0; j < n; j++) {
+        sharing += d == 0 || j % d == k % d;
+        batch += j % nb == k % nb;
+    }
     if (!dp && sharing > 1) m->lanes = 1;
     const rlt_device_kind kind = d > 0 ? group->devices.d[k % d].kind : group->device.kind;
-    /* The seeds of one entry of devices (k mod d: all of them with one device) may run one batched update graph
-     * (train/seed_batch.h), each entry's seeds their own: the plan holds its table. */
-    if (!group->train.seed_batching || dp || sharing < 2 || kind != RLT_DEVICE_CUDA || !batchable) return 0;
-    m->batch_seeds = sharing;
-    m->arena_slot = d > 1 ? k / d : k;
+    /* The seeds of one batch (k mod seed_batch_count: one for each entry of devices, k mod d, or several on each) may
+     * run one batched update graph (train/seed_batch.h), each batch's seeds their own: the plan holds its table. */
+    if (!group->train.seed_batching || dp || batch < 2 || kind != RLT_DEVICE_CUDA || !batchable) return 0;
+    m->batch_seeds = batch;
+    m->arena_slot = nb > 1 ? k / nb : k;
     /* The leading member's batched graph is every seed's update: it keeps the lanes of a single run, so its branches
      * (the target networks beside the online ones) run side by side. */
     if (m->arena_slot == 0) m->lanes = 0;

@@ -59,6 +59,10 @@ uint64_t seed_batch_table_bytes(int32_t n);
  * first member (slot 0) leading it with the lanes of a single run. Returns 1 when the member is batched.
  * seed_group.c makes its members with it, and rlt_plan_group (planner.c) plans them with it. */
 struct rlt_config;
+/* The batches a group of n makes (member k in batch k mod the count, on devices[k mod d]): one per entry of devices (1
+ * with one device), times train.seed_batches on each (at least two seeds a batch, at most RLT_CFG_MAX_DEVICES batches
+ * in all); 1 when data-parallel. */
+int32_t seed_batch_count(const struct rlt_config *group, int32_t n, int dp);
 int seed_batch_member(const struct rlt_config *group, int32_t n, int32_t k, int dp, int batchable, struct rlt_config *m);
 
 /* Captures lead's update variants batched over agents[0..n) (agents[0] == lead, all initialised with graphs, on

@@ -93,8 +93,8 @@ struct rlt_group {
     char *rows;           /* a launched run: every rank's summary.csv row (world x GROUP_CSV_ROW), reserved at init */
     rlt_comm *comm;
     const rlt_backend_ops *dev_ops;
-    /* Seeds sharing one GPU (train/seed_batch.h), in batches: one for each entry of devices (member k in batch
-     * k mod batches), one with a single device. ls[b]: the lock-step of batch b's batched update graphs, NULL when
+    /* Seeds sharing one GPU (train/seed_batch.h), in batches: train.seed_batches for each entry of devices (member k
+     * in batch k mod batches, seed_batch_count). ls[b]: the lock-step of batch b's batched update graphs, NULL when
      * its members run their own (then batch_why[b] says why). */
     int32_t batches;
     rlt_lockstep *ls[RLT_CFG_MAX_DEVICES];
@@ -336,7 +336,7 @@ static int group_fit(rlt_group *g) {
     const rlt_plan *p = &ag->plan;
     const uint64_t n = (uint64_t)g->n, need = agent_plan_need(ag), host = p->arena_bytes[RLT_LOC_HOST];
     const uint64_t need_rest = agent_plan_need(rest);
-    /* With several leads (a batch per device) the others' extra is taken beside the seeds that fit. */
+    /* With several leads (several batches) the others' extra is taken beside the seeds that fit. */
     const int32_t leads = need > need_rest ? group_leads(g) : 1;
     const uint64_t more = plan_mul_sat((uint64_t)(leads - 1), need - need_rest);
     const uint64_t all_need = group_total(n, leads, need, need_rest);
@@ -353,7 +353,7 @@ static int group_fit(rlt_group *g) {
         snprintf(a, sizeof a, "%.2f MiB (the leading seed's %s arena, with the batched library workspace) + %d x %.2f "
                  "MiB (each other seed's) = %.2f MiB", need / MIB, arena, (int)n - 1, need_rest / MIB, all_need / MIB);
     else
-        snprintf(a, sizeof a, "%d x %.2f MiB (each device's leading seed's %s arena, with the batched library "
+        snprintf(a, sizeof a, "%d x %.2f MiB (each batch's leading seed's %s arena, with the batched library "
                  "workspace) + %d x %.2f MiB (each other seed's) = %.2f MiB", (int)leads, need / MIB, arena,
                  (int)(n - (uint64_t)leads), need_rest / MIB, all_need / MIB);
     snprintf(b, sizeof b, "memory.budget_mb allows %.2f MiB for the %s arenas of all seeds", s->budget_bytes / MIB, arena);
@@ -660,7 +660,7 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
     if (g->launched) g->rows = rlt_mem_alloc(GROUP_CSV_ROW * (uint64_t)g->world, 64);
     if (!g->m || !g->csv || (g->launched && !g->rows)) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for a seed group of %d members", (int)n);
     g->n = n;
-    g->batches = g->cfg.devices.n > 1 && !g->dp ? g->cfg.devices.n : 1;
+    g->batches = seed_batch_count(&g->cfg, n, g->dp);
     for (int32_t k = 0; k < n; k++) {
         seed_member *m = &g->m[k];
         m->g = g;
