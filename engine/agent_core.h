@@ -71,10 +71,10 @@ struct rlt_agent {
     int64_t env_steps; /* transitions observed */
     int64_t updates;   /* updates run (host mirror of counters[RLT_CTR_UPDATE]) */
     int32_t graphs;    /* 1 when the updates were captured as graphs */
-    /* Acting beside the updates (train/agent.c, the graph op's ASIDE modes): aside_ok 1 when this agent may (the backend
-     * has an aside stream and the algorithm an act_beside; RLT_ACT_ASIDE=0 turns it off); aside_marked 1 while every
-     * update since the backend's aside mark left what acting reads as it was; acts and aside_acts count the acting
-     * launches and those that ran beside an update (for the log and the tests). */
+    /* Acting beside the updates (train/agent.c, the graph op's ASIDE modes): aside_ok 1 when this agent may (the
+     * backend has an aside stream and the algorithm an act_beside; RLT_ACT_ASIDE=0 turns it off); aside_marked 1
+     * while every update since the backend's aside mark left what acting reads as it was; acts and aside_acts count
+     * the acting launches and those that ran beside an update (for the tests). */
     int32_t aside_ok, aside_marked;
     uint64_t acts, aside_acts;
     /* Seed batching (train/seed_batch.h): the group's seed table in the device arena (cfg.batch_seeds > 1; NULL

@@ -453,15 +453,13 @@ static int agent_aside_probe(rlt_agent *ag) {
     return 0;
 }
 
-/* Before this agent's own update of `variant`: marks lane 0 at the first update that leaves acting's inputs as they
- * were, and ends the aside acting at one that does not. */
-static int agent_aside_before(rlt_agent *ag, int32_t variant) {
-    if (!ag->aside_ok || !ag->algo->act_beside(ag, variant)) {
-        ag->aside_marked = 0;
+int agent_aside_before(rlt_agent *ag, int ok, int32_t *marked, int32_t variant) {
+    if (!ok || !ag->algo->act_beside(ag, variant)) {
+        *marked = 0;
         return RLT_OK;
     }
-    if (!ag->aside_marked) RLT_TRY(ag->bk.ops->graph(&ag->bk, RLT_GRAPH_ASIDE_MARK, 0));
-    ag->aside_marked = 1;
+    if (!*marked) RLT_TRY(ag->bk.ops->graph(&ag->bk, RLT_GRAPH_ASIDE_MARK, 0));
+    *marked = 1;
     return RLT_OK;
 }
 
@@ -564,7 +562,7 @@ void rlt_agent_free(rlt_agent *ag) {
  * lock-step, else its own graph, else the algorithm's ops run eagerly. */
 static int agent_dispatch_update(rlt_agent *ag, int32_t variant) {
     if (ag->lockstep) return lockstep_update(ag->lockstep, ag, variant);
-    RLT_TRY(agent_aside_before(ag, variant));
+    RLT_TRY(agent_aside_before(ag, ag->aside_ok, &ag->aside_marked, variant));
     if (ag->graphs) return ag->bk.ops->graph(&ag->bk, RLT_GRAPH_LAUNCH, variant);
     return ag->algo->update_ops(ag, variant);
 }

@@ -14,6 +14,11 @@ struct rlt_agent *agent_alloc(const rlt_config *cfg);
 /* Validates, picks the algorithm, checks spaces, opens the backend and builds the plan: everything but
  * the reservation (the planner stops here). */
 int agent_prepare(struct rlt_agent *ag, const rlt_space *obs, const rlt_space *act);
+/* Before an update of `variant` on ag's lane 0 (its own, or its seed group's batched one with ag the lead): with ok
+ * (the agent or group may act beside updates), marks lane 0 (the graph op's ASIDE_MARK) at the first update that
+ * leaves what acting reads as it was (rlt_algo.act_beside) and sets *marked, so that acting until the next other
+ * update runs beside it; clears *marked at an update that does not (or without ok). */
+int agent_aside_before(struct rlt_agent *ag, int ok, int32_t *marked, int32_t variant);
 /* Rebuilds the plan for the current ag->cfg (and the summary). */
 int agent_plan_current(struct rlt_agent *ag);
 /* Bytes of the budgeted arena in the current plan. */

@@ -48,9 +48,10 @@ struct rlt_lockstep {
      * the device, or NULL when each agent issues its own copies; store_rounds: the rounds that ran them (under mu). */
     const int64_t *store_hdelta;
     uint64_t store_rounds;
-    /* Acting rounds beside the batched updates (the lead's graph op, ASIDE modes; train/agent.c says how for one agent): aside 1
-     * when the group may (the lead may, and acting is captured); aside_marked 1 while every batched update since the
-     * lead's mark left what acting reads as it was; aside_rounds the acting rounds that ran beside (under mu). */
+    /* Acting rounds beside the batched updates (the lead's graph op, ASIDE modes; train/agent.c says how for one
+     * agent): aside 1 when the group may (the lead may, and acting is captured); aside_marked 1 while every batched
+     * update since the lead's mark left what acting reads as it was; aside_rounds the acting rounds that ran beside
+     * (under mu). */
     int32_t aside, aside_marked;
     uint64_t aside_rounds;
     /* Where a round's time goes (under mu; lockstep_times): t_end the end of the last round, t_first and t_last the
@@ -481,20 +482,6 @@ static void lockstep_store_done(rlt_lockstep *ls) {
     for (int32_t k = 0; k < ls->n; k++) ls->agents[k]->copy_list->n = 0;
 }
 
-/* Under mu, before an update round's launch of `variant`: marks the lead's lane 0 at the first batched update that
- * leaves what acting reads as it was (rlt_algo.act_beside), so that the acting rounds until the next other update
- * run beside it; ends that at one that does not. */
-static int lockstep_aside_before(rlt_lockstep *ls, int32_t variant) {
-    rlt_agent *lead = ls->agents[0];
-    if (!ls->aside || !lead->algo->act_beside(lead, variant)) {
-        ls->aside_marked = 0;
-        return RLT_OK;
-    }
-    if (!ls->aside_marked) RLT_TRY(lead->bk.ops->graph(&lead->bk, RLT_GRAPH_ASIDE_MARK, 0));
-    ls->aside_marked = 1;
-    return RLT_OK;
-}
-
 /* Under mu, once every active agent waits: runs one round and lets the agents it served go. Acting first (the
  * agents waiting to update cannot go on before the others reach their update), one acting graph per round: the graph
  * computes every agent, and a later one would write over the outputs of an agent the earlier one served. */
@@ -552,7 +539,8 @@ static void lockstep_launch(rlt_lockstep *ls) {
      * batched update (which their next acting round, on the same stream, waits for; each member's own stream follows
      * it through seed_follow). */
     int rc = stored ? lead->bk.ops->sync(&lead->bk) : RLT_OK;
-    if (rc == RLT_OK) rc = lockstep_aside_before(ls, upd_slot - SEED_BATCH_SLOT0);
+    /* Acting rounds until the next update that changes the policies run beside this one when it does not. */
+    if (rc == RLT_OK) rc = agent_aside_before(lead, ls->aside, &ls->aside_marked, upd_slot - SEED_BATCH_SLOT0);
     if (rc == RLT_OK) rc = lead->bk.ops->graph_launch_seeds(&lead->bk, upd_slot, ls->bks, ls->n);
     if (rc != RLT_OK) {
         snprintf(ls->why, sizeof ls->why, "the seeds' batched update failed: %s", lead->err.msg);

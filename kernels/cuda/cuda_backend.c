@@ -56,7 +56,9 @@ static void cuda_close(rlt_backend *bk) {
     int stuck = 0;
     const int released = cuda_comm_released(bk);
     for (int32_t k = 0; k <= RLT_BACKEND_MAX_LANES + 1; k++) {
-        cudaStream_t s = k < RLT_BACKEND_MAX_LANES ? c->streams[k] : k == RLT_BACKEND_MAX_LANES ? c->comm_stream : c->aside_stream;
+        cudaStream_t s = k < RLT_BACKEND_MAX_LANES    ? c->streams[k]
+                         : k == RLT_BACKEND_MAX_LANES ? c->comm_stream
+                                                      : c->aside_stream;
         if (!s) continue;
         if (!released) {
             cudaStreamSynchronize(s);
@@ -141,9 +143,9 @@ static int cuda_open_device(rlt_backend *bk, cuda_impl *c) {
     }
     CUDA_CHECK(bk, cudaEventCreateWithFlags(&c->fork_event, cudaEventDisableTiming));
     CUDA_CHECK(bk, cudaEventCreateWithFlags(&c->seed_event, cudaEventDisableTiming));
-    /* The aside stream (acting beside an update; the graph op's ASIDE modes), at the highest priority: the host waits for what
-     * runs there. Not where the caller asked for one lane (a seed group's members but its lead): streams cost the
-     * device hardware queues, and those members never act aside. */
+    /* The aside stream (acting beside an update; the graph op's ASIDE modes), at the highest priority: the host waits
+     * for what runs there. Not where the caller asked for one lane (a seed group's members but its lead): streams cost
+     * the device hardware queues, and those members never act aside. */
     if (bk->lanes != 1) {
         CUDA_CHECK(bk, cudaStreamCreateWithPriority(&c->aside_stream, cudaStreamNonBlocking, prio_hi));
         CUDA_CHECK(bk, cudaEventCreateWithFlags(&c->aside_event, cudaEventDisableTiming));

@@ -78,9 +78,10 @@ typedef struct cuda_impl {
     void *lane_ws[RLT_BACKEND_MAX_LANES];
     uint64_t lane_ws_bytes[RLT_BACKEND_MAX_LANES];
     int32_t lane;            /* the lane ops run on now */
-    /* The aside stream (the graph op's ASIDE modes; kernels/backend.h): acting beside an update, after aside_event (recorded on lane
-     * 0 by MARK). aside 1 between BEGIN and END: every op issues there, and ops that would share lane 0's state
-     * refuse (cuda_aside_refuse). NULL stream where the caller asked for one lane (a seed group's other members). */
+    /* The aside stream (the graph op's ASIDE modes; kernels/backend.h): acting beside an update, after aside_event
+     * (recorded on lane 0 by MARK). aside 1 between BEGIN and END: every op issues there, and ops that would share lane
+     * 0's state refuse (cuda_aside_refuse). NULL stream where the caller asked for one lane (a seed group's other
+     * members). */
     cudaStream_t aside_stream;
     cudaEvent_t aside_event;
     int32_t aside, aside_marked;

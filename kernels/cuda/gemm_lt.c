@@ -284,7 +284,8 @@ static int lt_entry_get(rlt_backend *bk, const lt_op *op, int32_t epi, int32_t s
  * algorithm's CUDA_LT_WORKSPACE and the bias-gradient scratch after it). */
 static int lt_ready(rlt_backend *bk, const lt_op *op) {
     cuda_impl *c = cuda_get(bk);
-    return c->lt && !c->aside && c->lane_ws[c->lane] && c->lane_ws_bytes[c->lane] >= CUDA_SIDE_WORKSPACE && op->m >= 1 &&
+    return c->lt && !c->aside /* the aside stream has no workspace of its own */ &&
+           c->lane_ws[c->lane] && c->lane_ws_bytes[c->lane] >= CUDA_SIDE_WORKSPACE && op->m >= 1 &&
            op->n >= 1 && op->k >= 1;
 }
 
