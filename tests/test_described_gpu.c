@@ -11,7 +11,8 @@
  *   has none), without it or with one seed all are alike; `rltrain plan` for 40 such seeds at 512 MiB says the
  *   lead plus 39 others do not fit and that 38 do (the numbers rlt_group_init's check gave on an H200); over two
  *   GPUs each has a lead (rlt_plan_group_leads: 2, and 1 when one GPU has a single seed), 2 x 56.07 + 38 x 12.07
- *   MiB, 35 fit.
+ *   MiB, 35 fit; and so do two batches on one GPU (train.seed_batches 2; 4 leads for 16 seeds in 4, 3 for 6 seeds,
+ *   none for 3 seeds or without train.seed_batching).
  * tests/gpu_described_plan.c holds the same plans against a real GPU's. */
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +175,16 @@ static void test_group(void) {
     rlt_config_free(tc);
     rlt_config *oc = config(file, batched, 3);
     CHECK(rlt_plan_group_leads(oc) == 1, "one GPU: one lead");
+    /* Several batches on one GPU (train.seed_batches): a lead each, at least two seeds a batch. */
+    CHECK(rlt_config_set(oc, "train.seed_batches=4") == RLT_OK && rlt_plan_group_leads(oc) == 4,
+          "16 seeds in 4 batches: 4 leads, got %d", (int)rlt_plan_group_leads(oc));
+    CHECK(rlt_config_set(oc, "train.num_seeds=6") == RLT_OK && rlt_plan_group_leads(oc) == 3,
+          "6 seeds asking for 4 batches: 3 of 2 seeds, got %d leads", (int)rlt_plan_group_leads(oc));
+    CHECK(rlt_config_set(oc, "train.num_seeds=3") == RLT_OK && rlt_plan_group_leads(oc) == 1,
+          "3 seeds: one batch, got %d leads", (int)rlt_plan_group_leads(oc));
+    CHECK(rlt_config_set(oc, "train.num_seeds=16") == RLT_OK && rlt_config_set(oc, "train.seed_batching=false") == RLT_OK &&
+              rlt_plan_group_leads(oc) == 1,
+          "train.seed_batches without train.seed_batching: no batch leads (got %d)", (int)rlt_plan_group_leads(oc));
     rlt_config_free(oc);
     static char out[1 << 17];
     char args[1024];
@@ -188,6 +199,12 @@ static void test_group(void) {
     CHECK(run_cli(args, out, sizeof out) == 3 && strstr(out, "2 x 56.07 MiB for each batch's leading seed") &&
               strstr(out, "38 x 12.07 MiB") && strstr(out, "train.num_seeds          35 fit"),
           "rltrain plan, 40 batched seeds over two GPUs: %s", out);
+    snprintf(args, sizeof args, "plan --config %s --device cuda --arch sm_90 --gpu-memory 80GiB --set "
+             "replay.location=device --set train.num_seeds=40 --set train.seed_batching=true --set "
+             "train.seed_batches=2", file);
+    CHECK(run_cli(args, out, sizeof out) == 3 && strstr(out, "2 x 56.07 MiB for each batch's leading seed") &&
+              strstr(out, "38 x 12.07 MiB") && strstr(out, "train.num_seeds          35 fit"),
+          "rltrain plan, 40 batched seeds in two batches on one GPU: %s", out);
 }
 
 int main(void) {

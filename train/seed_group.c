@@ -342,8 +342,9 @@ static int group_fit(rlt_group *g) {
     const uint64_t all_need = group_total(n, leads, need, need_rest);
     const char *arena = p->device_is_host ? "host" : "device";
     /* Seeds spread over several devices: the budget holds for all of them (as the plan table says); each device's
-     * free memory and the process's contexts are each member's own init's to check. */
-    const int several = g->batches > 1;
+     * free memory and the process's contexts are each member's own init's to check. Several batches on one device
+     * (train.seed_batches) share its free memory and the process: their leads' extra counts there too. */
+    const int several = g->cfg.devices.n > 1;
     fit_limit f = {UINT64_MAX, "", "", ""};
     char a[200], b[320], h[96];
     if (need_rest == need)
@@ -361,24 +362,27 @@ static int group_fit(rlt_group *g) {
     fit_keep(&f, seeds_within(s->budget_bytes, more, need, need_rest), a, b, h);
     if (s->device_total && !several) {
         snprintf(b, sizeof b, "the device had %.2f MiB free", s->device_free / MIB);
-        fit_keep(&f, seeds_within(s->device_free, 0, need, need_rest), a, b, "");
+        fit_keep(&f, seeds_within(s->device_free, more, need, need_rest), a, b, "");
     }
     if (s->process_budget_bytes && !several) {
         uint64_t pb = s->process_budget_bytes;
         uint64_t shared = p->device_is_host ? 0 : s->context_bytes - s->handle_bytes;
         uint64_t per = p->device_is_host ? need : need + s->handle_bytes;
         uint64_t per_rest = p->device_is_host ? need_rest : need_rest + rest->summary.handle_bytes;
-        uint64_t all = plan_add_sat(shared, seeds_total(n, per, per_rest));
+        /* The other batches' leads (train.seed_batches) hold a lead's arena and handles each. */
+        const uint64_t extra = per > per_rest ? plan_mul_sat((uint64_t)(leads - 1), per - per_rest) : 0;
+        uint64_t all = plan_add_sat(plan_add_sat(shared, extra), seeds_total(n, per, per_rest));
         if (p->device_is_host)
             snprintf(b, sizeof b, "memory.process_budget_mb allows %.2f MiB (on the CPU it caps the host arenas)", pb / MIB);
         else
             snprintf(b, sizeof b, "memory.process_budget_mb allows %.2f MiB for the process: the CUDA context once "
                      "(%.2f MiB), and each seed's device arena and library handles (%.2f MiB%s)", pb / MIB, shared / MIB,
-                     per_rest / MIB, per_rest == per ? "" : ", the leading seed's more");
+                     per_rest / MIB, per_rest == per ? "" : leads > 1 ? ", each batch's leading seed's more" :
+                     ", the leading seed's more");
         snprintf(h, sizeof h, ", or memory.process_budget_mb: %.0f", ceil(all / MIB));
         char pa[200];
         snprintf(pa, sizeof pa, "%.2f MiB in all", all / MIB);
-        fit_keep(&f, seeds_within(pb, shared, per, per_rest), p->device_is_host ? a : pa, b, h);
+        fit_keep(&f, seeds_within(pb, plan_add_sat(shared, extra), per, per_rest), p->device_is_host ? a : pa, b, h);
     }
     if (p->host.avail != UINT64_MAX) {
         uint64_t per = host + p->host_overhead;
