@@ -9,7 +9,9 @@
 #   env: MODES (default "batched act_own graph_each"; also store_own, RLT_SEEDS_STORE=0: each seed issues its own
 #   transition stores; conv, RLT_CUDA_SEEDS_CONV=1: a CNN config's convolutions batched too, with
 #   CONFIGS=dqn_minatar_breakout; two_gpus: the seeds spread over devices [cuda:0, cuda:1], batched per GPU, on a
-#   machine with two; gpus<K> (gpus2, gpus4, ...): over cuda:0 .. cuda:K-1: which group lines to run), CONFIGS (default "td3_pendulum
+#   machine with two; gpus<K> (gpus2, gpus4, ...): over cuda:0 .. cuda:K-1; batches<K> (batches2, batches4):
+#   train.seed_batches=K, K batched graphs and lock-steps on the one GPU; wait_all, RLT_ACT_ASIDE=0: acting waits for
+#   every update, also TD3's critic-only ones: which group lines to run), CONFIGS (default "td3_pendulum
 #   dqn_cartpole"), SETS (space-separated KEY=VALUE overrides for every run, e.g. SETS="train.total_steps=20000").
 #   Groups get memory.budget_mb 4096: the configs' budgets are one run's (64 TD3 seeds need 816 MiB).
 set -uo pipefail
@@ -51,8 +53,11 @@ for config in ${CONFIGS:-td3_pendulum dqn_cartpole}; do
         graph_each) label="$n seeds, a graph each";                 env=""; batching=false ;;
         two_gpus)   label="$n seeds over cuda:0 and cuda:1, batched"; env=""; batching=true ;;
         gpus*)      label="$n seeds over ${mode#gpus} GPUs, batched"; env=""; batching=true ;;
+        batches*)   label="$n seeds, batched, ${mode#batches} batches on the GPU"; env=""; batching=true ;;
+        wait_all)   label="$n seeds, batched, acting after every update"; env="RLT_ACT_ASIDE=0"; batching=true ;;
       esac
       spread=()
+      case $mode in batches*) spread=(--set train.seed_batches=${mode#batches}) ;; esac
       k=0; [ "$mode" = two_gpus ] && k=2; case $mode in gpus*) k=${mode#gpus} ;; esac
       if [ "$k" -gt 0 ]; then
         list=$(seq -s, 0 $((k - 1)) | sed 's/\([0-9]*\)/cuda:\1/g; s/,/, /g')
