@@ -167,8 +167,9 @@ RLT_API int rlt_plan_fit_json(const rlt_config *cfg, char *buf, size_t cap, size
  * the library workspace for all of them (docs/seeds.md); otherwise the two are equal. For one run both are its
  * plan's. Status and err as rlt_plan_fit's. */
 RLT_API int rlt_plan_group(const rlt_config *cfg, uint64_t *first, uint64_t *each, char *err, size_t err_cap);
-/* How many leading seeds such a group has, each planned as *first: one per entry of `devices` (one with a single
- * device) whose seeds share a batched graph, at least 1; N members then take leads x first + (N - leads) x each. */
+/* How many leading seeds such a group has, each planned as *first: one per batch whose seeds share a batched graph
+ * (train.seed_batches batches for each entry of `devices`, or for the one device), at least 1; N members then take
+ * leads x first + (N - leads) x each. */
 RLT_API int32_t rlt_plan_group_leads(const rlt_config *cfg);
 
 /* ---------------------------------------------------------------------------------------------- */

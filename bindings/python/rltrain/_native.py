@@ -300,6 +300,7 @@ _declare("rlt_config_input_high", _I, _P, _S, ctypes.POINTER(_I32))
 _declare("rlt_plan_fit", _I, _P, ctypes.POINTER(rlt_fit_report), ctypes.c_char_p, _SZ, ctypes.c_char_p, _SZ)
 _declare("rlt_plan_group", _I, _P, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p,
          _SZ)
+_declare("rlt_plan_group_leads", _I32, _P)
 
 _declare("rlt_agent_init", _I, _P, ctypes.POINTER(rlt_space), ctypes.POINTER(rlt_space), _PP)
 _declare("rlt_agent_free", None, _P)

@@ -218,6 +218,11 @@ class Config(_Owned):
             raise error_for(rc, _native.text(err.value))
         return first.value, each.value
 
+    def plan_group_leads(self) -> int:
+        """How many members of a seed group of this config plan as the first of plan_group() (each batch's leading
+        seed: one per GPU, times train.seed_batches; at least 1); the others plan as the second."""
+        return int(lib.rlt_plan_group_leads(self._handle))
+
     def copy(self) -> "Config":
         """An independent config with the same resolved values."""
         return Config.from_string(self.dump(), "<copy>")

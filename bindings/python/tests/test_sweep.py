@@ -92,6 +92,11 @@ def test_a_worker_asks_only_for_the_trials_that_fit(configs, tmp_path):
     group.set("train.seed_batching=true")
     first, each = group.plan_group()
     assert first == each == need, (first, each, need)
+    # One lead on the CPU, whatever train.seed_batches asks (nothing batches there), so the fit is unchanged.
+    assert group.plan_group_leads() == 1
+    cfg.set("train.seed_batches=4")
+    assert _batch_fit(cfg, 8) == 2
+    cfg.set("train.seed_batches=1")
     # A shape key's largest value is what is planned: hidden sizes of 400 need more than the configured 64.
     space = tmp_path / "space.yaml"
     space.write_text("td3.actor_hidden: [[64, 64], [400, 400]]\n")

@@ -188,6 +188,7 @@ def _batch_fit(config: Config, want: int, params: list[Param] = ()) -> int:
     """How many trials fit the memory budget and the device at once (exit-3 logic: the planner's need and limit,
     nothing reserved), each planned at the largest shape the space allows; NoFitError when not even one does."""
     need = first = limit = 0
+    leads = 1
     for sets in _shape_combos(list(params)):
         cfg = config.copy()
         for s in sets:
@@ -199,16 +200,21 @@ def _batch_fit(config: Config, want: int, params: list[Param] = ()) -> int:
             raise NoFitError(f"one trial's memory plan does not fit ({', '.join(sets) or 'the base config'}): {last}",
                              -3, "RLT_ENOFIT", table)
         # A batch is a seed group of `want` members: with train.seed_batching on a GPU its first member also holds
-        # the batched graph's library workspace (rlt_plan_group), which the group's own check counts.
-        lead, each = int(values["need_bytes"]), int(values["need_bytes"])
+        # the batched graph's library workspace (rlt_plan_group), and so does each further batch's first with
+        # train.seed_batches (rlt_plan_group_leads), which the group's own check counts.
+        lead, each, n_leads = int(values["need_bytes"]), int(values["need_bytes"]), 1
         if want > 1:
             cfg.set(f"train.num_seeds={min(want, 256)}")
             lead, each = cfg.plan_group()
+            n_leads = cfg.plan_group_leads()
         cfg.close()
         need = max(need, each)
         first = max(first, lead)
+        leads = max(leads, n_leads)
         limit = int(values["limit_bytes"])
-    fit = (1 + (limit - first) // need if limit >= first else 0) if need > 0 else want
+    # The other leads' extra is taken first, as the group's check and rltrain plan take it.
+    taken = (leads - 1) * (first - need) if first > need else 0
+    fit = (1 + (limit - first - taken) // need if limit >= first + taken else 0) if need > 0 else want
     if fit < want:
         log.info("sweep: %d trials per batch fit (%.2f MiB each at most%s, %.2f MiB available), not %d", fit,
                  need / 2**20, f", the first {first / 2**20:.2f} MiB" if first != need else "", limit / 2**20, want)
