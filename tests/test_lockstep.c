@@ -22,7 +22,8 @@
  * - Who batches with whom (seed_batch_member): on one GPU every seed in one batch at slot k, member 0 leading on a
  *   single run's lanes; seeds spread over devices batch per entry (member k on devices[k mod d], slot k / d, the
  *   entry's first member leading), an entry with one seed or on the CPU not at all; nothing batches without
- *   train.seed_batching or in a data-parallel run.
+ *   train.seed_batching or in a data-parallel run; train.seed_batches splits each GPU's seeds into that many batches
+ *   (member k in batch k mod the count, slot k / the count), at least two seeds a batch (seed_batch_count).
  * - How the waiters wait (lockstep_set_threads): asleep once the seed threads leave fewer than an eighth of this
  *   machine's cores (at least 2) free, spinning below that; RLT_SEEDS_WAIT=spin|sleep overrides.
  * Every case but the last two runs four times: with the waiters spinning and yielding (RLT_SEEDS_WAIT=spin, what few
@@ -467,12 +468,16 @@ static void stores(void) {
     lockstep_free(ls);
 }
 
-/* Member k of n under the given devices ("" for device cuda:0 alone): batched or not, and its batch and slot. */
-static void member_is(const char *devices, int32_t n, int32_t k, int batching, int want, int32_t batch, int32_t slot) {
+/* Member k of n under the given devices ("" for device cuda:0 alone) and train.seed_batches: batched or not, and its
+ * batch and slot. */
+static void member_in(const char *devices, int32_t batches, int32_t n, int32_t k, int batching, int want, int32_t batch,
+                      int32_t slot) {
     rlt_config *c;
     CHECK(rlt_config_init(&c) == RLT_OK, "config");
     char set[200];
     snprintf(set, sizeof set, "%s", devices[0] ? devices : "device=cuda:0");
+    CHECK(rlt_config_set(c, set) == RLT_OK, "%s: %s", set, rlt_config_errmsg(c));
+    snprintf(set, sizeof set, "train.seed_batches=%d", (int)batches);
     CHECK(rlt_config_set(c, set) == RLT_OK, "%s: %s", set, rlt_config_errmsg(c));
     snprintf(set, sizeof set, "train.seed_batching=%s", batching ? "true" : "false");
     CHECK(rlt_config_set(c, set) == RLT_OK, "%s", rlt_config_errmsg(c));
@@ -488,7 +493,12 @@ static void member_is(const char *devices, int32_t n, int32_t k, int batching, i
     rlt_config_free(c);
 }
 
+static void member_is(const char *devices, int32_t n, int32_t k, int batching, int want, int32_t batch, int32_t slot) {
+    member_in(devices, 1, n, k, batching, want, batch, slot);
+}
+
 static void members(void) {
+    rlt_config *c;
     for (int32_t k = 0; k < 4; k++) member_is("", 4, k, 1, 1, 4, k);
     member_is("", 4, 2, 0, 0, 0, 0);
     /* 5 seeds over two GPUs: members 0, 2, 4 on cuda:0 (slots 0, 1, 2), 1 and 3 on cuda:1 (slots 0, 1). */
@@ -497,7 +507,21 @@ static void members(void) {
     member_is("devices=[cuda:0, cuda:1]", 2, 1, 1, 0, 0, 0); /* one seed a GPU */
     member_is("devices=[cpu, cuda:1]", 4, 0, 1, 0, 0, 0);    /* the CPU's seeds never batch */
     member_is("devices=[cpu, cuda:1]", 4, 3, 1, 1, 2, 1);    /* cuda:1's do */
-    rlt_config *c;
+    /* train.seed_batches: 8 seeds in 2 batches on one GPU (k mod 2: slots k / 2, members 0 and 1 leading), in 4 over
+     * two GPUs (2 a GPU: member k in batch k mod 4 on devices[k mod 2], slot k / 4); 3 seeds asking for 2 batches get
+     * one (at least two seeds a batch); without train.seed_batching nothing batches. */
+    for (int32_t k = 0; k < 8; k++) member_in("", 2, 8, k, 1, 1, 4, k / 2);
+    for (int32_t k = 0; k < 8; k++) member_in("devices=[cuda:0, cuda:1]", 2, 8, k, 1, 1, 2, k / 4);
+    for (int32_t k = 0; k < 3; k++) member_in("", 2, 3, k, 1, 1, 3, k);
+    member_in("", 4, 8, 5, 0, 0, 0, 0);
+    CHECK(rlt_config_init(&c) == RLT_OK && rlt_config_set(c, "train.seed_batches=4") == RLT_OK &&
+              rlt_config_set(c, "train.seed_batching=true") == RLT_OK, "config");
+    CHECK(seed_batch_count(c, 16, 0) == 4 && seed_batch_count(c, 6, 0) == 3 && seed_batch_count(c, 3, 0) == 1 &&
+              seed_batch_count(c, 16, 1) == 1,
+          "seed_batch_count: 16 seeds in 4, 6 in 3, 3 in 1, a data-parallel run 1 (got %d, %d, %d, %d)",
+          (int)seed_batch_count(c, 16, 0), (int)seed_batch_count(c, 6, 0), (int)seed_batch_count(c, 3, 0),
+          (int)seed_batch_count(c, 16, 1));
+    rlt_config_free(c);
     CHECK(rlt_config_init(&c) == RLT_OK && rlt_config_set(c, "devices=[cuda:0, cuda:1]") == RLT_OK &&
           rlt_config_set(c, "train.seed_batching=true") == RLT_OK, "config");
     rlt_config *m = malloc(sizeof *m);
