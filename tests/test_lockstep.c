@@ -17,6 +17,11 @@
  *   launch, syncs before letting the agents go (an update round too), and empties the lists: after its update each
  *   agent finds its value in place, its list empty, and no store call left unsynced; rounds with nothing held run
  *   no store.
+ * - Acting beside the updates (lockstep_set_aside): agents alternating a policy-keeping update and one that changes
+ *   the policies, acting once before each: every acting round after a policy-keeping update runs beside it
+ *   (ASIDE_LAUNCH, no sync; counted by lockstep_aside_rounds), every other after its update with the group's sync; the
+ *   lead's lane 0 is marked once before each policy-keeping update that follows a change; without lockstep_set_aside
+ *   nothing runs beside.
  * - Where a round's time went (lockstep_times): with one agent slow before each update, the last arrivals trail the
  *   round before by at least its delay and the first arrivals come well before it.
  * - Who batches with whom (seed_batch_member): on one GPU every seed in one batch at slot k, member 0 leading on a
@@ -395,6 +400,124 @@ static void act_rounds(void) {
     lockstep_free(ls);
 }
 
+/* Acting beside the updates that leave the policies as they were (lockstep_set_aside; the lead's graph op, ASIDE
+ * modes): the stand-in algorithm's variant 0 keeps the policy, variant 1 changes it. */
+static int g_aside_marks, g_aside_launches, g_aside_wrong, g_plain_wrong, g_mark_wrong, g_last_variant = -1;
+
+static int fake_act_beside(const rlt_agent *ag, int32_t variant) {
+    (void)ag;
+    return variant == 0;
+}
+static const rlt_algo k_aside_algo = {.name = "aside-test", .act_beside = fake_act_beside};
+
+static int fake_launch_aside(rlt_backend *bk, int32_t slot, rlt_backend *const *members, int32_t n) {
+    g_last_variant = slot - SEED_BATCH_SLOT0;
+    return fake_launch(bk, slot, members, n);
+}
+
+static int fake_graph_aside(rlt_backend *bk, rlt_graph_mode mode, int32_t slot) {
+    switch (mode) {
+    case RLT_GRAPH_ASIDE_MARK:
+        /* Before the first policy-keeping update after one that changed the policies (or before any). */
+        g_mark_wrong += g_last_variant == 0;
+        g_aside_marks++;
+        return RLT_OK;
+    case RLT_GRAPH_ASIDE_LAUNCH:
+        /* Waits for itself: no sync of lane 0 follows. */
+        g_aside_wrong += g_last_variant != 0;
+        g_aside_launches++;
+        for (int z = 0; z < N_AGENTS; z++) g_out[z] = g_staged[z] * 16 + slot;
+        return RLT_OK;
+    case RLT_GRAPH_LAUNCH:
+        g_plain_wrong += g_last_variant == 0; /* after a policy-keeping update acting goes aside */
+        return fake_graph(bk, mode, slot);
+    default:
+        return RLT_EINVAL;
+    }
+}
+
+static const rlt_backend_ops k_aside_ops = {.name = "lockstep-aside-test", .seed_mark = fake_mark,
+                                            .graph_launch_seeds = fake_launch_aside, .seed_follow = fake_follow,
+                                            .graph = fake_graph_aside, .sync = fake_sync};
+
+typedef struct aside_worker {
+    rlt_lockstep *ls;
+    int k, rounds, wrong, err;
+    char msg[512];
+} aside_worker;
+
+/* Round i: act on one row, then update with variant i mod 2. */
+static void *aside_main(void *arg) {
+    aside_worker *w = arg;
+    rlt_agent *ag = &g_ag[w->k];
+    long token = (long)w->k << 32;
+    for (int i = 0; i < w->rounds && !w->err; i++) {
+        int served = -1;
+        g_staged[w->k] = ++token;
+        if (lockstep_act(w->ls, ag, 1, &served) != RLT_OK || served != 1 ||
+            lockstep_update(w->ls, ag, i % 2) != RLT_OK) {
+            w->err = 1;
+            snprintf(w->msg, sizeof w->msg, "round %d: %s", i, ag->err.msg);
+        }
+        w->wrong += g_out[w->k] != token * 16 + ACT_SLOT_ROWS1;
+    }
+    lockstep_leave(w->ls);
+    return NULL;
+}
+
+/* Four agents alternate a policy-keeping update (variant 0) and one that changes the policies (1), acting once before
+ * each: the acting round after each variant-0 update runs beside it (ASIDE_LAUNCH, no sync), every other acting round
+ * after its update (LAUNCH and the group's sync); the lead's lane 0 is marked once before each variant-0 update, never
+ * twice in a row; each agent reads its own output; lockstep_aside_rounds counts the rounds beside. Without
+ * lockstep_set_aside nothing runs beside. */
+static void aside_rounds(void) {
+    enum { R = 200 };
+    for (int on = 0; on < 2; on++) {
+        g_launches = g_act_launches = g_aside_marks = g_aside_launches = 0;
+        g_aside_wrong = g_plain_wrong = g_mark_wrong = g_pending_sync = 0;
+        g_act_synced = 1;
+        g_last_variant = -1;
+        rlt_agent *agents[N_AGENTS];
+        for (int k = 0; k < N_AGENTS; k++) {
+            atomic_store(&g_marks[k], 0);
+            atomic_store(&g_follows[k], 0);
+            memset(&g_ag[k], 0, sizeof g_ag[k]);
+            g_ag[k].bk.ops = &k_aside_ops;
+            g_ag[k].bk.err = &g_ag[k].err;
+            g_ag[k].algo = &k_aside_algo;
+            agents[k] = &g_ag[k];
+        }
+        rlt_lockstep *ls = lockstep_new(agents, N_AGENTS);
+        CHECK(ls != NULL && lockstep_add_act(ls, 1, ACT_SLOT_ROWS1) == RLT_OK, "lockstep_new");
+        if (!ls) return;
+        lockstep_set_aside(ls, on);
+        lockstep_attach(ls);
+        aside_worker w[N_AGENTS];
+        pthread_t th[N_AGENTS];
+        for (int k = 0; k < N_AGENTS; k++) {
+            w[k] = (aside_worker){.ls = ls, .k = k, .rounds = R};
+            pthread_create(&th[k], NULL, aside_main, &w[k]);
+        }
+        for (int k = 0; k < N_AGENTS; k++) pthread_join(th[k], NULL);
+        for (int k = 0; k < N_AGENTS; k++)
+            CHECK(!w[k].err && w[k].wrong == 0, "aside %d, agent %d: %s, %d outputs of another round", on, k, w[k].msg,
+                  w[k].wrong);
+        const int beside = on ? R / 2 : 0; /* the acting rounds after updates 0, 2, ..., R - 2 */
+        CHECK(g_launches == R && g_aside_launches == beside && g_act_launches == R - beside &&
+                  lockstep_aside_rounds(ls) == (uint64_t)beside,
+              "aside %d: %d updates, %d acting rounds beside (want %d; counted %llu) and %d after their update", on,
+              g_launches, g_aside_launches, beside, (unsigned long long)lockstep_aside_rounds(ls), g_act_launches);
+        CHECK(g_aside_marks == (on ? R / 2 : 0) && g_mark_wrong == 0,
+              "aside %d: %d marks (want one before each variant-0 update: %d), %d after a variant-0 update", on,
+              g_aside_marks, on ? R / 2 : 0, g_mark_wrong);
+        CHECK(g_aside_wrong == 0 && (on ? g_plain_wrong == 0 : 1) && g_act_synced && !g_pending_sync,
+              "aside %d: %d rounds beside a policy change, %d plain rounds after a policy-keeping update, every plain "
+              "launch synced", on, g_aside_wrong, g_plain_wrong);
+        lockstep_detach(ls);
+        lockstep_free(ls);
+    }
+}
+
 /* Each agent holds one 8-byte copy before every other update (none on odd rounds): its staged value into its slot. */
 #define STORE_ROUNDS 400
 static int64_t g_store_src[N_AGENTS], g_store_dst[N_AGENTS][STORE_ROUNDS];
@@ -583,6 +706,7 @@ int main(void) {
         free_after_agents();
         act_rounds();
         stores();
+        aside_rounds();
     }
     unsetenv("RLT_SEEDS_WAIT");
     wait_rule();

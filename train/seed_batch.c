@@ -289,7 +289,7 @@ int seed_batch_capture(rlt_agent *const *agents, int32_t n, int32_t eval_rows, r
     *ls = lockstep_new(agents, n);
     if (!*ls) RLT_FAIL(&lead->err, RLT_ENOMEM, "out of host memory for the seeds' lock-step");
     seed_batch_capture_acts(lead, *ls, d_hdelta, eval_rows);
-    (*ls)->aside = lead->aside_ok && (*ls)->n_act > 0;
+    lockstep_set_aside(*ls, lead->aside_ok && (*ls)->n_act > 0);
     /* The transition stores in one launch a round, unless RLT_SEEDS_STORE=0 (each agent issues its own, for A/B). */
     const char *store = getenv("RLT_SEEDS_STORE");
     int can = bk->ops->copy_lists && !(store && strcmp(store, "0") == 0);
@@ -299,6 +299,8 @@ int seed_batch_capture(rlt_agent *const *agents, int32_t n, int32_t eval_rows, r
 }
 
 void lockstep_set_store(rlt_lockstep *ls, const int64_t *host_delta) { ls->store_hdelta = host_delta; }
+
+void lockstep_set_aside(rlt_lockstep *ls, int aside) { ls->aside = aside != 0; }
 
 int lockstep_sleeps(const rlt_lockstep *ls) { return ls->sleep; }
 

@@ -88,6 +88,10 @@ void lockstep_set_threads(rlt_lockstep *ls, int32_t threads);
 int lockstep_sleeps(const rlt_lockstep *ls);
 /* 1 when its waiters yield from the start, without spinning or sleeping (lockstep_set_threads). */
 int lockstep_yields(const rlt_lockstep *ls);
+/* Whether acting rounds may run beside the batched updates that leave the policies as they were (the lead's graph op,
+ * ASIDE modes; the lead's algorithm's act_beside says which): seed_batch_capture sets it when the lead may act aside
+ * and acting is captured. */
+void lockstep_set_aside(rlt_lockstep *ls, int aside);
 /* Adds an acting graph for `rows` rows in graph slot `slot` of the lead (captured batched by the caller). */
 int lockstep_add_act(rlt_lockstep *ls, int32_t rows, int32_t slot);
 /* Rounds run the agents' held transition stores (rlt_backend_ops.copy_lists, every agent's copy_list set; the seed
