@@ -51,9 +51,10 @@ typedef struct rlt_algo {
      * host memory but io_stage. RLT_EINVAL for rows beyond the acting batch. */
     int (*act_ops)(struct rlt_agent *ag, int32_t rows);
     /* Optional: 1 when act_ops may run beside update variant `variant` because that variant writes nothing act_ops
-     * reads (TD3's critic-only update leaves the actor as it was) and act_ops calls no library and no convolution
-     * (the graph op's ASIDE modes refuse those): the next action then need not wait for that update (train/agent.c).
-     * NULL: acting always waits for the updates before it. */
+     * reads (TD3's critic-only update leaves the actor as it was): the next action then need not wait for that update
+     * (train/agent.c). An act_ops that calls the library is refused on the aside stream and the agent then waits for
+     * every update; a seed group's captured acting graph cannot be refused there, so return 0 where it could hold a
+     * convolution. NULL: acting always waits for the updates before it. */
     int (*act_beside)(const struct rlt_agent *ag, int32_t variant);
     int (*observe)(struct rlt_agent *ag, const void *obs, const void *actions, const float *rewards,
                    const void *next_obs, const uint8_t *terminated, const uint8_t *truncated, int32_t n);

@@ -532,8 +532,8 @@ static int td3_observe(rlt_agent *ag, const void *obs, const void *actions, cons
     return RLT_OK;
 }
 
-/* See rlt_algo.act_beside: a critic-only update writes nothing of the actor, and the actor's acting forward runs on
- * our own kernels (fp32 masters, few rows), but not a dict actor's convolutions. */
+/* See rlt_algo.act_beside: a critic-only update writes nothing of the actor. Not a dict actor with convolutions: a
+ * seed group may capture them into its acting graph (RLT_CUDA_SEEDS_CONV=1), which the aside stream cannot refuse. */
 static int td3_act_beside(const rlt_agent *ag, int32_t variant) {
     const rlt_td3 *t = td3_state(ag);
     return variant == TD3_GRAPH_CRITIC && !(t->dict && t->actor_m_act.n_conv > 0);

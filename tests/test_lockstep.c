@@ -142,6 +142,20 @@ static const rlt_backend_ops k_store_ops = {.name = "lockstep-store-test", .seed
                                             .graph_launch_seeds = fake_launch_store, .seed_follow = fake_follow,
                                             .graph = fake_graph, .sync = fake_sync_store, .copy_lists = fake_copy_lists};
 
+/* Fresh stand-in agents on backend table ops (their hand-over counters and acting flags cleared) into agents[]. */
+static void agents_fresh(const rlt_backend_ops *ops, rlt_agent **agents) {
+    for (int k = 0; k < N_AGENTS; k++) {
+        atomic_store(&g_marks[k], 0);
+        atomic_store(&g_follows[k], 0);
+        atomic_store(&g_inside[k], 0);
+        atomic_store(&g_left[k], 0);
+        memset(&g_ag[k], 0, sizeof g_ag[k]);
+        g_ag[k].bk.ops = ops;
+        g_ag[k].bk.err = &g_ag[k].err;
+        agents[k] = &g_ag[k];
+    }
+}
+
 typedef struct worker {
     rlt_lockstep *ls;
     int k, rounds, odd_round; /* odd_round: the round in which this agent asks for variant 1 (-1: never) */
@@ -176,15 +190,8 @@ static double g_first_s[2], g_gap_s[2];
 static void run_slow(const int *rounds, const int *odd, const int *sleep_us, worker *w) {
     g_launches = 0;
     g_marks_at_launch_ok = 1;
-    for (int k = 0; k < N_AGENTS; k++) {
-        atomic_store(&g_marks[k], 0);
-        atomic_store(&g_follows[k], 0);
-        memset(&g_ag[k], 0, sizeof g_ag[k]);
-        g_ag[k].bk.ops = &k_ops;
-        g_ag[k].bk.err = &g_ag[k].err;
-    }
     rlt_agent *agents[N_AGENTS];
-    for (int k = 0; k < N_AGENTS; k++) agents[k] = &g_ag[k];
+    agents_fresh(&k_ops, agents);
     rlt_lockstep *ls = lockstep_new(agents, N_AGENTS);
     CHECK(ls != NULL, "lockstep_new");
     if (!ls) return;
@@ -351,16 +358,7 @@ static void act_rounds(void) {
     g_act_synced = g_act_all_inside = 1;
     g_pending_sync = 0;
     rlt_agent *agents[N_AGENTS];
-    for (int k = 0; k < N_AGENTS; k++) {
-        atomic_store(&g_marks[k], 0);
-        atomic_store(&g_follows[k], 0);
-        atomic_store(&g_inside[k], 0);
-        atomic_store(&g_left[k], 0);
-        memset(&g_ag[k], 0, sizeof g_ag[k]);
-        g_ag[k].bk.ops = &k_ops;
-        g_ag[k].bk.err = &g_ag[k].err;
-        agents[k] = &g_ag[k];
-    }
+    agents_fresh(&k_ops, agents);
     rlt_lockstep *ls = lockstep_new(agents, N_AGENTS);
     CHECK(ls != NULL, "lockstep_new");
     if (!ls) return;
@@ -440,15 +438,9 @@ static const rlt_backend_ops k_aside_ops = {.name = "lockstep-aside-test", .seed
                                             .graph_launch_seeds = fake_launch_aside, .seed_follow = fake_follow,
                                             .graph = fake_graph_aside, .sync = fake_sync};
 
-typedef struct aside_worker {
-    rlt_lockstep *ls;
-    int k, rounds, wrong, err;
-    char msg[512];
-} aside_worker;
-
-/* Round i: act on one row, then update with variant i mod 2. */
+/* Round i: act on one row, then update with variant i mod 2 (an act_worker: its k, rounds, wrong, err and msg). */
 static void *aside_main(void *arg) {
-    aside_worker *w = arg;
+    act_worker *w = arg;
     rlt_agent *ag = &g_ag[w->k];
     long token = (long)w->k << 32;
     for (int i = 0; i < w->rounds && !w->err; i++) {
@@ -478,24 +470,17 @@ static void aside_rounds(void) {
         g_act_synced = 1;
         g_last_variant = -1;
         rlt_agent *agents[N_AGENTS];
-        for (int k = 0; k < N_AGENTS; k++) {
-            atomic_store(&g_marks[k], 0);
-            atomic_store(&g_follows[k], 0);
-            memset(&g_ag[k], 0, sizeof g_ag[k]);
-            g_ag[k].bk.ops = &k_aside_ops;
-            g_ag[k].bk.err = &g_ag[k].err;
-            g_ag[k].algo = &k_aside_algo;
-            agents[k] = &g_ag[k];
-        }
+        agents_fresh(&k_aside_ops, agents);
+        for (int k = 0; k < N_AGENTS; k++) g_ag[k].algo = &k_aside_algo;
         rlt_lockstep *ls = lockstep_new(agents, N_AGENTS);
         CHECK(ls != NULL && lockstep_add_act(ls, 1, ACT_SLOT_ROWS1) == RLT_OK, "lockstep_new");
         if (!ls) return;
         lockstep_set_aside(ls, on);
         lockstep_attach(ls);
-        aside_worker w[N_AGENTS];
+        act_worker w[N_AGENTS];
         pthread_t th[N_AGENTS];
         for (int k = 0; k < N_AGENTS; k++) {
-            w[k] = (aside_worker){.ls = ls, .k = k, .rounds = R};
+            w[k] = (act_worker){.ls = ls, .k = k, .rounds = R};
             pthread_create(&th[k], NULL, aside_main, &w[k]);
         }
         for (int k = 0; k < N_AGENTS; k++) pthread_join(th[k], NULL);
@@ -553,13 +538,10 @@ static void stores(void) {
     g_store_calls = 0;
     memset(g_store_dst, 0, sizeof g_store_dst);
     rlt_agent *agents[N_AGENTS];
+    agents_fresh(&k_store_ops, agents);
     for (int k = 0; k < N_AGENTS; k++) {
-        memset(&g_ag[k], 0, sizeof g_ag[k]);
-        g_ag[k].bk.ops = &k_store_ops;
-        g_ag[k].bk.err = &g_ag[k].err;
         g_ag[k].copy_list = &g_lists[k];
         g_lists[k].n = 5; /* stale: attach empties it */
-        agents[k] = &g_ag[k];
     }
     rlt_lockstep *ls = lockstep_new(agents, N_AGENTS);
     CHECK(ls != NULL, "lockstep_new");
