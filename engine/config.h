@@ -181,7 +181,7 @@ struct rlt_config {
         int32_t num_seeds;     /* members of a seed group, seeds seed .. seed + num_seeds - 1 (1: one plain run) */
         rlt_seed_list seeds;   /* or the members' seeds written out (n 0: none) */
         int32_t seed_batching; /* the seeds sharing a GPU run one batched update graph (train/seed_batch.h) */
-        int32_t seed_batches;  /* ... in this many batches a GPU, each a graph and lock-step (seed_batch_count) */
+        int32_t seed_batches;  /* ... in this many batches a GPU, each a graph and lock-step (seed_batch_count; 0 picks) */
     } train;
     struct {
         int64_t capacity;

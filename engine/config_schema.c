@@ -125,12 +125,13 @@ static const cfg_key schema[] = {
     ROW_BOOL("train.seed_batching", train.seed_batching, "true",
              "a seed group's seeds on one GPU run one batched update graph and act as one (every kernel once for all "
              "seeds) instead of a graph each; each seed's results are the same bits either way; no effect on the CPU"),
-    ROW_I32("train.seed_batches", train.seed_batches, 1, RLT_CFG_MAX_DEVICES, "1",
+    ROW_I32("train.seed_batches", train.seed_batches, 0, RLT_CFG_MAX_DEVICES, "0",
             "with train.seed_batching, the batches a seed group's seeds on one GPU form (seed k in batch k mod the "
             "batches; at least two seeds a batch): each batch its own batched graph and lock-step, so one batch's "
             "updates run while another's seeds act and step; 4 made 16 or 64 DQN CartPole seeds 27% faster on an H200, "
             "TD3 Pendulum groups 0-7%; each batch's first seed holds the batched library workspace (the memory plan "
-            "counts it); each seed's results are the same bits either way"),
+            "counts it); 0 picks a batch for every 4 seeds a GPU has, at most 4, and fewer (down to 1) when their "
+            "leading seeds do not fit memory; each seed's results are the same bits either way"),
 
     ROW_I64("replay.capacity", replay.capacity, 1, 1099511627776.0, "100000",
             "transitions the replay buffer holds; the oldest is overwritten first"),

@@ -93,7 +93,7 @@ int main(void) {
     if (rc == RLT_EDEVICE) test_skip("no GPU: cuda:0 does not open");
     group_vs_single(k_td3, "td3", 4, NULL, "the 4 seeds act as one batched graph (one launch and one sync per step for all) on 1 row", 1);
     group_vs_single(k_dqn, "dqn", 4, NULL, "the 4 seeds act as one batched graph (one launch and one sync per step for all) on 1 row", 0);
-    group_vs_single(k_td3, "td3_8", 8, NULL, "the 8 seeds act as one batched graph (one launch and one sync per step for all) on 1 row", 1);
+    group_vs_single(k_td3, "td3_8", 8, "train.seed_batches=1", "the 8 seeds act as one batched graph (one launch and one sync per step for all) on 1 row", 1);
     group_vs_single(k_dqn, "dqn_envs2", 4, "env.num_envs=2",
                     "on 2 rows (training) and 3 rows (evaluation)", 0);
     group_vs_single(k_dqn, "dqn_batches2", 8, "train.seed_batches=2", "the 4 seeds on cuda:0", 0);

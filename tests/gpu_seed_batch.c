@@ -1,6 +1,6 @@
 /* gpu_seed_batch.c: seeds sharing a GPU run one batched update graph (train/seed_batch.h), and each seed still
  * trains exactly as its single run does.
- * - TD3 (Pendulum, 64-64) and DQN (CartPole) groups of three and of eight seeds on cuda:0 with train.seed_batching
+ * - TD3 (Pendulum, 64-64) and DQN (CartPole) groups of three and of eight seeds (one batch) on cuda:0 with train.seed_batching
  *   say they run batched, and each member ends with the final.ckpt (byte for byte) and metrics.csv (but wall_s) of
  *   the single run with its seed: block z of every batched kernel computes agent z's update and nothing else (from
  *   eight seeds on, with each network's forward fused into one launch: linear_chain.cu).
@@ -12,11 +12,12 @@
  * - A group whose replay is in host memory cannot batch (a batched kernel moves device-arena pointers only): it
  *   says why, each seed runs its own graphs, and the results are again the single runs'. So does a bf16 group,
  *   whose products are cuBLASLt's (it used to be told only that the seeds' plans differ).
- * - Only the leading seed runs the batched graph, so only its arena holds the batched library workspace: 16 seeds
- *   of configs/td3_pendulum.yaml (256-256, batch 256) with replay on the device fit the default memory.budget_mb
- *   (each seed once planned the lead's workspace: 897 MiB), every other seed's arena is the same size and smaller
- *   than the lead's, and the group's plan table states the sum of what the members reserved; rlt_plan_group
- *   (`rltrain plan`) planned those two sizes before.
+ * - Only each batch's leading seed runs its batched graph, so only its arena holds the batched library workspace:
+ *   16 seeds of configs/td3_pendulum.yaml (256-256, batch 256) with replay on the device fit the default
+ *   memory.budget_mb in 4 batches (train.seed_batches 0; each seed once planned the lead's workspace: 897 MiB),
+ *   every other seed's arena is the same size and smaller than the leads', and the group's plan table states the
+ *   sum of what the members reserved; rlt_plan_group (`rltrain plan`) planned those sizes and leads before. Where
+ *   only one lead fits the budget the group starts again with fewer batches (4, 2, 1) and fits with one, as planned.
  * - A MinAtar DQN (a convolution) batches with RLT_CUDA_SEEDS_CONV=1: its fp32 convolutions run for all seeds in one
  *   launch each; by default it keeps a graph per seed and the log says why.
  * - A 256-256 DQN at batch 64 batches too: its weight gradients are batched library products (the plan reserves the
@@ -109,7 +110,7 @@ static void dqn_wide_batches(void) {
 static const char *const k_td3_far =
     "algo: td3\ndevice: cuda:0\n"
     "train: {total_steps: 700, start_steps: 400, batch_size: 256, eval_every: 700, eval_episodes: 1, "
-    "progress_every_s: 0, num_seeds: 40, seed_batching: true}\n"
+    "progress_every_s: 0, num_seeds: 40, seed_batching: true, seed_batches: 1}\n"
     "td3: {actor_hidden: [256, 256], critic_hidden: [256, 256]}\nreplay: {capacity: 7000000, location: device}\n"
     "memory: {budget_mb: 16000}\n";
 
@@ -147,6 +148,7 @@ static void hot_same_bits(void) {
         snprintf(dir[hot], sizeof dir[hot], "%s", test_tmpdir(what));
         rlt_config *cfg = config(k_td3, dir[hot], "train.num_seeds=32", "replay.capacity=100000");
         CHECK(rlt_config_set(cfg, "train.total_steps=1500") == RLT_OK, "%s", rlt_config_errmsg(cfg));
+        CHECK(rlt_config_set(cfg, "train.seed_batches=1") == RLT_OK, "%s", rlt_config_errmsg(cfg));
         CHECK(rlt_config_set(cfg, "train.eval_every=750") == RLT_OK, "%s", rlt_config_errmsg(cfg));
         snprintf(what, sizeof what, "32 seeds, hot parts %s", hot ? "packed" : "not mapped");
         const char *log = test_group_logged(cfg, what, "the 32 seeds' updates run as one batched graph");
@@ -193,8 +195,10 @@ static void two_gpus(void) {
     }
 }
 
-/* 16 batched seeds of the shipped TD3 config, at its default budget: the lead's arena and 15 smaller ones. */
-static void lead_workspace_only(void) {
+/* 16 batched seeds of the shipped TD3 config at `budget` MiB: the group reserves what rlt_plan_group planned, each
+ * batch's leading seed (train.seed_batches 0: 4 batches, fewer when their leads do not fit) the larger arena; the
+ * plan table states the sum. Returns the leads the plan gave. */
+static int32_t group_as_planned(double budget) {
     rlt_config *cfg;
     CHECK(rlt_config_init(&cfg) == RLT_OK, "config");
     CHECK(rlt_config_load_file(cfg, RLT_SOURCE_DIR "/configs/td3_pendulum.yaml") == RLT_OK, "%s", rlt_config_errmsg(cfg));
@@ -204,30 +208,33 @@ static void lead_workspace_only(void) {
     char set[700];
     snprintf(set, sizeof set, "out_dir=%s", test_tmpdir("tmp_gpu_batch_lead_ws"));
     CHECK(rlt_config_set(cfg, set) == RLT_OK, "%s", rlt_config_errmsg(cfg));
+    snprintf(set, sizeof set, "memory.budget_mb=%.3f", budget);
+    CHECK(rlt_config_set(cfg, set) == RLT_OK, "%s", rlt_config_errmsg(cfg));
     /* What rltrain plan says the members take (rlt_plan_group), against what the group reserves below. */
     uint64_t planned_first = 0, planned_each = 0;
     char err[2048];
     CHECK(rlt_plan_group(cfg, &planned_first, &planned_each, err, sizeof err) == RLT_OK, "rlt_plan_group: %s", err);
+    const int32_t leads = rlt_plan_group_leads(cfg);
     rlt_group *g;
     int rc = rlt_group_init(cfg, &g);
-    CHECK(rc == RLT_OK, "16 batched TD3 seeds fit memory.budget_mb 512: %s", rlt_group_errmsg(g));
+    CHECK(rc == RLT_OK, "16 batched TD3 seeds (%d leads planned) fit memory.budget_mb %.2f: %s", (int)leads, budget,
+          rlt_group_errmsg(g));
     if (rc == RLT_OK) {
-        uint64_t sum = 0, lead = 0, other = 0;
+        uint64_t sum = 0;
         for (int32_t k = 0; k < rlt_group_size(g); k++) {
             rlt_plan_summary s;
             CHECK(rlt_trainer_memory_plan(rlt_group_member(g, k), &s, NULL) == RLT_OK, "member %d's plan", (int)k);
             sum += s.device_bytes;
-            if (k == 0) lead = s.device_bytes;
-            else if (k == 1) other = s.device_bytes;
-            else CHECK(s.device_bytes == other, "member %d's arena %llu equals member 1's %llu", (int)k,
-                       (unsigned long long)s.device_bytes, (unsigned long long)other);
+            /* Member k leads batch k mod the batches: the first `leads` members. */
+            const uint64_t want = k < leads ? planned_first : planned_each;
+            CHECK(s.device_bytes == want, "%.0f MiB, %d leads: member %d reserved %llu bytes, rlt_plan_group planned "
+                  "%llu (%s)", budget, (int)leads, (int)k, (unsigned long long)s.device_bytes, (unsigned long long)want,
+                  k < leads ? "a lead" : "not a lead");
         }
-        CHECK(other < lead, "the other seeds' arenas (%llu) are smaller than the lead's (%llu), which holds the batched "
-              "workspace", (unsigned long long)other, (unsigned long long)lead);
-        CHECK(planned_first == lead && planned_each == other, "rlt_plan_group planned %llu and %llu bytes, the group "
-              "reserved %llu and %llu", (unsigned long long)planned_first, (unsigned long long)planned_each,
-              (unsigned long long)lead, (unsigned long long)other);
-        CHECK(sum <= 512ull << 20, "all 16 arenas (%llu bytes) within the default budget", (unsigned long long)sum);
+        CHECK(planned_each < planned_first, "the other seeds' arenas (%llu) are smaller than a lead's (%llu), which "
+              "holds the batched workspace", (unsigned long long)planned_each, (unsigned long long)planned_first);
+        CHECK(sum <= (uint64_t)(budget * 1048576.0), "all 16 arenas (%llu bytes) within the budget",
+              (unsigned long long)sum);
         static char text[1 << 16];
         rlt_group_plan_format(g, text, sizeof text);
         const char *at = strstr(text, "device arenas ");
@@ -240,6 +247,26 @@ static void lead_workspace_only(void) {
     }
     rlt_group_free(g);
     rlt_config_free(cfg);
+    return leads;
+}
+
+/* train.seed_batches 0 at the shipped budget (512 MiB): 4 batches of 4 seeds, each lead with its workspace. At a
+ * budget where 4 and 2 leads do not fit but one does (the first try's lead and 15 others' arenas and 1 MiB), the
+ * group starts again with fewer batches and fits: one lead, as rlt_plan_group planned. */
+static void lead_workspace_only(void) {
+    CHECK(group_as_planned(512) == 4, "16 seeds at 512 MiB: 4 batches, one lead each");
+    rlt_config *cfg;
+    CHECK(rlt_config_init(&cfg) == RLT_OK && rlt_config_load_file(cfg, RLT_SOURCE_DIR "/configs/td3_pendulum.yaml") ==
+              RLT_OK && rlt_config_set(cfg, "device=cuda:0") == RLT_OK &&
+              rlt_config_set(cfg, "replay.location=device") == RLT_OK && rlt_config_set(cfg, "train.num_seeds=16") ==
+              RLT_OK && rlt_config_set(cfg, "train.seed_batches=1") == RLT_OK,
+          "config");
+    uint64_t first = 0, each = 0;
+    char err[2048];
+    CHECK(rlt_plan_group(cfg, &first, &each, err, sizeof err) == RLT_OK, "rlt_plan_group: %s", err);
+    rlt_config_free(cfg);
+    const double tight = (first + 15 * each) / 1048576.0 + 1.0;
+    CHECK(group_as_planned(tight) == 1, "16 seeds at %.2f MiB: one batch", tight);
 }
 
 int main(void) {
@@ -254,8 +281,8 @@ int main(void) {
     /* The seeds' transition stores run by the rounds, one launch for all (train/seed_batch.h). */
     group_vs_single(k_dqn, "dqn", 3, NULL, "ran the seeds' transition stores in one launch");
     /* From 8 seeds on, a network's forward is one launch (linear_chain.cu). */
-    group_vs_single(k_td3, "td3_8", 8, NULL, "device arenas lie");
-    group_vs_single(k_dqn, "dqn_8", 8, NULL, "run as one batched graph");
+    group_vs_single(k_td3, "td3_8", 8, "train.seed_batches=1", "device arenas lie");
+    group_vs_single(k_dqn, "dqn_8", 8, "train.seed_batches=1", "run as one batched graph");
     lead_workspace_only();
     group_vs_single(k_td3, "td3_host_replay", 3, "replay.location=host",
                     "each seed runs its own update graph: the replay is in host memory");

@@ -12,7 +12,8 @@
  *   lead plus 39 others do not fit and that 38 do (the numbers rlt_group_init's check gave on an H200); over two
  *   GPUs each has a lead (rlt_plan_group_leads: 2, and 1 when one GPU has a single seed), 2 x 56.07 + 38 x 12.07
  *   MiB, 35 fit; and so do two batches on one GPU (train.seed_batches 2; 4 leads for 16 seeds in 4, 3 for 6 seeds,
- *   none for 3 seeds or without train.seed_batching).
+ *   none for 3 seeds or without train.seed_batching). train.seed_batches 0 (the default) plans 4 leads for 16 seeds
+ *   at 512 MiB, 2 at 300 MiB and 1 at 250 MiB (halved while they exceed the budget), 4 over two GPUs.
  * tests/gpu_described_plan.c holds the same plans against a real GPU's. */
 #include <stdlib.h>
 #include <string.h>
@@ -169,12 +170,30 @@ static void test_group(void) {
     const char *two[] = {"replay.location=device", "train.num_seeds=16", "train.seed_batching=true",
                          "devices=[cuda:0, cuda:1]"};
     rlt_config *tc = config(file, two, 4);
-    CHECK(rlt_plan_group_leads(tc) == 2, "16 seeds over two GPUs: 2 leads, got %d", (int)rlt_plan_group_leads(tc));
+    CHECK(rlt_plan_group_leads(tc) == 4, "16 seeds over two GPUs (train.seed_batches 0: 2 batches of 4 a GPU): 4 "
+          "leads, got %d", (int)rlt_plan_group_leads(tc));
+    CHECK(rlt_config_set(tc, "train.seed_batches=1") == RLT_OK && rlt_plan_group_leads(tc) == 2,
+          "16 seeds over two GPUs, one batch a GPU: 2 leads, got %d", (int)rlt_plan_group_leads(tc));
     CHECK(rlt_config_set(tc, "train.num_seeds=3") == RLT_OK && rlt_plan_group_leads(tc) == 1,
           "3 seeds over two GPUs: cuda:1's one seed leads no batch (got %d)", (int)rlt_plan_group_leads(tc));
     rlt_config_free(tc);
     rlt_config *oc = config(file, batched, 3);
-    CHECK(rlt_plan_group_leads(oc) == 1, "one GPU: one lead");
+    /* train.seed_batches 0 (the default): a batch for every 4 seeds, at most 4, halved while the leads and the others
+     * exceed memory.budget_mb: 4 x 56.07 + 12 x 12.07 MiB fit 512 MiB; 2 x 56.07 + 14 x 12.07 need 281.1, one lead
+     * 237.1 MiB. */
+    CHECK(rlt_plan_group_leads(oc) == 4, "one GPU, 16 seeds at 512 MiB: 4 leads, got %d", (int)rlt_plan_group_leads(oc));
+    CHECK(rlt_config_describe_gpu(oc, 80ull << 30, 90, 0) == RLT_OK, "describe"); /* plans, so the budget counts */
+    CHECK(rlt_config_set(oc, "memory.budget_mb=300") == RLT_OK && rlt_plan_group_leads(oc) == 2,
+          "16 seeds at 300 MiB: 2 leads, got %d", (int)rlt_plan_group_leads(oc));
+    uint64_t f1 = 0, e1 = 0;
+    CHECK(rlt_config_set(oc, "memory.budget_mb=250") == RLT_OK && rlt_plan_group_leads(oc) == 1 &&
+              rlt_plan_group(oc, &f1, &e1, err, sizeof err) == RLT_OK && f1 + 15 * e1 <= 250ull << 20 && f1 > e1,
+          "16 seeds at 250 MiB: 1 lead (got %d), %.2f + 15 x %.2f MiB", (int)rlt_plan_group_leads(oc), f1 / MIB, e1 / MIB);
+    CHECK(rlt_config_set(oc, "memory.budget_mb=200") == RLT_OK && rlt_plan_group_leads(oc) == 1,
+          "16 seeds at 200 MiB (none fits): 1 lead, as the refusal counts it");
+    CHECK(rlt_config_set(oc, "memory.budget_mb=512") == RLT_OK && rlt_config_set(oc, "train.seed_batches=1") == RLT_OK &&
+              rlt_plan_group_leads(oc) == 1,
+          "one GPU, train.seed_batches 1: one lead");
     /* Several batches on one GPU (train.seed_batches): a lead each, at least two seeds a batch. */
     CHECK(rlt_config_set(oc, "train.seed_batches=4") == RLT_OK && rlt_plan_group_leads(oc) == 4,
           "16 seeds in 4 batches: 4 leads, got %d", (int)rlt_plan_group_leads(oc));

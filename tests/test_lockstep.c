@@ -28,7 +28,8 @@
  *   single run's lanes; seeds spread over devices batch per entry (member k on devices[k mod d], slot k / d, the
  *   entry's first member leading), an entry with one seed or on the CPU not at all; nothing batches without
  *   train.seed_batching or in a data-parallel run; train.seed_batches splits each GPU's seeds into that many batches
- *   (member k in batch k mod the count, slot k / the count), at least two seeds a batch (seed_batch_count).
+ *   (member k in batch k mod the count, slot k / the count), at least two seeds a batch (seed_batch_count); 0, the
+ *   default, a batch for every 4 seeds a GPU has (at most 4), halved while its leads do not fit (seed_batch_fewer).
  * - How the waiters wait (lockstep_set_threads): asleep once the seed threads leave fewer than an eighth of this
  *   machine's cores (at least 2) free, spinning below that; RLT_SEEDS_WAIT=spin|sleep overrides.
  * Every case but the last two runs four times: with the waiters spinning and yielding (RLT_SEEDS_WAIT=spin, what few
@@ -626,6 +627,23 @@ static void members(void) {
           "seed_batch_count: 16 seeds in 4, 6 in 3, 3 in 1, a data-parallel run 1 (got %d, %d, %d, %d)",
           (int)seed_batch_count(c, 16, 0), (int)seed_batch_count(c, 6, 0), (int)seed_batch_count(c, 3, 0),
           (int)seed_batch_count(c, 16, 1));
+    /* train.seed_batches 0 (the default): a batch for every 4 seeds a GPU has, at most 4; fewer, halved, while its
+     * leads do not fit (seed_batch_fewer), and never for a count the user set. */
+    CHECK(rlt_config_set(c, "train.seed_batches=0") == RLT_OK, "train.seed_batches=0: %s", rlt_config_errmsg(c));
+    const int32_t seeds[6] = {3, 7, 8, 16, 64, 256}, want[6] = {1, 1, 2, 4, 4, 4};
+    for (int i = 0; i < 6; i++)
+        CHECK(seed_batch_count(c, seeds[i], 0) == want[i], "automatic: %d seeds in %d batches, got %d", (int)seeds[i],
+              (int)want[i], (int)seed_batch_count(c, seeds[i], 0));
+    CHECK(seed_batch_fewer(c, 16, 0, 1) == 2 && c->train.seed_batches == 2 && seed_batch_count(c, 16, 0) == 2 &&
+              seed_batch_fewer(c, 16, 0, 1) == 1 && seed_batch_count(c, 16, 0) == 1 && seed_batch_fewer(c, 16, 0, 1) == 0,
+          "automatic, not fitting: 16 seeds in 4 -> 2 -> 1 batches, then nothing fewer (at %d)", (int)c->train.seed_batches);
+    CHECK(rlt_config_set(c, "train.seed_batches=4") == RLT_OK && seed_batch_fewer(c, 16, 0, 0) == 0 &&
+              c->train.seed_batches == 4,
+          "train.seed_batches 4 as the user set it: never fewer");
+    CHECK(rlt_config_set(c, "devices=[cuda:0, cuda:1]") == RLT_OK && rlt_config_set(c, "train.seed_batches=0") == RLT_OK &&
+              seed_batch_count(c, 16, 0) == 4 && seed_batch_count(c, 64, 0) == 8 && seed_batch_count(c, 16, 1) == 1,
+          "automatic over two GPUs: 16 seeds in 2 x 2 batches, 64 in 2 x 4, data-parallel 1 (got %d, %d)",
+          (int)seed_batch_count(c, 16, 0), (int)seed_batch_count(c, 64, 0));
     rlt_config_free(c);
     CHECK(rlt_config_init(&c) == RLT_OK && rlt_config_set(c, "devices=[cuda:0, cuda:1]") == RLT_OK &&
           rlt_config_set(c, "train.seed_batching=true") == RLT_OK, "config");

@@ -205,31 +205,57 @@ static int plan_member(const rlt_config *cfg, int32_t n, int32_t k, rlt_config *
     return n > 1 && seed_batch_member(cfg, n, k, config_is_data_parallel(cfg), !config_population_unbatched(cfg, &why), c);
 }
 
-/* Members 0 and 1 as seed_group.c makes them: the first leads a batched graph where the group has one, the second
- * stands for every other (with seeds spread over d devices member d, the first that leads none). */
-int rlt_plan_group(const rlt_config *cfg, uint64_t *first, uint64_t *each, char *err, size_t err_cap) {
-    if (!cfg || !first || !each) return RLT_EINVAL;
-    *first = *each = 0;
-    const int32_t n = rlt_group_count(cfg);
-    rlt_config *c = rlt_mem_alloc(sizeof *c, 64);
-    if (!c) return RLT_ENOMEM;
-    const int32_t nb = seed_batch_count(cfg, n, config_is_data_parallel(cfg));
+/* Members 0 and 1 of c's group as seed_group.c makes them (c is scratch for each): the first leads a batched graph
+ * where the group has one, the second stands for every other (with seeds spread over d devices member d, the first
+ * that leads none); *leads as rlt_plan_group_leads. */
+static int plan_group_at(const rlt_config *cfg, rlt_config *c, uint64_t *first, uint64_t *each, int32_t *leads,
+                         char *err, size_t err_cap) {
+    const int32_t n = rlt_group_count(cfg), nb = seed_batch_count(cfg, n, config_is_data_parallel(cfg));
     const int32_t other = nb > 1 && n > nb ? nb : 1;
     plan_member(cfg, n, other, c);
     int rc = plan_need(c, each, err, err_cap);
     *first = *each;
     if (rc == RLT_OK && plan_member(cfg, n, 0, c)) rc = plan_need(c, first, err, err_cap);
-    rlt_mem_free(c);
+    *leads = 0;
+    for (int32_t k = 0; k < nb && k < n; k++) *leads += plan_member(cfg, n, k, c) && c->arena_slot == 0;
+    if (*leads < 1) *leads = 1;
     return rc;
+}
+
+/* cfg's group as rlt_group_init makes it: with train.seed_batches 0, half as many batches a GPU (seed_batch_fewer)
+ * while the batches' leads and the other seeds exceed memory.budget_mb (the first of group_fit's checks, which
+ * retries the same way). */
+static int plan_group_resolve(const rlt_config *cfg, uint64_t *first, uint64_t *each, int32_t *leads, char *err,
+                              size_t err_cap) {
+    rlt_config *g = rlt_mem_alloc(sizeof *g, 64), *c = rlt_mem_alloc(sizeof *c, 64);
+    int rc = g && c ? RLT_OK : RLT_ENOMEM;
+    *leads = 1;
+    if (rc == RLT_OK) *g = *cfg;
+    const int32_t n = rlt_group_count(cfg);
+    const uint64_t budget = (uint64_t)(cfg->memory.budget_mb * 1048576.0);
+    while (rc == RLT_OK) {
+        rc = plan_group_at(g, c, first, each, leads, err, err_cap);
+        if (rc != RLT_OK || *first <= *each || *leads <= 1) break;
+        const uint64_t all = (uint64_t)(*leads - 1) * (*first - *each) + *first + (uint64_t)(n - 1) * *each;
+        if (all <= budget || !seed_batch_fewer(g, n, config_is_data_parallel(g), cfg->train.seed_batches == 0)) break;
+    }
+    if (rc == RLT_ENOMEM && err && err_cap) snprintf(err, err_cap, "out of host memory");
+    if (rc == RLT_OK && *first <= *each) *leads = 1; /* a config that does not plan keeps seed_batch_count's leads */
+    rlt_mem_free(c);
+    rlt_mem_free(g);
+    return rc;
+}
+
+int rlt_plan_group(const rlt_config *cfg, uint64_t *first, uint64_t *each, char *err, size_t err_cap) {
+    if (!cfg || !first || !each) return RLT_EINVAL;
+    *first = *each = 0;
+    int32_t leads = 1;
+    return plan_group_resolve(cfg, first, each, &leads, err, err_cap);
 }
 
 int32_t rlt_plan_group_leads(const rlt_config *cfg) {
     if (!cfg) return 1;
-    const int32_t n = rlt_group_count(cfg), d = seed_batch_count(cfg, n, config_is_data_parallel(cfg));
-    rlt_config *c = rlt_mem_alloc(sizeof *c, 64);
-    if (!c) return 1;
-    int32_t leads = 0;
-    for (int32_t k = 0; k < d && k < n; k++) leads += plan_member(cfg, n, k, c) && c->arena_slot == 0;
-    rlt_mem_free(c);
-    return leads > 0 ? leads : 1;
+    uint64_t first = 0, each = 0;
+    int32_t leads = 1;
+    return plan_group_resolve(cfg, &first, &each, &leads, NULL, 0) == RLT_ENOMEM ? 1 : leads;
 }

@@ -60,9 +60,15 @@ uint64_t seed_batch_table_bytes(int32_t n);
  * seed_group.c makes its members with it, and rlt_plan_group (planner.c) plans them with it. */
 struct rlt_config;
 /* The batches a group of n makes (member k in batch k mod the count, on devices[k mod d]): one per entry of devices (1
- * with one device), times train.seed_batches on each (at least two seeds a batch, at most RLT_CFG_MAX_DEVICES batches
- * in all); 1 when data-parallel. */
+ * with one device), times train.seed_batches on each (0: seed_batch_auto of the seeds a device has; at least two
+ * seeds a batch, at most RLT_CFG_MAX_DEVICES batches in all); 1 when data-parallel. */
 int32_t seed_batch_count(const struct rlt_config *group, int32_t n, int dp);
+/* The batches train.seed_batches 0 asks for on a device with per_device seeds (1..4). When their leading seeds do not
+ * fit, rlt_group_init and rlt_plan_group take fewer (seed_batch_fewer). */
+int32_t seed_batch_auto(int32_t per_device);
+/* With train.seed_batches 0 and more than one batch a device: the batches a device to try next when these leads did
+ * not fit (half as many), written into group->train.seed_batches; 0 when there is nothing fewer to try. */
+int32_t seed_batch_fewer(struct rlt_config *group, int32_t n, int dp, int auto_asked);
 int seed_batch_member(const struct rlt_config *group, int32_t n, int32_t k, int dp, int batchable, struct rlt_config *m);
 
 /* Captures lead's update variants batched over agents[0..n) (agents[0] == lead, all initialised with graphs, on

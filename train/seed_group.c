@@ -97,6 +97,7 @@ struct rlt_group {
      * in batch k mod batches, seed_batch_count). ls[b]: the lock-step of batch b's batched update graphs, NULL when
      * its members run their own (then batch_why[b] says why). */
     int32_t batches;
+    int32_t unfit_leads; /* group_fit refused a group with this many batches' leads (train.seed_batches 0 retries) */
     rlt_lockstep *ls[RLT_CFG_MAX_DEVICES];
     /* Each batch's arena span (rlt_backend.span): its members' device arenas at one stride, for strided library
      * products. The members' backends fill it; the last arena released frees its address range. */
@@ -306,6 +307,11 @@ static uint64_t group_total(uint64_t n, int32_t leads, uint64_t first, uint64_t 
     return plan_add_sat(plan_mul_sat((uint64_t)(leads - 1), first - per), seeds_total(n, first, per));
 }
 
+/* What the group's n members reserve of a size the leads (group_leads) plan as `first` and the others as `per`. */
+static uint64_t group_sum(const rlt_group *g, uint64_t first, uint64_t per) {
+    return group_total((uint64_t)g->n, first > per ? group_leads(g) : 1, first, per);
+}
+
 /* One limit's answer: how many seeds fit under it, and the words for the message when it is the tightest. */
 typedef struct fit_limit {
     uint64_t fit;     /* seeds that fit (UINT64_MAX: no limit seen yet) */
@@ -406,6 +412,7 @@ static int group_fit(rlt_group *g) {
         fit_keep(&f, plan_add_sat(seeds_within(vm.avail, 0, per, per), 1), a, b, "");
     }
     if (f.fit >= n) return RLT_OK;
+    g->unfit_leads = leads;
     if (f.fit < 1) f.fit = 1; /* the first member fit on its own */
     char where[400], fewer[96];
     const char *key = group_key(&g->cfg);
@@ -770,7 +777,29 @@ static int group_init(const rlt_config *cfg, const rlt_env_callbacks *const *env
     if (!g) return RLT_ENOMEM;
     *out = g;
     g->lock_fd = -1;
-    return group_setup(g, cfg, envs, n_envs);
+    int rc = group_setup(g, cfg, envs, n_envs);
+    /* train.seed_batches 0: where the batches' leading seeds (each with its batch's library workspace) do not fit,
+     * the group starts again with half as many batches a GPU, down to one, before it refuses. */
+    rlt_config *fewer = NULL;
+    while (rc == RLT_ENOFIT && g->unfit_leads > 1 && cfg->train.seed_batches == 0) {
+        if (!fewer && !(fewer = rlt_mem_alloc(sizeof *fewer, 64))) break;
+        *fewer = g->cfg;
+        const int32_t was = g->batches, per = seed_batch_fewer(fewer, g->n, g->dp, 1);
+        if (per < 1) break;
+        rlt_log(RLT_LOG_INFO, "seed group: %d batches' leading seeds do not fit (%s); train.seed_batches 0 tries %d "
+                "batch%s a GPU", (int)was, g->err.msg, (int)per, per == 1 ? "" : "es");
+        rlt_group_free(g);
+        if (!(g = rlt_mem_alloc(sizeof *g, 64))) {
+            *out = NULL;
+            rlt_mem_free(fewer);
+            return RLT_ENOMEM;
+        }
+        *out = g;
+        g->lock_fd = -1;
+        rc = group_setup(g, fewer, envs, n_envs);
+    }
+    rlt_mem_free(fewer);
+    return rc;
 }
 
 int rlt_group_init(const rlt_config *cfg, rlt_group **out) { return group_init(cfg, NULL, 0, out); }
@@ -826,7 +855,6 @@ size_t rlt_group_plan_format(const rlt_group *g, char *buf, size_t cap) {
     const rlt_agent *ag = tr->agent;
     const rlt_plan_summary *s = &ag->summary;
     rlt_text t = {buf, cap, plan_format(&ag->plan, s, buf, cap)};
-    const uint64_t n = (uint64_t)g->n;
     char a[32], b[32], c[32], d[32];
     if (g->dp) {
         /* Each rank's plan is its own device's; the table above is the shown rank's. */
@@ -851,25 +879,28 @@ size_t rlt_group_plan_format(const rlt_group *g, char *buf, size_t cap) {
     const rlt_plan_summary *r = &rest->summary;
     plan_bytes_text(a, sizeof a, s->host_bytes);
     plan_bytes_text(b, sizeof b, s->device_bytes);
-    plan_bytes_text(c, sizeof c, seeds_total(n, s->host_bytes, r->host_bytes));
-    plan_bytes_text(d, sizeof d, seeds_total(n, s->device_bytes, r->device_bytes));
+    plan_bytes_text(c, sizeof c, group_sum(g, s->host_bytes, r->host_bytes));
+    plan_bytes_text(d, sizeof d, group_sum(g, s->device_bytes, r->device_bytes));
     rlt_text_add(&t, "  per seed: host arena %s, device arena %s", a, b);
     if (rest != ag) {
         plan_bytes_text(a, sizeof a, r->device_bytes);
-        rlt_text_add(&t, " (the leading seed, which runs the batched graph; each other seed's device arena %s)", a);
+        if (group_leads(g) > 1)
+            rlt_text_add(&t, " (each of the %d batches' leading seeds, which runs its batch's graph; each other seed's "
+                         "device arena %s)", (int)group_leads(g), a);
+        else
+            rlt_text_add(&t, " (the leading seed, which runs the batched graph; each other seed's device arena %s)", a);
     }
     rlt_text_add(&t, "; all %d seeds: host arenas %s, device arenas %s\n", (int)g->n, c, d);
-    if (!ag->plan.device_is_host && g->batches == 1) {
+    if (!ag->plan.device_is_host && g->cfg.devices.n <= 1) {
         plan_bytes_text(a, sizeof a, s->context_bytes - s->handle_bytes);
         plan_bytes_text(b, sizeof b, r->handle_bytes);
         plan_bytes_text(c, sizeof c, plan_add_sat(s->context_bytes - s->handle_bytes,
-                                                  seeds_total(n, s->device_bytes + s->handle_bytes,
-                                                              r->device_bytes + r->handle_bytes)));
+                                                  group_sum(g, s->device_bytes + s->handle_bytes,
+                                                            r->device_bytes + r->handle_bytes)));
         rlt_text_add(&t, "  whole process on the device: context and kernels %s once + %d x (device arena + library "
                      "handles %s) = %s\n", a, (int)g->n, b, c);
     }
-    const uint64_t need = agent_plan_need(ag), need_rest = agent_plan_need(rest);
-    uint64_t all = group_total(n, need > need_rest ? group_leads(g) : 1, need, need_rest);
+    const uint64_t all = group_sum(g, agent_plan_need(ag), agent_plan_need(rest));
     plan_bytes_text(a, sizeof a, s->budget_bytes);
     plan_bytes_text(b, sizeof b, all);
     rlt_text_add(&t, "  budget %s for the %s arenas of all seeds: needs %s -> %s\n", a,
