@@ -343,23 +343,26 @@ static int dqn_observe(rlt_agent *ag, const void *obs, const void *actions, cons
         uint8_t yes = 1, no = 0;
         float term = terminated[j] ? 1.0f : 0.0f;
         int ended = terminated[j] || (truncated && truncated[j]);
-        /* Staging row 0 carries slot p, row 1 slot q; one sync per transition frees both. */
-        RLT_TRY(replay_write(rp, bk, DQN_F_FRAME, p, (const unsigned char *)obs + (uint64_t)j * ob, 1, 0));
-        RLT_TRY(replay_write(rp, bk, DQN_F_VALID, p, &yes, 1, 0));
-        RLT_TRY(replay_write(rp, bk, DQN_F_NEXT, p, &next, 1, 0));
-        RLT_TRY(replay_write(rp, bk, DQN_F_ACTION, p, &act[j], 1, 0));
-        RLT_TRY(replay_write(rp, bk, DQN_F_REWARD, p, &rewards[j], 1, 0));
-        RLT_TRY(replay_write(rp, bk, DQN_F_TERM, p, &term, 1, 0));
+        /* Staging row s carries slot p, row s + 1 slot q. */
+        int32_t s;
+        RLT_TRY(replay_stage_take(rp, bk, 2, &s));
+        RLT_TRY(replay_write(rp, bk, DQN_F_FRAME, p, (const unsigned char *)obs + (uint64_t)j * ob, 1, s));
+        RLT_TRY(replay_write(rp, bk, DQN_F_VALID, p, &yes, 1, s));
+        RLT_TRY(replay_write(rp, bk, DQN_F_NEXT, p, &next, 1, s));
+        RLT_TRY(replay_write(rp, bk, DQN_F_ACTION, p, &act[j], 1, s));
+        RLT_TRY(replay_write(rp, bk, DQN_F_REWARD, p, &rewards[j], 1, s));
+        RLT_TRY(replay_write(rp, bk, DQN_F_TERM, p, &term, 1, s));
         /* The next observation goes into the following slot, which starts no transition yet. At an episode
          * end it stays a frame of its own and the next episode starts one slot further on. */
-        RLT_TRY(replay_write(rp, bk, DQN_F_FRAME, q, (const unsigned char *)next_obs + (uint64_t)j * ob, 1, 1));
-        RLT_TRY(replay_write(rp, bk, DQN_F_VALID, q, &no, 1, 1));
+        RLT_TRY(replay_write(rp, bk, DQN_F_FRAME, q, (const unsigned char *)next_obs + (uint64_t)j * ob, 1, s + 1));
+        RLT_TRY(replay_write(rp, bk, DQN_F_VALID, q, &no, 1, s + 1));
         int64_t step = ended || own_next ? 2 : 1;
         rp->pos = (p + step) % cap;
         d->advances += step;
         d->prev_ended = ended;
-        RLT_TRY(replay_set_size(rp, bk, d->advances + 1 < cap ? d->advances + 1 : cap));
-        /* The staging rows are free for the next transition (the last one's copies may be held for the group). */
+        RLT_TRY(replay_set_size(rp, bk, d->advances + 1 < cap ? d->advances + 1 : cap, s));
+        /* With the group's held copies, the next transition reuses their rows: they run first (the last one's are
+         * left for the group's round). */
         RLT_TRY(replay_done(rp, bk, j + 1 == n));
     }
     return RLT_OK;

@@ -2,6 +2,7 @@
 #include "replay.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lowp.h"
@@ -99,7 +100,12 @@ int replay_plan(rlt_replay *rp, rlt_plan *plan, rlt_err *e, int64_t capacity, rl
                          (void **)&rp->f[i].stage));
     }
     replay_note_obs(rp, plan, capacity);
-    return plan_add(plan, e, "staging.replay.size", "staging", RLT_LOC_HOST, sizeof(int64_t), (void **)&rp->size_stage);
+    rp->stage_next = 0;
+    rp->stage_syncs = 0;
+    const char *each = getenv("RLT_STORE_SYNC");
+    rp->sync_each = each && !strcmp(each, "1");
+    return plan_add(plan, e, "staging.replay.size", "staging", RLT_LOC_HOST, sizeof(int64_t) * (uint64_t)stage_rows,
+                    (void **)&rp->size_stage);
 }
 
 /* A host-to-device copy from the staging, issued now or held in rp->defer (a full list is issued first, and its
@@ -132,10 +138,26 @@ int replay_write(rlt_replay *rp, rlt_backend *bk, int32_t f, int64_t slot, const
     return replay_copy(rp, bk, fd->data + (uint64_t)slot * fd->row_bytes, stage, bytes);
 }
 
-int replay_set_size(rlt_replay *rp, rlt_backend *bk, int64_t size) {
+int replay_set_size(rlt_replay *rp, rlt_backend *bk, int64_t size, int32_t stage_row) {
     rp->size = size;
-    *rp->size_stage = size;
-    return replay_copy(rp, bk, rp->size_dev, rp->size_stage, sizeof(int64_t));
+    rp->size_stage[stage_row] = size;
+    return replay_copy(rp, bk, rp->size_dev, &rp->size_stage[stage_row], sizeof(int64_t));
+}
+
+int replay_stage_take(rlt_replay *rp, rlt_backend *bk, int32_t k, int32_t *row) {
+    if (k < 1 || k > rp->stage_rows)
+        return rlt_err_set(bk->err, RLT_EINVAL, __FILE__, __LINE__, "replay: %d staging rows of %d", (int)k,
+                           (int)rp->stage_rows);
+    /* A single run's copies are queued without a wait (a transition's store cost it 21 us, and with TD3's acting
+     * beside a critic-only update it waited for that update too): the ring moves on, and one sync a lap frees it. */
+    if ((rp->defer && rp->stage_next > 0) || rp->stage_next + k > rp->stage_rows || (rp->sync_each && !rp->defer)) {
+        RLT_TRY(bk->ops->sync(bk));
+        rp->stage_next = 0;
+        rp->stage_syncs++;
+    }
+    *row = rp->stage_next;
+    if (!rp->defer) rp->stage_next += k;
+    return RLT_OK;
 }
 
 int replay_settle(rlt_replay *rp, rlt_backend *bk) {
@@ -149,7 +171,7 @@ int replay_settle(rlt_replay *rp, rlt_backend *bk) {
 }
 
 int replay_done(rlt_replay *rp, rlt_backend *bk, int last) {
-    if (!rp->defer) return bk->ops->sync(bk);
+    if (!rp->defer) return RLT_OK;
     return last ? RLT_OK : replay_settle(rp, bk);
 }
 
@@ -163,14 +185,16 @@ int replay_append(rlt_replay *rp, rlt_backend *bk, const void *const *rows, int3
         int32_t k = n - done;
         if (k > rp->stage_rows) k = rp->stage_rows;
         if (k > room) k = (int32_t)room;
+        int32_t row;
+        RLT_TRY(replay_stage_take(rp, bk, k, &row));
         for (int32_t i = 0; i < rp->nf; i++)
             RLT_TRY(replay_write(rp, bk, i, rp->pos, (const unsigned char *)rows[i] + (uint64_t)done * rp->f[i].in_row_bytes,
-                                 k, 0));
+                                 k, row));
         rp->pos = (rp->pos + k) % rp->capacity;
-        RLT_TRY(replay_set_size(rp, bk, rp->size + k > rp->capacity ? rp->capacity : rp->size + k));
+        RLT_TRY(replay_set_size(rp, bk, rp->size + k > rp->capacity ? rp->capacity : rp->size + k, row));
         done += k;
-        /* The staging rows are reused by the next chunk: wait until the copies have read them (the last chunk's
-         * copies may be held for the group's round instead). */
+        /* With the group's held copies, the next chunk reuses their rows: they run first (the last chunk's are
+         * left for the group's round). */
         RLT_TRY(replay_done(rp, bk, done >= n));
     }
     return RLT_OK;

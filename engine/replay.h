@@ -34,7 +34,12 @@ typedef struct rlt_replay {
     int64_t size; /* host mirror */
     int64_t pos;  /* next row to write */
     int64_t *size_dev;   /* device copy of size, read by gather_fields' sample */
-    int64_t *size_stage; /* host staging for it */
+    int64_t *size_stage; /* host staging for it, one slot per staging row (replay_set_size) */
+    /* The staging rows are a ring: rows from stage_next on are free, rows before it may still be read by queued
+     * copies until the next backend sync (replay_stage_take). */
+    int32_t stage_next;
+    int32_t sync_each;    /* RLT_STORE_SYNC=1: every group of writes syncs first, as before the ring (A/B, tests) */
+    uint64_t stage_syncs; /* the syncs replay_stage_take made (a lap of the ring each, or every group with sync_each) */
     /* While a batched seed group holds the seeds' transition stores for its next round (train/seed_batch.c): the
      * agent's copy list (pinned host memory), where the writes below append their host-to-device copies instead of
      * issuing them; NULL: every copy is issued as it comes. */
@@ -56,21 +61,25 @@ const char *replay_dtype_name(int32_t dtype);
 int replay_plan(rlt_replay *rp, rlt_plan *plan, rlt_err *e, int64_t capacity, rlt_location loc, int32_t stage_rows);
 /* Bytes one transition takes in the ring (for hints: "capacity N would fit"). */
 uint64_t replay_row_bytes(const rlt_replay *rp);
+/* The first of k free staging rows (k <= stage_rows) in *row, for a group of writes: the ring's next rows, or, when
+ * k rows do not fit before its end, row 0 once the backend has synced (the copies queued from the rows have read
+ * them). With rp->defer, row 0: the held copies are run and waited for by the group's round or replay_settle. */
+int replay_stage_take(rlt_replay *rp, rlt_backend *bk, int32_t k, int32_t *row);
 /* Writes `rows` rows of field f (in_row_bytes each at src) starting at ring slot `slot` (no wrap inside the
- * call) through the field's staging rows from `stage_row` on, converting to the stored type; queued, not
- * waited for: the staging rows stay busy until the next backend sync (held in rp->defer when set: busy until the
- * group's round has run them, or replay_settle). */
+ * call) through the field's staging rows from `stage_row` on (taken with replay_stage_take), converting to the
+ * stored type; queued, not waited for: the staging rows stay busy until a later backend sync (held in rp->defer
+ * when set: busy until the group's round has run them, or replay_settle). */
 int replay_write(rlt_replay *rp, rlt_backend *bk, int32_t f, int64_t slot, const void *src, int32_t rows, int32_t stage_row);
-/* Sets the size (host mirror and device copy, queued). */
-int replay_set_size(rlt_replay *rp, rlt_backend *bk, int64_t size);
+/* Sets the size (host mirror and device copy, queued through size_stage[stage_row], a row of the writes' group). */
+int replay_set_size(rlt_replay *rp, rlt_backend *bk, int64_t size, int32_t stage_row);
 /* Appends n rows; rows[f] points to n host rows of field f (in_row_bytes each). Returns after the copies
- * are queued and the staging block is free again (one backend sync), or, with rp->defer, with the last chunk's
+ * are queued (no sync: the next append takes further staging rows), or, with rp->defer, with the last chunk's
  * copies held (replay_done). */
 int replay_append(rlt_replay *rp, rlt_backend *bk, const void *const *rows, int32_t n);
-/* The end of a group of writes that used the staging rows: `last` 0 when more writes will reuse them. Syncs the
- * backend, as the staging rows must be free again; with rp->defer and `last`, leaves the held copies for the
- * group's round instead (their staging rows stay busy until it has run); with rp->defer and more to come, issues
- * the held copies first (replay_settle). */
+/* The end of a group of writes that used the staging rows: `last` 0 when more writes follow in this call. Without
+ * rp->defer nothing to do (the copies are queued; replay_stage_take frees rows by syncing when the ring wraps); with
+ * rp->defer and `last`, leaves the held copies for the group's round (their staging rows stay busy until it has
+ * run); with rp->defer and more to come, issues the held copies and waits for them (replay_settle). */
 int replay_done(rlt_replay *rp, rlt_backend *bk, int last);
 /* Issues the copies held in rp->defer on the backend's stream in the order they were held, empties the list and
  * syncs: the staging rows are free and the replay holds every write. Nothing held: nothing to do. */

@@ -18,6 +18,9 @@
  *   metrics.csv (but wall_s) of the same run with acting waiting for every update (RLT_ACT_ASIDE=0), which acts
  *   beside none; TD3 with an actor whose forward calls the library (hidden 2048: K beyond linear.cu's kernels) falls
  *   back to waiting at its first aside action and still gives the waiting run's checkpoint.
+ * - Transition stores without a wait (engine/replay.c's staging ring): TD3 Pendulum and DQN CartPole runs of 3,000
+ *   steps sync once a lap of the ring's 256 rows, not once a store, and end with the final.ckpt and metrics.csv (but
+ *   wall_s) of the same runs with every store synced (RLT_STORE_SYNC=1).
  * - Learning: TD3 on the built-in Pendulum reaches -250 within 20,000 steps and DQN on CartPole 475
  *   within 50,000 steps on the GPU, the CPU tests' thresholds.
  * Skipped without a usable GPU. */
@@ -164,6 +167,39 @@ static void act_aside_pair(const char *tag, const char *extra, int library) {
     test_same_run(b, a, what);
 }
 
+/* A single run's transition stores queue their copies without a wait (engine/replay.c): the staging ring syncs once
+ * a lap (256 rows; DQN takes 2 a transition, TD3 1), and the run ends as the one whose every store synced
+ * (RLT_STORE_SYNC=1): a staging row overwritten before its copy read it would change the replay. */
+static void count_syncs(rlt_trainer *tr, void *user) {
+    const rlt_agent *ag = rlt_trainer_agent(tr);
+    uint64_t *n = user;
+    n[0] = ag->replay.stage_syncs;
+    n[1] = (uint64_t)ag->env_steps;
+}
+
+static void store_ring_pair(const char *yaml, const char *tag, const char *starts, uint64_t rows) {
+    const char *sets[] = {"device=cuda:0", "train.total_steps=3000", "train.eval_every=1500", starts, NULL};
+    rlt_progress p[2];
+    uint64_t n[2][2] = {{0, 0}, {0, 0}};
+    char dir[2][96], a[160], b[160], what[96];
+    for (int k = 0; k < 2; k++) {
+        if (k == 0) setenv("RLT_STORE_SYNC", "1", 1);
+        else unsetenv("RLT_STORE_SYNC");
+        snprintf(dir[k], sizeof dir[k], "%s_store%d", tag, k);
+        test_train_config_then(yaml, sets, dir[k], &p[k], count_syncs, n[k]);
+    }
+    printf("%s: %llu transitions; the stores synced %llu times, %llu with RLT_STORE_SYNC=1\n", tag,
+           (unsigned long long)n[1][1], (unsigned long long)n[1][0], (unsigned long long)n[0][0]);
+    CHECK(n[0][1] == 3000 && n[1][1] == 3000 && n[0][0] >= 3000, "%s: %llu and %llu transitions; every store synced: "
+          "%llu syncs", tag, (unsigned long long)n[0][1], (unsigned long long)n[1][1], (unsigned long long)n[0][0]);
+    CHECK(n[1][0] >= 1 && n[1][0] <= 3000 * rows / 256 + 1, "%s: %llu syncs for 3000 stores of %llu staging rows (one "
+          "a lap of 256)", tag, (unsigned long long)n[1][0], (unsigned long long)rows);
+    snprintf(a, sizeof a, "tmp_%s/run", dir[0]);
+    snprintf(b, sizeof b, "tmp_%s/run", dir[1]);
+    snprintf(what, sizeof what, "%s: stores queued against synced", tag);
+    test_same_run(b, a, what);
+}
+
 int main(void) {
     setenv("RLT_CUDA_MODULE", RLT_BINARY_DIR "/librltrain_cuda.so", 0);
     rlt_agent *gpu = td3_agent("cuda:0");
@@ -201,6 +237,8 @@ int main(void) {
     conv_lanes();
     act_aside_pair("td3", NULL, 0);
     act_aside_pair("td3_wide", "td3.actor_hidden=[2048, 2048]", 1);
+    store_ring_pair("td3_pendulum.yaml", "td3", "train.start_steps=1000", 1);
+    store_ring_pair("dqn_cartpole.yaml", "dqn", "dqn.learning_starts=1000", 2);
     compact_parity("fp16");
     compact_parity("bf16");
     learn("td3_pendulum.yaml", -250.0, 20000);

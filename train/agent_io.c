@@ -485,16 +485,18 @@ int agent_read_state(rlt_agent *ag, ckpt_reader *r, const char *path) {
     ag->explore_rng.ctr = h.explore_ctr;
     ag->explore_rng.stream = (uint32_t)h.explore_stream;
     if (ag->algo->host_load) ag->algo->host_load(ag, h.algo, with_replay);
+    int32_t row;
+    RLT_TRY(replay_stage_take(&ag->replay, &ag->bk, 1, &row));
     if (with_replay) {
         for (int32_t f = 0; f < ag->replay.nf; f++) {
             snprintf(name, sizeof name, "replay.%s", ag->replay.f[f].name);
             RLT_TRY(read_device(ag, r, name, ag->replay.f[f].data, (uint64_t)h.replay_size * ag->replay.f[f].row_bytes));
         }
         ag->replay.pos = h.replay_pos;
-        RLT_TRY(replay_set_size(&ag->replay, &ag->bk, h.replay_size));
+        RLT_TRY(replay_set_size(&ag->replay, &ag->bk, h.replay_size, row));
     } else {
         /* Without replay contents the device's replay size must stay the host's. */
-        RLT_TRY(replay_set_size(&ag->replay, &ag->bk, ag->replay.size));
+        RLT_TRY(replay_set_size(&ag->replay, &ag->bk, ag->replay.size, row));
     }
     return ag->bk.ops->sync(&ag->bk);
 }
