@@ -130,8 +130,9 @@ static const cfg_key schema[] = {
             "batches; at least two seeds a batch): each batch its own batched graph and lock-step, so one batch's "
             "updates run while another's seeds act and step; 4 made 16 or 64 DQN CartPole seeds 27% faster on an H200, "
             "TD3 Pendulum groups 0-7%; each batch's first seed holds the batched library workspace (the memory plan "
-            "counts it); 0 picks a batch for every 4 seeds a GPU has, at most 4, and fewer (down to 1) when their "
-            "leading seeds do not fit memory; each seed's results are the same bits either way"),
+            "counts it); 0 picks a batch for every 4 seeds a GPU has, at most 4 (2 where a seed's update is large, as "
+            "TD3 256-256 at batch 256), and fewer (down to 1) when their leading seeds do not fit memory; each seed's "
+            "results are the same bits either way"),
 
     ROW_I64("replay.capacity", replay.capacity, 1, 1099511627776.0, "100000",
             "transitions the replay buffer holds; the oldest is overwritten first"),

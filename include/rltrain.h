@@ -170,7 +170,8 @@ RLT_API int rlt_plan_group(const rlt_config *cfg, uint64_t *first, uint64_t *eac
 /* How many leading seeds such a group has, each planned as *first: one per batch whose seeds share a batched graph
  * (train.seed_batches batches for each entry of `devices`, or for the one device), at least 1; N members then take
  * leads x first + (N - leads) x each. With train.seed_batches 0 both answer for the batches rlt_group_init takes: a
- * batch for every 4 seeds a GPU has (at most 4), halved while the group exceeds memory.budget_mb. */
+ * batch for every 4 seeds a GPU has (at most 4; 2 for a large update, as TD3 256-256 at batch 256), halved while the
+ * group exceeds memory.budget_mb. */
 RLT_API int32_t rlt_plan_group_leads(const rlt_config *cfg);
 
 /* ---------------------------------------------------------------------------------------------- */

@@ -13,8 +13,8 @@
  * - Acting beside the updates: the TD3 groups' acting rounds after a critic-only batched update run beside it (the
  *   log counts them, and they are more than 30% of the acting rounds), still giving each seed its single run, which
  *   acts beside its own critic-only updates; DQN's updates all change the policy, and none of its rounds runs beside.
- * - Several batches on one GPU (train.seed_batches 2): 8 DQN and 6 TD3 seeds in two batched graphs and lock-steps
- *   each, every seed still its single run.
+ * - Several batches on one GPU (8 DQN seeds in the 2 that train.seed_batches 0 picks, which the log says; 6 TD3
+ *   seeds with train.seed_batches 2): two batched graphs and lock-steps each, every seed still its single run.
  * Skipped (77) without a GPU. */
 #include <stdlib.h>
 #include <string.h>
@@ -96,7 +96,7 @@ int main(void) {
     group_vs_single(k_td3, "td3_8", 8, "train.seed_batches=1", "the 8 seeds act as one batched graph (one launch and one sync per step for all) on 1 row", 1);
     group_vs_single(k_dqn, "dqn_envs2", 4, "env.num_envs=2",
                     "on 2 rows (training) and 3 rows (evaluation)", 0);
-    group_vs_single(k_dqn, "dqn_batches2", 8, "train.seed_batches=2", "the 4 seeds on cuda:0", 0);
+    group_vs_single(k_dqn, "dqn_batches2", 8, NULL, "2 batches a GPU (train.seed_batches 0 picks", 0);
     group_vs_single(k_td3, "td3_batches2", 6, "train.seed_batches=2", "the 3 seeds on cuda:0", 1);
     return test_summary("gpu_seed_act");
 }

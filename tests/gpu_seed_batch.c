@@ -14,10 +14,10 @@
  *   whose products are cuBLASLt's (it used to be told only that the seeds' plans differ).
  * - Only each batch's leading seed runs its batched graph, so only its arena holds the batched library workspace:
  *   16 seeds of configs/td3_pendulum.yaml (256-256, batch 256) with replay on the device fit the default
- *   memory.budget_mb in 4 batches (train.seed_batches 0; each seed once planned the lead's workspace: 897 MiB),
+ *   memory.budget_mb in 2 batches (train.seed_batches 0; each seed once planned the lead's workspace: 897 MiB),
  *   every other seed's arena is the same size and smaller than the leads', and the group's plan table states the
  *   sum of what the members reserved; rlt_plan_group (`rltrain plan`) planned those sizes and leads before. Where
- *   only one lead fits the budget the group starts again with fewer batches (4, 2, 1) and fits with one, as planned.
+ *   only one lead fits the budget the group starts again with one batch and fits, as planned.
  * - A MinAtar DQN (a convolution) batches with RLT_CUDA_SEEDS_CONV=1: its fp32 convolutions run for all seeds in one
  *   launch each; by default it keeps a graph per seed and the log says why.
  * - A 256-256 DQN at batch 64 batches too: its weight gradients are batched library products (the plan reserves the
@@ -196,7 +196,7 @@ static void two_gpus(void) {
 }
 
 /* 16 batched seeds of the shipped TD3 config at `budget` MiB: the group reserves what rlt_plan_group planned, each
- * batch's leading seed (train.seed_batches 0: 4 batches, fewer when their leads do not fit) the larger arena; the
+ * batch's leading seed (train.seed_batches 0: 2 batches, fewer when their leads do not fit) the larger arena; the
  * plan table states the sum. Returns the leads the plan gave. */
 static int32_t group_as_planned(double budget) {
     rlt_config *cfg;
@@ -250,11 +250,11 @@ static int32_t group_as_planned(double budget) {
     return leads;
 }
 
-/* train.seed_batches 0 at the shipped budget (512 MiB): 4 batches of 4 seeds, each lead with its workspace. At a
- * budget where 4 and 2 leads do not fit but one does (the first try's lead and 15 others' arenas and 1 MiB), the
- * group starts again with fewer batches and fits: one lead, as rlt_plan_group planned. */
+/* train.seed_batches 0 at the shipped budget (512 MiB): 2 batches of 8 seeds (at most 2 for TD3 256-256 at batch
+ * 256), each lead with its workspace. At a budget where 2 leads do not fit but one does (one lead's and 15 others'
+ * arenas and 1 MiB), the group starts again with one batch and fits, as rlt_plan_group planned. */
 static void lead_workspace_only(void) {
-    CHECK(group_as_planned(512) == 4, "16 seeds at 512 MiB: 4 batches, one lead each");
+    CHECK(group_as_planned(512) == 2, "16 seeds at 512 MiB: 2 batches, one lead each");
     rlt_config *cfg;
     CHECK(rlt_config_init(&cfg) == RLT_OK && rlt_config_load_file(cfg, RLT_SOURCE_DIR "/configs/td3_pendulum.yaml") ==
               RLT_OK && rlt_config_set(cfg, "device=cuda:0") == RLT_OK &&

@@ -12,8 +12,9 @@
  *   lead plus 39 others do not fit and that 38 do (the numbers rlt_group_init's check gave on an H200); over two
  *   GPUs each has a lead (rlt_plan_group_leads: 2, and 1 when one GPU has a single seed), 2 x 56.07 + 38 x 12.07
  *   MiB, 35 fit; and so do two batches on one GPU (train.seed_batches 2; 4 leads for 16 seeds in 4, 3 for 6 seeds,
- *   none for 3 seeds or without train.seed_batching). train.seed_batches 0 (the default) plans 4 leads for 16 seeds
- *   at 512 MiB, 2 at 300 MiB and 1 at 250 MiB (halved while they exceed the budget), 4 over two GPUs.
+ *   none for 3 seeds or without train.seed_batching). train.seed_batches 0 (the default) plans 2 leads for 16 such
+ *   seeds at 512 MiB (at most 2 for an update that large) and 1 at 250 MiB (halved while they exceed the budget), 4
+ *   over two GPUs; 16 seeds of configs/dqn_cartpole.yaml 2 at its 256 MiB (4 leads do not fit), 4 at 1024 MiB.
  * tests/gpu_described_plan.c holds the same plans against a real GPU's. */
 #include <stdlib.h>
 #include <string.h>
@@ -163,6 +164,11 @@ static void test_group(void) {
     uint64_t dfirst = 0, deach = 0;
     CHECK(rlt_config_describe_gpu(dc, 80ull << 30, 90, 0) == RLT_OK, "describe");
     CHECK(rlt_plan_group(dc, &dfirst, &deach, err, sizeof err) == RLT_OK, "dqn: %s", err);
+    /* train.seed_batches 0: 4 batches for 16 seeds of it, whose 4 leads exceed its 256 MiB: 2 there, 4 at 1024. */
+    CHECK(4 * dfirst + 12 * deach > (256ull << 20) && rlt_plan_group_leads(dc) == 2, "16 DQN seeds at 256 MiB (4 leads "
+          "need %.2f MiB): 2 leads, got %d", (4 * dfirst + 12 * deach) / MIB, (int)rlt_plan_group_leads(dc));
+    CHECK(rlt_config_set(dc, "memory.budget_mb=1024") == RLT_OK && rlt_plan_group_leads(dc) == 4,
+          "16 DQN seeds at 1024 MiB: 4 leads, got %d", (int)rlt_plan_group_leads(dc));
     CHECK(dfirst - deach == (32ull + 3 * 4) << 20, "batched DQN 256-256/b64: the lead holds 44 MiB more (%llu against "
           "%llu bytes)", (unsigned long long)dfirst, (unsigned long long)deach);
     rlt_config_free(dc);
@@ -178,13 +184,12 @@ static void test_group(void) {
           "3 seeds over two GPUs: cuda:1's one seed leads no batch (got %d)", (int)rlt_plan_group_leads(tc));
     rlt_config_free(tc);
     rlt_config *oc = config(file, batched, 3);
-    /* train.seed_batches 0 (the default): a batch for every 4 seeds, at most 4, halved while the leads and the others
-     * exceed memory.budget_mb: 4 x 56.07 + 12 x 12.07 MiB fit 512 MiB; 2 x 56.07 + 14 x 12.07 need 281.1, one lead
-     * 237.1 MiB. */
-    CHECK(rlt_plan_group_leads(oc) == 4, "one GPU, 16 seeds at 512 MiB: 4 leads, got %d", (int)rlt_plan_group_leads(oc));
+    /* train.seed_batches 0 (the default): a batch for every 4 seeds, at most 2 for a TD3 256-256 at batch 256 (4 for
+     * the DQN below), halved while the leads and the others exceed memory.budget_mb: 2 x 56.07 + 14 x 12.07 MiB =
+     * 281.1 fit 512 MiB, one lead 237.1 MiB. */
+    CHECK(rlt_plan_group_leads(oc) == 2, "one GPU, 16 TD3 seeds at 512 MiB: 2 leads, got %d", (int)rlt_plan_group_leads(oc));
     CHECK(rlt_config_describe_gpu(oc, 80ull << 30, 90, 0) == RLT_OK, "describe"); /* plans, so the budget counts */
-    CHECK(rlt_config_set(oc, "memory.budget_mb=300") == RLT_OK && rlt_plan_group_leads(oc) == 2,
-          "16 seeds at 300 MiB: 2 leads, got %d", (int)rlt_plan_group_leads(oc));
+    CHECK(rlt_plan_group_leads(oc) == 2, "16 TD3 seeds at 512 MiB, planned: 2 leads, got %d", (int)rlt_plan_group_leads(oc));
     uint64_t f1 = 0, e1 = 0;
     CHECK(rlt_config_set(oc, "memory.budget_mb=250") == RLT_OK && rlt_plan_group_leads(oc) == 1 &&
               rlt_plan_group(oc, &f1, &e1, err, sizeof err) == RLT_OK && f1 + 15 * e1 <= 250ull << 20 && f1 > e1,

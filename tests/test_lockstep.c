@@ -627,13 +627,26 @@ static void members(void) {
           "seed_batch_count: 16 seeds in 4, 6 in 3, 3 in 1, a data-parallel run 1 (got %d, %d, %d, %d)",
           (int)seed_batch_count(c, 16, 0), (int)seed_batch_count(c, 6, 0), (int)seed_batch_count(c, 3, 0),
           (int)seed_batch_count(c, 16, 1));
-    /* train.seed_batches 0 (the default): a batch for every 4 seeds a GPU has, at most 4; fewer, halved, while its
-     * leads do not fit (seed_batch_fewer), and never for a count the user set. */
-    CHECK(rlt_config_set(c, "train.seed_batches=0") == RLT_OK, "train.seed_batches=0: %s", rlt_config_errmsg(c));
-    const int32_t seeds[6] = {3, 7, 8, 16, 64, 256}, want[6] = {1, 1, 2, 4, 4, 4};
+    /* train.seed_batches 0 (the default): a batch for every 4 seeds a GPU has, at most 4 (a DQN CartPole MLP), or 2
+     * where a seed's update is large (TD3 256-256 at batch 256, not at 64-64); fewer, halved, while its leads do not
+     * fit (seed_batch_fewer), and never for a count the user set. */
+    CHECK(rlt_config_set(c, "train.seed_batches=0") == RLT_OK && rlt_config_set(c, "algo=dqn") == RLT_OK &&
+              rlt_config_set(c, "network.hidden=[120, 84]") == RLT_OK && rlt_config_set(c, "train.batch_size=128") == RLT_OK,
+          "dqn: %s", rlt_config_errmsg(c));
+    const int32_t seeds[6] = {3, 7, 8, 16, 64, 256}, want[6] = {1, 1, 2, 4, 4, 4}, want_td3[6] = {1, 1, 2, 2, 2, 2};
     for (int i = 0; i < 6; i++)
-        CHECK(seed_batch_count(c, seeds[i], 0) == want[i], "automatic: %d seeds in %d batches, got %d", (int)seeds[i],
-              (int)want[i], (int)seed_batch_count(c, seeds[i], 0));
+        CHECK(seed_batch_count(c, seeds[i], 0) == want[i], "automatic, DQN 120-84: %d seeds in %d batches, got %d",
+              (int)seeds[i], (int)want[i], (int)seed_batch_count(c, seeds[i], 0));
+    CHECK(rlt_config_set(c, "algo=td3") == RLT_OK && rlt_config_set(c, "td3.actor_hidden=[256, 256]") == RLT_OK &&
+              rlt_config_set(c, "td3.critic_hidden=[256, 256]") == RLT_OK &&
+              rlt_config_set(c, "train.batch_size=256") == RLT_OK,
+          "td3: %s", rlt_config_errmsg(c));
+    for (int i = 0; i < 6; i++)
+        CHECK(seed_batch_count(c, seeds[i], 0) == want_td3[i], "automatic, TD3 256-256: %d seeds in %d batches, got %d",
+              (int)seeds[i], (int)want_td3[i], (int)seed_batch_count(c, seeds[i], 0));
+    CHECK(rlt_config_set(c, "td3.actor_hidden=[64, 64]") == RLT_OK && rlt_config_set(c, "td3.critic_hidden=[64, 64]") ==
+              RLT_OK && seed_batch_count(c, 64, 0) == 4,
+          "automatic, TD3 64-64: 64 seeds in 4 batches, got %d", (int)seed_batch_count(c, 64, 0));
     CHECK(seed_batch_fewer(c, 16, 0, 1) == 2 && c->train.seed_batches == 2 && seed_batch_count(c, 16, 0) == 2 &&
               seed_batch_fewer(c, 16, 0, 1) == 1 && seed_batch_count(c, 16, 0) == 1 && seed_batch_fewer(c, 16, 0, 1) == 0,
           "automatic, not fitting: 16 seeds in 4 -> 2 -> 1 batches, then nothing fewer (at %d)", (int)c->train.seed_batches);

@@ -225,8 +225,8 @@ static int plan_group_at(const rlt_config *cfg, rlt_config *c, uint64_t *first, 
 /* cfg's group as rlt_group_init makes it: with train.seed_batches 0, half as many batches a GPU (seed_batch_fewer)
  * while the batches' leads and the other seeds exceed memory.budget_mb (the first of group_fit's checks, which
  * retries the same way). */
-static int plan_group_resolve(const rlt_config *cfg, uint64_t *first, uint64_t *each, int32_t *leads, char *err,
-                              size_t err_cap) {
+static int plan_group_resolve(const rlt_config *cfg, uint64_t *first, uint64_t *each, int32_t *leads, int32_t *per,
+                              char *err, size_t err_cap) {
     rlt_config *g = rlt_mem_alloc(sizeof *g, 64), *c = rlt_mem_alloc(sizeof *c, 64);
     int rc = g && c ? RLT_OK : RLT_ENOMEM;
     *leads = 1;
@@ -241,6 +241,7 @@ static int plan_group_resolve(const rlt_config *cfg, uint64_t *first, uint64_t *
     }
     if (rc == RLT_ENOMEM && err && err_cap) snprintf(err, err_cap, "out of host memory");
     if (rc == RLT_OK && *first <= *each) *leads = 1; /* a config that does not plan keeps seed_batch_count's leads */
+    if (per && g) *per = seed_batch_count(g, n, config_is_data_parallel(g)) / (g->devices.n > 1 ? g->devices.n : 1);
     rlt_mem_free(c);
     rlt_mem_free(g);
     return rc;
@@ -250,12 +251,18 @@ int rlt_plan_group(const rlt_config *cfg, uint64_t *first, uint64_t *each, char 
     if (!cfg || !first || !each) return RLT_EINVAL;
     *first = *each = 0;
     int32_t leads = 1;
-    return plan_group_resolve(cfg, first, each, &leads, err, err_cap);
+    return plan_group_resolve(cfg, first, each, &leads, NULL, err, err_cap);
+}
+
+int32_t plan_group_batches(const rlt_config *cfg) {
+    uint64_t first = 0, each = 0;
+    int32_t leads = 1, per = 1;
+    return plan_group_resolve(cfg, &first, &each, &leads, &per, NULL, 0) == RLT_ENOMEM ? 1 : per;
 }
 
 int32_t rlt_plan_group_leads(const rlt_config *cfg) {
     if (!cfg) return 1;
     uint64_t first = 0, each = 0;
     int32_t leads = 1;
-    return plan_group_resolve(cfg, &first, &each, &leads, NULL, 0) == RLT_ENOMEM ? 1 : leads;
+    return plan_group_resolve(cfg, &first, &each, &leads, NULL, NULL, 0) == RLT_ENOMEM ? 1 : leads;
 }

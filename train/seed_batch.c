@@ -88,18 +88,31 @@ static uint64_t seed_batch_arena_core(const rlt_plan *p) {
     return p->arena_bytes[RLT_LOC_DEVICE];
 }
 
-/* train.seed_batches 0 (the default): batches of four seeds or more, at most four a GPU. Measured on an H200
- * (bench/RESULTS.md, seed groups end to end): 4 batches took 16 DQN CartPole seeds 9.69 -> 7.03 s and 64 19.26 ->
- * 14.08 s, 16 TD3 Pendulum seeds 11.00 -> 10.85 s, 64 of them 25.4 s against 25.1-25.6 s in one batch. */
-int32_t seed_batch_auto(int32_t per_device) {
-    const int32_t k = per_device / 4;
-    return k < 1 ? 1 : k > 4 ? 4 : k;
+/* What one seed's update multiplies, to a constant: the batch times the weights of its hidden products (the hidden
+ * widths' consecutive products over TD3's actor and two critics, or DQN's dense layers). */
+static double seed_batch_work(const rlt_config *c) {
+    const rlt_int_list *nets[3] = {&c->network.hidden, NULL, NULL};
+    if (!strcmp(c->algo, "td3")) nets[0] = &c->td3.actor_hidden, nets[1] = nets[2] = &c->td3.critic_hidden;
+    double w = 0.0;
+    for (int i = 0; i < 3 && nets[i]; i++)
+        for (int32_t j = 1; j < nets[i]->n; j++) w += (double)nets[i]->v[j - 1] * nets[i]->v[j];
+    return w * c->train.batch_size;
+}
+
+/* train.seed_batches 0 (the default): batches of four seeds or more, at most four a GPU, and at most two where a
+ * seed's update is large (seed_batch_work over 24M: TD3 256-256 at batch 256 is 50M, DQN 256-256 at batch 64 4M), whose
+ * batched update fills the GPU. Measured on an H200 (bench/RESULTS.md, seed groups end to end): 4 batches took 16
+ * DQN CartPole seeds 8.62 -> 6.44 s and 64 16.06 -> 13.46 s; TD3 Pendulum groups lost 2-4% with 4 and gained 0-7% with
+ * 2 (32 seeds 15.69 -> 14.65 s, 64 25.1-25.6 -> 23.8-24.5 s). */
+int32_t seed_batch_auto(const rlt_config *group, int32_t per_device) {
+    const int32_t most = seed_batch_work(group) > 24e6 ? 2 : 4, k = per_device / 4;
+    return k < 1 ? 1 : k > most ? most : k;
 }
 
 int32_t seed_batch_count(const rlt_config *group, int32_t n, int dp) {
     if (dp) return 1;
     const int32_t d = group->devices.n > 1 ? group->devices.n : 1;
-    const int32_t asked = group->train.seed_batches > 0 ? group->train.seed_batches : seed_batch_auto(n / d);
+    const int32_t asked = group->train.seed_batches > 0 ? group->train.seed_batches : seed_batch_auto(group, n / d);
     int32_t per = group->train.seed_batching && asked > 1 ? asked : 1;
     /* At least two seeds a batch, and no more batches than a group has lock-steps. */
     while (per > 1 && (n / (d * per) < 2 || d * per > RLT_CFG_MAX_DEVICES)) per--;

@@ -63,12 +63,17 @@ struct rlt_config;
  * with one device), times train.seed_batches on each (0: seed_batch_auto of the seeds a device has; at least two
  * seeds a batch, at most RLT_CFG_MAX_DEVICES batches in all); 1 when data-parallel. */
 int32_t seed_batch_count(const struct rlt_config *group, int32_t n, int dp);
-/* The batches train.seed_batches 0 asks for on a device with per_device seeds (1..4). When their leading seeds do not
- * fit, rlt_group_init and rlt_plan_group take fewer (seed_batch_fewer). */
-int32_t seed_batch_auto(int32_t per_device);
+/* The batches train.seed_batches 0 asks for on a device with per_device seeds of group: one for every 4 seeds, at most
+ * 4, or 2 where a seed's update is large (TD3 256-256 at batch 256). When their leading seeds do not fit,
+ * rlt_group_init and rlt_plan_group take fewer (seed_batch_fewer). */
+int32_t seed_batch_auto(const struct rlt_config *group, int32_t per_device);
 /* With train.seed_batches 0 and more than one batch a device: the batches a device to try next when these leads did
  * not fit (half as many), written into group->train.seed_batches; 0 when there is nothing fewer to try. */
 int32_t seed_batch_fewer(struct rlt_config *group, int32_t n, int dp, int auto_asked);
+/* The batches a GPU that group's seeds form as rlt_plan_group plans them (planner.c): train.seed_batches, or for 0
+ * seed_batch_auto's count halved while the leads and the other seeds exceed memory.budget_mb (each candidate planned
+ * once: a lead and another seed). rlt_group_init starts from it. */
+int32_t plan_group_batches(const struct rlt_config *group);
 int seed_batch_member(const struct rlt_config *group, int32_t n, int32_t k, int dp, int batchable, struct rlt_config *m);
 
 /* Captures lead's update variants batched over agents[0..n) (agents[0] == lead, all initialised with graphs, on

@@ -98,6 +98,7 @@ struct rlt_group {
      * its members run their own (then batch_why[b] says why). */
     int32_t batches;
     int32_t unfit_leads; /* group_fit refused a group with this many batches' leads (train.seed_batches 0 retries) */
+    int32_t batches_picked; /* train.seed_batches 0: g->cfg holds the count plan_group_batches picked */
     rlt_lockstep *ls[RLT_CFG_MAX_DEVICES];
     /* Each batch's arena span (rlt_backend.span): its members' device arenas at one stride, for strided library
      * products. The members' backends fill it; the last arena released frees its address range. */
@@ -671,6 +672,14 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
     if (g->launched) g->rows = rlt_mem_alloc(GROUP_CSV_ROW * (uint64_t)g->world, 64);
     if (!g->m || !g->csv || (g->launched && !g->rows)) RLT_FAIL(e, RLT_ENOMEM, "out of host memory for a seed group of %d members", (int)n);
     g->n = n;
+    /* train.seed_batches 0: the count the planner takes under memory.budget_mb (the other budgets are checked below:
+     * group_init tries fewer when they refuse several leads). */
+    const rlt_device_kind kind0 = g->cfg.devices.n > 0 ? g->cfg.devices.d[0].kind : g->cfg.device.kind;
+    if (!g->dp && kind0 == RLT_DEVICE_CUDA && g->cfg.train.seed_batches == 0 &&
+        seed_batch_count(&g->cfg, n, 0) > (g->cfg.devices.n > 1 ? g->cfg.devices.n : 1)) {
+        g->batches_picked = 1;
+        g->cfg.train.seed_batches = plan_group_batches(&g->cfg);
+    }
     g->batches = seed_batch_count(&g->cfg, n, g->dp);
     for (int32_t k = 0; k < n; k++) {
         seed_member *m = &g->m[k];
@@ -747,6 +756,12 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
             batched = 1;
             group_batch_capture(g, b);
         }
+    /* Batches the default picked (train.seed_batches 0): how many, and how to choose. */
+    const int32_t per_gpu = g->batches / (g->cfg.devices.n > 1 ? g->cfg.devices.n : 1);
+    if (batched && g->batches_picked && per_gpu > 1)
+        rlt_log(RLT_LOG_INFO, "seed group: %d batches a GPU (train.seed_batches 0 picks a batch for every 4 seeds a GPU "
+                "has, at most 4, or 2 for large updates, fewer where their leads exceed memory.budget_mb: one batch's "
+                "update runs while another's seeds act; set it to choose, 1 for one batched graph)", (int)per_gpu);
     /* Each batch said how it runs (group_batch_capture); otherwise why nothing batches. */
     if (!batched && g->cfg.train.seed_batching) {
         if (g->pop_differs[0] && !g->dp && g->m[0].cfg.device.kind == RLT_DEVICE_CUDA)

@@ -221,7 +221,7 @@ class Config(_Owned):
     def plan_group_leads(self) -> int:
         """How many members of a seed group of this config plan as the first of plan_group() (each batch's leading
         seed: one per GPU, times train.seed_batches, which 0 resolves as the group does: a batch for every 4 seeds
-        a GPU has, at most 4, halved while they exceed memory.budget_mb; at least 1); the others plan as the
+        a GPU has, at most 4 or 2 for a large update, halved while they exceed memory.budget_mb; at least 1); the others plan as the
         second."""
         return int(lib.rlt_plan_group_leads(self._handle))
 
