@@ -17,7 +17,9 @@
  *   memory.budget_mb in 2 batches (train.seed_batches 0; each seed once planned the lead's workspace: 897 MiB),
  *   every other seed's arena is the same size and smaller than the leads', and the group's plan table states the
  *   sum of what the members reserved; rlt_plan_group (`rltrain plan`) planned those sizes and leads before. Where
- *   only one lead fits the budget the group starts again with one batch and fits, as planned.
+ *   only one lead fits memory.budget_mb the group plans one batch and fits, as rlt_plan_group planned. Where only
+ *   memory.process_budget_mb, which the start-up checks, holds one lead and not the 2 planned, rlt_group_init starts
+ *   the group again with one batch and it fits.
  * - A MinAtar DQN (a convolution) batches with RLT_CUDA_SEEDS_CONV=1: its fp32 convolutions run for all seeds in one
  *   launch each; by default it keeps a graph per seed and the log says why.
  * - A 256-256 DQN at batch 64 batches too: its weight gradients are batched library products (the plan reserves the
@@ -252,7 +254,7 @@ static int32_t group_as_planned(double budget) {
 
 /* train.seed_batches 0 at the shipped budget (512 MiB): 2 batches of 8 seeds (at most 2 for TD3 256-256 at batch
  * 256), each lead with its workspace. At a budget where 2 leads do not fit but one does (one lead's and 15 others'
- * arenas and 1 MiB), the group starts again with one batch and fits, as rlt_plan_group planned. */
+ * arenas and 1 MiB), the group takes one batch and fits, as rlt_plan_group planned. */
 static void lead_workspace_only(void) {
     CHECK(group_as_planned(512) == 2, "16 seeds at 512 MiB: 2 batches, one lead each");
     rlt_config *cfg;
@@ -267,6 +269,52 @@ static void lead_workspace_only(void) {
     rlt_config_free(cfg);
     const double tight = (first + 15 * each) / 1048576.0 + 1.0;
     CHECK(group_as_planned(tight) == 1, "16 seeds at %.2f MiB: one batch", tight);
+}
+
+/* A budget only the start-up sees (memory.process_budget_mb: the context, each seed's arena and handles) that holds
+ * one lead but not the 2 the default plans under memory.budget_mb: rlt_group_init starts again with one batch and
+ * fits (member 1 then reserves a plain seed's arena, not a lead's). The budget is the middle of one lead's and two
+ * leads' process totals, read from a group of one batch. */
+static void restart_fewer(void) {
+    const char *sets[] = {"device=cuda:0", "replay.location=device", "train.num_seeds=16", "train.seed_batching=true"};
+    uint64_t dev[2] = {0, 0}, handles[2] = {0, 0}, context = 0;
+    char set[700];
+    for (int pass = 0; pass < 2; pass++) {
+        rlt_config *cfg;
+        CHECK(rlt_config_init(&cfg) == RLT_OK && rlt_config_load_file(cfg, RLT_SOURCE_DIR "/configs/td3_pendulum.yaml") ==
+              RLT_OK, "config");
+        for (size_t i = 0; i < sizeof sets / sizeof *sets; i++)
+            CHECK(rlt_config_set(cfg, sets[i]) == RLT_OK, "%s: %s", sets[i], rlt_config_errmsg(cfg));
+        snprintf(set, sizeof set, "out_dir=%s", test_tmpdir("tmp_gpu_batch_restart"));
+        CHECK(rlt_config_set(cfg, set) == RLT_OK, "%s", rlt_config_errmsg(cfg));
+        if (pass == 0) {
+            CHECK(rlt_config_set(cfg, "train.seed_batches=1") == RLT_OK, "%s", rlt_config_errmsg(cfg));
+        } else {
+            const uint64_t per = dev[0] + handles[0], per_rest = dev[1] + handles[1];
+            const uint64_t one = context - handles[0] + per + 15 * per_rest, two = one + per - per_rest;
+            snprintf(set, sizeof set, "memory.process_budget_mb=%.3f", (one + two) / 2.0 / 1048576.0);
+            CHECK(per > per_rest && rlt_config_set(cfg, set) == RLT_OK, "%s: %s", set, rlt_config_errmsg(cfg));
+            CHECK(rlt_plan_group_leads(cfg) == 2, "the default plans 2 leads under memory.budget_mb (got %d)",
+                  (int)rlt_plan_group_leads(cfg));
+        }
+        rlt_group *g;
+        int rc = rlt_group_init(cfg, &g);
+        CHECK(rc == RLT_OK, "pass %d (%s): %s", pass, pass ? set : "one batch", rlt_group_errmsg(g));
+        for (int32_t k = 0; rc == RLT_OK && k < 2; k++) {
+            rlt_plan_summary s;
+            CHECK(rlt_trainer_memory_plan(rlt_group_member(g, k), &s, NULL) == RLT_OK, "member %d's plan", (int)k);
+            if (pass == 0) {
+                dev[k] = s.device_bytes, handles[k] = s.handle_bytes;
+                if (k == 0) context = s.context_bytes;
+            } else {
+                CHECK(s.device_bytes == dev[k], "restarted with one batch: member %d reserved %llu bytes, %llu in one "
+                      "batch", (int)k, (unsigned long long)s.device_bytes, (unsigned long long)dev[k]);
+            }
+        }
+        rlt_group_free(g);
+        rlt_config_free(cfg);
+        if (rc != RLT_OK) return;
+    }
 }
 
 int main(void) {
@@ -284,6 +332,7 @@ int main(void) {
     group_vs_single(k_td3, "td3_8", 8, "train.seed_batches=1", "device arenas lie");
     group_vs_single(k_dqn, "dqn_8", 8, "train.seed_batches=1", "run as one batched graph");
     lead_workspace_only();
+    restart_fewer();
     group_vs_single(k_td3, "td3_host_replay", 3, "replay.location=host",
                     "each seed runs its own update graph: the replay is in host memory");
     group_vs_single(k_td3, "td3_bf16", 3, "precision=bf16",
