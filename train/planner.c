@@ -241,7 +241,7 @@ static int plan_group_resolve(const rlt_config *cfg, uint64_t *first, uint64_t *
     }
     if (rc == RLT_ENOMEM && err && err_cap) snprintf(err, err_cap, "out of host memory");
     if (rc == RLT_OK && *first <= *each) *leads = 1; /* a config that does not plan keeps seed_batch_count's leads */
-    if (per && g) *per = seed_batch_count(g, n, config_is_data_parallel(g)) / (g->devices.n > 1 ? g->devices.n : 1);
+    if (per && g) *per = seed_batch_per_device(g, n, config_is_data_parallel(g));
     rlt_mem_free(c);
     rlt_mem_free(g);
     return rc;

@@ -119,9 +119,13 @@ int32_t seed_batch_count(const rlt_config *group, int32_t n, int dp) {
     return d * per;
 }
 
+int32_t seed_batch_per_device(const rlt_config *group, int32_t n, int dp) {
+    return seed_batch_count(group, n, dp) / (group->devices.n > 1 ? group->devices.n : 1);
+}
+
 int32_t seed_batch_fewer(rlt_config *group, int32_t n, int dp, int auto_asked) {
     if (!auto_asked || dp) return 0;
-    const int32_t d = group->devices.n > 1 ? group->devices.n : 1, per = seed_batch_count(group, n, dp) / d;
+    const int32_t per = seed_batch_per_device(group, n, dp);
     if (per <= 1) return 0;
     group->train.seed_batches = per / 2;
     return per / 2;

@@ -67,8 +67,11 @@ int32_t seed_batch_count(const struct rlt_config *group, int32_t n, int dp);
  * 4, or 2 where a seed's update is large (TD3 256-256 at batch 256). When their leading seeds do not fit,
  * rlt_group_init and rlt_plan_group take fewer (seed_batch_fewer). */
 int32_t seed_batch_auto(const struct rlt_config *group, int32_t per_device);
-/* With train.seed_batches 0 and more than one batch a device: the batches a device to try next when these leads did
- * not fit (half as many), written into group->train.seed_batches; 0 when there is nothing fewer to try. */
+/* seed_batch_count for each device (each entry of devices, or the one device). */
+int32_t seed_batch_per_device(const struct rlt_config *group, int32_t n, int dp);
+/* With train.seed_batches 0 (auto_asked: the group's config asked for it) and more than one batch a device: the
+ * batches a device to try next when these leads did not fit (half as many), written into group->train.seed_batches;
+ * 0 when there is nothing fewer to try. */
 int32_t seed_batch_fewer(struct rlt_config *group, int32_t n, int dp, int auto_asked);
 /* The batches a GPU that group's seeds form as rlt_plan_group plans them (planner.c): train.seed_batches, or for 0
  * seed_batch_auto's count halved while the leads and the other seeds exceed memory.budget_mb (each candidate planned

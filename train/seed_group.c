@@ -675,8 +675,7 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
     /* train.seed_batches 0: the count the planner takes under memory.budget_mb (the other budgets are checked below:
      * group_init tries fewer when they refuse several leads). */
     const rlt_device_kind kind0 = g->cfg.devices.n > 0 ? g->cfg.devices.d[0].kind : g->cfg.device.kind;
-    if (!g->dp && kind0 == RLT_DEVICE_CUDA && g->cfg.train.seed_batches == 0 &&
-        seed_batch_count(&g->cfg, n, 0) > (g->cfg.devices.n > 1 ? g->cfg.devices.n : 1)) {
+    if (!g->dp && kind0 == RLT_DEVICE_CUDA && g->cfg.train.seed_batches == 0 && seed_batch_per_device(&g->cfg, n, 0) > 1) {
         g->batches_picked = 1;
         g->cfg.train.seed_batches = plan_group_batches(&g->cfg);
     }
@@ -757,7 +756,7 @@ static int group_setup(rlt_group *g, const rlt_config *cfg, const rlt_env_callba
             group_batch_capture(g, b);
         }
     /* Batches the default picked (train.seed_batches 0): how many, and how to choose. */
-    const int32_t per_gpu = g->batches / (g->cfg.devices.n > 1 ? g->cfg.devices.n : 1);
+    const int32_t per_gpu = seed_batch_per_device(&g->cfg, n, g->dp);
     if (batched && g->batches_picked && per_gpu > 1)
         rlt_log(RLT_LOG_INFO, "seed group: %d batches a GPU (train.seed_batches 0 picks a batch for every 4 seeds a GPU "
                 "has, at most 4, or 2 for large updates, fewer where their leads exceed memory.budget_mb: one batch's "
