@@ -4,7 +4,7 @@
  * batch 256, all three products of a layer have this shape) and prints the TFLOP/s, and what a whole TD3 update
  * (421.7 MFLOP at 256-256/b256, obs 17, act 6) would run at if every multiply-add ran at that rate and nothing
  * else took time: the upper bound of a seed-batched design built on cuBLAS.
- *   bench_gemm_ceiling [--size 256] [--reps 2000] [--tf32]
+ *   bench_gemm_ceiling [--size 256] [--reps 2000] [--tf32] [--max-agents 16]   (1, 2, 4, ... up to --max-agents)
  * Needs a GPU; built only with the CUDA backend. */
 #define _POSIX_C_SOURCE 199309L
 #include <cublas_v2.h>
@@ -29,16 +29,17 @@ static double now_s(void) {
     } while (0)
 
 int main(int argc, char **argv) {
-    int size = 256, reps = 2000, tf32 = 0;
+    int size = 256, reps = 2000, tf32 = 0, max_n = 16;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tf32")) tf32 = 1;
         else if (i + 1 < argc && !strcmp(argv[i], "--size")) size = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "--reps")) reps = atoi(argv[++i]);
-        else { fprintf(stderr, "usage: %s [--size N] [--reps N] [--tf32]\n", argv[0]); return 2; }
+        else if (i + 1 < argc && !strcmp(argv[i], "--max-agents")) max_n = atoi(argv[++i]);
+        else { fprintf(stderr, "usage: %s [--size N] [--reps N] [--tf32] [--max-agents N]\n", argv[0]); return 2; }
     }
     int dev_count = 0;
     if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count < 1) { fprintf(stderr, "no GPU\n"); return 77; }
-    const int max_n = 16;
+    if (size < 1 || reps < 1 || max_n < 1 || max_n > 1024) { fprintf(stderr, "%s: bad --size, --reps or --max-agents\n", argv[0]); return 2; }
     size_t elems = (size_t)size * size * max_n;
     float *a, *b, *c;
     CK(cudaMalloc((void **)&a, elems * 4));

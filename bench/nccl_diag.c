@@ -109,8 +109,24 @@ static void info(int n) {
     for (int i = 0; vars[i]; i++) printf("  %s=%s\n", vars[i], getenv(vars[i]) ? getenv(vars[i]) : "(unset)");
 }
 
-/* One in-place all-reduce of 1024 floats on every rank (a group of calls), checked on the host. */
-static int all_reduce(nccl_comm_t *c, int n, char *why, size_t cap) {
+/* Polls non-blocking communicators until none is in progress (7); their first error, or 0. */
+static int wait_ready(nccl_comm_t *c, int n) {
+    for (;;) {
+        int busy = 0, rc = 0;
+        for (int k = 0; k < n; k++) {
+            int st = 0;
+            N.async_error(c[k], &st);
+            if (st == 7) busy = 1;
+            else if (st != 0 && rc == 0) rc = st;
+        }
+        if (rc || !busy) return rc;
+        usleep(1000);
+    }
+}
+
+/* One in-place all-reduce of 1024 floats on every rank (a group of calls), checked on the host. With
+ * non-blocking communicators the group may end in progress (7): the calls are enqueued only once polled so. */
+static int all_reduce(nccl_comm_t *c, int n, int nb, char *why, size_t cap) {
     float *buf[MAXG];
     cudaStream_t st[MAXG];
     for (int k = 0; k < n; k++) {
@@ -124,6 +140,7 @@ static int all_reduce(nccl_comm_t *c, int n, char *why, size_t cap) {
     N.group_start();
     for (int k = 0; k < n; k++) N.all_reduce(buf[k], buf[k], 1024, 7 /* float */, 0 /* sum */, c[k], st[k]);
     int rc = N.group_end();
+    if (nb && rc == 7) rc = wait_ready(c, n);
     float want = (float)(n * (n + 1) / 2), got = -1;
     for (int k = 0; k < n; k++) {
         cudaSetDevice(k);
@@ -195,17 +212,7 @@ static int run_case(const char *name, int n, char *why, size_t cap) {
             if (rc == 0 && g != 0 && g != 7) rc = g;
         }
         /* Non-blocking: poll until every rank is ready (the case's timeout ends a hang). */
-        for (int busy = nb && rc == 0; busy;) {
-            busy = 0;
-            for (int k = 0; k < n; k++) {
-                int st = 0;
-                N.async_error(c[k], &st);
-                if (st == 7) busy = 1;
-                else if (st != 0) rc = st;
-            }
-            if (rc) break;
-            usleep(1000);
-        }
+        if (nb && rc == 0) rc = wait_ready(c, n);
     } else {
         snprintf(why, cap, "unknown case '%s'", name);
         return -1;
@@ -215,7 +222,7 @@ static int run_case(const char *name, int n, char *why, size_t cap) {
         return -1;
     }
     if (!strcmp(name, "capture")) return 0; /* the capture forbids the all-reduce's cudaMalloc */
-    rc = all_reduce(c, n, why, cap);
+    rc = all_reduce(c, n, !strcmp(name, "nonblocking"), why, cap);
     for (int k = 0; k < n; k++) N.destroy(c[k]);
     return rc;
 }

@@ -59,6 +59,9 @@ want() { case " ${STAGES:-1 2 3 4 5} " in *" $1 "*) return 0 ;; *) return 1 ;; e
 one=0 p16=0 pop=0 proc=0 med=0
 elapsed() { python3 -c "print(f'{$2 - $1:.1f}')"; }
 
+# Untimed first: the first CUDA process on a fresh machine starts about 0.6 s slower (bench/seeds_e2e.sh).
+timeout 120 "$build/rltrain" --config configs/td3_pendulum.yaml "${sets[@]}" --set train.total_steps=1000 \
+  --set out_dir="$work/warmup" --quiet >/dev/null 2>&1
 say "== 1. one run of configs/td3_pendulum.yaml on $DEVICE"
 t0=$(now)
 timeout 300 "$build/rltrain" --config configs/td3_pendulum.yaml "${sets[@]}" --set out_dir="$work/single" --quiet \
