@@ -1,7 +1,8 @@
 """Sweeps on Optuna (rltrain.sweep): the search space's checks, a 12-trial sweep of td3_pendulum_fast by two worker
 processes sharing a journal file (it finishes, prunes, writes each trial's directory, the best so far and the
 report, and its best trial reproduces bit for bit when rerun from its config), and a killed worker whose trials
-are marked failed while the study goes on. run_tests.sh installs Optuna; without it these tests skip, saying so."""
+are marked failed while the study goes on, and --devices, a worker per listed device from one command. run_tests.sh
+installs Optuna; without it these tests skip, saying so."""
 
 import json
 import os
@@ -253,3 +254,39 @@ def test_sigint_stops_the_worker_and_tells_its_trials(configs, tmp_path):
     for t in trials:
         summary = Path(t.user_attrs["run_dir"]).parent / "summary.csv"
         assert ",stopped," in summary.read_text()
+
+
+def test_devices_runs_a_worker_per_device_and_forwards_sigint(configs, tmp_path):
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE)
+    # Refused before anything runs: both --device and --devices, and a list with an empty entry.
+    for bad in (["--device", "cpu", "--devices", "cpu,cpu"], ["--devices", " ,cpu"]):
+        r = _worker(configs, tmp_path, space, "refused", 2, bad)
+        out, _ = r.communicate(timeout=60)
+        assert r.returncode == 2 and "--devices" in out, out
+    w = _worker(configs, tmp_path, space, "devices", 4, ["--workers-batch", "1", "--heartbeat", "0.3", "--sampler",
+                "random", "--sampler-seed", "5", "--devices", "cpu,cpu"],
+                sets=["train.total_steps=10000000", "train.eval_every=1000", "train.eval_episodes=1"])
+    deadline = time.time() + 60
+    running = []
+    while time.time() < deadline and len(running) < 2:
+        time.sleep(0.3)
+        if (tmp_path / "study.journal").exists():
+            try:
+                running = [t for t in _study(tmp_path, "devices").trials
+                           if t.state.name == "RUNNING" and "rltrain_heartbeat" in t.user_attrs]
+            except KeyError:
+                running = []
+    assert len(running) == 2, "the two workers' trials did not start"
+    # One trial from each worker process, their samplers seeded 5 and 6: different points.
+    assert len({t.user_attrs["worker"] for t in running}) == 2, [t.user_attrs for t in running]
+    assert running[0].params != running[1].params, [t.params for t in running]
+    w.send_signal(signal.SIGINT)  # the launcher's own process only: it forwards the signal to each worker once
+    out, _ = w.communicate(timeout=60)
+    assert w.returncode == 130, out
+    lines = out.splitlines()
+    for k in (0, 1):
+        assert any(l.startswith(f"[cpu #{k}] ") and "interrupted" in l for l in lines), out
+    assert "2 workers (cpu, cpu) ended with exit 130, 130" in out, out
+    trials = _study(tmp_path, "devices").trials
+    assert [t.state.name for t in trials] == ["FAIL", "FAIL"], trials

@@ -1,7 +1,9 @@
-"""python -m rltrain.sweep: one sweep worker (see rltrain.sweep.worker.sweep and docs/sweeps.md).
+"""python -m rltrain.sweep: one sweep worker, or one per device with --devices (see rltrain.sweep.worker.sweep,
+rltrain.sweep.launch and docs/sweeps.md).
 
 Exit status: 0 when the study is complete, 2 for a bad config or search space (FILE:LINE:COL), 3 when not even one
-trial fits in memory, 130 on Ctrl-C (SIGINT: the running trials are told failed), 1 for any other failure."""
+trial fits in memory, 130 on Ctrl-C (SIGINT: the running trials are told failed), 1 for any other failure; with
+--devices the first of 2, 3, 1, 130 that a worker returned, else 0."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers-batch", type=int, default=8, help="trials run at once as one population (fewer if "
                     "fewer fit in memory; default 8)")
     ap.add_argument("--device", help="cpu, cuda, cuda:K: one worker per GPU")
+    ap.add_argument("--devices", help="a comma-separated list (cuda:0,cuda:1): one worker process per entry on the "
+                    "one study, their output prefixed with the device; --sampler-seed N gives worker k seed N + k")
     ap.add_argument("--out", help="the sweep's directory (default: the config's out_dir/sweep_<study>)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a base config key")
     ap.add_argument("--pruner", default="median", choices=["median", "halving", "none"])
@@ -44,6 +48,19 @@ def main(argv: list[str] | None = None) -> int:
                     "graphs (by default a population of one shape on a GPU runs one batched graph, train.seed_batching)")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)
+    if a.devices is not None:
+        from .launch import parse_devices, run_workers
+
+        if a.device:
+            print("rltrain.sweep: give --device (this process is the worker) or --devices (a worker per device), "
+                  "not both", file=sys.stderr)
+            return 2
+        try:
+            devices = parse_devices(a.devices)
+        except ValueError as exc:
+            print(f"rltrain.sweep: {exc}", file=sys.stderr)
+            return 2
+        return run_workers(list(sys.argv[1:] if argv is None else argv), devices, a.sampler_seed)
     logging.basicConfig(level=logging.WARNING if a.quiet else logging.INFO, format="%(message)s")
     from .worker import sweep
 
