@@ -38,6 +38,21 @@ def _study(tmp_path, name):
     return optuna.load_study(study_name=name, storage=open_storage(f"journal:{tmp_path / 'study.journal'}"))
 
 
+def _wait_running(tmp_path, name, n, timeout=60.0):
+    """The study's running trials with a heartbeat, once there are n of them (or what there is after timeout s)."""
+    deadline = time.time() + timeout
+    running = []
+    while time.time() < deadline and len(running) < n:
+        time.sleep(0.3)
+        if (tmp_path / "study.journal").exists():
+            try:
+                running = [t for t in _study(tmp_path, name).trials
+                           if t.state.name == "RUNNING" and "rltrain_heartbeat" in t.user_attrs]
+            except KeyError:  # the study is not created yet
+                running = []
+    return running
+
+
 def test_space_is_checked_against_the_schema(configs, tmp_path):
     cfg = rltrain.Config.from_file(configs / "td3_pendulum_fast.yaml")
     good = tmp_path / "good.yaml"
@@ -194,16 +209,7 @@ def test_a_killed_workers_trials_are_marked_failed_and_the_study_goes_on(configs
     # Worker A: two trials far too long to finish, killed once both run.
     a = _worker(configs, tmp_path, space, "killed", 4, ["--workers-batch", "2"] + beat,
                 sets=["train.total_steps=10000000", "train.eval_every=1000", "train.eval_episodes=1"])
-    deadline = time.time() + 60
-    running = []
-    while time.time() < deadline and len(running) < 2:
-        time.sleep(0.3)
-        if (tmp_path / "study.journal").exists():
-            try:
-                running = [t for t in _study(tmp_path, "killed").trials
-                           if t.state.name == "RUNNING" and "rltrain_heartbeat" in t.user_attrs]
-            except KeyError:  # the study is not created yet
-                running = []
+    running = _wait_running(tmp_path, "killed", 2)
     assert len(running) == 2, "worker A's trials did not start"
     a.send_signal(signal.SIGKILL)
     a.communicate(timeout=30)
@@ -233,16 +239,7 @@ def test_sigint_stops_the_worker_and_tells_its_trials(configs, tmp_path):
     space.write_text(SPACE)
     w = _worker(configs, tmp_path, space, "interrupted", 4, ["--workers-batch", "2", "--heartbeat", "0.3"],
                 sets=["train.total_steps=10000000", "train.eval_every=1000", "train.eval_episodes=1"])
-    deadline = time.time() + 60
-    running = []
-    while time.time() < deadline and len(running) < 2:
-        time.sleep(0.3)
-        if (tmp_path / "study.journal").exists():
-            try:
-                running = [t for t in _study(tmp_path, "interrupted").trials
-                           if t.state.name == "RUNNING" and "rltrain_heartbeat" in t.user_attrs]
-            except KeyError:
-                running = []
+    running = _wait_running(tmp_path, "interrupted", 2)
     assert len(running) == 2, "the worker's trials did not start"
     w.send_signal(signal.SIGINT)
     out, _ = w.communicate(timeout=60)
@@ -267,16 +264,7 @@ def test_devices_runs_a_worker_per_device_and_forwards_sigint(configs, tmp_path)
     w = _worker(configs, tmp_path, space, "devices", 4, ["--workers-batch", "1", "--heartbeat", "0.3", "--sampler",
                 "random", "--sampler-seed", "5", "--devices", "cpu,cpu"],
                 sets=["train.total_steps=10000000", "train.eval_every=1000", "train.eval_episodes=1"])
-    deadline = time.time() + 60
-    running = []
-    while time.time() < deadline and len(running) < 2:
-        time.sleep(0.3)
-        if (tmp_path / "study.journal").exists():
-            try:
-                running = [t for t in _study(tmp_path, "devices").trials
-                           if t.state.name == "RUNNING" and "rltrain_heartbeat" in t.user_attrs]
-            except KeyError:
-                running = []
+    running = _wait_running(tmp_path, "devices", 2)
     assert len(running) == 2, "the two workers' trials did not start"
     # One trial from each worker process, their samplers seeded 5 and 6: different points.
     assert len({t.user_attrs["worker"] for t in running}) == 2, [t.user_attrs for t in running]
