@@ -15,7 +15,7 @@
 #     greenlet typing_extensions packaging PyYAML
 # Usage (device machine, repo root): bash bench/sweep_bench.sh [BUILD_DIR]   (default build; built when missing)
 #   env: TRIALS (64), BATCH (64: one population), PROCS (1), DEVICE (cuda:0), STEPS (the config's total_steps),
-#   GPUS (1; 2 or more adds the sweep again with one worker per GPU, --device cuda:K, on one journal file),
+#   GPUS (1; 2 or more adds the sweep again with one worker per GPU, --devices cuda:0,..., on one journal file),
 #   STAGES (default "1 2 3 4 5": which numbered parts to run; 1 is the 16-member population, and the one run, the
 #   reference, always runs).
 # Every command runs under `timeout`; the log and each sweep's trials.csv go to $OUT (or ./sweep_out).
@@ -138,17 +138,16 @@ cp "$work/med/best.json" "$OUT/median_best.json" 2>/dev/null
 fi
 multi=""
 if [ "${GPUS:-1}" -gt 1 ] && want 5; then
-  say "== 5. the sweep over $GPUS GPUs, one worker each (--device cuda:K) on one journal file, no pruning"
+  say "== 5. the sweep over $GPUS GPUs, one worker each (--devices cuda:0,...: a worker process per GPU) on one journal file, no pruning"
   t0=$(now)
-  for g in $(seq 0 $((GPUS - 1))); do
-    timeout 900 python3 -m rltrain.sweep "${common[@]}" --device "cuda:$g" --storage "journal:$work/multi.journal" \
-      --study multi --out "$work/multi" --workers-batch "$(( (BATCH + GPUS - 1) / GPUS ))" --pruner none \
-      --sampler-seed $((g + 1)) >>"$work/multi_$g.log" 2>&1 &
-  done
-  wait
-  t1=$(now); multi=$(elapsed "$t0" "$t1")
-  say "$GPUS GPUs: ${multi} s for $TRIALS trials; $(python3 -c "print(f'{$multi / $one:.2f}')")x one run"
-  tail -2 "$work"/multi_*.log >>"$log" 2>/dev/null
+  devices=$(seq -s, 0 $((GPUS - 1)) | sed 's/[0-9][0-9]*/cuda:&/g')
+  # --sampler-seed 1 in common: the launcher gives worker k seed 1 + k.
+  timeout 900 python3 -m rltrain.sweep "${common[@]}" --devices "$devices" --storage "journal:$work/multi.journal" \
+    --study multi --out "$work/multi" --workers-batch "$(( (BATCH + GPUS - 1) / GPUS ))" --pruner none \
+    >>"$work/multi.log" 2>&1
+  rc=$?; t1=$(now); multi=$(elapsed "$t0" "$t1")
+  say "$GPUS GPUs: ${multi} s for $TRIALS trials (exit $rc); $(python3 -c "print(f'{$multi / $one:.2f}')")x one run"
+  grep -E "worker done|ended with" "$work/multi.log" >>"$log" 2>/dev/null
   multi=" | $GPUS GPUs ${multi} s"
 fi
 say "summary: one run ${one} s | 16-member population ${p16} s | populations ${pop} s | one per process ${proc} s | populations + median pruner ${med} s${multi}"
