@@ -278,3 +278,23 @@ def test_devices_runs_a_worker_per_device_and_forwards_sigint(configs, tmp_path)
     assert "2 workers (cpu, cpu) ended with exit 130, 130" in out, out
     trials = _study(tmp_path, "devices").trials
     assert [t.state.name for t in trials] == ["FAIL", "FAIL"], trials
+
+
+def test_workers_do_not_outlive_a_killed_launcher(configs, tmp_path):
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE)
+    w = _worker(configs, tmp_path, space, "orphans", 4, ["--workers-batch", "1", "--heartbeat", "0.3",
+                "--devices", "cpu,cpu"],
+                sets=["train.total_steps=10000000", "train.eval_every=1000", "train.eval_episodes=1"])
+    assert len(_wait_running(tmp_path, "orphans", 2)) == 2, "the two workers' trials did not start"
+    w.send_signal(signal.SIGKILL)  # no forwarding: the kernel's parent-death signal must stop the workers
+    w.communicate(timeout=30)
+    deadline = time.time() + 60
+    states = []
+    while time.time() < deadline:
+        states = [t.state.name for t in _study(tmp_path, "orphans").trials]
+        if states == ["FAIL", "FAIL"]:
+            break
+        time.sleep(0.3)
+    assert states == ["FAIL", "FAIL"], states
+    assert all("interrupted" in t.user_attrs["fail_reason"] for t in _study(tmp_path, "orphans").trials)

@@ -60,7 +60,13 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             print(f"rltrain.sweep: {exc}", file=sys.stderr)
             return 2
-        return run_workers(list(sys.argv[1:] if argv is None else argv), devices, a.sampler_seed)
+        try:
+            return run_workers(list(sys.argv[1:] if argv is None else argv), devices, a.sampler_seed)
+        except KeyboardInterrupt:  # before the workers were started
+            return 130
+    from .launch import follow_launcher
+
+    follow_launcher()
     logging.basicConfig(level=logging.WARNING if a.quiet else logging.INFO, format="%(message)s")
     from .worker import sweep
 

@@ -3,14 +3,20 @@ the one study, from one command. Each worker is ``python -m rltrain.sweep`` with
 ``--device`` (and, when ``--sampler-seed N`` is given, seed N + k for worker k, so that the workers' samplers do not
 draw the same points). Their output lines come back prefixed with the worker's device; SIGINT and SIGTERM reach every
 worker once (each stops its trials as a lone worker does); the command ends when every worker has, with the most
-telling of their exit statuses."""
+telling of their exit statuses. A worker outlives no launcher: were the launcher killed outright (SIGKILL), each
+worker gets SIGTERM from the kernel (Linux's parent-death signal) and stops its trials as on a signal."""
 
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
 import subprocess
 import sys
 import threading
+
+# Set in each worker's environment to the launcher's pid (follow_launcher).
+LAUNCHER_ENV = "RLTRAIN_SWEEP_LAUNCHER"
 
 # When workers end differently, the status that says most about what to do: a bad config or space (2) first, then
 # nothing fitting in memory (3), a failure (1), an interruption (130).
@@ -32,6 +38,20 @@ def worst_status(codes: list[int]) -> int:
         if c in codes:
             return c
     return max(codes) if codes else 0
+
+
+def follow_launcher() -> None:
+    """In a worker started by run_workers: asks the kernel for SIGTERM when the launcher dies (Linux; elsewhere
+    nothing), and ends at once if it already has."""
+    pid = os.environ.get(LAUNCHER_ENV)
+    if not pid or not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(pid):  # the launcher died before the request
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _without(argv: list[str], flag: str) -> list[str]:
@@ -80,7 +100,7 @@ def run_workers(argv: list[str], devices: list[str], sampler_seed: int | None) -
                     cmd += ["--sampler-seed", str(sampler_seed + k)]
                 # A session of its own, so that a terminal's Ctrl-C reaches the worker once, through forward().
                 p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                     start_new_session=True)
+                                     start_new_session=True, env={**os.environ, LAUNCHER_ENV: str(os.getpid())})
                 procs.append(p)
                 t = threading.Thread(target=_pump, args=(p, f"[{dev} #{k}]", lock), daemon=True)
                 t.start()
