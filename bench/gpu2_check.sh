@@ -121,11 +121,17 @@ printf '%s\n' "${table[@]}" | tee -a "$S" >>"$OUT/bench.txt"
 D=build/bench/bench_nccl_diag
 {
   t 20 $D info
-  for c in initall nonblocking group contexts arena capture; do
+  for c in initall nonblocking group contexts arena capture captured captured_warm; do
     echo "--- $c, NCCL_CUMEM_ENABLE unset"; t 20 env -u NCCL_CUMEM_ENABLE $D $c; echo "exit $?"
   done
   echo "--- initall, NCCL_CUMEM_ENABLE=0"; t 20 env NCCL_CUMEM_ENABLE=0 $D initall; echo "exit $?"
   echo "--- nonblocking, NCCL_CUMEM_ENABLE=0"; t 20 env NCCL_CUMEM_ENABLE=0 $D nonblocking; echo "exit $?"
+  # rltrain's first captured all-reduce hung with NCCL_CUMEM_ENABLE=1 (docs/data_parallel.md): captured, forced on,
+  # then connected at set-up instead of at the first collective.
+  echo "--- captured, NCCL_CUMEM_ENABLE=1"; t 20 env NCCL_CUMEM_ENABLE=1 $D captured; echo "exit $?"
+  echo "--- captured, NCCL_CUMEM_ENABLE=1 NCCL_RUNTIME_CONNECT=0"
+  t 20 env NCCL_CUMEM_ENABLE=1 NCCL_RUNTIME_CONNECT=0 $D captured; echo "exit $?"
+  echo "--- captured, NCCL_CUMEM_ENABLE=0"; t 20 env NCCL_CUMEM_ENABLE=0 $D captured; echo "exit $?"
   echo "--- initall, CUDA_DEVICE_MAX_CONNECTIONS=32 (what a seed group sets), NCCL_CUMEM_ENABLE unset"
   t 20 env CUDA_DEVICE_MAX_CONNECTIONS=32 $D initall; echo "exit $?"
   echo "--- initall, NCCL_CUMEM_ENABLE unset, NCCL_DEBUG=INFO (last lines)"

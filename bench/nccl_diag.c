@@ -13,6 +13,11 @@
  *   group        ncclGetUniqueId, then ncclCommInitRank per rank inside ncclGroupStart/End, blocking
  *   nonblocking  the same with ncclCommInitRankConfig (blocking = 0) polled with ncclCommGetAsyncError: what rltrain
  *                does now; prints how long the set-up took
+ *   captured     ncclCommInitAll, then on a thread per rank an all-reduce of 2M floats (a critic block's gradient)
+ *                captured into a CUDA graph (thread-local mode), the graph launched and its sum checked: what
+ *                rltrain's update does, whose first all-reduce's enqueue hung with NCCL_CUMEM_ENABLE=1 (2026-11-29)
+ *   captured_warm  the same after one uncaptured all-reduce of that size on each rank (NCCL connects its peers at
+ *                a communicator's first collective: outside the capture here)
  *
  * Prints one line "case <name>: OK in <s> s" or "case <name>: FAILED: <why>"; a hang shows as the timeout's exit
  * (124) in the script. NCCL comes from RLT_NCCL_LIBRARY or libnccl.so.2, declared here as kernels/cuda/nccl.c
@@ -170,6 +175,72 @@ static void *capture_thread(void *arg) {
     return NULL;
 }
 
+/* One rank of the captured cases: its all-reduce captured into a graph (after an uncaptured one when warm), launched,
+ * and checked. */
+typedef struct {
+    nccl_comm_t c;
+    int k, n, warm, rc;
+    char why[200];
+} cap_rank;
+
+static void *captured_rank(void *arg) {
+    cap_rank *r = arg;
+    const size_t cnt = (size_t)2 << 20;
+    float *buf = NULL, *h = malloc(cnt * sizeof(float));
+    cudaStream_t st;
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    cudaSetDevice(r->k);
+    if (!h || cudaMalloc((void **)&buf, cnt * sizeof(float)) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) {
+        snprintf(r->why, sizeof r->why, "rank %d: no memory or stream", r->k);
+        r->rc = -1;
+        free(h);
+        return NULL;
+    }
+    for (size_t i = 0; i < cnt; i++) h[i] = (float)(r->k + 1);
+    int rc = 0;
+    if (r->warm) {
+        cudaMemcpy(buf, h, cnt * sizeof(float), cudaMemcpyHostToDevice);
+        rc = N.all_reduce(buf, buf, cnt, 7 /* float */, 0 /* sum */, r->c, st);
+        cudaStreamSynchronize(st);
+    }
+    cudaMemcpy(buf, h, cnt * sizeof(float), cudaMemcpyHostToDevice);
+    cudaError_t e = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
+    if (rc == 0 && e == cudaSuccess) rc = N.all_reduce(buf, buf, cnt, 7, 0, r->c, st);
+    if (e == cudaSuccess) e = cudaStreamEndCapture(st, &g);
+    if (e == cudaSuccess) e = cudaGraphInstantiate(&ge, g, 0);
+    if (e == cudaSuccess) e = cudaGraphLaunch(ge, st);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+    if (e == cudaSuccess) e = cudaMemcpy(h, buf, cnt * sizeof(float), cudaMemcpyDeviceToHost);
+    const float want = (float)(r->n * (r->n + 1) / 2);
+    if (rc != 0 || e != cudaSuccess || h[0] != want || h[cnt - 1] != want) {
+        snprintf(r->why, sizeof r->why, "rank %d: %s, %s, got %g and %g, want %g", r->k, N.err(rc),
+                 cudaGetErrorString(e), h[0], h[cnt - 1], want);
+        r->rc = -1;
+    }
+    free(h);
+    return NULL;
+}
+
+static int captured(nccl_comm_t *c, int n, int warm, char *why, size_t cap) {
+    pthread_t t[MAXG];
+    cap_rank r[MAXG];
+    for (int k = 0; k < n; k++) {
+        r[k] = (cap_rank){.c = c[k], .k = k, .n = n, .warm = warm};
+        pthread_create(&t[k], NULL, captured_rank, &r[k]);
+    }
+    int rc = 0;
+    for (int k = 0; k < n; k++) {
+        pthread_join(t[k], NULL);
+        if (r[k].rc && !rc) {
+            snprintf(why, cap, "%s", r[k].why);
+            rc = -1;
+        }
+    }
+    return rc;
+}
+
 static int run_case(const char *name, int n, char *why, size_t cap) {
     nccl_comm_t c[MAXG] = {0};
     int devs[MAXG];
@@ -193,6 +264,14 @@ static int run_case(const char *name, int n, char *why, size_t cap) {
         pthread_create(&t, NULL, capture_thread, NULL);
         while (!g_capturing) usleep(1000);
         printf("  a global-mode capture is open on cuda:0\n");
+    }
+    if (!strcmp(name, "captured") || !strcmp(name, "captured_warm")) {
+        rc = N.init_all(c, n, devs);
+        if (rc != 0) {
+            snprintf(why, cap, "set-up failed: %s", N.err(rc));
+            return -1;
+        }
+        return captured(c, n, !strcmp(name, "captured_warm"), why, cap);
     }
     if (!strcmp(name, "initall") || !strcmp(name, "arena") || !strcmp(name, "contexts") || !strcmp(name, "capture")) {
         rc = N.init_all(c, n, devs);
