@@ -94,12 +94,18 @@ static const char k_nccl_hint[] =
 
 static void nccl_load(void) {
     /* NCCL reads its environment when first used. Its cuMem-based buffers (NCCL_CUMEM_ENABLE, on by default since
-     * 2.19) hang the set-up of two ranks in one process on some machines (docs/data_parallel.md): unless the user
-     * chose, the communicators use the older cudaMalloc-based buffers, which work everywhere. */
-    if (!getenv("NCCL_CUMEM_ENABLE")) {
+     * 2.19) hang two ranks in one process on some machines, in the set-up or the first captured all-reduce
+     * (docs/data_parallel.md): unless the user chose, the communicators use the older cudaMalloc-based buffers,
+     * which work everywhere. A user who turned them on is told what that risks. */
+    const char *cumem = getenv("NCCL_CUMEM_ENABLE");
+    if (!cumem) {
         setenv("NCCL_CUMEM_ENABLE", "0", 0);
         snprintf(g_nccl.note, sizeof g_nccl.note, "NCCL_CUMEM_ENABLE was unset: rltrain set it to 0 for NCCL "
                  "(set it yourself to choose; docs/data_parallel.md)");
+    } else if (strcmp(cumem, "0") != 0) {
+        snprintf(g_nccl.note, sizeof g_nccl.note, "NCCL_CUMEM_ENABLE=%.16s, as set: with NCCL's cuMem buffers the "
+                 "first all-reduce of two ranks in one process hung on a 2 x H200 machine until dist.timeout_s "
+                 "(docs/data_parallel.md); unset it to let rltrain set 0", cumem);
     }
     const char *path = getenv("RLT_NCCL_LIBRARY");
     if (!path || !*path) path = "libnccl.so.2";
