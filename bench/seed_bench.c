@@ -27,7 +27,26 @@ static pthread_mutex_t g_make_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_next_make;      /* agents are made in order 0, 1, ... (as a seed group makes them), under g_make_mu */
 static rlt_arena_span g_span; /* the batched agents' arena span (rlt_config.arena_span), as a group holds it */
 
-rlt_arena_span *seed_bench_span(void) { return &g_span; }
+rlt_agent *seed_bench_agent(const rlt_config *base, const rlt_space *os, const rlt_space *as, int k, int lanes,
+                            int batch_seeds) {
+    rlt_agent *ag = NULL;
+    char seed[32];
+    snprintf(seed, sizeof seed, "seed=%d", k + 1);
+    rlt_config *cfg = rlt_config_clone(base);
+    if (cfg) {
+        cfg->lanes = lanes;
+        cfg->batch_seeds = batch_seeds;
+        cfg->arena_span = batch_seeds > 1 ? &g_span : NULL;
+        cfg->arena_slot = k;
+    }
+    if (!cfg || rlt_config_set(cfg, seed) != RLT_OK || rlt_agent_init(cfg, os, as, &ag) != RLT_OK) {
+        fprintf(stderr, "agent %d: init: %s\n", k, cfg ? rlt_agent_errmsg(ag) : "out of memory");
+        rlt_agent_free(ag);
+        ag = NULL;
+    }
+    rlt_config_free(cfg);
+    return ag;
+}
 static pthread_barrier_t g_made, g_captured;
 static int g_failed;
 static rlt_lockstep *g_ls;

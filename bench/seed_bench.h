@@ -23,9 +23,11 @@ typedef struct seed_bench {
     long (*run)(void *ctx, rlt_agent *ag, int updates);
 } seed_bench;
 
-/* The arena span of the batched agents being made (a setup puts it in rlt_config.arena_span with its agent's index
- * as arena_slot when batch_seeds > 1), as a seed group does. */
-rlt_arena_span *seed_bench_span(void);
+/* Agent k of a setup (seed k + 1) from the benchmark's config, given what a seed group gives members that share the
+ * GPU: at most `lanes` lanes, room for a batched graph of batch_seeds agents, and with batch_seeds > 1 the batched
+ * agents' arena span with k as its slot. NULL after printing why. */
+rlt_agent *seed_bench_agent(const rlt_config *base, const rlt_space *os, const rlt_space *as, int k, int lanes,
+                            int batch_seeds);
 
 /* Runs the benchmark with n agents; returns the process exit code (0, or 1 when an agent failed). */
 int seed_bench_main(const seed_bench *b, int n, int updates);

@@ -56,23 +56,8 @@ typedef struct td3_seeds {
 
 static rlt_agent *seeds_setup(void *ctx, int k, int lanes, int batch_seeds) {
     td3_seeds *t = ctx;
-    rlt_agent *ag = NULL;
-    char seed[32];
-    snprintf(seed, sizeof seed, "seed=%d", k + 1);
-    rlt_config *cfg = rlt_config_clone(t->cfg);
-    if (cfg) { /* what a seed group gives members that share the GPU */
-        cfg->lanes = lanes;
-        cfg->batch_seeds = batch_seeds;
-        cfg->arena_span = batch_seeds > 1 ? seed_bench_span() : NULL;
-        cfg->arena_slot = k;
-    }
-    if (!cfg || rlt_config_set(cfg, seed) != RLT_OK || rlt_agent_init(cfg, &t->os, &t->as, &ag) != RLT_OK) {
-        fprintf(stderr, "agent %d: init: %s\n", k, cfg ? rlt_agent_errmsg(ag) : "out of memory");
-        rlt_agent_free(ag);
-        rlt_config_free(cfg);
-        return NULL;
-    }
-    rlt_config_free(cfg);
+    rlt_agent *ag = seed_bench_agent(t->cfg, &t->os, &t->as, k, lanes, batch_seeds);
+    if (!ag) return NULL;
     fill_replay(ag, t->os.shape[0], t->as.shape[0]);
     float losses[RLT_LOSS_COUNT];
     int32_t done;
