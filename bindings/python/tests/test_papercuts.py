@@ -72,3 +72,24 @@ def test_group_progress_line_shows_a_shared_gpus_memory():
     assert r.line().endswith("| 1.0s | ETA ?")
     gpu = rltrain.GroupProgress(**{**r.__dict__, "device_free_mib": 700.0, "cotenants_mib": 5400.4})
     assert gpu.line().endswith("| 1.0s | ETA ? | GPU free 700 MiB, others 5400 MiB")
+
+
+def test_sweep_launcher_reads_devices_and_picks_the_telling_status():
+    # The --devices launcher's pure parts (rltrain.sweep.launch), without Optuna: its list, the status it exits
+    # with when workers end differently, and the arguments it passes on.
+    from rltrain.sweep.launch import _without, parse_devices, worst_status
+
+    assert parse_devices("cuda:0, cuda:1") == ["cuda:0", "cuda:1"]
+    assert parse_devices("cpu,cpu") == ["cpu", "cpu"]
+    for bad in ("", " ", "cuda:0,", ",cuda:1", "cuda:0,,cuda:1"):
+        with pytest.raises(ValueError, match="--devices"):
+            parse_devices(bad)
+    assert worst_status([0, 0]) == 0
+    assert worst_status([0, 130]) == 130
+    assert worst_status([130, 1]) == 1  # a failure says more than an interruption
+    assert worst_status([1, 3]) == 3  # nothing fits: change the config
+    assert worst_status([3, 2, 1]) == 2  # a bad config or space first
+    assert worst_status([0, -9]) == 1  # a worker killed by a signal failed
+    argv = ["--config", "c.yaml", "--devices", "cuda:0,cuda:1", "--sampler-seed=4", "--device", "cpu", "--quiet"]
+    assert _without(_without(_without(argv, "--devices"), "--device"), "--sampler-seed") == \
+        ["--config", "c.yaml", "--quiet"]
