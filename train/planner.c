@@ -240,7 +240,9 @@ static int plan_group_resolve(const rlt_config *cfg, uint64_t *first, uint64_t *
         if (all <= budget || !seed_batch_fewer(g, n, config_is_data_parallel(g), cfg->train.seed_batches == 0)) break;
     }
     if (rc == RLT_ENOMEM && err && err_cap) snprintf(err, err_cap, "out of host memory");
-    if (rc == RLT_OK && *first <= *each) *leads = 1; /* a config that does not plan keeps seed_batch_count's leads */
+    /* A lead that plans no more than another seed counts once; a config that does not plan (rc) keeps
+     * seed_batch_count's leads. */
+    if (rc == RLT_OK && *first <= *each) *leads = 1;
     if (per && g) *per = seed_batch_per_device(g, n, config_is_data_parallel(g));
     rlt_mem_free(c);
     rlt_mem_free(g);

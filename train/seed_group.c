@@ -787,15 +787,20 @@ static int group_init(const rlt_config *cfg, const rlt_env_callbacks *const *env
     if (!out) return RLT_EINVAL;
     *out = NULL;
     if (!cfg) return RLT_EINVAL;
-    rlt_group *g = rlt_mem_alloc(sizeof *g, 64);
-    if (!g) return RLT_ENOMEM;
-    *out = g;
-    g->lock_fd = -1;
-    int rc = group_setup(g, cfg, envs, n_envs);
     /* train.seed_batches 0: where the batches' leading seeds (each with its batch's library workspace) do not fit,
      * the group starts again with half as many batches a GPU, down to one, before it refuses. */
     rlt_config *fewer = NULL;
-    while (rc == RLT_ENOFIT && g->unfit_leads > 1 && cfg->train.seed_batches == 0) {
+    const rlt_config *c = cfg;
+    int rc;
+    for (;;) {
+        rlt_group *g = *out = rlt_mem_alloc(sizeof *g, 64);
+        if (!g) {
+            rc = RLT_ENOMEM;
+            break;
+        }
+        g->lock_fd = -1;
+        rc = group_setup(g, c, envs, n_envs);
+        if (rc != RLT_ENOFIT || g->unfit_leads <= 1 || cfg->train.seed_batches != 0) break;
         if (!fewer && !(fewer = rlt_mem_alloc(sizeof *fewer, 64))) break;
         *fewer = g->cfg;
         const int32_t was = g->batches, per = seed_batch_fewer(fewer, g->n, g->dp, 1);
@@ -803,14 +808,8 @@ static int group_init(const rlt_config *cfg, const rlt_env_callbacks *const *env
         rlt_log(RLT_LOG_INFO, "seed group: %d batches' leading seeds do not fit (%s); train.seed_batches 0 tries %d "
                 "batch%s a GPU", (int)was, g->err.msg, (int)per, per == 1 ? "" : "es");
         rlt_group_free(g);
-        if (!(g = rlt_mem_alloc(sizeof *g, 64))) {
-            *out = NULL;
-            rlt_mem_free(fewer);
-            return RLT_ENOMEM;
-        }
-        *out = g;
-        g->lock_fd = -1;
-        rc = group_setup(g, fewer, envs, n_envs);
+        *out = NULL;
+        c = fewer;
     }
     rlt_mem_free(fewer);
     return rc;
