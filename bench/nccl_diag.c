@@ -18,6 +18,9 @@
  *                rltrain's update does, whose first all-reduce's enqueue hung with NCCL_CUMEM_ENABLE=1 (2026-11-29)
  *   captured_warm  the same after one uncaptured all-reduce of that size on each rank (NCCL connects its peers at
  *                a communicator's first collective: outside the capture here)
+ *   connect      ncclCommInitAll, then captured_warm's all-reduces, printing each GPU's free memory after the set-up
+ *                and after the all-reduces: what NCCL allocates after its set-up (with NCCL_RUNTIME_CONNECT=1, its
+ *                default, the connections' buffers come at the first collective; rltrain sets 0)
  *
  * Prints one line "case <name>: OK in <s> s" or "case <name>: FAILED: <why>"; a hang shows as the timeout's exit
  * (124) in the script. NCCL comes from RLT_NCCL_LIBRARY or libnccl.so.2, declared here as kernels/cuda/nccl.c
@@ -265,13 +268,29 @@ static int run_case(const char *name, int n, char *why, size_t cap) {
         while (!g_capturing) usleep(1000);
         printf("  a global-mode capture is open on cuda:0\n");
     }
-    if (!strcmp(name, "captured") || !strcmp(name, "captured_warm")) {
+    if (!strcmp(name, "captured") || !strcmp(name, "captured_warm") || !strcmp(name, "connect")) {
+        double t0 = now_s();
         rc = N.init_all(c, n, devs);
         if (rc != 0) {
             snprintf(why, cap, "set-up failed: %s", N.err(rc));
             return -1;
         }
-        return captured(c, n, !strcmp(name, "captured_warm"), why, cap);
+        int connect = !strcmp(name, "connect");
+        size_t fr[MAXG], tot = 0;
+        for (int k = 0; connect && k < n; k++) cudaSetDevice(k), cudaMemGetInfo(&fr[k], &tot);
+        if (connect) printf("  set-up %.2f s (NCCL_RUNTIME_CONNECT=%s)\n", now_s() - t0,
+                            getenv("NCCL_RUNTIME_CONNECT") ? getenv("NCCL_RUNTIME_CONNECT") : "unset");
+        rc = captured(c, n, strcmp(name, "captured") != 0, why, cap);
+        for (int k = 0; connect && k < n; k++) {
+            size_t after = 0;
+            cudaSetDevice(k);
+            cudaMemGetInfo(&after, &tot);
+            /* captured_rank keeps its buffer (2M floats, counted out here), its stream and its graph. */
+            printf("  cuda:%d free after the set-up %.1f MiB, after the all-reduces %.1f MiB (8.0 MiB of it the "
+                   "case's buffer, and a graph): NCCL took %.1f MiB after its set-up\n", k, fr[k] / 1048576.0, after / 1048576.0,
+                   ((double)fr[k] - (double)after) / 1048576.0 - 8.0);
+        }
+        return rc;
     }
     if (!strcmp(name, "initall") || !strcmp(name, "arena") || !strcmp(name, "contexts") || !strcmp(name, "capture")) {
         rc = N.init_all(c, n, devs);

@@ -10,6 +10,10 @@
  * - Two GPUs or more (when cuda:1 opens): devices: [cuda:0, cuda:1] trains two replicas on different data that
  *   end equal, bit for bit, as on the CPU; and gradient buckets (dist.bucket_mb > 0, NCCL on the comm lane during
  *   the backward) give the same bits as one all-reduce (0), in fp32, bf16 and fp16.
+ * - `gpu_data_parallel cumem` (ctest gpu_data_parallel_cumem, NCCL_CUMEM_ENABLE=1 in its environment): the two-GPU
+ *   replicas check alone, with NCCL's cuMem buffers, which hung the first captured all-reduce until rltrain set
+ *   NCCL_RUNTIME_CONNECT=0 (docs/data_parallel.md); dist.timeout_s 30 makes a regression fail in time. Skipped (77)
+ *   with one GPU.
  * Skipped (77) without a GPU. NCCL comes from RLT_NCCL_LIBRARY or libnccl.so.2; its absence on a GPU machine
  * fails the test (a multi-GPU run there would fail the same way). */
 #include <string.h>
@@ -103,9 +107,10 @@ static void rank_never_arrives(const rlt_backend_ops *ops) {
           "the message names the rank, its GPU, the wait and the settings to try: %s", e.msg);
 }
 
-static void two_gpus(void) {
+static void two_gpus(const char *extra) {
     const char *dir = test_tmpdir("tmp_gpu_dp_two");
     rlt_config *cfg = config(dir, "devices=[cuda:0, cuda:1]");
+    if (extra) CHECK(rlt_config_set(cfg, extra) == RLT_OK, "%s: %s", extra, rlt_config_errmsg(cfg));
     rlt_group *g;
     int rc = rlt_group_init(cfg, &g);
     CHECK(rc == RLT_OK && rlt_group_ranks(g) == 2, "two ranks: %s", rlt_group_errmsg(g));
@@ -155,12 +160,21 @@ static void two_gpus_buckets(void) {
     }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     rlt_backend bk;
     rlt_err e = {0};
     memset(&bk, 0, sizeof bk);
     if (rlt_backend_open(&bk, &e, "cuda:0", 1, NULL, 0) != RLT_OK) test_skip("no GPU: cuda:0 does not open");
     rlt_backend_close(&bk);
+    if (argc > 1 && !strcmp(argv[1], "cumem")) {
+        const char *cm = getenv("NCCL_CUMEM_ENABLE");
+        CHECK(cm && !strcmp(cm, "1"), "run with NCCL_CUMEM_ENABLE=1 (ctest sets it)");
+        memset(&bk, 0, sizeof bk);
+        if (rlt_backend_open(&bk, &e, "cuda:1", 1, NULL, 0) != RLT_OK) test_skip("one GPU: cuda:1 does not open");
+        rlt_backend_close(&bk);
+        two_gpus("dist.timeout_s=30");
+        return test_summary("gpu_data_parallel cumem");
+    }
     char why[512];
     const rlt_backend_ops *ops = rlt_backend_cuda_ops(why, sizeof why);
     CHECK(ops && ops->comm_init, "the CUDA module and its collectives: %s", why);
@@ -173,7 +187,7 @@ int main(void) {
     memset(&bk, 0, sizeof bk);
     int second = rlt_backend_open(&bk, &e, "cuda:1", 1, NULL, 0) == RLT_OK;
     if (second) rlt_backend_close(&bk);
-    if (second) two_gpus();
+    if (second) two_gpus(NULL);
     if (second) two_gpus_buckets();
     else printf("gpu_data_parallel: one GPU here: the two-GPU replicas check did not run\n");
     return test_summary("gpu_data_parallel");

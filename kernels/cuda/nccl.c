@@ -89,24 +89,35 @@ static double now_s(void) {
 /* The NCCL settings to try, in every message about a wait that did not end. */
 static const char k_nccl_hint[] =
     "; to see where it waits run with NCCL_DEBUG=INFO; settings that avoid the set-ups known to hang: "
-    "NCCL_CUMEM_ENABLE=0 (rltrain sets it when it is unset), NCCL_P2P_DISABLE=1; a slow start may need a larger "
+    "NCCL_CUMEM_ENABLE=0 and NCCL_RUNTIME_CONNECT=0 (rltrain sets both when unset), NCCL_P2P_DISABLE=1; a slow start may need a larger "
     "dist.timeout_s (docs/data_parallel.md)";
 
 static void nccl_load(void) {
-    /* NCCL reads its environment when first used. Its cuMem-based buffers (NCCL_CUMEM_ENABLE, on by default since
-     * 2.19) hang two ranks in one process on some machines, in the set-up or the first captured all-reduce
-     * (docs/data_parallel.md): unless the user chose, the communicators use the older cudaMalloc-based buffers,
-     * which work everywhere. A user who turned them on is told what that risks. */
-    const char *cumem = getenv("NCCL_CUMEM_ENABLE");
-    if (!cumem) {
-        setenv("NCCL_CUMEM_ENABLE", "0", 0);
-        snprintf(g_nccl.note, sizeof g_nccl.note, "NCCL_CUMEM_ENABLE was unset: rltrain set it to 0 for NCCL "
-                 "(set it yourself to choose; docs/data_parallel.md)");
-    } else if (strcmp(cumem, "0") != 0) {
-        snprintf(g_nccl.note, sizeof g_nccl.note, "NCCL_CUMEM_ENABLE=%.16s, as set: with NCCL's cuMem buffers the "
-                 "first all-reduce of two ranks in one process hung on a 2 x H200 machine until dist.timeout_s "
-                 "(docs/data_parallel.md); unset it to let rltrain set 0", cumem);
+    /* NCCL reads its environment when first used; rltrain sets two variables the user left unset, and says so.
+     * - NCCL_RUNTIME_CONNECT=0: the communicator connects its peers in its set-up, not at its first collective
+     *   (NCCL's default since 2.22). rltrain's first collective is a node of a graph capture, and a connection made
+     *   there failed or hung with NCCL's cuMem buffers on (bench/nccl_diag.c's `captured` case); connected at
+     *   set-up, every NCCL buffer also exists before the ranks plan, so the plan's measured context includes it.
+     * - NCCL_CUMEM_ENABLE=0: the older cudaMalloc-based buffers; the first two-GPU machine's set-up hung with cuMem
+     *   on (docs/data_parallel.md), and rltrain's all-reduces use nothing only cuMem offers (NVLS, registration). */
+    static const struct { const char *name, *value; } k_set[] = {{"NCCL_RUNTIME_CONNECT", "0"},
+                                                                 {"NCCL_CUMEM_ENABLE", "0"}};
+    size_t at = 0;
+    for (size_t i = 0; i < sizeof k_set / sizeof k_set[0]; i++) {
+        if (getenv(k_set[i].name)) continue;
+        setenv(k_set[i].name, k_set[i].value, 0);
+        at += (size_t)snprintf(g_nccl.note + at, sizeof g_nccl.note - at, "%s%s=%s", at ? ", " : "rltrain set ",
+                               k_set[i].name, k_set[i].value);
+        if (at >= sizeof g_nccl.note) at = sizeof g_nccl.note - 1;
     }
+    if (at) snprintf(g_nccl.note + at, sizeof g_nccl.note - at, " for NCCL, as they were unset (set them yourself "
+                     "to choose; docs/data_parallel.md)");
+    const char *rc_set = getenv("NCCL_RUNTIME_CONNECT");
+    if (strcmp(rc_set, "0") != 0 && strcmp(getenv("NCCL_CUMEM_ENABLE"), "0") != 0)
+        snprintf(g_nccl.note, sizeof g_nccl.note, "NCCL_RUNTIME_CONNECT=%.8s and NCCL_CUMEM_ENABLE=%.8s, as set: "
+                 "NCCL then connects the ranks inside rltrain's first graph capture, which failed with cuMem "
+                 "buffers on a 2 x H200 machine (docs/data_parallel.md); unset either to let rltrain set 0", rc_set,
+                 getenv("NCCL_CUMEM_ENABLE"));
     const char *path = getenv("RLT_NCCL_LIBRARY");
     if (!path || !*path) path = "libnccl.so.2";
     g_nccl.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
