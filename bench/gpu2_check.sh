@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gpu2_check.sh: everything issue 38 needs from a machine with two GPUs, in one call of at most 9 minutes:
-# the build for sm_90, gpu_data_parallel, the CLI on [cuda:0, cuda:1] without NCCL_CUMEM_ENABLE set, the same run
+# the build for sm_90, gpu_data_parallel, the CLI on [cuda:0, cuda:1] without NCCL_CUMEM_ENABLE or
+# NCCL_RUNTIME_CONNECT set (rltrain sets both to 0 when unset), the same run
 # launched by torchrun (one process per GPU), a GPU rank killed mid-run (the other must exit 1 within
 # dist.timeout_s), the scaling benchmark (TD3 1024-1024/b16384, fp32 and bf16, one GPU against two, both launch
 # models, in one process with gradient buckets (dist.bucket_mb=2) and without (0); 16 td3_pendulum seeds on one
@@ -14,7 +15,7 @@ OUT=${OUT:-gpu2_out}; mkdir -p "$OUT"
 S="$OUT/summary.txt"; : >"$S"
 BUDGET=${BUDGET:-525} # seconds for the whole script (the call allows 540)
 export NCCL_NVLS_ENABLE=0 # the machine's setting: no NVLink multicast, in every process started here
-unset NCCL_CUMEM_ENABLE   # the product must work without it
+unset NCCL_CUMEM_ENABLE NCCL_RUNTIME_CONNECT # the product must work without them (rltrain sets both to 0)
 source "$(dirname "$0")/timebox.sh" # say, left, t
 
 if [ -f .devdeps/deps.sh ]; then source .devdeps/deps.sh unpack .devdeps >/dev/null
@@ -45,7 +46,7 @@ if [ $rc -ne 0 ]; then # is it the non-blocking communicators? Once more with bl
   { echo; echo "== RLT_NCCL_BLOCKING=1"; grep -E "FAIL|failed|passed" "$W/test_blocking.txt" | head -12; } >>"$OUT/test.txt"
 fi
 
-# ---- the CLI on two GPUs in one process, NCCL_CUMEM_ENABLE unset --------------------------------------------
+# ---- the CLI on two GPUs in one process, NCCL_CUMEM_ENABLE and NCCL_RUNTIME_CONNECT unset ---------------------
 C=configs/td3_pendulum.yaml
 common=(--config $C --quiet --set train.total_steps=3000 --set dist.timeout_s=60)
 t0=$SECONDS
@@ -117,21 +118,30 @@ tail -2 "$W/s1.log" "$W/s2.log" >>"$OUT/bench.txt"
 table+=("" "16 td3_pendulum seeds: one GPU ${s1}s (exit $rc1), over two GPUs ${s2}s (exit $rc2), $(awk -v a=$s1 -v b=$s2 'BEGIN{if (b > 0) printf "%.2fx", a / b}')")
 printf '%s\n' "${table[@]}" | tee -a "$S" >>"$OUT/bench.txt"
 
-# ---- the NCCL diagnostic: the cases in fresh processes, NCCL_CUMEM_ENABLE unset first --------------------------
+# ---- the NCCL diagnostic: the cases in fresh processes, NCCL's defaults first ------------------------------------
+# The diagnostic calls NCCL directly, so with both variables unset it runs NCCL's defaults (cuMem buffers, runtime
+# connection), not rltrain's.
 D=build/bench/bench_nccl_diag
 {
   t 20 $D info
-  for c in initall nonblocking group contexts arena capture captured captured_warm; do
-    echo "--- $c, NCCL_CUMEM_ENABLE unset"; t 20 env -u NCCL_CUMEM_ENABLE $D $c; echo "exit $?"
+  for c in initall nonblocking group contexts arena capture captured captured_warm connect; do
+    echo "--- $c, NCCL_CUMEM_ENABLE and NCCL_RUNTIME_CONNECT unset"
+    t 20 env -u NCCL_CUMEM_ENABLE -u NCCL_RUNTIME_CONNECT $D $c; echo "exit $?"
   done
   echo "--- initall, NCCL_CUMEM_ENABLE=0"; t 20 env NCCL_CUMEM_ENABLE=0 $D initall; echo "exit $?"
   echo "--- nonblocking, NCCL_CUMEM_ENABLE=0"; t 20 env NCCL_CUMEM_ENABLE=0 $D nonblocking; echo "exit $?"
-  # rltrain's first captured all-reduce hung with NCCL_CUMEM_ENABLE=1 (docs/data_parallel.md): captured, forced on,
-  # then connected at set-up instead of at the first collective.
+  # rltrain's first captured all-reduce hung with NCCL_CUMEM_ENABLE=1: NCCL connected the peers at that first
+  # collective, inside the capture (docs/data_parallel.md, the cuMem hang). captured with cuMem forced on, then
+  # connected at set-up instead (NCCL_RUNTIME_CONNECT=0), then with cuMem off (no runtime connection).
   echo "--- captured, NCCL_CUMEM_ENABLE=1"; t 20 env NCCL_CUMEM_ENABLE=1 $D captured; echo "exit $?"
   echo "--- captured, NCCL_CUMEM_ENABLE=1 NCCL_RUNTIME_CONNECT=0"
   t 20 env NCCL_CUMEM_ENABLE=1 NCCL_RUNTIME_CONNECT=0 $D captured; echo "exit $?"
   echo "--- captured, NCCL_CUMEM_ENABLE=0"; t 20 env NCCL_CUMEM_ENABLE=0 $D captured; echo "exit $?"
+  # What NCCL takes after its set-up in the other settings (NCCL's defaults: in the loop above).
+  for e in "NCCL_CUMEM_ENABLE=1 NCCL_RUNTIME_CONNECT=0" "NCCL_CUMEM_ENABLE=0 NCCL_RUNTIME_CONNECT=1" \
+           "NCCL_CUMEM_ENABLE=0 NCCL_RUNTIME_CONNECT=0"; do
+    echo "--- connect, $e"; t 20 env $e $D connect; echo "exit $?"
+  done
   echo "--- initall, CUDA_DEVICE_MAX_CONNECTIONS=32 (what a seed group sets), NCCL_CUMEM_ENABLE unset"
   t 20 env CUDA_DEVICE_MAX_CONNECTIONS=32 $D initall; echo "exit $?"
   echo "--- initall, NCCL_CUMEM_ENABLE unset, NCCL_DEBUG=INFO (last lines)"
@@ -139,7 +149,7 @@ D=build/bench/bench_nccl_diag
   grep -E "NCCL INFO (cuMem|Init|Channel 00|Connected|comm 0x)|WARN|NCCL version" "$W/debug.log" | tail -25
 } >"$OUT/diag.txt" 2>&1
 say "diagnostic (exit 124 = hung until the 20 s timeout):"
-grep -E "NCCL version code|^--- |^case |^exit " "$OUT/diag.txt" >>"$S"
+grep -E "NCCL version code|^--- |^case |^exit |^  set-up |NCCL took" "$OUT/diag.txt" >>"$S"
 # ---- the same scaling end to end through the CLI, as issue 38 measured it (time permitting) -----------------------
 # TD3 1024-1024, batch 16384, 2,000 updates on Pendulum; summary.json's updates_per_s (rank 0's).
 big=(--config $C --quiet --set train.start_steps=1000 --set train.total_steps=3000 --set train.batch_size=16384
