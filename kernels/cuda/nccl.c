@@ -96,8 +96,9 @@ static void nccl_load(void) {
     /* NCCL reads its environment when first used; rltrain sets two variables the user left unset, and says so.
      * - NCCL_RUNTIME_CONNECT=0: the communicator connects its peers in its set-up, not at its first collective
      *   (NCCL's default since 2.22). rltrain's first collective is a node of a graph capture, and a connection made
-     *   there failed or hung with NCCL's cuMem buffers on (bench/nccl_diag.c's `captured` case); connected at
-     *   set-up, every NCCL buffer also exists before the ranks plan, so the plan's measured context includes it.
+     *   there failed or hung with NCCL's cuMem buffers on (bench/nccl_diag.c's `captured` case). What NCCL still
+     *   takes at its first launch (188 MiB a GPU on an H200 pair) comes during the start-up's capture, before the
+     *   whole-process memory check after it (train/agent.c).
      * - NCCL_CUMEM_ENABLE=0: the older cudaMalloc-based buffers; the first two-GPU machine's set-up hung with cuMem
      *   on (docs/data_parallel.md), and rltrain's all-reduces use nothing only cuMem offers (NVLS, registration). */
     static const struct { const char *name, *value; } k_set[] = {{"NCCL_RUNTIME_CONNECT", "0"},
