@@ -13,6 +13,13 @@
  *   weight gradient dW = dy^T x, db = column sums of dy:
  *     ptr+pass    pointer-array product, then a column-sum pass for db (today's route)
  *     lt-fused    cuBLASLt strided batch with CUBLASLT_EPILOGUE_BGRADB (db from the same call)
+ *   input gradient dx = (dy W) * relu'(x) of a layer whose input x is the ReLU output of the layer below (the 256-wide
+ *   layers only), and the bias gradient of that layer below, db' = column sums of dx:
+ *     ptr+pass    pointer-array product, then the ReLU-gradient pass over x (today's route: gemm.c, cuda_act_grad)
+ *     ptr+2 pass  the same and then db' as a column-sum pass (today's two results, in order)
+ *     lt-drelu    cuBLASLt strided batch with CUBLASLT_EPILOGUE_DRELU: the mask is a bit matrix the forward below
+ *                 writes (CUBLASLT_EPILOGUE_RELU_AUX_BIAS, timed as "fwd lt-aux" against lt-fused's RELU_BIAS)
+ *     lt-dr-bgrad the same with CUBLASLT_EPILOGUE_DRELU_BGRAD: db' from the same call
  * fp32 (CUBLAS_COMPUTE_32F) and TF32 (CUBLAS_COMPUTE_32F_FAST_TF32). "-" where cuBLASLt's heuristic offers no
  * algorithm for the fused epilogue at that shape.
  * A whole network's passes as one launch: seed_net_ceiling.cu.
@@ -41,6 +48,19 @@ __global__ void colsum_kernel(float *db, const float *dy, int rows, int cols, in
     db[(int64_t)blockIdx.z * stride + c] = s;
 }
 
+/* dx[z][i] = x[z][i] > 0 ? dx[z][i] : 0 over rows x cols (what cuda_act_grad does after a library input gradient). */
+__global__ void relu_grad_kernel(float *dx, const float *x, int64_t n, int64_t stride) {
+    float *d = dx + (int64_t)blockIdx.z * stride;
+    const float *xz = x + (int64_t)blockIdx.z * stride;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        d[i] = xz[i] > 0.0f ? d[i] : 0.0f;
+}
+
+/* The ReLU bit matrices of cuBLASLt's AUX epilogues: a leading dimension of at least the output's rows, a multiple of
+ * 128 bits. One region serves the forward's mask (fo x rows) and the input gradient's (fi x rows). */
+static int64_t mask_ld(const bench *B, int64_t m) { return (m + 127) / 128 * 128; }
+static int64_t g_omask, g_odbp; /* this file's two extra offsets in a region: the bit matrix, the layer below's db */
+
 static void bench_layout(bench *B) {
     int64_t o = 0;
     B->oW = o, o += align64((int64_t)B->fo * B->fi);
@@ -50,6 +70,10 @@ static void bench_layout(bench *B) {
     B->ody = o, o += align64((int64_t)B->rows * B->fo);
     B->odW = o, o += align64((int64_t)B->fo * B->fi);
     B->odb = o, o += align64(B->fo);
+    B->odx = o, o += align64((int64_t)B->rows * B->fi);
+    const int64_t ld = mask_ld(B, B->fi > B->fo ? B->fi : B->fo);
+    g_omask = o, o += align64(ld * B->rows / 32);
+    g_odbp = o, o += align64(B->fi);
     B->stride = o;
 }
 
@@ -87,8 +111,57 @@ static void wgrad_ptr(bench *B) {
                                                                       B->fo, B->stride);
 }
 
+/* dx = dy W through pointer arrays (A = W, B = dy, C = dx), then the ReLU-gradient pass, then (bias) db'. */
+static void dgrad_ptr(bench *B, int bias) {
+    const float one = 1.0f, zero = 0.0f;
+    cublasComputeType_t ct = B->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    void **p = B->ptrs + 6 * B->n;
+    CK(cublasGemmBatchedEx(B->h, CUBLAS_OP_N, CUBLAS_OP_N, B->fi, B->rows, B->fo, &one, (const void *const *)p,
+                           CUDA_R_32F, B->fi, (const void *const *)(p + B->n), CUDA_R_32F, B->fo, &zero, p + 2 * B->n,
+                           CUDA_R_32F, B->fi, B->n, ct, CUBLAS_GEMM_DEFAULT));
+    relu_grad_kernel<<<dim3(64, 1, B->n), 256, 0, B->s>>>(B->base + B->odx, B->base + B->ox,
+                                                          (int64_t)B->rows * B->fi, B->stride);
+    if (bias)
+        colsum_kernel<<<dim3((B->fi + 127) / 128, 1, B->n), 128, 0, B->s>>>(B->base + g_odbp, B->base + B->odx,
+                                                                          B->rows, B->fi, B->stride);
+}
+
+/* The AUX plans: the forward writing its ReLU mask (RELU_AUX_BIAS), and the input gradient reading it (DRELU, or
+ * DRELU_BGRAD with db' at the region's g_odbp). The mask's batch stride is in bits. */
+static lt_plan lt_make_aux(bench *B, int kind, cublasLtEpilogue_t epi) {
+    lt_plan P;
+    memset(&P, 0, sizeof P);
+    CK(cublasLtMatmulDescCreate(&P.d, B->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = kind == LT_FWD ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
+    CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    const void *mask = B->base + g_omask;
+    const int64_t ld = mask_ld(B, kind == LT_FWD ? B->fo : B->fi), mst = B->stride * 32, bst = B->stride;
+    CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &mask, sizeof mask));
+    CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+    CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &mst, sizeof mst));
+    if (epi != CUBLASLT_EPILOGUE_DRELU) {
+        const float *bias = B->base + (kind == LT_FWD ? B->ob : g_odbp);
+        CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bst, sizeof bst));
+    }
+    if (kind == LT_FWD) {
+        P.la = lt_layout(B, B->fi, B->fo, B->fi, 0);   /* W, transposed */
+        P.lb = lt_layout(B, B->fi, B->rows, B->fi, 0); /* x */
+        P.lc = lt_layout(B, B->fo, B->rows, B->fo, 0); /* y */
+    } else {
+        P.la = lt_layout(B, B->fi, B->fo, B->fi, 0);   /* W */
+        P.lb = lt_layout(B, B->fo, B->rows, B->fo, 0); /* dy */
+        P.lc = lt_layout(B, B->fi, B->rows, B->fi, 0); /* dx */
+    }
+    lt_pick(B, &P);
+    return P;
+}
+
 /* Microseconds per op of route `which`, as a graph of reps ops replayed `replays` times. */
-static double time_route(bench *B, int which, lt_plan *fwd, lt_plan *wg, lt_plan *ptr, int reps, int replays) {
+static double time_route(bench *B, int which, lt_plan *fwd, lt_plan *wg, lt_plan *ptr, lt_plan *aux, int reps,
+                         int replays) {
     cudaGraph_t g;
     CK(cudaStreamBeginCapture(B->s, cudaStreamCaptureModeThreadLocal));
     for (int i = 0; i < reps; i++) {
@@ -101,6 +174,12 @@ static double time_route(bench *B, int which, lt_plan *fwd, lt_plan *wg, lt_plan
         case 5: fwd_ptr(B, 0); break;
         case 6: lt_run_ptr(B, &ptr[0], B->ptrs); break;
         case 7: lt_run_ptr(B, &ptr[1], B->ptrs); break;
+        case 8: lt_run(B, &aux[0], LT_FWD); break;
+        case 9: dgrad_ptr(B, 0); break;
+        case 10: dgrad_ptr(B, 1); break;
+        case 11: lt_run(B, &aux[1], LT_DGRAD); break;
+        case 12: lt_run(B, &aux[2], LT_DGRAD); break;
+        case 13: lt_run(B, &aux[3], LT_DGRAD); break;
         }
     }
     CK(cudaStreamEndCapture(B->s, &g));
@@ -121,26 +200,39 @@ static void bench_case(int n, int fi, int tf32, int reps, int replays) {
     CK(cublasSetStream(B.h, B.s));
     CK(cublasSetWorkspace(B.h, B.ws, B.ws_bytes));
     CK(cublasLtCreate(&B.lt));
-    void **host = (void **)malloc(sizeof(void *) * 6 * n);
-    const int64_t off[6] = {B.oW, B.ox, B.oy, B.ox, B.ody, B.odW};
-    for (int j = 0; j < 6; j++)
+    /* Pointer arrays: fwd A (W), B (x), C (y); wgrad A (x), B (dy), C (dW); dgrad A (W), B (dy), C (dx). */
+    void **host = (void **)malloc(sizeof(void *) * 9 * n);
+    const int64_t off[9] = {B.oW, B.ox, B.oy, B.ox, B.ody, B.odW, B.oW, B.ody, B.odx};
+    for (int j = 0; j < 9; j++)
         for (int z = 0; z < n; z++) host[j * n + z] = B.base + off[j] + (int64_t)z * B.stride;
-    CK(cudaMalloc((void **)&B.ptrs, sizeof(void *) * 6 * n));
-    CK(cudaMemcpy(B.ptrs, host, sizeof(void *) * 6 * n, cudaMemcpyHostToDevice));
+    CK(cudaMalloc((void **)&B.ptrs, sizeof(void *) * 9 * n));
+    CK(cudaMemcpy(B.ptrs, host, sizeof(void *) * 9 * n, cudaMemcpyHostToDevice));
     free(host);
     lt_plan fwd = lt_make(&B, LT_FWD), wg = lt_make(&B, LT_WGRAD);
     lt_plan ptr[2] = {lt_make_as(&B, LT_FWD, 1), lt_make_as(&B, LT_FWD, 2)};
-    double t[8];
-    for (int w = 0; w < 8; w++) {
-        const lt_plan *p = w == 2 ? &fwd : w == 4 ? &wg : w == 6 ? &ptr[0] : w == 7 ? &ptr[1] : NULL;
-        t[w] = p && !p->ok ? -1.0 : time_route(&B, w, &fwd, &wg, ptr, reps, replays);
+    /* The input-gradient routes only where the layer's input is a ReLU output (the 256-wide hidden layer). */
+    const int dg = fi > 128;
+    lt_plan aux[4];
+    memset(aux, 0, sizeof aux);
+    aux[0] = lt_make_aux(&B, LT_FWD, CUBLASLT_EPILOGUE_RELU_AUX_BIAS);
+    if (dg) {
+        aux[1] = lt_make_aux(&B, LT_DGRAD, CUBLASLT_EPILOGUE_DRELU);
+        aux[2] = lt_make_aux(&B, LT_DGRAD, CUBLASLT_EPILOGUE_DRELU_BGRAD);
+        aux[3] = lt_make(&B, LT_DGRAD);
     }
-    char s[4][32];
-    const int shown[4] = {2, 4, 6, 7};
-    for (int i = 0; i < 4; i++) snprintf(s[i], sizeof s[i], t[shown[i]] < 0 ? "-" : "%.2f", t[shown[i]]);
+    double t[14];
+    for (int w = 0; w < 14; w++) {
+        const lt_plan *p = w == 2 ? &fwd : w == 4 ? &wg : w == 6 ? &ptr[0] : w == 7 ? &ptr[1] : w >= 11 ? &aux[w - 10]
+                         : w == 8 ? &aux[0] : NULL;
+        t[w] = (w >= 9 && !dg) || (p && !p->ok) ? -1.0 : time_route(&B, w, &fwd, &wg, ptr, aux, reps, replays);
+    }
+    char s[14][32];
+    for (int i = 0; i < 14; i++) snprintf(s[i], sizeof s[i], t[i] < 0 ? "-" : "%.2f", t[i]);
     printf("%6d  %4s  256x%3dx256  fwd: ptr-only %6.2f  ptr+pass %6.2f  strided+pass %6.2f  lt-fused %6s  "
-           "lt-ptr-only %6s  lt-ptr-fused %6s   wgrad: ptr+pass %6.2f  lt-fused %6s  (us per layer op, all agents)\n",
-           n, tf32 ? "tf32" : "fp32", fi, t[5], t[0], t[1], s[0], s[3], s[2], t[3], s[1]);
+           "lt-aux %6s  lt-ptr-only %6s  lt-ptr-fused %6s   wgrad: ptr+pass %6.2f  lt-fused %6s   dgrad: lt-only %6s  "
+           "ptr+pass %6s  ptr+2 pass %6s  lt-drelu %6s  lt-dr-bgrad %6s  (us per layer op, all agents)\n",
+           n, tf32 ? "tf32" : "fp32", fi, t[5], t[0], t[1], s[2], s[8], s[7], s[6], t[3], s[4], s[13], s[9], s[10],
+           s[11], s[12]);
     fflush(stdout);
     cublasLtDestroy(B.lt);
     cublasDestroy(B.h);
