@@ -88,6 +88,23 @@ static void lt_run_ptr(bench *B, lt_plan *P, void **p) {
                       &P->algo, B->ws, B->ws_bytes, B->s));
 }
 
+/* P's three matrix layouts for `kind` (strided, or through pointer arrays). */
+static void lt_layouts(bench *B, lt_plan *P, int kind, int ptr) {
+    if (kind == LT_WGRAD) {
+        P->la = lt_layout(B, B->fi, B->rows, B->fi, ptr); /* x */
+        P->lb = lt_layout(B, B->fo, B->rows, B->fo, ptr); /* dy, transposed */
+        P->lc = lt_layout(B, B->fi, B->fo, B->fi, ptr);   /* dW */
+    } else if (kind == LT_DGRAD) {
+        P->la = lt_layout(B, B->fi, B->fo, B->fi, ptr);   /* W */
+        P->lb = lt_layout(B, B->fo, B->rows, B->fo, ptr); /* dy */
+        P->lc = lt_layout(B, B->fi, B->rows, B->fi, ptr); /* dx */
+    } else {
+        P->la = lt_layout(B, B->fi, B->fo, B->fi, ptr);   /* W, transposed */
+        P->lb = lt_layout(B, B->fi, B->rows, B->fi, ptr); /* x */
+        P->lc = lt_layout(B, B->fo, B->rows, B->fo, ptr); /* y */
+    }
+}
+
 /* ptr 0: strided (lt_make); 1: through pointer arrays (lt_run_ptr), with the kind's epilogue; 2: through pointer
  * arrays, the product alone. P.ok is 0 when the heuristic offers no algorithm. */
 static lt_plan lt_make_as(bench *B, int kind, int ptr) {
@@ -105,19 +122,7 @@ static lt_plan lt_make_as(bench *B, int kind, int ptr) {
         int64_t bst = B->stride;
         CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bst, sizeof bst));
     }
-    if (kind == LT_WGRAD) {
-        P.la = lt_layout(B, B->fi, B->rows, B->fi, ptr != 0); /* x */
-        P.lb = lt_layout(B, B->fo, B->rows, B->fo, ptr != 0); /* dy, transposed */
-        P.lc = lt_layout(B, B->fi, B->fo, B->fi, ptr != 0);   /* dW */
-    } else if (kind == LT_DGRAD) {
-        P.la = lt_layout(B, B->fi, B->fo, B->fi, ptr != 0);   /* W */
-        P.lb = lt_layout(B, B->fo, B->rows, B->fo, ptr != 0); /* dy */
-        P.lc = lt_layout(B, B->fi, B->rows, B->fi, ptr != 0); /* dx */
-    } else {
-        P.la = lt_layout(B, B->fi, B->fo, B->fi, ptr != 0);   /* W, transposed */
-        P.lb = lt_layout(B, B->fi, B->rows, B->fi, ptr != 0); /* x */
-        P.lc = lt_layout(B, B->fo, B->rows, B->fo, ptr != 0); /* y */
-    }
+    lt_layouts(B, &P, kind, ptr != 0);
     lt_pick(B, &P);
     return P;
 }

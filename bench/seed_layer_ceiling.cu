@@ -77,15 +77,21 @@ static void bench_layout(bench *B) {
     B->stride = o;
 }
 
+/* One pointer-array product over pointer set `set` of B->ptrs (its A, B and C arrays, B->n entries each). */
+static void ptr_gemm(bench *B, int set, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda,
+                     int ldb, int ldc) {
+    const float one = 1.0f, zero = 0.0f;
+    cublasComputeType_t ct = B->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    void **p = B->ptrs + 3 * set * B->n;
+    CK(cublasGemmBatchedEx(B->h, ta, tb, m, n, k, &one, (const void *const *)p, CUDA_R_32F, lda,
+                           (const void *const *)(p + B->n), CUDA_R_32F, ldb, &zero, p + 2 * B->n, CUDA_R_32F, ldc, B->n,
+                           ct, CUBLAS_GEMM_DEFAULT));
+}
+
 /* Column-major view (as gemm_lt.c maps our row-major layers): forward D[fo x rows] = W^T-op(A = W, fi x fo, T)
  * times B = x (fi x rows, N); weight gradient D[fi x fo] = A = x (fi x rows, N) times B = dy (fo x rows, T). */
 static void fwd_ptr(bench *B, int pass) {
-    const float one = 1.0f, zero = 0.0f;
-    cublasComputeType_t ct = B->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    void **p = B->ptrs;
-    CK(cublasGemmBatchedEx(B->h, CUBLAS_OP_T, CUBLAS_OP_N, B->fo, B->rows, B->fi, &one, (const void *const *)p,
-                           CUDA_R_32F, B->fi, (const void *const *)(p + B->n), CUDA_R_32F, B->fi, &zero, p + 2 * B->n,
-                           CUDA_R_32F, B->fo, B->n, ct, CUBLAS_GEMM_DEFAULT));
+    ptr_gemm(B, 0, CUBLAS_OP_T, CUBLAS_OP_N, B->fo, B->rows, B->fi, B->fi, B->fi, B->fo);
     if (pass)
         bias_relu_kernel<<<dim3(64, 1, B->n), 256, 0, B->s>>>(B->base + B->oy, B->base + B->ob, B->rows, B->fo,
                                                               B->stride);
@@ -101,24 +107,14 @@ static void fwd_strided(bench *B) {
 }
 
 static void wgrad_ptr(bench *B) {
-    const float one = 1.0f, zero = 0.0f;
-    cublasComputeType_t ct = B->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    void **p = B->ptrs + 3 * B->n;
-    CK(cublasGemmBatchedEx(B->h, CUBLAS_OP_N, CUBLAS_OP_T, B->fi, B->fo, B->rows, &one, (const void *const *)p,
-                           CUDA_R_32F, B->fi, (const void *const *)(p + B->n), CUDA_R_32F, B->fo, &zero, p + 2 * B->n,
-                           CUDA_R_32F, B->fi, B->n, ct, CUBLAS_GEMM_DEFAULT));
+    ptr_gemm(B, 1, CUBLAS_OP_N, CUBLAS_OP_T, B->fi, B->fo, B->rows, B->fi, B->fo, B->fi);
     colsum_kernel<<<dim3((B->fo + 127) / 128, 1, B->n), 128, 0, B->s>>>(B->base + B->odb, B->base + B->ody, B->rows,
                                                                       B->fo, B->stride);
 }
 
 /* dx = dy W through pointer arrays (A = W, B = dy, C = dx), then the ReLU-gradient pass, then (bias) db'. */
 static void dgrad_ptr(bench *B, int bias) {
-    const float one = 1.0f, zero = 0.0f;
-    cublasComputeType_t ct = B->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    void **p = B->ptrs + 6 * B->n;
-    CK(cublasGemmBatchedEx(B->h, CUBLAS_OP_N, CUBLAS_OP_N, B->fi, B->rows, B->fo, &one, (const void *const *)p,
-                           CUDA_R_32F, B->fi, (const void *const *)(p + B->n), CUDA_R_32F, B->fo, &zero, p + 2 * B->n,
-                           CUDA_R_32F, B->fi, B->n, ct, CUBLAS_GEMM_DEFAULT));
+    ptr_gemm(B, 2, CUBLAS_OP_N, CUBLAS_OP_N, B->fi, B->rows, B->fo, B->fi, B->fo, B->fi);
     relu_grad_kernel<<<dim3(64, 1, B->n), 256, 0, B->s>>>(B->base + B->odx, B->base + B->ox,
                                                           (int64_t)B->rows * B->fi, B->stride);
     if (bias)
@@ -146,15 +142,7 @@ static lt_plan lt_make_aux(bench *B, int kind, cublasLtEpilogue_t epi) {
         CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
         CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bst, sizeof bst));
     }
-    if (kind == LT_FWD) {
-        P.la = lt_layout(B, B->fi, B->fo, B->fi, 0);   /* W, transposed */
-        P.lb = lt_layout(B, B->fi, B->rows, B->fi, 0); /* x */
-        P.lc = lt_layout(B, B->fo, B->rows, B->fo, 0); /* y */
-    } else {
-        P.la = lt_layout(B, B->fi, B->fo, B->fi, 0);   /* W */
-        P.lb = lt_layout(B, B->fo, B->rows, B->fo, 0); /* dy */
-        P.lc = lt_layout(B, B->fi, B->rows, B->fi, 0); /* dx */
-    }
+    lt_layouts(B, &P, kind, 0);
     lt_pick(B, &P);
     return P;
 }
