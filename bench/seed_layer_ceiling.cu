@@ -20,6 +20,9 @@
  *     lt-drelu    cuBLASLt strided batch with CUBLASLT_EPILOGUE_DRELU: the mask is a bit matrix the forward below
  *                 writes (CUBLASLT_EPILOGUE_RELU_AUX_BIAS, timed as "fwd lt-aux" against lt-fused's RELU_BIAS)
  *     lt-dr-bgrad the same with CUBLASLT_EPILOGUE_DRELU_BGRAD: db' from the same call
+ *   twins side by side: two chains of the fused forward (or of the input gradient and its pass) forked onto two
+ *   streams of the graph, as the TD3 update runs its twin critics on two lanes, timed per pair: against one call over
+ *   twice the agents (the next row's lt-fused), what merging the twins into one batch would gain beyond the overlap
  * fp32 (CUBLAS_COMPUTE_32F) and TF32 (CUBLAS_COMPUTE_32F_FAST_TF32). "-" where cuBLASLt's heuristic offers no
  * algorithm for the fused epilogue at that shape.
  * A whole network's passes as one launch: seed_net_ceiling.cu.
@@ -147,31 +150,58 @@ static lt_plan lt_make_aux(bench *B, int kind, cublasLtEpilogue_t epi) {
     return P;
 }
 
-/* Microseconds per op of route `which`, as a graph of reps ops replayed `replays` times. */
+/* One op of route `which` on B->s. */
+static void route_op(bench *B, int which, lt_plan *fwd, lt_plan *wg, lt_plan *ptr, lt_plan *aux) {
+    switch (which) {
+    case 0: fwd_ptr(B, 1); break;
+    case 1: fwd_strided(B); break;
+    case 2: lt_run(B, fwd, LT_FWD); break;
+    case 3: wgrad_ptr(B); break;
+    case 4: lt_run(B, wg, LT_WGRAD); break;
+    case 5: fwd_ptr(B, 0); break;
+    case 6: lt_run_ptr(B, &ptr[0], B->ptrs); break;
+    case 7: lt_run_ptr(B, &ptr[1], B->ptrs); break;
+    case 8: lt_run(B, &aux[0], LT_FWD); break;
+    case 9: dgrad_ptr(B, 0); break;
+    case 10: dgrad_ptr(B, 1); break;
+    case 11: lt_run(B, &aux[1], LT_DGRAD); break;
+    case 12: lt_run(B, &aux[2], LT_DGRAD); break;
+    case 13: lt_run(B, &aux[3], LT_DGRAD); break;
+    }
+}
+
+static cudaStream_t g_s2; /* the second branch of the twin routes */
+
+/* Microseconds per op of route `which`, as a graph of reps ops replayed `replays` times. Routes 14 and 15 are the
+ * twins side by side: two chains of reps ops of route 2 (the fused forward) or 9 (the input gradient and its pass),
+ * forked onto two streams in the graph as the update's lanes run Q1 and Q2; the figure is per pair. */
 static double time_route(bench *B, int which, lt_plan *fwd, lt_plan *wg, lt_plan *ptr, lt_plan *aux, int reps,
                          int replays) {
     cudaGraph_t g;
-    CK(cudaStreamBeginCapture(B->s, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < reps; i++) {
-        switch (which) {
-        case 0: fwd_ptr(B, 1); break;
-        case 1: fwd_strided(B); break;
-        case 2: lt_run(B, fwd, LT_FWD); break;
-        case 3: wgrad_ptr(B); break;
-        case 4: lt_run(B, wg, LT_WGRAD); break;
-        case 5: fwd_ptr(B, 0); break;
-        case 6: lt_run_ptr(B, &ptr[0], B->ptrs); break;
-        case 7: lt_run_ptr(B, &ptr[1], B->ptrs); break;
-        case 8: lt_run(B, &aux[0], LT_FWD); break;
-        case 9: dgrad_ptr(B, 0); break;
-        case 10: dgrad_ptr(B, 1); break;
-        case 11: lt_run(B, &aux[1], LT_DGRAD); break;
-        case 12: lt_run(B, &aux[2], LT_DGRAD); break;
-        case 13: lt_run(B, &aux[3], LT_DGRAD); break;
-        }
+    cudaStream_t s0 = B->s;
+    cudaEvent_t fork, join;
+    CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+    CK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+    CK(cudaStreamBeginCapture(s0, cudaStreamCaptureModeThreadLocal));
+    const int twins = which >= 14, op = which == 14 ? 2 : which == 15 ? 9 : which;
+    if (twins) {
+        CK(cudaEventRecord(fork, s0));
+        CK(cudaStreamWaitEvent(g_s2, fork, 0));
     }
-    CK(cudaStreamEndCapture(B->s, &g));
-    return graph_us(B->s, g, reps, replays);
+    for (int i = 0; i < reps; i++) route_op(B, op, fwd, wg, ptr, aux);
+    if (twins) {
+        B->s = g_s2;
+        CK(cublasSetStream(B->h, g_s2));
+        for (int i = 0; i < reps; i++) route_op(B, op, fwd, wg, ptr, aux);
+        B->s = s0;
+        CK(cublasSetStream(B->h, s0));
+        CK(cudaEventRecord(join, g_s2));
+        CK(cudaStreamWaitEvent(s0, join, 0));
+    }
+    CK(cudaStreamEndCapture(s0, &g));
+    cudaEventDestroy(fork);
+    cudaEventDestroy(join);
+    return graph_us(s0, g, reps, replays);
 }
 
 static void bench_case(int n, int fi, int tf32, int reps, int replays) {
@@ -180,6 +210,7 @@ static void bench_case(int n, int fi, int tf32, int reps, int replays) {
     B.n = n, B.rows = 256, B.fi = fi, B.fo = 256, B.tf32 = tf32;
     bench_layout(&B);
     CK(cudaStreamCreateWithFlags(&B.s, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&g_s2, cudaStreamNonBlocking));
     CK(cudaMalloc((void **)&B.base, (size_t)B.stride * n * sizeof(float)));
     CK(cudaMemsetAsync(B.base, 0, (size_t)B.stride * n * sizeof(float), B.s));
     B.ws_bytes = 32u << 20;
@@ -208,19 +239,20 @@ static void bench_case(int n, int fi, int tf32, int reps, int replays) {
         aux[2] = lt_make_aux(&B, LT_DGRAD, CUBLASLT_EPILOGUE_DRELU_BGRAD);
         aux[3] = lt_make(&B, LT_DGRAD);
     }
-    double t[14];
-    for (int w = 0; w < 14; w++) {
-        const lt_plan *p = w == 2 ? &fwd : w == 4 ? &wg : w == 6 ? &ptr[0] : w == 7 ? &ptr[1] : w >= 11 ? &aux[w - 10]
-                         : w == 8 ? &aux[0] : NULL;
-        t[w] = (w >= 9 && !dg) || (p && !p->ok) ? -1.0 : time_route(&B, w, &fwd, &wg, ptr, aux, reps, replays);
+    double t[16];
+    for (int w = 0; w < 16; w++) {
+        const lt_plan *p = w == 2 || w == 14 ? &fwd : w == 4 ? &wg : w == 6 ? &ptr[0] : w == 7 ? &ptr[1]
+                         : w >= 11 && w <= 13 ? &aux[w - 10] : w == 8 ? &aux[0] : NULL;
+        t[w] = (w >= 9 && w != 14 && !dg) || (p && !p->ok) ? -1.0 : time_route(&B, w, &fwd, &wg, ptr, aux, reps, replays);
     }
-    char s[14][32];
-    for (int i = 0; i < 14; i++) snprintf(s[i], sizeof s[i], t[i] < 0 ? "-" : "%.2f", t[i]);
+    char s[16][32];
+    for (int i = 0; i < 16; i++) snprintf(s[i], sizeof s[i], t[i] < 0 ? "-" : "%.2f", t[i]);
     printf("%6d  %4s  256x%3dx256  fwd: ptr-only %6.2f  ptr+pass %6.2f  strided+pass %6.2f  lt-fused %6s  "
            "lt-aux %6s  lt-ptr-only %6s  lt-ptr-fused %6s   wgrad: ptr+pass %6.2f  lt-fused %6s   dgrad: lt-only %6s  "
-           "ptr+pass %6s  ptr+2 pass %6s  lt-drelu %6s  lt-dr-bgrad %6s  (us per layer op, all agents)\n",
+           "ptr+pass %6s  ptr+2 pass %6s  lt-drelu %6s  lt-dr-bgrad %6s   twins side by side: fwd lt-fused %6s  "
+           "dgrad ptr+pass %6s  (us per layer op, all agents; twins: per pair)\n",
            n, tf32 ? "tf32" : "fp32", fi, t[5], t[0], t[1], s[2], s[8], s[7], s[6], t[3], s[4], s[13], s[9], s[10],
-           s[11], s[12]);
+           s[11], s[12], s[14], s[15]);
     fflush(stdout);
     cublasLtDestroy(B.lt);
     cublasDestroy(B.h);
@@ -228,6 +260,7 @@ static void bench_case(int n, int fi, int tf32, int reps, int replays) {
     cudaFree(B.ws);
     cudaFree(B.base);
     cudaStreamDestroy(B.s);
+    cudaStreamDestroy(g_s2);
 }
 
 int main(int argc, char **argv) {
