@@ -111,8 +111,8 @@ static void nccl_load(void) {
                                k_set[i].name, k_set[i].value);
         if (at >= sizeof g_nccl.note) at = sizeof g_nccl.note - 1;
     }
-    if (at) snprintf(g_nccl.note + at, sizeof g_nccl.note - at, " for NCCL, as they were unset (set them yourself "
-                     "to choose; docs/data_parallel.md)");
+    if (at) snprintf(g_nccl.note + at, sizeof g_nccl.note - at, " for NCCL, where the environment left it unset "
+                     "(docs/data_parallel.md says why; set a value yourself to choose)");
     const char *rc_set = getenv("NCCL_RUNTIME_CONNECT");
     if (strcmp(rc_set, "0") != 0 && strcmp(getenv("NCCL_CUMEM_ENABLE"), "0") != 0)
         snprintf(g_nccl.note, sizeof g_nccl.note, "NCCL_RUNTIME_CONNECT=%.8s and NCCL_CUMEM_ENABLE=%.8s, as set: "
