@@ -287,8 +287,8 @@ static int run_case(const char *name, int n, char *why, size_t cap) {
             cudaMemGetInfo(&after, &tot);
             /* captured_rank keeps its buffer (2M floats, counted out here), its stream and its graph. */
             printf("  cuda:%d free after the set-up %.1f MiB, after the all-reduces %.1f MiB (8.0 MiB of it the "
-                   "case's buffer, and a graph): NCCL took %.1f MiB after its set-up\n", k, fr[k] / 1048576.0, after / 1048576.0,
-                   ((double)fr[k] - (double)after) / 1048576.0 - 8.0);
+                   "case's buffer, and a graph): NCCL took %.1f MiB after its set-up\n", k, fr[k] / 1048576.0,
+                   after / 1048576.0, ((double)fr[k] - (double)after) / 1048576.0 - 8.0);
         }
         return rc;
     }

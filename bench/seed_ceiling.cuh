@@ -25,12 +25,13 @@ typedef struct bench {
     float *base;    /* n regions: W [fo fi], b [fo], x [rows fi], y [rows fo], dy [rows fo], dW [fo fi], db [fo],
                      * dx [rows fi] (offsets in floats) */
     int64_t oW, ob, ox, oy, ody, odW, odb, odx;
+    int64_t omask, odbp; /* seed_layer_ceiling's AUX routes: the ReLU bit matrix, the layer below's bias gradient */
     void **ptrs; /* device pointer arrays: fwd A (W), B (x), C (y); wgrad A (x), B (dy), C (dW) */
     cublasHandle_t h;
     cublasLtHandle_t lt;
     void *ws;
     size_t ws_bytes;
-    cudaStream_t s;
+    cudaStream_t s, s2; /* s2: the second branch of seed_layer_ceiling's twin routes */
 } bench;
 
 static int64_t align64(int64_t v) { return (v + 63) / 64 * 64; }

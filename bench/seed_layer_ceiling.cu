@@ -64,7 +64,6 @@ __global__ void relu_grad_kernel(float *dx, const float *x, int64_t n, int64_t s
 /* The ReLU bit matrices of cuBLASLt's AUX epilogues: a leading dimension of at least the output's rows, a multiple of
  * 128 bits. One region serves the forward's mask (fo x rows) and the input gradient's (fi x rows). */
 static int64_t mask_ld(const bench *B, int64_t m) { return (m + 127) / 128 * 128; }
-static int64_t g_omask, g_odbp; /* this file's two extra offsets in a region: the bit matrix, the layer below's db */
 
 static void bench_layout(bench *B) {
     int64_t o = 0;
@@ -77,8 +76,8 @@ static void bench_layout(bench *B) {
     B->odb = o, o += align64(B->fo);
     B->odx = o, o += align64((int64_t)B->rows * B->fi);
     const int64_t ld = mask_ld(B, B->fi > B->fo ? B->fi : B->fo);
-    g_omask = o, o += align64(ld * B->rows / 32);
-    g_odbp = o, o += align64(B->fi);
+    B->omask = o, o += align64(ld * B->rows / 32);
+    B->odbp = o, o += align64(B->fi);
     B->stride = o;
 }
 
@@ -123,12 +122,12 @@ static void dgrad_ptr(bench *B, int bias) {
     relu_grad_kernel<<<dim3(64, 1, B->n), 256, 0, B->s>>>(B->base + B->odx, B->base + B->ox,
                                                           (int64_t)B->rows * B->fi, B->stride);
     if (bias)
-        colsum_kernel<<<dim3((B->fi + 127) / 128, 1, B->n), 128, 0, B->s>>>(B->base + g_odbp, B->base + B->odx,
+        colsum_kernel<<<dim3((B->fi + 127) / 128, 1, B->n), 128, 0, B->s>>>(B->base + B->odbp, B->base + B->odx,
                                                                           B->rows, B->fi, B->stride);
 }
 
 /* The AUX plans: the forward writing its ReLU mask (RELU_AUX_BIAS), and the input gradient reading it (DRELU, or
- * DRELU_BGRAD with db' at the region's g_odbp). The mask's batch stride is in bits. */
+ * DRELU_BGRAD with db' at the region's odbp). The mask's batch stride is in bits. */
 static lt_plan lt_make_aux(bench *B, int kind, cublasLtEpilogue_t epi) {
     lt_plan P;
     memset(&P, 0, sizeof P);
@@ -137,13 +136,13 @@ static lt_plan lt_make_aux(bench *B, int kind, cublasLtEpilogue_t epi) {
     CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-    const void *mask = B->base + g_omask;
+    const void *mask = B->base + B->omask;
     const int64_t ld = mask_ld(B, kind == LT_FWD ? B->fo : B->fi), mst = B->stride * 32, bst = B->stride;
     CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &mask, sizeof mask));
     CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
     CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &mst, sizeof mst));
     if (epi != CUBLASLT_EPILOGUE_DRELU) {
-        const float *bias = B->base + (kind == LT_FWD ? B->ob : g_odbp);
+        const float *bias = B->base + (kind == LT_FWD ? B->ob : B->odbp);
         CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
         CK(cublasLtMatmulDescSetAttribute(P.d, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bst, sizeof bst));
     }
@@ -172,8 +171,6 @@ static void route_op(bench *B, int which, lt_plan *fwd, lt_plan *wg, lt_plan *pt
     }
 }
 
-static cudaStream_t g_s2; /* the second branch of the twin routes */
-
 /* Microseconds per op of route `which`, as a graph of reps ops replayed `replays` times. Routes 14 and 15 are the
  * twins side by side: two chains of reps ops of route 2 (the fused forward) or 9 (the input gradient and its pass),
  * forked onto two streams in the graph as the update's lanes run Q1 and Q2; the figure is per pair. */
@@ -188,16 +185,16 @@ static double time_route(bench *B, int which, lt_plan *fwd, lt_plan *wg, lt_plan
     const int twins = which >= 14, op = which == 14 ? 2 : which == 15 ? 9 : which;
     if (twins) {
         CK(cudaEventRecord(fork, s0));
-        CK(cudaStreamWaitEvent(g_s2, fork, 0));
+        CK(cudaStreamWaitEvent(B->s2, fork, 0));
     }
     for (int i = 0; i < reps; i++) route_op(B, op, fwd, wg, ptr, aux);
     if (twins) {
-        B->s = g_s2;
-        CK(cublasSetStream(B->h, g_s2));
+        B->s = B->s2;
+        CK(cublasSetStream(B->h, B->s2));
         for (int i = 0; i < reps; i++) route_op(B, op, fwd, wg, ptr, aux);
         B->s = s0;
         CK(cublasSetStream(B->h, s0));
-        CK(cudaEventRecord(join, g_s2));
+        CK(cudaEventRecord(join, B->s2));
         CK(cudaStreamWaitEvent(s0, join, 0));
     }
     CK(cudaStreamEndCapture(s0, &g));
@@ -212,7 +209,7 @@ static void bench_case(int n, int fi, int tf32, int reps, int replays) {
     B.n = n, B.rows = 256, B.fi = fi, B.fo = 256, B.tf32 = tf32;
     bench_layout(&B);
     CK(cudaStreamCreateWithFlags(&B.s, cudaStreamNonBlocking));
-    CK(cudaStreamCreateWithFlags(&g_s2, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&B.s2, cudaStreamNonBlocking));
     CK(cudaMalloc((void **)&B.base, (size_t)B.stride * n * sizeof(float)));
     CK(cudaMemsetAsync(B.base, 0, (size_t)B.stride * n * sizeof(float), B.s));
     B.ws_bytes = 32u << 20;
@@ -245,7 +242,8 @@ static void bench_case(int n, int fi, int tf32, int reps, int replays) {
     for (int w = 0; w < 16; w++) {
         const lt_plan *p = w == 2 || w == 14 ? &fwd : w == 4 ? &wg : w == 6 ? &ptr[0] : w == 7 ? &ptr[1]
                          : w >= 11 && w <= 13 ? &aux[w - 10] : w == 8 ? &aux[0] : NULL;
-        t[w] = (w >= 9 && w != 14 && !dg) || (p && !p->ok) ? -1.0 : time_route(&B, w, &fwd, &wg, ptr, aux, reps, replays);
+        const int skip = (w >= 9 && w != 14 && !dg) || (p && !p->ok);
+        t[w] = skip ? -1.0 : time_route(&B, w, &fwd, &wg, ptr, aux, reps, replays);
     }
     char s[16][32];
     for (int i = 0; i < 16; i++) snprintf(s[i], sizeof s[i], t[i] < 0 ? "-" : "%.2f", t[i]);
@@ -262,7 +260,7 @@ static void bench_case(int n, int fi, int tf32, int reps, int replays) {
     cudaFree(B.ws);
     cudaFree(B.base);
     cudaStreamDestroy(B.s);
-    cudaStreamDestroy(g_s2);
+    cudaStreamDestroy(B.s2);
 }
 
 int main(int argc, char **argv) {

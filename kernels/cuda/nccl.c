@@ -89,8 +89,8 @@ static double now_s(void) {
 /* The NCCL settings to try, in every message about a wait that did not end. */
 static const char k_nccl_hint[] =
     "; to see where it waits run with NCCL_DEBUG=INFO; settings that avoid the set-ups known to hang: "
-    "NCCL_CUMEM_ENABLE=0 and NCCL_RUNTIME_CONNECT=0 (rltrain sets both when unset), NCCL_P2P_DISABLE=1; a slow start may need a larger "
-    "dist.timeout_s (docs/data_parallel.md)";
+    "NCCL_CUMEM_ENABLE=0 and NCCL_RUNTIME_CONNECT=0 (rltrain sets both when unset), NCCL_P2P_DISABLE=1; a slow "
+    "start may need a larger dist.timeout_s (docs/data_parallel.md)";
 
 static void nccl_load(void) {
     /* NCCL reads its environment when first used; rltrain sets two variables the user left unset, and says so.
