@@ -31,11 +31,12 @@
  *   (member k in batch k mod the count, slot k / the count), at least two seeds a batch (seed_batch_count); 0, the
  *   default, a batch for every 4 seeds a GPU has (at most 4), halved while its leads do not fit (seed_batch_fewer).
  * - How the waiters wait (lockstep_set_threads): asleep once the seed threads leave fewer than an eighth of this
- *   machine's cores (at least 2) free, spinning below that; RLT_SEEDS_WAIT=spin|sleep overrides.
+ *   machine's cores (at least 2) free, unless they are at most LOCKSTEP_YIELD_MAX (then yielding alone), spinning
+ *   below that; RLT_SEEDS_WAIT=spin|sleep overrides.
  * Every case but the last two runs four times: with the waiters spinning and yielding (RLT_SEEDS_WAIT=spin, what few
  * seeds on many cores get), asleep on the futex at once (sleep), where a wake-up lost after a round or a failure would
  * hang the case, spinning and then asleep (spin_sleep), and as lockstep_new chooses for 4 agents on this machine
- * (asleep on 2 to 36 cores). */
+ * (yielding alone on 2 to 36 cores). */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -667,9 +668,18 @@ static void members(void) {
     rlt_config_free(c);
 }
 
-/* How waiters wait (lockstep_set_threads): asleep once the seed threads leave fewer than an eighth of the cores (at
- * least 2) free, spinning below that, yielding alone from twice as many threads as cores; RLT_SEEDS_WAIT forces a
- * way. */
+/* How waiters wait (lockstep_set_threads): spinning while the seed threads leave an eighth of the cores (at least 2)
+ * free; past that asleep, or yielding alone for groups of at most LOCKSTEP_YIELD_MAX threads; yielding alone from twice
+ * as many threads as cores; RLT_SEEDS_WAIT forces a way. */
+static void wait_expect(rlt_lockstep *ls, long threads, long cores) {
+    long spare = cores / 8 > 2 ? cores / 8 : 2;
+    const int crowded = threads >= 2 * cores, band = threads + spare > cores && !crowded;
+    const int sleeps = band && threads > LOCKSTEP_YIELD_MAX, yields = crowded || (band && !sleeps);
+    lockstep_set_threads(ls, (int32_t)threads);
+    CHECK(lockstep_sleeps(ls) == sleeps && lockstep_yields(ls) == yields, "%ld seed threads on %ld cores %s", threads,
+          cores, sleeps ? "sleep" : yields ? "yield alone" : "spin, then yield");
+}
+
 static void wait_rule(void) {
     rlt_agent a[2];
     memset(a, 0, sizeof a);
@@ -683,18 +693,17 @@ static void wait_rule(void) {
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) cores = CPU_COUNT(&set);
     lockstep_set_threads(ls, 100000);
     CHECK(!lockstep_sleeps(ls) && lockstep_yields(ls), "100,000 seed threads on %ld cores yield", cores);
-    lockstep_set_threads(ls, (int32_t)(2 * cores));
-    CHECK(!lockstep_sleeps(ls) && lockstep_yields(ls), "twice as many seed threads as cores (%ld) yield", cores);
-    lockstep_set_threads(ls, (int32_t)(2 * cores - 1));
-    CHECK(lockstep_sleeps(ls) && !lockstep_yields(ls), "%ld seed threads on %ld cores sleep", 2 * cores - 1, cores);
-    lockstep_set_threads(ls, (int32_t)cores);
-    CHECK(lockstep_sleeps(ls), "as many seed threads as cores (%ld) sleep", cores);
-    long spare = cores / 8 > 2 ? cores / 8 : 2;
-    if (cores > spare + 1) {
-        lockstep_set_threads(ls, (int32_t)(cores - spare));
-        CHECK(!lockstep_sleeps(ls), "%ld seed threads on %ld cores spin", cores - spare, cores);
-        lockstep_set_threads(ls, (int32_t)(cores - spare + 1));
-        CHECK(lockstep_sleeps(ls), "%ld seed threads on %ld cores sleep", cores - spare + 1, cores);
+    const long spare = cores / 8 > 2 ? cores / 8 : 2;
+    const long counts[] = {2 * cores, 2 * cores - 1, cores, cores - spare, cores - spare + 1, LOCKSTEP_YIELD_MAX,
+                           LOCKSTEP_YIELD_MAX + 1, 1};
+    for (int i = 0; i < (int)(sizeof counts / sizeof counts[0]); i++)
+        if (counts[i] >= 1) wait_expect(ls, counts[i], cores);
+    /* This machine's own cases of the rule (the counts above fall where its core count puts them). */
+    lockstep_set_threads(ls, LOCKSTEP_YIELD_MAX);
+    CHECK(!lockstep_sleeps(ls), "a group of %d seed threads never sleeps", LOCKSTEP_YIELD_MAX);
+    if (2 * cores - 1 > LOCKSTEP_YIELD_MAX && 2 * cores - 1 + spare > cores) {
+        lockstep_set_threads(ls, (int32_t)(2 * cores - 1));
+        CHECK(lockstep_sleeps(ls), "%ld seed threads on %ld cores sleep", 2 * cores - 1, cores);
     }
     setenv("RLT_SEEDS_WAIT", "spin", 1);
     lockstep_set_threads(ls, 100000);

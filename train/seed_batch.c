@@ -351,13 +351,17 @@ void lockstep_set_threads(rlt_lockstep *ls, int32_t threads) {
      * a waiter sleeps at once (yielding first, or yielding alone, were slower on a 64-core host with 64 seeds:
      * bench/RESULTS.md). From twice as many seed threads as cores, every core holds two seeds or more, and a waiter
      * that yields hands its core to a sibling with an environment to step: there it yields from the start (64 seeds
-     * on 32 cores: 30.9 s td3 and 24.6 s dqn yielding, 32.0 s and 28.7 s asleep). RLT_SEEDS_WAIT forces one way, for
+     * on 32 cores: 30.9 s td3 and 24.6 s dqn yielding, 32.0 s and 28.7 s asleep). A group of at most
+     * LOCKSTEP_YIELD_MAX threads yields instead of sleeping there: its waiters are few enough that a yield finds the
+     * core idle, and a futex wake-up costs each round more than it saves (16 seeds on a 16-core host: td3_pendulum
+     * under tf32 6.81 -> 6.54 s, dqn_cartpole 6.16 -> 5.81 s; bench/RESULTS.md). RLT_SEEDS_WAIT forces one way, for
      * A/B: spin (pauses, then yields), yield (yields from the start), sleep (at once), spin_sleep (pauses, then
      * sleeps). */
     long spare = cores / 8 > 2 ? cores / 8 : 2;
     int crowded = cores > 0 && (long)threads >= 2 * cores;
-    ls->sleep = cores > 0 && threads + spare > cores && !crowded;
-    ls->spin = ls->sleep || crowded ? 0 : 2000;
+    int few = threads <= LOCKSTEP_YIELD_MAX;
+    ls->sleep = cores > 0 && threads + spare > cores && !crowded && !few;
+    ls->spin = ls->sleep || crowded || (cores > 0 && threads + spare > cores) ? 0 : 2000;
     const char *wait = getenv("RLT_SEEDS_WAIT");
     if (wait && !strcmp(wait, "spin")) ls->sleep = 0, ls->spin = 2000;
     if (wait && !strcmp(wait, "yield")) ls->sleep = 0, ls->spin = 0;

@@ -95,8 +95,9 @@ int seed_batch_capture(struct rlt_agent *const *agents, int32_t n, int32_t eval_
 rlt_lockstep *lockstep_new(struct rlt_agent *const *agents, int32_t n);
 /* How its waiters wait, from the seed threads in the process (all batches of a group; lockstep_new assumes n): they
  * spin and yield while the cores outnumber those threads by an eighth (at least 2), yield alone from twice as many
- * threads as cores, else sleep on a futex until the round that serves them (RLT_SEEDS_WAIT=spin|yield|sleep|
- * spin_sleep forces one way). */
+ * threads as cores or when there are at most LOCKSTEP_YIELD_MAX threads, else sleep on a futex until the round that
+ * serves them (RLT_SEEDS_WAIT=spin|yield|sleep|spin_sleep forces one way). */
+#define LOCKSTEP_YIELD_MAX 16
 void lockstep_set_threads(rlt_lockstep *ls, int32_t threads);
 /* 1 when its waiters sleep (lockstep_set_threads). */
 int lockstep_sleeps(const rlt_lockstep *ls);

@@ -1166,8 +1166,10 @@ static void group_lockstep_attach(rlt_group *g) {
             rlt_log(RLT_LOG_INFO, "seed group: %d seeds nearly fill this machine's cores: they sleep between batched "
                     "rounds instead of spinning (RLT_SEEDS_WAIT=spin to spin)", (int)g->n);
         if (b == 0 && lockstep_yields(g->ls[b]))
-            rlt_log(RLT_LOG_INFO, "seed group: %d seeds are twice this machine's cores or more: they yield between "
-                    "batched rounds, neither spinning nor asleep (RLT_SEEDS_WAIT=sleep to sleep)", (int)g->n);
+            rlt_log(RLT_LOG_INFO, "seed group: %d seeds %s: they yield between batched rounds, neither spinning nor "
+                    "asleep (RLT_SEEDS_WAIT=sleep to sleep)", (int)g->n,
+                    g->n <= LOCKSTEP_YIELD_MAX ? "leave this machine few spare cores, and are few"
+                                               : "are twice this machine's cores or more");
         lockstep_attach(g->ls[b]);
     }
 }
