@@ -37,11 +37,7 @@ static void bench_kind(bench *B, int kind, int reps, int replays) {
     for (int i = 0; i < found; i++) {
         if (r[i].state != CUBLAS_STATUS_SUCCESS) continue;
         P.algo = r[i].algo;
-        cudaGraph_t g;
-        CK(cudaStreamBeginCapture(B->s, cudaStreamCaptureModeThreadLocal));
-        for (int k = 0; k < reps; k++) lt_run(B, &P, kind);
-        CK(cudaStreamEndCapture(B->s, &g));
-        double us = graph_us(B->s, g, reps, replays);
+        const double us = lt_chain_us(B, &P, kind, reps, replays);
         if (i == 0) first = us;
         if (us < best) best = us, best_i = i;
     }
@@ -59,28 +55,11 @@ static void bench_case(int n, int fi, int tf32, int reps, int replays) {
     bench B;
     memset(&B, 0, sizeof B);
     B.n = n, B.rows = 256, B.fi = fi, B.fo = 256, B.tf32 = tf32;
-    int64_t o = 0;
-    B.oW = o, o += align64((int64_t)B.fo * B.fi);
-    B.ob = o, o += align64(B.fo);
-    B.ox = o, o += align64((int64_t)B.rows * B.fi);
-    B.oy = o, o += align64((int64_t)B.rows * B.fo);
-    B.ody = o, o += align64((int64_t)B.rows * B.fo);
-    B.odW = o, o += align64((int64_t)B.fo * B.fi);
-    B.odb = o, o += align64(B.fo);
-    B.odx = o, o += align64((int64_t)B.rows * B.fi);
-    B.stride = o;
-    CK(cudaStreamCreateWithFlags(&B.s, cudaStreamNonBlocking));
-    CK(cudaMalloc((void **)&B.base, (size_t)B.stride * n * sizeof(float)));
-    CK(cudaMemsetAsync(B.base, 0, (size_t)B.stride * n * sizeof(float), B.s));
-    B.ws_bytes = 32u << 20;
-    CK(cudaMalloc(&B.ws, B.ws_bytes));
-    CK(cublasLtCreate(&B.lt));
+    B.stride = bench_plain_layout(&B);
+    bench_open(&B, NULL);
     for (int kind = 0; kind < 3; kind++)
         if (kind != LT_DGRAD || fi > 128) bench_kind(&B, kind, reps, replays);
-    cublasLtDestroy(B.lt);
-    cudaFree(B.ws);
-    cudaFree(B.base);
-    cudaStreamDestroy(B.s);
+    bench_close(&B, 1);
 }
 
 int main(int argc, char **argv) {

@@ -70,19 +70,8 @@ static void bench_case(int n, int reps, int replays) {
     bench B;
     memset(&B, 0, sizeof B);
     B.n = n, B.rows = 256, B.fi = 256, B.fo = 256, B.tf32 = 1;
-    int64_t o = 0;
-    B.oW = o, o += align64((int64_t)B.fo * B.fi);
-    B.ob = o, o += 64;
-    B.ox = o, o += align64((int64_t)B.rows * B.fi);
-    B.ody = o, o += align64((int64_t)B.rows * B.fo);
-    B.odx = o, o += align64((int64_t)B.rows * B.fi);
-    B.stride = o;
-    CK(cudaStreamCreateWithFlags(&B.s, cudaStreamNonBlocking));
-    CK(cudaMalloc((void **)&B.base, (size_t)B.stride * n * sizeof(float)));
-    CK(cudaMemsetAsync(B.base, 0, (size_t)B.stride * n * sizeof(float), B.s));
-    B.ws_bytes = 32u << 20;
-    CK(cudaMalloc(&B.ws, B.ws_bytes));
-    CK(cublasLtCreate(&B.lt));
+    B.stride = bench_plain_layout(&B);
+    bench_open(&B, NULL);
     lt_plan dg = lt_make(&B, LT_DGRAD);
     double t[3][2];
     for (int r = 0; r < 3; r++)
@@ -91,10 +80,7 @@ static void bench_case(int n, int reps, int replays) {
            "  (us per op, all agents)\n",
            n, t[0][0], t[0][1], t[1][0], t[1][1], t[2][0], t[2][1]);
     fflush(stdout);
-    cublasLtDestroy(B.lt);
-    cudaFree(B.ws);
-    cudaFree(B.base);
-    cudaStreamDestroy(B.s);
+    bench_close(&B, 1);
 }
 
 int main(int argc, char **argv) {

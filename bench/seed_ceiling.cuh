@@ -1,4 +1,5 @@
-/* seed_ceiling.cuh: what the two ceiling benchmarks (seed_layer_ceiling.cu, seed_net_ceiling.cu) share: N agents'
+/* seed_ceiling.cuh: what the ceiling benchmarks (seed_layer_ceiling.cu, seed_net_ceiling.cu, lt_algos.cu,
+ * pdl_ceiling.cu, stride_ceiling.cu) share: N agents'
  * buffers in regions at one stride (`bench`), the cuBLASLt strided-batch products over them (forward with bias and
  * ReLU, weight gradient with the bias gradient, input gradient), the timing of a captured graph, and the command line. */
 #pragma once
@@ -160,6 +161,52 @@ static double graph_us(cudaStream_t s, cudaGraph_t g, int ops, int replays) {
     return 1000.0 * ms / ((double)ops * replays);
 }
 
+
+/* The plain layer's regions (W, b, x, y, dy, dW, db, dx, each at a multiple of 64 floats) for B's shape: sets the
+ * offsets and returns the floats one agent uses (the stride of agents back to back). */
+static int64_t bench_plain_layout(bench *B) {
+    int64_t o = 0;
+    B->oW = o, o += align64((int64_t)B->fo * B->fi);
+    B->ob = o, o += align64(B->fo);
+    B->ox = o, o += align64((int64_t)B->rows * B->fi);
+    B->oy = o, o += align64((int64_t)B->rows * B->fo);
+    B->ody = o, o += align64((int64_t)B->rows * B->fo);
+    B->odW = o, o += align64((int64_t)B->fo * B->fi);
+    B->odb = o, o += align64(B->fo);
+    B->odx = o, o += align64((int64_t)B->rows * B->fi);
+    return o;
+}
+
+/* B's stream, a 32 MiB workspace and a cuBLASLt handle; with base NULL also B->n zeroed regions at B->stride in one
+ * cudaMalloc (bench_close frees them), else the caller's regions at base. */
+static void bench_open(bench *B, float *base) {
+    CK(cudaStreamCreateWithFlags(&B->s, cudaStreamNonBlocking));
+    if (base) {
+        B->base = base;
+    } else {
+        CK(cudaMalloc((void **)&B->base, (size_t)B->stride * B->n * sizeof(float)));
+        CK(cudaMemsetAsync(B->base, 0, (size_t)B->stride * B->n * sizeof(float), B->s));
+    }
+    B->ws_bytes = 32u << 20;
+    CK(cudaMalloc(&B->ws, B->ws_bytes));
+    CK(cublasLtCreate(&B->lt));
+}
+
+static void bench_close(bench *B, int owns_base) {
+    cublasLtDestroy(B->lt);
+    cudaFree(B->ws);
+    if (owns_base) cudaFree(B->base);
+    cudaStreamDestroy(B->s);
+}
+
+/* Microseconds per product of plan P (kind) as a graph of reps dependent calls, replayed. */
+static double lt_chain_us(bench *B, lt_plan *P, int kind, int reps, int replays) {
+    cudaGraph_t g;
+    CK(cudaStreamBeginCapture(B->s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < reps; i++) lt_run(B, P, kind);
+    CK(cudaStreamEndCapture(B->s, &g));
+    return graph_us(B->s, g, reps, replays);
+}
 
 /* Both benchmarks' command line, [--reps N] [--replays N] [--agents 16,64] (at most 8 counts), and device 0's
  * properties: 0, 2 on a bad argument, 77 without a GPU. */

@@ -66,15 +66,7 @@ __global__ void relu_grad_kernel(float *dx, const float *x, int64_t n, int64_t s
 static int64_t mask_ld(const bench *B, int64_t m) { return (m + 127) / 128 * 128; }
 
 static void bench_layout(bench *B) {
-    int64_t o = 0;
-    B->oW = o, o += align64((int64_t)B->fo * B->fi);
-    B->ob = o, o += align64(B->fo);
-    B->ox = o, o += align64((int64_t)B->rows * B->fi);
-    B->oy = o, o += align64((int64_t)B->rows * B->fo);
-    B->ody = o, o += align64((int64_t)B->rows * B->fo);
-    B->odW = o, o += align64((int64_t)B->fo * B->fi);
-    B->odb = o, o += align64(B->fo);
-    B->odx = o, o += align64((int64_t)B->rows * B->fi);
+    int64_t o = bench_plain_layout(B);
     const int64_t ld = mask_ld(B, B->fi > B->fo ? B->fi : B->fo);
     B->omask = o, o += align64(ld * B->rows / 32);
     B->odbp = o, o += align64(B->fi);

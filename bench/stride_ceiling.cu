@@ -86,36 +86,20 @@ static void region_free(region *R, int n) {
 
 static double time_kind(bench *B, int lkind, int reps, int replays) {
     lt_plan P = lt_make(B, lkind);
-    if (!P.ok) return -1.0;
-    cudaGraph_t g;
-    CK(cudaStreamBeginCapture(B->s, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < reps; i++) lt_run(B, &P, lkind);
-    CK(cudaStreamEndCapture(B->s, &g));
-    return graph_us(B->s, g, reps, replays);
+    return P.ok ? lt_chain_us(B, &P, lkind, reps, replays) : -1.0;
 }
 
 static void bench_case(int n, int tf32, int kind, int stride_mb, int reps, int replays) {
     bench B;
     memset(&B, 0, sizeof B);
     B.n = n, B.rows = 256, B.fi = 256, B.fo = 256, B.tf32 = tf32;
-    int64_t o = 0;
-    B.oW = o, o += align64((int64_t)B.fo * B.fi);
-    B.ob = o, o += align64(B.fo);
-    B.ox = o, o += align64((int64_t)B.rows * B.fi);
-    B.oy = o, o += align64((int64_t)B.rows * B.fo);
-    B.ody = o, o += align64((int64_t)B.rows * B.fo);
-    B.odW = o, o += align64((int64_t)B.fo * B.fi);
-    B.odb = o, o += align64(B.fo);
-    B.odx = o, o += align64((int64_t)B.rows * B.fi);
+    const int64_t o = bench_plain_layout(&B);
     region R;
     region_make(&R, kind, n, o, stride_mb);
-    B.base = R.base, B.stride = R.stride;
-    CK(cudaStreamCreateWithFlags(&B.s, cudaStreamNonBlocking));
+    B.stride = R.stride;
+    bench_open(&B, R.base);
     fill_kernel<<<1024, 256, 0, B.s>>>(B.base, o * n, o, B.stride);
     CK(cudaStreamSynchronize(B.s));
-    B.ws_bytes = 32u << 20;
-    CK(cudaMalloc(&B.ws, B.ws_bytes));
-    CK(cublasLtCreate(&B.lt));
     const double f = time_kind(&B, LT_FWD, reps, replays), d = time_kind(&B, LT_DGRAD, reps, replays);
     char what[32];
     if (kind == 0) snprintf(what, sizeof what, "packed (%.2f MiB)", R.stride / 262144.0);
@@ -123,10 +107,8 @@ static void bench_case(int n, int tf32, int kind, int stride_mb, int reps, int r
     printf("%6d  %s  %-20s  fwd lt-fused %6.2f  dgrad lt %6.2f  (us per op, all agents)\n", n, tf32 ? "tf32" : "fp32",
            what, f, d);
     fflush(stdout);
-    cublasLtDestroy(B.lt);
-    cudaFree(B.ws);
+    bench_close(&B, 0);
     region_free(&R, n);
-    cudaStreamDestroy(B.s);
 }
 
 int main(int argc, char **argv) {
