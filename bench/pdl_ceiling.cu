@@ -55,15 +55,20 @@ static void launch(bench *B, int tiny, int pdl) {
 }
 
 /* route 0 tiny, 1 pass, 2 dgrad+pass. */
+typedef struct pdl_route {
+    lt_plan *dg;
+    int route, pdl;
+} pdl_route;
+
+static void route_op(bench *B, const void *ctx) {
+    const pdl_route *r = (const pdl_route *)ctx;
+    if (r->route == 2) lt_run(B, r->dg, LT_DGRAD);
+    launch(B, r->route == 0, r->pdl);
+}
+
 static double time_route(bench *B, lt_plan *dg, int route, int pdl, int reps, int replays) {
-    cudaGraph_t g;
-    CK(cudaStreamBeginCapture(B->s, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < reps; i++) {
-        if (route == 2) lt_run(B, dg, LT_DGRAD);
-        launch(B, route == 0, pdl);
-    }
-    CK(cudaStreamEndCapture(B->s, &g));
-    return graph_us(B->s, g, reps, replays);
+    const pdl_route r = {dg, route, pdl};
+    return chain_us(B, route_op, &r, reps, replays);
 }
 
 static void bench_case(int n, int reps, int replays) {

@@ -1,5 +1,5 @@
 /* seed_ceiling.cuh: what the ceiling benchmarks (seed_layer_ceiling.cu, seed_net_ceiling.cu, lt_algos.cu,
- * pdl_ceiling.cu, stride_ceiling.cu) share: N agents'
+ * pdl_ceiling.cu, stride_ceiling.cu, tc_layer_ceiling.cu) share: N agents'
  * buffers in regions at one stride (`bench`), the cuBLASLt strided-batch products over them (forward with bias and
  * ReLU, weight gradient with the bias gradient, input gradient), the timing of a captured graph, and the command line. */
 #pragma once
@@ -199,13 +199,29 @@ static void bench_close(bench *B, int owns_base) {
     cudaStreamDestroy(B->s);
 }
 
-/* Microseconds per product of plan P (kind) as a graph of reps dependent calls, replayed. */
-static double lt_chain_us(bench *B, lt_plan *P, int kind, int reps, int replays) {
+/* Microseconds per op: reps calls of op(B, ctx), each one op on B's stream, captured as a graph and replayed. */
+static double chain_us(bench *B, void (*op)(bench *, const void *), const void *ctx, int reps, int replays) {
     cudaGraph_t g;
     CK(cudaStreamBeginCapture(B->s, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < reps; i++) lt_run(B, P, kind);
+    for (int i = 0; i < reps; i++) op(B, ctx);
     CK(cudaStreamEndCapture(B->s, &g));
     return graph_us(B->s, g, reps, replays);
+}
+
+typedef struct lt_call {
+    lt_plan *P;
+    int kind;
+} lt_call;
+
+static void lt_call_op(bench *B, const void *ctx) {
+    const lt_call *c = (const lt_call *)ctx;
+    lt_run(B, c->P, c->kind);
+}
+
+/* Microseconds per product of plan P (kind) as a graph of reps dependent calls, replayed. */
+static double lt_chain_us(bench *B, lt_plan *P, int kind, int reps, int replays) {
+    const lt_call c = {P, kind};
+    return chain_us(B, lt_call_op, &c, reps, replays);
 }
 
 /* Both benchmarks' command line, [--reps N] [--replays N] [--agents 16,64] (at most 8 counts), and device 0's
