@@ -44,7 +44,8 @@ static void bench_kind(bench *B, int kind, int reps, int replays) {
     const cublasLtMatmulAlgo_t *a = &r[best_i].algo;
     printf("%6d  %s  %s fi %3d: offers %2d  first %6.2f us  fastest %6.2f us (offer %2d: algo %d tile %d stages %d "
            "split-k %d custom %d)\n",
-           B->n, B->tf32 ? "tf32" : "fp32", kind == LT_FWD ? "forward" : kind == LT_DGRAD ? "dgrad  " : "wgrad  ", B->fi,
+           B->n, B->tf32 ? "tf32" : "fp32", kind == LT_FWD ? "forward" : kind == LT_DGRAD ? "dgrad  " : "wgrad  ",
+           B->fi,
            found, first, best, best_i, algo_cfg(a, CUBLASLT_ALGO_CONFIG_ID), algo_cfg(a, CUBLASLT_ALGO_CONFIG_TILE_ID),
            algo_cfg(a, CUBLASLT_ALGO_CONFIG_STAGES_ID), algo_cfg(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
            algo_cfg(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION));

@@ -1,7 +1,7 @@
 /* seed_ceiling.cuh: what the ceiling benchmarks (seed_layer_ceiling.cu, seed_net_ceiling.cu, lt_algos.cu,
- * pdl_ceiling.cu, stride_ceiling.cu, tc_layer_ceiling.cu) share: N agents'
- * buffers in regions at one stride (`bench`), the cuBLASLt strided-batch products over them (forward with bias and
- * ReLU, weight gradient with the bias gradient, input gradient), the timing of a captured graph, and the command line. */
+ * pdl_ceiling.cu, stride_ceiling.cu, tc_layer_ceiling.cu) share: N agents' buffers in regions at one stride
+ * (`bench`), the cuBLASLt strided-batch products over them (forward with bias and ReLU, weight gradient with the bias
+ * gradient, input gradient), the timing of a captured graph or chain of ops, and the command line. */
 #pragma once
 #include <cublasLt.h>
 #include <cublas_v2.h>

@@ -3,10 +3,11 @@
  * (an sm80 mma.sync kernel, 64 x 64 tiles); its arithmetic at mma.sync's rate would allow 2-3 us. The kernel here:
  * y = relu(x W^T + b) per agent (grid z), BM x 64 output tiles, 4 warps, k-tiles of 32 streamed through a ring of
  * cp.async stages, mma.sync.m16n8k8 on TF32 operands (rounded to nearest, as cvt.rna), bias and ReLU applied from the
- * accumulators (and a variant that hands the tensor cores the fp32 bits, which they truncate). Each route is a graph of REPS dependent forwards, replayed; microseconds per forward for all N agents,
- * and the largest difference from cuBLASLt's result relative to its largest entry (both TF32: about 1e-3 expected).
+ * accumulators (and a variant that hands the tensor cores the fp32 bits, which they truncate). Each route is a graph
+ * of REPS dependent forwards, replayed; microseconds per forward for all N agents, and the largest difference from
+ * cuBLASLt's result relative to its largest entry (both TF32: about 1e-3 expected).
  *   bench_tc_layer_ceiling [--reps 20] [--replays 200] [--agents 16,64]
- * Needs a GPU (exit 77 without one); built with the CUDA backend. */
+ * Needs a GPU of compute capability 8.0 or later (exit 77 without one); built with the CUDA backend. */
 #include <math.h>
 
 #include "../kernels/cuda/cp_async.cuh"
@@ -180,7 +181,8 @@ static void bench_case(int n, int reps, int replays) {
     CK(cudaStreamSynchronize(B.s));
     lt_plan P = lt_make(&B, LT_FWD);
     const double lib = P.ok ? lt_chain_us(&B, &P, LT_FWD, reps, replays) : -1.0;
-    const double t64 = tc_us(&B, 64, reps, replays), t32 = tc_us(&B, 32, reps, replays), tt = tc_us(&B, 0, reps, replays);
+    const double t64 = tc_us(&B, 64, reps, replays), t32 = tc_us(&B, 32, reps, replays);
+    const double tt = tc_us(&B, 0, reps, replays);
     const double e64 = P.ok ? tc_check(&B, &P, 64) : -1.0, e32 = P.ok ? tc_check(&B, &P, 32) : -1.0;
     const double et = P.ok ? tc_check(&B, &P, 0) : -1.0;
     printf("%6d  tf32  256x256x256 forward (bias, ReLU): cuBLASLt %6.2f  ours 64x64 tiles %6.2f (diff %.1e)  32x64 "
