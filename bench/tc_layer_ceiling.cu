@@ -3,7 +3,8 @@
  * (an sm80 mma.sync kernel, 64 x 64 tiles); its arithmetic at mma.sync's rate would allow 2-3 us. The kernel here:
  * y = relu(x W^T + b) per agent (grid z), BM x 64 output tiles, 4 warps, k-tiles of 32 streamed through a ring of
  * cp.async stages, mma.sync.m16n8k8 on TF32 operands (rounded to nearest, as cvt.rna), bias and ReLU applied from the
- * accumulators (and a variant that hands the tensor cores the fp32 bits, which they truncate). Each route is a graph
+ * accumulators (and variants that hand the tensor cores the fp32 bits, which they truncate, and that read the
+ * fragments from shared memory by ldmatrix: not yet run on a GPU, see bench/RESULTS.md). Each route is a graph
  * of REPS dependent forwards, replayed; microseconds per forward for all N agents, and the largest difference from
  * cuBLASLt's result relative to its largest entry (both TF32: about 1e-3 expected).
  *   bench_tc_layer_ceiling [--reps 20] [--replays 200] [--agents 16,64]
@@ -46,9 +47,25 @@ static __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&
 #endif
 }
 
+/* Four 8 x 4 blocks of 32-bit words from shared memory, one row address a thread (threads 8q .. 8q + 7 name block q's
+ * rows): r[q] is word lane % 4 of row lane / 4 of block q, an m16n8k8 TF32 fragment's layout. */
+static __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const float *row) {
+#ifdef TC_SM80
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#else
+    (void)row;
+    r[0] = r[1] = r[2] = r[3] = 0;
+#endif
+}
+
 /* Agent z's y [rows fo] = relu(x [rows fi] W^T + b), W [fo fi]; rows a multiple of BM, fo of 64, fi of TC_BK. Warps
- * 2 x 2 over the BM x 64 tile, each (BM / 2) x 32: MI = BM / 32 m16 tiles by 4 n8 tiles. */
-template <int BM, bool RN>
+ * 2 x 2 over the BM x 64 tile, each (BM / 2) x 32: MI = BM / 32 m16 tiles by 4 n8 tiles. LDM: the fragments come
+ * from shared memory by ldmatrix (one instruction for an A fragment or two B fragments) instead of a 4-byte load
+ * each. */
+template <int BM, bool RN, bool LDM>
 __global__ void __launch_bounds__(128) tc_fwd_kernel(float *y, const float *x, const float *W, const float *b,
                                                      int fi, int fo, int64_t stride) {
     constexpr int BN = 64, MI = BM / 32, WM = BM / 2;
@@ -90,16 +107,36 @@ __global__ void __launch_bounds__(128) tc_fwd_kernel(float *y, const float *x, c
 #pragma unroll
         for (int kk = 0; kk < TC_BK; kk += 8) {
             uint32_t a[MI][4], bf[4][2];
+            if (LDM) {
+                /* A: blocks (rows +0, k +0), (+8, +0), (+0, +4), (+8, +4); B: two n8 tiles, (+0, +0), (+0, +4),
+                 * (+8, +0), (+8, +4). */
 #pragma unroll
-            for (int i = 0; i < MI; i++) {
-                const float *p = As + (wm + 16 * i + g) * TC_LD + kk + t;
-                a[i][0] = tf32_of<RN>(p[0]), a[i][1] = tf32_of<RN>(p[8 * TC_LD]);
-                a[i][2] = tf32_of<RN>(p[4]), a[i][3] = tf32_of<RN>(p[8 * TC_LD + 4]);
-            }
+                for (int i = 0; i < MI; i++) {
+                    const int row = wm + 16 * i + (lane & 7) + ((lane >> 3) & 1) * 8;
+                    ldsm_x4(a[i], As + row * TC_LD + kk + (lane >> 4) * 4);
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const float *p = Bs + (wn + 8 * j + g) * TC_LD + kk + t;
-                bf[j][0] = tf32_of<RN>(p[0]), bf[j][1] = tf32_of<RN>(p[4]);
+                    for (int e = 0; e < 4; e++) a[i][e] = tf32_of<RN>(__uint_as_float(a[i][e]));
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j += 2) {
+                    uint32_t r[4];
+                    ldsm_x4(r, Bs + (wn + 8 * j + (lane & 7) + (lane >> 4) * 8) * TC_LD + kk + ((lane >> 3) & 1) * 4);
+                    bf[j][0] = tf32_of<RN>(__uint_as_float(r[0])), bf[j][1] = tf32_of<RN>(__uint_as_float(r[1]));
+                    bf[j + 1][0] = tf32_of<RN>(__uint_as_float(r[2]));
+                    bf[j + 1][1] = tf32_of<RN>(__uint_as_float(r[3]));
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < MI; i++) {
+                    const float *p = As + (wm + 16 * i + g) * TC_LD + kk + t;
+                    a[i][0] = tf32_of<RN>(p[0]), a[i][1] = tf32_of<RN>(p[8 * TC_LD]);
+                    a[i][2] = tf32_of<RN>(p[4]), a[i][3] = tf32_of<RN>(p[8 * TC_LD + 4]);
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float *p = Bs + (wn + 8 * j + g) * TC_LD + kk + t;
+                    bf[j][0] = tf32_of<RN>(p[0]), bf[j][1] = tf32_of<RN>(p[4]);
+                }
             }
 #pragma unroll
             for (int i = 0; i < MI; i++)
@@ -123,22 +160,26 @@ __global__ void __launch_bounds__(128) tc_fwd_kernel(float *y, const float *x, c
     }
 }
 
-template <int BM, bool RN = true>
+template <int BM, bool RN = true, bool LDM = false>
 static void tc_fwd(bench *B) {
     const size_t bytes = (size_t)TC_STAGES * (BM + 64) * TC_LD * sizeof(float);
     static int set = 0;
-    if (!set) CK(cudaFuncSetAttribute(tc_fwd_kernel<BM, RN>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    if (!set)
+        CK(cudaFuncSetAttribute(tc_fwd_kernel<BM, RN, LDM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     set = 1;
-    tc_fwd_kernel<BM, RN><<<dim3(B->fo / 64, B->rows / BM, B->n), 128, bytes, B->s>>>(
+    tc_fwd_kernel<BM, RN, LDM><<<dim3(B->fo / 64, B->rows / BM, B->n), 128, bytes, B->s>>>(
         B->base + B->oy, B->base + B->ox, B->base + B->oW, B->base + B->ob, B->fi, B->fo, B->stride);
     CK(cudaGetLastError());
 }
 
-/* bm 64 or 32: rounded operands; 0: 64 x 64 tiles with truncated operands. */
+/* bm 64 or 32: rounded operands; 0: 64 x 64 tiles with truncated operands; 1 and 2: 64 x 64 tiles with the fragments
+ * by ldmatrix, rounded and truncated. */
 static void tc_run(bench *B, int bm) {
     if (bm == 64) tc_fwd<64>(B);
     else if (bm == 32) tc_fwd<32>(B);
-    else tc_fwd<64, false>(B);
+    else if (bm == 0) tc_fwd<64, false>(B);
+    else if (bm == 1) tc_fwd<64, true, true>(B);
+    else tc_fwd<64, false, true>(B);
 }
 
 static void tc_op(bench *B, const void *bm) { tc_run(B, *(const int *)bm); }
@@ -181,13 +222,16 @@ static void bench_case(int n, int reps, int replays) {
     CK(cudaStreamSynchronize(B.s));
     lt_plan P = lt_make(&B, LT_FWD);
     const double lib = P.ok ? lt_chain_us(&B, &P, LT_FWD, reps, replays) : -1.0;
-    const double t64 = tc_us(&B, 64, reps, replays), t32 = tc_us(&B, 32, reps, replays);
-    const double tt = tc_us(&B, 0, reps, replays);
-    const double e64 = P.ok ? tc_check(&B, &P, 64) : -1.0, e32 = P.ok ? tc_check(&B, &P, 32) : -1.0;
-    const double et = P.ok ? tc_check(&B, &P, 0) : -1.0;
+    const int route[5] = {64, 32, 0, 1, 2};
+    double t[5], e[5];
+    for (int r = 0; r < 5; r++) {
+        t[r] = tc_us(&B, route[r], reps, replays);
+        e[r] = P.ok ? tc_check(&B, &P, route[r]) : -1.0;
+    }
     printf("%6d  tf32  256x256x256 forward (bias, ReLU): cuBLASLt %6.2f  ours 64x64 tiles %6.2f (diff %.1e)  32x64 "
-           "tiles %6.2f (diff %.1e)  64x64 truncated %6.2f (diff %.1e)  (us per forward, all agents)\n",
-           n, lib, t64, e64, t32, e32, tt, et);
+           "tiles %6.2f (diff %.1e)  64x64 truncated %6.2f (diff %.1e)  ldmatrix %6.2f (diff %.1e)  ldmatrix "
+           "truncated %6.2f (diff %.1e)  (us per forward, all agents)\n",
+           n, lib, t[0], e[0], t[1], e[1], t[2], e[2], t[3], e[3], t[4], e[4]);
     fflush(stdout);
     bench_close(&B, 1);
 }
