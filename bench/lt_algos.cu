@@ -41,6 +41,10 @@ static void bench_kind(bench *B, int kind, int reps, int replays) {
         if (i == 0) first = us;
         if (us < best) best = us, best_i = i;
     }
+    if (best_i < 0) {
+        printf("%6d  %s  fi %3d: no usable offer\n", B->n, B->tf32 ? "tf32" : "fp32", B->fi);
+        return;
+    }
     const cublasLtMatmulAlgo_t *a = &r[best_i].algo;
     printf("%6d  %s  %s fi %3d: offers %2d  first %6.2f us  fastest %6.2f us (offer %2d: algo %d tile %d stages %d "
            "split-k %d custom %d)\n",
@@ -54,8 +58,7 @@ static void bench_kind(bench *B, int kind, int reps, int replays) {
 
 static void bench_case(int n, int fi, int tf32, int reps, int replays) {
     bench B;
-    memset(&B, 0, sizeof B);
-    B.n = n, B.rows = 256, B.fi = fi, B.fo = 256, B.tf32 = tf32;
+    bench_shape(&B, n, fi, tf32);
     B.stride = bench_plain_layout(&B);
     bench_open(&B, NULL);
     for (int kind = 0; kind < 3; kind++)
@@ -64,14 +67,11 @@ static void bench_case(int n, int fi, int tf32, int reps, int replays) {
 }
 
 int main(int argc, char **argv) {
-    int reps, replays, agents[8], n_agents;
-    cudaDeviceProp prop;
-    int rc = ceiling_args(argc, argv, &reps, &replays, agents, &n_agents, &prop);
+    ceiling_opts o;
+    int rc = ceiling_start(argc, argv, "cuBLASLt's offers on a seed-batched layer in a CUDA graph", "ops", 0, &o);
     if (rc) return rc;
-    printf("cuBLASLt's offers on a seed-batched layer in a CUDA graph, %s, %d ops per graph x %d replays\n", prop.name,
-           reps, replays);
-    for (int a = 0; a < n_agents; a++)
+    for (int a = 0; a < o.n_agents; a++)
         for (int tf32 = 0; tf32 < 2; tf32++)
-            for (int k = 0; k < 2; k++) bench_case(agents[a], k == 0 ? 256 : 23, tf32, reps, replays);
+            for (int k = 0; k < 2; k++) bench_case(o.agents[a], k == 0 ? 256 : 23, tf32, o.reps, o.replays);
     return 0;
 }

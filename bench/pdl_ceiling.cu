@@ -73,8 +73,7 @@ static double time_route(bench *B, lt_plan *dg, int route, int pdl, int reps, in
 
 static void bench_case(int n, int reps, int replays) {
     bench B;
-    memset(&B, 0, sizeof B);
-    B.n = n, B.rows = 256, B.fi = 256, B.fo = 256, B.tf32 = 1;
+    bench_shape(&B, n, 256, 1);
     B.stride = bench_plain_layout(&B);
     bench_open(&B, NULL);
     lt_plan dg = lt_make(&B, LT_DGRAD);
@@ -89,13 +88,10 @@ static void bench_case(int n, int reps, int replays) {
 }
 
 int main(int argc, char **argv) {
-    int reps, replays, agents[8], n_agents;
-    cudaDeviceProp prop;
-    int rc = ceiling_args(argc, argv, &reps, &replays, agents, &n_agents, &prop);
+    ceiling_opts o;
+    int rc = ceiling_start(argc, argv, "programmatic dependent launch on a chain of small kernels in a CUDA graph",
+                           "ops", 0, &o);
     if (rc) return rc;
-    printf("programmatic dependent launch on a chain of small kernels in a CUDA graph, %s, %d ops per graph x %d "
-           "replays\n",
-           prop.name, reps, replays);
-    for (int a = 0; a < n_agents; a++) bench_case(agents[a], reps, replays);
+    for (int a = 0; a < o.n_agents; a++) bench_case(o.agents[a], o.reps, o.replays);
     return 0;
 }

@@ -162,6 +162,13 @@ static double graph_us(cudaStream_t s, cudaGraph_t g, int ops, int replays) {
 }
 
 
+/* B emptied and set to n agents' 256-row layer of fi inputs and 256 outputs (TD3 256-256/b256's hidden layer at fi
+ * 256, its critic's first layer at 23), in TF32 or fp32. */
+static void bench_shape(bench *B, int n, int fi, int tf32) {
+    memset(B, 0, sizeof *B);
+    B->n = n, B->rows = 256, B->fi = fi, B->fo = 256, B->tf32 = tf32;
+}
+
 /* The plain layer's regions (W, b, x, y, dy, dW, db, dx, each at a multiple of 64 floats) for B's shape: sets the
  * offsets and returns the floats one agent uses (the stride of agents back to back). */
 static int64_t bench_plain_layout(bench *B) {
@@ -224,27 +231,47 @@ static double lt_chain_us(bench *B, lt_plan *P, int kind, int reps, int replays)
     return chain_us(B, lt_call_op, &c, reps, replays);
 }
 
-/* Both benchmarks' command line, [--reps N] [--replays N] [--agents 16,64] (at most 8 counts), and device 0's
- * properties: 0, 2 on a bad argument, 77 without a GPU. */
-static int ceiling_args(int argc, char **argv, int *reps, int *replays, int agents[8], int *n_agents,
-                        cudaDeviceProp *prop) {
-    *reps = 20, *replays = 200, agents[0] = 16, agents[1] = 64, *n_agents = 2;
-    for (int i = 1; i < argc; i++) {
-        if (i + 1 < argc && !strcmp(argv[i], "--reps")) *reps = atoi(argv[++i]);
-        else if (i + 1 < argc && !strcmp(argv[i], "--replays")) *replays = atoi(argv[++i]);
+/* The ceiling programs' options: [--reps N] [--replays N] [--agents 16,64] (at most 8 counts of 1 to 256 agents). */
+typedef struct ceiling_opts {
+    int reps, replays, agents[8], n_agents;
+    cudaDeviceProp prop; /* device 0's */
+} ceiling_opts;
+
+/* Parses the command line into o, checks for a GPU of compute capability min_major or later, and prints the program's
+ * first line, "WHAT, <device>, <reps> UNIT per graph x <replays> replays": 0, 2 on a bad argument, 77 without such a
+ * GPU. */
+static int ceiling_start(int argc, char **argv, const char *what, const char *unit, int min_major, ceiling_opts *o) {
+    o->reps = 20, o->replays = 200, o->agents[0] = 16, o->agents[1] = 64, o->n_agents = 2;
+    int bad = 0;
+    for (int i = 1; i < argc && !bad; i++) {
+        if (i + 1 < argc && !strcmp(argv[i], "--reps")) o->reps = atoi(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--replays")) o->replays = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "--agents")) {
-            *n_agents = 0;
-            for (char *t = strtok(argv[++i], ","); t && *n_agents < 8; t = strtok(NULL, ",")) agents[(*n_agents)++] = atoi(t);
+            o->n_agents = 0;
+            for (char *t = strtok(argv[++i], ","); t && o->n_agents < 8; t = strtok(NULL, ",")) {
+                const int n = atoi(t);
+                bad |= n < 1 || n > 256;
+                o->agents[o->n_agents++] = n;
+            }
         } else {
-            fprintf(stderr, "usage: %s [--reps N] [--replays N] [--agents 16,64]\n", argv[0]);
-            return 2;
+            bad = 1;
         }
+    }
+    if (bad) {
+        fprintf(stderr, "usage: %s [--reps N] [--replays N] [--agents 16,64] (1 to 256 agents)\n", argv[0]);
+        return 2;
     }
     int dev_count = 0;
     if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count < 1) {
         fprintf(stderr, "no GPU\n");
         return 77;
     }
-    CK(cudaGetDeviceProperties(prop, 0));
+    CK(cudaGetDeviceProperties(&o->prop, 0));
+    if (o->prop.major < min_major) {
+        fprintf(stderr, "%s: compute capability %d.%d, this program needs %d.0\n", o->prop.name, o->prop.major,
+                o->prop.minor, min_major);
+        return 77;
+    }
+    printf("%s, %s, %d %s per graph x %d replays\n", what, o->prop.name, o->reps, unit, o->replays);
     return 0;
 }

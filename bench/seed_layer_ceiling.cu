@@ -197,8 +197,7 @@ static double time_route(bench *B, int which, lt_plan *fwd, lt_plan *wg, lt_plan
 
 static void bench_case(int n, int fi, int tf32, int reps, int replays) {
     bench B;
-    memset(&B, 0, sizeof B);
-    B.n = n, B.rows = 256, B.fi = fi, B.fo = 256, B.tf32 = tf32;
+    bench_shape(&B, n, fi, tf32);
     bench_layout(&B);
     CK(cudaStreamCreateWithFlags(&B.s, cudaStreamNonBlocking));
     CK(cudaStreamCreateWithFlags(&B.s2, cudaStreamNonBlocking));
@@ -256,14 +255,12 @@ static void bench_case(int n, int fi, int tf32, int reps, int replays) {
 }
 
 int main(int argc, char **argv) {
-    int reps, replays, agents[8], n_agents;
-    cudaDeviceProp prop;
-    int rc = ceiling_args(argc, argv, &reps, &replays, agents, &n_agents, &prop);
+    ceiling_opts o;
+    int rc = ceiling_start(argc, argv, "seed-batched dense layer routes in a CUDA graph", "ops", 0, &o);
     if (rc) return rc;
-    printf("seed-batched dense layer routes in a CUDA graph, %s, %d ops per graph x %d replays\n", prop.name, reps,
-           replays);
-    for (int a = 0; a < n_agents; a++)
+    for (int a = 0; a < o.n_agents; a++)
         for (int tf32 = 0; tf32 < 2; tf32++)
-            for (int k = 0; k < 3; k++) bench_case(agents[a], k == 0 ? 256 : k == 1 ? 23 : 24, tf32, reps, replays);
+            for (int k = 0; k < 3; k++)
+                bench_case(o.agents[a], k == 0 ? 256 : k == 1 ? 23 : 24, tf32, o.reps, o.replays);
     return 0;
 }

@@ -515,14 +515,12 @@ static void net_case(int n, int tf32, int backward, int reps, int replays) {
 }
 
 int main(int argc, char **argv) {
-    int reps, replays, agents[8], n_agents;
-    cudaDeviceProp prop;
-    int rc = ceiling_args(argc, argv, &reps, &replays, agents, &n_agents, &prop);
+    ceiling_opts o;
+    int rc = ceiling_start(argc, argv, "a critic's passes for N agents, a launch per layer against one launch",
+                           "passes", 0, &o);
     if (rc) return rc;
-    printf("a critic's passes for N agents, a launch per layer against one launch, %s, %d passes per graph x %d "
-           "replays\n", prop.name, reps, replays);
-    for (int a = 0; a < n_agents; a++)
-        for (int tf32 = 0; tf32 < (prop.major >= 8 ? 2 : 1); tf32++)
-            net_case(agents[a], tf32, tf32 && prop.major >= 9, reps, replays);
+    for (int a = 0; a < o.n_agents; a++)
+        for (int tf32 = 0; tf32 < (o.prop.major >= 8 ? 2 : 1); tf32++)
+            net_case(o.agents[a], tf32, tf32 && o.prop.major >= 9, o.reps, o.replays);
     return 0;
 }

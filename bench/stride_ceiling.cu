@@ -10,6 +10,7 @@
  *   bench_stride_ceiling [--reps 20] [--replays 200] [--agents 16,64]
  * Needs a GPU (exit 77 without one); built with the CUDA backend. */
 #include <cuda.h>
+#include <cudaTypedefs.h>
 
 #include "seed_ceiling.cuh"
 
@@ -40,6 +41,34 @@ typedef struct region {
     int vmm;
 } region;
 
+/* The driver's virtual memory calls, through the runtime's entry points (as kernels/cuda/cuda_backend.c reaches them):
+ * the program links no driver library, so on a machine without one it starts and exits 77. */
+static struct {
+    PFN_cuMemGetAllocationGranularity_v10020 granularity;
+    PFN_cuMemAddressReserve_v10020 reserve;
+    PFN_cuMemCreate_v10020 create;
+    PFN_cuMemMap_v10020 map;
+    PFN_cuMemSetAccess_v10020 access;
+    PFN_cuMemUnmap_v10020 unmap;
+    PFN_cuMemRelease_v10020 release;
+    PFN_cuMemAddressFree_v10020 free;
+} g_vmm;
+
+static void vmm_load(void) {
+    const char *names[8] = {"cuMemGetAllocationGranularity", "cuMemAddressReserve", "cuMemCreate", "cuMemMap",
+                            "cuMemSetAccess", "cuMemUnmap", "cuMemRelease", "cuMemAddressFree"};
+    void **fn[8] = {(void **)&g_vmm.granularity, (void **)&g_vmm.reserve, (void **)&g_vmm.create, (void **)&g_vmm.map,
+                    (void **)&g_vmm.access, (void **)&g_vmm.unmap, (void **)&g_vmm.release, (void **)&g_vmm.free};
+    for (int i = 0; i < 8; i++) {
+        enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        CK(cudaGetDriverEntryPointByVersion(names[i], fn[i], 12000, cudaEnableDefault, &q));
+        if (q != cudaDriverEntryPointSuccess || !*fn[i]) {
+            fprintf(stderr, "the driver offers no %s\n", names[i]);
+            exit(1);
+        }
+    }
+}
+
 /* kind 0 packed, 1 malloc at stride_mb, 2 vmm at stride_mb. need: floats an agent uses. */
 static void region_make(region *R, int kind, int n, int64_t need, int stride_mb) {
     memset(R, 0, sizeof *R);
@@ -57,17 +86,17 @@ static void region_make(region *R, int kind, int n, int64_t need, int stride_mb)
     p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     p.location.id = 0;
     size_t gran = 0;
-    DCK(cuMemGetAllocationGranularity(&gran, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    DCK(g_vmm.granularity(&gran, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     R->va_bytes = R->bytes * n;
-    DCK(cuMemAddressReserve(&R->va, R->va_bytes, gran, 0, 0));
+    DCK(g_vmm.reserve(&R->va, R->va_bytes, gran, 0, 0));
     CUmemAccessDesc acc;
     memset(&acc, 0, sizeof acc);
     acc.location = p.location;
     acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     for (int z = 0; z < n; z++) {
-        DCK(cuMemCreate(&R->h[z], R->bytes, &p, 0));
-        DCK(cuMemMap(R->va + (size_t)z * R->bytes, R->bytes, 0, R->h[z], 0));
-        DCK(cuMemSetAccess(R->va + (size_t)z * R->bytes, R->bytes, &acc, 1));
+        DCK(g_vmm.create(&R->h[z], R->bytes, &p, 0));
+        DCK(g_vmm.map(R->va + (size_t)z * R->bytes, R->bytes, 0, R->h[z], 0));
+        DCK(g_vmm.access(R->va + (size_t)z * R->bytes, R->bytes, &acc, 1));
     }
     R->base = (float *)R->va;
 }
@@ -78,10 +107,10 @@ static void region_free(region *R, int n) {
         return;
     }
     for (int z = 0; z < n; z++) {
-        cuMemUnmap(R->va + (size_t)z * R->bytes, R->bytes);
-        cuMemRelease(R->h[z]);
+        g_vmm.unmap(R->va + (size_t)z * R->bytes, R->bytes);
+        g_vmm.release(R->h[z]);
     }
-    cuMemAddressFree(R->va, R->va_bytes);
+    g_vmm.free(R->va, R->va_bytes);
 }
 
 static double time_kind(bench *B, int lkind, int reps, int replays) {
@@ -91,8 +120,7 @@ static double time_kind(bench *B, int lkind, int reps, int replays) {
 
 static void bench_case(int n, int tf32, int kind, int stride_mb, int reps, int replays) {
     bench B;
-    memset(&B, 0, sizeof B);
-    B.n = n, B.rows = 256, B.fi = 256, B.fo = 256, B.tf32 = tf32;
+    bench_shape(&B, n, 256, tf32);
     const int64_t o = bench_plain_layout(&B);
     region R;
     region_make(&R, kind, n, o, stride_mb);
@@ -112,20 +140,18 @@ static void bench_case(int n, int tf32, int kind, int stride_mb, int reps, int r
 }
 
 int main(int argc, char **argv) {
-    int reps, replays, agents[8], n_agents;
-    cudaDeviceProp prop;
-    int rc = ceiling_args(argc, argv, &reps, &replays, agents, &n_agents, &prop);
+    ceiling_opts o;
+    int rc = ceiling_start(argc, argv, "a seed-batched 256 x 256 x 256 product by where the agents' regions lie", "ops",
+                           0, &o);
     if (rc) return rc;
-    CK(cudaFree(0));
-    printf("a seed-batched 256 x 256 x 256 product by where the agents' regions lie, %s, %d ops per graph x %d "
-           "replays\n",
-           prop.name, reps, replays);
+    CK(cudaFree(0)); /* the context the driver's virtual memory calls need */
+    vmm_load();
     const int mb[] = {2, 8, 10, 12, 64};
-    for (int a = 0; a < n_agents; a++)
+    for (int a = 0; a < o.n_agents; a++)
         for (int tf32 = 1; tf32 >= 0; tf32--) {
-            bench_case(agents[a], tf32, 0, 0, reps, replays);
-            for (int i = 0; i < 5; i++) bench_case(agents[a], tf32, 1, mb[i], reps, replays);
-            for (int i = 0; i < 5; i++) bench_case(agents[a], tf32, 2, mb[i], reps, replays);
+            bench_case(o.agents[a], tf32, 0, 0, o.reps, o.replays);
+            for (int i = 0; i < 5; i++) bench_case(o.agents[a], tf32, 1, mb[i], o.reps, o.replays);
+            for (int i = 0; i < 5; i++) bench_case(o.agents[a], tf32, 2, mb[i], o.reps, o.replays);
         }
     return 0;
 }

@@ -214,8 +214,7 @@ static double tc_check(bench *B, lt_plan *P, int bm) {
 
 static void bench_case(int n, int reps, int replays) {
     bench B;
-    memset(&B, 0, sizeof B);
-    B.n = n, B.rows = 256, B.fi = 256, B.fo = 256, B.tf32 = 1;
+    bench_shape(&B, n, 256, 1);
     B.stride = bench_plain_layout(&B);
     bench_open(&B, NULL);
     fill_kernel<<<1024, 256, 0, B.s>>>(B.base, B.stride * n);
@@ -237,16 +236,9 @@ static void bench_case(int n, int reps, int replays) {
 }
 
 int main(int argc, char **argv) {
-    int reps, replays, agents[8], n_agents;
-    cudaDeviceProp prop;
-    int rc = ceiling_args(argc, argv, &reps, &replays, agents, &n_agents, &prop);
+    ceiling_opts o;
+    int rc = ceiling_start(argc, argv, "a TF32 mma.sync layer kernel of our own against cuBLASLt", "ops", 8, &o);
     if (rc) return rc;
-    if (prop.major < 8) {
-        fprintf(stderr, "%s has no TF32 tensor cores (compute capability %d.%d)\n", prop.name, prop.major, prop.minor);
-        return 77;
-    }
-    printf("a TF32 mma.sync layer kernel of our own against cuBLASLt, %s, %d ops per graph x %d replays\n", prop.name,
-           reps, replays);
-    for (int a = 0; a < n_agents; a++) bench_case(agents[a], reps, replays);
+    for (int a = 0; a < o.n_agents; a++) bench_case(o.agents[a], o.reps, o.replays);
     return 0;
 }

@@ -358,10 +358,10 @@ void lockstep_set_threads(rlt_lockstep *ls, int32_t threads) {
      * A/B: spin (pauses, then yields), yield (yields from the start), sleep (at once), spin_sleep (pauses, then
      * sleeps). */
     long spare = cores / 8 > 2 ? cores / 8 : 2;
+    int full = cores > 0 && threads + spare > cores; /* past the first bound: no spinning */
     int crowded = cores > 0 && (long)threads >= 2 * cores;
-    int few = threads <= LOCKSTEP_YIELD_MAX;
-    ls->sleep = cores > 0 && threads + spare > cores && !crowded && !few;
-    ls->spin = ls->sleep || crowded || (cores > 0 && threads + spare > cores) ? 0 : 2000;
+    ls->sleep = full && !crowded && threads > LOCKSTEP_YIELD_MAX;
+    ls->spin = full ? 0 : 2000;
     const char *wait = getenv("RLT_SEEDS_WAIT");
     if (wait && !strcmp(wait, "spin")) ls->sleep = 0, ls->spin = 2000;
     if (wait && !strcmp(wait, "yield")) ls->sleep = 0, ls->spin = 0;

@@ -113,12 +113,12 @@ static void nccl_load(void) {
     }
     if (at) snprintf(g_nccl.note + at, sizeof g_nccl.note - at, " for NCCL, where the environment left it unset "
                      "(docs/data_parallel.md says why; set a value yourself to choose)");
-    const char *rc_set = getenv("NCCL_RUNTIME_CONNECT");
-    if (strcmp(rc_set, "0") != 0 && strcmp(getenv("NCCL_CUMEM_ENABLE"), "0") != 0)
+    const char *rc_set = getenv("NCCL_RUNTIME_CONNECT"), *cumem_set = getenv("NCCL_CUMEM_ENABLE");
+    if (strcmp(rc_set, "0") != 0 && strcmp(cumem_set, "0") != 0)
         snprintf(g_nccl.note, sizeof g_nccl.note, "NCCL_RUNTIME_CONNECT=%.8s and NCCL_CUMEM_ENABLE=%.8s, as set: "
                  "NCCL then connects the ranks inside rltrain's first graph capture, which failed with cuMem "
                  "buffers on a 2 x H200 machine (docs/data_parallel.md); unset either to let rltrain set 0", rc_set,
-                 getenv("NCCL_CUMEM_ENABLE"));
+                 cumem_set);
     const char *path = getenv("RLT_NCCL_LIBRARY");
     if (!path || !*path) path = "libnccl.so.2";
     g_nccl.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
