@@ -10,6 +10,8 @@
  *   Wrong strides, transposes or types give order-1 errors. The bias gradient comes out of the weight
  *   gradient's epilogue (CUBLASLT_EPILOGUE_BGRADB) in cuBLASLt's order, plus beta db0: the fp32 sum bound
  *   2 gamma(rows+2) (|db0| + sum |dy|). The 512 x 1024 -> 512 cases are the size the tensor cores are for.
+ *   The same layers for several seeds batched (seed_batch: one strided cuBLASLt call per product for all of them),
+ *   each seed within those bounds of the CPU twin run on it alone.
  *   amp (UNSCALE, UPDATE), adam's skip: exact (the same IEEE operations, or nothing at all).
  *   conv_forward / conv_backward on 16-bit slots (cuDNN's tensor cores against the widened fp32 im2col twin):
  *   the same two roundings as a dense layer, checked as a normalised error ||gpu - cpu|| / ||cpu|| <= 4 u_lp
@@ -243,6 +245,133 @@ static void linear_backward_case(int32_t dt, int32_t dx_dt, int32_t rows, int32_
     CHECK(bad_w == 0 && bad_b == 0 && bad_x == 0, "linear_backward %s %dx%dx%d: dW %zu, db %zu, dx %zu", dt_name(dt), rows,
           fi, fo, bad_w, bad_b, bad_x);
     pair_reset();
+}
+
+/* Seed batching: Z seeds' 16-bit layers (each seed's block x | W | b | y | dy | dW | db | dx at one stride, its own
+ * random values) as one captured forward and backward over all seeds (cuBLASLt's strided batched products, the
+ * passes with grid z the agent), each seed against the CPU twin run on that seed alone, within linear_case's and
+ * linear_backward_case's bounds. An agent that read another's operands, or a stride in the wrong elements (a 16-bit
+ * product's fp32 output and bias move half as many), gives order-1 errors. beta 1: the bias gradient from our
+ * column sum (the fused one needs the lane's one scratch vector); beta 0: from the product's BGRADB epilogue. */
+#define LP_SEEDS_MAX 8
+static void seeds_case(int32_t dt, int32_t Z, int32_t rows, int32_t fi, int32_t fo, int32_t act, float beta) {
+    const uint64_t al = 256;
+#define LP_UP(v) (((v) + al - 1) / al * al)
+    const uint64_t ox = 0, ow = ox + LP_UP((uint64_t)rows * fi * 2), ob = ow + LP_UP((uint64_t)fo * fi * 2),
+                   oy = ob + LP_UP((uint64_t)fo * 4), ody = oy + LP_UP((uint64_t)rows * fo * 2),
+                   odw = ody + LP_UP((uint64_t)rows * fo * 2), odb = odw + LP_UP((uint64_t)fo * fi * 4),
+                   odx = odb + LP_UP((uint64_t)fo * 4), per = odx + LP_UP((uint64_t)rows * fi * 2);
+#undef LP_UP
+    static float xv[LP_SEEDS_MAX][1 << 16], wv[LP_SEEDS_MAX][1 << 16], dyv[LP_SEEDS_MAX][1 << 16],
+        dw0[LP_SEEDS_MAX][1 << 16], bv[LP_SEEDS_MAX][512], db0[LP_SEEDS_MAX][512];
+    if (Z > LP_SEEDS_MAX || (size_t)rows * fi > (1u << 16) || (size_t)fo * fi > (1u << 16) ||
+        (size_t)rows * fo > (1u << 16) || fo > 512) {
+        CHECK(0, "seeds_case: shape beyond the test's buffers");
+        return;
+    }
+    unsigned char *cs[LP_SEEDS_MAX], *gs[LP_SEEDS_MAX];
+    for (int32_t z = 0; z < Z; z++) pair_take(per, (void **)&cs[z], (void **)&gs[z]);
+    void *cd, *gd, *ck, *gk;
+    pair_take((uint64_t)Z * 8, &cd, &gd);
+    pair_take((uint64_t)Z * 8, &ck, &gk);
+    for (int32_t z = 0; z < Z; z++) {
+        put_lp(cs[z] + ox, gs[z] + ox, dt, xv[z], (size_t)rows * fi, act == RLT_ACT_RELU ? -0.5f : -0.9f, 0.9f);
+        if (act == RLT_ACT_RELU) { /* x as the output of the layer below's ReLU, for the backward's derivative */
+            for (size_t i = 0; i < (size_t)rows * fi; i++) {
+                xv[z][i] = xv[z][i] > 0 ? xv[z][i] : 0.0f;
+                rlt_lp_store(h16, dt, (int64_t)i, xv[z][i]);
+            }
+            pair_put(cs[z] + ox, gs[z] + ox, h16, (uint64_t)rows * fi * 2);
+        }
+        put_lp(cs[z] + ow, gs[z] + ow, dt, wv[z], (size_t)fo * fi, -0.2f, 0.2f);
+        pair_rnd_fill(bv[z], (size_t)fo, -0.5f, 0.5f);
+        pair_put(cs[z] + ob, gs[z] + ob, bv[z], (uint64_t)fo * 4);
+        put_lp(cs[z] + ody, gs[z] + ody, dt, dyv[z], (size_t)rows * fo, -1.0f, 1.0f);
+        pair_rnd_fill(dw0[z], (size_t)fo * fi, -1.0f, 1.0f);
+        pair_put(cs[z] + odw, gs[z] + odw, dw0[z], (uint64_t)fo * fi * 4);
+        pair_rnd_fill(db0[z], (size_t)fo, -1.0f, 1.0f);
+        pair_put(cs[z] + odb, gs[z] + odb, db0[z], (uint64_t)fo * 4);
+    }
+    int64_t delta[LP_SEEDS_MAX];
+    uint64_t seed[LP_SEEDS_MAX];
+    for (int32_t z = 0; z < Z; z++) delta[z] = (int64_t)(gs[z] - gs[0]), seed[z] = (uint64_t)z + 1;
+    pair_put(cd, gd, delta, (uint64_t)Z * 8);
+    pair_put(ck, gk, seed, (uint64_t)Z * 8);
+#define LP_FWD(base) {.rows = rows, .fi = fi, .fo = fo, .dtype = dt, .x = (base) + ox, .ldx = fi, .W = (base) + ow, \
+                      .b = (float *)(void *)((base) + ob), .y = (base) + oy, .ldy = fo, .y_dtype = dt, .act = act}
+#define LP_BWD(base) {.rows = rows, .fi = fi, .fo = fo, .dtype = dt, .dy = (base) + ody, .lddy = fo, .x = (base) + ox,  \
+                      .ldx = fi, .act_x = act, .W = (base) + ow, .dW = (float *)(void *)((base) + odw),                 \
+                      .db = (float *)(void *)((base) + odb), .beta = beta, .dx = (base) + odx, .lddx = fi, .dx_dtype = dt}
+    rlt_linear_fwd fg = LP_FWD(gs[0]);
+    rlt_linear_bwd bg = LP_BWD(gs[0]);
+    int rb = P.gpu.ops->graph(&P.gpu, RLT_GRAPH_BEGIN, 7);
+    int r0 = rb == RLT_OK ? P.gpu.ops->seed_batch(&P.gpu, &(rlt_seeds_desc){.n = Z, .delta = gd, .seed = gk,
+                                                                           .delta_host = delta})
+                          : rb;
+    int r1 = r0 == RLT_OK ? P.gpu.ops->linear_forward(&P.gpu, &fg) : r0;
+    int r2 = r1 == RLT_OK ? P.gpu.ops->linear_backward(&P.gpu, &bg) : r1;
+    P.gpu.ops->seed_batch(&P.gpu, NULL);
+    int re = rb == RLT_OK ? P.gpu.ops->graph(&P.gpu, RLT_GRAPH_END, 7) : rb;
+    int rl = re == RLT_OK && r2 == RLT_OK ? P.gpu.ops->graph(&P.gpu, RLT_GRAPH_LAUNCH, 7) : re;
+    CHECK(r2 == RLT_OK && rl == RLT_OK, "%d seeds, 16-bit layer %dx%d->%d batched: capture %d launch %d (%s)", Z, rows,
+          fi, fo, r2, rl, P.egpu.msg);
+    size_t bad[4] = {0, 0, 0, 0};
+    for (int32_t z = 0; z < Z && r2 == RLT_OK && rl == RLT_OK; z++) {
+        rlt_linear_fwd fc = LP_FWD(cs[z]);
+        rlt_linear_bwd bc = LP_BWD(cs[z]);
+        pair_die_on(P.cpu.ops->linear_forward(&P.cpu, &fc), &P.ecpu, "cpu forward");
+        pair_die_on(P.cpu.ops->linear_backward(&P.cpu, &bc), &P.ecpu, "cpu backward");
+        fetch_as_float(hc, hg, cs[z] + oy, gs[z] + oy, dt, (size_t)rows * fo);
+        for (int32_t r = 0; r < rows; r++)
+            for (int32_t o = 0; o < fo; o++) {
+                double S = fabs(bv[z][o]);
+                for (int32_t i = 0; i < fi; i++) S += fabs((double)xv[z][(size_t)r * fi + i] * wv[z][(size_t)o * fi + i]);
+                const double c = hc[(size_t)r * fo + o], g = hg[(size_t)r * fo + o];
+                if (!(fabs(g - c) <= 2 * gamma_n(fi + 2) * S + 4 * u_lp(dt) * (fabs(c) + S) + act_slack(act, c) + 1e-30))
+                    bad[0]++;
+            }
+        pair_fetch(hc, hg, cs[z] + odw, gs[z] + odw, (uint64_t)fo * fi * 4);
+        for (int32_t o = 0; o < fo; o++)
+            for (int32_t i = 0; i < fi; i++) {
+                double S = fabs(beta * dw0[z][(size_t)o * fi + i]);
+                for (int32_t r = 0; r < rows; r++)
+                    S += fabs((double)dyv[z][(size_t)r * fo + o] * xv[z][(size_t)r * fi + i]);
+                const size_t k = (size_t)o * fi + i;
+                if (!(fabs((double)hg[k] - hc[k]) <= 2 * gamma_n(rows + 2) * S + 1e-30)) bad[1]++;
+            }
+        pair_fetch(hc, hg, cs[z] + odb, gs[z] + odb, (uint64_t)fo * 4);
+        for (int32_t o = 0; o < fo; o++) {
+            double S = fabs(beta * db0[z][o]);
+            for (int32_t r = 0; r < rows; r++) S += fabs((double)dyv[z][(size_t)r * fo + o]);
+            if (!(fabs((double)hg[o] - hc[o]) <= 2 * gamma_n(rows + 2) * S + 1e-30)) bad[2]++;
+        }
+        fetch_as_float(hc, hg, cs[z] + odx, gs[z] + odx, dt, (size_t)rows * fi);
+        for (int32_t r = 0; r < rows; r++)
+            for (int32_t i = 0; i < fi; i++) {
+                double S = 0;
+                for (int32_t o = 0; o < fo; o++)
+                    S += fabs((double)dyv[z][(size_t)r * fo + o] * wv[z][(size_t)o * fi + i]);
+                const double x = xv[z][(size_t)r * fi + i], d = act == RLT_ACT_TANH ? 1 - x * x : 1.0;
+                const size_t k = (size_t)r * fi + i;
+                const double c = hc[k];
+                const double bound = d * (2 * gamma_n(fo + 2) * S + 4 * u_lp(dt) * S) + 4 * u_lp(dt) * fabs(c) +
+                                     4 * U * fabs(c) + 1e-30;
+                if (!(fabs((double)hg[k] - c) <= bound)) bad[3]++;
+            }
+    }
+#undef LP_FWD
+#undef LP_BWD
+    printf("%d seeds batched, %s %dx%d->%d act %d beta %g: y %zu, dW %zu, db %zu, dx %zu beyond the bounds\n", Z,
+           dt_name(dt), rows, fi, fo, act, beta, bad[0], bad[1], bad[2], bad[3]);
+    CHECK(bad[0] + bad[1] + bad[2] + bad[3] == 0, "%d seeds batched %s %dx%d->%d: y %zu, dW %zu, db %zu, dx %zu", Z,
+          dt_name(dt), rows, fi, fo, bad[0], bad[1], bad[2], bad[3]);
+    pair_reset();
+}
+
+static void test_seeds(void) {
+    seeds_case(RLT_LP_BF16, 4, 256, 256, 256, RLT_ACT_RELU, 0.0f); /* TD3 256-256's hidden layer; db from BGRADB */
+    seeds_case(RLT_LP_F16, 3, 128, 64, 96, RLT_ACT_TANH, 1.0f);    /* db from our column sum; a tanh pass */
+    seeds_case(RLT_LP_BF16, 8, 64, 24, 64, RLT_ACT_RELU, 1.0f);
 }
 
 static void test_linear(void) {
@@ -539,6 +668,7 @@ int main(void) {
     test_cast();
     test_cast_u8();
     test_linear();
+    test_seeds();
     test_amp_ops();
     test_conv_lp();
     pair_close();

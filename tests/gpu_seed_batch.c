@@ -10,8 +10,9 @@
  *   (the DQN group's log counts those rounds), and each member's replay is still its single run's (the same
  *   final.ckpt, replay included).
  * - A group whose replay is in host memory cannot batch (a batched kernel moves device-arena pointers only): it
- *   says why, each seed runs its own graphs, and the results are again the single runs'. So does a bf16 group,
- *   whose products are cuBLASLt's (it used to be told only that the seeds' plans differ).
+ *   says why, each seed runs its own graphs, and the results are again the single runs'.
+ * - bf16 and fp16 groups batch their updates (16-bit products as cuBLASLt's strided calls over the seeds) and their
+ *   acting (fp32 masters); each member finishes (lp_groups_batch).
  * - Only each batch's leading seed runs its batched graph, so only its arena holds the batched library workspace:
  *   16 seeds of configs/td3_pendulum.yaml (256-256, batch 256) with replay on the device fit the default
  *   memory.budget_mb in 2 batches (train.seed_batches 0; each seed once planned the lead's workspace: 897 MiB),
@@ -80,6 +81,51 @@ static void group_vs_single(const char *yaml, const char *tag, int n, const char
         snprintf(what, sizeof what, "%s seed %d", tag, s);
         test_single_same(one, sdir, mdir, what);
     }
+}
+
+/* 3 seeds of a bf16 or fp16 TD3 run one batched update graph (their 16-bit products strided cuBLASLt calls over the
+ * seeds' arenas, the casts, passes and loss scaling with grid z the agent) and act as one batched graph too (acting
+ * reads the fp32 masters on our kernels, single-run bits). Each member finishes with every update done and nothing allocated after init; how close each
+ * seed's values stay to its single run's is gpu_lowp's seeds case (every op within its bound of the CPU twin). Whether
+ * a member's final.ckpt is its single run's byte for byte (the same algorithms) is printed, not required. */
+static void lp_groups_batch(const char *precision) {
+    char gdir[600], sdir[600], tag[64], set[48], path[700], text[4096];
+    snprintf(tag, sizeof tag, "tmp_gpu_batch_td3_%s", precision);
+    snprintf(gdir, sizeof gdir, "%s", test_tmpdir(tag));
+    snprintf(set, sizeof set, "precision=%s", precision);
+    rlt_config *cfg = config(k_td3, gdir, "train.num_seeds=3", set);
+    CHECK(rlt_config_set(cfg, "train.seed_batching=true") == RLT_OK, "%s", rlt_config_errmsg(cfg));
+    snprintf(tag, sizeof tag, "td3 %s", precision);
+    const char *log = test_group_logged(cfg, tag, "the 3 seeds' updates run as one batched graph");
+    /* Acting reads the fp32 masters (td3_policy), so it batches exactly as an fp32 group's does. */
+    CHECK(strstr(log, "act as one batched graph") != NULL, "%s: the log says the seeds act batched:\n%s", tag, log);
+    for (int s = 1; s <= 3; s++) {
+        snprintf(path, sizeof path, "%s/seed_%d/summary.json", gdir, s);
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+        text[n] = '\0';
+        if (f) fclose(f);
+        const char *u = strstr(text, "\"updates\": ");
+        const long updates = u ? strtol(u + 11, NULL, 10) : 0;
+        CHECK(strstr(text, "\"status\": \"finished\"") && strstr(text, "\"allocations_after_init\": 0") &&
+                  updates == 2500,
+              "%s seed %d: finished, 2500 updates, nothing allocated after init: %s", tag, s, text);
+    }
+    /* Seed 1's single run, for the byte-for-byte report. */
+    snprintf(tag, sizeof tag, "tmp_gpu_batch_td3_%s_single", precision);
+    snprintf(sdir, sizeof sdir, "%s", test_tmpdir(tag));
+    rlt_config *one = config(k_td3, sdir, "seed=1", set);
+    rlt_trainer *tr;
+    int rc = rlt_trainer_init(one, &tr);
+    if (rc == RLT_OK) rc = rlt_trainer_run(tr, NULL, NULL);
+    CHECK(rc == RLT_OK, "%s single run: %s", precision, rlt_trainer_errmsg(tr));
+    rlt_trainer_free(tr);
+    rlt_config_free(one);
+    char a[700], b[700];
+    snprintf(a, sizeof a, "%s/seed_1/final.ckpt", gdir);
+    snprintf(b, sizeof b, "%s/final.ckpt", sdir);
+    printf("  td3 %s, batched seed 1 against its single run: final.ckpt %s\n", precision,
+           test_files_differ(a, b) == 0 ? "byte for byte the same" : "differs (the library's batched algorithms)");
 }
 
 /* 3 seeds of a MinAtar DQN (a 16@3x3 convolution, then 128) with RLT_CUDA_SEEDS_CONV=1: one batched graph, the
@@ -335,8 +381,8 @@ int main(void) {
     restart_fewer();
     group_vs_single(k_td3, "td3_host_replay", 3, "replay.location=host",
                     "each seed runs its own update graph: the replay is in host memory");
-    group_vs_single(k_td3, "td3_bf16", 3, "precision=bf16",
-                    "each seed runs its own update graph: the plan computes in bf16");
+    lp_groups_batch("bf16");
+    lp_groups_batch("fp16");
     dqn_wide_batches();
     dqn_conv_batches();
     hot_same_bits();

@@ -173,15 +173,9 @@ static void seed_batch_mismatch(const rlt_agent *lead, const rlt_agent *ag, char
         snprintf(why, cap, "the members' %s differ: %s", differs, key_why);
         return;
     }
-    /* bf16 and fp16 layers are cuBLAS products with 16-bit epilogues that run for one agent only. fp32 and tf32
-     * layers batch, the library-sized ones as batched library products (the backend says which op cannot, e.g. a
-     * convolution, when the capture refuses it). Said first: the workspace is sized by each seed's lanes, so the
-     * plans would otherwise only be reported as different. */
-    if (ag->lp != RLT_LP_F32 && agent_plan_workspace(ag, NULL)) {
-        snprintf(why, cap, "the plan computes in bf16/fp16 on cuBLAS, whose 16-bit products cannot run for several "
-                           "seeds at once");
-        return;
-    }
+    /* fp32, tf32, bf16 and fp16 layers batch, the library-sized and 16-bit ones as strided or pointer-array library
+     * products over the seeds' arenas (the backend says which op cannot, e.g. a convolution or a 16-bit product
+     * without a cuBLASLt algorithm, when the capture refuses it). */
     if (a->n != b->n || seed_batch_arena_core(a) != seed_batch_arena_core(b)) {
         snprintf(why, cap, "the agents' memory plans differ");
         return;

@@ -49,7 +49,7 @@ typedef struct lt_key {
     int32_t epi;                                   /* a cublasLtEpilogue_t */
     int32_t align_a, align_b, align_c, align_bias; /* bytes: the largest power of two up to 256 (0: no vector) */
     int32_t batch;                                 /* 0: one product; n: n seeds' products at one stride */
-    int32_t stride_lo, stride_hi;                  /* that stride in elements (int64 in two halves) */
+    int32_t stride_lo, stride_hi;                  /* that stride in bytes (int64 in two halves) */
 } lt_key;
 
 typedef struct lt_entry {
@@ -80,7 +80,7 @@ typedef struct lt_op {
     int32_t ldc;
     int32_t c_dtype; /* ab_dtype or RLT_LP_F32 */
     const void *bias; /* BIAS epilogues: the bias [n] (fp32); BGRADB: where the bias gradient [m] goes (fp32) */
-    int32_t batch;    /* 0: one product; n > 1: n products, each operand and the bias `stride` elements apart */
+    int32_t batch;    /* 0: one product; n > 1: n products, each operand and the bias `stride` bytes apart */
     int64_t stride;
 } lt_op;
 
@@ -128,6 +128,7 @@ void cuda_lt_close(rlt_backend *bk) {
 static cudaDataType_t lt_type(int32_t dtype) {
     return dtype == RLT_LP_BF16 ? CUDA_R_16BF : dtype == RLT_LP_F16 ? CUDA_R_16F : CUDA_R_32F;
 }
+static int64_t lt_size(int32_t dtype) { return dtype == RLT_LP_F32 ? 4 : 2; }
 
 static int32_t lt_has_vector(int32_t epi) {
     return epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_RELU_BIAS || epi == CUBLASLT_EPILOGUE_BGRADB;
@@ -193,18 +194,21 @@ static cublasStatus_t lt_entry_init(cublasLtHandle_t h, lt_entry *e, const void 
                                      k->lda));
     LT_STEP(cublasLtMatrixLayoutInit(&e->lc, ct, (uint64_t)k->n, (uint64_t)k->m, k->ldc));
     if (k->batch > 1) {
-        /* The seeds' products: every operand, the output and the bias one stride further per seed. */
+        /* The seeds' products: every operand, the output and the bias one stride further per seed, each layout's
+         * stride in its own elements (a 16-bit product's fp32 output and bias move half as many). */
         int32_t count = k->batch;
-        int64_t stride = (int64_t)(((uint64_t)(uint32_t)k->stride_hi << 32) | (uint32_t)k->stride_lo);
+        const int64_t bytes = (int64_t)(((uint64_t)(uint32_t)k->stride_hi << 32) | (uint32_t)k->stride_lo);
         cublasLtMatrixLayoutOpaque_t *ls[3] = {&e->la, &e->lb, &e->lc};
+        const int64_t el[3] = {bytes / lt_size(k->ab_dtype), bytes / lt_size(k->ab_dtype), bytes / lt_size(k->c_dtype)};
         for (int i = 0; i < 3; i++) {
             LT_STEP(cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
-            LT_STEP(cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                                     sizeof stride));
+            LT_STEP(cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &el[i],
+                                                     sizeof el[i]));
         }
+        const int64_t bias_el = bytes / (int64_t)sizeof(float); /* the bias and the bias gradient are fp32 */
         if (lt_has_vector(k->epi))
-            LT_STEP(cublasLtMatmulDescSetAttribute(&e->desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &stride,
-                                                   sizeof stride));
+            LT_STEP(cublasLtMatmulDescSetAttribute(&e->desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bias_el,
+                                                   sizeof bias_el));
     }
     cublasLtMatmulPreferenceOpaque_t pref;
     LT_STEP(cublasLtMatmulPreferenceInit(&pref));
@@ -325,10 +329,15 @@ static int lt_bias_act(rlt_backend *bk, void *y, int32_t y_dtype, int32_t ldy, c
     return cuda_lp_bias_act(bk, y, y_dtype, ldy, b, rows, cols, act);
 }
 
+static int lt_seeds_allow(rlt_backend *bk, int32_t dtype, const char *what);
+static int lt_go(rlt_backend *bk, const lt_op *op, int32_t epi, int32_t strict, int *ran);
+
 int cuda_lt_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d, int *done) {
     *done = 0;
-    /* A library product cannot move its pointers per agent: never batched over seeds (cuda_seeds). */
-    RLT_TRY(cuda_seeds_refuse(bk, "linear_forward (cuBLASLt)"));
+    /* Batched seeds: 16-bit layers only, as strided calls over the seeds' arenas (lt_go); an fp32 layer's batched
+     * forward is cuda_lt_linear_forward_seeds. */
+    RLT_TRY(lt_seeds_allow(bk, d->dtype, "linear_forward (cuBLASLt)"));
+    RLT_TRY(cuda_seeds_check(bk, "linear_forward (cuBLASLt)", 4, d->x, d->W, d->b, d->y));
     /* y[rows, fo] = x[rows, fi] W^T: A = x (ta 0), B = W stored [fo, fi] (tb 1). */
     lt_op op = {.ta = 0, .tb = 1, .m = d->rows, .n = d->fo, .k = d->fi, .A = d->x, .lda = d->ldx, .B = d->W,
                 .ldb = d->fi, .ab_dtype = d->dtype, .beta = 0.0f, .C = d->y, .ldc = d->ldy, .c_dtype = d->y_dtype,
@@ -337,7 +346,7 @@ int cuda_lt_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d, int *done) 
     int32_t epi = d->act == RLT_ACT_RELU ? (d->b ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
                                          : (d->b ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
     int ran = 0;
-    if (epi != CUBLASLT_EPILOGUE_DEFAULT) RLT_TRY(lt_try(bk, &op, epi, 0, &ran));
+    if (epi != CUBLASLT_EPILOGUE_DEFAULT) RLT_TRY(lt_go(bk, &op, epi, 0, &ran));
     if (ran) {
         /* tanh is no cuBLASLt epilogue: the bias went in above, the activation is a pass. */
         if (d->act == RLT_ACT_TANH) RLT_TRY(lt_bias_act(bk, d->y, d->y_dtype, d->ldy, NULL, d->rows, d->fo, d->act));
@@ -345,7 +354,7 @@ int cuda_lt_linear_forward(rlt_backend *bk, const rlt_linear_fwd *d, int *done) 
         return RLT_OK;
     }
     op.bias = NULL;
-    RLT_TRY(lt_try(bk, &op, CUBLASLT_EPILOGUE_DEFAULT, 1, &ran));
+    RLT_TRY(lt_go(bk, &op, CUBLASLT_EPILOGUE_DEFAULT, 1, &ran));
     if (!ran) return RLT_OK;
     RLT_TRY(lt_bias_act(bk, d->y, d->y_dtype, d->ldy, d->b, d->rows, d->fo, d->act));
     *done = 1;
@@ -376,6 +385,49 @@ static lt_op lt_seeds_run(const lt_op *op, int32_t z0, int32_t run, int32_t n, i
  * by its first agent's offset. */
 #define LT_SEEDS_SPAN(tf32) ((tf32) ? (int64_t)INT32_MAX / (int64_t)sizeof(float) : (int64_t)INT32_MAX)
 
+/* Batched seeds (cuda_seeds) reach the three functions around here for 16-bit layers only: each product runs for all
+ * seeds as strided calls over their arenas, when those lie at one stride (cuda_seed_batch's seeds_stride) and the
+ * batch need not give single-run bits (batched acting's exact mode turns seeds_blas off: a strided call may take
+ * another algorithm than the single product). Anything else while batching is refused, naming `what`. */
+static int lt_seeds_allow(rlt_backend *bk, int32_t dtype, const char *what) {
+    const cuda_impl *c = cuda_get(bk);
+    if (c->seeds.n <= 1) return RLT_OK;
+    if (dtype != RLT_LP_F32 && c->seeds_stride > 0 && c->seeds_stride % (int64_t)sizeof(float) == 0 &&
+        c->seeds_blas && !c->seeds_exact)
+        return RLT_OK;
+    return cuda_seeds_refuse(bk, what);
+}
+
+/* op on the current lane, with epilogue epi: one product, or with batched seeds (lt_seeds_allow said yes) every
+ * seed's, in strided calls of at most 2^31 bytes of arenas each (LT_SEEDS_SPAN's tighter bound: the library forms
+ * the offsets in 32 bits). *ran 0 when the heuristic offers no algorithm for a call; nothing was issued then. */
+static int lt_go(rlt_backend *bk, const lt_op *op, int32_t epi, int32_t strict, int *ran) {
+    const cuda_impl *c = cuda_get(bk);
+    *ran = 0;
+    if (c->seeds.n <= 1) return lt_try(bk, op, epi, strict, ran);
+    const int64_t stride = c->seeds_stride;
+    const int32_t n = c->seeds.n;
+    const int32_t run = stride >= (int64_t)INT32_MAX ? 1 : (int32_t)((int64_t)INT32_MAX / stride);
+    lt_op all = *op;
+    all.batch = n < run ? n : run;
+    all.stride = stride;
+    /* Every run's algorithm first, so that nothing is issued unless all run. */
+    for (int32_t z0 = 0; z0 < n; z0 += run) {
+        lt_op part = lt_seeds_run(&all, z0, run, n, stride);
+        lt_entry *e = NULL;
+        RLT_TRY(lt_entry_get(bk, &part, epi, strict, &e));
+        if (!e || !e->usable) return RLT_OK;
+    }
+    for (int32_t z0 = 0; z0 < n; z0 += run) {
+        lt_op part = lt_seeds_run(&all, z0, run, n, stride);
+        RLT_TRY(lt_try(bk, &part, epi, strict, ran));
+        if (!*ran)
+            return rlt_err_set(bk->err, RLT_ESTATE, __FILE__, __LINE__,
+                               "a 16-bit product for batched seeds: agents %d.. lost their algorithm", (int)z0);
+    }
+    return RLT_OK;
+}
+
 /* 1 when every operand lies in the lead's hot part (cuda_impl.seeds_hot_hi: mapped a second time at a shorter
  * stride, cuda_backend.c's span_alias), so the product may read all agents there. */
 static int lt_seeds_hot(const cuda_impl *c, const void *x, const void *W, const void *b, const void *y) {
@@ -405,7 +457,7 @@ int cuda_lt_linear_forward_seeds(rlt_backend *bk, const rlt_linear_fwd *d, int *
     lt_op op = {.ta = 0, .tb = 1, .m = d->rows, .n = d->fo, .k = d->fi, .A = (const char *)d->x + moved,
                 .lda = d->ldx, .B = (const char *)d->W + moved, .ldb = d->fi, .ab_dtype = RLT_LP_F32, .beta = 0.0f,
                 .C = (char *)d->y + moved, .ldc = d->ldy, .c_dtype = RLT_LP_F32, .bias = (const char *)d->b + moved,
-                .batch = n < run ? n : run, .stride = stride};
+                .batch = n < run ? n : run, .stride = stride_bytes};
     if (!lt_ready(bk, &op)) return RLT_OK;
     int32_t epi = d->act == RLT_ACT_RELU ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
     /* Every run's algorithm first (the full runs' and the last one's), so that nothing is issued unless all run. */
@@ -430,7 +482,8 @@ int cuda_lt_linear_forward_seeds(rlt_backend *bk, const rlt_linear_fwd *d, int *
 int cuda_lt_linear_wgrad(rlt_backend *bk, const rlt_linear_bwd *d, int32_t db_lane, int *done) {
     cuda_impl *c = cuda_get(bk);
     *done = 0;
-    RLT_TRY(cuda_seeds_refuse(bk, "linear_backward (cuBLASLt)"));
+    RLT_TRY(lt_seeds_allow(bk, d->dtype, "linear_backward (cuBLASLt)"));
+    RLT_TRY(cuda_seeds_check(bk, "linear_backward (cuBLASLt)", 4, d->dy, d->x, d->dW, d->db));
     if (!d->dW) return RLT_OK; /* a bias gradient alone is no product: the caller's kernel */
     /* dW[fo, fi] = beta dW + dy^T x: A = dy stored [rows, fo] (ta 1), B = x [rows, fi] (tb 0), k = rows. */
     lt_op op = {.ta = 1, .tb = 0, .m = d->fo, .n = d->fi, .k = d->rows, .A = d->dy, .lda = d->lddy, .B = d->x,
@@ -438,17 +491,18 @@ int cuda_lt_linear_wgrad(rlt_backend *bk, const rlt_linear_bwd *d, int32_t db_la
                 .c_dtype = RLT_LP_F32};
     if (!lt_ready(bk, &op)) return RLT_OK;
     int ran = 0;
-    if (d->db && lt_bgrad_fused(d->fi, d->fo)) {
+    /* With beta != 0 the fused bias gradient goes to the lane's scratch, one vector: not for batched seeds. */
+    if (d->db && lt_bgrad_fused(d->fi, d->fo) && (d->beta == 0.0f || c->seeds.n <= 1)) {
         float *dst = d->beta == 0.0f ? d->db : lt_scratch(bk, d->fo);
         if (dst) {
             op.bias = dst;
-            RLT_TRY(lt_try(bk, &op, CUBLASLT_EPILOGUE_BGRADB, 0, &ran));
+            RLT_TRY(lt_go(bk, &op, CUBLASLT_EPILOGUE_BGRADB, 0, &ran));
             if (ran && dst != d->db) RLT_TRY(cuda_bias_grad_add(bk, d->db, dst, d->fo, d->beta));
         }
     }
     if (!ran) {
         op.bias = NULL;
-        RLT_TRY(lt_try(bk, &op, CUBLASLT_EPILOGUE_DEFAULT, 1, &ran));
+        RLT_TRY(lt_go(bk, &op, CUBLASLT_EPILOGUE_DEFAULT, 1, &ran));
         if (!ran) return RLT_OK;
         if (d->db) {
             /* No fused bias gradient: our column sum, on its own lane when the caller forked one. */
@@ -465,15 +519,16 @@ int cuda_lt_linear_wgrad(rlt_backend *bk, const rlt_linear_bwd *d, int32_t db_la
 
 int cuda_lt_linear_dgrad(rlt_backend *bk, const rlt_linear_bwd *d, int *done) {
     *done = 0;
-    RLT_TRY(cuda_seeds_refuse(bk, "linear_backward (cuBLASLt)"));
+    RLT_TRY(lt_seeds_allow(bk, d->dtype, "linear_backward (cuBLASLt)"));
     if (!d->dx) return RLT_OK;
+    RLT_TRY(cuda_seeds_check(bk, "linear_backward (cuBLASLt)", 4, d->dy, d->W, d->dx, d->x));
     int32_t dx_dtype = d->dtype == RLT_LP_F32 ? RLT_LP_F32 : d->dx_dtype;
     /* dx[rows, fi] = dy W: A = dy [rows, fo] (ta 0), B = W [fo, fi] (tb 0), k = fo. */
     lt_op op = {.ta = 0, .tb = 0, .m = d->rows, .n = d->fi, .k = d->fo, .A = d->dy, .lda = d->lddy, .B = d->W,
                 .ldb = d->fi, .ab_dtype = d->dtype, .beta = 0.0f, .C = d->dx, .ldc = d->lddx, .c_dtype = dx_dtype};
     if (!lt_ready(bk, &op)) return RLT_OK;
     int ran = 0;
-    RLT_TRY(lt_try(bk, &op, CUBLASLT_EPILOGUE_DEFAULT, 1, &ran));
+    RLT_TRY(lt_go(bk, &op, CUBLASLT_EPILOGUE_DEFAULT, 1, &ran));
     if (!ran) return RLT_OK;
     if (d->dtype == RLT_LP_F32)
         RLT_TRY(cuda_act_grad(bk, (float *)d->dx, d->lddx, (const float *)d->x, d->ldx, d->rows, d->fi, d->act_x));

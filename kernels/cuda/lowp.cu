@@ -8,7 +8,11 @@
  * of linear.cu fuse everything into their own GEMM, so a small 16-bit layer is more graph nodes than an fp32 one:
  * reduced precision pays where the GEMMs are large enough for the tensor cores to matter (bench/RESULTS.md
  * measures where). Loss scaling decides on the device: amp's UNSCALE raises a flag, adam reads it as its skip
- * flag, amp's UPDATE adjusts the scale, all inside the captured update. */
+ * flag, amp's UPDATE adjusts the scale, all inside the captured update.
+ *
+ * Seed batching (cuda_seeds): every kernel here runs for all batched seeds at once, grid z the agent, each pointer
+ * moved to agent z's arena (cuda_seed_ptr); the 16-bit products are cuBLASLt's strided batched calls over the seeds'
+ * arenas (gemm_lt.c). */
 #include "lowp_elem.cuh"
 
 static int lp_dtype_ok(int32_t dt) { return dt == RLT_LP_F32 || dt == RLT_LP_BF16 || dt == RLT_LP_F16; }
@@ -21,7 +25,8 @@ __device__ __forceinline__ float lp_act_deriv(float y, int32_t act) {
 }
 
 __global__ void cast_kernel(int64_t rows, int64_t cols, void *dst, int32_t dd, int64_t ldd, const void *src, int32_t sd,
-                            int64_t lds, const float *scale) {
+                            int64_t lds, const float *scale, cuda_seeds seeds) {
+    dst = cuda_seed_ptr(seeds, dst), src = cuda_seed_ptr(seeds, src), scale = cuda_seed_ptr(seeds, scale);
     uint64_t n = (uint64_t)rows * (uint64_t)cols, stride = (uint64_t)gridDim.x * blockDim.x;
     float s = scale ? *scale : 1.0f;
     for (uint64_t k = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += stride) {
@@ -32,8 +37,6 @@ __global__ void cast_kernel(int64_t rows, int64_t cols, void *dst, int32_t dd, i
 }
 
 extern "C" int cuda_cast(rlt_backend *bk, const rlt_cast *d) {
-    /* Nothing in this file runs batched over seeds (cuda_seeds): the 16-bit layers are library products. */
-    RLT_TRY(cuda_seeds_refuse(bk, "cast"));
     int32_t rows = d->rows;
     int64_t cols = d->cols, ldd = d->ldd, lds = d->lds;
     void *dst = d->dst;
@@ -44,8 +47,10 @@ extern "C" int cuda_cast(rlt_backend *bk, const rlt_cast *d) {
     CUDA_REQUIRE(bk, lp_dtype_ok(dst_dtype) && (lp_dtype_ok(src_dtype) || src_dtype == RLT_LP_U8), "cast");
     uint64_t n = (uint64_t)rows * (uint64_t)cols;
     if (n == 0) return RLT_OK;
-    cast_kernel<<<cuda_blocks(bk, n, CUDA_THREADS), CUDA_THREADS, 0, cuda_stream(bk)>>>(rows, cols, dst, dst_dtype, ldd,
-                                                                                       src, src_dtype, lds, scale);
+    RLT_TRY(cuda_seeds_check(bk, "cast", 3, dst, src, scale));
+    dim3 grid(cuda_blocks(bk, n, CUDA_THREADS), 1, cuda_seeds_z(bk));
+    cast_kernel<<<grid, CUDA_THREADS, 0, cuda_stream(bk)>>>(rows, cols, dst, dst_dtype, ldd, src, src_dtype, lds, scale,
+                                                            cuda_seeds_of(bk));
     CUDA_CHECK_LAUNCH(bk, "cast_kernel");
     return RLT_OK;
 }
@@ -56,7 +61,8 @@ extern "C" int cuda_cast(rlt_backend *bk, const rlt_cast *d) {
 
 /* y = act(y + b) in fp32, rounded back to y's type. */
 __global__ void lp_bias_act_kernel(void *y, int32_t yd, int32_t ldy, const float *b, int32_t rows, int32_t cols,
-                                   int32_t act) {
+                                   int32_t act, cuda_seeds sd) {
+    y = cuda_seed_ptr(sd, y), b = cuda_seed_ptr(sd, b);
     for (int32_t r = (int32_t)blockIdx.y; r < rows; r += (int32_t)gridDim.y)
         for (int32_t c = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); c < cols; c += (int32_t)(gridDim.x * blockDim.x)) {
             const int64_t i = (int64_t)r * ldy + c;
@@ -67,7 +73,8 @@ __global__ void lp_bias_act_kernel(void *y, int32_t yd, int32_t ldy, const float
 
 /* dx *= act'(x) in fp32, rounded back to dx's type. */
 __global__ void lp_act_grad_kernel(void *dx, int32_t dxd, int32_t lddx, const void *x, int32_t xd, int32_t ldx,
-                                   int32_t rows, int32_t cols, int32_t act) {
+                                   int32_t rows, int32_t cols, int32_t act, cuda_seeds sd) {
+    dx = cuda_seed_ptr(sd, dx), x = cuda_seed_ptr(sd, x);
     for (int32_t r = (int32_t)blockIdx.y; r < rows; r += (int32_t)gridDim.y)
         for (int32_t c = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x); c < cols; c += (int32_t)(gridDim.x * blockDim.x)) {
             const int64_t i = (int64_t)r * lddx + c;
@@ -102,7 +109,9 @@ __device__ __forceinline__ const lp_vec8<T> *lp_vec_at(const T *p, int32_t r, in
 #define LP_VEC_ROWS 4
 
 template <typename T>
-__global__ void lp_bias_act8_kernel(T *y, int32_t ldy, const float *b, int32_t rows, int32_t cols8, int32_t act) {
+__global__ void lp_bias_act8_kernel(T *y, int32_t ldy, const float *b, int32_t rows, int32_t cols8, int32_t act,
+                                    cuda_seeds sd) {
+    y = cuda_seed_ptr(sd, y), b = cuda_seed_ptr(sd, b);
     const int32_t gy = (int32_t)gridDim.y, c0 = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
     for (int32_t r0 = (int32_t)blockIdx.y; r0 < rows; r0 += LP_VEC_ROWS * gy)
         for (int32_t c = c0; c < cols8; c += (int32_t)(gridDim.x * blockDim.x)) {
@@ -125,7 +134,8 @@ __global__ void lp_bias_act8_kernel(T *y, int32_t ldy, const float *b, int32_t r
 
 template <typename T>
 __global__ void lp_act_grad8_kernel(T *dx, int32_t lddx, const T *x, int32_t ldx, int32_t rows, int32_t cols8,
-                                    int32_t act) {
+                                    int32_t act, cuda_seeds sd) {
+    dx = cuda_seed_ptr(sd, dx), x = cuda_seed_ptr(sd, x);
     const int32_t gy = (int32_t)gridDim.y, c0 = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
     for (int32_t r0 = (int32_t)blockIdx.y; r0 < rows; r0 += LP_VEC_ROWS * gy)
         for (int32_t c = c0; c < cols8; c += (int32_t)(gridDim.x * blockDim.x)) {
@@ -157,7 +167,7 @@ __global__ void lp_act_grad8_kernel(T *dx, int32_t lddx, const T *x, int32_t ldx
 #define LP_BGRAD_WARPS 16
 __global__ void lp_bias_grad_kernel(float *db, const void *dy, int32_t dyd, int32_t lddy, int32_t rows, int32_t cols,
                                     float beta, cuda_seeds sd) {
-    db = cuda_seed_ptr(sd, db), dy = cuda_seed_ptr(sd, dy); /* seed batching (fp32 only): grid z is the agent */
+    db = cuda_seed_ptr(sd, db), dy = cuda_seed_ptr(sd, dy); /* seed batching: grid z is the agent */
     __shared__ float part[LP_BGRAD_WARPS][32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int32_t c = (int32_t)blockIdx.x * 32 + lane;
@@ -193,7 +203,7 @@ static dim3 lp_grid(rlt_backend *bk, int32_t rows, int32_t cols, int32_t threads
     if (want < 1) want = 1;
     if (want > (uint64_t)rows) want = rows > 0 ? (uint64_t)rows : 1;
     if (want > 65535) want = 65535;
-    return dim3(gx, (unsigned)want);
+    return dim3(gx, (unsigned)want, cuda_seeds_z(bk));
 }
 
 /* Threads per block of the 8-wide passes: a 1024-column row is 128 vectors. */
@@ -207,18 +217,21 @@ static int lp_vec8_ok(const void *p, int32_t dt, int32_t ld, int32_t cols) {
 /* y = act(y + b) over [rows, cols] (rows, cols >= 1), 8-wide where the layout allows. */
 static int lp_bias_act_launch(rlt_backend *bk, void *y, int32_t yd, int32_t ldy, const float *b, int32_t rows,
                               int32_t cols, int32_t act) {
+    RLT_TRY(cuda_seeds_check(bk, "lp_bias_act", 2, y, b));
+    const cuda_seeds sd = cuda_seeds_of(bk);
     if (lp_vec8_ok(y, yd, ldy, cols)) {
         dim3 g = lp_grid(bk, (rows + LP_VEC_ROWS - 1) / LP_VEC_ROWS, cols / 8, LP_VEC_THREADS);
         if (yd == RLT_LP_BF16)
             lp_bias_act8_kernel<<<g, LP_VEC_THREADS, 0, cuda_stream(bk)>>>((__nv_bfloat16 *)y, ldy, b, rows, cols / 8,
-                                                                          act);
+                                                                          act, sd);
         else
-            lp_bias_act8_kernel<<<g, LP_VEC_THREADS, 0, cuda_stream(bk)>>>((__half *)y, ldy, b, rows, cols / 8, act);
+            lp_bias_act8_kernel<<<g, LP_VEC_THREADS, 0, cuda_stream(bk)>>>((__half *)y, ldy, b, rows, cols / 8, act,
+                                                                          sd);
         CUDA_CHECK_LAUNCH(bk, "lp_bias_act8_kernel");
         return RLT_OK;
     }
     dim3 g = lp_grid(bk, rows, cols, CUDA_THREADS);
-    lp_bias_act_kernel<<<g, CUDA_THREADS, 0, cuda_stream(bk)>>>(y, yd, ldy, b, rows, cols, act);
+    lp_bias_act_kernel<<<g, CUDA_THREADS, 0, cuda_stream(bk)>>>(y, yd, ldy, b, rows, cols, act, sd);
     CUDA_CHECK_LAUNCH(bk, "lp_bias_act_kernel");
     return RLT_OK;
 }
@@ -226,25 +239,26 @@ static int lp_bias_act_launch(rlt_backend *bk, void *y, int32_t yd, int32_t ldy,
 /* dx *= act'(x) over [rows, cols] (rows, cols >= 1), 8-wide where both layouts allow. */
 static int lp_act_grad_launch(rlt_backend *bk, void *dx, int32_t dxd, int32_t lddx, const void *x, int32_t xd,
                               int32_t ldx, int32_t rows, int32_t cols, int32_t act) {
+    RLT_TRY(cuda_seeds_check(bk, "lp_act_grad", 2, dx, x));
+    const cuda_seeds sd = cuda_seeds_of(bk);
     if (dxd == xd && lp_vec8_ok(dx, dxd, lddx, cols) && lp_vec8_ok(x, xd, ldx, cols)) {
         dim3 g = lp_grid(bk, (rows + LP_VEC_ROWS - 1) / LP_VEC_ROWS, cols / 8, LP_VEC_THREADS);
         if (dxd == RLT_LP_BF16)
             lp_act_grad8_kernel<<<g, LP_VEC_THREADS, 0, cuda_stream(bk)>>>(
-                (__nv_bfloat16 *)dx, lddx, (const __nv_bfloat16 *)x, ldx, rows, cols / 8, act);
+                (__nv_bfloat16 *)dx, lddx, (const __nv_bfloat16 *)x, ldx, rows, cols / 8, act, sd);
         else
             lp_act_grad8_kernel<<<g, LP_VEC_THREADS, 0, cuda_stream(bk)>>>((__half *)dx, lddx, (const __half *)x, ldx,
-                                                                          rows, cols / 8, act);
+                                                                          rows, cols / 8, act, sd);
         CUDA_CHECK_LAUNCH(bk, "lp_act_grad8_kernel");
         return RLT_OK;
     }
     dim3 g = lp_grid(bk, rows, cols, CUDA_THREADS);
-    lp_act_grad_kernel<<<g, CUDA_THREADS, 0, cuda_stream(bk)>>>(dx, dxd, lddx, x, xd, ldx, rows, cols, act);
+    lp_act_grad_kernel<<<g, CUDA_THREADS, 0, cuda_stream(bk)>>>(dx, dxd, lddx, x, xd, ldx, rows, cols, act, sd);
     CUDA_CHECK_LAUNCH(bk, "lp_act_grad_kernel");
     return RLT_OK;
 }
 
 extern "C" int cuda_linear_forward_lp(rlt_backend *bk, const rlt_linear_fwd *d) {
-    RLT_TRY(cuda_seeds_refuse(bk, "linear_forward (16-bit)"));
     int32_t dtype = d->dtype, y_dtype = d->y_dtype, act = d->act;
     int32_t rows = d->rows, fi = d->fi, fo = d->fo, ldx = d->ldx, ldy = d->ldy;
     const void *x = d->x, *W = d->W;
@@ -257,14 +271,13 @@ extern "C" int cuda_linear_forward_lp(rlt_backend *bk, const rlt_linear_fwd *d) 
     int done = 0;
     RLT_TRY(cuda_lt_linear_forward(bk, d, &done));
     if (done) return RLT_OK;
-    /* y[rows, fo] = x[rows, fi] W^T. */
+    /* y[rows, fo] = x[rows, fi] W^T (cuBLAS: one agent only, cuda_gemm_lp refuses batched seeds). */
     RLT_TRY(cuda_gemm_lp(bk, 0, 1, rows, fo, fi, 1.0f, x, ldx, W, fi, dtype, 0.0f, y, y_dtype, ldy));
     if (!b && act == RLT_ACT_NONE) return RLT_OK;
     return lp_bias_act_launch(bk, y, y_dtype, ldy, b, rows, fo, act);
 }
 
 extern "C" int cuda_linear_backward_lp(rlt_backend *bk, const rlt_linear_bwd *d) {
-    RLT_TRY(cuda_seeds_refuse(bk, "linear_backward (16-bit)"));
     int32_t dtype = d->dtype, dx_dtype = d->dx_dtype, act_x = d->act_x;
     int32_t rows = d->rows, fi = d->fi, fo = d->fo, lddy = d->lddy, ldx = d->ldx, lddx = d->lddx;
     const void *dy = d->dy, *x = d->x, *W = d->W;
@@ -294,7 +307,6 @@ extern "C" int cuda_linear_backward_lp(rlt_backend *bk, const rlt_linear_bwd *d)
 
 extern "C" int cuda_lp_bias_act(rlt_backend *bk, void *y, int32_t yd, int32_t ldy, const float *b, int32_t rows,
                                 int32_t cols, int32_t act) {
-    RLT_TRY(cuda_seeds_refuse(bk, "lp_bias_act"));
     CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && ldy >= cols && lp_dtype_ok(yd), "lp_bias_act");
     if ((!b && act == RLT_ACT_NONE) || rows == 0 || cols == 0) return RLT_OK;
     return lp_bias_act_launch(bk, y, yd, ldy, b, rows, cols, act);
@@ -302,8 +314,6 @@ extern "C" int cuda_lp_bias_act(rlt_backend *bk, void *y, int32_t yd, int32_t ld
 
 extern "C" int cuda_lp_bias_grad(rlt_backend *bk, float *db, const void *dy, int32_t dyd, int32_t lddy, int32_t rows,
                                  int32_t cols, float beta) {
-    /* Batched seeds only in fp32 (a seed-batched layer's library backward, linear.cu). */
-    if (dyd != RLT_LP_F32) RLT_TRY(cuda_seeds_refuse(bk, "lp_bias_grad"));
     RLT_TRY(cuda_seeds_check(bk, "lp_bias_grad", 2, db, dy));
     CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && lddy >= cols && lp_dtype_ok(dyd), "lp_bias_grad");
     if (cols == 0) return RLT_OK;
@@ -316,29 +326,31 @@ extern "C" int cuda_lp_bias_grad(rlt_backend *bk, float *db, const void *dy, int
 
 extern "C" int cuda_lp_act_grad(rlt_backend *bk, void *dx, int32_t dxd, int32_t lddx, const void *x, int32_t xd,
                                 int32_t ldx, int32_t rows, int32_t cols, int32_t act) {
-    RLT_TRY(cuda_seeds_refuse(bk, "lp_act_grad"));
     CUDA_REQUIRE(bk, rows >= 0 && cols >= 0 && lddx >= cols && ldx >= cols, "lp_act_grad");
     if (act == RLT_ACT_NONE || rows == 0 || cols == 0) return RLT_OK;
     return lp_act_grad_launch(bk, dx, dxd, lddx, x, xd, ldx, rows, cols, act);
 }
 
-__global__ void lp_add_kernel(float *dst, const void *src, int32_t dt, uint64_t n) {
+__global__ void lp_add_kernel(float *dst, const void *src, int32_t dt, uint64_t n, cuda_seeds sd) {
+    dst = cuda_seed_ptr(sd, dst), src = cuda_seed_ptr(sd, src);
     uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
         dst[i] = dst[i] + lp_load(src, dt, (int64_t)i);
 }
 
 extern "C" int cuda_lp_add(rlt_backend *bk, float *dst, const void *src, int32_t dtype, uint64_t n) {
-    RLT_TRY(cuda_seeds_refuse(bk, "lp_add"));
     if (n == 0) return RLT_OK;
-    lp_add_kernel<<<cuda_blocks(bk, n, CUDA_THREADS), CUDA_THREADS, 0, cuda_stream(bk)>>>(dst, src, dtype, n);
+    RLT_TRY(cuda_seeds_check(bk, "lp_add", 2, dst, src));
+    dim3 grid(cuda_blocks(bk, n, CUDA_THREADS), 1, cuda_seeds_z(bk));
+    lp_add_kernel<<<grid, CUDA_THREADS, 0, cuda_stream(bk)>>>(dst, src, dtype, n, cuda_seeds_of(bk));
     CUDA_CHECK_LAUNCH(bk, "lp_add_kernel");
     return RLT_OK;
 }
 
 /* Every thread that sees a non-finite value stores 1: the same value from any number of writers, so the
  * flag is deterministic without atomics. */
-__global__ void amp_unscale_kernel(float *g, uint64_t n, rlt_amp_state *amp) {
+__global__ void amp_unscale_kernel(float *g, uint64_t n, rlt_amp_state *amp, cuda_seeds sd) {
+    g = cuda_seed_ptr(sd, g), amp = cuda_seed_ptr(sd, amp);
     float inv = 1.0f / amp->scale;
     bool bad = false;
     uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
@@ -351,15 +363,18 @@ __global__ void amp_unscale_kernel(float *g, uint64_t n, rlt_amp_state *amp) {
 }
 
 extern "C" int cuda_amp_unscale(rlt_backend *bk, float *g, uint64_t n, rlt_amp_state *amp) {
-    RLT_TRY(cuda_seeds_refuse(bk, "amp UNSCALE"));
     CUDA_REQUIRE(bk, amp != NULL, "amp UNSCALE");
     if (n == 0) return RLT_OK;
-    amp_unscale_kernel<<<cuda_blocks(bk, n, CUDA_THREADS), CUDA_THREADS, 0, cuda_stream(bk)>>>(g, n, amp);
+    RLT_TRY(cuda_seeds_check(bk, "amp UNSCALE", 2, g, amp));
+    dim3 grid(cuda_blocks(bk, n, CUDA_THREADS), 1, cuda_seeds_z(bk));
+    amp_unscale_kernel<<<grid, CUDA_THREADS, 0, cuda_stream(bk)>>>(g, n, amp, cuda_seeds_of(bk));
     CUDA_CHECK_LAUNCH(bk, "amp_unscale_kernel");
     return RLT_OK;
 }
 
-__global__ void amp_update_kernel(rlt_amp_state *amp, int64_t *step, float growth, float backoff, int32_t interval) {
+__global__ void amp_update_kernel(rlt_amp_state *amp, int64_t *step, float growth, float backoff, int32_t interval,
+                                  cuda_seeds sd) {
+    amp = cuda_seed_ptr(sd, amp), step = cuda_seed_ptr(sd, step);
     if (amp->found_inf) {
         amp->scale *= backoff;
         amp->good_steps = 0;
@@ -374,9 +389,10 @@ __global__ void amp_update_kernel(rlt_amp_state *amp, int64_t *step, float growt
 
 extern "C" int cuda_amp_update(rlt_backend *bk, rlt_amp_state *amp, int64_t *step, float growth, float backoff,
                                int32_t growth_interval) {
-    RLT_TRY(cuda_seeds_refuse(bk, "amp UPDATE"));
     CUDA_REQUIRE(bk, amp != NULL && growth_interval >= 1, "amp UPDATE");
-    amp_update_kernel<<<1, 1, 0, cuda_stream(bk)>>>(amp, step, growth, backoff, growth_interval);
+    RLT_TRY(cuda_seeds_check(bk, "amp UPDATE", 2, amp, step));
+    amp_update_kernel<<<dim3(1, 1, cuda_seeds_z(bk)), 1, 0, cuda_stream(bk)>>>(amp, step, growth, backoff,
+                                                                              growth_interval, cuda_seeds_of(bk));
     CUDA_CHECK_LAUNCH(bk, "amp_update_kernel");
     return RLT_OK;
 }

@@ -1,0 +1,497 @@
+/* wgmma_ceiling.cu: whether Hopper's warpgroup tensor-core instructions (wgmma, sm_90a) reach past cuBLASLt on N
+ * agents' 256-wide TF32 forward (issue #39), measured before building anything on them. cuBLASLt's whole algorithm
+ * space (bench_lt_space) runs 16 agents' 256 x 256 x 256 TF32 forward in 7.2-7.4 us on sm80 mma.sync kernels, and
+ * a plain mma.sync kernel of ours in 9-11 us (bench_tc_layer_ceiling). The kernels here: y = relu(x W^T + b) per
+ * agent (grid z), one warpgroup (128 threads) per 64 output rows issuing wgmma.m64nNk8 on TF32 operands read from
+ * shared memory (K-major), bias and ReLU applied from the accumulators. Three designs:
+ *   n32/n64/n128  64 x N tiles, k-chunks of 32 floats streamed by cp.async through a ring of 4 stages, each 8-row x
+ *                 16-byte core matrix contiguous (no swizzle);
+ *   res           the whole K (256) resident: a block of BM / 64 warpgroups copies its x and W slices at once, one
+ *                 cp.async group per chunk, and multiplies each chunk as it lands; the same core-matrix layout;
+ *   sw            as res, in the 128-byte swizzled layout wgmma reads natively (a 128-byte chunk row contiguous, its
+ *                 16-byte pieces permuted by the row): a quarter-warp copies one row's full 128 bytes.
+ * Operands as the tensor cores take them (the fp32 bits, truncated to TF32) or rounded to nearest first (RN: a pass
+ * over each chunk in shared memory, as cuBLASLt rounds them). Each route is a graph of REPS dependent forwards,
+ * replayed; microseconds per forward for all N agents, and the largest difference from cuBLASLt's result relative to
+ * its largest entry (7e-4 truncated, 2e-4 rounded: summation order and rounding, not layout).
+ *   bench_wgmma_ceiling [--reps 20] [--replays 200] [--agents 16,64]
+ * Needs an sm_90 GPU and a build for sm_90a (CMake builds this target for 90a alone; exit 77 without such a GPU).
+ * WG_SHOW=1 prints the first mismatches of each route. */
+#include <math.h>
+
+#include "../kernels/cuda/cp_async.cuh"
+#include "seed_ceiling.cuh"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WG_SM90A 1
+#endif
+
+#define WG_BK 32 /* floats of K a stage holds: 8 core matrices of 4 */
+#define WG_STAGES 4
+
+/* A shared-memory matrix descriptor: no swizzle, lbo the bytes between core matrices adjacent in K, sbo between
+ * core matrices adjacent in M (or N). */
+static __device__ __forceinline__ uint64_t wg_desc(const void *smem, uint32_t lbo, uint32_t sbo) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
+    return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32);
+}
+
+static __device__ __forceinline__ void wg_fence(void) {
+#ifdef WG_SM90A
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void wg_commit(void) {
+#ifdef WG_SM90A
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N>
+static __device__ __forceinline__ void wg_wait(void) {
+#ifdef WG_SM90A
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+/* Makes this thread's generic-proxy writes to shared memory (cp.async's, the rounding pass's) visible to the async
+ * proxy that wgmma reads its operands through. */
+static __device__ __forceinline__ void fence_proxy_async(void) {
+#ifdef WG_SM90A
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+/* d (64 x 32, this thread's 16 accumulators) += A (64 x 8) B (32 x 8)^T, both K-major in shared memory. */
+static __device__ __forceinline__ void wgmma_n32(float (&d)[16], uint64_t da, uint64_t db, int acc) {
+#ifdef WG_SM90A
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "l"(da), "l"(db), "r"(acc));
+#else
+    (void)d, (void)da, (void)db, (void)acc;
+    __trap();
+#endif
+}
+
+/* d (64 x 64, this thread's 32 accumulators) += A (64 x 8) B (64 x 8)^T, both K-major in shared memory. */
+static __device__ __forceinline__ void wgmma_n64(float (&d)[32], uint64_t da, uint64_t db, int acc) {
+#ifdef WG_SM90A
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(da), "l"(db), "r"(acc));
+#else
+    (void)d, (void)da, (void)db, (void)acc;
+    __trap();
+#endif
+}
+
+/* d (64 x 128, this thread's 64 accumulators) += A (64 x 8) B (128 x 8)^T, both K-major in shared memory. */
+static __device__ __forceinline__ void wgmma_n128(float (&d)[64], uint64_t da, uint64_t db, int acc) {
+#ifdef WG_SM90A
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(da), "l"(db), "r"(acc));
+#else
+    (void)d, (void)da, (void)db, (void)acc;
+    __trap();
+#endif
+}
+
+/* Issues the cp.async copies of k-chunk kt of R rows (rows of ld floats at src) into stage dst: chunk c of the
+ * R x 8 16-byte pieces goes to core matrix (c / 64, (c / 8) % 8), row c % 8, so a quarter-warp writes one core
+ * matrix's 128 contiguous bytes (no bank conflict) and a warp reads 64 contiguous bytes of each of 8 rows. */
+template <int R, bool RN>
+static __device__ __forceinline__ void wg_load(float *dst, const float *src, int ld, int kt) {
+#pragma unroll
+    for (int c = threadIdx.x; c < R * 8; c += 128) {
+        const int r = (c % 8) + 8 * (c / 64), kc = (c / 8) % 8;
+        cp_async16(dst + (c / 64) * 256 + kc * 32 + (c % 8) * 4, src + (size_t)r * ld + kt * WG_BK + kc * 4, 16);
+    }
+}
+
+/* Rounds to nearest TF32 the pieces of stage s that this thread copied (after its copies landed). */
+template <int R>
+static __device__ __forceinline__ void wg_round(float *dst) {
+#ifdef WG_SM90A
+#pragma unroll
+    for (int c = threadIdx.x; c < R * 8; c += 128) {
+        float4 *p = (float4 *)(dst + (c / 64) * 256 + ((c / 8) % 8) * 32 + (c % 8) * 4);
+        float4 v = *p;
+        uint32_t a, b, cc, d;
+        asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(a) : "f"(v.x));
+        asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(b) : "f"(v.y));
+        asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(cc) : "f"(v.z));
+        asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(d) : "f"(v.w));
+        *p = make_float4(__uint_as_float(a), __uint_as_float(b), __uint_as_float(cc), __uint_as_float(d));
+    }
+#else
+    (void)dst;
+#endif
+}
+
+/* Rounds to nearest TF32 the 16-byte piece c of a chunk laid out as wg_load lays it. */
+static __device__ __forceinline__ void wg_round_piece(float *chunk, int c) {
+#ifdef WG_SM90A
+    float4 *p = (float4 *)(chunk + (c / 64) * 256 + ((c / 8) % 8) * 32 + (c % 8) * 4);
+    float4 v = *p;
+    uint32_t r[4];
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r[0]) : "f"(v.x));
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r[1]) : "f"(v.y));
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r[2]) : "f"(v.z));
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r[3]) : "f"(v.w));
+    *p = make_float4(__uint_as_float(r[0]), __uint_as_float(r[1]), __uint_as_float(r[2]), __uint_as_float(r[3]));
+#else
+    (void)chunk, (void)c;
+#endif
+}
+
+static __device__ __forceinline__ void wg_round4(float *q) { /* 4 floats rounded to nearest TF32 in place */
+#ifdef WG_SM90A
+    float4 *p = (float4 *)q;
+    float4 v = *p;
+    uint32_t r[4];
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r[0]) : "f"(v.x));
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r[1]) : "f"(v.y));
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r[2]) : "f"(v.z));
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r[3]) : "f"(v.w));
+    *p = make_float4(__uint_as_float(r[0]), __uint_as_float(r[1]), __uint_as_float(r[2]), __uint_as_float(r[3]));
+#else
+    (void)q;
+#endif
+}
+
+/* y = relu(x W^T + b) for one agent's 64 x BN tile (blockIdx.x: BN-column block, y: 64-row block, z: agent). K = fi
+ * (a multiple of 32), rows of x and W of fi floats, of y of fo floats. SWAP: the descriptor's two offsets exchanged
+ * (the PTX ISA's reading of which is which, checked against cuBLASLt's output). */
+template <int BN, bool RN, bool SWAP, int MODE = 0>
+__global__ void __launch_bounds__(128) wg_fwd_kernel(float *y, const float *x, const float *W, const float *b, int fi,
+                                                     int fo, int64_t stride) {
+    extern __shared__ __align__(128) float sm[];
+    float *sa = sm, *sb = sm + WG_STAGES * 64 * WG_BK;
+    const int64_t ag = (int64_t)blockIdx.z * stride;
+    const float *xa = x + ag + (size_t)blockIdx.y * 64 * fi, *wa = W + ag + (size_t)blockIdx.x * BN * fi;
+    const int kts = fi / WG_BK;
+    float d[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
+#pragma unroll
+    for (int s = 0; s < WG_STAGES - 1; s++) {
+        if (s < kts) {
+            wg_load<64, RN>(sa + s * 64 * WG_BK, xa, fi, s);
+            wg_load<BN, RN>(sb + s * BN * WG_BK, wa, fi, s);
+        }
+        cp_async_commit();
+    }
+    const uint32_t lbo = SWAP ? 1024 : 128, sbo = SWAP ? 128 : 1024;
+    for (int kt = 0; kt < kts; kt++) {
+        const int s = kt % WG_STAGES;
+        float *a = sa + s * 64 * WG_BK, *bb = sb + s * BN * WG_BK;
+        cp_async_wait<WG_STAGES - 2>();
+        if (RN) wg_round<64>(a), wg_round<BN>(bb);
+        fence_proxy_async();
+        __syncthreads();
+        wg_fence();
+#pragma unroll
+        for (int k8 = 0; k8 < (MODE == 1 ? 0 : WG_BK / 8); k8++) {
+            const uint64_t da = wg_desc(a + k8 * 64, lbo, sbo), db = wg_desc(bb + k8 * 64, lbo, sbo);
+            if constexpr (BN == 32) wgmma_n32(d, da, db, 1);
+            else if constexpr (BN == 64) wgmma_n64(d, da, db, 1);
+            else wgmma_n128(d, da, db, 1);
+        }
+        wg_commit();
+        wg_wait<0>(); /* the stage about to be refilled (read by the chunk before) is free */
+        __syncthreads();
+        const int nk = kt + WG_STAGES - 1;
+        if (MODE != 2 && nk < kts) {
+            const int ns = nk % WG_STAGES;
+            wg_load<64, RN>(sa + ns * 64 * WG_BK, xa, fi, nk);
+            wg_load<BN, RN>(sb + ns * BN * WG_BK, wa, fi, nk);
+        }
+        cp_async_commit();
+    }
+    /* Accumulator j of this thread: row 16 warp + lane / 4 (+ 8 for j % 4 >= 2), column 8 (j / 4) + 2 (lane % 4)
+     * + j % 2. */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int row0 = blockIdx.y * 64 + warp * 16 + lane / 4;
+    float *ya = y + ag;
+    const float *ba = b + ag + blockIdx.x * BN;
+#pragma unroll
+    for (int j = 0; j < BN / 2; j += 2) {
+        const int col = (j / 4) * 8 + 2 * (lane % 4), row = row0 + ((j % 4) >= 2 ? 8 : 0);
+        const float v0 = fmaxf(d[j] + ba[col], 0.0f), v1 = fmaxf(d[j + 1] + ba[col + 1], 0.0f);
+        *(float2 *)(ya + (size_t)row * fo + blockIdx.x * BN + col) = make_float2(v0, v1);
+    }
+}
+
+template <int BN, bool RN, bool SWAP, int MODE = 0>
+static void wg_fwd(bench *B) {
+    const size_t bytes = (size_t)WG_STAGES * (64 + BN) * WG_BK * sizeof(float);
+    static int set = 0;
+    if (!set)
+        CK(cudaFuncSetAttribute(wg_fwd_kernel<BN, RN, SWAP, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)bytes));
+    set = 1;
+    wg_fwd_kernel<BN, RN, SWAP, MODE><<<dim3(B->fo / BN, B->rows / 64, B->n), 128, bytes, B->s>>>(
+        B->base + B->oy, B->base + B->ox, B->base + B->oW, B->base + B->ob, B->fi, B->fo, B->stride);
+    CK(cudaGetLastError());
+}
+
+template <int N>
+static __device__ __forceinline__ void cp_wait_upto(int n) { /* cp.async.wait_group with a run-time count */
+    if (n <= 0) cp_async_wait<0>();
+    else if (n == 1) cp_async_wait<1>();
+    else if (n == 2) cp_async_wait<2>();
+    else if (n == 3) cp_async_wait<3>();
+    else if (n == 4) cp_async_wait<4>();
+    else if (n == 5) cp_async_wait<5>();
+    else if (n == 6) cp_async_wait<6>();
+    else cp_async_wait<7>();
+}
+
+/* The whole of K resident: a block of BM / 64 warpgroups copies its BM x 256 slice of x and BN x 256 of W into shared
+ * memory at once, one cp.async group per k-chunk, and each warpgroup runs its 64 rows' 32 wgmma steps as the chunks
+ * land (OVERLAP), or after all have landed. K = 256 (8 chunks). */
+template <int BM, int BN, bool RN, bool OVERLAP>
+__global__ void __launch_bounds__(BM * 2) wg_res_kernel(float *y, const float *x, const float *W, const float *b,
+                                                        int fi, int fo, int64_t stride) {
+    extern __shared__ __align__(128) float sm[];
+    constexpr int KT = 8, NT = BM * 2;
+    float *sa = sm, *sb = sm + BM * 256;
+    const int64_t ag = (int64_t)blockIdx.z * stride;
+    const float *xa = x + ag + (size_t)blockIdx.y * BM * fi, *wa = W + ag + (size_t)blockIdx.x * BN * fi;
+    const int t = threadIdx.x, wg = t / 128;
+#pragma unroll
+    for (int kt = 0; kt < KT; kt++) {
+        for (int c = t; c < BM * 8; c += NT)
+            cp_async16(sa + kt * BM * 32 + (c / 64) * 256 + ((c / 8) % 8) * 32 + (c % 8) * 4,
+                       xa + (size_t)((c % 8) + 8 * (c / 64)) * fi + kt * 32 + ((c / 8) % 8) * 4, 16);
+        for (int c = t; c < BN * 8; c += NT)
+            cp_async16(sb + kt * BN * 32 + (c / 64) * 256 + ((c / 8) % 8) * 32 + (c % 8) * 4,
+                       wa + (size_t)((c % 8) + 8 * (c / 64)) * fi + kt * 32 + ((c / 8) % 8) * 4, 16);
+        cp_async_commit();
+    }
+    float d[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
+#pragma unroll
+    for (int kt = 0; kt < KT; kt++) {
+        if (OVERLAP || kt == 0) {
+            cp_wait_upto<0>(OVERLAP ? KT - 1 - kt : 0);
+            if (RN)
+                for (int k2 = OVERLAP ? kt : 0; k2 <= (OVERLAP ? kt : KT - 1); k2++) {
+                    for (int c = t; c < BM * 8; c += NT) wg_round_piece(sa + k2 * BM * 32, c);
+                    for (int c = t; c < BN * 8; c += NT) wg_round_piece(sb + k2 * BN * 32, c);
+                }
+            fence_proxy_async();
+            __syncthreads();
+            wg_fence();
+        }
+        const float *a = sa + kt * BM * 32 + wg * 64 * 32, *bb = sb + kt * BN * 32;
+#pragma unroll
+        for (int k8 = 0; k8 < 4; k8++) {
+            const uint64_t da = wg_desc(a + k8 * 64, 128, 1024), db = wg_desc(bb + k8 * 64, 128, 1024);
+            if constexpr (BN == 32) wgmma_n32(d, da, db, 1);
+            else if constexpr (BN == 64) wgmma_n64(d, da, db, 1);
+            else wgmma_n128(d, da, db, 1);
+        }
+        wg_commit();
+    }
+    wg_wait<0>();
+    const int warp = (t % 128) / 32, lane = t % 32;
+    const int row0 = blockIdx.y * BM + wg * 64 + warp * 16 + lane / 4;
+    float *ya = y + ag;
+    const float *ba = b + ag + blockIdx.x * BN;
+#pragma unroll
+    for (int j = 0; j < BN / 2; j += 2) {
+        const int col = (j / 4) * 8 + 2 * (lane % 4), row = row0 + ((j % 4) >= 2 ? 8 : 0);
+        const float v0 = fmaxf(d[j] + ba[col], 0.0f), v1 = fmaxf(d[j + 1] + ba[col + 1], 0.0f);
+        *(float2 *)(ya + (size_t)row * fo + blockIdx.x * BN + col) = make_float2(v0, v1);
+    }
+}
+
+template <int BM, int BN, bool RN, bool OVERLAP>
+static void wg_res(bench *B) {
+    const size_t bytes = (size_t)(BM + BN) * 256 * sizeof(float);
+    static int set = 0;
+    if (!set)
+        CK(cudaFuncSetAttribute(wg_res_kernel<BM, BN, RN, OVERLAP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)bytes));
+    set = 1;
+    if (B->fi != 256) {
+        fprintf(stderr, "wg_res: K must be 256\n");
+        exit(1);
+    }
+    wg_res_kernel<BM, BN, RN, OVERLAP><<<dim3(B->fo / BN, B->rows / BM, B->n), BM * 2, bytes, B->s>>>(
+        B->base + B->oy, B->base + B->ox, B->base + B->oW, B->base + B->ob, B->fi, B->fo, B->stride);
+    CK(cudaGetLastError());
+}
+
+/* The same with the chunks in the 128-byte swizzled layout wgmma reads natively: a chunk row (32 floats, 128 bytes)
+ * is contiguous, its 16-byte piece j stored at j ^ (row % 8), each 8-row group 1024 bytes (1024-byte aligned). A
+ * quarter-warp copies one row's 128 contiguous bytes (full sectors) into 8 distinct bank groups. */
+static __device__ __forceinline__ uint64_t wg_desc_sw128(const void *smem) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
+    return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+}
+
+static __device__ __forceinline__ float *sw_piece(float *chunk, int c) { /* piece c = 8 row + j */
+    const int r = c / 8, j = c % 8;
+    return chunk + r * 32 + ((j ^ (r % 8)) * 4);
+}
+
+template <int BM, int BN, bool RN>
+__global__ void __launch_bounds__(BM * 2) wg_sw_kernel(float *y, const float *x, const float *W, const float *b,
+                                                       int fi, int fo, int64_t stride) {
+    extern __shared__ __align__(1024) float sm_raw[];
+    float *sm = (float *)(((uintptr_t)sm_raw + 1023) & ~(uintptr_t)1023);
+    constexpr int KT = 8, NT = BM * 2;
+    float *sa = sm, *sb = sm + BM * 256;
+    const int64_t ag = (int64_t)blockIdx.z * stride;
+    const float *xa = x + ag + (size_t)blockIdx.y * BM * fi, *wa = W + ag + (size_t)blockIdx.x * BN * fi;
+    const int t = threadIdx.x, wg = t / 128;
+#pragma unroll
+    for (int kt = 0; kt < KT; kt++) {
+        for (int c = t; c < BM * 8; c += NT)
+            cp_async16(sw_piece(sa + kt * BM * 32, c), xa + (size_t)(c / 8) * fi + kt * 32 + (c % 8) * 4, 16);
+        for (int c = t; c < BN * 8; c += NT)
+            cp_async16(sw_piece(sb + kt * BN * 32, c), wa + (size_t)(c / 8) * fi + kt * 32 + (c % 8) * 4, 16);
+        cp_async_commit();
+    }
+    float d[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
+#pragma unroll
+    for (int kt = 0; kt < KT; kt++) {
+        cp_wait_upto<0>(KT - 1 - kt);
+        if (RN) {
+            for (int c = t; c < BM * 8; c += NT) wg_round4(sw_piece(sa + kt * BM * 32, c));
+            for (int c = t; c < BN * 8; c += NT) wg_round4(sw_piece(sb + kt * BN * 32, c));
+        }
+        fence_proxy_async();
+        __syncthreads();
+        wg_fence();
+        const float *a = sa + kt * BM * 32 + wg * 64 * 32, *bb = sb + kt * BN * 32;
+#pragma unroll
+        for (int k8 = 0; k8 < 4; k8++) {
+            const uint64_t da = wg_desc_sw128(a + k8 * 8), db = wg_desc_sw128(bb + k8 * 8);
+            if constexpr (BN == 32) wgmma_n32(d, da, db, 1);
+            else if constexpr (BN == 64) wgmma_n64(d, da, db, 1);
+            else wgmma_n128(d, da, db, 1);
+        }
+        wg_commit();
+    }
+    wg_wait<0>();
+    const int warp = (t % 128) / 32, lane = t % 32;
+    const int row0 = blockIdx.y * BM + wg * 64 + warp * 16 + lane / 4;
+    float *ya = y + ag;
+    const float *ba = b + ag + blockIdx.x * BN;
+#pragma unroll
+    for (int j = 0; j < BN / 2; j += 2) {
+        const int col = (j / 4) * 8 + 2 * (lane % 4), row = row0 + ((j % 4) >= 2 ? 8 : 0);
+        const float v0 = fmaxf(d[j] + ba[col], 0.0f), v1 = fmaxf(d[j + 1] + ba[col + 1], 0.0f);
+        *(float2 *)(ya + (size_t)row * fo + blockIdx.x * BN + col) = make_float2(v0, v1);
+    }
+}
+
+template <int BM, int BN, bool RN>
+static void wg_sw(bench *B) {
+    const size_t bytes = (size_t)(BM + BN) * 256 * sizeof(float) + 1024;
+    static int set = 0;
+    if (!set)
+        CK(cudaFuncSetAttribute(wg_sw_kernel<BM, BN, RN>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    set = 1;
+    if (B->fi != 256) {
+        fprintf(stderr, "wg_sw: K must be 256\n");
+        exit(1);
+    }
+    wg_sw_kernel<BM, BN, RN><<<dim3(B->fo / BN, B->rows / BM, B->n), BM * 2, bytes, B->s>>>(
+        B->base + B->oy, B->base + B->ox, B->base + B->oW, B->base + B->ob, B->fi, B->fo, B->stride);
+    CK(cudaGetLastError());
+}
+
+#define WG_ROUTES 11
+static const char *const wg_route_name[WG_ROUTES] = {
+    "n64 trunc",        "res 128x64 trunc", "res 64x64 trunc", "sw 128x64 trunc", "sw 128x64 RN",  "sw 64x64 trunc",
+    "sw 64x64 RN",      "n128 trunc (staged)", "sw 64x128 trunc", "sw 128x32 trunc", "sw 64x32 trunc"};
+static void wg_run(bench *B, int r) {
+    switch (r) {
+    case 0: wg_fwd<64, false, false>(B); break;
+    case 1: wg_res<128, 64, false, true>(B); break;
+    case 2: wg_res<64, 64, false, true>(B); break;
+    case 3: wg_sw<128, 64, false>(B); break;
+    case 4: wg_sw<128, 64, true>(B); break;
+    case 5: wg_sw<64, 64, false>(B); break;
+    case 6: wg_sw<64, 64, true>(B); break;
+    case 7: wg_fwd<128, false, false>(B); break;
+    case 8: wg_sw<64, 128, false>(B); break;
+    case 9: wg_sw<128, 32, false>(B); break;
+    default: wg_sw<64, 32, false>(B); break;
+    }
+}
+static void wg_op(bench *B, const void *r) { wg_run(B, *(const int *)r); }
+
+__global__ void fill_kernel(float *p, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t v = (uint32_t)i * 2654435761u;
+        v ^= v >> 15, v *= 2246822519u, v ^= v >> 13;
+        p[i] = (float)(v & 0xffff) / 65536.0f - 0.5f;
+    }
+}
+
+/* The largest |ours - cuBLASLt| over every agent's output, relative to cuBLASLt's largest entry. */
+static double wg_check(bench *B, lt_plan *P, int r) {
+    const int64_t cnt = (int64_t)B->rows * B->fo;
+    float *ours = (float *)malloc(cnt * 4), *lib = (float *)malloc(cnt * 4);
+    double d = 0, m = 0;
+    for (int a = 0; a < B->n; a++) {
+        const int64_t off = B->oy + (int64_t)a * B->stride;
+        CK(cudaMemsetAsync(B->base + off, 0, cnt * 4, B->s));
+        wg_run(B, r);
+        CK(cudaStreamSynchronize(B->s)); /* B->s does not wait for the legacy stream, nor it for B->s */
+        CK(cudaMemcpy(ours, B->base + off, cnt * 4, cudaMemcpyDeviceToHost));
+        lt_run(B, P, LT_FWD);
+        CK(cudaStreamSynchronize(B->s));
+        CK(cudaMemcpy(lib, B->base + off, cnt * 4, cudaMemcpyDeviceToHost));
+        int shown = 0;
+        for (int64_t i = 0; i < cnt; i++) {
+            d = fmax(d, fabs((double)ours[i] - lib[i])), m = fmax(m, fabs((double)lib[i]));
+            if (getenv("WG_SHOW") && a == 0 && shown < 6 && fabs((double)ours[i] - lib[i]) > 1e-2 * fabs(lib[i]) + 1e-3)
+                printf("        agent 0 row %3d col %3d: ours %9.5f cuBLASLt %9.5f\n", (int)(i / B->fo),
+                       (int)(i % B->fo), ours[i], lib[i]), shown++;
+        }
+        if (a == 0 && B->n > 2) a = B->n - 2; /* the first and the last agent */
+    }
+    free(ours), free(lib);
+    return m > 0 ? d / m : d;
+}
+
+static void bench_case(int n, int reps, int replays) {
+    bench B;
+    bench_shape(&B, n, 256, 1);
+    B.stride = bench_plain_layout(&B);
+    bench_open(&B, NULL);
+    fill_kernel<<<1024, 256, 0, B.s>>>(B.base, B.stride * n);
+    CK(cudaStreamSynchronize(B.s));
+    lt_plan P = lt_make(&B, LT_FWD);
+    const double lib = P.ok ? lt_chain_us(&B, &P, LT_FWD, reps, replays) : -1.0;
+    printf("%4d agents, tf32 256x256x256 forward (bias, ReLU), us per forward of all agents: cuBLASLt %6.2f\n", n, lib);
+    for (int r = 0; r < WG_ROUTES; r++) {
+        wg_run(&B, r); /* outside the capture: the kernel's one-time shared-memory attribute */
+        CK(cudaStreamSynchronize(B.s));
+        const double e = P.ok ? wg_check(&B, &P, r) : -1.0;
+        const double t = chain_us(&B, wg_op, &r, reps, replays);
+        printf("      wgmma %-15s %6.2f us  (%.2fx cuBLASLt)  diff %.1e\n", wg_route_name[r], t, lib / t, e);
+        fflush(stdout);
+    }
+    bench_close(&B, 1);
+}
+
+int main(int argc, char **argv) {
+    ceiling_opts o;
+    int rc = ceiling_start(argc, argv, "a TF32 wgmma layer kernel of our own against cuBLASLt", "ops", 9, &o);
+    if (rc) return rc;
+    for (int a = 0; a < o.n_agents; a++) bench_case(o.agents[a], o.reps, o.replays);
+    return 0;
+}
