@@ -26,7 +26,7 @@
  * - A 256-256 DQN at batch 64 batches too: its weight gradients are batched library products (the plan reserves the
  *   workspace for them; it once missed them, and such a group ran a graph each).
  * - Seeds whose arenas span more than 2^31 floats together (40 seeds of a 256-256 TD3, each with a replay of 7M
- *   transitions on the device, in fp32 and in tf32) run batched to the end: cuBLASLt's strided products faulted past
+ *   transitions on the device, in fp32, tf32 and bf16) run batched to the end: cuBLASLt's strided products faulted past
  *   that span (gemm_lt.c runs them in spans it takes), which a 128-seed benchmark hit and no test did. Those run
  *   with RLT_CUDA_SPAN_HOT=0; by default (tf32) the part of each arena before its replay is mapped a second time,
  *   packed, and the log's second spacing proves one strided call covers all 40 there.
@@ -389,6 +389,9 @@ int main(void) {
     seeds_far_apart("fp32", 0);
     seeds_far_apart("tf32", 0);
     seeds_far_apart("tf32", 1);
+    /* bf16: every 16-bit product in runs of seeds (gemm_lt.c's lt_go), or one call at the hot slots */
+    seeds_far_apart("bf16", 0);
+    seeds_far_apart("bf16", 1);
     two_gpus();
     return test_summary("gpu_seed_batch");
 }

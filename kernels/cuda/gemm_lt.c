@@ -39,8 +39,9 @@
 #include "cuda_ops.h"
 
 /* Distinct problems one backend keeps: a TD3 or DQN update has a few dozen dense products at most, and only the
- * routed ones (or the 16-bit ones) come here. A problem beyond a full table runs the caller's cuBLAS path. */
-#define LT_ENTRIES 64
+ * routed ones (or the 16-bit ones) come here; batched seeds past 2^31 bytes of arenas make one per run of seeds. A
+ * problem beyond a full table runs the caller's cuBLAS path (which batched seeds refuse). */
+#define LT_ENTRIES 192
 
 /* Everything the heuristic's choice depends on (all int32_t: compared with memcmp, no padding). */
 typedef struct lt_key {
@@ -385,6 +386,16 @@ static lt_op lt_seeds_run(const lt_op *op, int32_t z0, int32_t run, int32_t n, i
  * by its first agent's offset. */
 #define LT_SEEDS_SPAN(tf32) ((tf32) ? (int64_t)INT32_MAX / (int64_t)sizeof(float) : (int64_t)INT32_MAX)
 
+/* 1 when every operand lies in the lead's hot part (cuda_impl.seeds_hot_hi: mapped a second time at a shorter
+ * stride, cuda_backend.c's span_alias), so the product may read all agents there. */
+static int lt_seeds_hot(const cuda_impl *c, const void *x, const void *W, const void *b, const void *y) {
+    const void *p[4] = {x, W, b, y};
+    if (!c->seeds_hot_stride) return 0;
+    for (int i = 0; i < 4; i++)
+        if (p[i] && ((uint64_t)(uintptr_t)p[i] < c->seeds_lo || (uint64_t)(uintptr_t)p[i] >= c->seeds_hot_hi)) return 0;
+    return 1;
+}
+
 /* Batched seeds (cuda_seeds) reach the three functions around here for 16-bit layers only: each product runs for all
  * seeds as strided calls over their arenas, when those lie at one stride (cuda_seed_batch's seeds_stride) and the
  * batch need not give single-run bits (batched acting's exact mode turns seeds_blas off: a strided call may take
@@ -405,10 +416,14 @@ static int lt_go(rlt_backend *bk, const lt_op *op, int32_t epi, int32_t strict, 
     const cuda_impl *c = cuda_get(bk);
     *ran = 0;
     if (c->seeds.n <= 1) return lt_try(bk, op, epi, strict, ran);
-    const int64_t stride = c->seeds_stride;
+    /* At the hot slots when every operand lies in the hot part (as cuda_lt_linear_forward_seeds reads them). */
+    const int hot = lt_seeds_hot(c, op->A, op->B, lt_has_vector(epi) ? op->bias : NULL, op->C);
+    const int64_t stride = hot ? c->seeds_hot_stride : c->seeds_stride, moved = hot ? c->seeds_hot_delta : 0;
     const int32_t n = c->seeds.n;
     const int32_t run = stride >= (int64_t)INT32_MAX ? 1 : (int32_t)((int64_t)INT32_MAX / stride);
     lt_op all = *op;
+    all.A = (const char *)op->A + moved, all.B = (const char *)op->B + moved, all.C = (char *)op->C + moved;
+    if (all.bias) all.bias = (const char *)op->bias + moved;
     all.batch = n < run ? n : run;
     all.stride = stride;
     /* Every run's algorithm first, so that nothing is issued unless all run. */
@@ -426,16 +441,6 @@ static int lt_go(rlt_backend *bk, const lt_op *op, int32_t epi, int32_t strict, 
                                "a 16-bit product for batched seeds: agents %d.. lost their algorithm", (int)z0);
     }
     return RLT_OK;
-}
-
-/* 1 when every operand lies in the lead's hot part (cuda_impl.seeds_hot_hi: mapped a second time at a shorter
- * stride, cuda_backend.c's span_alias), so the product may read all agents there. */
-static int lt_seeds_hot(const cuda_impl *c, const void *x, const void *W, const void *b, const void *y) {
-    const void *p[4] = {x, W, b, y};
-    if (!c->seeds_hot_stride) return 0;
-    for (int i = 0; i < 4; i++)
-        if ((uint64_t)(uintptr_t)p[i] < c->seeds_lo || (uint64_t)(uintptr_t)p[i] >= c->seeds_hot_hi) return 0;
-    return 1;
 }
 
 int cuda_lt_linear_forward_seeds(rlt_backend *bk, const rlt_linear_fwd *d, int *done) {
