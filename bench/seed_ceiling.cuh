@@ -3,6 +3,8 @@
  * (`bench`), the cuBLASLt strided-batch products over them (forward with bias and ReLU, weight gradient with the bias
  * gradient, input gradient), the timing of a captured graph or chain of ops, and the command line. */
 #pragma once
+#include <math.h>
+
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -140,6 +142,15 @@ static void lt_run(bench *B, lt_plan *P, int kind) {
                       B->s));
 }
 
+/* p[0 .. n) = hashed values in [-0.5, 0.5): inputs that make a wrong product show (zeros would not). */
+__global__ void ceiling_fill(float *p, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t v = (uint32_t)i * 2654435761u;
+        v ^= v >> 15, v *= 2246822519u, v ^= v >> 13;
+        p[i] = (float)(v & 0xffff) / 65536.0f - 0.5f;
+    }
+}
+
 /* Microseconds per op of a captured graph of `ops` ops, replayed `replays` times after 5 warm-up replays; frees g. */
 static double graph_us(cudaStream_t s, cudaGraph_t g, int ops, int replays) {
     cudaGraphExec_t ge;
@@ -274,4 +285,35 @@ static int ceiling_start(int argc, char **argv, const char *what, const char *un
     }
     printf("%s, %s, %d %s per graph x %d replays\n", what, o->prop.name, o->reps, unit, o->replays);
     return 0;
+}
+
+/* N agents' 256-row layer of fi inputs in TF32 at their plain layout, filled (ceiling_fill), with cuBLASLt's fused
+ * forward planned in *P and timed as a graph of reps forwards: the reference the forward kernels of our own are
+ * measured against. Returns its microseconds per forward (-1 when the library offers no algorithm). */
+static double ceiling_fwd_reference(bench *B, int n, int fi, lt_plan *P, int reps, int replays) {
+    bench_shape(B, n, fi, 1);
+    B->stride = bench_plain_layout(B);
+    bench_open(B, NULL);
+    ceiling_fill<<<1024, 256, 0, B->s>>>(B->base, B->stride * n);
+    CK(cudaStreamSynchronize(B->s));
+    *P = lt_make(B, LT_FWD);
+    return P->ok ? lt_chain_us(B, P, LT_FWD, reps, replays) : -1.0;
+}
+
+/* The largest |ours - cuBLASLt| over agent a's forward output, relative to cuBLASLt's largest entry there: op(B, ctx)
+ * runs ours for every agent (the output cleared first, every copy after its stream's work). */
+static double ceiling_fwd_diff(bench *B, lt_plan *P, void (*op)(bench *, const void *), const void *ctx, int a) {
+    const int64_t cnt = (int64_t)B->rows * B->fo, off = B->oy + (int64_t)a * B->stride;
+    float *ours = (float *)malloc(cnt * 4), *lib = (float *)malloc(cnt * 4);
+    CK(cudaMemsetAsync(B->base + off, 0, cnt * 4, B->s));
+    op(B, ctx);
+    CK(cudaStreamSynchronize(B->s)); /* B->s does not wait for the legacy stream, nor it for B->s */
+    CK(cudaMemcpy(ours, B->base + off, cnt * 4, cudaMemcpyDeviceToHost));
+    lt_run(B, P, LT_FWD);
+    CK(cudaStreamSynchronize(B->s));
+    CK(cudaMemcpy(lib, B->base + off, cnt * 4, cudaMemcpyDeviceToHost));
+    double d = 0, m = 0;
+    for (int64_t i = 0; i < cnt; i++) d = fmax(d, fabs((double)ours[i] - lib[i])), m = fmax(m, fabs((double)lib[i]));
+    free(ours), free(lib);
+    return m > 0 ? d / m : d;
 }

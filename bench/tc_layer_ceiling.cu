@@ -4,7 +4,7 @@
  * y = relu(x W^T + b) per agent (grid z), BM x 64 output tiles, 4 warps, k-tiles of 32 streamed through a ring of
  * cp.async stages, mma.sync.m16n8k8 on TF32 operands (rounded to nearest, as cvt.rna), bias and ReLU applied from the
  * accumulators (and variants that hand the tensor cores the fp32 bits, which they truncate, and that read the
- * fragments from shared memory by ldmatrix: not yet run on a GPU, see bench/RESULTS.md). Each route is a graph
+ * fragments from shared memory by ldmatrix; bench/RESULTS.md has the figures). Each route is a graph
  * of REPS dependent forwards, replayed; microseconds per forward for all N agents, and the largest difference from
  * cuBLASLt's result relative to its largest entry (both TF32: about 1e-3 expected).
  *   bench_tc_layer_ceiling [--reps 20] [--replays 200] [--agents 16,64]
@@ -190,42 +190,15 @@ static double tc_us(bench *B, int bm, int reps, int replays) {
     return chain_us(B, tc_op, &bm, reps, replays);
 }
 
-__global__ void fill_kernel(float *p, int64_t n) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        uint32_t v = (uint32_t)i * 2654435761u;
-        v ^= v >> 15, v *= 2246822519u, v ^= v >> 13;
-        p[i] = (float)(v & 0xffff) / 65536.0f - 0.5f;
-    }
-}
-
-/* The largest |ours - cuBLASLt| over agent n - 1's output, relative to cuBLASLt's largest entry there. */
-static double tc_check(bench *B, lt_plan *P, int bm) {
-    const int64_t cnt = (int64_t)B->rows * B->fo, off = B->oy + (int64_t)(B->n - 1) * B->stride;
-    float *ours = (float *)malloc(cnt * 4), *lib = (float *)malloc(cnt * 4);
-    tc_run(B, bm);
-    CK(cudaMemcpy(ours, B->base + off, cnt * 4, cudaMemcpyDeviceToHost));
-    lt_run(B, P, LT_FWD);
-    CK(cudaMemcpy(lib, B->base + off, cnt * 4, cudaMemcpyDeviceToHost));
-    double d = 0, m = 0;
-    for (int64_t i = 0; i < cnt; i++) d = fmax(d, fabs((double)ours[i] - lib[i])), m = fmax(m, fabs((double)lib[i]));
-    free(ours), free(lib);
-    return m > 0 ? d / m : d;
-}
-
 static void bench_case(int n, int reps, int replays) {
     bench B;
-    bench_shape(&B, n, 256, 1);
-    B.stride = bench_plain_layout(&B);
-    bench_open(&B, NULL);
-    fill_kernel<<<1024, 256, 0, B.s>>>(B.base, B.stride * n);
-    CK(cudaStreamSynchronize(B.s));
-    lt_plan P = lt_make(&B, LT_FWD);
-    const double lib = P.ok ? lt_chain_us(&B, &P, LT_FWD, reps, replays) : -1.0;
+    lt_plan P;
+    const double lib = ceiling_fwd_reference(&B, n, 256, &P, reps, replays);
     const int route[5] = {64, 32, 0, 1, 2};
     double t[5], e[5];
     for (int r = 0; r < 5; r++) {
         t[r] = tc_us(&B, route[r], reps, replays);
-        e[r] = P.ok ? tc_check(&B, &P, route[r]) : -1.0;
+        e[r] = P.ok ? ceiling_fwd_diff(&B, &P, tc_op, &route[r], n - 1) : -1.0;
     }
     printf("%6d  tf32  256x256x256 forward (bias, ReLU): cuBLASLt %6.2f  ours 64x64 tiles %6.2f (diff %.1e)  32x64 "
            "tiles %6.2f (diff %.1e)  64x64 truncated %6.2f (diff %.1e)  ldmatrix %6.2f (diff %.1e)  ldmatrix "

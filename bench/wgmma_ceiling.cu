@@ -4,19 +4,18 @@
  * a plain mma.sync kernel of ours in 9-11 us (bench_tc_layer_ceiling). The kernels here: y = relu(x W^T + b) per
  * agent (grid z), one warpgroup (128 threads) per 64 output rows issuing wgmma.m64nNk8 on TF32 operands read from
  * shared memory (K-major), bias and ReLU applied from the accumulators. Three designs:
- *   n32/n64/n128  64 x N tiles, k-chunks of 32 floats streamed by cp.async through a ring of 4 stages, each 8-row x
- *                 16-byte core matrix contiguous (no swizzle);
- *   res           the whole K (256) resident: a block of BM / 64 warpgroups copies its x and W slices at once, one
- *                 cp.async group per chunk, and multiplies each chunk as it lands; the same core-matrix layout;
- *   sw            as res, in the 128-byte swizzled layout wgmma reads natively (a 128-byte chunk row contiguous, its
- *                 16-byte pieces permuted by the row): a quarter-warp copies one row's full 128 bytes.
+ *   staged     64 x 64 tiles, k-chunks of 32 floats streamed by cp.async through a ring of 4 stages, each 8-row x
+ *              16-byte core matrix contiguous (no swizzle);
+ *   resident   the whole K (256) in shared memory: a block of BM / 64 warpgroups copies its x and W slices at once, one
+ *              cp.async group per chunk, and multiplies each chunk as it lands; the same core-matrix layout;
+ *   swizzled   as resident, in the 128-byte swizzled layout wgmma reads natively (a 128-byte chunk row contiguous, its
+ *              16-byte pieces permuted by the row): a quarter-warp copies one row's full 128 bytes.
  * Operands as the tensor cores take them (the fp32 bits, truncated to TF32) or rounded to nearest first (RN: a pass
  * over each chunk in shared memory, as cuBLASLt rounds them). Each route is a graph of REPS dependent forwards,
  * replayed; microseconds per forward for all N agents, and the largest difference from cuBLASLt's result relative to
  * its largest entry (7e-4 truncated, 2e-4 rounded: summation order and rounding, not layout).
  *   bench_wgmma_ceiling [--reps 20] [--replays 200] [--agents 16,64]
- * Needs an sm_90 GPU and a build for sm_90a (CMake builds this target for 90a alone; exit 77 without such a GPU).
- * WG_SHOW=1 prints the first mismatches of each route. */
+ * Needs an sm_90 GPU and a build for sm_90a (CMake builds this target for 90a alone; exit 77 without such a GPU). */
 #include <math.h>
 
 #include "../kernels/cuda/cp_async.cuh"
@@ -60,19 +59,6 @@ static __device__ __forceinline__ void fence_proxy_async(void) {
 #endif
 }
 
-/* d (64 x 32, this thread's 16 accumulators) += A (64 x 8) B (32 x 8)^T, both K-major in shared memory. */
-static __device__ __forceinline__ void wgmma_n32(float (&d)[16], uint64_t da, uint64_t db, int acc) {
-#ifdef WG_SM90A
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-                 : "l"(da), "l"(db), "r"(acc));
-#else
-    (void)d, (void)da, (void)db, (void)acc;
-    __trap();
-#endif
-}
-
 /* d (64 x 64, this thread's 32 accumulators) += A (64 x 8) B (64 x 8)^T, both K-major in shared memory. */
 static __device__ __forceinline__ void wgmma_n64(float (&d)[32], uint64_t da, uint64_t db, int acc) {
 #ifdef WG_SM90A
@@ -99,52 +85,23 @@ static __device__ __forceinline__ void wgmma_n128(float (&d)[64], uint64_t da, u
 #endif
 }
 
-/* Issues the cp.async copies of k-chunk kt of R rows (rows of ld floats at src) into stage dst: chunk c of the
- * R x 8 16-byte pieces goes to core matrix (c / 64, (c / 8) % 8), row c % 8, so a quarter-warp writes one core
- * matrix's 128 contiguous bytes (no bank conflict) and a warp reads 64 contiguous bytes of each of 8 rows. */
-template <int R, bool RN>
-static __device__ __forceinline__ void wg_load(float *dst, const float *src, int ld, int kt) {
-#pragma unroll
-    for (int c = threadIdx.x; c < R * 8; c += 128) {
-        const int r = (c % 8) + 8 * (c / 64), kc = (c / 8) % 8;
-        cp_async16(dst + (c / 64) * 256 + kc * 32 + (c % 8) * 4, src + (size_t)r * ld + kt * WG_BK + kc * 4, 16);
-    }
+static __device__ __forceinline__ uint64_t wg_desc_sw128(const void *smem) { /* K-major, 128-byte swizzle */
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
+    return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
 }
 
-/* Rounds to nearest TF32 the pieces of stage s that this thread copied (after its copies landed). */
-template <int R>
-static __device__ __forceinline__ void wg_round(float *dst) {
-#ifdef WG_SM90A
-#pragma unroll
-    for (int c = threadIdx.x; c < R * 8; c += 128) {
-        float4 *p = (float4 *)(dst + (c / 64) * 256 + ((c / 8) % 8) * 32 + (c % 8) * 4);
-        float4 v = *p;
-        uint32_t a, b, cc, d;
-        asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(a) : "f"(v.x));
-        asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(b) : "f"(v.y));
-        asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(cc) : "f"(v.z));
-        asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(d) : "f"(v.w));
-        *p = make_float4(__uint_as_float(a), __uint_as_float(b), __uint_as_float(cc), __uint_as_float(d));
-    }
-#else
-    (void)dst;
-#endif
+/* The 16-byte piece c (of a chunk's R x 8) in the unswizzled layout: core matrix (c / 64, (c / 8) % 8), row c % 8, so a
+ * quarter-warp writes one core matrix's 128 contiguous bytes; and the row it holds. */
+static __device__ __forceinline__ float *wg_piece(float *chunk, int c) {
+    return chunk + (c / 64) * 256 + ((c / 8) % 8) * 32 + (c % 8) * 4;
 }
-
-/* Rounds to nearest TF32 the 16-byte piece c of a chunk laid out as wg_load lays it. */
-static __device__ __forceinline__ void wg_round_piece(float *chunk, int c) {
-#ifdef WG_SM90A
-    float4 *p = (float4 *)(chunk + (c / 64) * 256 + ((c / 8) % 8) * 32 + (c % 8) * 4);
-    float4 v = *p;
-    uint32_t r[4];
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r[0]) : "f"(v.x));
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r[1]) : "f"(v.y));
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r[2]) : "f"(v.z));
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r[3]) : "f"(v.w));
-    *p = make_float4(__uint_as_float(r[0]), __uint_as_float(r[1]), __uint_as_float(r[2]), __uint_as_float(r[3]));
-#else
-    (void)chunk, (void)c;
-#endif
+static __device__ __forceinline__ int wg_piece_row(int c) { return (c % 8) + 8 * (c / 64); }
+/* The same in the 128-byte swizzled layout wgmma reads natively: piece c is 16-byte piece j = c % 8 of chunk row
+ * r = c / 8, stored at j ^ (r % 8) of the row's 128 contiguous bytes (each 8-row group 1024 bytes, 1024-aligned). A
+ * quarter-warp copies one row's 128 contiguous bytes (full sectors) into 8 distinct bank groups. */
+static __device__ __forceinline__ float *sw_piece(float *chunk, int c) {
+    const int r = c / 8, j = c % 8;
+    return chunk + r * 32 + ((j ^ (r % 8)) * 4);
 }
 
 static __device__ __forceinline__ void wg_round4(float *q) { /* 4 floats rounded to nearest TF32 in place */
@@ -162,10 +119,45 @@ static __device__ __forceinline__ void wg_round4(float *q) { /* 4 floats rounded
 #endif
 }
 
-/* y = relu(x W^T + b) for one agent's 64 x BN tile (blockIdx.x: BN-column block, y: 64-row block, z: agent). K = fi
- * (a multiple of 32), rows of x and W of fi floats, of y of fo floats. SWAP: the descriptor's two offsets exchanged
- * (the PTX ISA's reading of which is which, checked against cuBLASLt's output). */
-template <int BN, bool RN, bool SWAP, int MODE = 0>
+/* Copies k-chunk kt of R rows (rows of ld floats at src) into chunk dst, NT threads, unswizzled or swizzled; with RN
+ * rounding instead the pieces this thread copied (after they landed). */
+template <int R, int NT, bool SW>
+static __device__ __forceinline__ void wg_load(float *dst, const float *src, int ld, int kt) {
+    for (int c = threadIdx.x; c < R * 8; c += NT) {
+        const int r = SW ? c / 8 : wg_piece_row(c), kc = SW ? c % 8 : (c / 8) % 8;
+        cp_async16(SW ? sw_piece(dst, c) : wg_piece(dst, c), src + (size_t)r * ld + kt * WG_BK + kc * 4, 16);
+    }
+}
+template <int R, int NT, bool SW>
+static __device__ __forceinline__ void wg_round(float *dst) {
+    for (int c = threadIdx.x; c < R * 8; c += NT) wg_round4(SW ? sw_piece(dst, c) : wg_piece(dst, c));
+}
+
+/* d += A B^T over one k8 step, the descriptors' matrices 64 x 8 and BN x 8. */
+template <int BN>
+static __device__ __forceinline__ void wg_mma(float (&d)[BN / 2], uint64_t da, uint64_t db) {
+    if constexpr (BN == 64) wgmma_n64(d, da, db, 1);
+    else wgmma_n128(d, da, db, 1);
+}
+
+/* y = relu(d + b) for warpgroup wg's 64 x BN part of the block's tile (rows from row_base, columns from col_base).
+ * Accumulator j of a thread: row 16 warp + lane / 4 (+ 8 for j % 4 >= 2), column 8 (j / 4) + 2 (lane % 4) + j % 2. */
+template <int BN>
+static __device__ __forceinline__ void wg_store(const float (&d)[BN / 2], float *y, const float *b, int row_base,
+                                                int col_base, int fo) {
+    const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+    const int row0 = row_base + warp * 16 + lane / 4;
+#pragma unroll
+    for (int j = 0; j < BN / 2; j += 2) {
+        const int col = col_base + (j / 4) * 8 + 2 * (lane % 4), row = row0 + ((j % 4) >= 2 ? 8 : 0);
+        const float v0 = fmaxf(d[j] + b[col], 0.0f), v1 = fmaxf(d[j + 1] + b[col + 1], 0.0f);
+        *(float2 *)(y + (size_t)row * fo + col) = make_float2(v0, v1);
+    }
+}
+
+/* Staged: one agent's 64 x BN tile (blockIdx.x: BN-column block, y: 64-row block, z: agent), k-chunks through a ring
+ * of WG_STAGES, unswizzled. K = fi (a multiple of 32), rows of x and W of fi floats, of y of fo floats. */
+template <int BN, bool RN>
 __global__ void __launch_bounds__(128) wg_fwd_kernel(float *y, const float *x, const float *W, const float *b, int fi,
                                                      int fo, int64_t stride) {
     extern __shared__ __align__(128) float sm[];
@@ -176,66 +168,34 @@ __global__ void __launch_bounds__(128) wg_fwd_kernel(float *y, const float *x, c
     float d[BN / 2];
 #pragma unroll
     for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
-#pragma unroll
     for (int s = 0; s < WG_STAGES - 1; s++) {
         if (s < kts) {
-            wg_load<64, RN>(sa + s * 64 * WG_BK, xa, fi, s);
-            wg_load<BN, RN>(sb + s * BN * WG_BK, wa, fi, s);
+            wg_load<64, 128, false>(sa + s * 64 * WG_BK, xa, fi, s);
+            wg_load<BN, 128, false>(sb + s * BN * WG_BK, wa, fi, s);
         }
         cp_async_commit();
     }
-    const uint32_t lbo = SWAP ? 1024 : 128, sbo = SWAP ? 128 : 1024;
     for (int kt = 0; kt < kts; kt++) {
         const int s = kt % WG_STAGES;
         float *a = sa + s * 64 * WG_BK, *bb = sb + s * BN * WG_BK;
         cp_async_wait<WG_STAGES - 2>();
-        if (RN) wg_round<64>(a), wg_round<BN>(bb);
+        if (RN) wg_round<64, 128, false>(a), wg_round<BN, 128, false>(bb);
         fence_proxy_async();
         __syncthreads();
         wg_fence();
 #pragma unroll
-        for (int k8 = 0; k8 < (MODE == 1 ? 0 : WG_BK / 8); k8++) {
-            const uint64_t da = wg_desc(a + k8 * 64, lbo, sbo), db = wg_desc(bb + k8 * 64, lbo, sbo);
-            if constexpr (BN == 32) wgmma_n32(d, da, db, 1);
-            else if constexpr (BN == 64) wgmma_n64(d, da, db, 1);
-            else wgmma_n128(d, da, db, 1);
-        }
+        for (int k8 = 0; k8 < WG_BK / 8; k8++) wg_mma<BN>(d, wg_desc(a + k8 * 64, 128, 1024), wg_desc(bb + k8 * 64, 128, 1024));
         wg_commit();
         wg_wait<0>(); /* the stage about to be refilled (read by the chunk before) is free */
         __syncthreads();
         const int nk = kt + WG_STAGES - 1;
-        if (MODE != 2 && nk < kts) {
-            const int ns = nk % WG_STAGES;
-            wg_load<64, RN>(sa + ns * 64 * WG_BK, xa, fi, nk);
-            wg_load<BN, RN>(sb + ns * BN * WG_BK, wa, fi, nk);
+        if (nk < kts) {
+            wg_load<64, 128, false>(sa + (nk % WG_STAGES) * 64 * WG_BK, xa, fi, nk);
+            wg_load<BN, 128, false>(sb + (nk % WG_STAGES) * BN * WG_BK, wa, fi, nk);
         }
         cp_async_commit();
     }
-    /* Accumulator j of this thread: row 16 warp + lane / 4 (+ 8 for j % 4 >= 2), column 8 (j / 4) + 2 (lane % 4)
-     * + j % 2. */
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int row0 = blockIdx.y * 64 + warp * 16 + lane / 4;
-    float *ya = y + ag;
-    const float *ba = b + ag + blockIdx.x * BN;
-#pragma unroll
-    for (int j = 0; j < BN / 2; j += 2) {
-        const int col = (j / 4) * 8 + 2 * (lane % 4), row = row0 + ((j % 4) >= 2 ? 8 : 0);
-        const float v0 = fmaxf(d[j] + ba[col], 0.0f), v1 = fmaxf(d[j + 1] + ba[col + 1], 0.0f);
-        *(float2 *)(ya + (size_t)row * fo + blockIdx.x * BN + col) = make_float2(v0, v1);
-    }
-}
-
-template <int BN, bool RN, bool SWAP, int MODE = 0>
-static void wg_fwd(bench *B) {
-    const size_t bytes = (size_t)WG_STAGES * (64 + BN) * WG_BK * sizeof(float);
-    static int set = 0;
-    if (!set)
-        CK(cudaFuncSetAttribute(wg_fwd_kernel<BN, RN, SWAP, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)bytes));
-    set = 1;
-    wg_fwd_kernel<BN, RN, SWAP, MODE><<<dim3(B->fo / BN, B->rows / 64, B->n), 128, bytes, B->s>>>(
-        B->base + B->oy, B->base + B->ox, B->base + B->oW, B->base + B->ob, B->fi, B->fo, B->stride);
-    CK(cudaGetLastError());
+    wg_store<BN>(d, y + ag, b + ag, blockIdx.y * 64, blockIdx.x * BN, fo);
 }
 
 template <int N>
@@ -252,111 +212,21 @@ static __device__ __forceinline__ void cp_wait_upto(int n) { /* cp.async.wait_gr
 
 /* The whole of K resident: a block of BM / 64 warpgroups copies its BM x 256 slice of x and BN x 256 of W into shared
  * memory at once, one cp.async group per k-chunk, and each warpgroup runs its 64 rows' 32 wgmma steps as the chunks
- * land (OVERLAP), or after all have landed. K = 256 (8 chunks). */
-template <int BM, int BN, bool RN, bool OVERLAP>
+ * land. K = 256 (8 chunks). SW: the 128-byte swizzled layout (else core matrices unswizzled). */
+template <int BM, int BN, bool RN, bool SW>
 __global__ void __launch_bounds__(BM * 2) wg_res_kernel(float *y, const float *x, const float *W, const float *b,
                                                         int fi, int fo, int64_t stride) {
-    extern __shared__ __align__(128) float sm[];
-    constexpr int KT = 8, NT = BM * 2;
-    float *sa = sm, *sb = sm + BM * 256;
-    const int64_t ag = (int64_t)blockIdx.z * stride;
-    const float *xa = x + ag + (size_t)blockIdx.y * BM * fi, *wa = W + ag + (size_t)blockIdx.x * BN * fi;
-    const int t = threadIdx.x, wg = t / 128;
-#pragma unroll
-    for (int kt = 0; kt < KT; kt++) {
-        for (int c = t; c < BM * 8; c += NT)
-            cp_async16(sa + kt * BM * 32 + (c / 64) * 256 + ((c / 8) % 8) * 32 + (c % 8) * 4,
-                       xa + (size_t)((c % 8) + 8 * (c / 64)) * fi + kt * 32 + ((c / 8) % 8) * 4, 16);
-        for (int c = t; c < BN * 8; c += NT)
-            cp_async16(sb + kt * BN * 32 + (c / 64) * 256 + ((c / 8) % 8) * 32 + (c % 8) * 4,
-                       wa + (size_t)((c % 8) + 8 * (c / 64)) * fi + kt * 32 + ((c / 8) % 8) * 4, 16);
-        cp_async_commit();
-    }
-    float d[BN / 2];
-#pragma unroll
-    for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
-#pragma unroll
-    for (int kt = 0; kt < KT; kt++) {
-        if (OVERLAP || kt == 0) {
-            cp_wait_upto<0>(OVERLAP ? KT - 1 - kt : 0);
-            if (RN)
-                for (int k2 = OVERLAP ? kt : 0; k2 <= (OVERLAP ? kt : KT - 1); k2++) {
-                    for (int c = t; c < BM * 8; c += NT) wg_round_piece(sa + k2 * BM * 32, c);
-                    for (int c = t; c < BN * 8; c += NT) wg_round_piece(sb + k2 * BN * 32, c);
-                }
-            fence_proxy_async();
-            __syncthreads();
-            wg_fence();
-        }
-        const float *a = sa + kt * BM * 32 + wg * 64 * 32, *bb = sb + kt * BN * 32;
-#pragma unroll
-        for (int k8 = 0; k8 < 4; k8++) {
-            const uint64_t da = wg_desc(a + k8 * 64, 128, 1024), db = wg_desc(bb + k8 * 64, 128, 1024);
-            if constexpr (BN == 32) wgmma_n32(d, da, db, 1);
-            else if constexpr (BN == 64) wgmma_n64(d, da, db, 1);
-            else wgmma_n128(d, da, db, 1);
-        }
-        wg_commit();
-    }
-    wg_wait<0>();
-    const int warp = (t % 128) / 32, lane = t % 32;
-    const int row0 = blockIdx.y * BM + wg * 64 + warp * 16 + lane / 4;
-    float *ya = y + ag;
-    const float *ba = b + ag + blockIdx.x * BN;
-#pragma unroll
-    for (int j = 0; j < BN / 2; j += 2) {
-        const int col = (j / 4) * 8 + 2 * (lane % 4), row = row0 + ((j % 4) >= 2 ? 8 : 0);
-        const float v0 = fmaxf(d[j] + ba[col], 0.0f), v1 = fmaxf(d[j + 1] + ba[col + 1], 0.0f);
-        *(float2 *)(ya + (size_t)row * fo + blockIdx.x * BN + col) = make_float2(v0, v1);
-    }
-}
-
-template <int BM, int BN, bool RN, bool OVERLAP>
-static void wg_res(bench *B) {
-    const size_t bytes = (size_t)(BM + BN) * 256 * sizeof(float);
-    static int set = 0;
-    if (!set)
-        CK(cudaFuncSetAttribute(wg_res_kernel<BM, BN, RN, OVERLAP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)bytes));
-    set = 1;
-    if (B->fi != 256) {
-        fprintf(stderr, "wg_res: K must be 256\n");
-        exit(1);
-    }
-    wg_res_kernel<BM, BN, RN, OVERLAP><<<dim3(B->fo / BN, B->rows / BM, B->n), BM * 2, bytes, B->s>>>(
-        B->base + B->oy, B->base + B->ox, B->base + B->oW, B->base + B->ob, B->fi, B->fo, B->stride);
-    CK(cudaGetLastError());
-}
-
-/* The same with the chunks in the 128-byte swizzled layout wgmma reads natively: a chunk row (32 floats, 128 bytes)
- * is contiguous, its 16-byte piece j stored at j ^ (row % 8), each 8-row group 1024 bytes (1024-byte aligned). A
- * quarter-warp copies one row's 128 contiguous bytes (full sectors) into 8 distinct bank groups. */
-static __device__ __forceinline__ uint64_t wg_desc_sw128(const void *smem) {
-    const uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
-    return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
-}
-
-static __device__ __forceinline__ float *sw_piece(float *chunk, int c) { /* piece c = 8 row + j */
-    const int r = c / 8, j = c % 8;
-    return chunk + r * 32 + ((j ^ (r % 8)) * 4);
-}
-
-template <int BM, int BN, bool RN>
-__global__ void __launch_bounds__(BM * 2) wg_sw_kernel(float *y, const float *x, const float *W, const float *b,
-                                                       int fi, int fo, int64_t stride) {
     extern __shared__ __align__(1024) float sm_raw[];
-    float *sm = (float *)(((uintptr_t)sm_raw + 1023) & ~(uintptr_t)1023);
+    float *sm = (float *)(((uintptr_t)sm_raw + 1023) & ~(uintptr_t)1023); /* the swizzle's 1024-byte alignment */
     constexpr int KT = 8, NT = BM * 2;
     float *sa = sm, *sb = sm + BM * 256;
     const int64_t ag = (int64_t)blockIdx.z * stride;
     const float *xa = x + ag + (size_t)blockIdx.y * BM * fi, *wa = W + ag + (size_t)blockIdx.x * BN * fi;
-    const int t = threadIdx.x, wg = t / 128;
+    const int wg = threadIdx.x / 128;
 #pragma unroll
     for (int kt = 0; kt < KT; kt++) {
-        for (int c = t; c < BM * 8; c += NT)
-            cp_async16(sw_piece(sa + kt * BM * 32, c), xa + (size_t)(c / 8) * fi + kt * 32 + (c % 8) * 4, 16);
-        for (int c = t; c < BN * 8; c += NT)
-            cp_async16(sw_piece(sb + kt * BN * 32, c), wa + (size_t)(c / 8) * fi + kt * 32 + (c % 8) * 4, 16);
+        wg_load<BM, NT, SW>(sa + kt * BM * 32, xa, fi, kt);
+        wg_load<BN, NT, SW>(sb + kt * BN * 32, wa, fi, kt);
         cp_async_commit();
     }
     float d[BN / 2];
@@ -365,122 +235,76 @@ __global__ void __launch_bounds__(BM * 2) wg_sw_kernel(float *y, const float *x,
 #pragma unroll
     for (int kt = 0; kt < KT; kt++) {
         cp_wait_upto<0>(KT - 1 - kt);
-        if (RN) {
-            for (int c = t; c < BM * 8; c += NT) wg_round4(sw_piece(sa + kt * BM * 32, c));
-            for (int c = t; c < BN * 8; c += NT) wg_round4(sw_piece(sb + kt * BN * 32, c));
-        }
+        if (RN) wg_round<BM, NT, SW>(sa + kt * BM * 32), wg_round<BN, NT, SW>(sb + kt * BN * 32);
         fence_proxy_async();
         __syncthreads();
         wg_fence();
         const float *a = sa + kt * BM * 32 + wg * 64 * 32, *bb = sb + kt * BN * 32;
 #pragma unroll
         for (int k8 = 0; k8 < 4; k8++) {
-            const uint64_t da = wg_desc_sw128(a + k8 * 8), db = wg_desc_sw128(bb + k8 * 8);
-            if constexpr (BN == 32) wgmma_n32(d, da, db, 1);
-            else if constexpr (BN == 64) wgmma_n64(d, da, db, 1);
-            else wgmma_n128(d, da, db, 1);
+            if (SW) wg_mma<BN>(d, wg_desc_sw128(a + k8 * 8), wg_desc_sw128(bb + k8 * 8));
+            else wg_mma<BN>(d, wg_desc(a + k8 * 64, 128, 1024), wg_desc(bb + k8 * 64, 128, 1024));
         }
         wg_commit();
     }
     wg_wait<0>();
-    const int warp = (t % 128) / 32, lane = t % 32;
-    const int row0 = blockIdx.y * BM + wg * 64 + warp * 16 + lane / 4;
-    float *ya = y + ag;
-    const float *ba = b + ag + blockIdx.x * BN;
-#pragma unroll
-    for (int j = 0; j < BN / 2; j += 2) {
-        const int col = (j / 4) * 8 + 2 * (lane % 4), row = row0 + ((j % 4) >= 2 ? 8 : 0);
-        const float v0 = fmaxf(d[j] + ba[col], 0.0f), v1 = fmaxf(d[j + 1] + ba[col + 1], 0.0f);
-        *(float2 *)(ya + (size_t)row * fo + blockIdx.x * BN + col) = make_float2(v0, v1);
-    }
+    wg_store<BN>(d, y + ag, b + ag, blockIdx.y * BM + wg * 64, blockIdx.x * BN, fo);
 }
 
-template <int BM, int BN, bool RN>
-static void wg_sw(bench *B) {
-    const size_t bytes = (size_t)(BM + BN) * 256 * sizeof(float) + 1024;
-    static int set = 0;
-    if (!set)
-        CK(cudaFuncSetAttribute(wg_sw_kernel<BM, BN, RN>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    set = 1;
-    if (B->fi != 256) {
-        fprintf(stderr, "wg_sw: K must be 256\n");
+/* Launches kernel over B's agents with `bytes` of dynamic shared memory (the attribute set once per kernel). */
+template <typename K>
+static void wg_launch(bench *B, K kernel, int bm, int bn, int threads, size_t bytes) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes) != cudaSuccess) {
+        fprintf(stderr, "%zu bytes of shared memory refused\n", bytes);
         exit(1);
     }
-    wg_sw_kernel<BM, BN, RN><<<dim3(B->fo / BN, B->rows / BM, B->n), BM * 2, bytes, B->s>>>(
-        B->base + B->oy, B->base + B->ox, B->base + B->oW, B->base + B->ob, B->fi, B->fo, B->stride);
+    kernel<<<dim3(B->fo / bn, B->rows / bm, B->n), threads, bytes, B->s>>>(B->base + B->oy, B->base + B->ox,
+                                                                         B->base + B->oW, B->base + B->ob, B->fi,
+                                                                         B->fo, B->stride);
     CK(cudaGetLastError());
 }
 
-#define WG_ROUTES 11
-static const char *const wg_route_name[WG_ROUTES] = {
-    "n64 trunc",        "res 128x64 trunc", "res 64x64 trunc", "sw 128x64 trunc", "sw 128x64 RN",  "sw 64x64 trunc",
-    "sw 64x64 RN",      "n128 trunc (staged)", "sw 64x128 trunc", "sw 128x32 trunc", "sw 64x32 trunc"};
+template <int BN, bool RN>
+static void wg_fwd(bench *B) {
+    wg_launch(B, wg_fwd_kernel<BN, RN>, 64, BN, 128, (size_t)WG_STAGES * (64 + BN) * WG_BK * sizeof(float));
+}
+template <int BM, int BN, bool RN, bool SW>
+static void wg_res(bench *B) {
+    if (B->fi != 256) {
+        fprintf(stderr, "the resident routes take K = 256\n");
+        exit(1);
+    }
+    wg_launch(B, wg_res_kernel<BM, BN, RN, SW>, BM, BN, BM * 2, (size_t)(BM + BN) * 256 * sizeof(float) + 1024);
+}
+
+#define WG_ROUTES 7
+static const char *const wg_route_name[WG_ROUTES] = {"staged 64x64",         "resident 128x64",    "swizzled 128x64",
+                                                     "swizzled 128x64 RN",    "swizzled 64x64",     "swizzled 64x128",
+                                                     "staged 64x64 RN"};
 static void wg_run(bench *B, int r) {
     switch (r) {
-    case 0: wg_fwd<64, false, false>(B); break;
-    case 1: wg_res<128, 64, false, true>(B); break;
-    case 2: wg_res<64, 64, false, true>(B); break;
-    case 3: wg_sw<128, 64, false>(B); break;
-    case 4: wg_sw<128, 64, true>(B); break;
-    case 5: wg_sw<64, 64, false>(B); break;
-    case 6: wg_sw<64, 64, true>(B); break;
-    case 7: wg_fwd<128, false, false>(B); break;
-    case 8: wg_sw<64, 128, false>(B); break;
-    case 9: wg_sw<128, 32, false>(B); break;
-    default: wg_sw<64, 32, false>(B); break;
+    case 0: wg_fwd<64, false>(B); break;
+    case 1: wg_res<128, 64, false, false>(B); break;
+    case 2: wg_res<128, 64, false, true>(B); break;
+    case 3: wg_res<128, 64, true, true>(B); break;
+    case 4: wg_res<64, 64, false, true>(B); break;
+    case 5: wg_res<64, 128, false, true>(B); break;
+    default: wg_fwd<64, true>(B); break;
     }
 }
 static void wg_op(bench *B, const void *r) { wg_run(B, *(const int *)r); }
 
-__global__ void fill_kernel(float *p, int64_t n) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        uint32_t v = (uint32_t)i * 2654435761u;
-        v ^= v >> 15, v *= 2246822519u, v ^= v >> 13;
-        p[i] = (float)(v & 0xffff) / 65536.0f - 0.5f;
-    }
-}
-
-/* The largest |ours - cuBLASLt| over every agent's output, relative to cuBLASLt's largest entry. */
-static double wg_check(bench *B, lt_plan *P, int r) {
-    const int64_t cnt = (int64_t)B->rows * B->fo;
-    float *ours = (float *)malloc(cnt * 4), *lib = (float *)malloc(cnt * 4);
-    double d = 0, m = 0;
-    for (int a = 0; a < B->n; a++) {
-        const int64_t off = B->oy + (int64_t)a * B->stride;
-        CK(cudaMemsetAsync(B->base + off, 0, cnt * 4, B->s));
-        wg_run(B, r);
-        CK(cudaStreamSynchronize(B->s)); /* B->s does not wait for the legacy stream, nor it for B->s */
-        CK(cudaMemcpy(ours, B->base + off, cnt * 4, cudaMemcpyDeviceToHost));
-        lt_run(B, P, LT_FWD);
-        CK(cudaStreamSynchronize(B->s));
-        CK(cudaMemcpy(lib, B->base + off, cnt * 4, cudaMemcpyDeviceToHost));
-        int shown = 0;
-        for (int64_t i = 0; i < cnt; i++) {
-            d = fmax(d, fabs((double)ours[i] - lib[i])), m = fmax(m, fabs((double)lib[i]));
-            if (getenv("WG_SHOW") && a == 0 && shown < 6 && fabs((double)ours[i] - lib[i]) > 1e-2 * fabs(lib[i]) + 1e-3)
-                printf("        agent 0 row %3d col %3d: ours %9.5f cuBLASLt %9.5f\n", (int)(i / B->fo),
-                       (int)(i % B->fo), ours[i], lib[i]), shown++;
-        }
-        if (a == 0 && B->n > 2) a = B->n - 2; /* the first and the last agent */
-    }
-    free(ours), free(lib);
-    return m > 0 ? d / m : d;
-}
-
 static void bench_case(int n, int reps, int replays) {
     bench B;
-    bench_shape(&B, n, 256, 1);
-    B.stride = bench_plain_layout(&B);
-    bench_open(&B, NULL);
-    fill_kernel<<<1024, 256, 0, B.s>>>(B.base, B.stride * n);
-    CK(cudaStreamSynchronize(B.s));
-    lt_plan P = lt_make(&B, LT_FWD);
-    const double lib = P.ok ? lt_chain_us(&B, &P, LT_FWD, reps, replays) : -1.0;
+    lt_plan P;
+    const double lib = ceiling_fwd_reference(&B, n, 256, &P, reps, replays);
     printf("%4d agents, tf32 256x256x256 forward (bias, ReLU), us per forward of all agents: cuBLASLt %6.2f\n", n, lib);
     for (int r = 0; r < WG_ROUTES; r++) {
         wg_run(&B, r); /* outside the capture: the kernel's one-time shared-memory attribute */
         CK(cudaStreamSynchronize(B.s));
-        const double e = P.ok ? wg_check(&B, &P, r) : -1.0;
+        /* the first agent and the last */
+        const double e = P.ok ? fmax(ceiling_fwd_diff(&B, &P, wg_op, &r, 0), ceiling_fwd_diff(&B, &P, wg_op, &r, n - 1))
+                              : -1.0;
         const double t = chain_us(&B, wg_op, &r, reps, replays);
         printf("      wgmma %-15s %6.2f us  (%.2fx cuBLASLt)  diff %.1e\n", wg_route_name[r], t, lib / t, e);
         fflush(stdout);
