@@ -15,6 +15,7 @@
 #     greenlet typing_extensions packaging PyYAML
 # Usage (device machine, repo root): bash bench/sweep_bench.sh [BUILD_DIR]   (default build; built when missing)
 #   env: TRIALS (64), BATCH (64: one population), PROCS (1), DEVICE (cuda:0), STEPS (the config's total_steps),
+#   PRECISION (the config's: fp32; tf32, bf16 or fp16 for every run here, the reference one included),
 #   GPUS (1; 2 or more adds the sweep again with one worker per GPU, --devices cuda:0,..., on one journal file),
 #   STAGES (default "1 2 3 4 5": which numbered parts to run; 1 is the 16-member population, and the one run, the
 #   reference, always runs).
@@ -42,7 +43,7 @@ fi
 export PYTHONPATH=$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH}
 export RLTRAIN_LIBRARY=$PWD/$build/librltrain.so RLT_CUDA_MODULE=$PWD/$build/librltrain_cuda.so PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$log"
-say "optuna $(python3 -c 'import optuna; print(optuna.__version__)'), $TRIALS trials, populations of $BATCH, $PROCS process(es) at a time for the per-process sweep, on $DEVICE"
+say "optuna $(python3 -c 'import optuna; print(optuna.__version__)'), $TRIALS trials, populations of $BATCH, $PROCS process(es) at a time for the per-process sweep, on $DEVICE, precision ${PRECISION:-fp32}"
 
 work=/tmp/sweep_bench; rm -rf "$work"; mkdir -p "$work"
 cat >"$work/space.yaml" <<'EOF'
@@ -52,6 +53,7 @@ td3.tau: [0.002, 0.005, 0.01]
 EOF
 sets=(--set device="$DEVICE" --set train.progress_every_s=5)
 [ -n "${STEPS:-}" ] && sets+=(--set train.total_steps="$STEPS")
+[ -n "${PRECISION:-}" ] && sets+=(--set precision="$PRECISION")
 common=(--config configs/td3_pendulum.yaml --space "$work/space.yaml" --trials "$TRIALS" --sampler random
         --sampler-seed 1 --quiet "${sets[@]}")
 now() { date +%s.%N; }
