@@ -250,40 +250,66 @@ static int read_list(cfg_reader *r, const cfg_key *k, const yaml_event_t *ev) {
 
 #define CONV_EXAMPLE "[{out: 16, kernel: 3, stride: 1}]"
 
+/* How a list item's mapping names its keys, for read_item_key's messages. */
+typedef struct cfg_item {
+    int (*field)(const char *name, size_t n); /* the key's field number, -1 when unknown */
+    const char *noun;                         /* "a layer", "an input" */
+    const char *example;                      /* "write a layer like ..." */
+    const char *expected;                     /* the hint for an unknown key */
+    int n_fields;
+} cfg_item;
+
+/* The next key of the mapping of item `index` of list kname (network.conv[2], network.inputs[0]): *f its field, or
+ * -2 at the mapping's end. A key that is not a name, unknown or given twice (seen[f]: the line it was first given on)
+ * is reported; key is left "kname[index].name" (or "kname[index]") for the messages about its value. */
+static int read_item_key(cfg_reader *r, const char *kname, int index, const cfg_item *it, int *seen, char *key,
+                         size_t cap, int *f) {
+    char what[512], hint[512];
+    yaml_event_t kev;
+    RLT_TRY(next_event(r, &kev));
+    *f = -1;
+    if (kev.type == YAML_MAPPING_END_EVENT) {
+        yaml_event_delete(&kev);
+        *f = -2;
+        return RLT_OK;
+    }
+    int rc = RLT_OK;
+    snprintf(key, cap, "%s[%d]", kname, index);
+    if (kev.type != YAML_SCALAR_EVENT) {
+        snprintf(what, sizeof what, "%s's key must be a name, not %s", it->noun, node_kind(&kev));
+        rc = REPORT(r->e, r->src, kev.start_mark, key, what, it->example);
+    } else {
+        const char *name = (const char *)kev.data.scalar.value;
+        size_t nlen = kev.data.scalar.length;
+        *f = it->field(name, nlen);
+        snprintf(key, cap, "%s[%d].%.*s", kname, index, (int)(nlen > 40 ? 40 : nlen), name);
+        if (*f < 0 || *f >= it->n_fields) {
+            rc = REPORT(r->e, r->src, kev.start_mark, key, "unknown key", it->expected);
+        } else if (seen[*f]) {
+            snprintf(what, sizeof what, "duplicate key (first given on line %d)", seen[*f]);
+            snprintf(hint, sizeof hint, "give each key of %s once", it->noun);
+            rc = REPORT(r->e, r->src, kev.start_mark, key, what, hint);
+        } else {
+            seen[*f] = (int)kev.start_mark.line + 1;
+        }
+    }
+    yaml_event_delete(&kev);
+    return rc;
+}
+
 /* One layer's mapping (ev is its start) into *out; `index` names it in messages: network.conv[1].kernel. */
 static int read_conv_layer(cfg_reader *r, const char *kname, int index, const yaml_event_t *ev, rlt_conv_layer *out) {
     char key[CFG_MAX_PATH + 64], what[512], hint[512];
     *out = config_conv_layer_defaults();
     int seen[CONV_F_COUNT] = {0};
+    static const cfg_item item = {config_conv_field, "a layer", "write a layer like " CONV_EXAMPLE,
+                                  "expected " CONV_FIELD_NAMES " (a layer is like {out: 64, kernel: 3, stride: 1, pad: 0})",
+                                  CONV_F_COUNT};
     for (;;) {
-        yaml_event_t kev, vev;
-        RLT_TRY(next_event(r, &kev));
-        if (kev.type == YAML_MAPPING_END_EVENT) {
-            yaml_event_delete(&kev);
-            break;
-        }
-        int rc = RLT_OK, f = -1;
-        snprintf(key, sizeof key, "%s[%d]", kname, index);
-        if (kev.type != YAML_SCALAR_EVENT) {
-            snprintf(what, sizeof what, "a layer's key must be a name, not %s", node_kind(&kev));
-            rc = REPORT(r->e, r->src, kev.start_mark, key, what, "write a layer like " CONV_EXAMPLE);
-        } else {
-            const char *name = (const char *)kev.data.scalar.value;
-            size_t nlen = kev.data.scalar.length;
-            f = config_conv_field(name, nlen);
-            snprintf(key, sizeof key, "%s[%d].%.*s", kname, index, (int)(nlen > 40 ? 40 : nlen), name);
-            if (f < 0) {
-                rc = REPORT(r->e, r->src, kev.start_mark, key, "unknown key",
-                            "expected " CONV_FIELD_NAMES " (a layer is like {out: 64, kernel: 3, stride: 1, pad: 0})");
-            } else if (seen[f]) {
-                snprintf(what, sizeof what, "duplicate key (first given on line %d)", seen[f]);
-                rc = REPORT(r->e, r->src, kev.start_mark, key, what, "give each key of a layer once");
-            } else {
-                seen[f] = (int)kev.start_mark.line + 1;
-            }
-        }
-        yaml_event_delete(&kev);
-        RLT_TRY(rc);
+        yaml_event_t vev;
+        int rc = RLT_OK, f;
+        RLT_TRY(read_item_key(r, kname, index, &item, seen, key, sizeof key, &f));
+        if (f == -2) break;
         RLT_TRY(next_event(r, &vev));
         if (vev.type != YAML_SCALAR_EVENT) {
             snprintf(what, sizeof what, "must be an integer, not %s", node_kind(&vev));
@@ -408,34 +434,13 @@ static int read_input(cfg_reader *r, const cfg_key *k, int index, const yaml_eve
     cfg_why why;
     (void)config_conv_set_preset(&out->torso, "none", 4, &why);
     int seen[INPUT_F_COUNT] = {0};
+    static const cfg_item item = {config_inputs_field, "an input", "write an input like " INPUT_EXAMPLE,
+                                  "expected " INPUT_FIELD_NAMES, INPUT_F_COUNT};
     for (;;) {
-        yaml_event_t kev, vev;
-        RLT_TRY(next_event(r, &kev));
-        if (kev.type == YAML_MAPPING_END_EVENT) {
-            yaml_event_delete(&kev);
-            break;
-        }
-        int rc = RLT_OK, f = -1;
-        snprintf(key, sizeof key, "%s[%d]", k->key, index);
-        if (kev.type != YAML_SCALAR_EVENT) {
-            snprintf(what, sizeof what, "an input's key must be a name, not %s", node_kind(&kev));
-            rc = REPORT(r->e, r->src, kev.start_mark, key, what, "write an input like " INPUT_EXAMPLE);
-        } else {
-            const char *name = (const char *)kev.data.scalar.value;
-            size_t nlen = kev.data.scalar.length;
-            f = config_inputs_field(name, nlen);
-            snprintf(key, sizeof key, "%s[%d].%.*s", k->key, index, (int)(nlen > 40 ? 40 : nlen), name);
-            if (f < 0) {
-                rc = REPORT(r->e, r->src, kev.start_mark, key, "unknown key", "expected " INPUT_FIELD_NAMES);
-            } else if (seen[f]) {
-                snprintf(what, sizeof what, "duplicate key (first given on line %d)", seen[f]);
-                rc = REPORT(r->e, r->src, kev.start_mark, key, what, "give each key of an input once");
-            } else {
-                seen[f] = (int)kev.start_mark.line + 1;
-            }
-        }
-        yaml_event_delete(&kev);
-        RLT_TRY(rc);
+        yaml_event_t vev;
+        int rc = RLT_OK, f;
+        RLT_TRY(read_item_key(r, k->key, index, &item, seen, key, sizeof key, &f));
+        if (f == -2) break;
         RLT_TRY(next_event(r, &vev));
         if (f == INPUT_F_SHAPE) {
             rc = read_input_shape(r, key, &vev, out);

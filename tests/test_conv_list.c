@@ -157,7 +157,14 @@ static const bad_case bad_cases[] = {
     {"network:\n  conv: [{out: 8, kernel: [3, 3]}]\n",
      {"c.yaml:2:27: key 'network.conv[0].kernel': must be an integer, not a list"}},
     {"network:\n  conv: [{out: 8, kernel: 3, out: 9}]\n",
-     {"c.yaml:2:30: key 'network.conv[0].out': duplicate key (first given on line 2)"}},
+     {"c.yaml:2:30: key 'network.conv[0].out': duplicate key (first given on line 2)", "give each key of a layer once"}},
+    {"network:\n  conv:\n    - ? [a]\n      : 8\n",
+     {"c.yaml:3:9: key 'network.conv[0]': a layer's key must be a name, not a list", "write a layer like"}},
+    /* The same reader takes network.inputs' items (read_item_key). */
+    {"network:\n  inputs: [{name: a, shap: [4]}]\n",
+     {"c.yaml:2:22: key 'network.inputs[0].shap': unknown key; expected"}},
+    {"network:\n  inputs: [{name: a, name: b, shape: [4]}]\n",
+     {"key 'network.inputs[0].name': duplicate key (first given on line 2)", "give each key of an input once"}},
     {"network:\n  conv:\n    - {out: 8, kernel: 3}\n    - {out: 8, kernel: 3}\n    - {out: 8, kernel: 3}\n"
      "    - {out: 8, kernel: 3}\n    - {out: 8, kernel: 3}\n    - {out: 8, kernel: 3}\n    - {out: 8, kernel: 3}\n"
      "    - {out: 8, kernel: 3}\n    - {out: 8, kernel: 3}\n",
