@@ -30,25 +30,15 @@ static uint32_t cap_u32s(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoCapAtt
     return (uint32_t)n;
 }
 
-static float *out_of(bench *B, int kind) {
-    return B->base + (kind == LT_WGRAD ? B->odW : kind == LT_DGRAD ? B->odx : B->oy);
-}
-
 /* Microseconds per product over `n` plain launches on the stream (after 2 warm-ups); -1 when a launch fails. */
 static double stream_us(bench *B, lt_plan *P, int kind, int n) {
-    const float one = 1.0f, zero = 0.0f;
-    const float *A = B->base + (kind == LT_WGRAD ? B->ox : B->oW);
-    const float *Bm = B->base + (kind == LT_FWD ? B->ox : B->ody);
-    float *C = out_of(B, kind);
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     double us = -1;
     for (int i = 0; i < n + 2; i++) {
         if (i == 2) CK(cudaEventRecord(e0, B->s));
-        if (cublasLtMatmul(B->lt, P->d, &one, A, P->la, Bm, P->lb, &zero, C, P->lc, C, P->lc, &P->algo, B->ws,
-                           B->ws_bytes, B->s) != CUBLAS_STATUS_SUCCESS)
-            goto out;
+        if (lt_issue(B, P, kind) != CUBLAS_STATUS_SUCCESS) goto out;
     }
     CK(cudaEventRecord(e1, B->s));
     if (cudaEventSynchronize(e1) == cudaSuccess) {
@@ -60,6 +50,20 @@ out:
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     return us;
+}
+
+/* Every agent's output of `kind` after plan P's product, one agent after another (copied from the whole arena). */
+static std::vector<float> outputs_of(bench *B, lt_plan *P, int kind) {
+    const size_t per = kind == LT_WGRAD ? (size_t)B->fo * B->fi : kind == LT_DGRAD ? (size_t)B->rows * B->fi
+                                                                                     : (size_t)B->rows * B->fo;
+    lt_run(B, P, kind);
+    CK(cudaStreamSynchronize(B->s)); /* B->s does not wait for the legacy stream's copy, nor it for B->s */
+    std::vector<float> full((size_t)B->n * B->stride), out((size_t)B->n * per);
+    CK(cudaMemcpy(full.data(), B->base, full.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    const int64_t at = lt_out(B, kind) - B->base;
+    for (int a = 0; a < B->n; a++)
+        memcpy(&out[(size_t)a * per], &full[(size_t)a * B->stride + at], per * sizeof(float));
+    return out;
 }
 
 static const char *kind_name(int kind) { return kind == LT_FWD ? "forward" : kind == LT_DGRAD ? "dgrad  " : "wgrad  "; }
@@ -74,16 +78,7 @@ static void search(bench *B, int kind, int reps, int replays) {
     /* The heuristic's first: its time in a graph and its output. */
     const double heur = lt_chain_us(B, &P, kind, reps, replays);
     CK(cudaStreamSynchronize(B->s));
-    /* The output regions of all agents, as one vector (regions at the stride; outputs at the kind's offset). */
-    const size_t per = kind == LT_WGRAD ? (size_t)B->fo * B->fi : kind == LT_DGRAD ? (size_t)B->rows * B->fi
-                                                                                     : (size_t)B->rows * B->fo;
-    std::vector<float> ref((size_t)B->n * B->stride);
-    lt_run(B, &P, kind);
-    CK(cudaMemcpy(ref.data(), B->base, ref.size() * sizeof(float), cudaMemcpyDeviceToHost));
-    const int64_t oo = out_of(B, kind) - B->base;
-    std::vector<float> refo((size_t)B->n * per);
-    for (int a = 0; a < B->n; a++)
-        memcpy(&refo[(size_t)a * per], &ref[(size_t)a * B->stride + oo], per * sizeof(float));
+    const std::vector<float> ref = outputs_of(B, &P, kind);
 
     int ids[128], n_ids = 0;
     CK(cublasLtMatmulAlgoGetIds(B->lt, ct, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, 128, ids,
@@ -151,16 +146,9 @@ done:
         P.algo = all[i].algo;
         const double g = lt_chain_us(B, &P, kind, reps, replays);
         CK(cudaStreamSynchronize(B->s));
-        lt_run(B, &P, kind);
-        CK(cudaStreamSynchronize(B->s));
-        std::vector<float> o((size_t)B->n * per), full((size_t)B->n * B->stride);
-        CK(cudaMemcpy(full.data(), B->base, full.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        const std::vector<float> o = outputs_of(B, &P, kind);
         double d = 0, m = 0;
-        for (int ag = 0; ag < B->n; ag++)
-            for (size_t j = 0; j < per; j++) {
-                const double v = full[(size_t)ag * B->stride + oo + j], rv = refo[(size_t)ag * per + j];
-                d = fmax(d, fabs(v - rv)), m = fmax(m, fabs(rv));
-            }
+        for (size_t j = 0; j < o.size(); j++) d = fmax(d, fabs((double)o[j] - ref[j])), m = fmax(m, fabs((double)ref[j]));
         printf("      %6.2f us (graph; %6.2f on the stream)  algo %3d tile %3d stages %3d cluster %2d swizzle %d "
                "custom %d  diff %.1e\n",
                g, all[i].us, all[i].id, all[i].tile, all[i].stages, all[i].cluster, all[i].swz, all[i].custom,

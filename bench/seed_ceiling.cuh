@@ -133,14 +133,22 @@ static lt_plan lt_make_as(bench *B, int kind, int ptr) {
 static lt_plan lt_make(bench *B, int kind) { return lt_make_as(B, kind, 0); }
 
 
-static void lt_run(bench *B, lt_plan *P, int kind) {
+/* Where an lt_plan of `kind` writes agent 0's output (dW, dx or y). */
+static float *lt_out(bench *B, int kind) {
+    return B->base + (kind == LT_WGRAD ? B->odW : kind == LT_DGRAD ? B->odx : B->oy);
+}
+
+/* P's product of `kind` on B's stream; the library's status (bench_lt_space tries configurations that may fail). */
+static cublasStatus_t lt_issue(bench *B, lt_plan *P, int kind) {
     const float one = 1.0f, zero = 0.0f;
     const float *A = B->base + (kind == LT_WGRAD ? B->ox : B->oW);
     const float *Bm = B->base + (kind == LT_FWD ? B->ox : B->ody);
-    float *C = B->base + (kind == LT_WGRAD ? B->odW : kind == LT_DGRAD ? B->odx : B->oy);
-    CK(cublasLtMatmul(B->lt, P->d, &one, A, P->la, Bm, P->lb, &zero, C, P->lc, C, P->lc, &P->algo, B->ws, B->ws_bytes,
-                      B->s));
+    float *C = lt_out(B, kind);
+    return cublasLtMatmul(B->lt, P->d, &one, A, P->la, Bm, P->lb, &zero, C, P->lc, C, P->lc, &P->algo, B->ws,
+                          B->ws_bytes, B->s);
 }
+
+static void lt_run(bench *B, lt_plan *P, int kind) { CK(lt_issue(B, P, kind)); }
 
 /* p[0 .. n) = hashed values in [-0.5, 0.5): inputs that make a wrong product show (zeros would not). */
 __global__ void ceiling_fill(float *p, int64_t n) {

@@ -198,7 +198,6 @@ __global__ void __launch_bounds__(128) wg_fwd_kernel(float *y, const float *x, c
     wg_store<BN>(d, y + ag, b + ag, blockIdx.y * 64, blockIdx.x * BN, fo);
 }
 
-template <int N>
 static __device__ __forceinline__ void cp_wait_upto(int n) { /* cp.async.wait_group with a run-time count */
     if (n <= 0) cp_async_wait<0>();
     else if (n == 1) cp_async_wait<1>();
@@ -234,7 +233,7 @@ __global__ void __launch_bounds__(BM * 2) wg_res_kernel(float *y, const float *x
     for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
 #pragma unroll
     for (int kt = 0; kt < KT; kt++) {
-        cp_wait_upto<0>(KT - 1 - kt);
+        cp_wait_upto(KT - 1 - kt);
         if (RN) wg_round<BM, NT, SW>(sa + kt * BM * 32), wg_round<BN, NT, SW>(sb + kt * BN * 32);
         fence_proxy_async();
         __syncthreads();

@@ -101,10 +101,7 @@ static void lp_groups_batch(const char *precision) {
     CHECK(strstr(log, "act as one batched graph") != NULL, "%s: the log says the seeds act batched:\n%s", tag, log);
     for (int s = 1; s <= 3; s++) {
         snprintf(path, sizeof path, "%s/seed_%d/summary.json", gdir, s);
-        FILE *f = fopen(path, "r");
-        size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
-        text[n] = '\0';
-        if (f) fclose(f);
+        test_read_text(path, text, sizeof text);
         const char *u = strstr(text, "\"updates\": ");
         const long updates = u ? strtol(u + 11, NULL, 10) : 0;
         CHECK(strstr(text, "\"status\": \"finished\"") && strstr(text, "\"allocations_after_init\": 0") &&
